@@ -1,0 +1,1 @@
+//! stormpi-bootstrap: launcher, PMI server and clients.

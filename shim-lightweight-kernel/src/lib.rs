@@ -1,0 +1,1 @@
+//! Lightweight-kernel shim: Portals 4 transport and environment rank discovery (not yet built).

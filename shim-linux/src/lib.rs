@@ -1,0 +1,1 @@
+//! Linux shim (not yet built).

@@ -1,0 +1,1 @@
+//! InfiniBand verbs BTL (not yet built).
