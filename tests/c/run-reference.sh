@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# run-reference.sh - build every test program in tests/c with MPICH's and Open MPI's compiler
+# wrappers and run it at several rank counts (oversubscribed), to check that the tests themselves
+# are correct MPI programs before stormpi is judged by them.
+#
+# usage: tests/c/run-reference.sh [--mpi mpich|openmpi|both] [--np "2 3 8"] [--keep] [prog ...]
+#
+# Prints one PASS/FAIL/SKIP line per program per MPI and exits non-zero if anything failed.
+# A program passes when it exits 0 within the time limit and rank 0 printed "OK <prog>".
+# Special programs:
+#   abort        must make the launcher exit non-zero (and not by our timeout) at every np;
+#   kill_victim  is run for a bounded number of iterations (must print READY lines and OK), then
+#                once more unbounded: one rank is SIGKILLed after all printed READY and the
+#                launcher must exit non-zero.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+mpis="mpich openmpi"
+nps="2 3 8"
+keep=0
+timeout_s=${TIMEOUT:-60}
+progs=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --mpi) shift; [ "$1" = both ] && mpis="mpich openmpi" || mpis="$1" ;;
+        --np) shift; nps="$1" ;;
+        --keep) keep=1 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) progs+=("$1") ;;
+    esac
+    shift
+done
+if [ ${#progs[@]} -eq 0 ]; then
+    for f in "$here"/*.c; do progs+=("$(basename "$f" .c)"); done
+fi
+
+# (-Wno-stringop-overflow: gcc 12 misreads MPICH's MPI_STATUSES_IGNORE, a cast of 1, as a 0-byte array.)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI under a container: keep its warnings about missing high-speed networks quiet.
+export OMPI_MCA_btl_base_warn_component_unused=0
+
+work=$(mktemp -d /tmp/stormpi-ref.XXXXXX)
+if [ $keep -eq 0 ]; then trap 'rm -rf "$work"' EXIT; else echo "keeping $work"; fi
+
+cc_of() { case "$1" in mpich) echo mpicc.mpich ;; openmpi) echo mpicc.openmpi ;; esac; }
+launch() { # launch MPI NP prog args...
+    local mpi=$1 np=$2; shift 2
+    case "$mpi" in
+        mpich) mpiexec.mpich -n "$np" "$@" ;;
+        openmpi) mpirun.openmpi --oversubscribe -n "$np" "$@" ;;
+    esac
+}
+
+# Documented quirks of a reference MPI: "mpi prog" -> reason. Such a run is reported as SKIP.
+skip_reason() {
+    case "$1 $2" in
+        *) echo "" ;;
+    esac
+}
+
+failures=0
+report() { echo "$*"; case "$1" in FAIL) failures=$((failures + 1)) ;; esac; }
+
+run_normal() { # mpi prog
+    local mpi=$1 prog=$2 np out err rc t0 t1 times=""
+    for np in $nps; do
+        out="$work/$mpi.$prog.$np.out"; err="$work/$mpi.$prog.$np.err"
+        t0=$(date +%s.%N)
+        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np '$work/$mpi/$prog'" >"$out" 2>"$err" </dev/null
+        rc=$?
+        t1=$(date +%s.%N)
+        times="$times np$np=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s"
+        if [ $rc -ne 0 ] || ! grep -qx "OK $prog" "$out"; then
+            local why="exit $rc"; [ $rc -eq 124 ] && why="timeout ${timeout_s}s"
+            report FAIL "$mpi $prog np=$np ($why): $( (grep -h FAIL "$err" "$out"; tail -n 3 "$err") | head -n 4 | tr '\n' '|')"
+            return
+        fi
+    done
+    report PASS "$mpi $prog ($times )"
+}
+
+run_abort() {
+    local mpi=$1 np out err rc times=""
+    for np in $nps; do
+        out="$work/$mpi.abort.$np.out"; err="$work/$mpi.abort.$np.err"
+        t0=$(date +%s.%N)
+        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np '$work/$mpi/abort'" >"$out" 2>"$err" </dev/null
+        rc=$?
+        t1=$(date +%s.%N)
+        times="$times np$np=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s,exit$rc"
+        if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "calling MPI_Abort" "$err"; then
+            report FAIL "$mpi abort np=$np: expected a prompt non-zero exit after MPI_Abort, got exit $rc"
+            return
+        fi
+    done
+    report PASS "$mpi abort ($times )"
+}
+
+run_kill_victim() {
+    local mpi=$1 np out err rc pid victim lpid i ready
+    for np in $nps; do
+        out="$work/$mpi.kv.$np.out"; err="$work/$mpi.kv.$np.err"
+        # bounded run: the program itself must be correct
+        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np '$work/$mpi/kill_victim' 200" >"$out" 2>"$err" </dev/null
+        rc=$?
+        ready=$(grep -c '^READY ' "$out")
+        if [ $rc -ne 0 ] || [ "$ready" -ne "$np" ] || ! grep -qx "OK kill_victim" "$out"; then
+            report FAIL "$mpi kill_victim np=$np bounded run: exit $rc, $ready READY lines"
+            return
+        fi
+        # unbounded run, SIGKILL one rank once all are READY
+        out="$work/$mpi.kvk.$np.out"; err="$work/$mpi.kvk.$np.err"
+        (launch "$mpi" "$np" "$work/$mpi/kill_victim" >"$out" 2>"$err" </dev/null) &
+        lpid=$!
+        for i in $(seq 1 300); do
+            [ "$(grep -c '^READY ' "$out")" -eq "$np" ] && break
+            sleep 0.1
+        done
+        victim=$(awk -v r=$((np - 1)) '$1 == "READY" && $2 == r { print $3 }' "$out")
+        if [ -z "$victim" ]; then
+            kill -9 $lpid 2>/dev/null; wait $lpid 2>/dev/null
+            report FAIL "$mpi kill_victim np=$np: READY lines did not appear"
+            return
+        fi
+        sleep 0.3
+        kill -9 "$victim"
+        rc=124
+        for i in $(seq 1 $((timeout_s * 10))); do
+            if ! kill -0 $lpid 2>/dev/null; then wait $lpid; rc=$?; break; fi
+            sleep 0.1
+        done
+        if [ $rc -eq 124 ]; then
+            kill -9 $lpid 2>/dev/null; wait $lpid 2>/dev/null
+        fi
+        if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+            report FAIL "$mpi kill_victim np=$np: launcher exit $rc after SIGKILL of rank $((np - 1))"
+            return
+        fi
+    done
+    report PASS "$mpi kill_victim (bounded runs OK; launcher exited non-zero after SIGKILL at np $nps)"
+}
+
+for mpi in $mpis; do
+    cc=$(cc_of "$mpi")
+    if ! command -v "$cc" >/dev/null; then report FAIL "$mpi: $cc not found"; continue; fi
+    mkdir -p "$work/$mpi"
+    for prog in "${progs[@]}"; do
+        if ! "$cc" -std=c99 -O2 -Wall -Wextra -Wno-stringop-overflow -o "$work/$mpi/$prog" "$here/$prog.c" \
+                >"$work/$mpi.$prog.build" 2>&1; then
+            report FAIL "$mpi $prog: build failed: $(head -n 5 "$work/$mpi.$prog.build" | tr '\n' '|')"
+            continue
+        fi
+        if [ -s "$work/$mpi.$prog.build" ]; then
+            echo "note: $mpi $prog: compiler warnings:"; sed 's/^/    /' "$work/$mpi.$prog.build"
+        fi
+        reason=$(skip_reason "$mpi" "$prog")
+        if [ -n "$reason" ]; then report SKIP "$mpi $prog: $reason"; continue; fi
+        case "$prog" in
+            abort) run_abort "$mpi" ;;
+            kill_victim) run_kill_victim "$mpi" ;;
+            *) run_normal "$mpi" "$prog" ;;
+        esac
+    done
+done
+
+if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "all passed"
