@@ -58,6 +58,19 @@ skip_reason() {
     esac
 }
 
+# Extra launcher arguments that work around a documented quirk of a reference MPI.
+#  - Open MPI 4.1.4, truncate: when a message too long for the receive buffer arrives over a
+#    single-copy (CMA) or RDMA-style rendezvous path, Open MPI reports MPI_ERR_TRUNCATE but has
+#    already written the whole message, past the end of the user's buffer (seen: 8 KiB message
+#    into 4 KiB overwrote 4 KiB of guard bytes; also with btl tcp).  The copy-in/copy-out path
+#    is right, so the test runs with vader's single-copy mechanism switched off.
+launch_extra() {
+    case "$1 $2" in
+        "openmpi truncate") echo "--mca btl_vader_single_copy_mechanism none" ;;
+        *) echo "" ;;
+    esac
+}
+
 failures=0
 report() { echo "$*"; case "$1" in FAIL) failures=$((failures + 1)) ;; esac; }
 
@@ -66,7 +79,7 @@ run_normal() { # mpi prog
     for np in $nps; do
         out="$work/$mpi.$prog.$np.out"; err="$work/$mpi.$prog.$np.err"
         t0=$(date +%s.%N)
-        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np '$work/$mpi/$prog'" >"$out" 2>"$err" </dev/null
+        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np $(launch_extra "$mpi" "$prog") '$work/$mpi/$prog'" >"$out" 2>"$err" </dev/null
         rc=$?
         t1=$(date +%s.%N)
         times="$times np$np=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s"
@@ -76,7 +89,8 @@ run_normal() { # mpi prog
             return
         fi
     done
-    report PASS "$mpi $prog ($times )"
+    local extra; extra=$(launch_extra "$mpi" "$prog")
+    report PASS "$mpi $prog ($times )${extra:+ [quirk workaround: $extra]}"
 }
 
 run_abort() {
