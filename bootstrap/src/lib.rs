@@ -1,1 +1,11 @@
-//! stormpi-bootstrap: launcher, PMI server and clients.
+//! stormpi-bootstrap: the `stormrun` launcher, its PMI server, and the PMI
+//! client the MPI library uses to start up inside a job.
+//!
+//! The contract between a launcher and the ranks it starts (environment,
+//! shared-memory file names) is described in [`launch`].
+
+#![warn(missing_docs)]
+
+pub mod launch;
+pub mod pmi;
+mod sys;

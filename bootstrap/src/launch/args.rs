@@ -1,0 +1,568 @@
+//! The command line of `stormrun`, modelled on `mpirun`:
+//!
+//! ```text
+//! stormrun [job options] [-n N] prog [args] [: [-n N] prog [args]]...
+//! ```
+//!
+//! Each `:`-separated part is an application context (MPMD). Options are
+//! described once, in the `OPTIONS` table; each is either job-wide (it may appear in
+//! any context) or belongs to the context it appears in (`-n`). Adding an
+//! option — `--host`, `--hostfile`, `--launch-agent` — is one table row and
+//! one match arm in `apply`.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Launch a job.
+    Run(LaunchSpec),
+    /// Print the help text.
+    Help,
+    /// Print the version.
+    Version,
+}
+
+/// A parsed launch request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LaunchSpec {
+    /// Options that apply to the whole job.
+    pub options: JobOptions,
+    /// The programs to start, in rank order.
+    pub apps: Vec<AppContext>,
+}
+
+/// Job-wide options.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobOptions {
+    /// Allow more ranks than cores.
+    pub oversubscribe: bool,
+    /// `-x` exports, in command-line order.
+    pub exports: Vec<Export>,
+    /// Prefix each output line with its rank.
+    pub tag_output: bool,
+    /// Kill the job after this long.
+    pub timeout: Option<Duration>,
+    /// `--mca NAME VALUE` parameters, in command-line order.
+    pub mca: Vec<(String, OsString)>,
+}
+
+/// One `-x` argument.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Export {
+    /// `-x VAR`: pass VAR's value from stormrun's environment.
+    Inherit(String),
+    /// `-x VAR=value`: set VAR to value.
+    Set(String, OsString),
+}
+
+/// One application context: a program, its arguments and its rank count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppContext {
+    /// `-n`, if given.
+    pub np: Option<u32>,
+    /// The program to run (looked up in `PATH` if it has no `/`).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+/// A command-line problem, with a message for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ArgError> {
+    Err(ArgError(msg.into()))
+}
+
+/// The options stormrun knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opt {
+    Np,
+    Oversubscribe,
+    Export,
+    TagOutput,
+    Timeout,
+    Mca,
+    Help,
+    Version,
+}
+
+/// One row of the option table.
+struct OptSpec {
+    names: &'static [&'static str],
+    opt: Opt,
+    /// Names of the values the option takes (their count is its arity).
+    values: &'static [&'static str],
+    help: &'static str,
+}
+
+/// Every option, in the order `--help` lists them.
+const OPTIONS: &[OptSpec] = &[
+    OptSpec {
+        names: &["-n", "-np", "--np", "--n"],
+        opt: Opt::Np,
+        values: &["N"],
+        help: "start N copies of the program (per application context; default: one per core)",
+    },
+    OptSpec {
+        names: &["--oversubscribe", "-oversubscribe"],
+        opt: Opt::Oversubscribe,
+        values: &[],
+        help: "allow more ranks than this node has cores",
+    },
+    OptSpec {
+        names: &["-x"],
+        opt: Opt::Export,
+        values: &["VAR[=VALUE]"],
+        help: "export VAR from stormrun's environment to the ranks, or set it to VALUE",
+    },
+    OptSpec {
+        names: &["--tag-output", "-tag-output"],
+        opt: Opt::TagOutput,
+        values: &[],
+        help: "prefix each output line with [1,RANK]<stdout>: or [1,RANK]<stderr>:",
+    },
+    OptSpec {
+        names: &["--timeout", "-timeout"],
+        opt: Opt::Timeout,
+        values: &["SECONDS"],
+        help: "kill the job if it runs longer than SECONDS (exit status 124)",
+    },
+    OptSpec {
+        names: &["--mca", "-mca"],
+        opt: Opt::Mca,
+        values: &["NAME", "VALUE"],
+        help: "set run-time parameter NAME (passed to ranks as STORMPI_MCA_NAME=VALUE)",
+    },
+    OptSpec {
+        names: &["-h", "--help"],
+        opt: Opt::Help,
+        values: &[],
+        help: "show this help",
+    },
+    OptSpec {
+        names: &["-V", "--version"],
+        opt: Opt::Version,
+        values: &[],
+        help: "show the version",
+    },
+];
+
+fn lookup(name: &str) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|spec| spec.names.contains(&name))
+}
+
+/// Parses stormrun's arguments (without the program name).
+pub fn parse<I>(args: I) -> Result<Command, ArgError>
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().collect();
+    let mut options = JobOptions::default();
+    let mut apps = Vec::new();
+    let mut i = 0;
+    loop {
+        // Options of this context, up to its program.
+        let mut np = None;
+        loop {
+            let Some(arg) = args.get(i) else {
+                return if apps.is_empty() && i == 0 {
+                    err("no program given")
+                } else {
+                    err("an application context has options but no program")
+                };
+            };
+            let Some(word) = arg.to_str() else { break };
+            if word == "--" {
+                i += 1;
+                break;
+            }
+            if word == ":" {
+                return err("an application context before `:` has no program");
+            }
+            if !word.starts_with('-') || word == "-" {
+                break;
+            }
+            // `--name=value` for long options that take one value.
+            let (name, inline) = match word.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(OsString::from(v))),
+                _ => (word, None),
+            };
+            let Some(spec) = lookup(name) else {
+                return err(format!("unknown option `{word}` (see stormrun --help)"));
+            };
+            i += 1;
+            let mut values = Vec::new();
+            if let Some(v) = inline {
+                if spec.values.len() != 1 {
+                    return err(format!("option `{name}` does not take `=value`"));
+                }
+                values.push(v);
+            } else {
+                for value_name in spec.values {
+                    match args.get(i) {
+                        Some(v) => values.push(v.clone()),
+                        None => return err(format!("option `{name}` needs {value_name}")),
+                    }
+                    i += 1;
+                }
+            }
+            match spec.opt {
+                Opt::Help => return Ok(Command::Help),
+                Opt::Version => return Ok(Command::Version),
+                opt => apply(opt, name, &values, &mut options, &mut np)?,
+            }
+        }
+
+        let Some(program) = args.get(i) else {
+            return err("an application context has options but no program");
+        };
+        if program.is_empty() {
+            return err("empty program name");
+        }
+        i += 1;
+        let rest = &args[i..];
+        let end = rest.iter().position(|a| a == ":").unwrap_or(rest.len());
+        apps.push(AppContext {
+            np,
+            program: program.clone(),
+            args: rest[..end].to_vec(),
+        });
+        i += end;
+        if i == args.len() {
+            break;
+        }
+        i += 1; // the `:`
+        if i == args.len() {
+            return err("nothing follows the last `:`");
+        }
+    }
+    Ok(Command::Run(LaunchSpec { options, apps }))
+}
+
+/// Applies one option with its values.
+fn apply(
+    opt: Opt,
+    name: &str,
+    values: &[OsString],
+    options: &mut JobOptions,
+    np: &mut Option<u32>,
+) -> Result<(), ArgError> {
+    let text = |v: &OsStr| -> Result<String, ArgError> {
+        v.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| ArgError(format!("the value of `{name}` is not valid UTF-8")))
+    };
+    match opt {
+        Opt::Np => {
+            let v = text(&values[0])?;
+            match v.parse::<u32>() {
+                Ok(n) if n > 0 => *np = Some(n),
+                _ => {
+                    return err(format!(
+                        "`{name}` needs a positive number of ranks, not `{v}`"
+                    ))
+                }
+            }
+        }
+        Opt::Oversubscribe => options.oversubscribe = true,
+        Opt::TagOutput => options.tag_output = true,
+        Opt::Export => {
+            let raw = values[0].as_bytes();
+            let (var, value) = match raw.iter().position(|&b| b == b'=') {
+                Some(eq) => (&raw[..eq], Some(&raw[eq + 1..])),
+                None => (raw, None),
+            };
+            let var = std::str::from_utf8(var)
+                .ok()
+                .filter(|v| is_env_name(v))
+                .ok_or_else(|| {
+                    ArgError(format!(
+                        "`-x {}`: not a valid environment variable name",
+                        values[0].to_string_lossy()
+                    ))
+                })?;
+            options.exports.push(match value {
+                Some(v) => Export::Set(var.to_string(), OsStr::from_bytes(v).to_os_string()),
+                None => Export::Inherit(var.to_string()),
+            });
+        }
+        Opt::Timeout => {
+            let v = text(&values[0])?;
+            match v.parse::<f64>() {
+                Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
+                    options.timeout = Some(Duration::from_secs_f64(s))
+                }
+                _ => {
+                    return err(format!(
+                        "`{name}` needs a positive number of seconds, not `{v}`"
+                    ))
+                }
+            }
+        }
+        Opt::Mca => {
+            let param = text(&values[0])?;
+            if param.is_empty() || !param.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return err(format!(
+                    "`{name} {param}`: parameter names use only letters, digits and `_`"
+                ));
+            }
+            options.mca.push((param, values[1].clone()));
+        }
+        Opt::Help | Opt::Version => unreachable!("handled by the caller"),
+    }
+    Ok(())
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl LaunchSpec {
+    /// Ranks per application context. A single context without `-n` gets one
+    /// rank per core, as with `mpirun`; in an MPMD launch every context must
+    /// say how many ranks it wants.
+    pub fn rank_counts(&self, cores: u32) -> Result<Vec<u32>, ArgError> {
+        if self.apps.len() == 1 {
+            return Ok(vec![self.apps[0].np.unwrap_or(cores)]);
+        }
+        self.apps
+            .iter()
+            .enumerate()
+            .map(|(i, app)| {
+                app.np.ok_or_else(|| {
+                    ArgError(format!(
+                        "application context {} (`{}`) needs -n: an MPMD launch gives each program its rank count",
+                        i + 1,
+                        app.program.to_string_lossy()
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The text `stormrun --help` prints.
+pub fn help_text() -> String {
+    let mut s = String::from(
+        "Usage: stormrun [options] [-n N] PROGRAM [ARGS...] [: [-n N] PROGRAM [ARGS...]]...\n\
+         \n\
+         Starts N copies of PROGRAM as one MPI job on this node. Several programs\n\
+         separated by `:` form one MPMD job; ranks are numbered in command-line order.\n\
+         \n\
+         Options:\n",
+    );
+    for spec in OPTIONS {
+        let mut left = spec.names.join(", ");
+        for v in spec.values {
+            left.push(' ');
+            left.push_str(v);
+        }
+        s.push_str(&format!("  {left:<32} {}\n", spec.help));
+    }
+    s.push_str(
+        "\n\
+         Options may also be written --name=VALUE. `--` ends the options of a context.\n\
+         \n\
+         Ranks inherit stormrun's environment plus PMI_FD, PMI_RANK, PMI_SIZE,\n\
+         STORMPI_JOBID, STORMPI_LOCAL_RANK, STORMPI_LOCAL_SIZE and STORMPI_NUM_CORES.\n\
+         Output is forwarded line by line. If a rank exits non-zero, is killed by a\n\
+         signal or calls MPI_Abort, the other ranks are killed and stormrun exits with\n\
+         that rank's status (128+N for signal N, the abort code for MPI_Abort).\n",
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(args: &[&str]) -> Result<Command, ArgError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run(args: &[&str]) -> LaunchSpec {
+        match parse_str(args) {
+            Ok(Command::Run(spec)) => spec,
+            other => panic!("{args:?} gave {other:?}"),
+        }
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn simple_launch() {
+        let spec = run(&["-n", "4", "./ring", "-v", "--size", "10"]);
+        assert_eq!(spec.options, JobOptions::default());
+        assert_eq!(
+            spec.apps,
+            vec![AppContext {
+                np: Some(4),
+                program: "./ring".into(),
+                args: os(&["-v", "--size", "10"]),
+            }]
+        );
+        assert_eq!(run(&["-np", "2", "a"]).apps[0].np, Some(2));
+        assert_eq!(run(&["--np=3", "a"]).apps[0].np, Some(3));
+        assert_eq!(run(&["a"]).apps[0].np, None);
+    }
+
+    #[test]
+    fn job_options() {
+        let spec = run(&[
+            "--oversubscribe",
+            "-x",
+            "FOO",
+            "-x",
+            "BAR=a=b c",
+            "--tag-output",
+            "--timeout",
+            "2.5",
+            "--mca",
+            "btl",
+            "sm,self",
+            "-n",
+            "8",
+            "prog",
+        ]);
+        let o = &spec.options;
+        assert!(o.oversubscribe && o.tag_output);
+        assert_eq!(
+            o.exports,
+            vec![
+                Export::Inherit("FOO".into()),
+                Export::Set("BAR".into(), "a=b c".into())
+            ]
+        );
+        assert_eq!(o.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(o.mca, vec![("btl".into(), OsString::from("sm,self"))]);
+        assert_eq!(
+            run(&["--timeout=7", "p"]).options.timeout,
+            Some(Duration::from_secs(7))
+        );
+    }
+
+    #[test]
+    fn mpmd_contexts() {
+        let spec = run(&[
+            "-n",
+            "2",
+            "./a",
+            "x",
+            ":",
+            "-n",
+            "1",
+            "--tag-output",
+            "./b",
+            "y",
+            "z",
+            ":",
+            "-np",
+            "3",
+            "./c",
+        ]);
+        assert!(
+            spec.options.tag_output,
+            "job options may appear in any context"
+        );
+        let got: Vec<(Option<u32>, &str, Vec<OsString>)> = spec
+            .apps
+            .iter()
+            .map(|a| (a.np, a.program.to_str().unwrap(), a.args.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(2), "./a", os(&["x"])),
+                (Some(1), "./b", os(&["y", "z"])),
+                (Some(3), "./c", vec![]),
+            ]
+        );
+        assert_eq!(spec.rank_counts(2).unwrap(), vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn program_args_are_not_parsed() {
+        let spec = run(&["-n", "1", "prog", "-n", "5", "--timeout", "x", "--bogus"]);
+        assert_eq!(
+            spec.apps[0].args,
+            os(&["-n", "5", "--timeout", "x", "--bogus"])
+        );
+        assert!(spec.options.timeout.is_none());
+        // `--` lets a program name start with a dash.
+        let spec = run(&["-n", "1", "--", "-weird", "a"]);
+        assert_eq!(spec.apps[0].program, "-weird");
+    }
+
+    #[test]
+    fn rank_counts_defaults() {
+        assert_eq!(run(&["a"]).rank_counts(6).unwrap(), vec![6]);
+        let e = run(&["-n", "1", "a", ":", "b"]).rank_counts(6).unwrap_err();
+        assert!(e.0.contains("`b`") && e.0.contains("needs -n"), "{e}");
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse_str(&["-h"]), Ok(Command::Help));
+        assert_eq!(parse_str(&["-n", "2", "--help", "x"]), Ok(Command::Help));
+        assert_eq!(parse_str(&["--version"]), Ok(Command::Version));
+        let text = help_text();
+        for needle in [
+            "--oversubscribe",
+            "-x VAR[=VALUE]",
+            "-mca NAME VALUE",
+            "-timeout SECONDS",
+        ] {
+            assert!(text.contains(needle), "help lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn errors_are_clear() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "no program given"),
+            (&["-n"], "needs N"),
+            (&["-n", "0", "a"], "positive number of ranks"),
+            (&["-n", "two", "a"], "positive number of ranks"),
+            (&["--frob", "a"], "unknown option `--frob`"),
+            (&["-n", "2"], "no program"),
+            (&["-n", "2", "a", ":"], "nothing follows"),
+            (&["-n", "2", "a", ":", ":", "b"], "has no program"),
+            (&["-n", "2", "a", ":", "-n", "1"], "no program"),
+            (&["--timeout", "0", "a"], "positive number of seconds"),
+            (&["--timeout", "-1", "a"], "positive number of seconds"),
+            (&["--timeout", "nan", "a"], "positive number of seconds"),
+            (
+                &["-x", "1BAD", "a"],
+                "not a valid environment variable name",
+            ),
+            (&["-x", "=v", "a"], "not a valid environment variable name"),
+            (&["--mca", "btl"], "needs VALUE"),
+            (&["--mca", "b-tl", "x", "a"], "parameter names"),
+            (&["--oversubscribe=yes", "a"], "does not take `=value`"),
+            (&["", "a"], "empty program name"),
+        ];
+        for (args, needle) in cases {
+            match parse_str(args) {
+                Err(ArgError(msg)) => assert!(msg.contains(needle), "{args:?}: `{msg}`"),
+                other => panic!("{args:?} gave {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,652 @@
+//! Running one job on this node: start the ranks, serve PMI, forward stdio
+//! and signals, notice the first failure, tear the job down, clean up.
+//!
+//! Everything happens in one poll loop. Every wait is bounded: teardown
+//! escalates from SIGTERM to SIGKILL after [`GRACE`], gives up on unkillable
+//! processes after [`KILL_WAIT`] more, and stops reading output pipes held
+//! open by leftover grandchildren after [`DRAIN`].
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::shm;
+use super::signals::SignalPipe;
+use super::stdio::{self, Dest, Forwarder};
+use crate::pmi::{PmiServer, ServerEvent};
+use crate::sys::{self, Exit};
+
+/// Time ranks get to exit after SIGTERM (or a forwarded SIGINT) before
+/// they are sent SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(1);
+/// Time allowed after SIGKILL before stormrun gives up waiting.
+pub const KILL_WAIT: Duration = Duration::from_secs(3);
+/// Time output pipes are still read after the last rank exited.
+pub const DRAIN: Duration = Duration::from_secs(1);
+/// Children are polled for exit at least this often, in case a SIGCHLD
+/// notification was lost (the signal pipe was full).
+const REAP_TICK: Duration = Duration::from_millis(200);
+
+/// Exit status when `--timeout` expires (as coreutils' `timeout`).
+pub const TIMEOUT_EXIT: i32 = 124;
+
+/// One program of the job with its resolved rank count.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Program to execute.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Number of ranks running it.
+    pub np: u32,
+}
+
+/// Everything needed to run a job.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// The job id (see [`crate::launch`] for its form).
+    pub jobid: String,
+    /// The programs, in rank order.
+    pub apps: Vec<App>,
+    /// Extra environment for every rank (`-x`, `--mca`), applied before the
+    /// launcher's own variables.
+    pub env: Vec<(OsString, OsString)>,
+    /// Prefix output lines with `[1,RANK]<stream>:`.
+    pub tag_output: bool,
+    /// Kill the job after this long.
+    pub timeout: Option<Duration>,
+    /// Cores of this node, passed to ranks as `STORMPI_NUM_CORES`.
+    pub cores: u32,
+    /// Directory holding the job's shared-memory files (`/dev/shm`).
+    pub shm_dir: OsString,
+}
+
+/// A rank's process and the pipes of its output.
+#[derive(Debug)]
+struct Rank {
+    /// Process id; 0 if it was never started.
+    pid: i32,
+    program: String,
+    exit: Option<Exit>,
+    stdout: Option<Forwarder>,
+    stderr: Option<Forwarder>,
+}
+
+impl Rank {
+    fn running(&self) -> bool {
+        self.pid > 0 && self.exit.is_none()
+    }
+}
+
+/// Why the job ended early: printed once, at the end.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    exit_code: i32,
+}
+
+/// Progress of killing the job.
+#[derive(Debug)]
+struct Teardown {
+    sigkill_at: Instant,
+    sigkill_sent: bool,
+    give_up_at: Instant,
+}
+
+/// What a polled descriptor belongs to.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Signals,
+    Pmi(u32),
+    Output(u32, Dest),
+}
+
+struct Job {
+    jobid: String,
+    shm_dir: OsString,
+    ranks: Vec<Rank>,
+    server: PmiServer,
+    signals: SignalPipe,
+    failure: Option<Failure>,
+    teardown: Option<Teardown>,
+    timeout: Option<(Duration, Instant)>,
+    drain_until: Option<Instant>,
+    next_reap: Instant,
+}
+
+/// Runs the job to completion and returns stormrun's exit status: 0 when
+/// every rank exited 0, otherwise the status of the first failure.
+pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
+    let appnums: Vec<u32> = cfg
+        .apps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, app)| std::iter::repeat_n(i as u32, app.np as usize))
+        .collect();
+    let size = appnums.len() as u32;
+    let now = Instant::now();
+    let mut job = Job {
+        jobid: cfg.jobid.clone(),
+        shm_dir: cfg.shm_dir.clone(),
+        ranks: Vec::with_capacity(appnums.len()),
+        server: PmiServer::new(&format!("kvs_{}", cfg.jobid), appnums.clone()),
+        signals,
+        failure: None,
+        teardown: None,
+        timeout: cfg.timeout.map(|t| (t, now + t)),
+        drain_until: None,
+        next_reap: now,
+    };
+
+    for rank in 0..size {
+        let app = &cfg.apps[appnums[rank as usize] as usize];
+        match job.spawn(&cfg, app, rank, size) {
+            Ok(r) => job.ranks.push(r),
+            Err(e) => {
+                let code = match e.kind() {
+                    std::io::ErrorKind::NotFound => 127,
+                    std::io::ErrorKind::PermissionDenied => 126,
+                    _ => 1,
+                };
+                job.fail(
+                    format!(
+                        "cannot start rank {rank} (`{}`): {e}; job aborted",
+                        app.program.to_string_lossy()
+                    ),
+                    code,
+                );
+                break;
+            }
+        }
+    }
+    job.supervise();
+    job.finish()
+}
+
+impl Job {
+    /// Starts one rank.
+    fn spawn(&mut self, cfg: &JobConfig, app: &App, rank: u32, size: u32) -> std::io::Result<Rank> {
+        let pmi_fd: OwnedFd = self.server.connect_rank(rank)?;
+        let raw_pmi_fd = pmi_fd.as_raw_fd();
+        let mut cmd = Command::new(&app.program);
+        cmd.args(&app.args);
+        // A launcher above us (Hydra, Slurm) may have left its own PMI
+        // variables in our environment; they must not reach our ranks.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("PMI_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.envs(cfg.env.iter().map(|(k, v)| (k, v)));
+        cmd.env("PMI_FD", raw_pmi_fd.to_string())
+            .env("PMI_RANK", rank.to_string())
+            .env("PMI_SIZE", size.to_string())
+            .env("STORMPI_JOBID", &cfg.jobid)
+            .env("STORMPI_LOCAL_RANK", rank.to_string())
+            .env("STORMPI_LOCAL_SIZE", size.to_string())
+            .env("STORMPI_NUM_CORES", cfg.cores.to_string());
+        // Rank 0 gets our stdin unless it is a terminal: the ranks run in
+        // their own process groups, where reading the terminal would stop them.
+        let stdin_ok = rank == 0 && !std::io::stdin().is_terminal();
+        cmd.stdin(if stdin_ok {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: signals to the rank reach anything it
+        // starts, and a terminal's Ctrl-C reaches only stormrun, which
+        // forwards it.
+        .process_group(0);
+        // SAFETY: getpid is async-signal-safe and has no preconditions.
+        let launcher_pid = unsafe { libc::getpid() };
+        // SAFETY: the closure runs between fork and exec and only makes
+        // async-signal-safe system calls (prctl, getppid, fcntl); it
+        // allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                // If stormrun dies without tearing the job down (SIGKILL),
+                // the kernel kills the rank instead of leaving it behind.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != launcher_pid {
+                    return Err(std::io::Error::other("launcher exited during spawn"));
+                }
+                sys::clear_cloexec(raw_pmi_fd)
+            });
+        }
+        let mut child = cmd.spawn()?;
+        drop(pmi_fd); // the rank holds its end now
+        let forwarder = |pipe: Option<OwnedFd>, dest: Dest| -> std::io::Result<Option<Forwarder>> {
+            let prefix = if cfg.tag_output {
+                stdio::tag(rank, dest)
+            } else {
+                Vec::new()
+            };
+            pipe.map(|p| Forwarder::new(p, prefix, dest)).transpose()
+        };
+        let stdout = forwarder(child.stdout.take().map(OwnedFd::from), Dest::Stdout)?;
+        let stderr = forwarder(child.stderr.take().map(OwnedFd::from), Dest::Stderr)?;
+        // The Child handle is dropped without waiting: ranks are reaped by
+        // pid in `reap`.
+        Ok(Rank {
+            pid: child.id() as i32,
+            program: app.program.to_string_lossy().into_owned(),
+            exit: None,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// The poll loop; returns when every rank has exited and its output is
+    /// drained, or when a bounded wait runs out.
+    fn supervise(&mut self) {
+        let mut fds = Vec::new();
+        let mut sources = Vec::new();
+        let mut events = Vec::new();
+        loop {
+            let now = Instant::now();
+            if now >= self.next_reap {
+                self.reap();
+                self.next_reap = now + REAP_TICK;
+            }
+            self.check_barrier();
+            if self.check_timers(now) {
+                return;
+            }
+            if self.ranks.iter().all(|r| !r.running()) {
+                let until = *self.drain_until.get_or_insert(now + DRAIN);
+                let output_open = self
+                    .ranks
+                    .iter()
+                    .any(|r| r.stdout.is_some() || r.stderr.is_some());
+                if !output_open || now >= until {
+                    return;
+                }
+            }
+
+            fds.clear();
+            sources.clear();
+            fds.push(sys::pollfd(self.signals.fd(), libc::POLLIN));
+            sources.push(Source::Signals);
+            for (i, r) in self.ranks.iter().enumerate() {
+                let rank = i as u32;
+                if let Some(fd) = self.server.fd(rank) {
+                    let mut ev = libc::POLLIN;
+                    if self.server.wants_write(rank) {
+                        ev |= libc::POLLOUT;
+                    }
+                    fds.push(sys::pollfd(fd, ev));
+                    sources.push(Source::Pmi(rank));
+                }
+                if let Some(f) = &r.stdout {
+                    fds.push(sys::pollfd(f.fd(), libc::POLLIN));
+                    sources.push(Source::Output(rank, Dest::Stdout));
+                }
+                if let Some(f) = &r.stderr {
+                    fds.push(sys::pollfd(f.fd(), libc::POLLIN));
+                    sources.push(Source::Output(rank, Dest::Stderr));
+                }
+            }
+            let wait = self.next_wakeup(now).saturating_duration_since(now);
+            if let Err(e) = sys::poll(&mut fds, wait) {
+                eprintln!("stormrun: poll failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+
+            for (pfd, source) in fds.iter().zip(&sources) {
+                let rev = pfd.revents;
+                if rev == 0 {
+                    continue;
+                }
+                match *source {
+                    Source::Signals => {
+                        for sig in self.signals.drain() {
+                            self.on_signal(sig);
+                        }
+                    }
+                    Source::Output(rank, dest) => {
+                        let r = &mut self.ranks[rank as usize];
+                        let slot = match dest {
+                            Dest::Stdout => &mut r.stdout,
+                            Dest::Stderr => &mut r.stderr,
+                        };
+                        if let Some(f) = slot {
+                            if !f.on_readable() {
+                                *slot = None;
+                            }
+                        }
+                    }
+                    Source::Pmi(rank) => {
+                        if rev & libc::POLLOUT != 0 {
+                            self.server.on_writable(rank, &mut events);
+                        }
+                        if rev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                            self.server.on_readable(rank, &mut events);
+                        }
+                    }
+                }
+            }
+            for ev in events.drain(..) {
+                self.on_pmi_event(ev);
+            }
+        }
+    }
+
+    /// The earliest moment the loop must look at its timers again.
+    fn next_wakeup(&self, now: Instant) -> Instant {
+        let mut at = self.next_reap;
+        if let (Some((_, deadline)), None) = (self.timeout, &self.failure) {
+            at = at.min(deadline);
+        }
+        if let Some(t) = &self.teardown {
+            if !t.sigkill_sent {
+                at = at.min(t.sigkill_at);
+            } else if self.ranks.iter().any(Rank::running) {
+                at = at.min(t.give_up_at);
+            }
+        }
+        if let Some(d) = self.drain_until {
+            at = at.min(d);
+        }
+        at.max(now)
+    }
+
+    /// Handles `--timeout` and teardown escalation. Returns true when
+    /// supervision must stop now (ranks that survive SIGKILL).
+    fn check_timers(&mut self, now: Instant) -> bool {
+        if let Some((limit, deadline)) = self.timeout {
+            if now >= deadline && self.failure.is_none() {
+                let running = self.running_list();
+                self.fail(
+                    format!(
+                        "job timed out after {} with rank(s) {running} still running; job aborted",
+                        seconds(limit)
+                    ),
+                    TIMEOUT_EXIT,
+                );
+            }
+        }
+        let Some(t) = self.teardown.as_mut() else {
+            return false;
+        };
+        if !t.sigkill_sent && now >= t.sigkill_at {
+            t.sigkill_sent = true;
+            self.signal_running(libc::SIGKILL);
+            return false;
+        }
+        if t.sigkill_sent && now >= t.give_up_at && self.ranks.iter().any(Rank::running) {
+            let stuck: Vec<String> = self
+                .ranks
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.running())
+                .map(|(i, r)| format!("rank {i} (pid {})", r.pid))
+                .collect();
+            eprintln!(
+                "stormrun: {} did not exit after SIGKILL; giving up on waiting",
+                stuck.join(", ")
+            );
+            return true;
+        }
+        false
+    }
+
+    fn on_signal(&mut self, sig: i32) {
+        match sig {
+            libc::SIGCHLD => {
+                self.reap();
+                self.next_reap = Instant::now() + REAP_TICK;
+            }
+            libc::SIGUSR1 | libc::SIGUSR2 => self.signal_running(sig),
+            _ => {
+                if self.teardown.is_some() {
+                    // A second Ctrl-C: no more patience.
+                    if let Some(t) = &mut self.teardown {
+                        t.sigkill_at = Instant::now();
+                    }
+                    return;
+                }
+                let name = sys::signal_name(sig);
+                self.record_failure(
+                    format!("received {name}; forwarded it to all ranks; job aborted"),
+                    128 + sig,
+                );
+                self.start_teardown(sig);
+            }
+        }
+    }
+
+    fn on_pmi_event(&mut self, ev: ServerEvent) {
+        match ev {
+            ServerEvent::Abort {
+                rank,
+                code,
+                message,
+            } => {
+                let who = self.describe(rank);
+                let msg = match message {
+                    Some(m) if !m.is_empty() => format!(": {m}"),
+                    _ => String::new(),
+                };
+                // An abort always ends the job with a failure status; an
+                // abort code of 0 (or a multiple of 256) would hide that.
+                let status = match code.rem_euclid(256) {
+                    0 => 1,
+                    c => c,
+                };
+                self.fail(
+                    format!("{who} called MPI_Abort with error code {code}{msg}; job aborted"),
+                    status,
+                );
+            }
+            ServerEvent::ProtocolError { rank, detail } => {
+                eprintln!("stormrun: {} {detail}", self.describe(rank));
+            }
+            ServerEvent::Finalized { .. } | ServerEvent::Disconnected { .. } => {}
+        }
+    }
+
+    /// Collects the exit of every rank that has ended.
+    fn reap(&mut self) {
+        for i in 0..self.ranks.len() {
+            if !self.ranks[i].running() {
+                continue;
+            }
+            let Some(exit) = sys::try_reap(self.ranks[i].pid) else {
+                continue;
+            };
+            self.ranks[i].exit = Some(exit);
+            let rank = i as u32;
+            // An abort sent just before exiting explains the exit better
+            // than the exit status does: read it first.
+            let mut events = Vec::new();
+            self.server.on_readable(rank, &mut events);
+            self.server.disconnect(rank);
+            for ev in events {
+                self.on_pmi_event(ev);
+            }
+            let who = self.describe(rank);
+            match exit {
+                Exit::Code(0) => {}
+                Exit::Code(code) => self.fail(
+                    format!("{who} exited with status {code}; job aborted"),
+                    code,
+                ),
+                Exit::Signal(sig) => self.fail(
+                    format!(
+                        "{who} was killed by signal {sig} ({}); job aborted",
+                        sys::signal_name(sig)
+                    ),
+                    128 + sig,
+                ),
+                Exit::Unknown => self.fail(
+                    format!(
+                        "{who} vanished (its exit status was collected elsewhere); job aborted"
+                    ),
+                    1,
+                ),
+            }
+        }
+    }
+
+    /// A barrier that can never complete is a failure, not a hang.
+    fn check_barrier(&mut self) {
+        if self.failure.is_some() {
+            return;
+        }
+        let ranks = &self.ranks;
+        let gone = |r: u32| ranks.get(r as usize).is_none_or(|rank| rank.exit.is_some());
+        let Some(blocker) = self.server.barrier_blocked_by(gone) else {
+            return;
+        };
+        let waiters = rank_list(&self.server.barrier_waiters());
+        let who = self.describe(blocker);
+        let exited = self
+            .ranks
+            .get(blocker as usize)
+            .is_none_or(|r| r.exit.is_some());
+        let what = match (exited, self.server.is_finalized(blocker)) {
+            (true, false) => "exited without finalizing PMI",
+            (true, true) => "finalized PMI and exited",
+            (false, _) => "finalized PMI",
+        };
+        self.fail(
+            format!(
+                "{who} {what} while rank(s) {waiters} wait for it in a PMI barrier \
+                 (fence); job aborted"
+            ),
+            1,
+        );
+    }
+
+    /// Records the first failure and starts the teardown.
+    fn fail(&mut self, message: String, exit_code: i32) {
+        if self.record_failure(message, exit_code) {
+            self.start_teardown(libc::SIGTERM);
+        }
+    }
+
+    /// Keeps only the first failure; returns whether this one was it.
+    fn record_failure(&mut self, message: String, exit_code: i32) -> bool {
+        if self.failure.is_some() {
+            return false;
+        }
+        self.failure = Some(Failure { message, exit_code });
+        true
+    }
+
+    fn start_teardown(&mut self, sig: i32) {
+        if self.teardown.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        self.teardown = Some(Teardown {
+            sigkill_at: now + GRACE,
+            sigkill_sent: false,
+            give_up_at: now + GRACE + KILL_WAIT,
+        });
+        self.signal_running(sig);
+    }
+
+    /// Signals the process group of every rank not yet reaped. Groups of
+    /// reaped ranks are left alone: once reaped, the pid may be reused.
+    fn signal_running(&self, sig: i32) {
+        for r in self.ranks.iter().filter(|r| r.running()) {
+            sys::signal_group(r.pid, sig);
+        }
+    }
+
+    fn describe(&self, rank: u32) -> String {
+        match self.ranks.get(rank as usize) {
+            Some(r) => format!("rank {rank} (pid {}, {})", r.pid, r.program),
+            None => format!("rank {rank}"),
+        }
+    }
+
+    fn running_list(&self) -> String {
+        let running: Vec<u32> = (0..self.ranks.len() as u32)
+            .filter(|&r| self.ranks[r as usize].running())
+            .collect();
+        rank_list(&running)
+    }
+
+    /// Flushes output, removes the job's shared-memory files, reports the
+    /// failure and returns the exit status.
+    fn finish(mut self) -> i32 {
+        for r in &mut self.ranks {
+            for f in [r.stdout.as_mut(), r.stderr.as_mut()].into_iter().flatten() {
+                f.finish();
+            }
+        }
+        match shm::remove_job_files(Path::new(&self.shm_dir), &self.jobid) {
+            Ok(_) => {}
+            Err(e) => eprintln!("stormrun: could not remove the job's shared-memory files: {e}"),
+        }
+        match self.failure {
+            Some(f) => {
+                eprintln!("stormrun: {}", f.message);
+                f.exit_code
+            }
+            None => 0,
+        }
+    }
+}
+
+/// `0-3,5,7-8` for a sorted list of ranks.
+fn rank_list(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let start = ranks[i];
+        let mut end = start;
+        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
+            i += 1;
+            end = ranks[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    if parts.is_empty() {
+        "(none)".to_string()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// `2 s` or `2.5 s`.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{s} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_are_compact() {
+        assert_eq!(rank_list(&[]), "(none)");
+        assert_eq!(rank_list(&[3]), "3");
+        assert_eq!(rank_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    }
+
+    #[test]
+    fn seconds_read_naturally() {
+        assert_eq!(seconds(Duration::from_secs(10)), "10 s");
+        assert_eq!(seconds(Duration::from_millis(2500)), "2.5 s");
+    }
+}

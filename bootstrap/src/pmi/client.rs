@@ -1,0 +1,496 @@
+//! The PMI client the MPI library uses to learn its rank and exchange
+//! business cards (the modex) with its peers.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use super::error::PmiError;
+use super::transport::Transport;
+use super::v1;
+use super::value::{self, Head};
+
+/// How long `abort` waits for the launcher to react before exiting by itself.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// The protocol spoken with the server; one variant per PMI version.
+#[derive(Debug)]
+enum Protocol {
+    V1(v1::Session),
+}
+
+/// A connection to the job's PMI server (stormrun, Hydra, ...).
+///
+/// Keys are scoped per rank: `put(key, ..)` by rank `r` is read back with
+/// `get(r, key, ..)`. Values are arbitrary bytes of any length; they are
+/// encoded and, if longer than the server allows, split over several PMI
+/// keys (see the `value` module). Puts become visible to other ranks after
+/// the next [`fence`](PmiClient::fence).
+#[derive(Debug)]
+pub struct PmiClient {
+    proto: Protocol,
+    rank: u32,
+    size: u32,
+}
+
+impl PmiClient {
+    /// Connects to the launcher named by the environment.
+    ///
+    /// Returns `None` when no PMI launcher started this process (neither
+    /// `PMI_FD` nor `PMI_PORT` is set): the caller then runs as a singleton.
+    pub fn from_env() -> Option<Result<PmiClient, PmiError>> {
+        if let Some(fd) = std::env::var_os("PMI_FD") {
+            return Some(Self::from_fd_env(&fd.to_string_lossy()));
+        }
+        if std::env::var_os("PMI_PORT").is_some() {
+            return Some(Err(PmiError::Unsupported(
+                "PMI_PORT (PMI over TCP) is not implemented yet; only PMI_FD is".into(),
+            )));
+        }
+        None
+    }
+
+    fn from_fd_env(fd_text: &str) -> Result<PmiClient, PmiError> {
+        let fd: i32 = fd_text.trim().parse().map_err(|_| PmiError::Env {
+            var: "PMI_FD",
+            problem: format!("is `{fd_text}`, not a file descriptor number"),
+        })?;
+        let rank = env_u32("PMI_RANK")?;
+        let size = env_u32("PMI_SIZE")?;
+        if size == 0 || rank >= size {
+            return Err(PmiError::Env {
+                var: "PMI_RANK",
+                problem: format!("is {rank}, outside a job of PMI_SIZE={size}"),
+            });
+        }
+        let stream = adopt_socket(fd)?;
+        Self::connect(Transport::Unix(stream), rank, size)
+    }
+
+    /// Runs the PMI-1 handshake over an already connected stream, for a
+    /// process that knows its rank and the job size by other means.
+    pub fn connect(transport: Transport, rank: u32, size: u32) -> Result<PmiClient, PmiError> {
+        let session = v1::Session::init(transport)?;
+        Ok(PmiClient {
+            proto: Protocol::V1(session),
+            rank,
+            size,
+        })
+    }
+
+    /// This process's rank in the job (`MPI_COMM_WORLD`).
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of processes in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Index of this process's application context (MPMD launches number
+    /// the `:`-separated programs from 0).
+    pub fn appnum(&self) -> u32 {
+        match &self.proto {
+            Protocol::V1(s) => s.appnum,
+        }
+    }
+
+    /// The server's universe size, when it knows one.
+    pub fn universe_size(&self) -> Option<u32> {
+        match &self.proto {
+            Protocol::V1(s) => s.universe_size,
+        }
+    }
+
+    /// Publishes `value` under `key` for this rank.
+    ///
+    /// `key` may hold ASCII letters, digits and `_ - . : / + @`.
+    pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
+        let (max_key, max_value) = self.limits();
+        let wire_key = scoped_key(key, self.rank)?;
+        let longest = value::longest_key(&wire_key, value.len(), max_value);
+        if longest > max_key {
+            return Err(PmiError::InvalidKey {
+                key: key.to_string(),
+                reason: format!(
+                    "with rank suffix it is {longest} characters; the server allows {max_key}"
+                ),
+            });
+        }
+        for (k, v) in value::encode(&wire_key, value, max_value) {
+            match &mut self.proto {
+                Protocol::V1(s) => s.put(&k, &v)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits this rank's puts and waits for every rank to do the same;
+    /// afterwards every rank's puts are visible to `get`.
+    pub fn fence(&mut self) -> Result<(), PmiError> {
+        // PMI-1 commits each put at once, so the barrier alone suffices.
+        self.barrier()
+    }
+
+    /// Reads the value `rank` published under `key` into `out` (replacing
+    /// its contents).
+    pub fn get(&mut self, rank: u32, key: &str, out: &mut Vec<u8>) -> Result<(), PmiError> {
+        out.clear();
+        let wire_key = scoped_key(key, rank)?;
+        let not_found = || PmiError::KeyNotFound {
+            key: key.to_string(),
+            rank,
+        };
+        let head = self.get_raw(&wire_key)?.ok_or_else(not_found)?;
+        match value::decode_head(&wire_key, &head)? {
+            Head::Inline(bytes) => *out = bytes,
+            Head::Chunked(n) => {
+                for i in 0..n {
+                    let chunk_key = value::chunk_wire_key(&wire_key, i);
+                    let chunk =
+                        self.get_raw(&chunk_key)?
+                            .ok_or_else(|| PmiError::CorruptValue {
+                                key: wire_key.clone(),
+                                detail: format!("chunk {i} of {n} is missing"),
+                            })?;
+                    value::decode_chunk(&chunk_key, &chunk, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every rank of the job has called `barrier` (or `fence`).
+    pub fn barrier(&mut self) -> Result<(), PmiError> {
+        match &mut self.proto {
+            Protocol::V1(s) => s.barrier(),
+        }
+    }
+
+    /// Asks the launcher to abort the whole job with exit status `code`,
+    /// reporting `msg`; then exits this process with `code`.
+    ///
+    /// Waits a few seconds for the launcher to kill us first, so that it
+    /// reports the abort rather than this process's exit.
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        let sent = match &mut self.proto {
+            Protocol::V1(s) => s.abort(code, msg),
+        };
+        if sent.is_ok() {
+            match &mut self.proto {
+                Protocol::V1(s) => s.wait_for_close(ABORT_WAIT),
+            }
+        }
+        std::process::exit(code)
+    }
+
+    /// Leaves the job. Call once, after the last `get`/`fence`.
+    pub fn finalize(self) -> Result<(), PmiError> {
+        match self.proto {
+            Protocol::V1(s) => s.finalize(),
+        }
+    }
+
+    fn get_raw(&mut self, wire_key: &str) -> Result<Option<String>, PmiError> {
+        match &mut self.proto {
+            Protocol::V1(s) => s.get(wire_key),
+        }
+    }
+
+    /// Usable (key, value) lengths: the server's maxima count a NUL.
+    fn limits(&self) -> (usize, usize) {
+        match &self.proto {
+            Protocol::V1(s) => (s.maxes.keylen_max - 1, s.maxes.vallen_max - 1),
+        }
+    }
+}
+
+/// `<key>-<rank>`; the rank never contains `-`, so distinct (key, rank) pairs
+/// give distinct wire keys, and chunk keys (`.<i>` suffix) never clash with them.
+fn scoped_key(key: &str, rank: u32) -> Result<String, PmiError> {
+    let invalid = |reason: &str| PmiError::InvalidKey {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    };
+    if key.is_empty() {
+        return Err(invalid("empty"));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "_-.:/+@".contains(c);
+    if !key.chars().all(allowed) {
+        return Err(invalid(
+            "only ASCII letters, digits and `_ - . : / + @` are allowed",
+        ));
+    }
+    Ok(format!("{key}-{rank}"))
+}
+
+fn env_u32(var: &'static str) -> Result<u32, PmiError> {
+    let raw = std::env::var(var).map_err(|_| PmiError::Env {
+        var,
+        problem: "is not set (or not UTF-8)".into(),
+    })?;
+    raw.trim().parse().map_err(|_| PmiError::Env {
+        var,
+        problem: format!("is `{raw}`, not a non-negative number"),
+    })
+}
+
+/// Takes ownership of the inherited PMI socket after checking that `fd`
+/// really is an open socket, and marks it close-on-exec so that programs
+/// this process starts do not inherit the job's PMI connection.
+fn adopt_socket(fd: i32) -> Result<UnixStream, PmiError> {
+    let env_err = |problem: String| PmiError::Env {
+        var: "PMI_FD",
+        problem,
+    };
+    if fd < 0 {
+        return Err(env_err(format!("is {fd}")));
+    }
+    // SAFETY: fstat only writes into the zeroed stat buffer we pass; an
+    // invalid fd makes it fail with EBADF.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(env_err(format!("is {fd}, which is not open: {e}")));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(env_err(format!("is {fd}, which is not a socket")));
+    }
+    // SAFETY: FD_CLOEXEC only affects exec; fd is open (checked above).
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // SAFETY: the launcher handed this descriptor to us for exclusive use by
+    // the PMI client; it is open and a socket (checked above). from_env is
+    // the one place that adopts it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(UnixStream::from(owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmi::{PmiServer, ServerEvent};
+    use std::io::{BufRead, BufReader, Write};
+    use std::thread;
+
+    /// Runs `ranks` client closures against an in-process `PmiServer`,
+    /// driven by a small poll loop like stormrun's; returns the server's
+    /// events once every client has disconnected.
+    fn with_server<F>(ranks: u32, client: F) -> Vec<ServerEvent>
+    where
+        F: Fn(PmiClient) + Send + Sync + Clone + 'static,
+    {
+        let mut server = PmiServer::new("kvs_unit", vec![0; ranks as usize]);
+        let mut threads = Vec::new();
+        for r in 0..ranks {
+            let stream = UnixStream::from(server.connect_rank(r).unwrap());
+            let client = client.clone();
+            threads.push(thread::spawn(move || {
+                client(PmiClient::connect(Transport::Unix(stream), r, ranks).unwrap())
+            }));
+        }
+        let mut events = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while (0..ranks).any(|r| server.fd(r).is_some()) {
+            assert!(std::time::Instant::now() < deadline, "clients hang");
+            let mut fds: Vec<_> = (0..ranks)
+                .filter_map(|r| {
+                    server
+                        .fd(r)
+                        .map(|fd| (r, crate::sys::pollfd(fd, libc::POLLIN)))
+                })
+                .collect();
+            let mut pfds: Vec<_> = fds.iter().map(|(_, p)| *p).collect();
+            crate::sys::poll(&mut pfds, Duration::from_millis(100)).unwrap();
+            for ((r, _), p) in fds.iter_mut().zip(&pfds) {
+                if p.revents != 0 {
+                    server.on_readable(*r, &mut events);
+                }
+            }
+        }
+        for t in threads {
+            t.join().expect("client thread panicked");
+        }
+        events
+    }
+
+    #[test]
+    fn client_and_server_exchange_values_of_all_sizes() {
+        let events = with_server(3, |mut pmi| {
+            let me = pmi.rank();
+            assert_eq!(
+                (pmi.size(), pmi.appnum(), pmi.universe_size()),
+                (3, 0, Some(3))
+            );
+            // Around the inline/chunked boundary (1023 chars = tag + 511 bytes)
+            // and well past it.
+            let sizes = [0usize, 1, 510, 511, 512, 1023, 1024, 5000];
+            for &n in &sizes {
+                let v: Vec<u8> = (0..n).map(|i| (i as u32 * 7 + me) as u8).collect();
+                pmi.put(&format!("v{n}"), &v).unwrap();
+            }
+            pmi.fence().unwrap();
+            let mut out = vec![1, 2, 3];
+            for peer in 0..3 {
+                for &n in &sizes {
+                    pmi.get(peer, &format!("v{n}"), &mut out).unwrap();
+                    let want: Vec<u8> = (0..n).map(|i| (i as u32 * 7 + peer) as u8).collect();
+                    assert_eq!(out, want, "size {n} from {peer}");
+                }
+            }
+            match pmi.get(0, "absent", &mut out) {
+                Err(PmiError::KeyNotFound { key, rank: 0 }) => assert_eq!(key, "absent"),
+                other => panic!("{other:?}"),
+            }
+            let long_key = "k".repeat(62);
+            assert!(matches!(
+                pmi.put(&long_key, b"x"),
+                Err(PmiError::InvalidKey { .. })
+            ));
+            pmi.barrier().unwrap();
+            pmi.finalize().unwrap();
+        });
+        let finalized = events
+            .iter()
+            .filter(|e| matches!(e, ServerEvent::Finalized { .. }))
+            .count();
+        assert_eq!(finalized, 3, "{events:?}");
+    }
+
+    /// A fake server that answers each request line with the next scripted
+    /// reply (`None`: close the connection instead).
+    fn scripted(replies: Vec<Option<&'static str>>) -> Result<PmiClient, PmiError> {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let server = thread::spawn(move || {
+            let mut reader = BufReader::new(theirs);
+            for reply in replies {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                match reply {
+                    Some(r) => reader.get_mut().write_all(r.as_bytes()).unwrap(),
+                    None => return,
+                }
+            }
+        });
+        let result = PmiClient::connect(Transport::Unix(ours), 0, 1);
+        server.join().unwrap();
+        result
+    }
+
+    const INIT_OK: &str = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n";
+    const MAXES: &str = "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n";
+    const KVS: &str = "cmd=my_kvsname kvsname=k\n";
+    const APPNUM: &str = "cmd=appnum appnum=0\n";
+
+    #[test]
+    fn malformed_server_replies_are_errors() {
+        let cases: Vec<(Vec<Option<&'static str>>, &str)> = vec![
+            (vec![Some("garbage\n")], "does not start with cmd="),
+            (vec![Some("cmd=maxes\n")], "expected `response_to_init`"),
+            (vec![Some("cmd=response_to_init rc=x\n")], "non-numeric rc"),
+            (
+                vec![Some("cmd=response_to_init pmi_version=2 rc=0\n")],
+                "pmi_version",
+            ),
+            (
+                vec![Some(INIT_OK), Some("cmd=maxes kvsname_max=256\n")],
+                "lacks `keylen_max`",
+            ),
+            (
+                vec![
+                    Some(INIT_OK),
+                    Some("cmd=maxes kvsname_max=1 keylen_max=2 vallen_max=3\n"),
+                ],
+                "too small",
+            ),
+            (
+                vec![Some(INIT_OK), Some(MAXES), Some("cmd=my_kvsname\n")],
+                "lacks `kvsname`",
+            ),
+            (
+                vec![
+                    Some(INIT_OK),
+                    Some(MAXES),
+                    Some(KVS),
+                    Some("cmd=appnum appnum=-2\n"),
+                ],
+                "negative",
+            ),
+            (
+                vec![
+                    Some(INIT_OK),
+                    Some(MAXES),
+                    Some(KVS),
+                    Some(APPNUM),
+                    Some("cmd=universe_size s!ze=1\n"),
+                ],
+                "invalid key character",
+            ),
+        ];
+        for (script, needle) in cases {
+            match scripted(script.clone()) {
+                Err(PmiError::Malformed(msg)) => assert!(msg.contains(needle), "{script:?}: {msg}"),
+                other => panic!("{script:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn refusals_and_closed_connections_are_errors() {
+        match scripted(vec![Some("cmd=response_to_init rc=-1 msg=go_away\n")]) {
+            Err(PmiError::Refused {
+                rc: -1,
+                msg,
+                request,
+            }) => {
+                assert_eq!((msg.as_str(), request.as_str()), ("go_away", "init"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(scripted(vec![None]), Err(PmiError::Closed)));
+        assert!(matches!(
+            scripted(vec![Some("cmd=response_to_init")]),
+            Err(PmiError::Closed)
+        ));
+        let ok = scripted(vec![
+            Some(INIT_OK),
+            Some(MAXES),
+            Some(KVS),
+            Some(APPNUM),
+            Some("cmd=universe_size size=-1\n"),
+        ])
+        .unwrap();
+        assert_eq!(ok.universe_size(), None, "Hydra's -1 means unknown");
+    }
+
+    #[test]
+    fn keys_are_scoped_and_checked() {
+        assert_eq!(scoped_key("btl.sm", 12).unwrap(), "btl.sm-12");
+        assert_eq!(scoped_key("a-1", 2).unwrap(), "a-1-2");
+        for bad in ["", "a b", "a=b", "a\\b", "é", "a;b"] {
+            assert!(
+                matches!(scoped_key(bad, 0), Err(PmiError::InvalidKey { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_pmi_fd_is_an_error_not_a_panic() {
+        assert!(matches!(
+            PmiClient::from_fd_env("x"),
+            Err(PmiError::Env { var: "PMI_FD", .. })
+        ));
+        // Closed or non-socket descriptors are refused before anything is read.
+        assert!(matches!(adopt_socket(987_654), Err(PmiError::Env { .. })));
+        assert!(matches!(adopt_socket(-3), Err(PmiError::Env { .. })));
+        let file = std::fs::File::open("/dev/null").unwrap();
+        use std::os::fd::AsRawFd;
+        match adopt_socket(file.as_raw_fd()) {
+            Err(PmiError::Env { problem, .. }) => assert!(problem.contains("not a socket")),
+            other => panic!("{other:?}"),
+        }
+    }
+}

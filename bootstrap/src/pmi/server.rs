@@ -1,0 +1,718 @@
+//! A PMI-1 server for the ranks of one job, each connected over its own
+//! socketpair.
+//!
+//! The server does no waiting of its own: the launcher polls the descriptors
+//! it exposes and calls [`PmiServer::on_readable`] / [`PmiServer::on_writable`],
+//! collecting the [`ServerEvent`]s that need the launcher's attention (abort,
+//! finalize, a misbehaving rank). Nothing a rank sends can make it panic: bad
+//! input gets an error reply and an event for the launcher to log.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+use super::wire::{self, excerpt, Message, MAX_LINE};
+
+/// Limits announced in the `maxes` reply (Hydra's values; each counts a NUL).
+pub const KVSNAME_MAX: usize = 256;
+/// Longest key plus one.
+pub const KEYLEN_MAX: usize = 64;
+/// Longest value plus one.
+pub const VALLEN_MAX: usize = 1024;
+
+/// Replies queued for a rank that does not read them are capped here; a rank
+/// past it is disconnected rather than growing the launcher without bound.
+const MAX_QUEUED_OUTPUT: usize = 1 << 20;
+
+/// Something the launcher must act on or report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// The rank asked to abort the job (`cmd=abort`).
+    Abort {
+        /// The rank that asked.
+        rank: u32,
+        /// The exit code it asked for.
+        code: i32,
+        /// Its message, if it sent one.
+        message: Option<String>,
+    },
+    /// The rank completed PMI finalize.
+    Finalized {
+        /// The rank.
+        rank: u32,
+    },
+    /// The rank sent something invalid; it got an error reply. For logging.
+    ProtocolError {
+        /// The rank.
+        rank: u32,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The rank's connection closed (it exited, or closed the socket).
+    Disconnected {
+        /// The rank.
+        rank: u32,
+    },
+}
+
+/// Per-rank connection state.
+#[derive(Debug, Default)]
+struct Conn {
+    /// Our end of the socketpair; `None` before `connect_rank` and after the
+    /// rank disconnected.
+    stream: Option<UnixStream>,
+    /// Received bytes not yet forming a complete line.
+    inbuf: Vec<u8>,
+    /// Replies not yet accepted by the socket.
+    outbuf: Vec<u8>,
+    /// Skipping the rest of an over-long line up to its newline.
+    discarding: bool,
+    finalized: bool,
+    in_barrier: bool,
+}
+
+/// The PMI-1 server of one job: one key-value space, one barrier.
+#[derive(Debug)]
+pub struct PmiServer {
+    kvsname: String,
+    appnums: Vec<u32>,
+    conns: Vec<Conn>,
+    kvs: HashMap<String, String>,
+    barrier_waiting: usize,
+}
+
+impl PmiServer {
+    /// A server for `appnums.len()` ranks; `appnums[r]` is the application
+    /// context (MPMD program index) of rank `r`. `kvsname` names the job's
+    /// key-value space (at most [`KVSNAME_MAX`]` - 1` bytes, no spaces).
+    pub fn new(kvsname: &str, appnums: Vec<u32>) -> PmiServer {
+        assert!(kvsname.len() < KVSNAME_MAX && !kvsname.is_empty() && !kvsname.contains(' '));
+        let conns = appnums.iter().map(|_| Conn::default()).collect();
+        PmiServer {
+            kvsname: kvsname.to_string(),
+            appnums,
+            conns,
+            kvs: HashMap::new(),
+            barrier_waiting: 0,
+        }
+    }
+
+    /// Number of ranks served.
+    pub fn size(&self) -> u32 {
+        self.conns.len() as u32
+    }
+
+    /// The key-value space name.
+    pub fn kvsname(&self) -> &str {
+        &self.kvsname
+    }
+
+    /// Creates the socketpair for `rank`, keeps the server's end and returns
+    /// the rank's end, to be inherited by the rank's process as `PMI_FD`.
+    /// Both ends are close-on-exec; the launcher clears that flag for the
+    /// returned one in the child only.
+    pub fn connect_rank(&mut self, rank: u32) -> io::Result<OwnedFd> {
+        let (ours, theirs) = UnixStream::pair()?;
+        ours.set_nonblocking(true)?;
+        let conn = &mut self.conns[rank as usize];
+        *conn = Conn {
+            stream: Some(ours),
+            ..Conn::default()
+        };
+        Ok(OwnedFd::from(theirs))
+    }
+
+    /// The descriptor to poll for `rank`, while it is connected.
+    pub fn fd(&self, rank: u32) -> Option<RawFd> {
+        self.conns[rank as usize]
+            .stream
+            .as_ref()
+            .map(|s| s.as_raw_fd())
+    }
+
+    /// Whether replies for `rank` wait for the socket to become writable.
+    pub fn wants_write(&self, rank: u32) -> bool {
+        let c = &self.conns[rank as usize];
+        c.stream.is_some() && !c.outbuf.is_empty()
+    }
+
+    /// Whether `rank` has finalized.
+    pub fn is_finalized(&self, rank: u32) -> bool {
+        self.conns[rank as usize].finalized
+    }
+
+    /// Number of ranks currently waiting in the barrier.
+    pub fn barrier_waiting(&self) -> usize {
+        self.barrier_waiting
+    }
+
+    /// While some ranks wait in the barrier, returns a rank that can never
+    /// join it: one that has finalized or that `gone` says has exited.
+    /// `None` when no barrier is pending or it can still complete.
+    pub fn barrier_blocked_by(&self, gone: impl Fn(u32) -> bool) -> Option<u32> {
+        if self.barrier_waiting == 0 {
+            return None;
+        }
+        (0..self.size()).find(|&r| {
+            let c = &self.conns[r as usize];
+            !c.in_barrier && (c.finalized || gone(r))
+        })
+    }
+
+    /// Ranks currently waiting in the barrier.
+    pub fn barrier_waiters(&self) -> Vec<u32> {
+        (0..self.size())
+            .filter(|&r| self.conns[r as usize].in_barrier)
+            .collect()
+    }
+
+    /// Closes the server's end for `rank` (the launcher calls this when the
+    /// rank's process is gone; EOF does it too).
+    pub fn disconnect(&mut self, rank: u32) {
+        let c = &mut self.conns[rank as usize];
+        c.stream = None;
+        c.inbuf = Vec::new();
+        c.outbuf = Vec::new();
+    }
+
+    /// Reads and serves whatever `rank` has sent.
+    pub fn on_readable(&mut self, rank: u32, events: &mut Vec<ServerEvent>) {
+        let mut chunk = [0u8; 16 * 1024];
+        // Bounded per call so that one chatty rank cannot starve the others;
+        // poll reports the rest next round.
+        for _ in 0..16 {
+            let Some(stream) = self.conns[rank as usize].stream.as_mut() else {
+                return;
+            };
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.disconnect(rank);
+                    events.push(ServerEvent::Disconnected { rank });
+                    return;
+                }
+                Ok(n) => self.receive(rank, &chunk[..n], events),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.disconnect(rank);
+                    events.push(ServerEvent::Disconnected { rank });
+                    return;
+                }
+            }
+        }
+        self.flush(rank, events);
+    }
+
+    /// Writes queued replies for `rank`.
+    pub fn on_writable(&mut self, rank: u32, events: &mut Vec<ServerEvent>) {
+        self.flush(rank, events);
+    }
+
+    /// Splits received bytes into lines and serves each.
+    fn receive(&mut self, rank: u32, bytes: &[u8], events: &mut Vec<ServerEvent>) {
+        let conn = &mut self.conns[rank as usize];
+        conn.inbuf.extend_from_slice(bytes);
+        loop {
+            let conn = &mut self.conns[rank as usize];
+            if conn.discarding {
+                match conn.inbuf.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        conn.inbuf.drain(..=end);
+                        conn.discarding = false;
+                    }
+                    None => {
+                        conn.inbuf.clear();
+                        return;
+                    }
+                }
+            }
+            match wire::take_line(&mut conn.inbuf) {
+                Some(line) => self.handle_line(rank, &line, events),
+                None => {
+                    if conn.inbuf.len() > MAX_LINE {
+                        conn.inbuf.clear();
+                        conn.discarding = true;
+                        self.reply_error(rank, "line too long");
+                        events.push(ServerEvent::ProtocolError {
+                            rank,
+                            detail: format!("sent a line longer than {MAX_LINE} bytes"),
+                        });
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Serves one complete command line from `rank`.
+    fn handle_line(&mut self, rank: u32, line: &[u8], events: &mut Vec<ServerEvent>) {
+        let msg = match Message::parse(line) {
+            Ok(m) => m,
+            Err(e) => {
+                self.reply_error(rank, "malformed command");
+                events.push(ServerEvent::ProtocolError {
+                    rank,
+                    detail: format!("sent a malformed PMI command ({e}): `{}`", excerpt(line)),
+                });
+                return;
+            }
+        };
+        let r = rank as usize;
+        match msg.cmd.as_str() {
+            "init" => {
+                let ok = msg.get("pmi_version") == Some("1");
+                let mut reply = Message::new("response_to_init")
+                    .arg("pmi_version", 1)
+                    .arg("pmi_subversion", 1)
+                    .arg("rc", if ok { 0 } else { -1 });
+                if !ok {
+                    reply = reply.arg("msg", "only_PMI-1_is_served");
+                    events.push(ServerEvent::ProtocolError {
+                        rank,
+                        detail: format!(
+                            "asked for PMI version {}; stormrun serves PMI-1 only",
+                            msg.get("pmi_version").unwrap_or("(none)")
+                        ),
+                    });
+                }
+                self.reply(rank, &reply);
+            }
+            "get_maxes" => {
+                let reply = Message::new("maxes")
+                    .arg("kvsname_max", KVSNAME_MAX)
+                    .arg("keylen_max", KEYLEN_MAX)
+                    .arg("vallen_max", VALLEN_MAX);
+                self.reply(rank, &reply);
+            }
+            "get_appnum" => {
+                let reply = Message::new("appnum").arg("appnum", self.appnums[r]);
+                self.reply(rank, &reply);
+            }
+            "get_my_kvsname" => {
+                let reply = Message::new("my_kvsname").arg("kvsname", &self.kvsname);
+                self.reply(rank, &reply);
+            }
+            "get_universe_size" => {
+                let reply = Message::new("universe_size").arg("size", self.size());
+                self.reply(rank, &reply);
+            }
+            "put" => {
+                let reply = match self.put(&msg) {
+                    Ok(()) => Message::new("put_result")
+                        .arg("rc", 0)
+                        .arg("msg", "success"),
+                    Err(why) => Message::new("put_result").arg("rc", -1).arg("msg", why),
+                };
+                self.reply(rank, &reply);
+            }
+            "get" => {
+                let reply = match self.get(&msg) {
+                    Ok(value) => Message::new("get_result")
+                        .arg("rc", 0)
+                        .arg("msg", "success")
+                        .arg("value", value),
+                    Err(why) => Message::new("get_result").arg("rc", -1).arg("msg", why),
+                };
+                self.reply(rank, &reply);
+            }
+            "barrier_in" => self.barrier_in(rank, events),
+            "finalize" => {
+                self.conns[r].finalized = true;
+                self.reply(rank, &Message::new("finalize_ack"));
+                events.push(ServerEvent::Finalized { rank });
+            }
+            "abort" => {
+                let code = msg.get("exitcode").map_or(Ok(1), str::parse::<i32>);
+                let code = code.unwrap_or_else(|_| {
+                    events.push(ServerEvent::ProtocolError {
+                        rank,
+                        detail: format!("sent abort with a bad exitcode: `{}`", excerpt(line)),
+                    });
+                    1
+                });
+                let message = msg.get("message").map(str::to_string);
+                events.push(ServerEvent::Abort {
+                    rank,
+                    code,
+                    message,
+                });
+            }
+            "publish_name" | "unpublish_name" | "lookup_name" | "spawn" => {
+                let reply = Message::new(&format!("{}_result", msg.cmd.trim_end_matches("_name")))
+                    .arg("rc", -1)
+                    .arg("msg", "not_supported_by_stormrun");
+                self.reply(rank, &reply);
+                events.push(ServerEvent::ProtocolError {
+                    rank,
+                    detail: format!("asked for `{}`, which stormrun does not support", msg.cmd),
+                });
+            }
+            other => {
+                let detail = format!(
+                    "sent an unknown PMI command `{}`",
+                    excerpt(other.as_bytes())
+                );
+                self.reply_error(rank, "unknown command");
+                events.push(ServerEvent::ProtocolError { rank, detail });
+            }
+        }
+        self.flush(rank, events);
+    }
+
+    fn check_kvsname(&self, msg: &Message) -> Result<(), String> {
+        match msg.get("kvsname") {
+            None => Ok(()),
+            Some(name) if name == self.kvsname => Ok(()),
+            Some(_) => Err("unknown_kvsname".into()),
+        }
+    }
+
+    fn put(&mut self, msg: &Message) -> Result<(), String> {
+        self.check_kvsname(msg)?;
+        let key = match msg.get("key") {
+            Some(k) if !k.is_empty() => k,
+            _ => return Err("missing_key".into()),
+        };
+        let value = match msg.get("value") {
+            Some(v) if !v.is_empty() => v,
+            _ => return Err("missing_value".into()),
+        };
+        if key.len() >= KEYLEN_MAX {
+            return Err("key_too_long".into());
+        }
+        if value.len() >= VALLEN_MAX {
+            return Err("value_too_long".into());
+        }
+        // Like Hydra, a second put of the same key replaces the value.
+        self.kvs.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    fn get(&self, msg: &Message) -> Result<String, String> {
+        self.check_kvsname(msg)?;
+        let key = match msg.get("key") {
+            Some(k) if !k.is_empty() => k,
+            _ => return Err("missing_key".into()),
+        };
+        self.kvs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("key_{key}_not_found"))
+    }
+
+    fn barrier_in(&mut self, rank: u32, events: &mut Vec<ServerEvent>) {
+        let conn = &mut self.conns[rank as usize];
+        if conn.in_barrier {
+            events.push(ServerEvent::ProtocolError {
+                rank,
+                detail: "entered the PMI barrier twice".into(),
+            });
+            return;
+        }
+        conn.in_barrier = true;
+        self.barrier_waiting += 1;
+        if self.barrier_waiting == self.conns.len() {
+            self.barrier_waiting = 0;
+            let out = Message::new("barrier_out").to_line();
+            for r in 0..self.size() {
+                let c = &mut self.conns[r as usize];
+                c.in_barrier = false;
+                if c.stream.is_some() {
+                    c.outbuf.extend_from_slice(&out);
+                }
+                self.flush(r, events);
+            }
+        }
+    }
+
+    fn reply_error(&mut self, rank: u32, why: &str) {
+        let reply = Message::new("error")
+            .arg("rc", -1)
+            .arg("msg", why.replace(' ', "_"));
+        self.reply(rank, &reply);
+    }
+
+    fn reply(&mut self, rank: u32, msg: &Message) {
+        let c = &mut self.conns[rank as usize];
+        if c.stream.is_some() {
+            c.outbuf.extend_from_slice(&msg.to_line());
+        }
+    }
+
+    fn flush(&mut self, rank: u32, events: &mut Vec<ServerEvent>) {
+        let c = &mut self.conns[rank as usize];
+        let Some(stream) = c.stream.as_mut() else {
+            return;
+        };
+        while !c.outbuf.is_empty() {
+            match stream.write(&c.outbuf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    c.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.disconnect(rank);
+                    events.push(ServerEvent::Disconnected { rank });
+                    return;
+                }
+            }
+        }
+        if c.outbuf.len() > MAX_QUEUED_OUTPUT {
+            self.disconnect(rank);
+            events.push(ServerEvent::ProtocolError {
+                rank,
+                detail: "does not read its PMI replies; disconnected".into(),
+            });
+            events.push(ServerEvent::Disconnected { rank });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+
+    /// A server with `n` ranks, each with the rank's end of its socketpair.
+    fn setup(n: u32) -> (PmiServer, Vec<BufReader<UnixStream>>) {
+        let mut server = PmiServer::new("kvs_test", (0..n).map(|r| r % 2).collect());
+        let clients = (0..n)
+            .map(|r| {
+                let s = UnixStream::from(server.connect_rank(r).unwrap());
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                BufReader::new(s)
+            })
+            .collect();
+        (server, clients)
+    }
+
+    fn send(
+        server: &mut PmiServer,
+        clients: &mut [BufReader<UnixStream>],
+        rank: u32,
+        bytes: &[u8],
+    ) -> Vec<ServerEvent> {
+        clients[rank as usize].get_mut().write_all(bytes).unwrap();
+        let mut events = Vec::new();
+        server.on_readable(rank, &mut events);
+        events
+    }
+
+    fn recv(clients: &mut [BufReader<UnixStream>], rank: u32) -> String {
+        let mut line = String::new();
+        clients[rank as usize].read_line(&mut line).unwrap();
+        line
+    }
+
+    #[test]
+    fn serves_the_startup_sequence() {
+        let (mut s, mut c) = setup(3);
+        send(
+            &mut s,
+            &mut c,
+            1,
+            b"cmd=init pmi_version=1 pmi_subversion=1\n",
+        );
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+        );
+        // Several commands in one read are served in order.
+        send(
+            &mut s,
+            &mut c,
+            1,
+            b"cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\ncmd=get_universe_size\n",
+        );
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+        );
+        assert_eq!(recv(&mut c, 1), "cmd=appnum appnum=1\n");
+        assert_eq!(recv(&mut c, 1), "cmd=my_kvsname kvsname=kvs_test\n");
+        assert_eq!(recv(&mut c, 1), "cmd=universe_size size=3\n");
+    }
+
+    #[test]
+    fn put_get_and_missing_key() {
+        let (mut s, mut c) = setup(2);
+        send(
+            &mut s,
+            &mut c,
+            0,
+            b"cmd=put kvsname=kvs_test key=a-0 value=x0102\n",
+        );
+        assert_eq!(recv(&mut c, 0), "cmd=put_result rc=0 msg=success\n");
+        send(&mut s, &mut c, 1, b"cmd=get kvsname=kvs_test key=a-0\n");
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=get_result rc=0 msg=success value=x0102\n"
+        );
+        send(&mut s, &mut c, 1, b"cmd=get kvsname=kvs_test key=b-0\n");
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=get_result rc=-1 msg=key_b-0_not_found\n"
+        );
+        send(&mut s, &mut c, 1, b"cmd=get kvsname=other key=a-0\n");
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=get_result rc=-1 msg=unknown_kvsname\n"
+        );
+        send(&mut s, &mut c, 1, b"cmd=put kvsname=kvs_test key=a-1\n");
+        assert_eq!(recv(&mut c, 1), "cmd=put_result rc=-1 msg=missing_value\n");
+        let long_value = format!("cmd=put key=k value={}\n", "v".repeat(VALLEN_MAX));
+        send(&mut s, &mut c, 1, long_value.as_bytes());
+        assert_eq!(recv(&mut c, 1), "cmd=put_result rc=-1 msg=value_too_long\n");
+        let long_key = format!("cmd=put key={} value=1\n", "k".repeat(KEYLEN_MAX));
+        send(&mut s, &mut c, 1, long_key.as_bytes());
+        assert_eq!(recv(&mut c, 1), "cmd=put_result rc=-1 msg=key_too_long\n");
+    }
+
+    #[test]
+    fn barrier_releases_only_when_all_arrive() {
+        let (mut s, mut c) = setup(3);
+        send(&mut s, &mut c, 0, b"cmd=barrier_in\n");
+        send(&mut s, &mut c, 2, b"cmd=barrier_in\n");
+        assert_eq!(s.barrier_waiting(), 2);
+        assert_eq!(s.barrier_waiters(), vec![0, 2]);
+        assert_eq!(s.barrier_blocked_by(|_| false), None);
+        assert_eq!(s.barrier_blocked_by(|r| r == 1), Some(1));
+        assert!(!s.wants_write(0));
+        send(&mut s, &mut c, 1, b"cmd=barrier_in\n");
+        for r in 0..3 {
+            assert_eq!(recv(&mut c, r), "cmd=barrier_out\n");
+        }
+        assert_eq!(s.barrier_waiting(), 0);
+        assert_eq!(s.barrier_blocked_by(|_| true), None);
+        // A second round works the same.
+        for r in 0..3 {
+            send(&mut s, &mut c, r, b"cmd=barrier_in\n");
+        }
+        for r in 0..3 {
+            assert_eq!(recv(&mut c, r), "cmd=barrier_out\n");
+        }
+    }
+
+    #[test]
+    fn finalized_rank_blocks_a_later_barrier() {
+        let (mut s, mut c) = setup(2);
+        let ev = send(&mut s, &mut c, 1, b"cmd=finalize\n");
+        assert_eq!(ev, vec![ServerEvent::Finalized { rank: 1 }]);
+        assert_eq!(recv(&mut c, 1), "cmd=finalize_ack\n");
+        assert!(s.is_finalized(1));
+        send(&mut s, &mut c, 0, b"cmd=barrier_in\n");
+        assert_eq!(s.barrier_blocked_by(|_| false), Some(1));
+    }
+
+    #[test]
+    fn abort_is_reported() {
+        let (mut s, mut c) = setup(2);
+        let ev = send(
+            &mut s,
+            &mut c,
+            1,
+            b"cmd=abort exitcode=7 message=bad\\ input\n",
+        );
+        assert_eq!(
+            ev,
+            vec![ServerEvent::Abort {
+                rank: 1,
+                code: 7,
+                message: Some("bad input".into())
+            }]
+        );
+        // MPICH 4.0 sends no message.
+        let ev = send(&mut s, &mut c, 0, b"cmd=abort exitcode=3\n");
+        assert_eq!(
+            ev,
+            vec![ServerEvent::Abort {
+                rank: 0,
+                code: 3,
+                message: None
+            }]
+        );
+        let ev = send(&mut s, &mut c, 0, b"cmd=abort exitcode=lots\n");
+        assert!(matches!(ev[0], ServerEvent::ProtocolError { rank: 0, .. }));
+        assert!(matches!(
+            ev[1],
+            ServerEvent::Abort {
+                rank: 0,
+                code: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn garbage_gets_an_error_reply_and_an_event() {
+        let (mut s, mut c) = setup(1);
+        let ev = send(&mut s, &mut c, 0, b"\x00\xffhello there\n");
+        assert_eq!(recv(&mut c, 0), "cmd=error rc=-1 msg=malformed_command\n");
+        match &ev[..] {
+            [ServerEvent::ProtocolError { rank: 0, detail }] => {
+                assert!(detail.contains("\\x00\\xffhello"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let ev = send(&mut s, &mut c, 0, b"cmd=frobnicate now=1\n");
+        assert_eq!(recv(&mut c, 0), "cmd=error rc=-1 msg=unknown_command\n");
+        assert_eq!(ev.len(), 1);
+        let ev = send(
+            &mut s,
+            &mut c,
+            0,
+            b"cmd=init pmi_version=2 pmi_subversion=0\n",
+        );
+        assert_eq!(
+            recv(&mut c, 0),
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=only_PMI-1_is_served\n"
+        );
+        assert_eq!(ev.len(), 1);
+        send(&mut s, &mut c, 0, b"cmd=spawn nprocs=1\n");
+        assert_eq!(
+            recv(&mut c, 0),
+            "cmd=spawn_result rc=-1 msg=not_supported_by_stormrun\n"
+        );
+        send(&mut s, &mut c, 0, b"cmd=lookup_name service=x\n");
+        assert_eq!(
+            recv(&mut c, 0),
+            "cmd=lookup_result rc=-1 msg=not_supported_by_stormrun\n"
+        );
+        // The connection still works afterwards.
+        send(&mut s, &mut c, 0, b"cmd=get_appnum\n");
+        assert_eq!(recv(&mut c, 0), "cmd=appnum appnum=0\n");
+    }
+
+    #[test]
+    fn overlong_line_is_discarded_up_to_its_newline() {
+        let (mut s, mut c) = setup(1);
+        let mut events = Vec::new();
+        let junk = vec![b'j'; MAX_LINE + 10];
+        // Feed through `receive` directly: the socket buffer is smaller than
+        // the line, so going through the socket would need a writer thread.
+        s.receive(0, &junk, &mut events);
+        s.flush(0, &mut events);
+        assert_eq!(recv(&mut c, 0), "cmd=error rc=-1 msg=line_too_long\n");
+        s.receive(0, b"more junk\ncmd=get_appnum\n", &mut events);
+        s.flush(0, &mut events);
+        assert_eq!(recv(&mut c, 0), "cmd=appnum appnum=0\n");
+        assert_eq!(events.len(), 1, "{events:?}");
+    }
+
+    #[test]
+    fn eof_disconnects() {
+        let (mut s, c) = setup(2);
+        let mut c = c;
+        let closed = c.remove(1);
+        drop(closed);
+        let mut events = Vec::new();
+        s.on_readable(1, &mut events);
+        assert_eq!(events, vec![ServerEvent::Disconnected { rank: 1 }]);
+        assert_eq!(s.fd(1), None);
+        assert!(s.fd(0).is_some());
+    }
+}

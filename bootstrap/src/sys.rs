@@ -1,0 +1,171 @@
+//! Thin safe wrappers over the few POSIX calls std does not offer.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// How a child process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It called exit with this status.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
+    /// Its status was collected by someone else (waitpid says ECHILD).
+    Unknown,
+}
+
+/// One entry of a `poll` set.
+pub type PollFd = libc::pollfd;
+
+/// A poll entry waiting for `events` on `fd`.
+pub fn pollfd(fd: RawFd, events: libc::c_short) -> PollFd {
+    PollFd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// Waits up to `timeout` for events on `fds`. An interrupting signal counts
+/// as a timeout (the caller's loop looks at its signal pipe anyway).
+pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<()> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the
+    // given length for the duration of the call.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+    }
+    Ok(())
+}
+
+/// Puts `fd` into non-blocking mode.
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL only read and change the descriptor's status
+    // flags; an invalid fd yields EBADF.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Clears close-on-exec on `fd`. Async-signal-safe: meant for the child
+/// between fork and exec.
+pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD only changes the descriptor flags of fd.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `sig` to the process group led by `pid`, or to `pid` alone when it
+/// leads no group (it has not reached `setpgid` yet, or its group is gone).
+/// Errors (the process is already gone) are ignored: the caller reaps.
+pub fn signal_group(pid: i32, sig: i32) {
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: kill has no memory effects; pid > 0, so -pid names exactly one
+    // process group and never "all processes".
+    unsafe {
+        if libc::kill(-pid, sig) != 0 {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Reaps child `pid` if it has exited, without blocking. Waiting for one
+/// pid at a time (never -1) leaves other children of the process alone.
+pub fn try_reap(pid: i32) -> Option<Exit> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: waitpid writes only into status.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if rc == pid {
+            return Some(if libc::WIFSIGNALED(status) {
+                Exit::Signal(libc::WTERMSIG(status))
+            } else {
+                Exit::Code(libc::WEXITSTATUS(status))
+            });
+        }
+        if rc < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Some(Exit::Unknown),
+                _ => {}
+            }
+        }
+        return None;
+    }
+}
+
+/// Raises the soft limit on open descriptors to at least `needed` (capped at
+/// the hard limit). Best effort: on failure the launch goes ahead and any
+/// shortage shows up as a clear error when a descriptor cannot be created.
+pub fn ensure_fd_limit(needed: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= needed {
+            return;
+        }
+        lim.rlim_cur = needed.min(lim.rlim_max);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
+
+/// The conventional name of a signal, e.g. `SIGKILL`.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_signals() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(200), "signal 200");
+    }
+}
