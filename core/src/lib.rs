@@ -1,1 +1,28 @@
+//! stormpi-core: the whole MPI engine, `no_std` and allocation-free after init.
+//!
+//! Layers, bottom up (after Open MPI): [`btl`] byte movers, [`bml`] per-peer BTL selection,
+//! [`pml`] MPI point-to-point semantics (matching, ordering, eager and rendezvous protocols),
+//! [`comm`] communicators, [`coll`] collectives, [`engine`] tying them together with the progress
+//! loop, and [`api`] — the Rust API. A platform shim supplies memory, clock, runtime and its BTL
+//! modules through [`platform`] and [`rte`].
 #![no_std]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod arch;
+pub mod arena;
+pub mod bml;
+pub mod btl;
+pub mod comm;
+pub mod datatype;
+pub mod engine;
+pub mod error;
+pub mod list;
+pub mod params;
+pub mod platform;
+pub mod pml;
+pub mod pool;
+pub mod rte;
+pub mod wire;
+
+pub use error::{Error, ErrorClass, Result};

@@ -1,0 +1,319 @@
+//! Communicators and the processes in them.
+
+use super::request::{Request, Scope};
+use super::{checked, Equivalence, Rank, Result, Status, Tag, Universe};
+use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
+use crate::pml::request::{SendMode, ANY_SOURCE, ANY_TAG};
+use crate::pml::MsgId;
+use zerocopy::IntoBytes;
+
+/// A communicator. Duplicates are freed when dropped.
+pub struct Communicator<'u> {
+    universe: &'u Universe,
+    id: CommId,
+    owned: bool,
+    rank: Rank,
+    size: Rank,
+}
+
+impl<'u> Communicator<'u> {
+    pub(crate) fn predefined(universe: &'u Universe, id: CommId) -> Communicator<'u> {
+        Communicator::wrap(universe, id, false)
+    }
+
+    fn wrap(universe: &'u Universe, id: CommId, owned: bool) -> Communicator<'u> {
+        let (rank, size) = universe.with(|e| {
+            let c = e.comm(id).expect("live communicator");
+            (c.rank as Rank, c.size() as Rank)
+        });
+        Communicator {
+            universe,
+            id,
+            owned,
+            rank,
+            size,
+        }
+    }
+
+    /// My rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Number of processes.
+    pub fn size(&self) -> Rank {
+        self.size
+    }
+
+    /// The engine's handle.
+    pub fn id(&self) -> CommId {
+        self.id
+    }
+
+    /// The process with rank `rank`, to send to or receive from.
+    pub fn process_at_rank(&self, rank: Rank) -> Process<'_, 'u> {
+        Process { comm: self, rank }
+    }
+
+    /// Any process, to receive from (`MPI_ANY_SOURCE`).
+    pub fn any_process(&self) -> AnyProcess<'_, 'u> {
+        AnyProcess { comm: self }
+    }
+
+    /// Blocks until every process has called it (`MPI_Barrier`).
+    pub fn barrier(&self) -> Result<()> {
+        let id = self.id;
+        self.universe.with(|e| e.barrier(id))
+    }
+
+    /// A duplicate with its own message context (`MPI_Comm_dup`, collective).
+    pub fn duplicate(&self) -> Result<Communicator<'u>> {
+        let id = self.id;
+        let new = self.universe.with(|e| e.comm_dup(id))?;
+        Ok(Communicator::wrap(self.universe, new, true))
+    }
+
+    fn receive(&self, src: Rank, tag: Tag, buf: &mut [u8]) -> Result<Status> {
+        let cap = buf.len();
+        // SAFETY: `buf` stays mutably borrowed until `block` has waited for the request.
+        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), cap) };
+        let id = self.id;
+        let req = self.universe.with(|e| e.irecv(conv, src, tag, id, 0))?;
+        checked(self.universe.block(|e| e.test(req))?, cap)
+    }
+
+    fn immediate_receive<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        src: Rank,
+        tag: Tag,
+        buf: &'s mut [u8],
+    ) -> Result<Request<'s>> {
+        let cap = buf.len();
+        // SAFETY: `buf` is borrowed for the scope `'s`, which does not end before the request
+        // completes (the scope waits for it).
+        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), cap) };
+        let (id, sid) = (self.id, scope.id);
+        let req = scope.universe.with(|e| e.irecv(conv, src, tag, id, sid))?;
+        Ok(Request::new(scope.universe, req, Some(cap)))
+    }
+
+    fn probe(&self, src: Rank, tag: Tag) -> Result<Status> {
+        let id = self.id;
+        self.universe.block(|e| e.iprobe(src, tag, id))
+    }
+
+    fn immediate_probe(&self, src: Rank, tag: Tag) -> Result<Option<Status>> {
+        let id = self.id;
+        self.universe.with(|e| e.iprobe(src, tag, id))
+    }
+
+    fn matched_probe(&self, src: Rank, tag: Tag) -> Result<(Message<'_, 'u>, Status)> {
+        let id = self.id;
+        let (msg, status) = self.universe.block(|e| e.improbe(src, tag, id))?;
+        Ok((Message { comm: self, msg }, status))
+    }
+}
+
+impl Drop for Communicator<'_> {
+    fn drop(&mut self) {
+        if self.owned {
+            let id = self.id;
+            let _ = self.universe.with(|e| e.comm_free(id));
+        }
+    }
+}
+
+/// A process of a communicator, as destination or source.
+pub struct Process<'c, 'u> {
+    comm: &'c Communicator<'u>,
+    rank: Rank,
+}
+
+impl<'c, 'u> Process<'c, 'u> {
+    /// Its rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn send_mode<T: Equivalence>(&self, buf: &[T], tag: Tag, mode: SendMode) -> Result<()> {
+        let (rank, id) = (self.rank, self.comm.id);
+        self.comm
+            .universe
+            .with(|e| e.send(buf.as_bytes(), rank, tag, id, mode))
+    }
+
+    /// Sends `buf` with tag 0 (`MPI_Send`).
+    pub fn send<T: Equivalence>(&self, buf: &[T]) -> Result<()> {
+        self.send_mode(buf, 0, SendMode::Standard)
+    }
+
+    /// Sends `buf` with `tag` (`MPI_Send`).
+    pub fn send_with_tag<T: Equivalence>(&self, buf: &[T], tag: Tag) -> Result<()> {
+        self.send_mode(buf, tag, SendMode::Standard)
+    }
+
+    /// Sends `buf` and returns once the receive has matched (`MPI_Ssend`).
+    pub fn synchronous_send<T: Equivalence>(&self, buf: &[T]) -> Result<()> {
+        self.send_mode(buf, 0, SendMode::Synchronous)
+    }
+
+    /// Synchronous send with `tag`.
+    pub fn synchronous_send_with_tag<T: Equivalence>(&self, buf: &[T], tag: Tag) -> Result<()> {
+        self.send_mode(buf, tag, SendMode::Synchronous)
+    }
+
+    fn immediate<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s [T],
+        tag: Tag,
+        mode: SendMode,
+    ) -> Result<Request<'s>> {
+        let bytes = buf.as_bytes();
+        // SAFETY: `buf` is borrowed for the scope `'s`, which does not end before the request
+        // completes (the scope waits for it).
+        let conv = unsafe { Packer::contiguous(bytes.as_ptr(), bytes.len()) };
+        let (rank, id, sid) = (self.rank, self.comm.id, scope.id);
+        let req = scope
+            .universe
+            .with(|e| e.isend(conv, rank, tag, id, mode, sid))?;
+        Ok(Request::new(scope.universe, req, None))
+    }
+
+    /// Starts sending `buf` with tag 0 (`MPI_Isend`).
+    pub fn immediate_send<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s [T],
+    ) -> Result<Request<'s>> {
+        self.immediate(scope, buf, 0, SendMode::Standard)
+    }
+
+    /// Starts sending `buf` with `tag` (`MPI_Isend`).
+    pub fn immediate_send_with_tag<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s [T],
+        tag: Tag,
+    ) -> Result<Request<'s>> {
+        self.immediate(scope, buf, tag, SendMode::Standard)
+    }
+
+    /// Starts a synchronous send (`MPI_Issend`).
+    pub fn immediate_synchronous_send<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s [T],
+        tag: Tag,
+    ) -> Result<Request<'s>> {
+        self.immediate(scope, buf, tag, SendMode::Synchronous)
+    }
+
+    /// Receives into `buf` with any tag (`MPI_Recv`).
+    pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
+        self.comm.receive(self.rank, ANY_TAG, buf.as_mut_bytes())
+    }
+
+    /// Receives into `buf` with `tag`.
+    pub fn receive_into_with_tag<T: Equivalence>(&self, buf: &mut [T], tag: Tag) -> Result<Status> {
+        self.comm.receive(self.rank, tag, buf.as_mut_bytes())
+    }
+
+    /// Starts a receive into `buf` with `tag` (`MPI_Irecv`; `ANY_TAG` is -1).
+    pub fn immediate_receive_into<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s mut [T],
+        tag: Tag,
+    ) -> Result<Request<'s>> {
+        self.comm
+            .immediate_receive(scope, self.rank, tag, buf.as_mut_bytes())
+    }
+
+    /// Waits for a message from this process with any tag (`MPI_Probe`).
+    pub fn probe(&self) -> Result<Status> {
+        self.comm.probe(self.rank, ANY_TAG)
+    }
+
+    /// Waits for a message from this process with `tag`.
+    pub fn probe_with_tag(&self, tag: Tag) -> Result<Status> {
+        self.comm.probe(self.rank, tag)
+    }
+
+    /// Checks for a message from this process (`MPI_Iprobe`).
+    pub fn immediate_probe_with_tag(&self, tag: Tag) -> Result<Option<Status>> {
+        self.comm.immediate_probe(self.rank, tag)
+    }
+
+    /// Waits for a message and takes it for [`Message::matched_receive_into`] (`MPI_Mprobe`).
+    pub fn matched_probe_with_tag(&self, tag: Tag) -> Result<(Message<'c, 'u>, Status)> {
+        self.comm.matched_probe(self.rank, tag)
+    }
+}
+
+/// Any process of a communicator, as a source.
+pub struct AnyProcess<'c, 'u> {
+    comm: &'c Communicator<'u>,
+}
+
+impl<'c, 'u> AnyProcess<'c, 'u> {
+    /// Receives into `buf` from any process with any tag.
+    pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
+        self.comm.receive(ANY_SOURCE, ANY_TAG, buf.as_mut_bytes())
+    }
+
+    /// Receives into `buf` from any process with `tag`.
+    pub fn receive_into_with_tag<T: Equivalence>(&self, buf: &mut [T], tag: Tag) -> Result<Status> {
+        self.comm.receive(ANY_SOURCE, tag, buf.as_mut_bytes())
+    }
+
+    /// Starts a receive from any process with `tag`.
+    pub fn immediate_receive_into<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s mut [T],
+        tag: Tag,
+    ) -> Result<Request<'s>> {
+        self.comm
+            .immediate_receive(scope, ANY_SOURCE, tag, buf.as_mut_bytes())
+    }
+
+    /// Waits for a message from any process with any tag.
+    pub fn probe(&self) -> Result<Status> {
+        self.comm.probe(ANY_SOURCE, ANY_TAG)
+    }
+
+    /// Checks for a message from any process with `tag`.
+    pub fn immediate_probe_with_tag(&self, tag: Tag) -> Result<Option<Status>> {
+        self.comm.immediate_probe(ANY_SOURCE, tag)
+    }
+
+    /// Waits for a message and takes it for [`Message::matched_receive_into`].
+    pub fn matched_probe(&self) -> Result<(Message<'c, 'u>, Status)> {
+        self.comm.matched_probe(ANY_SOURCE, ANY_TAG)
+    }
+}
+
+/// A message taken off the queue by a matched probe; only [`Message::matched_receive_into`] can
+/// receive it.
+#[must_use = "a matched message must be received"]
+pub struct Message<'c, 'u> {
+    comm: &'c Communicator<'u>,
+    msg: Option<MsgId>,
+}
+
+impl Message<'_, '_> {
+    /// Receives the message into `buf` (`MPI_Mrecv`).
+    pub fn matched_receive_into<T: Equivalence>(self, buf: &mut [T]) -> Result<Status> {
+        let bytes = buf.as_mut_bytes();
+        let cap = bytes.len();
+        // SAFETY: `bytes` stays mutably borrowed until `block` has waited for the request.
+        let conv = unsafe { Unpacker::contiguous(bytes.as_mut_ptr(), cap) };
+        let msg = self.msg;
+        let u = self.comm.universe;
+        let req = u.with(|e| e.imrecv(conv, msg, 0))?;
+        checked(u.block(|e| e.test(req))?, cap)
+    }
+}

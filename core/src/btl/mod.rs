@@ -1,0 +1,168 @@
+//! The Byte Transfer Layer: MPI-agnostic byte movers.
+//!
+//! A BTL module moves fragments to a peer and hands arriving fragments to a [`Sink`]; it knows
+//! nothing of tags, communicators or matching. Each module advertises its limits (eager limit,
+//! fragment size, latency, bandwidth, capabilities) in [`BtlAttrs`]; the BML decides which modules
+//! serve which peer, and the PML runs its protocols over them.
+//!
+//! Sending is copy-in: the PML [`Btl::reserve`]s space for a fragment in the module's own memory
+//! (a ring slot in shared memory, a registered send buffer, a socket's send queue), writes the
+//! header and packs the payload straight into it, then [`Btl::commit`]s. A module that cannot take
+//! the fragment now returns `None` from `reserve`: that is back-pressure, never an error; the PML
+//! keeps the work pending and retries after progress. Zero-copy sends and RDMA put/get, which
+//! complete later and are reported through [`Sink::completed`], are optional capabilities
+//! ([`BtlFlags::PUT`], [`BtlFlags::GET`]).
+//!
+//! Receiving is by progress: [`Btl::progress`] delivers each arrived fragment to the sink, which
+//! may answer [`Delivery::Retry`] when it has no room for it yet; the module then keeps that
+//! fragment (and the ones behind it from the same peer) for a later progress call.
+
+pub mod loopback;
+
+use crate::arch::Arch;
+use crate::error::Result;
+use crate::rte::ProcId;
+
+/// A module's handle for a peer, chosen by the module in [`Btl::add_procs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint(pub u32);
+
+/// Active-message tag: which upper layer a fragment is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AmTag(pub u8);
+
+impl AmTag {
+    /// Point-to-point messaging (the PML).
+    pub const PML: AmTag = AmTag(1);
+}
+
+/// Identifies a zero-copy send or RDMA operation in its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token(pub u64);
+
+/// Capability bits of a module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BtlFlags(u32);
+
+impl BtlFlags {
+    /// Can send fragments.
+    pub const SEND: BtlFlags = BtlFlags(1);
+    /// Can write remote memory (RDMA put).
+    pub const PUT: BtlFlags = BtlFlags(2);
+    /// Can read remote memory (RDMA get).
+    pub const GET: BtlFlags = BtlFlags(4);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: BtlFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Union.
+    pub const fn union(self, other: BtlFlags) -> BtlFlags {
+        BtlFlags(self.0 | other.0)
+    }
+
+    /// These flags without `other`'s bits.
+    pub const fn without(self, other: BtlFlags) -> BtlFlags {
+        BtlFlags(self.0 & !other.0)
+    }
+}
+
+/// A module's limits and performance, all run-time parameters of its component.
+#[derive(Clone, Copy, Debug)]
+pub struct BtlAttrs {
+    /// Component name as users type it in `--mca btl`, e.g. `"self"`, `"sm"`, `"tcp"`.
+    pub component: &'static str,
+    /// Largest eager fragment, header included: messages whose header and payload fit go in one
+    /// fragment with no handshake.
+    pub eager_limit: usize,
+    /// Largest fragment of any kind, header included.
+    pub max_send_size: usize,
+    /// Typical one-way latency of a small fragment, nanoseconds (orders the eager list).
+    pub latency_ns: u32,
+    /// Bandwidth in Mbit/s (weights the send list).
+    pub bandwidth_mbps: u32,
+    /// For a peer reachable by several components, only those of highest exclusivity are used
+    /// (`self` over everything for the own process, `sm` over `tcp` on one node).
+    pub exclusivity: u32,
+    /// Capabilities.
+    pub flags: BtlFlags,
+}
+
+/// What a module learns about a peer before connecting.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerInfo {
+    /// The peer.
+    pub proc: ProcId,
+    /// Its architecture descriptor, if it published a valid one.
+    pub arch: Option<Arch>,
+    /// Node the peer runs on.
+    pub node: u32,
+}
+
+/// Read access to the modex for modules connecting to peers.
+pub trait Modex {
+    /// What `proc` published under `key`, written into `out`.
+    fn get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>>;
+}
+
+/// Write access to the modex for modules publishing their addresses.
+pub trait ModexPut {
+    /// Publishes `value` under `key`.
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<()>;
+}
+
+/// What a sink did with a delivered fragment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Taken (or rejected as corrupt); the module may reuse its memory.
+    Consumed,
+    /// No room now: keep it and deliver it again later, before anything behind it from that peer.
+    Retry,
+}
+
+/// Receiver of a module's arrivals and completions: the engine.
+pub trait Sink {
+    /// A fragment from `from` arrived with active-message tag `tag`.
+    fn deliver(&mut self, from: ProcId, tag: AmTag, frag: &[u8]) -> Delivery;
+
+    /// A zero-copy send or RDMA operation finished.
+    fn completed(&mut self, token: Token, result: Result<()>) {
+        let _ = (token, result);
+    }
+}
+
+/// A BTL module: one per usable device (a shared-memory segment, a network interface, a NIC).
+pub trait Btl: Send {
+    /// Limits and capabilities.
+    fn attrs(&self) -> &BtlAttrs;
+
+    /// Publishes this module's addresses in the modex (before the fence).
+    fn publish(&mut self, modex: &mut dyn ModexPut) -> Result<()> {
+        let _ = modex;
+        Ok(())
+    }
+
+    /// Decides which of `peers` this module can reach (after the fence), writing an endpoint for
+    /// each reachable one into the matching slot of `endpoints` (same length as `peers`).
+    fn add_procs(
+        &mut self,
+        peers: &[PeerInfo],
+        modex: &mut dyn Modex,
+        endpoints: &mut [Option<Endpoint>],
+    ) -> Result<()>;
+
+    /// Space for a fragment of `len` bytes to `ep`, or `None` if the module cannot take it now.
+    /// `len` is at most `max_send_size`. The space is valid until the next call on this module.
+    fn reserve(&mut self, ep: Endpoint, len: usize) -> Option<&mut [u8]>;
+
+    /// Sends the first `len` bytes of the space just reserved for `ep`, tagged `tag`. Once this
+    /// returns, the fragment is the module's: the caller's data may be reused.
+    fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize);
+
+    /// Delivers arrived fragments and completions; returns how many events it handled.
+    fn progress(&mut self, sink: &mut dyn Sink) -> usize;
+
+    /// Tears the module down at finalize.
+    fn finalize(&mut self) {}
+}

@@ -1,0 +1,345 @@
+//! Communicators: groups of processes with a private context for their messages.
+//!
+//! Each communicator has a context id that every member agreed on, carried in every match header,
+//! so traffic on a duplicate never meets traffic on its parent. Ids are agreed collectively
+//! without a central server (an OR-reduction of every member's used-id bitmap picks the lowest id
+//! free at all of them — see [`crate::engine::Engine::comm_dup`]), are bounded by a parameter, and
+//! are reused after free.
+
+use crate::arena::{Arena, Sizer};
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::params::{Default, Kind, ParamDef};
+use crate::rte::ProcId;
+
+/// `comm_max`.
+pub static COMM_MAX: ParamDef = ParamDef {
+    name: "comm_max",
+    kind: Kind::Int {
+        min: 2,
+        max: 1 << 16,
+    },
+    default: Default::Int(64),
+    description: "Most communicators that can exist at once in a process",
+};
+
+/// `comm_max_cids`.
+pub static MAX_CIDS: ParamDef = ParamDef {
+    name: "comm_max_cids",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 16,
+    },
+    default: Default::Int(1024),
+    description:
+        "Size of the context-id space (a multiple of 64); bounds communicators alive across the job",
+};
+
+/// Parameters of this module.
+pub static PARAMS: [&ParamDef; 2] = [&COMM_MAX, &MAX_CIDS];
+
+/// A communicator handle: the slot in the process's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommId(pub u32);
+
+impl CommId {
+    /// `MPI_COMM_WORLD`.
+    pub const WORLD: CommId = CommId(0);
+    /// `MPI_COMM_SELF`.
+    pub const SELF: CommId = CommId(1);
+}
+
+/// A context id, agreed by all members and carried in match headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContextId(pub u16);
+
+/// Who the members are, as a map from communicator rank to process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// Ranks are processes: `MPI_COMM_WORLD` and its duplicates.
+    World {
+        /// Number of processes.
+        size: u32,
+    },
+    /// One process: `MPI_COMM_SELF` and its duplicates.
+    Single(ProcId),
+}
+
+impl Group {
+    /// Number of members.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        match *self {
+            Group::World { size } => size,
+            Group::Single(_) => 1,
+        }
+    }
+
+    /// The process with communicator rank `rank` (which must be below `size`).
+    #[inline]
+    pub fn proc_of(&self, rank: u32) -> ProcId {
+        match *self {
+            Group::World { .. } => ProcId(rank),
+            Group::Single(p) => p,
+        }
+    }
+
+    /// The communicator rank of `proc`, if it is a member.
+    pub fn rank_of(&self, proc: ProcId) -> Option<u32> {
+        match *self {
+            Group::World { size } => (proc.0 < size).then_some(proc.0),
+            Group::Single(p) => (p == proc).then_some(0),
+        }
+    }
+}
+
+/// What happens when an MPI call on a communicator fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrHandler {
+    /// Abort the job with the error's message (`MPI_ERRORS_ARE_FATAL`, the default).
+    Fatal,
+    /// Return the error to the caller (`MPI_ERRORS_RETURN`).
+    Return,
+}
+
+/// A communicator.
+#[derive(Clone, Debug)]
+pub struct Comm {
+    /// Context id.
+    pub cid: ContextId,
+    /// Members.
+    pub group: Group,
+    /// My rank.
+    pub rank: u32,
+    /// Error handler.
+    pub errhandler: ErrHandler,
+    /// Freed by the user but still draining posted receives: no longer usable, context id held.
+    pub freed: bool,
+}
+
+impl Comm {
+    /// Number of members.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        self.group.size()
+    }
+}
+
+const NO_SLOT: u16 = u16::MAX;
+
+/// The process's communicators and the context ids in use.
+pub struct CommTable {
+    slots: &'static mut [Option<Comm>],
+    by_cid: &'static mut [u16],
+    used: &'static mut [u64],
+}
+
+impl CommTable {
+    /// Arena bytes for `capacity` communicators and `max_cids` context ids.
+    pub fn size(sizer: &mut Sizer, capacity: u32, max_cids: u32) {
+        sizer
+            .slice::<Option<Comm>>(capacity as usize)
+            .slice::<u16>(max_cids as usize)
+            .slice::<u64>(max_cids.div_ceil(64) as usize);
+    }
+
+    /// An empty table.
+    pub fn new(arena: &mut Arena, capacity: u32, max_cids: u32) -> Result<CommTable> {
+        Ok(CommTable {
+            slots: arena.slice(capacity as usize, |_| None)?,
+            by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
+            used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
+        })
+    }
+
+    /// The communicator `id`, if it is live (not freed).
+    #[inline]
+    pub fn get(&self, id: CommId) -> Result<&Comm> {
+        self.get_any(id)
+            .filter(|c| !c.freed)
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
+    /// The communicator `id`, live or draining.
+    #[inline]
+    pub fn get_any(&self, id: CommId) -> Option<&Comm> {
+        self.slots.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// The live communicator `id`, mutably.
+    pub fn get_mut(&mut self, id: CommId) -> Result<&mut Comm> {
+        self.slots
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)
+            .filter(|c| !c.freed)
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
+    /// Communicators freed by the user that still hold their slot.
+    pub fn draining(&self) -> impl Iterator<Item = CommId> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|c| c.freed))
+            .map(|(i, _)| CommId(i as u32))
+    }
+
+    /// The communicator using context id `cid` here, if any.
+    #[inline]
+    pub fn by_cid(&self, cid: ContextId) -> Option<CommId> {
+        match self.by_cid.get(cid.0 as usize) {
+            Some(&s) if s != NO_SLOT => Some(CommId(s as u32)),
+            _ => None,
+        }
+    }
+
+    /// Whether `cid` lies inside the context-id space.
+    pub fn cid_in_range(&self, cid: ContextId) -> bool {
+        (cid.0 as usize) < self.by_cid.len()
+    }
+
+    /// Bitmap of context ids in use here (bit `i` of word `i / 64`).
+    pub fn used_cids(&self) -> &[u64] {
+        self.used
+    }
+
+    /// The lowest context id free in `used` (an OR of members' bitmaps).
+    pub fn lowest_free(used: &[u64]) -> Option<ContextId> {
+        used.iter()
+            .enumerate()
+            .find(|(_, w)| **w != u64::MAX)
+            .map(|(i, w)| ContextId((i * 64 + w.trailing_ones() as usize) as u16))
+    }
+
+    /// Whether a slot is free for a new communicator.
+    pub fn has_room(&self) -> bool {
+        self.slots.iter().any(Option::is_none)
+    }
+
+    /// Installs `comm` in slot `at` (for the predefined communicators) or the first free slot.
+    pub fn insert(&mut self, comm: Comm, at: Option<CommId>) -> Result<CommId> {
+        let cid = comm.cid.0 as usize;
+        if cid >= self.by_cid.len() || self.by_cid[cid] != NO_SLOT {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "context id already in use",
+                },
+            ));
+        }
+        let slot = match at {
+            Some(id) => id.0 as usize,
+            None => self
+                .slots
+                .iter()
+                .position(Option::is_none)
+                .ok_or(Error::exhausted(
+                    "communicator table",
+                    self.slots.len() as u32,
+                    COMM_MAX.name,
+                ))?,
+        };
+        if self.slots[slot].is_some() {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "communicator slot in use",
+                },
+            ));
+        }
+        self.slots[slot] = Some(comm);
+        self.by_cid[cid] = slot as u16;
+        self.used[cid / 64] |= 1 << (cid % 64);
+        Ok(CommId(slot as u32))
+    }
+
+    /// Removes communicator `id`, freeing its context id.
+    pub fn remove(&mut self, id: CommId) -> Result<Comm> {
+        let comm = self
+            .slots
+            .get_mut(id.0 as usize)
+            .and_then(Option::take)
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+        let cid = comm.cid.0 as usize;
+        self.by_cid[cid] = NO_SLOT;
+        self.used[cid / 64] &= !(1 << (cid % 64));
+        Ok(comm)
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// Communicators alive.
+    pub fn count(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arena::tests::leak;
+
+    fn comm(cid: u16) -> Comm {
+        Comm {
+            cid: ContextId(cid),
+            group: Group::World { size: 4 },
+            rank: 1,
+            errhandler: ErrHandler::Fatal,
+            freed: false,
+        }
+    }
+
+    #[test]
+    fn cids_are_tracked_and_reused() {
+        let mut t = CommTable::new(&mut Arena::new(leak(8192)), 4, 128).unwrap();
+        let a = t.insert(comm(0), Some(CommId::WORLD)).unwrap();
+        t.insert(comm(1), Some(CommId::SELF)).unwrap();
+        assert_eq!(CommTable::lowest_free(t.used_cids()), Some(ContextId(2)));
+        let c = t.insert(comm(2), None).unwrap();
+        assert_eq!(t.by_cid(ContextId(2)), Some(c));
+        assert!(t.insert(comm(2), None).is_err(), "cid in use");
+        t.remove(c).unwrap();
+        assert_eq!(t.by_cid(ContextId(2)), None);
+        assert_eq!(CommTable::lowest_free(t.used_cids()), Some(ContextId(2)));
+        assert!(t.get(c).is_err());
+        assert_eq!(t.get(a).unwrap().rank, 1);
+    }
+
+    #[test]
+    fn table_exhaustion_names_the_parameter() {
+        let mut t = CommTable::new(&mut Arena::new(leak(8192)), 2, 64).unwrap();
+        t.insert(comm(0), None).unwrap();
+        t.insert(comm(1), None).unwrap();
+        let e = t.insert(comm(2), None).unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "comm_max",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn lowest_free_spans_words() {
+        assert_eq!(
+            CommTable::lowest_free(&[u64::MAX, 0b1011]),
+            Some(ContextId(66))
+        );
+        assert_eq!(CommTable::lowest_free(&[u64::MAX]), None);
+    }
+
+    #[test]
+    fn groups_map_ranks() {
+        let w = Group::World { size: 4 };
+        assert_eq!(w.proc_of(3), ProcId(3));
+        assert_eq!(w.rank_of(ProcId(4)), None);
+        let s = Group::Single(ProcId(7));
+        assert_eq!(
+            (s.size(), s.proc_of(0), s.rank_of(ProcId(7))),
+            (1, ProcId(7), Some(0))
+        );
+    }
+}

@@ -1,0 +1,869 @@
+//! The engine: one process's MPI state, and the progress loop.
+//!
+//! [`Engine::new`] takes what the platform hands over — memory for every pool, its services, its
+//! runtime and its BTL modules — exchanges business cards through the modex, builds the routes to
+//! every peer and the predefined communicators. After that nothing is allocated.
+//!
+//! Entry points validate their arguments (the MPI layer's job) and call into the PML; blocking
+//! ones loop on [`Engine::progress`], relaxing the core through the platform when nothing moved.
+
+use core::mem::MaybeUninit;
+
+use heapless::Vec;
+
+use crate::arch::Arch;
+use crate::arena::{Arena, Sizer};
+use crate::bml::{Bml, MAX_BTLS};
+use crate::btl::loopback::{self, Loopback};
+use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
+use crate::comm::{self, Comm, CommId, CommTable, ContextId, ErrHandler, Group};
+use crate::datatype::convertor::{Packer, Unpacker};
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::params::{Default, Kind, ParamDef, Params};
+use crate::platform::{Level, Platform};
+use crate::pml::request::{
+    ReqId, SendMode, Source, Status, TagSel, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
+};
+use crate::pml::{self, Incoming, MsgId, Ob1};
+use crate::rte::{ProcId, Rte};
+
+/// `btl`: which BTL components to use.
+pub static BTL_SELECT: ParamDef = ParamDef {
+    name: "btl",
+    kind: Kind::Str,
+    default: Default::Str(""),
+    description:
+        "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
+};
+
+/// Every parameter the core registers.
+pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
+    [&BTL_SELECT]
+        .into_iter()
+        .chain(pml::PARAMS)
+        .chain(comm::PARAMS)
+        .chain(loopback::PARAMS)
+}
+
+/// What the platform hands the engine at init.
+pub struct Init {
+    /// Memory for every pool; see [`Engine::memory_needed`].
+    pub memory: &'static mut [MaybeUninit<u8>],
+    /// Parameters, with the platform's sources and its components' definitions registered.
+    pub params: Params,
+    /// Clock, relax, log.
+    pub platform: &'static dyn Platform,
+    /// The runtime.
+    pub rte: &'static mut dyn Rte,
+    /// The platform's BTL modules (the core adds `self`).
+    pub btls: Vec<&'static mut dyn Btl, MAX_BTLS>,
+}
+
+/// One process's MPI engine.
+pub struct Engine {
+    platform: &'static dyn Platform,
+    rte: &'static mut dyn Rte,
+    params: Params,
+    bml: Bml,
+    pml: Ob1,
+    comms: CommTable,
+    procs: &'static [PeerInfo],
+    me: ProcId,
+    next_scope: u32,
+    finalized: bool,
+}
+
+struct RteModex<'a>(&'a mut dyn Rte);
+
+impl Modex for RteModex<'_> {
+    fn get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>> {
+        self.0.modex_get(proc, key, out)
+    }
+}
+
+impl ModexPut for RteModex<'_> {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.0.modex_put(key, value)
+    }
+}
+
+/// Whether component `name` is selected by the `btl` parameter's value `list`.
+pub fn btl_selected(list: &str, name: &str) -> bool {
+    let list = list.trim();
+    if list.is_empty() {
+        return true;
+    }
+    match list.strip_prefix('^') {
+        Some(excluded) => !excluded.split(',').any(|n| n.trim() == name),
+        None => list.split(',').any(|n| n.trim() == name),
+    }
+}
+
+const TAG_BARRIER: i32 = -10;
+const TAG_CID: i32 = -11;
+/// Words of the largest context-id bitmap (65536 ids), plus one for the "no room" flag.
+const CID_WORDS: usize = (1 << 16) / 64 + 1;
+
+impl Engine {
+    /// Registers the core's parameters in `params` (idempotent).
+    pub fn register_params(params: &mut Params) -> Result<()> {
+        core_params().try_for_each(|d| params.register(d))
+    }
+
+    /// Bytes of memory the engine needs for a job of `procs` processes with these parameters.
+    pub fn memory_needed(params: &Params, procs: u32) -> usize {
+        let mut s = Sizer::default();
+        let comms = params.u32(&comm::COMM_MAX);
+        Ob1::size(params, &mut s, procs, comms);
+        CommTable::size(&mut s, comms, params.u32(&comm::MAX_CIDS));
+        Bml::size(&mut s, procs);
+        Loopback::size(params, &mut s);
+        s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
+        s.bytes()
+    }
+
+    /// Brings the engine up: pools, modex, routes, `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
+    pub fn new(init: Init) -> Result<Engine> {
+        let Init {
+            memory,
+            mut params,
+            platform,
+            rte,
+            btls,
+        } = init;
+        Engine::register_params(&mut params)?;
+        let me = rte.rank();
+        let n = rte.size();
+        let max_cids = params.u32(&comm::MAX_CIDS);
+        if !max_cids.is_multiple_of(64) {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                Reason::BadParam {
+                    name: comm::MAX_CIDS.name,
+                },
+            ));
+        }
+        let needed = Engine::memory_needed(&params, n);
+        if memory.len() < needed {
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                Reason::MemoryTooSmall {
+                    needed,
+                    given: memory.len(),
+                },
+            ));
+        }
+        let mut arena = Arena::new(memory);
+
+        let selection = params.str(&BTL_SELECT);
+        let mut chosen: Vec<&'static mut dyn Btl, MAX_BTLS> = Vec::new();
+        if btl_selected(selection, "self") {
+            let module = Loopback::new(&params, me, &mut arena)?;
+            let lb = arena.one(module)?;
+            let _ = chosen.push(lb);
+        }
+        for btl in btls {
+            if btl_selected(selection, btl.attrs().component) {
+                chosen.push(btl).map_err(|_| {
+                    Error::exhausted("BTL modules", MAX_BTLS as u32, "(compile-time MAX_BTLS)")
+                })?;
+            }
+        }
+        if !selection.starts_with('^') {
+            for name in selection
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
+                if !chosen.iter().any(|b| b.attrs().component == name) {
+                    crate::log!(
+                        platform,
+                        Level::Warn,
+                        "BTL component '{}' was requested but is not available here",
+                        name
+                    );
+                }
+            }
+        }
+
+        // Business cards.
+        rte.modex_put("arch", &Arch::LOCAL.to_wire())?;
+        for btl in chosen.iter_mut() {
+            btl.publish(&mut RteModex(&mut *rte))?;
+        }
+        rte.modex_fence()?;
+        let mut arch_err = None;
+        let procs = arena.slice(n as usize, |p| PeerInfo {
+            proc: ProcId(p as u32),
+            arch: None,
+            node: 0,
+        })?;
+        for info in procs.iter_mut() {
+            let mut b = [0u8; 4];
+            info.node = rte.node_of(info.proc);
+            info.arch = match rte.modex_get(info.proc, "arch", &mut b)? {
+                Some(4) => Arch::from_wire(b).ok(),
+                _ => None,
+            };
+            if info.arch.is_none() && arch_err.is_none() {
+                arch_err = Some(info.proc);
+            }
+        }
+        if let Some(p) = arch_err {
+            crate::log!(
+                platform,
+                Level::Warn,
+                "process {} published no valid architecture descriptor",
+                p.0
+            );
+        }
+        let mut bml = Bml::new(chosen, n, &mut arena)?;
+        bml.add_procs(procs, &mut RteModex(&mut *rte))?;
+
+        let comm_max = params.u32(&comm::COMM_MAX);
+        let mut comms = CommTable::new(&mut arena, comm_max, max_cids)?;
+        let world = Comm {
+            cid: ContextId(0),
+            group: Group::World { size: n },
+            rank: me.0,
+            errhandler: ErrHandler::Fatal,
+            freed: false,
+        };
+        let selfc = Comm {
+            cid: ContextId(1),
+            group: Group::Single(me),
+            rank: 0,
+            errhandler: ErrHandler::Fatal,
+            freed: false,
+        };
+        comms.insert(world, Some(CommId::WORLD))?;
+        comms.insert(selfc, Some(CommId::SELF))?;
+        let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
+        pml.comm_added(&comms, CommId::WORLD);
+        pml.comm_added(&comms, CommId::SELF);
+        Ok(Engine {
+            platform,
+            rte,
+            params,
+            bml,
+            pml,
+            comms,
+            procs,
+            me,
+            next_scope: 0,
+            finalized: false,
+        })
+    }
+
+    /// My rank in `MPI_COMM_WORLD`.
+    pub fn rank(&self) -> u32 {
+        self.me.0
+    }
+
+    /// Size of `MPI_COMM_WORLD`.
+    pub fn size(&self) -> u32 {
+        self.procs.len() as u32
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &'static dyn Platform {
+        self.platform
+    }
+
+    /// The PML's counters.
+    pub fn stats(&self) -> pml::Stats {
+        self.pml.stats
+    }
+
+    /// Requests in use (for leak checks).
+    pub fn requests_in_use(&self) -> u32 {
+        self.pml.requests_in_use()
+    }
+
+    /// The BTL modules in use.
+    pub fn btls(&self) -> impl Iterator<Item = &dyn Btl> {
+        self.bml.btls()
+    }
+
+    /// What is known about process `proc`.
+    pub fn proc_info(&self, proc: ProcId) -> Option<&PeerInfo> {
+        self.procs.get(proc.0 as usize)
+    }
+
+    /// Seconds since an arbitrary point (`MPI_Wtime`).
+    pub fn wtime(&self) -> f64 {
+        self.platform.now_ns() as f64 * 1e-9
+    }
+
+    /// Runs every BTL's progress and retries pending protocol work; returns how much happened.
+    pub fn progress(&mut self) -> usize {
+        let mut n = self.bml.progress(&mut Incoming {
+            pml: &mut self.pml,
+            comms: &self.comms,
+        });
+        n += self.pml.progress_work(&mut self.bml);
+        n
+    }
+
+    /// Progresses until `done` says so, relaxing the core when nothing moves.
+    pub fn progress_until(
+        &mut self,
+        mut done: impl FnMut(&mut Engine) -> Result<bool>,
+    ) -> Result<()> {
+        loop {
+            if done(self)? {
+                return Ok(());
+            }
+            if self.progress() == 0 {
+                self.platform.relax();
+            }
+        }
+    }
+
+    // ---- validation -------------------------------------------------------------------------
+
+    fn check_comm(&self, comm: CommId) -> Result<&Comm> {
+        if self.finalized {
+            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
+        }
+        self.comms.get(comm)
+    }
+
+    /// Checks a destination rank: `None` for `MPI_PROC_NULL`.
+    fn check_dest(&self, comm: CommId, dest: i32) -> Result<Option<u32>> {
+        let c = self.check_comm(comm)?;
+        if dest == PROC_NULL {
+            return Ok(None);
+        }
+        if dest < 0 || dest as u32 >= c.size() {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                Reason::RankOutOfRange {
+                    rank: dest,
+                    size: c.size(),
+                },
+            ));
+        }
+        self.check_arch(c.group.proc_of(dest as u32))?;
+        Ok(Some(dest as u32))
+    }
+
+    /// Checks a source selector: `None` for `MPI_PROC_NULL`.
+    fn check_src(&self, comm: CommId, src: i32) -> Result<Option<Source>> {
+        let c = self.check_comm(comm)?;
+        match src {
+            PROC_NULL => Ok(None),
+            ANY_SOURCE => Ok(Some(Source::Any)),
+            s if s >= 0 && (s as u32) < c.size() => {
+                self.check_arch(c.group.proc_of(s as u32))?;
+                Ok(Some(Source::Rank(s as u32)))
+            }
+            s => Err(Error::new(
+                ErrorClass::Rank,
+                Reason::RankOutOfRange {
+                    rank: s,
+                    size: c.size(),
+                },
+            )),
+        }
+    }
+
+    fn check_send_tag(tag: i32) -> Result<()> {
+        if !(0..=TAG_UB).contains(&tag) {
+            return Err(Error::new(
+                ErrorClass::Tag,
+                Reason::TagOutOfRange { tag, ub: TAG_UB },
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_recv_tag(tag: i32) -> Result<TagSel> {
+        if tag == ANY_TAG {
+            return Ok(TagSel::Any);
+        }
+        Engine::check_send_tag(tag)?;
+        Ok(TagSel::Tag(tag))
+    }
+
+    /// Data from a process of another architecture needs conversion, which comes with the
+    /// datatype engine; until then such a peer gets a clear error at its first message.
+    fn check_arch(&self, proc: ProcId) -> Result<()> {
+        match self.procs[proc.0 as usize].arch {
+            Some(a) if a.same_as(Arch::LOCAL) => Ok(()),
+            _ => Err(Error::unsupported(
+                "communication with a process of a different architecture",
+            )),
+        }
+    }
+
+    // ---- point-to-point -----------------------------------------------------------------------
+
+    /// Starts a send of `conv`'s message (`MPI_Isend`, `MPI_Issend`, `MPI_Irsend`).
+    pub fn isend(
+        &mut self,
+        conv: Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+        scope: u32,
+    ) -> Result<ReqId> {
+        Engine::check_send_tag(tag)?;
+        match self.check_dest(comm, dest)? {
+            None => self.pml.completed(Status::PROC_NULL, scope),
+            Some(d) => self
+                .pml
+                .isend(&mut self.bml, &self.comms, conv, d, tag, comm, mode, scope),
+        }
+    }
+
+    /// Sends `data` and returns when the buffer may be reused (`MPI_Send`, `MPI_Ssend`).
+    pub fn send(
+        &mut self,
+        data: &[u8],
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
+        Engine::check_send_tag(tag)?;
+        let Some(d) = self.check_dest(comm, dest)? else {
+            return Ok(());
+        };
+        if mode != SendMode::Synchronous
+            && self
+                .pml
+                .send_now(&mut self.bml, &self.comms, data, d, tag, comm)?
+        {
+            return Ok(());
+        }
+        // SAFETY: `data` stays borrowed until the wait below has completed the request.
+        let conv = unsafe { Packer::contiguous(data.as_ptr(), data.len()) };
+        let id = self
+            .pml
+            .isend(&mut self.bml, &self.comms, conv, d, tag, comm, mode, 0)?;
+        self.wait(id).map(|_| ())
+    }
+
+    /// Sends with a library-internal (negative) tag, for collectives.
+    pub(crate) fn send_internal(
+        &mut self,
+        data: &[u8],
+        dest: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<()> {
+        if self
+            .pml
+            .send_now(&mut self.bml, &self.comms, data, dest, tag, comm)?
+        {
+            return Ok(());
+        }
+        // SAFETY: `data` stays borrowed until the wait below has completed the request.
+        let conv = unsafe { Packer::contiguous(data.as_ptr(), data.len()) };
+        let id = self.pml.isend(
+            &mut self.bml,
+            &self.comms,
+            conv,
+            dest,
+            tag,
+            comm,
+            SendMode::Standard,
+            0,
+        )?;
+        self.wait(id).map(|_| ())
+    }
+
+    /// Receives with a library-internal (negative) tag, for collectives.
+    pub(crate) fn recv_internal(
+        &mut self,
+        buf: &mut [u8],
+        src: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<Status> {
+        // SAFETY: `buf` stays borrowed until the wait below has completed the request.
+        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), buf.len()) };
+        let id = self.pml.irecv(
+            &self.comms,
+            conv,
+            Source::Rank(src),
+            TagSel::Tag(tag),
+            comm,
+            0,
+        )?;
+        self.wait(id)
+    }
+
+    /// Posts a receive into `conv` (`MPI_Irecv`).
+    pub fn irecv(
+        &mut self,
+        conv: Unpacker,
+        src: i32,
+        tag: i32,
+        comm: CommId,
+        scope: u32,
+    ) -> Result<ReqId> {
+        let tag = Engine::check_recv_tag(tag)?;
+        match self.check_src(comm, src)? {
+            None => self.pml.completed(Status::PROC_NULL, scope),
+            Some(s) => self.pml.irecv(&self.comms, conv, s, tag, comm, scope),
+        }
+    }
+
+    /// Receives into `buf` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error.
+    pub fn recv(&mut self, buf: &mut [u8], src: i32, tag: i32, comm: CommId) -> Result<Status> {
+        // SAFETY: `buf` stays borrowed until the wait below has completed the request.
+        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), buf.len()) };
+        let id = self.irecv(conv, src, tag, comm, 0)?;
+        self.wait(id)
+    }
+
+    /// Completes and frees request `id` if it is done (`MPI_Test`).
+    pub fn test(&mut self, id: ReqId) -> Result<Option<Status>> {
+        if let Some(s) = self.pml.test(id)? {
+            return Ok(Some(s));
+        }
+        self.progress();
+        self.pml.test(id)
+    }
+
+    /// Waits for request `id` and frees it (`MPI_Wait`). The status carries a truncation error.
+    pub fn wait(&mut self, id: ReqId) -> Result<Status> {
+        loop {
+            if let Some(s) = self.pml.test(id)? {
+                return Ok(s);
+            }
+            if self.progress() == 0 {
+                self.platform.relax();
+            }
+        }
+    }
+
+    /// Whether request `id` is complete, without freeing it.
+    pub fn is_complete(&self, id: ReqId) -> Result<bool> {
+        self.pml.is_complete(id)
+    }
+
+    /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.
+    pub fn cancel(&mut self, id: ReqId) -> Result<()> {
+        self.pml.cancel(id)
+    }
+
+    /// Lets go of request `id` (`MPI_Request_free`).
+    pub fn request_free(&mut self, id: ReqId) -> Result<()> {
+        self.pml.release(id)
+    }
+
+    /// Checks for a matching message without receiving it (`MPI_Iprobe`).
+    pub fn iprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Option<Status>> {
+        let tag = Engine::check_recv_tag(tag)?;
+        let Some(src) = self.check_src(comm, src)? else {
+            return Ok(Some(Status::PROC_NULL));
+        };
+        if let Some(s) = self.pml.iprobe(&self.comms, src, tag, comm)? {
+            return Ok(Some(s));
+        }
+        self.progress();
+        self.pml.iprobe(&self.comms, src, tag, comm)
+    }
+
+    /// Waits for a matching message without receiving it (`MPI_Probe`).
+    pub fn probe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Status> {
+        loop {
+            if let Some(s) = self.iprobe(src, tag, comm)? {
+                return Ok(s);
+            }
+            self.platform.relax();
+        }
+    }
+
+    /// Takes a matching message for [`Engine::imrecv`] (`MPI_Improbe`); `Ok(Some((None, _)))` for
+    /// `MPI_PROC_NULL` (`MPI_MESSAGE_NO_PROC`).
+    pub fn improbe(
+        &mut self,
+        src: i32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<Option<(Option<MsgId>, Status)>> {
+        let tag = Engine::check_recv_tag(tag)?;
+        let Some(src) = self.check_src(comm, src)? else {
+            return Ok(Some((None, Status::PROC_NULL)));
+        };
+        if let Some((m, s)) = self.pml.improbe(&self.comms, src, tag, comm)? {
+            return Ok(Some((Some(m), s)));
+        }
+        self.progress();
+        Ok(self
+            .pml
+            .improbe(&self.comms, src, tag, comm)?
+            .map(|(m, s)| (Some(m), s)))
+    }
+
+    /// Waits for and takes a matching message (`MPI_Mprobe`).
+    pub fn mprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<(Option<MsgId>, Status)> {
+        loop {
+            if let Some(r) = self.improbe(src, tag, comm)? {
+                return Ok(r);
+            }
+            self.platform.relax();
+        }
+    }
+
+    /// Receives a message taken by a matched probe (`MPI_Imrecv`); `None` is `MPI_MESSAGE_NO_PROC`.
+    pub fn imrecv(&mut self, conv: Unpacker, msg: Option<MsgId>, scope: u32) -> Result<ReqId> {
+        match msg {
+            None => self.pml.completed(Status::PROC_NULL, scope),
+            Some(m) => self.pml.imrecv(&self.comms, conv, m, scope),
+        }
+    }
+
+    // ---- communicators ------------------------------------------------------------------------
+
+    /// Communicator `id`.
+    pub fn comm(&self, id: CommId) -> Result<&Comm> {
+        self.check_comm(id)
+    }
+
+    /// Sets communicator `id`'s error handler.
+    pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
+        self.comms.get_mut(id)?.errhandler = eh;
+        Ok(())
+    }
+
+    /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
+    pub fn comm_dup(&mut self, id: CommId) -> Result<CommId> {
+        let parent = self.check_comm(id)?.clone();
+        let nw = self.comms.used_cids().len();
+        let mut words = [0u64; CID_WORDS];
+        words[..nw].copy_from_slice(self.comms.used_cids());
+        // The last word says "no room here", so that every member fails together.
+        words[nw] = u64::from(!self.comms.has_room());
+        self.allreduce_or(id, &mut words[..nw + 1])?;
+        if words[nw] != 0 {
+            return Err(Error::exhausted(
+                "communicator table",
+                self.comms.capacity(),
+                comm::COMM_MAX.name,
+            ));
+        }
+        let cid = CommTable::lowest_free(&words[..nw]).ok_or(Error::exhausted(
+            "context ids",
+            (nw * 64) as u32,
+            comm::MAX_CIDS.name,
+        ))?;
+        let dup = Comm {
+            cid,
+            freed: false,
+            ..parent
+        };
+        let new = self.comms.insert(dup, None)?;
+        self.pml.comm_added(&self.comms, new);
+        Ok(new)
+    }
+
+    /// Frees communicator `id` (`MPI_Comm_free`). Receives still posted on it complete normally;
+    /// its slot and context id are released once they have.
+    pub fn comm_free(&mut self, id: CommId) -> Result<()> {
+        self.check_comm(id)?;
+        if id == CommId::WORLD || id == CommId::SELF {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                Reason::BadArgument {
+                    what: "predefined communicators cannot be freed",
+                },
+            ));
+        }
+        if self.pml.comm_busy(id) {
+            self.comms.get_mut(id)?.freed = true;
+        } else {
+            self.pml.comm_removed(id);
+            self.comms.remove(id)?;
+        }
+        self.reap_comms();
+        Ok(())
+    }
+
+    /// Releases freed communicators whose receives have all completed.
+    fn reap_comms(&mut self) {
+        let mut cur = 0;
+        loop {
+            let Some(id) = self.comms.draining().find(|c| c.0 >= cur) else {
+                break;
+            };
+            cur = id.0 + 1;
+            if !self.pml.comm_busy(id) {
+                self.pml.comm_removed(id);
+                let _ = self.comms.remove(id);
+            }
+        }
+    }
+
+    // ---- collectives used by the engine itself --------------------------------------------------
+
+    /// Blocks until every member of `comm` has called it (`MPI_Barrier`; dissemination).
+    pub fn barrier(&mut self, comm: CommId) -> Result<()> {
+        let c = self.check_comm(comm)?;
+        let (rank, size) = (c.rank, c.size());
+        let mut k = 1;
+        while k < size {
+            let to = (rank + k) % size;
+            let from = (rank + size - k) % size;
+            // SAFETY: the empty receive buffer has no bytes to outlive anything.
+            let conv = unsafe { Unpacker::contiguous(core::ptr::NonNull::dangling().as_ptr(), 0) };
+            let r = self.pml.irecv(
+                &self.comms,
+                conv,
+                Source::Rank(from),
+                TagSel::Tag(TAG_BARRIER),
+                comm,
+                0,
+            )?;
+            self.send_internal(&[], to, TAG_BARRIER, comm)?;
+            self.wait(r)?;
+            k *= 2;
+        }
+        Ok(())
+    }
+
+    /// Bitwise-OR of `words` over `comm`, result at every member (binomial reduce and broadcast).
+    fn allreduce_or(&mut self, comm: CommId, words: &mut [u64]) -> Result<()> {
+        let c = self.check_comm(comm)?;
+        let (rank, size) = (c.rank, c.size());
+        let mut tmp = [0u64; CID_WORDS];
+        let tmp = &mut tmp[..words.len()];
+        let mut mask = 1;
+        while mask < size {
+            if rank & mask != 0 {
+                self.send_internal(
+                    zerocopy::IntoBytes::as_bytes(&*words),
+                    rank - mask,
+                    TAG_CID,
+                    comm,
+                )?;
+                break;
+            }
+            if rank + mask < size {
+                self.recv_internal(
+                    zerocopy::IntoBytes::as_mut_bytes(tmp),
+                    rank + mask,
+                    TAG_CID,
+                    comm,
+                )?;
+                words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
+            }
+            mask <<= 1;
+        }
+        let mut mask = 1;
+        while mask < size {
+            if rank & mask != 0 {
+                self.recv_internal(
+                    zerocopy::IntoBytes::as_mut_bytes(words),
+                    rank - mask,
+                    TAG_CID,
+                    comm,
+                )?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if rank + mask < size {
+                self.send_internal(
+                    zerocopy::IntoBytes::as_bytes(&*words),
+                    rank + mask,
+                    TAG_CID,
+                    comm,
+                )?;
+            }
+            mask >>= 1;
+        }
+        Ok(())
+    }
+
+    // ---- scopes of the Rust API -------------------------------------------------------------------
+
+    /// A new scope id for requests started inside one `scope` call of the Rust API.
+    pub fn open_scope(&mut self) -> u32 {
+        self.next_scope = self.next_scope.wrapping_add(1).max(1);
+        self.next_scope
+    }
+
+    /// Waits for every request started in `scope` and frees them.
+    pub fn close_scope(&mut self, scope: u32) {
+        loop {
+            let pending = self
+                .pml
+                .scope_requests(scope)
+                .find(|id| !self.pml.is_complete(*id).unwrap_or(true));
+            if pending.is_none() {
+                break;
+            }
+            if self.progress() == 0 {
+                self.platform.relax();
+            }
+        }
+        loop {
+            let Some(id) = self.pml.scope_requests(scope).next() else {
+                break;
+            };
+            let _ = self.pml.test(id);
+        }
+    }
+
+    // ---- life cycle ---------------------------------------------------------------------------
+
+    /// Whether [`Engine::finalize`] has run.
+    pub fn is_finalized(&self) -> bool {
+        self.finalized
+    }
+
+    /// Shuts down (`MPI_Finalize`): finishes outgoing protocol work, synchronises with every
+    /// process so nothing is in flight, and leaves the runtime.
+    pub fn finalize(&mut self) -> Result<()> {
+        if self.finalized {
+            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
+        }
+        while self.pml.has_pending_work() {
+            if self.progress() == 0 {
+                self.platform.relax();
+            }
+        }
+        self.barrier(CommId::WORLD)?;
+        self.finalized = true;
+        self.bml.finalize();
+        self.rte.finalize()
+    }
+
+    /// Ends the whole job (`MPI_Abort`).
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        self.rte.abort(code, msg)
+    }
+
+    /// Writes the processor name into `out`; returns its length.
+    pub fn processor_name(&self, out: &mut [u8]) -> usize {
+        self.platform.processor_name(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::btl_selected;
+
+    #[test]
+    fn btl_selection_lists() {
+        assert!(btl_selected("", "tcp"));
+        assert!(btl_selected("sm,self", "self"));
+        assert!(!btl_selected("sm,self", "tcp"));
+        assert!(btl_selected(" sm , tcp ", "tcp"));
+        assert!(!btl_selected("^tcp", "tcp"));
+        assert!(btl_selected("^tcp,sm", "self"));
+    }
+}

@@ -1,0 +1,324 @@
+//! MPI error classes and the engine's error type.
+//!
+//! Error classes carry the numeric values of the MPICH ABI (see `include/mpi.h`), so the C layer
+//! hands them out unchanged. An [`Error`] pairs a class with a [`Reason`]: the specific thing that
+//! went wrong, with its values, printable without a heap.
+
+use core::fmt;
+
+/// An MPI error class. Values are MPICH's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrorClass {
+    /// MPI_ERR_BUFFER
+    Buffer = 1,
+    /// MPI_ERR_COUNT
+    Count = 2,
+    /// MPI_ERR_TYPE
+    Type = 3,
+    /// MPI_ERR_TAG
+    Tag = 4,
+    /// MPI_ERR_COMM
+    Comm = 5,
+    /// MPI_ERR_RANK
+    Rank = 6,
+    /// MPI_ERR_ROOT
+    Root = 7,
+    /// MPI_ERR_GROUP
+    Group = 8,
+    /// MPI_ERR_OP
+    Op = 9,
+    /// MPI_ERR_TOPOLOGY
+    Topology = 10,
+    /// MPI_ERR_DIMS
+    Dims = 11,
+    /// MPI_ERR_ARG
+    Arg = 12,
+    /// MPI_ERR_UNKNOWN
+    Unknown = 13,
+    /// MPI_ERR_TRUNCATE
+    Truncate = 14,
+    /// MPI_ERR_OTHER
+    Other = 15,
+    /// MPI_ERR_INTERN
+    Intern = 16,
+    /// MPI_ERR_IN_STATUS
+    InStatus = 17,
+    /// MPI_ERR_PENDING
+    Pending = 18,
+    /// MPI_ERR_REQUEST
+    Request = 19,
+    /// MPI_ERR_NO_MEM
+    NoMem = 34,
+    /// MPI_ERR_UNSUPPORTED_OPERATION
+    UnsupportedOperation = 44,
+    /// MPI_ERR_SIZE
+    Size = 51,
+    /// MPI_ERR_PROC_ABORTED
+    ProcAborted = 76,
+}
+
+impl ErrorClass {
+    /// The class's name as the standard spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Buffer => "MPI_ERR_BUFFER",
+            ErrorClass::Count => "MPI_ERR_COUNT",
+            ErrorClass::Type => "MPI_ERR_TYPE",
+            ErrorClass::Tag => "MPI_ERR_TAG",
+            ErrorClass::Comm => "MPI_ERR_COMM",
+            ErrorClass::Rank => "MPI_ERR_RANK",
+            ErrorClass::Root => "MPI_ERR_ROOT",
+            ErrorClass::Group => "MPI_ERR_GROUP",
+            ErrorClass::Op => "MPI_ERR_OP",
+            ErrorClass::Topology => "MPI_ERR_TOPOLOGY",
+            ErrorClass::Dims => "MPI_ERR_DIMS",
+            ErrorClass::Arg => "MPI_ERR_ARG",
+            ErrorClass::Unknown => "MPI_ERR_UNKNOWN",
+            ErrorClass::Truncate => "MPI_ERR_TRUNCATE",
+            ErrorClass::Other => "MPI_ERR_OTHER",
+            ErrorClass::Intern => "MPI_ERR_INTERN",
+            ErrorClass::InStatus => "MPI_ERR_IN_STATUS",
+            ErrorClass::Pending => "MPI_ERR_PENDING",
+            ErrorClass::Request => "MPI_ERR_REQUEST",
+            ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::UnsupportedOperation => "MPI_ERR_UNSUPPORTED_OPERATION",
+            ErrorClass::Size => "MPI_ERR_SIZE",
+            ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
+        }
+    }
+
+    /// The standard's one-line description of the class.
+    pub const fn description(self) -> &'static str {
+        match self {
+            ErrorClass::Buffer => "invalid buffer pointer",
+            ErrorClass::Count => "invalid count argument",
+            ErrorClass::Type => "invalid datatype argument",
+            ErrorClass::Tag => "invalid tag argument",
+            ErrorClass::Comm => "invalid communicator",
+            ErrorClass::Rank => "invalid rank",
+            ErrorClass::Root => "invalid root",
+            ErrorClass::Group => "invalid group",
+            ErrorClass::Op => "invalid operation",
+            ErrorClass::Topology => "invalid topology",
+            ErrorClass::Dims => "invalid dimension argument",
+            ErrorClass::Arg => "invalid argument",
+            ErrorClass::Unknown => "unknown error",
+            ErrorClass::Truncate => "message truncated on receive",
+            ErrorClass::Other => "other error",
+            ErrorClass::Intern => "internal error",
+            ErrorClass::InStatus => "error code is in status",
+            ErrorClass::Pending => "pending request",
+            ErrorClass::Request => "invalid request",
+            ErrorClass::NoMem => "out of memory",
+            ErrorClass::UnsupportedOperation => "operation not supported",
+            ErrorClass::Size => "invalid size argument",
+            ErrorClass::ProcAborted => "peer process aborted",
+        }
+    }
+
+    /// The class for an MPICH error-class value, if it is one stormpi produces.
+    pub const fn from_code(code: i32) -> Option<ErrorClass> {
+        Some(match code {
+            1 => ErrorClass::Buffer,
+            2 => ErrorClass::Count,
+            3 => ErrorClass::Type,
+            4 => ErrorClass::Tag,
+            5 => ErrorClass::Comm,
+            6 => ErrorClass::Rank,
+            7 => ErrorClass::Root,
+            8 => ErrorClass::Group,
+            9 => ErrorClass::Op,
+            10 => ErrorClass::Topology,
+            11 => ErrorClass::Dims,
+            12 => ErrorClass::Arg,
+            13 => ErrorClass::Unknown,
+            14 => ErrorClass::Truncate,
+            15 => ErrorClass::Other,
+            16 => ErrorClass::Intern,
+            17 => ErrorClass::InStatus,
+            18 => ErrorClass::Pending,
+            19 => ErrorClass::Request,
+            34 => ErrorClass::NoMem,
+            44 => ErrorClass::UnsupportedOperation,
+            51 => ErrorClass::Size,
+            76 => ErrorClass::ProcAborted,
+            _ => return None,
+        })
+    }
+
+    /// The numeric value (MPICH ABI).
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// What exactly went wrong, with the values involved (field names say what each value is).
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A rank outside `0..size` (and not a permitted wildcard).
+    RankOutOfRange { rank: i32, size: u32 },
+    /// A tag below zero or above the tag upper bound.
+    TagOutOfRange { tag: i32, ub: i32 },
+    /// A negative element count.
+    NegativeCount { count: i64 },
+    /// A byte count that does not fit the address space or the wire.
+    CountTooLarge,
+    /// A communicator handle that names no live communicator.
+    InvalidComm,
+    /// A datatype handle that names no datatype.
+    InvalidDatatype,
+    /// A null buffer with a non-zero count.
+    NullBuffer,
+    /// A request handle that names no live request.
+    InvalidRequest,
+    /// A receive buffer smaller than the message.
+    Truncated {
+        message_bytes: u64,
+        buffer_bytes: u64,
+    },
+    /// A fixed-capacity resource ran out.
+    Exhausted {
+        what: &'static str,
+        capacity: u32,
+        param: &'static str,
+    },
+    /// The memory the platform handed over is too small for the configured capacities.
+    MemoryTooSmall { needed: usize, given: usize },
+    /// No BTL can reach a process.
+    Unreachable { proc: u32 },
+    /// The function or mode is not implemented yet.
+    Unsupported { what: &'static str },
+    /// An invalid argument, described.
+    BadArgument { what: &'static str },
+    /// The runtime (launcher, PMI) failed.
+    Runtime { what: &'static str },
+    /// A transport failed.
+    Transport {
+        btl: &'static str,
+        what: &'static str,
+    },
+    /// A parameter value could not be parsed or is out of range.
+    BadParam { name: &'static str },
+    /// MPI is not initialised, or already finalised.
+    NotInitialized,
+}
+
+/// An MPI error: its class and the reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// The class the standard names for this error.
+    pub class: ErrorClass,
+    /// What went wrong.
+    pub reason: Reason,
+}
+
+impl Error {
+    /// An error of `class` for `reason`.
+    pub const fn new(class: ErrorClass, reason: Reason) -> Error {
+        Error { class, reason }
+    }
+
+    /// An `MPI_ERR_UNSUPPORTED_OPERATION` error naming what is not supported.
+    pub const fn unsupported(what: &'static str) -> Error {
+        Error::new(
+            ErrorClass::UnsupportedOperation,
+            Reason::Unsupported { what },
+        )
+    }
+
+    /// An `MPI_ERR_ARG` error.
+    pub const fn bad_arg(what: &'static str) -> Error {
+        Error::new(ErrorClass::Arg, Reason::BadArgument { what })
+    }
+
+    /// An exhausted fixed-capacity resource.
+    pub const fn exhausted(what: &'static str, capacity: u32, param: &'static str) -> Error {
+        Error::new(
+            ErrorClass::NoMem,
+            Reason::Exhausted {
+                what,
+                capacity,
+                param,
+            },
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Reason::RankOutOfRange { rank, size } => {
+                write!(f, "rank {rank} is out of range (communicator size {size})")
+            }
+            Reason::TagOutOfRange { tag, ub } => {
+                write!(f, "tag {tag} is out of range (0..={ub})")
+            }
+            Reason::NegativeCount { count } => write!(f, "count {count} is negative"),
+            Reason::CountTooLarge => f.write_str("message size does not fit in memory"),
+            Reason::InvalidComm => f.write_str("the communicator handle is not a live communicator"),
+            Reason::InvalidDatatype => f.write_str("the datatype handle is not a datatype"),
+            Reason::NullBuffer => f.write_str("buffer is NULL but count is not zero"),
+            Reason::InvalidRequest => f.write_str("the request handle is not a live request"),
+            Reason::Truncated { message_bytes, buffer_bytes } => write!(
+                f,
+                "message of {message_bytes} bytes truncated to the {buffer_bytes}-byte receive buffer"
+            ),
+            Reason::Exhausted { what, capacity, param } => write!(
+                f,
+                "{what} exhausted (capacity {capacity}); raise the parameter {param}"
+            ),
+            Reason::MemoryTooSmall { needed, given } => write!(
+                f,
+                "engine needs {needed} bytes of memory for its pools but was given {given}"
+            ),
+            Reason::Unreachable { proc } => write!(f, "no transport can reach process {proc}"),
+            Reason::Unsupported { what } => write!(f, "{what} is not supported by stormpi yet"),
+            Reason::BadArgument { what } => f.write_str(what),
+            Reason::Runtime { what } => write!(f, "runtime failure: {what}"),
+            Reason::Transport { btl, what } => write!(f, "transport {btl} failed: {what}"),
+            Reason::BadParam { name } => write!(f, "parameter {name} has an invalid value"),
+            Reason::NotInitialized => f.write_str("MPI is not initialized (or already finalized)"),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class.name(), self.reason)
+    }
+}
+
+/// The engine's result type.
+pub type Result<T> = core::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for code in 0..100 {
+            if let Some(class) = ErrorClass::from_code(code) {
+                assert_eq!(class.code(), code);
+            }
+        }
+        assert_eq!(ErrorClass::Truncate.code(), 14);
+        assert_eq!(ErrorClass::UnsupportedOperation.code(), 44);
+    }
+
+    #[test]
+    fn display_names_class_and_values() {
+        extern crate std;
+        use std::string::ToString;
+        let e = Error::new(
+            ErrorClass::Rank,
+            Reason::RankOutOfRange { rank: 7, size: 4 },
+        );
+        assert_eq!(
+            e.to_string(),
+            "MPI_ERR_RANK: rank 7 is out of range (communicator size 4)"
+        );
+    }
+}

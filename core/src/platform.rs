@@ -1,0 +1,74 @@
+//! What a shim provides to the core.
+//!
+//! The core runs on Linux, on lightweight-kernel nodes and in tests; everything that differs
+//! between them is behind this trait and [`crate::rte::Rte`]. A shim implements both once and
+//! hands them to [`crate::engine::Engine::new`] with the memory for the pools and its BTL modules.
+
+use core::fmt;
+
+/// Severity of a log record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The job cannot go on as asked.
+    Error,
+    /// Something was wrong but was handled (e.g. a corrupt fragment dropped).
+    Warn,
+    /// Setup facts.
+    Info,
+    /// Protocol tracing.
+    Debug,
+}
+
+impl Level {
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warning",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+}
+
+/// Services of the machine the engine runs on.
+pub trait Platform: Sync {
+    /// Monotonic time in nanoseconds (MPI_Wtime's source).
+    fn now_ns(&self) -> u64;
+
+    /// Resolution of [`Platform::now_ns`] in nanoseconds.
+    fn tick_ns(&self) -> u64 {
+        1
+    }
+
+    /// Called in every wait loop that made no progress. Spins briefly when the process has a core
+    /// to itself; yields the core when ranks outnumber cores.
+    fn relax(&self);
+
+    /// Emits a log record.
+    fn log(&self, level: Level, args: fmt::Arguments<'_>);
+
+    /// Whether records of `level` are wanted (so callers can skip building them).
+    fn log_enabled(&self, level: Level) -> bool {
+        level <= Level::Warn
+    }
+
+    /// Writes this processor's name into `out`; returns its length.
+    fn processor_name(&self, out: &mut [u8]) -> usize {
+        let name = b"localhost";
+        let n = name.len().min(out.len());
+        out[..n].copy_from_slice(&name[..n]);
+        n
+    }
+}
+
+/// Logs through a platform: `log!(platform, Level::Warn, "dropped {} bytes", n)`.
+#[macro_export]
+macro_rules! log {
+    ($plat:expr, $level:expr, $($arg:tt)+) => {{
+        let p: &dyn $crate::platform::Platform = $plat;
+        if p.log_enabled($level) {
+            p.log($level, format_args!($($arg)+));
+        }
+    }};
+}

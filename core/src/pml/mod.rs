@@ -1,0 +1,363 @@
+//! The Point-to-point Messaging Layer, ob1-style: MPI semantics over the BTLs.
+//!
+//! - [`request`]: send and receive requests and their protocol states.
+//! - `sendreq`: starting sends (eager, rendezvous), answering ACKs, scheduling fragments.
+//! - `recvreq`: posting receives, matching the unexpected queue, probes, matched probes.
+//! - `recvfrag`: arriving fragments: parsing, validation, per-peer ordering, matching.
+//! - [`unexpected`]: storage for messages that arrived before their receive.
+//!
+//! Ordering: every (communicator, sender, receiver) triple numbers its messages. A receiver
+//! matches a sender's messages strictly in that order; one that arrives early (over another BTL,
+//! or reordered) waits on the communicator's out-of-order list until its turn. Messages for a
+//! communicator this process has not created yet (a faster peer already uses a new duplicate)
+//! wait on the orphan list.
+//!
+//! Protocols: a message whose header and payload fit the first route's eager limit goes in one
+//! fragment. Larger ones, and synchronous sends of any size, send a rendezvous header with as
+//! much payload as fits; the receiver, once matched, answers with an ACK carrying its request id
+//! and how much it already has; the sender then sends the rest as fragments, taking the send-list
+//! routes in turn. A synchronous send completes at the ACK.
+//!
+//! Nothing here allocates: requests, unexpected records and their payload chunks come from pools
+//! sized by parameters. Running out of requests is an `MPI_ERR_NO_MEM` naming the parameter;
+//! running out of unexpected storage makes arriving fragments wait in their transport.
+
+pub mod request;
+pub mod unexpected;
+
+mod recvfrag;
+mod recvreq;
+mod sendreq;
+
+pub use recvfrag::Incoming;
+pub use recvreq::MsgId;
+
+use crate::arena::{Arena, Sizer};
+use crate::comm::{CommId, CommTable};
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::list::List;
+use crate::params::{Default, Kind, ParamDef, Params};
+use crate::platform::{Level, Platform};
+use crate::pool::{Key, Pool};
+use request::{Op, RecvState, ReqId, Request, Status};
+use unexpected::{unex_link, Chunks, UnexMsg};
+
+/// `pml_max_requests`.
+pub static MAX_REQUESTS: ParamDef = ParamDef {
+    name: "pml_max_requests",
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 24,
+    },
+    default: Default::Int(8192),
+    description: "Most point-to-point requests outstanding at once in a process",
+};
+
+/// `pml_unexpected_msgs`.
+pub static UNEX_MSGS: ParamDef = ParamDef {
+    name: "pml_unexpected_msgs",
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 24,
+    },
+    default: Default::Int(8192),
+    description: "Most messages held before a matching receive is posted (or out of order)",
+};
+
+/// `pml_unexpected_chunk_size`.
+pub static UNEX_CHUNK_SIZE: ParamDef = ParamDef {
+    name: "pml_unexpected_chunk_size",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 20,
+    },
+    default: Default::Int(512),
+    description: "Bytes per chunk of unexpected-message payload storage",
+};
+
+/// `pml_unexpected_chunks`.
+pub static UNEX_CHUNKS: ParamDef = ParamDef {
+    name: "pml_unexpected_chunks",
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 24,
+    },
+    default: Default::Int(16384),
+    description: "Chunks of unexpected-message payload storage (times the chunk size = bytes)",
+};
+
+/// Parameters of the PML.
+pub static PARAMS: [&ParamDef; 4] = [&MAX_REQUESTS, &UNEX_MSGS, &UNEX_CHUNK_SIZE, &UNEX_CHUNKS];
+
+/// Counters, for tests and tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Eager messages sent.
+    pub eager_sent: u64,
+    /// Rendezvous started.
+    pub rndv_sent: u64,
+    /// Rendezvous fragments sent.
+    pub frags_sent: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// Messages that arrived before their receive.
+    pub unexpected: u64,
+    /// Messages that arrived before an earlier one from the same sender.
+    pub out_of_order: u64,
+    /// Fragments refused for lack of storage (back-pressure).
+    pub refused: u64,
+    /// Fragments rejected as corrupt or hostile.
+    pub rejected: u64,
+    /// Times a send waited for room in a BTL.
+    pub send_stalls: u64,
+}
+
+/// The PML's view of one communicator.
+#[derive(Default)]
+pub(crate) struct PmlComm {
+    /// Posted receives in posting order.
+    posted: List,
+    /// In-order messages not yet matched, in arrival order.
+    unexpected: List,
+    /// Messages that arrived ahead of their sequence number.
+    cant_match: List,
+}
+
+/// Per (communicator, peer) sequence numbers.
+#[derive(Clone, Copy, Default)]
+struct PeerSeq {
+    /// Next sequence number to send to the peer.
+    send: u16,
+    /// Next sequence number expected from the peer.
+    expect: u16,
+}
+
+/// The ob1 PML.
+pub struct Ob1 {
+    requests: Pool<Request>,
+    unex: Pool<UnexMsg>,
+    chunks: Chunks,
+    comms: &'static mut [PmlComm],
+    seqs: &'static mut [PeerSeq],
+    world: u32,
+    orphans: List,
+    pending_start: List,
+    pending_ack: List,
+    pending_frags: List,
+    /// Per process: sends waiting on `pending_start` (later sends queue behind them).
+    queued: &'static mut [u32],
+    /// Per process: the progress pass in which a send to it last found its route full.
+    blocked: &'static mut [u32],
+    pass: u32,
+    platform: &'static dyn Platform,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Ob1 {
+    /// Arena bytes for the configured capacities.
+    pub fn size(params: &Params, sizer: &mut Sizer, world: u32, comms: u32) {
+        Pool::<Request>::size(sizer, params.u32(&MAX_REQUESTS));
+        Pool::<UnexMsg>::size(sizer, params.u32(&UNEX_MSGS));
+        Chunks::size(
+            sizer,
+            params.u32(&UNEX_CHUNKS),
+            params.usize(&UNEX_CHUNK_SIZE),
+        );
+        sizer
+            .slice::<PmlComm>(comms as usize)
+            .slice::<PeerSeq>(comms as usize * world as usize)
+            .slice::<u32>(world as usize * 2);
+    }
+
+    /// A PML for a job of `world` processes and up to `comms` communicators.
+    pub fn new(
+        params: &Params,
+        arena: &mut Arena,
+        world: u32,
+        comms: u32,
+        platform: &'static dyn Platform,
+    ) -> Result<Ob1> {
+        Ok(Ob1 {
+            requests: Pool::new(arena, params.u32(&MAX_REQUESTS))?,
+            unex: Pool::new(arena, params.u32(&UNEX_MSGS))?,
+            chunks: Chunks::new(
+                arena,
+                params.u32(&UNEX_CHUNKS),
+                params.usize(&UNEX_CHUNK_SIZE),
+            )?,
+            comms: arena.slice(comms as usize, |_| PmlComm::default())?,
+            seqs: arena.slice(comms as usize * world as usize, |_| PeerSeq::default())?,
+            world,
+            orphans: List::default(),
+            pending_start: List::default(),
+            pending_ack: List::default(),
+            pending_frags: List::default(),
+            queued: arena.slice(world as usize, |_| 0)?,
+            blocked: arena.slice(world as usize, |_| 0)?,
+            pass: 1,
+            platform,
+            stats: Stats::default(),
+        })
+    }
+
+    fn seq_index(&self, comm: CommId, rank: u32) -> usize {
+        comm.0 as usize * self.world as usize + rank as usize
+    }
+
+    fn insert(&mut self, req: Request) -> Result<Key> {
+        self.requests.insert(req).map_err(|_| {
+            Error::exhausted("request pool", self.requests.capacity(), MAX_REQUESTS.name)
+        })
+    }
+
+    /// Marks request slot `idx` complete, freeing it if its owner already let go of it.
+    /// The request must not be on a work list.
+    fn complete(&mut self, idx: u32) {
+        let Some(key) = self.requests.key_at(idx) else {
+            return;
+        };
+        let req = self.requests.get_mut(key).expect("occupied");
+        debug_assert!(!req.work.is_linked() && !req.queue.is_linked());
+        req.complete = true;
+        if req.detached {
+            self.requests.remove(key);
+        }
+    }
+
+    /// A request that is complete from the start (operations with `MPI_PROC_NULL`).
+    pub(crate) fn completed(&mut self, status: Status, scope: u32) -> Result<ReqId> {
+        let mut req = Request::new(Op::Null, scope);
+        req.complete = true;
+        req.status = status;
+        Ok(ReqId(self.insert(req)?))
+    }
+
+    /// If request `id` is complete, frees it and returns its status.
+    pub fn test(&mut self, id: ReqId) -> Result<Option<Status>> {
+        let req = self
+            .requests
+            .get(id.0)
+            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
+        if !req.complete {
+            return Ok(None);
+        }
+        let status = req.status;
+        self.requests.remove(id.0);
+        Ok(Some(status))
+    }
+
+    /// Whether request `id` is complete, without freeing it.
+    pub fn is_complete(&self, id: ReqId) -> Result<bool> {
+        self.requests
+            .get(id.0)
+            .map(|r| r.complete)
+            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))
+    }
+
+    /// Lets go of request `id`: it is freed now if complete, else when it completes.
+    pub fn release(&mut self, id: ReqId) -> Result<()> {
+        let req = self
+            .requests
+            .get_mut(id.0)
+            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
+        if req.complete {
+            self.requests.remove(id.0);
+        } else {
+            req.detached = true;
+        }
+        Ok(())
+    }
+
+    /// Cancels request `id` if it is a receive not yet matched; otherwise it completes normally.
+    pub fn cancel(&mut self, id: ReqId) -> Result<()> {
+        let req = self
+            .requests
+            .get(id.0)
+            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
+        let Op::Recv(r) = &req.op else { return Ok(()) };
+        if r.state != RecvState::Posted || req.complete {
+            return Ok(());
+        }
+        let comm = r.comm;
+        self.comms[comm.0 as usize]
+            .posted
+            .remove(&self.requests, id.0.index, request::queue_link);
+        let req = self.requests.get_mut(id.0).expect("checked above");
+        if let Op::Recv(r) = &mut req.op {
+            r.state = RecvState::Done;
+        }
+        req.status = Status {
+            cancelled: true,
+            ..Status::EMPTY
+        };
+        self.complete(id.0.index);
+        Ok(())
+    }
+
+    /// Requests of scope `scope` still held (complete or not).
+    pub fn scope_requests(&self, scope: u32) -> impl Iterator<Item = ReqId> + '_ {
+        self.requests
+            .iter()
+            .filter(move |(_, r)| r.scope == scope)
+            .map(|(k, _)| ReqId(k))
+    }
+
+    /// Whether any protocol work (queued sends, ACKs, fragments) is still pending.
+    pub fn has_pending_work(&self) -> bool {
+        !(self.pending_start.is_empty()
+            && self.pending_ack.is_empty()
+            && self.pending_frags.is_empty())
+    }
+
+    /// Requests in use.
+    pub fn requests_in_use(&self) -> u32 {
+        self.requests.len()
+    }
+
+    /// Resets the state of a new communicator in slot `comm` with context `cid`, then takes in
+    /// the messages that arrived for it before it existed.
+    pub(crate) fn comm_added(&mut self, comms: &CommTable, comm: CommId) {
+        self.comms[comm.0 as usize] = PmlComm::default();
+        let base = self.seq_index(comm, 0);
+        self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
+        let Ok(c) = comms.get(comm) else { return };
+        let cid = c.cid.0;
+        let mut cur = self.orphans.head();
+        while let Some(i) = cur {
+            cur = List::next(&self.unex, i, unex_link);
+            let m = self.unex.at(i).expect("orphan is occupied");
+            if m.env.ctx == cid {
+                self.orphans.remove(&self.unex, i, unex_link);
+                let (from, env, kind) = (m.proc, m.env, m.kind);
+                self.arrive(comms, from, env, kind, recvfrag::Payload::Stored(i));
+            }
+        }
+    }
+
+    /// Whether communicator `comm` still has receives posted.
+    pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
+        !self.comms[comm.0 as usize].posted.is_empty()
+    }
+
+    /// Drops the messages still held for communicator `comm`, which is being freed.
+    pub(crate) fn comm_removed(&mut self, comm: CommId) {
+        let c = &mut self.comms[comm.0 as usize];
+        for list in [&mut c.unexpected, &mut c.cant_match] {
+            while let Some(i) = list.pop_front(&self.unex, unex_link) {
+                if let Some(key) = self.unex.key_at(i) {
+                    let m = self.unex.remove(key).expect("occupied");
+                    self.chunks.free(m.data);
+                }
+            }
+        }
+    }
+
+    fn next_pass(&mut self) {
+        self.pass = self.pass.wrapping_add(1).max(1);
+    }
+
+    fn warn(&self, args: core::fmt::Arguments<'_>) {
+        crate::log!(self.platform, Level::Warn, "{}", args);
+    }
+}

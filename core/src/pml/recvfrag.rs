@@ -1,0 +1,376 @@
+//! Arriving fragments: parse, validate, order, match.
+//!
+//! Everything a peer sends is checked before it is obeyed: header codes and lengths (by
+//! [`Header::parse`]), the context id, that the claimed source rank is the process the fragment
+//! came from, the sequence number, and that a request id echoed in an ACK or fragment names a
+//! live request in the matching state, talking to that peer, with the offsets inside the message.
+//! A fragment that fails is logged and dropped; the job goes on.
+
+use super::request::{queue_link, work_link, Op, RecvState, SendState};
+use super::unexpected::{unex_link, UnexKind, UnexMsg};
+use super::Ob1;
+use crate::btl::{AmTag, Delivery, Sink};
+use crate::comm::{CommId, CommTable, ContextId};
+use crate::error::ErrorClass;
+use crate::list::{Link, List};
+use crate::pool::Key;
+use crate::rte::ProcId;
+use crate::wire::{Envelope, Header};
+
+/// Where an arriving message's payload is.
+#[derive(Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// Still in the transport's fragment.
+    Frag(&'a [u8]),
+    /// Already in unexpected record `idx` (a replay from the out-of-order or orphan list).
+    Stored(u32),
+}
+
+/// Which list a held message goes on.
+#[derive(Clone, Copy)]
+enum Hold {
+    Orphan,
+    Unexpected(CommId),
+    OutOfOrder(CommId),
+}
+
+/// The sink the BTLs deliver into: the PML with read access to the communicators.
+pub struct Incoming<'a> {
+    /// The PML.
+    pub pml: &'a mut Ob1,
+    /// The communicators.
+    pub comms: &'a CommTable,
+}
+
+impl Sink for Incoming<'_> {
+    fn deliver(&mut self, from: ProcId, tag: AmTag, frag: &[u8]) -> Delivery {
+        if tag != AmTag::PML {
+            return self
+                .pml
+                .reject(from, "fragment for an unknown active-message tag");
+        }
+        match Header::parse(frag) {
+            Err(e) => {
+                self.pml.warn(format_args!(
+                    "dropping fragment from process {}: {}",
+                    from.0, e
+                ));
+                self.pml.stats.rejected += 1;
+                Delivery::Consumed
+            }
+            Ok((Header::Match(env), payload)) => self.pml.arrive(
+                self.comms,
+                from,
+                env,
+                UnexKind::Eager,
+                Payload::Frag(payload),
+            ),
+            Ok((Header::Rndv { env, msg_len, sreq }, payload)) => {
+                if payload.len() as u64 > msg_len {
+                    return self
+                        .pml
+                        .reject(from, "rendezvous carries more than its message length");
+                }
+                self.pml.arrive(
+                    self.comms,
+                    from,
+                    env,
+                    UnexKind::Rndv { msg_len, sreq },
+                    Payload::Frag(payload),
+                )
+            }
+            Ok((Header::Ack { sreq, dreq, offset }, _)) => {
+                self.pml.on_ack(from, sreq, dreq, offset)
+            }
+            Ok((Header::Frag { offset, dreq }, payload)) => {
+                self.pml.on_frag(from, offset, dreq, payload)
+            }
+        }
+    }
+}
+
+impl Ob1 {
+    pub(crate) fn reject(&mut self, from: ProcId, why: &str) -> Delivery {
+        self.warn(format_args!(
+            "dropping fragment from process {}: {}",
+            from.0, why
+        ));
+        self.stats.rejected += 1;
+        Delivery::Consumed
+    }
+
+    /// Frees a stored record that is being dropped.
+    fn drop_payload(&mut self, payload: Payload<'_>) {
+        if let Payload::Stored(i) = payload {
+            if let Some(key) = self.unex.key_at(i) {
+                let m = self.unex.remove(key).expect("occupied");
+                self.chunks.free(m.data);
+            }
+        }
+    }
+
+    /// A message (eager or rendezvous start) from `from`: order it, then match it or hold it.
+    pub(crate) fn arrive(
+        &mut self,
+        comms: &CommTable,
+        from: ProcId,
+        env: Envelope,
+        kind: UnexKind,
+        payload: Payload<'_>,
+    ) -> Delivery {
+        let cid = ContextId(env.ctx);
+        let Some(comm) = comms.by_cid(cid) else {
+            if !comms.cid_in_range(cid) {
+                self.drop_payload(payload);
+                return self.reject(from, "context id out of range");
+            }
+            return self.hold(Hold::Orphan, from, env, kind, payload);
+        };
+        let c = comms.get(comm).expect("by_cid maps to a live slot");
+        if env.src < 0 || env.src as u32 >= c.size() || c.group.proc_of(env.src as u32) != from {
+            self.drop_payload(payload);
+            return self.reject(from, "source rank does not match the sending process");
+        }
+        let si = self.seq_index(comm, env.src as u32);
+        let expect = self.seqs[si].expect;
+        if env.seq != expect {
+            if env.seq.wrapping_sub(expect) < 0x8000 {
+                let d = self.hold(Hold::OutOfOrder(comm), from, env, kind, payload);
+                if d == Delivery::Consumed {
+                    self.stats.out_of_order += 1;
+                }
+                return d;
+            }
+            self.drop_payload(payload);
+            return self.reject(from, "stale or duplicate sequence number");
+        }
+        if self.accept_in_order(comm, from, env, kind, payload) == Delivery::Retry {
+            return Delivery::Retry;
+        }
+        self.seqs[si].expect = expect.wrapping_add(1);
+        self.drain_out_of_order(comm, env.src);
+        Delivery::Consumed
+    }
+
+    /// Messages from `src` that were waiting for their turn, now that it has come.
+    fn drain_out_of_order(&mut self, comm: CommId, src: i32) {
+        let si = self.seq_index(comm, src as u32);
+        loop {
+            let expect = self.seqs[si].expect;
+            let list = &mut self.comms[comm.0 as usize].cant_match;
+            let Some(i) = list.find(&self.unex, unex_link, |m| {
+                m.env.src == src && m.env.seq == expect
+            }) else {
+                return;
+            };
+            list.remove(&self.unex, i, unex_link);
+            let m = self.unex.at(i).expect("occupied");
+            let (from, env, kind) = (m.proc, m.env, m.kind);
+            // A stored message never needs new storage, so it is always accepted.
+            self.accept_in_order(comm, from, env, kind, Payload::Stored(i));
+            self.seqs[si].expect = expect.wrapping_add(1);
+        }
+    }
+
+    /// A message whose turn it is: hand it to the first posted receive that accepts it, or hold it.
+    fn accept_in_order(
+        &mut self,
+        comm: CommId,
+        from: ProcId,
+        env: Envelope,
+        kind: UnexKind,
+        payload: Payload<'_>,
+    ) -> Delivery {
+        let posted = &mut self.comms[comm.0 as usize].posted;
+        let found = posted.find(&self.requests, queue_link, |r| {
+            r.recv().is_some_and(|rr| rr.accepts(&env))
+        });
+        match found {
+            Some(r) => {
+                posted.remove(&self.requests, r, queue_link);
+                self.deliver_matched(r, from, env, kind, payload);
+                Delivery::Consumed
+            }
+            None => {
+                let d = self.hold(Hold::Unexpected(comm), from, env, kind, payload);
+                if d == Delivery::Consumed {
+                    self.stats.unexpected += 1;
+                }
+                d
+            }
+        }
+    }
+
+    /// Keeps a message on a list, copying its payload into unexpected storage if it is still in
+    /// the transport. Refuses (back-pressure) when storage is full.
+    fn hold(
+        &mut self,
+        at: Hold,
+        from: ProcId,
+        env: Envelope,
+        kind: UnexKind,
+        payload: Payload<'_>,
+    ) -> Delivery {
+        let idx = match payload {
+            Payload::Stored(i) => i,
+            Payload::Frag(bytes) => {
+                if self.unex.is_full() || !self.chunks.fits(bytes.len()) {
+                    self.stats.refused += 1;
+                    return Delivery::Retry;
+                }
+                let data = self.chunks.store(bytes).expect("fits was checked");
+                let msg = UnexMsg {
+                    proc: from,
+                    env,
+                    kind,
+                    len: bytes.len(),
+                    data,
+                    claimed: false,
+                    link: Link::default(),
+                };
+                match self.unex.insert(msg) {
+                    Ok(k) => k.index,
+                    Err(_) => unreachable!("is_full was checked"),
+                }
+            }
+        };
+        let list: &mut List = match at {
+            Hold::Orphan => &mut self.orphans,
+            Hold::Unexpected(c) => &mut self.comms[c.0 as usize].unexpected,
+            Hold::OutOfOrder(c) => &mut self.comms[c.0 as usize].cant_match,
+        };
+        list.push_back(&self.unex, idx, unex_link);
+        Delivery::Consumed
+    }
+
+    /// Gives a matched message to receive request slot `r`.
+    pub(crate) fn deliver_matched(
+        &mut self,
+        r: u32,
+        from: ProcId,
+        env: Envelope,
+        kind: UnexKind,
+        payload: Payload<'_>,
+    ) {
+        let req = self
+            .requests
+            .at_mut(r)
+            .expect("matched request is occupied");
+        let Op::Recv(rr) = &mut req.op else {
+            unreachable!("only receives are posted")
+        };
+        let len = match payload {
+            Payload::Frag(bytes) => {
+                rr.conv.unpack(0, bytes);
+                bytes.len()
+            }
+            Payload::Stored(i) => {
+                let m = self.unex.at(i).expect("stored message is occupied");
+                self.chunks.unpack(m.data, m.len, &mut rr.conv);
+                m.len
+            }
+        };
+        req.status.source = env.src;
+        req.status.tag = env.tag;
+        match kind {
+            UnexKind::Eager => {
+                let cap = rr.conv.capacity();
+                rr.state = RecvState::Done;
+                finish_status(&mut req.status, len as u64, cap);
+                self.drop_payload(payload);
+                self.complete(r);
+            }
+            UnexKind::Rndv { msg_len, sreq } => {
+                rr.state = RecvState::Matched {
+                    proc: from,
+                    msg_len,
+                    received: len as u64,
+                    sreq,
+                    acked: false,
+                };
+                self.drop_payload(payload);
+                self.pending_ack.push_back(&self.requests, r, work_link);
+            }
+        }
+    }
+
+    /// The receiver's ACK of one of our rendezvous sends.
+    pub(crate) fn on_ack(&mut self, from: ProcId, sreq: u64, dreq: u64, offset: u64) -> Delivery {
+        let key = Key::from_u64(sreq);
+        let Some(req) = self.requests.get_mut(key) else {
+            return self.reject(from, "ACK for no live request");
+        };
+        let Op::Send(s) = &mut req.op else {
+            return self.reject(from, "ACK for a request that is not a send");
+        };
+        let len = s.conv.packed_len() as u64;
+        if s.proc != from || s.state != SendState::AwaitAck || offset > len {
+            return self.reject(from, "ACK does not fit the send it names");
+        }
+        if offset == len {
+            s.state = SendState::Done;
+            self.complete(key.index);
+        } else {
+            s.state = SendState::Frags {
+                dreq,
+                offset: offset as usize,
+            };
+            self.pending_frags
+                .push_back(&self.requests, key.index, work_link);
+        }
+        Delivery::Consumed
+    }
+
+    /// A fragment of a rendezvous message for one of our receives.
+    pub(crate) fn on_frag(
+        &mut self,
+        from: ProcId,
+        offset: u64,
+        dreq: u64,
+        payload: &[u8],
+    ) -> Delivery {
+        let key = Key::from_u64(dreq);
+        let Some(req) = self.requests.get_mut(key) else {
+            return self.reject(from, "fragment for no live request");
+        };
+        let Op::Recv(r) = &mut req.op else {
+            return self.reject(from, "fragment for a request that is not a receive");
+        };
+        let RecvState::Matched {
+            proc,
+            msg_len,
+            received,
+            acked,
+            ..
+        } = &mut r.state
+        else {
+            return self.reject(from, "fragment for a receive that is not matched");
+        };
+        let n = payload.len() as u64;
+        let in_range =
+            offset.checked_add(n).is_some_and(|end| end <= *msg_len) && *received + n <= *msg_len;
+        if *proc != from || !*acked || !in_range {
+            return self.reject(from, "fragment does not fit the receive it names");
+        }
+        if let Ok(pos) = usize::try_from(offset) {
+            r.conv.unpack(pos, payload);
+        }
+        *received += n;
+        if *received == *msg_len {
+            let (total, cap) = (*msg_len, r.conv.capacity());
+            r.state = RecvState::Done;
+            finish_status(&mut req.status, total, cap);
+            self.complete(key.index);
+        }
+        Delivery::Consumed
+    }
+}
+
+/// Fills in the byte count and truncation of a finished receive of `msg_len` bytes into `cap`.
+pub(crate) fn finish_status(status: &mut super::request::Status, msg_len: u64, cap: usize) {
+    status.bytes = msg_len.min(cap as u64);
+    status.message_bytes = msg_len;
+    if msg_len > cap as u64 {
+        status.error = Some(ErrorClass::Truncate);
+    }
+}

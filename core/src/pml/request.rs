@@ -1,0 +1,266 @@
+//! Requests: the state of one send or receive, from start to completion.
+
+use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
+use crate::error::ErrorClass;
+use crate::list::Link;
+use crate::pool::Key;
+use crate::rte::ProcId;
+use crate::wire::Envelope;
+
+/// `MPI_PROC_NULL`.
+pub const PROC_NULL: i32 = -1;
+/// `MPI_ANY_SOURCE`.
+pub const ANY_SOURCE: i32 = -2;
+/// `MPI_ANY_TAG`.
+pub const ANY_TAG: i32 = -1;
+/// Largest user tag (`MPI_TAG_UB`). Negative tags are the library's own (collectives).
+pub const TAG_UB: i32 = i32::MAX;
+
+/// A request handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId(pub Key);
+
+/// Which senders a receive accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Only this communicator rank.
+    Rank(u32),
+    /// Any rank (`MPI_ANY_SOURCE`).
+    Any,
+}
+
+/// Which tags a receive accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagSel {
+    /// Only this tag.
+    Tag(i32),
+    /// Any user tag (`MPI_ANY_TAG`); never the library's negative tags.
+    Any,
+}
+
+impl Source {
+    /// Whether a message from communicator rank `src` is accepted.
+    #[inline]
+    pub fn accepts(self, src: i32) -> bool {
+        match self {
+            Source::Rank(r) => r as i32 == src,
+            Source::Any => true,
+        }
+    }
+}
+
+impl TagSel {
+    /// Whether a message with `tag` is accepted.
+    #[inline]
+    pub fn accepts(self, tag: i32) -> bool {
+        match self {
+            TagSel::Tag(t) => t == tag,
+            TagSel::Any => tag >= 0,
+        }
+    }
+}
+
+/// Send modes of the standard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    /// `MPI_Send`: eager when small, rendezvous when large.
+    Standard,
+    /// `MPI_Ssend`: completes only once the receive has matched.
+    Synchronous,
+    /// `MPI_Rsend`: the receive is known to be posted; sent as standard.
+    Ready,
+}
+
+/// What a completed operation reports (`MPI_Status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Sender's rank in the communicator, or [`PROC_NULL`].
+    pub source: i32,
+    /// Message tag, or [`ANY_TAG`] for a receive from `MPI_PROC_NULL`.
+    pub tag: i32,
+    /// Bytes received (what `MPI_Get_count` divides by the type size).
+    pub bytes: u64,
+    /// Bytes of the message as sent (more than `bytes` when it was truncated).
+    pub message_bytes: u64,
+    /// Error of this operation (truncation), if any.
+    pub error: Option<ErrorClass>,
+    /// Whether the operation was cancelled.
+    pub cancelled: bool,
+}
+
+impl Status {
+    /// The status of an operation with `MPI_PROC_NULL`.
+    pub const PROC_NULL: Status = Status {
+        source: PROC_NULL,
+        tag: ANY_TAG,
+        bytes: 0,
+        message_bytes: 0,
+        error: None,
+        cancelled: false,
+    };
+
+    pub(crate) const EMPTY: Status = Status {
+        source: ANY_SOURCE,
+        tag: ANY_TAG,
+        bytes: 0,
+        message_bytes: 0,
+        error: None,
+        cancelled: false,
+    };
+}
+
+/// Progress of a send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendState {
+    /// Not on the wire yet: waiting for room in the BTL (or behind earlier sends to that peer).
+    Queued,
+    /// Rendezvous (or synchronous) header sent; waiting for the receiver's ACK.
+    AwaitAck,
+    /// ACK received; fragments from `offset` on still to send.
+    Frags {
+        /// Receiver's request id.
+        dreq: u64,
+        /// Next byte to send.
+        offset: usize,
+    },
+    /// Everything handed to the BTLs.
+    Done,
+}
+
+/// Progress of a receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvState {
+    /// In the posted queue.
+    Posted,
+    /// Matched a rendezvous; data arriving.
+    Matched {
+        /// The sending process.
+        proc: ProcId,
+        /// Total packed length.
+        msg_len: u64,
+        /// Bytes arrived so far.
+        received: u64,
+        /// Sender's request id, for the ACK.
+        sreq: u64,
+        /// Whether the ACK went out.
+        acked: bool,
+    },
+    /// Finished.
+    Done,
+}
+
+/// A send in flight.
+pub struct SendReq {
+    /// The message's bytes.
+    pub conv: Packer,
+    /// Destination process.
+    pub proc: ProcId,
+    /// Envelope (context, my rank, tag, sequence).
+    pub env: Envelope,
+    /// Mode.
+    pub mode: SendMode,
+    /// Where it is.
+    pub state: SendState,
+}
+
+/// A receive in flight.
+pub struct RecvReq {
+    /// Where the bytes go.
+    pub conv: Unpacker,
+    /// Communicator.
+    pub comm: CommId,
+    /// Accepted sources.
+    pub src: Source,
+    /// Accepted tags.
+    pub tag: TagSel,
+    /// Where it is.
+    pub state: RecvState,
+}
+
+impl RecvReq {
+    /// Whether this receive accepts a message with `env`.
+    #[inline]
+    pub fn accepts(&self, env: &Envelope) -> bool {
+        self.src.accepts(env.src) && self.tag.accepts(env.tag)
+    }
+}
+
+/// The operation of a request.
+pub enum Op {
+    /// A send.
+    Send(SendReq),
+    /// A receive.
+    Recv(RecvReq),
+    /// Nothing to do (an operation with `MPI_PROC_NULL`).
+    Null,
+}
+
+/// A request slot.
+pub struct Request {
+    /// The operation.
+    pub op: Op,
+    /// Whether it completed.
+    pub complete: bool,
+    /// Its status once complete.
+    pub status: Status,
+    /// Released by its owner before completion: free the slot when it completes.
+    pub detached: bool,
+    /// The Rust API scope that started it (0 for none).
+    pub scope: u32,
+    /// Link on one of the PML's work lists.
+    pub work: Link,
+    /// Link on a communicator's posted-receive queue.
+    pub queue: Link,
+}
+
+impl Request {
+    pub(crate) fn new(op: Op, scope: u32) -> Request {
+        Request {
+            op,
+            complete: false,
+            status: Status::EMPTY,
+            detached: false,
+            scope,
+            work: Link::default(),
+            queue: Link::default(),
+        }
+    }
+
+    pub(crate) fn recv(&self) -> Option<&RecvReq> {
+        match &self.op {
+            Op::Recv(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn work_link(r: &Request) -> &Link {
+    &r.work
+}
+
+pub(crate) fn queue_link(r: &Request) -> &Link {
+    &r.queue
+}
+
+impl Status {
+    /// Sender's rank (`MPI_SOURCE`).
+    pub fn source_rank(&self) -> i32 {
+        self.source
+    }
+
+    /// Message tag (`MPI_TAG`).
+    pub fn tag(&self) -> i32 {
+        self.tag
+    }
+
+    /// Elements of `datatype` received (`MPI_Get_count`); `None` if the bytes are not a whole
+    /// number of elements (`MPI_UNDEFINED`).
+    pub fn count(&self, datatype: crate::datatype::Datatype) -> Option<u64> {
+        let size = datatype.size() as u64;
+        if size == 0 {
+            return Some(0);
+        }
+        self.bytes.is_multiple_of(size).then_some(self.bytes / size)
+    }
+}

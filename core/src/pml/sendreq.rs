@@ -1,0 +1,301 @@
+//! The send side: starting sends, answering rendezvous, scheduling fragments.
+
+use super::recvfrag::finish_status;
+use super::request::{work_link, Op, RecvState, ReqId, Request, SendMode, SendReq, SendState};
+use super::Ob1;
+use crate::bml::Bml;
+use crate::btl::AmTag;
+use crate::comm::{CommId, CommTable};
+use crate::datatype::convertor::Packer;
+use crate::error::Result;
+use crate::list::List;
+use crate::rte::ProcId;
+use crate::wire::{Envelope, Header, ACK_LEN, FRAG_LEN, MATCH_LEN, RNDV_LEN};
+
+/// What an attempt to put something on the wire did.
+enum Attempt {
+    /// No room in the route now.
+    Blocked,
+    /// Sent; the request is not finished.
+    Sent,
+    /// Sent; the request is now finished.
+    Finished,
+}
+
+impl Ob1 {
+    /// The envelope of the next message to communicator rank `dest`, and the process it is.
+    fn envelope(
+        &self,
+        comms: &CommTable,
+        comm: CommId,
+        dest: u32,
+        tag: i32,
+    ) -> Result<(Envelope, ProcId, usize)> {
+        let c = comms.get(comm)?;
+        let si = self.seq_index(comm, dest);
+        let env = Envelope {
+            ctx: c.cid.0,
+            src: c.rank as i32,
+            tag,
+            seq: self.seqs[si].send,
+        };
+        Ok((env, c.group.proc_of(dest), si))
+    }
+
+    /// Sends a small message at once, without a request, if it fits the eager protocol and its
+    /// route has room; returns whether it did. Rank and tag must be validated by the caller.
+    pub fn send_now(
+        &mut self,
+        bml: &mut Bml,
+        comms: &CommTable,
+        data: &[u8],
+        dest: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<bool> {
+        let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
+        if self.queued[proc.0 as usize] > 0 {
+            return Ok(false);
+        }
+        bml.reachable(proc)?;
+        let route = bml.eager(proc).expect("reachable");
+        let btl = bml.btl(route.btl);
+        let len = MATCH_LEN + data.len();
+        if len > btl.attrs().eager_limit {
+            return Ok(false);
+        }
+        let Some(space) = btl.reserve(route.ep, len) else {
+            self.stats.send_stalls += 1;
+            return Ok(false);
+        };
+        Header::Match(env).emit(space);
+        space[MATCH_LEN..len].copy_from_slice(data);
+        btl.commit(route.ep, AmTag::PML, len);
+        self.seqs[si].send = env.seq.wrapping_add(1);
+        self.stats.eager_sent += 1;
+        Ok(true)
+    }
+
+    /// Starts a send of `conv`'s message to communicator rank `dest`. Rank and tag must be
+    /// validated by the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn isend(
+        &mut self,
+        bml: &mut Bml,
+        comms: &CommTable,
+        conv: Packer,
+        dest: u32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+        scope: u32,
+    ) -> Result<ReqId> {
+        let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
+        bml.reachable(proc)?;
+        let send = SendReq {
+            conv,
+            proc,
+            env,
+            mode,
+            state: SendState::Queued,
+        };
+        let key = self.insert(Request::new(Op::Send(send), scope))?;
+        self.seqs[si].send = env.seq.wrapping_add(1);
+        let p = proc.0 as usize;
+        if self.queued[p] == 0 {
+            match self.start(bml, key.index) {
+                Attempt::Finished => {
+                    self.complete(key.index);
+                    return Ok(ReqId(key));
+                }
+                Attempt::Sent => return Ok(ReqId(key)),
+                Attempt::Blocked => self.stats.send_stalls += 1,
+            }
+        }
+        self.queued[p] += 1;
+        self.pending_start
+            .push_back(&self.requests, key.index, work_link);
+        Ok(ReqId(key))
+    }
+
+    /// Puts the first fragment of send slot `idx` on the wire.
+    fn start(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+        let key = self.requests.key_at(idx).expect("occupied");
+        let req = self.requests.at_mut(idx).expect("occupied");
+        let Op::Send(s) = &mut req.op else {
+            unreachable!("only sends are started")
+        };
+        let route = bml.eager(s.proc).expect("reachability checked at isend");
+        let btl = bml.btl(route.btl);
+        let eager_limit = btl.attrs().eager_limit;
+        let len = s.conv.packed_len();
+        if s.mode != SendMode::Synchronous && MATCH_LEN + len <= eager_limit {
+            let Some(space) = btl.reserve(route.ep, MATCH_LEN + len) else {
+                return Attempt::Blocked;
+            };
+            Header::Match(s.env).emit(space);
+            s.conv.pack(0, &mut space[MATCH_LEN..]);
+            btl.commit(route.ep, AmTag::PML, MATCH_LEN + len);
+            s.state = SendState::Done;
+            self.stats.eager_sent += 1;
+            return Attempt::Finished;
+        }
+        let first = len.min(eager_limit.saturating_sub(RNDV_LEN));
+        let Some(space) = btl.reserve(route.ep, RNDV_LEN + first) else {
+            return Attempt::Blocked;
+        };
+        Header::Rndv {
+            env: s.env,
+            msg_len: len as u64,
+            sreq: key.to_u64(),
+        }
+        .emit(space);
+        s.conv.pack(0, &mut space[RNDV_LEN..RNDV_LEN + first]);
+        btl.commit(route.ep, AmTag::PML, RNDV_LEN + first);
+        s.state = SendState::AwaitAck;
+        self.stats.rndv_sent += 1;
+        Attempt::Sent
+    }
+
+    /// Sends the ACK of matched receive slot `idx`.
+    fn send_ack(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+        let key = self.requests.key_at(idx).expect("occupied");
+        let req = self.requests.at_mut(idx).expect("occupied");
+        let Op::Recv(r) = &mut req.op else {
+            unreachable!("only receives are acked")
+        };
+        let RecvState::Matched {
+            proc,
+            msg_len,
+            received,
+            sreq,
+            acked,
+        } = &mut r.state
+        else {
+            unreachable!("only matched receives are acked")
+        };
+        let Some(route) = bml.eager(*proc) else {
+            // The sender reached us, so we reach it; a one-way route is a setup error.
+            unreachable!("no route back to a sender")
+        };
+        let btl = bml.btl(route.btl);
+        let Some(space) = btl.reserve(route.ep, ACK_LEN) else {
+            return Attempt::Blocked;
+        };
+        Header::Ack {
+            sreq: *sreq,
+            dreq: key.to_u64(),
+            offset: *received,
+        }
+        .emit(space);
+        btl.commit(route.ep, AmTag::PML, ACK_LEN);
+        *acked = true;
+        self.stats.acks_sent += 1;
+        if *received == *msg_len {
+            let (total, cap) = (*msg_len, r.conv.capacity());
+            r.state = RecvState::Done;
+            finish_status(&mut req.status, total, cap);
+            return Attempt::Finished;
+        }
+        Attempt::Sent
+    }
+
+    /// Sends fragments of send slot `idx` until it is done or its routes are full.
+    fn send_frags(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+        let req = self.requests.at_mut(idx).expect("occupied");
+        let Op::Send(s) = &mut req.op else {
+            unreachable!("only sends have fragments")
+        };
+        let len = s.conv.packed_len();
+        loop {
+            let SendState::Frags { dreq, offset } = s.state else {
+                unreachable!("scheduled send is in the fragment state")
+            };
+            if offset >= len {
+                s.state = SendState::Done;
+                return Attempt::Finished;
+            }
+            let route = bml
+                .next_send(s.proc)
+                .expect("reachability checked at isend");
+            let btl = bml.btl(route.btl);
+            let n = (len - offset).min(btl.attrs().max_send_size - FRAG_LEN);
+            let Some(space) = btl.reserve(route.ep, FRAG_LEN + n) else {
+                return Attempt::Blocked;
+            };
+            Header::Frag {
+                offset: offset as u64,
+                dreq,
+            }
+            .emit(space);
+            s.conv.pack(offset, &mut space[FRAG_LEN..FRAG_LEN + n]);
+            btl.commit(route.ep, AmTag::PML, FRAG_LEN + n);
+            s.state = SendState::Frags {
+                dreq,
+                offset: offset + n,
+            };
+            self.stats.frags_sent += 1;
+        }
+    }
+
+    /// Retries the work that waited for room in the BTLs; returns how much got done.
+    pub fn progress_work(&mut self, bml: &mut Bml) -> usize {
+        let mut done = 0;
+        if !self.pending_ack.is_empty() {
+            let mut cur = self.pending_ack.head();
+            while let Some(i) = cur {
+                cur = List::next(&self.requests, i, work_link);
+                match self.send_ack(bml, i) {
+                    Attempt::Blocked => {}
+                    Attempt::Sent => {
+                        self.pending_ack.remove(&self.requests, i, work_link);
+                        done += 1;
+                    }
+                    Attempt::Finished => {
+                        self.pending_ack.remove(&self.requests, i, work_link);
+                        self.complete(i);
+                        done += 1;
+                    }
+                }
+            }
+        }
+        if !self.pending_start.is_empty() {
+            self.next_pass();
+            let mut cur = self.pending_start.head();
+            while let Some(i) = cur {
+                cur = List::next(&self.requests, i, work_link);
+                let Some(Op::Send(s)) = self.requests.at(i).map(|r| &r.op) else {
+                    continue;
+                };
+                let p = s.proc.0 as usize;
+                // Sends to one peer leave in order: once one waits, the rest wait behind it.
+                if self.blocked[p] == self.pass {
+                    continue;
+                }
+                match self.start(bml, i) {
+                    Attempt::Blocked => self.blocked[p] = self.pass,
+                    a => {
+                        self.pending_start.remove(&self.requests, i, work_link);
+                        self.queued[p] -= 1;
+                        if matches!(a, Attempt::Finished) {
+                            self.complete(i);
+                        }
+                        done += 1;
+                    }
+                }
+            }
+        }
+        if !self.pending_frags.is_empty() {
+            let mut cur = self.pending_frags.head();
+            while let Some(i) = cur {
+                cur = List::next(&self.requests, i, work_link);
+                if let Attempt::Finished = self.send_frags(bml, i) {
+                    self.pending_frags.remove(&self.requests, i, work_link);
+                    self.complete(i);
+                    done += 1;
+                }
+            }
+        }
+        done
+    }
+}

@@ -1,0 +1,123 @@
+//! What the core needs from a runtime environment.
+//!
+//! A runtime tells a process its place in the job and carries the modex — the business cards
+//! (architecture descriptor, BTL addresses) each process publishes before the first message. It is
+//! implemented by the bootstrap's PMI clients (under stormrun, Hydra or Slurm), by the
+//! lightweight-kernel shim (launcher environment only, no modex), and by [`Singleton`] for a
+//! process started without a launcher.
+
+use crate::error::{Error, ErrorClass, Reason, Result};
+
+/// Index of a process in the job: its rank in `MPI_COMM_WORLD`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProcId(pub u32);
+
+/// Most bytes in one modex value.
+pub const MAX_MODEX_VALUE: usize = 256;
+
+/// A process's runtime.
+pub trait Rte: Send {
+    /// My rank in the job.
+    fn rank(&self) -> ProcId;
+    /// Number of processes in the job.
+    fn size(&self) -> u32;
+    /// Identifier of the node `proc` runs on (equal for processes sharing memory).
+    fn node_of(&self, proc: ProcId) -> u32;
+    /// Publishes `value` under `key` for every other process.
+    fn modex_put(&mut self, key: &str, value: &[u8]) -> Result<()>;
+    /// Makes every process's puts visible to every process (collective).
+    fn modex_fence(&mut self) -> Result<()>;
+    /// Reads what `proc` published under `key` into `out`; returns its length, or `None` if it
+    /// published nothing there.
+    fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>>;
+    /// Waits until every process has called it (collective, out of band).
+    fn barrier(&mut self) -> Result<()>;
+    /// Ends the whole job with `code`, telling the launcher why.
+    fn abort(&mut self, code: i32, msg: &str) -> !;
+    /// Leaves the runtime at MPI_Finalize.
+    fn finalize(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The runtime of a process started without a launcher: a job of one.
+pub struct Singleton<const N: usize = 8> {
+    modex: heapless::Vec<(heapless::String<32>, heapless::Vec<u8, MAX_MODEX_VALUE>), N>,
+    abort: fn(i32, &str) -> !,
+}
+
+impl<const N: usize> Singleton<N> {
+    /// A singleton that ends the process through `abort`.
+    pub const fn new(abort: fn(i32, &str) -> !) -> Singleton<N> {
+        Singleton {
+            modex: heapless::Vec::new(),
+            abort,
+        }
+    }
+}
+
+fn modex_err(what: &'static str) -> Error {
+    Error::new(ErrorClass::Intern, Reason::Runtime { what })
+}
+
+impl<const N: usize> Rte for Singleton<N> {
+    fn rank(&self) -> ProcId {
+        ProcId(0)
+    }
+    fn size(&self) -> u32 {
+        1
+    }
+    fn node_of(&self, _proc: ProcId) -> u32 {
+        0
+    }
+    fn modex_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let k = heapless::String::try_from(key).map_err(|_| modex_err("modex key too long"))?;
+        let v = heapless::Vec::from_slice(value).map_err(|_| modex_err("modex value too long"))?;
+        self.modex.retain(|(ek, _)| ek != &k);
+        self.modex
+            .push((k, v))
+            .map_err(|_| modex_err("singleton modex full"))
+    }
+    fn modex_fence(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>> {
+        if proc != ProcId(0) {
+            return Err(modex_err("singleton has one process"));
+        }
+        let Some((_, v)) = self.modex.iter().find(|(k, _)| k.as_str() == key) else {
+            return Ok(None);
+        };
+        let n = v.len().min(out.len());
+        out[..n].copy_from_slice(&v[..n]);
+        Ok(Some(n))
+    }
+    fn barrier(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn abort(&mut self, code: i32, msg: &str) -> ! {
+        (self.abort)(code, msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_abort(_: i32, _: &str) -> ! {
+        panic!("abort")
+    }
+
+    #[test]
+    fn singleton_modex_round_trips() {
+        let mut s: Singleton = Singleton::new(no_abort);
+        assert_eq!(s.size(), 1);
+        s.modex_put("arch", &[1, 2, 3, 4]).unwrap();
+        s.modex_put("arch", &[5, 6]).unwrap();
+        let mut out = [0u8; 8];
+        assert_eq!(s.modex_get(ProcId(0), "arch", &mut out).unwrap(), Some(2));
+        assert_eq!(&out[..2], &[5, 6]);
+        assert_eq!(s.modex_get(ProcId(0), "none", &mut out).unwrap(), None);
+        assert!(s.modex_get(ProcId(1), "arch", &mut out).is_err());
+    }
+}

@@ -1,0 +1,436 @@
+//! Test kit: several engines in one process, joined by an in-process BTL.
+//!
+//! The `fabric` BTL implements the real [`Btl`] trait, so the production PML runs over it; it can
+//! reorder fragments on purpose, hold only a few fragments per destination (back-pressure),
+//! rewrite headers into the other byte order, and accept injected (corrupt) fragments. Engines are
+//! either stepped by hand from one thread (deterministic) or each run on its own thread behind the
+//! Rust API.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::mem::MaybeUninit;
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use stormpi_core::api::{EngineLock, Universe};
+use stormpi_core::btl::{
+    AmTag, Btl, BtlAttrs, BtlFlags, Delivery, Endpoint, Modex, PeerInfo, Sink,
+};
+use stormpi_core::engine::{Engine, Init};
+use stormpi_core::params::Params;
+use stormpi_core::platform::{Level, Platform};
+use stormpi_core::pml::request::{ReqId, Status};
+use stormpi_core::rte::{ProcId, Rte};
+use stormpi_core::Result;
+
+/// A platform for tests: real clock, yields, records warnings.
+pub struct TestPlatform {
+    start: Instant,
+    pub warnings: Mutex<Vec<String>>,
+}
+
+impl TestPlatform {
+    pub fn leak() -> &'static TestPlatform {
+        Box::leak(Box::new(TestPlatform {
+            start: Instant::now(),
+            warnings: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap().clone()
+    }
+}
+
+impl Platform for TestPlatform {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+    fn relax(&self) {
+        std::thread::yield_now();
+    }
+    fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        let line = format!("{}: {}", level.name(), args);
+        if std::env::var_os("STORMPI_TEST_LOG").is_some() {
+            eprintln!("{line}");
+        }
+        self.warnings.lock().unwrap().push(line);
+    }
+}
+
+/// How the fabric behaves.
+#[derive(Clone, Debug)]
+pub struct FabricConfig {
+    pub eager_limit: usize,
+    pub max_send_size: usize,
+    /// Fragments queued per destination before `reserve` refuses.
+    pub capacity: usize,
+    /// Deliver queued fragments in a random order.
+    pub reorder: bool,
+    pub seed: u64,
+    /// Rewrite every header into the other byte order on the way.
+    pub foreign_headers: bool,
+}
+
+impl Default for FabricConfig {
+    fn default() -> FabricConfig {
+        FabricConfig {
+            eager_limit: 4096,
+            max_send_size: 16384,
+            capacity: usize::MAX,
+            reorder: false,
+            seed: 1,
+            foreign_headers: false,
+        }
+    }
+}
+
+struct Frag {
+    from: u32,
+    tag: u8,
+    data: Vec<u8>,
+}
+
+/// The wire between the engines.
+pub struct Fabric {
+    queues: Vec<Mutex<VecDeque<Frag>>>,
+    cfg: FabricConfig,
+    rng: Mutex<u64>,
+}
+
+impl Fabric {
+    fn next_random(&self) -> u64 {
+        let mut s = self.rng.lock().unwrap();
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    /// Puts raw bytes on the wire to `to` as if `from` had sent them.
+    pub fn inject(&self, from: u32, to: u32, data: &[u8]) {
+        self.queues[to as usize].lock().unwrap().push_back(Frag {
+            from,
+            tag: AmTag::PML.0,
+            data: data.to_vec(),
+        });
+    }
+
+    /// Fragments waiting for `to`.
+    pub fn queued(&self, to: u32) -> usize {
+        self.queues[to as usize].lock().unwrap().len()
+    }
+}
+
+/// One engine's module on the fabric.
+pub struct FabricBtl {
+    fabric: Arc<Fabric>,
+    me: u32,
+    attrs: BtlAttrs,
+    staging: Vec<u8>,
+}
+
+impl Btl for FabricBtl {
+    fn attrs(&self) -> &BtlAttrs {
+        &self.attrs
+    }
+
+    fn add_procs(
+        &mut self,
+        peers: &[PeerInfo],
+        _m: &mut dyn Modex,
+        eps: &mut [Option<Endpoint>],
+    ) -> Result<()> {
+        for (p, ep) in peers.iter().zip(eps.iter_mut()) {
+            *ep = (p.proc.0 != self.me).then_some(Endpoint(p.proc.0));
+        }
+        Ok(())
+    }
+
+    fn reserve(&mut self, ep: Endpoint, len: usize) -> Option<&mut [u8]> {
+        assert!(
+            len <= self.attrs.max_send_size,
+            "fragment larger than max_send_size"
+        );
+        if self.fabric.queues[ep.0 as usize].lock().unwrap().len() >= self.fabric.cfg.capacity {
+            return None;
+        }
+        self.staging.clear();
+        self.staging.resize(len, 0);
+        Some(&mut self.staging[..])
+    }
+
+    fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize) {
+        let mut data = self.staging[..len].to_vec();
+        if self.fabric.cfg.foreign_headers {
+            stormpi_core::wire::to_foreign_order(&mut data).expect("own header parses");
+        }
+        self.fabric.queues[ep.0 as usize]
+            .lock()
+            .unwrap()
+            .push_back(Frag {
+                from: self.me,
+                tag: tag.0,
+                data,
+            });
+    }
+
+    fn progress(&mut self, sink: &mut dyn Sink) -> usize {
+        let mut n = 0;
+        loop {
+            let (idx, frag) = {
+                let mut q = self.fabric.queues[self.me as usize].lock().unwrap();
+                if q.is_empty() {
+                    break;
+                }
+                let idx = if self.fabric.cfg.reorder {
+                    (self.fabric.next_random() % q.len() as u64) as usize
+                } else {
+                    0
+                };
+                (idx, q.remove(idx).unwrap())
+            };
+            match sink.deliver(ProcId(frag.from), AmTag(frag.tag), &frag.data) {
+                Delivery::Consumed => n += 1,
+                Delivery::Retry => {
+                    let mut q = self.fabric.queues[self.me as usize].lock().unwrap();
+                    let at = idx.min(q.len());
+                    q.insert(at, frag);
+                    break;
+                }
+            }
+        }
+        n
+    }
+}
+
+struct Shared {
+    modex: Mutex<HashMap<(u32, String), Vec<u8>>>,
+    barrier: Barrier,
+}
+
+/// A runtime joining the engines of one test.
+pub struct TestRte {
+    me: u32,
+    n: u32,
+    shared: Arc<Shared>,
+}
+
+impl Rte for TestRte {
+    fn rank(&self) -> ProcId {
+        ProcId(self.me)
+    }
+    fn size(&self) -> u32 {
+        self.n
+    }
+    fn node_of(&self, _proc: ProcId) -> u32 {
+        0
+    }
+    fn modex_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.shared
+            .modex
+            .lock()
+            .unwrap()
+            .insert((self.me, key.to_string()), value.to_vec());
+        Ok(())
+    }
+    fn modex_fence(&mut self) -> Result<()> {
+        self.shared.barrier.wait();
+        Ok(())
+    }
+    fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>> {
+        let m = self.shared.modex.lock().unwrap();
+        Ok(m.get(&(proc.0, key.to_string())).map(|v| {
+            out[..v.len()].copy_from_slice(v);
+            v.len()
+        }))
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.shared.barrier.wait();
+        Ok(())
+    }
+    fn abort(&mut self, code: i32, msg: &str) -> ! {
+        panic!("rank {} aborted the job with code {code}: {msg}", self.me)
+    }
+}
+
+fn leak_memory(bytes: usize) -> &'static mut [MaybeUninit<u8>] {
+    Box::leak(vec![MaybeUninit::<u8>::uninit(); bytes].into_boxed_slice())
+}
+
+fn make_engine(
+    me: u32,
+    n: u32,
+    shared: Arc<Shared>,
+    fabric: Arc<Fabric>,
+    platform: &'static TestPlatform,
+    overrides: &[(&str, &str)],
+) -> Engine {
+    let mut params = Params::new(&[]);
+    Engine::register_params(&mut params).unwrap();
+    for (k, v) in overrides {
+        params.set(k, v).unwrap();
+    }
+    let memory = leak_memory(Engine::memory_needed(&params, n));
+    let rte: &'static mut dyn Rte = Box::leak(Box::new(TestRte { me, n, shared }));
+    let attrs = BtlAttrs {
+        component: "fabric",
+        eager_limit: fabric.cfg.eager_limit,
+        max_send_size: fabric.cfg.max_send_size,
+        latency_ns: 1000,
+        bandwidth_mbps: 10_000,
+        exclusivity: 10,
+        flags: BtlFlags::SEND,
+    };
+    let btl: &'static mut dyn Btl = Box::leak(Box::new(FabricBtl {
+        fabric,
+        me,
+        attrs,
+        staging: Vec::new(),
+    }));
+    let mut btls = heapless::Vec::new();
+    let _ = btls.push(btl);
+    Engine::new(Init {
+        memory,
+        params,
+        platform,
+        rte,
+        btls,
+    })
+    .expect("engine init")
+}
+
+fn make_fabric(n: u32, cfg: FabricConfig) -> Arc<Fabric> {
+    Arc::new(Fabric {
+        queues: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
+        rng: Mutex::new(cfg.seed | 1),
+        cfg,
+    })
+}
+
+/// Engines stepped by hand from the test's thread.
+pub struct Cluster {
+    pub e: Vec<Engine>,
+    pub fabric: Arc<Fabric>,
+    pub platform: &'static TestPlatform,
+}
+
+impl Cluster {
+    pub fn new(n: u32, cfg: FabricConfig) -> Cluster {
+        Cluster::with_params(n, cfg, &[])
+    }
+
+    pub fn with_params(n: u32, cfg: FabricConfig, overrides: &[(&str, &str)]) -> Cluster {
+        let fabric = make_fabric(n, cfg);
+        let platform = TestPlatform::leak();
+        let shared = Arc::new(Shared {
+            modex: Mutex::new(HashMap::new()),
+            barrier: Barrier::new(n as usize),
+        });
+        let overrides: Vec<(String, String)> = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // Engines exchange business cards at init, so they are built concurrently.
+        let handles: Vec<_> = (0..n)
+            .map(|me| {
+                let (shared, fabric, ov) = (shared.clone(), fabric.clone(), overrides.clone());
+                std::thread::spawn(move || {
+                    let ov: Vec<(&str, &str)> =
+                        ov.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    make_engine(me, n, shared, fabric, platform, &ov)
+                })
+            })
+            .collect();
+        let e = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        Cluster {
+            e,
+            fabric,
+            platform,
+        }
+    }
+
+    /// One progress call on every engine.
+    pub fn step(&mut self) -> usize {
+        self.e.iter_mut().map(|e| e.progress()).sum()
+    }
+
+    /// Steps until `done`, failing the test if that takes absurdly long.
+    pub fn run_until(&mut self, mut done: impl FnMut(&mut Cluster) -> bool) {
+        for _ in 0..200_000 {
+            if done(self) {
+                return;
+            }
+            self.step();
+        }
+        panic!("no completion after 200000 progress rounds: a hang");
+    }
+
+    /// Steps until request `id` of rank `r` completes; returns its status.
+    pub fn wait(&mut self, r: usize, id: ReqId) -> Status {
+        self.run_until(|c| c.e[r].is_complete(id).unwrap());
+        self.e[r].test(id).unwrap().unwrap()
+    }
+}
+
+/// Runs `f` on `n` ranks, each on its own thread behind the Rust API; fails after `timeout`.
+pub fn spawn_ranks<F>(
+    n: u32,
+    cfg: FabricConfig,
+    overrides: &[(&str, &str)],
+    timeout: Duration,
+    f: F,
+) where
+    F: Fn(Universe) + Send + Sync + 'static,
+{
+    let fabric = make_fabric(n, cfg);
+    let platform = TestPlatform::leak();
+    let shared = Arc::new(Shared {
+        modex: Mutex::new(HashMap::new()),
+        barrier: Barrier::new(n as usize),
+    });
+    let f = Arc::new(f);
+    let overrides: Vec<(String, String)> = overrides
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    for me in 0..n {
+        let (shared, fabric, f, tx, ov) = (
+            shared.clone(),
+            fabric.clone(),
+            f.clone(),
+            tx.clone(),
+            overrides.clone(),
+        );
+        std::thread::spawn(move || {
+            let ov: Vec<(&str, &str)> = ov.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let engine = make_engine(me, n, shared, fabric, platform, &ov);
+                let lock: &'static EngineLock = Box::leak(Box::new(spin::Mutex::new(Some(engine))));
+                f(Universe::new(lock).unwrap());
+            }));
+            let _ = tx.send((me, result.is_ok()));
+        });
+    }
+    let deadline = Instant::now() + timeout;
+    for _ in 0..n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((_, true)) => {}
+            Ok((me, false)) => panic!("rank {me} failed"),
+            Err(_) => panic!("ranks did not finish within {timeout:?}: a hang"),
+        }
+    }
+}
+
+/// A leaked buffer, so a request may hold it for as long as the test likes.
+pub fn leak_buf(len: usize, fill: impl Fn(usize) -> u8) -> &'static mut [u8] {
+    Box::leak((0..len).map(fill).collect::<Vec<u8>>().into_boxed_slice())
+}
+
+/// Deterministic payload for (sender, message number, byte index).
+pub fn pattern(from: u32, n: u32, i: usize) -> u8 {
+    (from as usize * 131 + n as usize * 31 + i * 7 + (i >> 8)) as u8
+}
