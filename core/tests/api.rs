@@ -216,7 +216,10 @@ fn creating_and_freeing_communicators_reuses_context_ids() {
         }
         u.with(|e| {
             assert_eq!(e.requests_in_use(), 0);
-            assert!(e.comm(stormpi_core::comm::CommId(2)).is_err(), "no communicator left behind");
+            assert!(
+                e.comm(stormpi_core::comm::CommId(2)).is_err(),
+                "no communicator left behind"
+            );
         });
     });
 }

@@ -605,3 +605,39 @@ fn blocking_send_to_self_then_receive() {
     let st = e.recv(&mut b, ANY_SOURCE, 1, W).unwrap();
     assert_eq!(&b[..st.bytes as usize], b"hello");
 }
+
+#[test]
+fn the_earliest_posted_receive_wins_across_wildcard_kinds() {
+    // Post all four kinds of selector that accept (source 1, tag 5), in every rotation of order;
+    // each arriving message must go to the earliest posted of the remaining ones.
+    let kinds = [(1, 5), (ANY_SOURCE, 5), (1, ANY_TAG), (ANY_SOURCE, ANY_TAG)];
+    let mut c = Cluster::new(2, FabricConfig::default());
+    for rot in 0..4 {
+        let order: Vec<(i32, i32)> = (0..4).map(|i| kinds[(i + rot) % 4]).collect();
+        let bufs: Vec<&'static mut [u8]> = (0..4).map(|_| leak_buf(1, |_| 0)).collect();
+        let mut reqs = Vec::new();
+        for ((src, tag), b) in order.iter().zip(bufs) {
+            reqs.push((irecv(&mut c.e[0], b, *src, *tag), b as *const [u8]));
+        }
+        for n in 0..4u8 {
+            let s = isend(&mut c.e[1], leak_buf(1, |_| n), 0, 5, SendMode::Standard);
+            c.wait(1, s);
+            let (r, b) = reqs[n as usize];
+            c.wait(0, r);
+            // SAFETY: the request completed; the leaked buffer is only read now.
+            assert_eq!(
+                unsafe { &*b },
+                &[n],
+                "rotation {rot}: message {n} went to the wrong receive"
+            );
+        }
+    }
+    // A message of another tag or source skips receives that do not accept it, however early.
+    let r_other = irecv(&mut c.e[0], leak_buf(1, |_| 0), 1, 6);
+    let r_any = irecv(&mut c.e[0], leak_buf(1, |_| 0), ANY_SOURCE, 5);
+    let s = isend(&mut c.e[1], leak_buf(1, |_| 9), 0, 5, SendMode::Standard);
+    c.wait(0, r_any);
+    c.wait(1, s);
+    assert!(!c.e[0].is_complete(r_other).unwrap());
+    c.e[0].cancel(r_other).unwrap();
+}

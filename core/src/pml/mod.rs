@@ -25,6 +25,8 @@
 pub mod request;
 pub mod unexpected;
 
+mod matching;
+
 mod recvfrag;
 mod recvreq;
 mod sendreq;
@@ -115,10 +117,10 @@ pub struct Stats {
 /// The PML's view of one communicator.
 #[derive(Default)]
 pub(crate) struct PmlComm {
-    /// Posted receives in posting order.
-    posted: List,
-    /// In-order messages not yet matched, in arrival order.
-    unexpected: List,
+    /// Posted receives.
+    posted: matching::PostedQueue,
+    /// In-order messages not yet matched.
+    unexpected: matching::UnexQueue,
     /// Messages that arrived ahead of their sequence number.
     cant_match: List,
 }
@@ -282,7 +284,7 @@ impl Ob1 {
         let comm = r.comm;
         self.comms[comm.0 as usize]
             .posted
-            .remove(&self.requests, id.0.index, request::queue_link);
+            .remove(&self.requests, id.0.index);
         let req = self.requests.get_mut(id.0).expect("checked above");
         if let Op::Recv(r) = &mut req.op {
             r.state = RecvState::Done;
@@ -343,12 +345,14 @@ impl Ob1 {
     /// Drops the messages still held for communicator `comm`, which is being freed.
     pub(crate) fn comm_removed(&mut self, comm: CommId) {
         let c = &mut self.comms[comm.0 as usize];
-        for list in [&mut c.unexpected, &mut c.cant_match] {
-            while let Some(i) = list.pop_front(&self.unex, unex_link) {
-                if let Some(key) = self.unex.key_at(i) {
-                    let m = self.unex.remove(key).expect("occupied");
-                    self.chunks.free(m.data);
-                }
+        while let Some(i) = c
+            .unexpected
+            .pop(&self.unex)
+            .or_else(|| c.cant_match.pop_front(&self.unex, unex_link))
+        {
+            if let Some(key) = self.unex.key_at(i) {
+                let m = self.unex.remove(key).expect("occupied");
+                self.chunks.free(m.data);
             }
         }
     }

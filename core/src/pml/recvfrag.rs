@@ -6,13 +6,13 @@
 //! live request in the matching state, talking to that peer, with the offsets inside the message.
 //! A fragment that fails is logged and dropped; the job goes on.
 
-use super::request::{queue_link, work_link, Op, RecvState, SendState};
+use super::request::{work_link, Op, RecvState, SendState};
 use super::unexpected::{unex_link, UnexKind, UnexMsg};
 use super::Ob1;
 use crate::btl::{AmTag, Delivery, Sink};
 use crate::comm::{CommId, CommTable, ContextId};
 use crate::error::ErrorClass;
-use crate::list::{Link, List};
+use crate::list::Link;
 use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header};
@@ -181,13 +181,11 @@ impl Ob1 {
         kind: UnexKind,
         payload: Payload<'_>,
     ) -> Delivery {
-        let posted = &mut self.comms[comm.0 as usize].posted;
-        let found = posted.find(&self.requests, queue_link, |r| {
-            r.recv().is_some_and(|rr| rr.accepts(&env))
-        });
+        let found = self.comms[comm.0 as usize]
+            .posted
+            .take_match(&self.requests, &env);
         match found {
             Some(r) => {
-                posted.remove(&self.requests, r, queue_link);
                 self.deliver_matched(r, from, env, kind, payload);
                 Delivery::Consumed
             }
@@ -227,6 +225,7 @@ impl Ob1 {
                     data,
                     claimed: false,
                     link: Link::default(),
+                    hlink: Link::default(),
                 };
                 match self.unex.insert(msg) {
                     Ok(k) => k.index,
@@ -234,12 +233,13 @@ impl Ob1 {
                 }
             }
         };
-        let list: &mut List = match at {
-            Hold::Orphan => &mut self.orphans,
-            Hold::Unexpected(c) => &mut self.comms[c.0 as usize].unexpected,
-            Hold::OutOfOrder(c) => &mut self.comms[c.0 as usize].cant_match,
-        };
-        list.push_back(&self.unex, idx, unex_link);
+        match at {
+            Hold::Orphan => self.orphans.push_back(&self.unex, idx, unex_link),
+            Hold::Unexpected(c) => self.comms[c.0 as usize].unexpected.push(&self.unex, idx),
+            Hold::OutOfOrder(c) => self.comms[c.0 as usize]
+                .cant_match
+                .push_back(&self.unex, idx, unex_link),
+        }
         Delivery::Consumed
     }
 

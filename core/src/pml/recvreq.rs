@@ -1,8 +1,7 @@
 //! The receive side: posting receives, the unexpected queue, probes and matched probes.
 
 use super::recvfrag::Payload;
-use super::request::{queue_link, Op, RecvReq, RecvState, ReqId, Request, Source, Status, TagSel};
-use super::unexpected::unex_link;
+use super::request::{Op, RecvReq, RecvState, ReqId, Request, Source, Status, TagSel};
 use super::Ob1;
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Unpacker;
@@ -18,9 +17,7 @@ impl Ob1 {
     fn find_unexpected(&self, comm: CommId, src: Source, tag: TagSel) -> Option<u32> {
         self.comms[comm.0 as usize]
             .unexpected
-            .find(&self.unex, unex_link, |m| {
-                !m.claimed && src.accepts(m.env.src) && tag.accepts(m.env.tag)
-            })
+            .find(&self.unex, src, tag)
     }
 
     /// Posts a receive into `conv` on `comm`, matching an unexpected message at once if one is
@@ -41,22 +38,19 @@ impl Ob1 {
             src,
             tag,
             state: RecvState::Posted,
+            post: 0,
         };
         let key = self.insert(Request::new(Op::Recv(recv), scope))?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
-                self.comms[comm.0 as usize]
-                    .unexpected
-                    .remove(&self.unex, m, unex_link);
+                self.comms[comm.0 as usize].unexpected.remove(&self.unex, m);
                 let msg = self.unex.at(m).expect("occupied");
                 let (from, env, kind) = (msg.proc, msg.env, msg.kind);
                 self.deliver_matched(key.index, from, env, kind, Payload::Stored(m));
             }
-            None => {
-                self.comms[comm.0 as usize]
-                    .posted
-                    .push_back(&self.requests, key.index, queue_link)
-            }
+            None => self.comms[comm.0 as usize]
+                .posted
+                .push(&mut self.requests, key.index),
         }
         Ok(ReqId(key))
     }
@@ -88,9 +82,7 @@ impl Ob1 {
             return Ok(None);
         };
         let status = probe_status(self, i);
-        self.comms[comm.0 as usize]
-            .unexpected
-            .remove(&self.unex, i, unex_link);
+        self.comms[comm.0 as usize].unexpected.remove(&self.unex, i);
         let key = self.unex.key_at(i).expect("occupied");
         self.unex.get_mut(key).expect("occupied").claimed = true;
         Ok(Some((MsgId(key), status)))
@@ -119,6 +111,7 @@ impl Ob1 {
             src: Source::Rank(env.src as u32),
             tag: TagSel::Tag(env.tag),
             state: RecvState::Posted,
+            post: 0,
         };
         let key = self.insert(Request::new(Op::Recv(recv), scope))?;
         self.deliver_matched(key.index, from, env, kind, Payload::Stored(msg.0.index));

@@ -176,6 +176,8 @@ pub struct RecvReq {
     pub tag: TagSel,
     /// Where it is.
     pub state: RecvState,
+    /// Posting number within its communicator (earlier posts match first).
+    pub post: u64,
 }
 
 impl RecvReq {
@@ -229,6 +231,13 @@ impl Request {
 
     pub(crate) fn recv(&self) -> Option<&RecvReq> {
         match &self.op {
+            Op::Recv(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn recv_mut(&mut self) -> Option<&mut RecvReq> {
+        match &mut self.op {
             Op::Recv(r) => Some(r),
             _ => None,
         }

@@ -44,6 +44,8 @@ pub struct UnexMsg {
     pub claimed: bool,
     /// Link on a communicator's unexpected or out-of-order list, or the orphan list.
     pub link: Link,
+    /// Link on the unexpected queue's bucket of its (source, tag).
+    pub hlink: Link,
 }
 
 impl UnexMsg {
@@ -58,6 +60,10 @@ impl UnexMsg {
 
 pub(crate) fn unex_link(m: &UnexMsg) -> &Link {
     &m.link
+}
+
+pub(crate) fn hash_link(m: &UnexMsg) -> &Link {
+    &m.hlink
 }
 
 /// A pool of fixed-size chunks for payloads.

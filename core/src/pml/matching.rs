@@ -1,0 +1,214 @@
+//! The matching queues of one communicator: posted receives and unexpected messages.
+//!
+//! MPI matching is "first posted receive that accepts the message" and "first arrived message
+//! that the receive accepts". One list per queue gives that order for free but makes a message
+//! walk past every posted receive of another tag; here the queues are hashed instead:
+//!
+//! - posted receives go to one of four bucket sets by the kind of selector — exact (source and
+//!   tag), any source, any tag, any both — and carry a posting number; an arriving message looks
+//!   at the one bucket of each set it could match and takes the candidate posted first;
+//! - unexpected messages are kept both in arrival order (for wildcard receives) and in a bucket
+//!   by (source, tag) (for exact receives, the common case).
+//!
+//! A bucket keeps posting/arrival order, so the first acceptable entry of a bucket is the
+//! earliest one of its kind.
+
+use super::request::{queue_link, Request, Source, TagSel};
+use super::unexpected::{hash_link, unex_link, UnexMsg};
+use crate::list::List;
+use crate::pool::Pool;
+use crate::wire::Envelope;
+
+/// Buckets per set (a power of two).
+pub const BUCKETS: usize = 64;
+
+#[inline]
+fn bucket(a: u32, b: u32) -> usize {
+    (a.wrapping_mul(0x9e37_79b1) ^ b.wrapping_mul(0x85eb_ca6b)).rotate_left(7) as usize
+        & (BUCKETS - 1)
+}
+
+/// Which bucket set and bucket a receive selector lives in.
+#[derive(Clone, Copy)]
+enum Slot {
+    Exact(usize),
+    AnySource(usize),
+    AnyTag(usize),
+    Any,
+}
+
+fn slot(src: Source, tag: TagSel) -> Slot {
+    match (src, tag) {
+        (Source::Rank(s), TagSel::Tag(t)) => Slot::Exact(bucket(s, t as u32)),
+        (Source::Any, TagSel::Tag(t)) => Slot::AnySource(bucket(u32::MAX, t as u32)),
+        (Source::Rank(s), TagSel::Any) => Slot::AnyTag(bucket(s, u32::MAX)),
+        (Source::Any, TagSel::Any) => Slot::Any,
+    }
+}
+
+/// Posted receives of one communicator.
+pub(crate) struct PostedQueue {
+    exact: [List; BUCKETS],
+    any_source: [List; BUCKETS],
+    any_tag: [List; BUCKETS],
+    any: List,
+    next_post: u64,
+    len: u32,
+}
+
+impl Default for PostedQueue {
+    fn default() -> PostedQueue {
+        PostedQueue {
+            exact: core::array::from_fn(|_| List::default()),
+            any_source: core::array::from_fn(|_| List::default()),
+            any_tag: core::array::from_fn(|_| List::default()),
+            any: List::default(),
+            next_post: 0,
+            len: 0,
+        }
+    }
+}
+
+impl PostedQueue {
+    fn list(&mut self, s: Slot) -> &mut List {
+        match s {
+            Slot::Exact(b) => &mut self.exact[b],
+            Slot::AnySource(b) => &mut self.any_source[b],
+            Slot::AnyTag(b) => &mut self.any_tag[b],
+            Slot::Any => &mut self.any,
+        }
+    }
+
+    /// Whether no receive is posted.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Posts receive slot `idx` (its selector and posting number are set here).
+    pub fn push(&mut self, reqs: &mut Pool<Request>, idx: u32) {
+        let post = self.next_post;
+        self.next_post += 1;
+        let r = reqs.at_mut(idx).expect("posted request is occupied");
+        let rr = r.recv_mut().expect("only receives are posted");
+        rr.post = post;
+        let s = slot(rr.src, rr.tag);
+        self.list(s).push_back(reqs, idx, queue_link);
+        self.len += 1;
+    }
+
+    /// Removes receive slot `idx` (e.g. cancelled).
+    pub fn remove(&mut self, reqs: &Pool<Request>, idx: u32) {
+        let Some(rr) = reqs.at(idx).and_then(Request::recv) else {
+            return;
+        };
+        if !reqs.at(idx).is_some_and(|r| r.queue.is_linked()) {
+            return;
+        }
+        let s = slot(rr.src, rr.tag);
+        self.list(s).remove(reqs, idx, queue_link);
+        self.len -= 1;
+    }
+
+    /// Takes the earliest-posted receive that accepts `env`.
+    pub fn take_match(&mut self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let src = env.src as u32;
+        let accepts = |r: &Request| r.recv().is_some_and(|rr| rr.accepts(env));
+        let mut best: Option<(u64, Slot, u32)> = None;
+        let mut consider = |s: Slot, list: &List| {
+            if list.is_empty() {
+                return;
+            }
+            if let Some(i) = list.find(reqs, queue_link, accepts) {
+                let post = reqs.at(i).and_then(Request::recv).expect("receive").post;
+                if best.is_none_or(|(p, _, _)| post < p) {
+                    best = Some((post, s, i));
+                }
+            }
+        };
+        let e = bucket(src, env.tag as u32);
+        consider(Slot::Exact(e), &self.exact[e]);
+        let a = bucket(u32::MAX, env.tag as u32);
+        consider(Slot::AnySource(a), &self.any_source[a]);
+        if env.tag >= 0 {
+            let t = bucket(src, u32::MAX);
+            consider(Slot::AnyTag(t), &self.any_tag[t]);
+            consider(Slot::Any, &self.any);
+        }
+        let (_, s, i) = best?;
+        self.list(s).remove(reqs, i, queue_link);
+        self.len -= 1;
+        Some(i)
+    }
+}
+
+/// Unexpected messages of one communicator.
+#[derive(Default)]
+pub(crate) struct UnexQueue {
+    arrival: List,
+    buckets: BucketLists,
+}
+
+struct BucketLists([List; BUCKETS]);
+
+impl Default for BucketLists {
+    fn default() -> BucketLists {
+        BucketLists(core::array::from_fn(|_| List::default()))
+    }
+}
+
+impl UnexQueue {
+    /// Appends message slot `idx`.
+    pub fn push(&mut self, msgs: &Pool<UnexMsg>, idx: u32) {
+        let m = msgs.at(idx).expect("occupied");
+        let b = bucket(m.env.src as u32, m.env.tag as u32);
+        self.arrival.push_back(msgs, idx, unex_link);
+        self.buckets.0[b].push_back(msgs, idx, hash_link);
+    }
+
+    /// Removes message slot `idx`.
+    pub fn remove(&mut self, msgs: &Pool<UnexMsg>, idx: u32) {
+        let m = msgs.at(idx).expect("occupied");
+        let b = bucket(m.env.src as u32, m.env.tag as u32);
+        self.arrival.remove(msgs, idx, unex_link);
+        self.buckets.0[b].remove(msgs, idx, hash_link);
+    }
+
+    /// The first-arrived unclaimed message that `src`/`tag` accept.
+    pub fn find(&self, msgs: &Pool<UnexMsg>, src: Source, tag: TagSel) -> Option<u32> {
+        let ok = |m: &UnexMsg| !m.claimed && src.accepts(m.env.src) && tag.accepts(m.env.tag);
+        match (src, tag) {
+            (Source::Rank(s), TagSel::Tag(t)) => {
+                self.buckets.0[bucket(s, t as u32)].find(msgs, hash_link, ok)
+            }
+            _ => self.arrival.find(msgs, unex_link, ok),
+        }
+    }
+
+    /// Removes and returns the first message.
+    pub fn pop(&mut self, msgs: &Pool<UnexMsg>) -> Option<u32> {
+        let i = self.arrival.head()?;
+        self.remove(msgs, i);
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_spread_tags_of_one_source() {
+        let mut used = [0u32; BUCKETS];
+        for tag in 0..1000u32 {
+            used[bucket(3, tag)] += 1;
+        }
+        let max = *used.iter().max().unwrap();
+        assert!(
+            max <= 3 * 1000 / BUCKETS as u32,
+            "worst bucket holds {max} of 1000"
+        );
+    }
+}
