@@ -71,6 +71,18 @@ launch_extra() {
     esac
 }
 
+# Program arguments that skip one part of a test for a documented quirk of a reference MPI.
+#  - Open MPI 4.1.4, bsend: after an MPI_Bsend fails with MPI_ERR_BUFFER (message larger than the
+#    attached buffer), no later message from that rank reaches the same peer on that
+#    communicator (everything after it hangs, the final barrier included), apparently because
+#    the failed send had already used up a sequence number.  The overflow part is skipped.
+prog_args() {
+    case "$1 $2" in
+        "openmpi bsend") echo "--no-overflow" ;;
+        *) echo "" ;;
+    esac
+}
+
 failures=0
 report() { echo "$*"; case "$1" in FAIL) failures=$((failures + 1)) ;; esac; }
 
@@ -79,7 +91,7 @@ run_normal() { # mpi prog
     for np in $nps; do
         out="$work/$mpi.$prog.$np.out"; err="$work/$mpi.$prog.$np.err"
         t0=$(date +%s.%N)
-        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np $(launch_extra "$mpi" "$prog") '$work/$mpi/$prog'" >"$out" 2>"$err" </dev/null
+        timeout "$timeout_s" bash -c "$(declare -f launch); launch $mpi $np $(launch_extra "$mpi" "$prog") '$work/$mpi/$prog' $(prog_args "$mpi" "$prog")" >"$out" 2>"$err" </dev/null
         rc=$?
         t1=$(date +%s.%N)
         times="$times np$np=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s"
@@ -89,8 +101,11 @@ run_normal() { # mpi prog
             return
         fi
     done
-    local extra; extra=$(launch_extra "$mpi" "$prog")
+    local extra; extra="$(launch_extra "$mpi" "$prog") $(prog_args "$mpi" "$prog")"
+    extra=$(echo $extra)
     report PASS "$mpi $prog ($times )${extra:+ [quirk workaround: $extra]}"
+    # notes the program printed (e.g. a reference-MPI bug it skipped), once each
+    grep -h '^note:' "$work/$mpi.$prog".*.out 2>/dev/null | sort -u | sed 's/^/    /'
 }
 
 run_abort() {
