@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench-p2p.sh - point-to-point latency and bandwidth of stormpi against Open MPI and MPICH,
+# measured on this machine in the same invocation, reported as a table with ratios.
+#
+# usage: ci/bench-p2p.sh [--quick] [--reps N] [--max BYTES] [--scale S]
+#   --quick     one repetition, 1 MiB max, iteration counts x0.2 (a smoke test, noisy numbers)
+#   --reps N    repetitions; the runs of the three libraries are interleaved per repetition and
+#               the best figure of each is kept (lowest latency, highest bandwidth); default 3
+#   --max BYTES largest message size (default 4194304)
+#   --scale S   multiply bench/p2p.c's iteration counts by S (default 1)
+#
+# bench/p2p.c is built three ways:
+#   stormpi   $STORMCC (default target/release/stormcc, else stormcc on PATH), run with
+#             $STORMRUN -n 2 (default target/release/stormrun, else stormrun on PATH);
+#             skipped, with a message, when those tools are not there yet;
+#   Open MPI  mpicc.openmpi, run with mpirun.openmpi -n 2 (root is allowed through the
+#             OMPI_ALLOW_RUN_AS_ROOT variables);
+#   MPICH     mpicc.mpich, run with mpiexec.mpich -n 2.
+# Exit status: 1 if stormpi's tools exist but its build or run failed, or if nothing could run;
+# a reference library that fails is reported and left out.
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+reps=3
+max=4194304
+scale=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) reps=1; max=1048576; scale=0.2 ;;
+        --reps) shift; reps=$1 ;;
+        --max) shift; max=$1 ;;
+        --scale) shift; scale=$1 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_base_warn_component_unused=0
+work=$(mktemp -d /tmp/stormpi-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+src="$root/bench/p2p.c"
+args="-m $max -i $scale"
+run_timeout=${BENCH_TIMEOUT:-900}
+
+find_tool() { # find_tool ENVVALUE NAME
+    if [ -n "$1" ]; then echo "$1"; return; fi
+    if [ -x "$root/target/release/$2" ]; then echo "$root/target/release/$2"; return; fi
+    command -v "$2" 2>/dev/null || true
+}
+stormcc=$(find_tool "${STORMCC:-}" stormcc)
+stormrun=$(find_tool "${STORMRUN:-}" stormrun)
+
+impls=()
+status=0
+notes=()
+
+# --- build ---
+if [ -n "$stormcc" ] && [ -n "$stormrun" ] && [ -x "$stormcc" ] && [ -x "$stormrun" ]; then
+    if "$stormcc" -O2 -o "$work/p2p-stormpi" "$src" >"$work/build-stormpi.log" 2>&1; then
+        impls+=(stormpi)
+    else
+        notes+=("stormpi: build with $stormcc failed: $(head -n 3 "$work/build-stormpi.log" | tr '\n' ' ')")
+        status=1
+    fi
+else
+    notes+=("stormpi: skipped (stormcc/stormrun not found; set STORMCC and STORMRUN or build target/release)")
+fi
+if command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$work/p2p-openmpi" "$src" >"$work/build-openmpi.log" 2>&1; then
+    impls+=(openmpi)
+else
+    notes+=("Open MPI: build with mpicc.openmpi failed or not installed")
+fi
+if command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$work/p2p-mpich" "$src" >"$work/build-mpich.log" 2>&1; then
+    impls+=(mpich)
+else
+    notes+=("MPICH: build with mpicc.mpich failed or not installed")
+fi
+
+launch() { # launch IMPL
+    case "$1" in
+        stormpi) "$stormrun" -n 2 "$work/p2p-stormpi" $args ;;
+        openmpi) mpirun.openmpi -n 2 "$work/p2p-openmpi" $args ;;
+        mpich) mpiexec.mpich -n 2 "$work/p2p-mpich" $args ;;
+    esac
+}
+
+# --- run, interleaved per repetition ---
+declare -A failed
+for rep in $(seq 1 "$reps"); do
+    for impl in "${impls[@]}"; do
+        [ -n "${failed[$impl]:-}" ] && continue
+        echo "# rep $rep/$reps: $impl" >&2
+        if ! timeout "$run_timeout" bash -c "$(declare -f launch); work='$work'; stormrun='$stormrun'; args='$args'; launch $impl" \
+                >"$work/$impl.$rep.out" 2>"$work/$impl.$rep.err" </dev/null \
+            || ! grep -q '^bw \|^lat ' "$work/$impl.$rep.out"; then
+            failed[$impl]=1
+            notes+=("$impl: run $rep failed: $(tail -n 3 "$work/$impl.$rep.err" | tr '\n' ' ')")
+            [ "$impl" = stormpi ] && status=1
+            rm -f "$work/$impl".*.out
+        fi
+    done
+done
+
+# --- table ---
+ok=()
+for impl in stormpi openmpi mpich; do
+    if ls "$work/$impl".*.out >/dev/null 2>&1; then ok+=("$impl"); fi
+done
+if [ ${#ok[@]} -eq 0 ]; then
+    printf '%s\n' "${notes[@]}"
+    echo "bench-p2p.sh: nothing ran" >&2
+    exit 1
+fi
+
+# best figure per (kind, impl, size): min latency, max bandwidth
+for impl in stormpi openmpi mpich; do
+    cat "$work/$impl".*.out 2>/dev/null | awk -v impl="$impl" '$1 == "lat" || $1 == "bw" { print $1, impl, $2, $3 }'
+done | awk '
+    { key = $1 " " $2 " " $3
+      if (!(key in best) || ($1 == "lat" && $4 < best[key]) || ($1 == "bw" && $4 > best[key])) best[key] = $4
+      sizes[$1 " " $3] = 1 }
+    function fig(kind, impl, size,   k) { k = kind " " impl " " size; return (k in best) ? best[k] : "" }
+    function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
+    function show(v, fmt) { return v == "" ? "-" : sprintf(fmt, v) }
+    END {
+        for (pass = 0; pass < 2; pass++) {
+            kind = pass == 0 ? "lat" : "bw"
+            if (pass == 0) print "Latency, one-way, usec (best of runs; lower is better)"
+            else           print "\nBandwidth, MB/s (best of runs; higher is better)"
+            printf "%10s %11s %11s %11s %12s %12s\n", "bytes", "stormpi", "Open MPI", "MPICH", "storm/OMPI", "storm/MPICH"
+            n = 0
+            for (k in sizes) { split(k, p, " "); if (p[1] == kind) list[++n] = p[2] + 0 }
+            # sort sizes numerically (insertion sort, small n)
+            for (i = 2; i <= n; i++) { v = list[i]; j = i - 1; while (j > 0 && list[j] > v) { list[j + 1] = list[j]; j-- } list[j + 1] = v }
+            fmt = kind == "lat" ? "%.3f" : "%.1f"
+            for (i = 1; i <= n; i++) {
+                s = fig(kind, "stormpi", list[i]); o = fig(kind, "openmpi", list[i]); m = fig(kind, "mpich", list[i])
+                printf "%10d %11s %11s %11s %12s %12s\n", list[i], show(s, fmt), show(o, fmt), show(m, fmt), ratio(s, o), ratio(s, m)
+            }
+            delete list
+        }
+    }'
+echo
+echo "runs: $reps repetition(s), interleaved; max $max bytes; iteration scale $scale; libraries: ${ok[*]}"
+for impl in "${ok[@]}"; do
+    echo "  $impl: $(grep -h '^# library:' "$work/$impl".*.out | head -n 1 | sed 's/^# library: //')"
+done
+for n in "${notes[@]}"; do echo "note: $n"; done
+exit $status
