@@ -42,6 +42,7 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .into_iter()
         .chain(pml::PARAMS)
         .chain(comm::PARAMS)
+        .chain(crate::coll::PARAMS)
         .chain(loopback::PARAMS)
 }
 
@@ -61,16 +62,18 @@ pub struct Init {
 
 /// One process's MPI engine.
 pub struct Engine {
-    platform: &'static dyn Platform,
+    pub(crate) platform: &'static dyn Platform,
     rte: &'static mut dyn Rte,
     params: Params,
-    bml: Bml,
-    pml: Ob1,
-    comms: CommTable,
+    pub(crate) bml: Bml,
+    pub(crate) pml: Ob1,
+    pub(crate) comms: CommTable,
     procs: &'static [PeerInfo],
     me: ProcId,
     next_scope: u32,
     finalized: bool,
+    /// Two scratch buffers for segmented reductions (taken out while in use).
+    pub(crate) scratch: Option<(&'static mut [u8], &'static mut [u8])>,
 }
 
 struct RteModex<'a>(&'a mut dyn Rte);
@@ -99,8 +102,6 @@ pub fn btl_selected(list: &str, name: &str) -> bool {
     }
 }
 
-const TAG_BARRIER: i32 = -10;
-const TAG_CID: i32 = -11;
 /// Words of the largest context-id bitmap (65536 ids), plus one for the "no room" flag.
 const CID_WORDS: usize = (1 << 16) / 64 + 1;
 
@@ -119,6 +120,7 @@ impl Engine {
         Bml::size(&mut s, procs);
         Loopback::size(params, &mut s);
         s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
+        s.slice::<u64>(2 * crate::coll::scratch_len(params) / 8);
         s.bytes()
     }
 
@@ -241,7 +243,11 @@ impl Engine {
         let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
         pml.comm_added(&comms, CommId::WORLD);
         pml.comm_added(&comms, CommId::SELF);
+        let scratch_len = crate::coll::scratch_len(&params);
+        let words = arena.slice(2 * scratch_len / 8, |_| 0u64)?;
+        let (a, b) = zerocopy::IntoBytes::as_mut_bytes(words).split_at_mut(scratch_len);
         Ok(Engine {
+            scratch: Some((a, b)),
             platform,
             rte,
             params,
@@ -327,7 +333,7 @@ impl Engine {
 
     // ---- validation -------------------------------------------------------------------------
 
-    fn check_comm(&self, comm: CommId) -> Result<&Comm> {
+    pub(crate) fn check_comm(&self, comm: CommId) -> Result<&Comm> {
         if self.finalized {
             return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
         }
@@ -703,89 +709,6 @@ impl Engine {
                 let _ = self.comms.remove(id);
             }
         }
-    }
-
-    // ---- collectives used by the engine itself --------------------------------------------------
-
-    /// Blocks until every member of `comm` has called it (`MPI_Barrier`; dissemination).
-    pub fn barrier(&mut self, comm: CommId) -> Result<()> {
-        let c = self.check_comm(comm)?;
-        let (rank, size) = (c.rank, c.size());
-        let mut k = 1;
-        while k < size {
-            let to = (rank + k) % size;
-            let from = (rank + size - k) % size;
-            // SAFETY: the empty receive buffer has no bytes to outlive anything.
-            let conv = unsafe { Unpacker::contiguous(core::ptr::NonNull::dangling().as_ptr(), 0) };
-            let r = self.pml.irecv(
-                &self.comms,
-                conv,
-                Source::Rank(from),
-                TagSel::Tag(TAG_BARRIER),
-                comm,
-                0,
-            )?;
-            self.send_internal(&[], to, TAG_BARRIER, comm)?;
-            self.wait(r)?;
-            k *= 2;
-        }
-        Ok(())
-    }
-
-    /// Bitwise-OR of `words` over `comm`, result at every member (binomial reduce and broadcast).
-    fn allreduce_or(&mut self, comm: CommId, words: &mut [u64]) -> Result<()> {
-        let c = self.check_comm(comm)?;
-        let (rank, size) = (c.rank, c.size());
-        let mut tmp = [0u64; CID_WORDS];
-        let tmp = &mut tmp[..words.len()];
-        let mut mask = 1;
-        while mask < size {
-            if rank & mask != 0 {
-                self.send_internal(
-                    zerocopy::IntoBytes::as_bytes(&*words),
-                    rank - mask,
-                    TAG_CID,
-                    comm,
-                )?;
-                break;
-            }
-            if rank + mask < size {
-                self.recv_internal(
-                    zerocopy::IntoBytes::as_mut_bytes(tmp),
-                    rank + mask,
-                    TAG_CID,
-                    comm,
-                )?;
-                words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
-            }
-            mask <<= 1;
-        }
-        let mut mask = 1;
-        while mask < size {
-            if rank & mask != 0 {
-                self.recv_internal(
-                    zerocopy::IntoBytes::as_mut_bytes(words),
-                    rank - mask,
-                    TAG_CID,
-                    comm,
-                )?;
-                break;
-            }
-            mask <<= 1;
-        }
-        mask >>= 1;
-        while mask > 0 {
-            if rank + mask < size {
-                self.send_internal(
-                    zerocopy::IntoBytes::as_bytes(&*words),
-                    rank + mask,
-                    TAG_CID,
-                    comm,
-                )?;
-            }
-            mask >>= 1;
-        }
-        Ok(())
     }
 
     // ---- scopes of the Rust API -------------------------------------------------------------------

@@ -4,6 +4,7 @@ use super::request::{Request, Scope};
 use super::{checked, Equivalence, Rank, Result, Status, Tag, Universe};
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
+use crate::op::Op;
 use crate::pml::request::{SendMode, ANY_SOURCE, ANY_TAG};
 use crate::pml::MsgId;
 use zerocopy::IntoBytes;
@@ -65,6 +66,27 @@ impl<'u> Communicator<'u> {
     pub fn barrier(&self) -> Result<()> {
         let id = self.id;
         self.universe.with(|e| e.barrier(id))
+    }
+
+    /// Combines every process's `send` with `op` into every process's `recv` (`MPI_Allreduce`).
+    pub fn all_reduce_into<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        check_lengths(send.len(), recv.len())?;
+        let id = self.id;
+        self.universe.with(|e| {
+            e.allreduce(
+                Some(send.as_bytes()),
+                recv.as_mut_bytes(),
+                send.len(),
+                T::DATATYPE,
+                op,
+                id,
+            )
+        })
     }
 
     /// A duplicate with its own message context (`MPI_Comm_dup`, collective).
@@ -211,6 +233,47 @@ impl<'c, 'u> Process<'c, 'u> {
         self.immediate(scope, buf, tag, SendMode::Synchronous)
     }
 
+    /// Broadcasts `buf` from this process to every process (`MPI_Bcast`); called by all.
+    pub fn broadcast_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<()> {
+        let (rank, id) = (self.rank, self.comm.id);
+        self.comm
+            .universe
+            .with(|e| e.bcast(buf.as_mut_bytes(), rank, id))
+    }
+
+    /// At this process (the root): combines every process's `send` with `op` into `recv`
+    /// (`MPI_Reduce`).
+    pub fn reduce_into_root<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        check_lengths(send.len(), recv.len())?;
+        let (rank, id) = (self.rank, self.comm.id);
+        let n = send.len();
+        self.comm.universe.with(|e| {
+            e.reduce(
+                Some(send.as_bytes()),
+                Some(recv.as_mut_bytes()),
+                n,
+                T::DATATYPE,
+                op,
+                rank,
+                id,
+            )
+        })
+    }
+
+    /// At any other process: contributes `send` to a reduction towards this process.
+    pub fn reduce_into<T: Equivalence>(&self, send: &[T], op: Op) -> Result<()> {
+        let (rank, id) = (self.rank, self.comm.id);
+        let n = send.len();
+        self.comm
+            .universe
+            .with(|e| e.reduce(Some(send.as_bytes()), None, n, T::DATATYPE, op, rank, id))
+    }
+
     /// Receives into `buf` with any tag (`MPI_Recv`).
     pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
         self.comm.receive(self.rank, ANY_TAG, buf.as_mut_bytes())
@@ -316,4 +379,16 @@ impl Message<'_, '_> {
         let req = u.with(|e| e.imrecv(conv, msg, 0))?;
         checked(u.block(|e| e.test(req))?, cap)
     }
+}
+
+fn check_lengths(send: usize, recv: usize) -> Result<()> {
+    if recv < send {
+        return Err(crate::error::Error::new(
+            crate::error::ErrorClass::Count,
+            crate::error::Reason::BadArgument {
+                what: "receive buffer shorter than the send buffer",
+            },
+        ));
+    }
+    Ok(())
 }

@@ -31,6 +31,7 @@ pub use request::{Request, Scope};
 
 pub use crate::datatype::{Datatype, Equivalence};
 pub use crate::error::{Error, ErrorClass, Result};
+pub use crate::op::Op;
 pub use crate::pml::request::Status;
 
 use crate::comm::CommId;

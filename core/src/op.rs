@@ -1,0 +1,427 @@
+//! Reduction operators: the predefined operations on the predefined types.
+//!
+//! `apply(op, datatype, inout, input)` computes `inout[i] = input[i] op inout[i]` element by
+//! element, as MPI defines a reduction step. Which operation applies to which type follows the
+//! standard's table (integers, floating point, complex, logical, byte, pairs); any other
+//! combination is an `MPI_ERR_OP` error naming both.
+
+use crate::datatype::{Datatype, Num, Scalar};
+use crate::error::{Error, ErrorClass, Reason, Result};
+
+/// A predefined reduction operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `MPI_MAX`
+    Max,
+    /// `MPI_MIN`
+    Min,
+    /// `MPI_SUM`
+    Sum,
+    /// `MPI_PROD`
+    Prod,
+    /// `MPI_LAND`
+    Land,
+    /// `MPI_BAND`
+    Band,
+    /// `MPI_LOR`
+    Lor,
+    /// `MPI_BOR`
+    Bor,
+    /// `MPI_LXOR`
+    Lxor,
+    /// `MPI_BXOR`
+    Bxor,
+    /// `MPI_MINLOC`
+    Minloc,
+    /// `MPI_MAXLOC`
+    Maxloc,
+    /// `MPI_REPLACE` (one-sided accumulate only)
+    Replace,
+    /// `MPI_NO_OP` (one-sided accumulate only)
+    NoOp,
+}
+
+impl Op {
+    /// The name the standard gives it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::Max => "MPI_MAX",
+            Op::Min => "MPI_MIN",
+            Op::Sum => "MPI_SUM",
+            Op::Prod => "MPI_PROD",
+            Op::Land => "MPI_LAND",
+            Op::Band => "MPI_BAND",
+            Op::Lor => "MPI_LOR",
+            Op::Bor => "MPI_BOR",
+            Op::Lxor => "MPI_LXOR",
+            Op::Bxor => "MPI_BXOR",
+            Op::Minloc => "MPI_MINLOC",
+            Op::Maxloc => "MPI_MAXLOC",
+            Op::Replace => "MPI_REPLACE",
+            Op::NoOp => "MPI_NO_OP",
+        }
+    }
+
+    /// Whether `a op b == b op a` (every predefined operation is).
+    pub const fn is_commutative(self) -> bool {
+        true
+    }
+}
+
+fn not_defined() -> Error {
+    Error::new(
+        ErrorClass::Op,
+        Reason::BadArgument {
+            what: "reduction operation is not defined for this datatype",
+        },
+    )
+}
+
+/// A fixed-size element read from and written to unaligned bytes.
+trait Elem: Copy {
+    const SIZE: usize;
+    fn load(b: &[u8]) -> Self;
+    fn store(self, b: &mut [u8]);
+}
+
+macro_rules! elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const SIZE: usize = core::mem::size_of::<$t>();
+            #[inline(always)]
+            fn load(b: &[u8]) -> Self {
+                <$t>::from_ne_bytes(b[..Self::SIZE].try_into().expect("element bytes"))
+            }
+            #[inline(always)]
+            fn store(self, b: &mut [u8]) {
+                b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+    )*};
+}
+elem!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+#[inline(always)]
+fn each<T: Elem>(inout: &mut [u8], input: &[u8], f: impl Fn(T, T) -> T) {
+    for (o, i) in inout
+        .chunks_exact_mut(T::SIZE)
+        .zip(input.chunks_exact(T::SIZE))
+    {
+        f(T::load(i), T::load(o)).store(o);
+    }
+}
+
+macro_rules! int_op {
+    ($t:ty, $op:expr, $inout:expr, $input:expr) => {{
+        let (inout, input) = ($inout, $input);
+        match $op {
+            Op::Max => each::<$t>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t>(inout, input, |a, b| a.min(b)),
+            Op::Sum => each::<$t>(inout, input, |a, b| a.wrapping_add(b)),
+            Op::Prod => each::<$t>(inout, input, |a, b| a.wrapping_mul(b)),
+            Op::Land => each::<$t>(inout, input, |a, b| ((a != 0) && (b != 0)) as $t),
+            Op::Lor => each::<$t>(inout, input, |a, b| ((a != 0) || (b != 0)) as $t),
+            Op::Lxor => each::<$t>(inout, input, |a, b| ((a != 0) != (b != 0)) as $t),
+            Op::Band => each::<$t>(inout, input, |a, b| a & b),
+            Op::Bor => each::<$t>(inout, input, |a, b| a | b),
+            Op::Bxor => each::<$t>(inout, input, |a, b| a ^ b),
+            _ => return Err(not_defined()),
+        }
+    }};
+}
+
+macro_rules! float_op {
+    ($t:ty, $op:expr, $inout:expr, $input:expr) => {{
+        let (inout, input) = ($inout, $input);
+        match $op {
+            // MPI leaves NaN handling open; these follow C's fmax/fmin.
+            Op::Max => each::<$t>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t>(inout, input, |a, b| a.min(b)),
+            Op::Sum => each::<$t>(inout, input, |a, b| a + b),
+            Op::Prod => each::<$t>(inout, input, |a, b| a * b),
+            _ => return Err(not_defined()),
+        }
+    }};
+}
+
+fn signed(op: Op, bytes: u8, inout: &mut [u8], input: &[u8]) -> Result<()> {
+    match bytes {
+        1 => int_op!(i8, op, inout, input),
+        2 => int_op!(i16, op, inout, input),
+        4 => int_op!(i32, op, inout, input),
+        8 => int_op!(i64, op, inout, input),
+        _ => return Err(not_defined()),
+    }
+    Ok(())
+}
+
+fn unsigned(op: Op, bytes: u8, inout: &mut [u8], input: &[u8]) -> Result<()> {
+    match bytes {
+        1 => int_op!(u8, op, inout, input),
+        2 => int_op!(u16, op, inout, input),
+        4 => int_op!(u32, op, inout, input),
+        8 => int_op!(u64, op, inout, input),
+        _ => return Err(not_defined()),
+    }
+    Ok(())
+}
+
+fn complex<
+    T: Elem + core::ops::Add<Output = T> + core::ops::Sub<Output = T> + core::ops::Mul<Output = T>,
+>(
+    op: Op,
+    inout: &mut [u8],
+    input: &[u8],
+) -> Result<()> {
+    let n = 2 * T::SIZE;
+    for (o, i) in inout.chunks_exact_mut(n).zip(input.chunks_exact(n)) {
+        let (ar, ai) = (T::load(i), T::load(&i[T::SIZE..]));
+        let (br, bi) = (T::load(o), T::load(&o[T::SIZE..]));
+        let (r, im) = match op {
+            Op::Sum => (ar + br, ai + bi),
+            Op::Prod => (ar * br - ai * bi, ar * bi + ai * br),
+            _ => return Err(not_defined()),
+        };
+        r.store(o);
+        im.store(&mut o[T::SIZE..]);
+    }
+    Ok(())
+}
+
+/// Reads a pair member as a comparable value.
+fn num(n: Num, b: &[u8]) -> Option<f64> {
+    Some(match n {
+        Num::I16 => i16::load(b) as f64,
+        Num::I32 => i32::load(b) as f64,
+        Num::I64 => return None,
+        Num::F32 => f32::load(b) as f64,
+        Num::F64 => f64::load(b),
+        Num::LongDouble => return None,
+    })
+}
+
+fn pair_loc(
+    op: Op,
+    value: Num,
+    index: Num,
+    index_at: usize,
+    extent: usize,
+    inout: &mut [u8],
+    input: &[u8],
+) -> Result<()> {
+    let max = match op {
+        Op::Maxloc => true,
+        Op::Minloc => false,
+        _ => return Err(not_defined()),
+    };
+    let vsize = match value {
+        Num::I16 => 2,
+        Num::I32 | Num::F32 => 4,
+        Num::I64 | Num::F64 => 8,
+        Num::LongDouble => return Err(Error::unsupported("MINLOC/MAXLOC on MPI_LONG_DOUBLE_INT")),
+    };
+    let isize = match index {
+        Num::I32 | Num::F32 => 4,
+        Num::F64 => 8,
+        _ => return Err(not_defined()),
+    };
+    for (o, i) in inout
+        .chunks_exact_mut(extent)
+        .zip(input.chunks_exact(extent))
+    {
+        let (take, tie) = if value == Num::I64 {
+            let (a, b) = (i64::load(i), i64::load(o));
+            (if max { a > b } else { a < b }, a == b)
+        } else {
+            let (a, b) = (
+                num(value, i).expect("comparable"),
+                num(value, o).expect("comparable"),
+            );
+            (if max { a > b } else { a < b }, a == b)
+        };
+        let (ia, ib) = (
+            num(index, &i[index_at..]).expect("index"),
+            num(index, &o[index_at..]).expect("index"),
+        );
+        if take {
+            o[..vsize].copy_from_slice(&i[..vsize]);
+            o[index_at..index_at + isize].copy_from_slice(&i[index_at..index_at + isize]);
+        } else if tie && ia < ib {
+            o[index_at..index_at + isize].copy_from_slice(&i[index_at..index_at + isize]);
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `op` is defined on `datatype`, before any data moves (so that every member of a
+/// collective fails alike instead of some waiting for the others).
+pub fn check(op: Op, datatype: Datatype) -> Result<()> {
+    if datatype.scalar() == Scalar::Marker {
+        return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
+    }
+    apply(op, datatype, &mut [], &[])
+}
+
+/// `inout[i] = input[i] op inout[i]` for every element of `datatype` in the buffers (which hold
+/// the same whole number of elements).
+pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Result<()> {
+    debug_assert_eq!(inout.len(), input.len());
+    let logical_ok = matches!(op, Op::Land | Op::Lor | Op::Lxor);
+    match datatype.scalar() {
+        Scalar::Int(b) | Scalar::FortranInt(b) => signed(op, b, inout, input),
+        Scalar::Uint(b) => unsigned(op, b, inout, input),
+        Scalar::Byte
+            if matches!(op, Op::Band | Op::Bor | Op::Bxor) && datatype == Datatype::BYTE =>
+        {
+            unsigned(op, 1, inout, input)
+        }
+        Scalar::Bool if logical_ok => unsigned(op, 1, inout, input),
+        Scalar::Logical(b) if logical_ok => signed(op, b, inout, input),
+        Scalar::Float(4) => {
+            float_op!(f32, op, inout, input);
+            Ok(())
+        }
+        Scalar::Float(8) => {
+            float_op!(f64, op, inout, input);
+            Ok(())
+        }
+        Scalar::Complex(4) => complex::<f32>(op, inout, input),
+        Scalar::Complex(8) => complex::<f64>(op, inout, input),
+        Scalar::LongDouble | Scalar::Float(16) | Scalar::Complex(16) => Err(Error::unsupported(
+            "reductions on long double and quad-precision types",
+        )),
+        Scalar::Pair {
+            value,
+            index,
+            index_at,
+        } => pair_loc(
+            op,
+            value,
+            index,
+            index_at as usize,
+            datatype.extent(),
+            inout,
+            input,
+        ),
+        _ => Err(not_defined()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    fn run<T: IntoBytes + zerocopy::FromBytes + zerocopy::Immutable + Copy>(
+        op: Op,
+        d: Datatype,
+        a: &[T],
+        b: &[T],
+    ) -> Result<std::vec::Vec<T>> {
+        extern crate std;
+        let mut out = b.to_vec();
+        apply(op, d, out.as_mut_bytes(), a.as_bytes())?;
+        Ok(out)
+    }
+    extern crate std;
+
+    #[test]
+    fn integer_and_float_operations() {
+        let (a, b) = ([1i32, -5, 7, 0], [3i32, -2, 7, 9]);
+        assert_eq!(run(Op::Sum, Datatype::INT, &a, &b).unwrap(), [4, -7, 14, 9]);
+        assert_eq!(run(Op::Max, Datatype::INT, &a, &b).unwrap(), [3, -2, 7, 9]);
+        assert_eq!(run(Op::Min, Datatype::INT, &a, &b).unwrap(), [1, -5, 7, 0]);
+        assert_eq!(
+            run(Op::Prod, Datatype::INT, &a, &b).unwrap(),
+            [3, 10, 49, 0]
+        );
+        assert_eq!(run(Op::Land, Datatype::INT, &a, &b).unwrap(), [1, 1, 1, 0]);
+        assert_eq!(run(Op::Lxor, Datatype::INT, &a, &b).unwrap(), [0, 0, 0, 1]);
+        assert_eq!(
+            run(Op::Bxor, Datatype::UNSIGNED, &[6u32], &[3u32]).unwrap(),
+            [5]
+        );
+        assert_eq!(
+            run(Op::Sum, Datatype::DOUBLE, &[0.5f64, 1.0], &[0.25, -1.0]).unwrap(),
+            [0.75, 0.0]
+        );
+        assert_eq!(
+            run(Op::Max, Datatype::FLOAT, &[0.5f32], &[0.25]).unwrap(),
+            [0.5]
+        );
+        assert_eq!(
+            run(Op::Band, Datatype::BYTE, &[0xf0u8], &[0x3c]).unwrap(),
+            [0x30]
+        );
+        assert_eq!(
+            run(Op::Sum, Datatype::UNSIGNED_LONG_LONG, &[u64::MAX], &[2u64]).unwrap(),
+            [1],
+            "wraps"
+        );
+    }
+
+    #[test]
+    fn complex_product() {
+        // (1+2i)(3+4i) = -5+10i
+        assert_eq!(
+            run(
+                Op::Prod,
+                Datatype::C_DOUBLE_COMPLEX,
+                &[1.0f64, 2.0],
+                &[3.0, 4.0]
+            )
+            .unwrap(),
+            [-5.0, 10.0]
+        );
+    }
+
+    #[test]
+    fn minloc_and_maxloc_prefer_the_lower_index_on_ties() {
+        // MPI_2INT pairs (value, index)
+        let a = [5i32, 1, 9, 1, 4, 7];
+        let b = [5i32, 0, 2, 3, 4, 2];
+        assert_eq!(
+            run(Op::Minloc, Datatype::TWO_INT, &a, &b).unwrap(),
+            [5, 0, 2, 3, 4, 2]
+        );
+        assert_eq!(
+            run(Op::Maxloc, Datatype::TWO_INT, &a, &b).unwrap(),
+            [5, 0, 9, 1, 4, 2]
+        );
+        // MPI_DOUBLE_INT: 16-byte extent, index at 8
+        let mut x = [0u8; 32];
+        let mut y = [0u8; 32];
+        x[..8].copy_from_slice(&2.5f64.to_ne_bytes());
+        x[8..12].copy_from_slice(&3i32.to_ne_bytes());
+        y[..8].copy_from_slice(&1.5f64.to_ne_bytes());
+        y[8..12].copy_from_slice(&7i32.to_ne_bytes());
+        apply(Op::Maxloc, Datatype::DOUBLE_INT, &mut y, &x).unwrap();
+        assert_eq!(f64::from_ne_bytes(y[..8].try_into().unwrap()), 2.5);
+        assert_eq!(i32::from_ne_bytes(y[8..12].try_into().unwrap()), 3);
+    }
+
+    #[test]
+    fn undefined_combinations_are_op_errors() {
+        let e = run(Op::Band, Datatype::DOUBLE, &[1.0f64], &[2.0]).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Op);
+        assert_eq!(
+            run(Op::Sum, Datatype::CHAR, &[1u8], &[2u8])
+                .unwrap_err()
+                .class,
+            ErrorClass::Op
+        );
+        assert_eq!(
+            run(Op::Maxloc, Datatype::INT, &[1i32], &[2])
+                .unwrap_err()
+                .class,
+            ErrorClass::Op
+        );
+        assert_eq!(
+            run(Op::Replace, Datatype::INT, &[1i32], &[2])
+                .unwrap_err()
+                .class,
+            ErrorClass::Op
+        );
+        assert!(run(Op::Land, Datatype::C_BOOL, &[1u8, 0], &[1u8, 1]).is_ok());
+    }
+}
