@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     double residual = INFINITY, t0, t1, local_sum = 0.0, sum = 0.0;
     long long local_fix = 0, fix = 0;
     MPI_Request req[8];
+    MPI_Status st[8];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -146,7 +147,7 @@ int main(int argc, char **argv)
         MPI_Isend(&AT(u, nr, 1), nc, MPI_DOUBLE, down, TAG_DOWN, MPI_COMM_WORLD, &req[5]);
         MPI_Isend(sendl, nr, MPI_DOUBLE, left, TAG_LEFT, MPI_COMM_WORLD, &req[6]);
         MPI_Isend(sendr, nr, MPI_DOUBLE, right, TAG_RIGHT, MPI_COMM_WORLD, &req[7]);
-        MPI_Waitall(8, req, MPI_STATUSES_IGNORE);
+        MPI_Waitall(8, req, st);
         if (left != MPI_PROC_NULL)
             for (i = 0; i < nr; i++)
                 AT(u, i + 1, 0) = recvl[i];
