@@ -2,7 +2,7 @@
  * collectives.c - MPI_Barrier, MPI_Bcast, MPI_Reduce and MPI_Allreduce with predefined
  * datatypes and operations, checked against results computed locally.
  *
- *   Barrier:   no rank leaves before the last one entered (one rank enters 100 ms late, and
+ *   Barrier:   no rank leaves before the last one entered (one rank enters 200 ms late, and
  *              every rank's barrier must take >= 50 ms), plus back-to-back barriers.
  *   Bcast:     from every root; counts 0, 1, 1000, 300000 ints; also doubles and 1 MiB of bytes.
  *   Reduce /   every defined (type, op) pair: MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN on C integer
@@ -275,10 +275,10 @@ static void test_barrier(void)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     t0 = MPI_Wtime();
     if (rank == size - 1)
-        test_sleep_ms(100);
+        test_sleep_ms(200);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     dt = MPI_Wtime() - t0;
-    CHECK(dt >= 0.05, "left the barrier after %.1f ms although rank %d entered it 100 ms late",
+    CHECK(dt >= 0.05, "left the barrier after %.1f ms although rank %d entered it 200 ms late",
           dt * 1e3, size - 1);
     for (i = 0; i < (full ? 100 : 10); i++)
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
