@@ -1,0 +1,425 @@
+//! The `sm` BTL: fragments between processes of one node through shared memory.
+//!
+//! Every process on a node creates one segment file, `<btl_sm_backing_directory>/stormpi-<job>-sm-
+//! <rank>` (mode 0600), holding one inbound ring per other local process ([`segment`]). A sender
+//! maps the receiver's segment the first time it sends to it and writes its fragments straight
+//! into its own ring there: the PML packs header and payload into the space [`Btl::reserve`]
+//! returns, so a fragment is copied once on the way in and once on the way out. Each ring has one
+//! producer and one consumer and needs no lock ([`ring`]). The receiver's progress polls all of its
+//! inbound rings.
+//!
+//! Names derive from the job id and world ranks, so nothing goes through the modex; a peer that
+//! has not created its segment yet is back-pressure (`reserve` returns `None`) until it has.
+//!
+//! Processes are numbered on their node by world rank (local index `0..L`). Receiver `r`'s
+//! segment holds `L - 1` rings; sender `s` uses ring `s` if `s < r`, else `s - 1`.
+
+mod ring;
+mod segment;
+
+use std::path::PathBuf;
+
+use stormpi_core::btl::{AmTag, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink};
+use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::params::{Default, Kind, ParamDef, Params};
+use stormpi_core::rte::ProcId;
+
+use ring::{min_ring_bytes, Consumer, Producer};
+use segment::{Attaching, Expect, Geometry, SegError, Segment, MAX_RINGS, MAX_RING_BYTES};
+
+/// `btl_sm_eager_limit`.
+pub static EAGER_LIMIT: ParamDef = ParamDef {
+    name: "btl_sm_eager_limit",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 26,
+    },
+    default: Default::Int(4096),
+    description: "Largest message (header included) the sm BTL sends eagerly, in one fragment",
+};
+
+/// `btl_sm_max_send_size`.
+pub static MAX_SEND_SIZE: ParamDef = ParamDef {
+    name: "btl_sm_max_send_size",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 26,
+    },
+    default: Default::Int(64 << 10),
+    description: "Largest fragment of the sm BTL, header included",
+};
+
+/// `btl_sm_ring_bytes`.
+pub static RING_BYTES: ParamDef = ParamDef {
+    name: "btl_sm_ring_bytes",
+    kind: Kind::Int {
+        min: 4096,
+        max: MAX_RING_BYTES as i64,
+    },
+    default: Default::Int(1 << 20),
+    description: "Bytes of each inbound ring of the sm BTL (one per local sender), rounded up to \
+                  a power of two; at least twice btl_sm_max_send_size",
+};
+
+/// `btl_sm_backing_directory`.
+pub static BACKING_DIRECTORY: ParamDef = ParamDef {
+    name: "btl_sm_backing_directory",
+    kind: Kind::Str,
+    default: Default::Str("/dev/shm"),
+    description: "Directory (a tmpfs) of the sm BTL's segment files",
+};
+
+/// Parameters of the sm BTL.
+pub static PARAMS: [&ParamDef; 4] = [
+    &EAGER_LIMIT,
+    &MAX_SEND_SIZE,
+    &RING_BYTES,
+    &BACKING_DIRECTORY,
+];
+
+/// Longest job id accepted (it becomes part of a file name).
+const MAX_JOB_ID: usize = 64;
+
+/// The `sm` BTL module of one process.
+///
+/// Dropping it unmaps every segment but leaves its own segment file in place (a process that
+/// skipped [`Btl::finalize`] may be failing; its peers may still be reading); `finalize` removes it.
+pub struct Sm {
+    attrs: BtlAttrs,
+    me: ProcId,
+    job: String,
+    dir: PathBuf,
+    ring_bytes: usize,
+    /// Processes of this node by local index (empty until `add_procs`); the endpoint of a peer is
+    /// its local index.
+    peers: Vec<Peer>,
+    /// Inbound rings of our segment, with the world rank of their sender.
+    inbound: Vec<(ProcId, Consumer)>,
+    /// Our segment and its file, while we have one.
+    own: Option<(Segment, PathBuf)>,
+    added: bool,
+    finalized: bool,
+}
+
+/// A process of this node as a destination.
+struct Peer {
+    proc: ProcId,
+    path: PathBuf,
+    want: Expect,
+    tx: Tx,
+}
+
+/// Sending state towards one local process.
+enum Tx {
+    /// This process: served by the `self` BTL.
+    Me,
+    /// The peer's segment is not mapped yet.
+    Attaching(Attaching),
+    /// Mapped; `prod` writes into our ring in `_seg`, which stays mapped as long as `prod` lives.
+    Ready { prod: Producer, _seg: Segment },
+    /// Refused (corrupt or foreign segment); logged once.
+    Failed,
+}
+
+impl Sm {
+    /// A module for process `me` of job `job` (a short `[A-Za-z0-9-]` id unique to the job, e.g.
+    /// `STORMPI_JOBID` under stormrun). Creates nothing yet: the segment is made in `add_procs`,
+    /// once the processes on this node are known.
+    pub fn new(params: &Params, job: &str, me: ProcId) -> Result<Sm> {
+        if job.is_empty()
+            || job.len() > MAX_JOB_ID
+            || !job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(Error::bad_arg(
+                "sm: the job id must be 1 to 64 characters of [A-Za-z0-9-]",
+            ));
+        }
+        let max_send = params.usize(&MAX_SEND_SIZE);
+        let eager = params.usize(&EAGER_LIMIT).min(max_send);
+        let ring_bytes = params.usize(&RING_BYTES).next_power_of_two();
+        if ring_bytes < min_ring_bytes(max_send) || ring_bytes > MAX_RING_BYTES {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                Reason::BadParam {
+                    name: RING_BYTES.name,
+                },
+            ));
+        }
+        let dir = params.str(&BACKING_DIRECTORY);
+        if dir.is_empty() {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                Reason::BadParam {
+                    name: BACKING_DIRECTORY.name,
+                },
+            ));
+        }
+        Ok(Sm {
+            attrs: BtlAttrs {
+                component: "sm",
+                eager_limit: eager,
+                max_send_size: max_send,
+                latency_ns: 300,
+                bandwidth_mbps: 80_000,
+                exclusivity: 1000,
+                flags: BtlFlags::SEND,
+            },
+            me,
+            job: job.to_owned(),
+            dir: PathBuf::from(dir),
+            ring_bytes,
+            peers: Vec::new(),
+            inbound: Vec::new(),
+            own: None,
+            added: false,
+            finalized: false,
+        })
+    }
+
+    /// The segment file of process `proc` of this job.
+    fn segment_path(&self, proc: ProcId) -> PathBuf {
+        self.dir.join(format!("stormpi-{}-sm-{}", self.job, proc.0))
+    }
+
+    /// Moves peer `i` towards a usable ring; whether it is usable now.
+    #[cold]
+    #[inline(never)]
+    fn connect(&mut self, i: usize) -> bool {
+        let me = self.me;
+        let Some(peer) = self.peers.get_mut(i) else {
+            return false;
+        };
+        match &mut peer.tx {
+            Tx::Me | Tx::Failed => false,
+            Tx::Ready { prod, .. } => {
+                if let Some(c) = prod.fault() {
+                    eprintln!(
+                        "stormpi sm (rank {}): the ring to rank {} is corrupt ({c}); no longer \
+                         sending to it through sm",
+                        me.0, peer.proc.0
+                    );
+                    peer.tx = Tx::Failed;
+                    return false;
+                }
+                true
+            }
+            Tx::Attaching(a) => match a.step(&peer.path, &peer.want) {
+                Ok(None) => false,
+                Ok(Some(seg)) => match Producer::new(seg.ring(peer.want.ring)) {
+                    Ok(prod) => {
+                        peer.tx = Tx::Ready { prod, _seg: seg };
+                        true
+                    }
+                    Err(c) => {
+                        eprintln!(
+                            "stormpi sm (rank {}): refusing the segment of rank {}: {c}",
+                            me.0, peer.proc.0
+                        );
+                        peer.tx = Tx::Failed;
+                        false
+                    }
+                },
+                Err(e) => {
+                    eprintln!(
+                        "stormpi sm (rank {}): refusing the segment of rank {}: {e}",
+                        me.0, peer.proc.0
+                    );
+                    peer.tx = Tx::Failed;
+                    false
+                }
+            },
+        }
+    }
+}
+
+/// Index of sender `s`'s ring in receiver `r`'s segment (local indices, `s != r`).
+fn ring_index(s: u32, r: u32) -> u32 {
+    if s < r {
+        s
+    } else {
+        s - 1
+    }
+}
+
+fn transport(e: SegError, me: ProcId) -> Error {
+    eprintln!("stormpi sm (rank {}): {e}", me.0);
+    Error::new(
+        ErrorClass::Other,
+        Reason::Transport {
+            btl: "sm",
+            what: e.what,
+        },
+    )
+}
+
+impl Btl for Sm {
+    fn attrs(&self) -> &BtlAttrs {
+        &self.attrs
+    }
+
+    fn add_procs(
+        &mut self,
+        peers: &[PeerInfo],
+        _modex: &mut dyn Modex,
+        endpoints: &mut [Option<Endpoint>],
+    ) -> Result<()> {
+        if self.added || self.finalized {
+            return Err(Error::bad_arg(
+                "sm: add_procs called twice, or after finalize",
+            ));
+        }
+        if peers.len() != endpoints.len() {
+            return Err(Error::bad_arg(
+                "sm: peer and endpoint tables differ in length",
+            ));
+        }
+        let me = self.me;
+        let node = peers
+            .iter()
+            .find(|p| p.proc == me)
+            .ok_or(Error::bad_arg(
+                "sm: the own process is not in the peer table",
+            ))?
+            .node;
+        let mut local: Vec<ProcId> = peers
+            .iter()
+            .filter(|p| p.node == node)
+            .map(|p| p.proc)
+            .collect();
+        local.sort_unstable();
+        if local.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::bad_arg(
+                "sm: a process appears twice in the peer table",
+            ));
+        }
+        if local.len() > MAX_RINGS as usize + 1 {
+            return Err(Error::unsupported("more than 65537 processes on one node"));
+        }
+        let nlocal = local.len() as u32;
+        let mine = local.binary_search(&me).expect("own process is local") as u32;
+        for (p, ep) in peers.iter().zip(endpoints.iter_mut()) {
+            *ep = if p.node == node && p.proc != me {
+                local
+                    .binary_search(&p.proc)
+                    .ok()
+                    .map(|i| Endpoint(i as u32))
+            } else {
+                None
+            };
+        }
+        self.added = true;
+        if nlocal < 2 {
+            return Ok(());
+        }
+
+        let max_send = self.attrs.max_send_size;
+        let geo = Geometry {
+            nrings: nlocal - 1,
+            ring_bytes: self.ring_bytes,
+            max_frag: max_send as u32,
+        };
+        let path = self.segment_path(me);
+        let seg = Segment::create(&path, me.0, geo).map_err(|e| transport(e, me))?;
+        self.inbound = (0..nlocal)
+            .filter(|&s| s != mine)
+            .map(|s| {
+                let ring = seg.ring(ring_index(s, mine));
+                (local[s as usize], Consumer::new(ring, max_send))
+            })
+            .collect();
+        seg.publish();
+        self.own = Some((seg, path));
+        self.peers = (0..nlocal)
+            .map(|r| {
+                let proc = local[r as usize];
+                Peer {
+                    proc,
+                    path: self.segment_path(proc),
+                    want: Expect {
+                        owner: proc.0,
+                        nrings: nlocal - 1,
+                        ring: if r == mine { 0 } else { ring_index(mine, r) },
+                        max_len: max_send,
+                    },
+                    tx: if r == mine {
+                        Tx::Me
+                    } else {
+                        Tx::Attaching(Attaching::default())
+                    },
+                }
+            })
+            .collect();
+        Ok(())
+    }
+
+    #[inline]
+    fn reserve(&mut self, ep: Endpoint, len: usize) -> Option<&mut [u8]> {
+        debug_assert!(
+            len <= self.attrs.max_send_size,
+            "sm: fragment above max_send_size"
+        );
+        if len > self.attrs.max_send_size {
+            return None;
+        }
+        let i = ep.0 as usize;
+        let usable = matches!(
+            self.peers.get(i)?.tx,
+            Tx::Ready { ref prod, .. } if prod.fault().is_none()
+        );
+        if !usable && !self.connect(i) {
+            return None;
+        }
+        match &mut self.peers[i].tx {
+            Tx::Ready { prod, .. } => prod.reserve(len),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize) {
+        match self.peers.get_mut(ep.0 as usize).map(|p| &mut p.tx) {
+            Some(Tx::Ready { prod, .. }) => prod.commit(tag, len),
+            _ => debug_assert!(false, "sm: commit to an endpoint without a reservation"),
+        }
+    }
+
+    #[inline]
+    fn progress(&mut self, sink: &mut dyn Sink) -> usize {
+        let mut n = 0;
+        for (from, ring) in self.inbound.iter_mut() {
+            let from = *from;
+            match ring.poll(|tag, frag| sink.deliver(from, tag, frag)) {
+                Ok(k) => n += k,
+                Err(fault) => {
+                    n += fault.delivered;
+                    eprintln!(
+                        "stormpi sm (rank {}): the ring from rank {} is corrupt ({}); ignoring \
+                         it from now on",
+                        self.me.0, from.0, fault.corrupt
+                    );
+                }
+            }
+        }
+        n
+    }
+
+    fn finalize(&mut self) {
+        self.finalized = true;
+        // Unmap peers' segments and our rings, then remove our file.
+        self.peers.clear();
+        self.inbound.clear();
+        if let Some((seg, path)) = self.own.take() {
+            drop(seg);
+            if let Err(e) = std::fs::remove_file(&path) {
+                eprintln!(
+                    "stormpi sm (rank {}): cannot remove {}: {e}",
+                    self.me.0,
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
