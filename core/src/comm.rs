@@ -99,6 +99,8 @@ pub enum ErrHandler {
     Fatal,
     /// Return the error to the caller (`MPI_ERRORS_RETURN`).
     Return,
+    /// Abort the processes of the communicator (`MPI_ERRORS_ABORT`); stormpi ends the job.
+    Abort,
 }
 
 /// A communicator.

@@ -557,6 +557,32 @@ impl Engine {
         self.pml.is_complete(id)
     }
 
+    /// A request that is already complete with `status` (e.g. a buffered send, whose data was
+    /// copied).
+    pub fn completed_request(&mut self, status: Status) -> Result<ReqId> {
+        self.pml.completed(status, 0)
+    }
+
+    /// The live request in slot `index` (for handle tables that keep only part of the key).
+    pub fn request_at(&self, index: u32) -> Option<ReqId> {
+        self.pml.request_at(index)
+    }
+
+    /// The matched-probe message in slot `index`.
+    pub fn message_at(&self, index: u32) -> Option<MsgId> {
+        self.pml.message_at(index)
+    }
+
+    /// The communicator of a receive request.
+    pub fn request_comm(&self, id: ReqId) -> Option<CommId> {
+        self.pml.request_comm(id)
+    }
+
+    /// The job's size as the runtime knows it, and this process's application number.
+    pub fn appnum(&self) -> Option<u32> {
+        self.rte.appnum()
+    }
+
     /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
         self.pml.cancel(id)

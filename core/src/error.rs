@@ -50,6 +50,8 @@ pub enum ErrorClass {
     Request = 19,
     /// MPI_ERR_NO_MEM
     NoMem = 34,
+    /// MPI_ERR_KEYVAL
+    Keyval = 48,
     /// MPI_ERR_UNSUPPORTED_OPERATION
     UnsupportedOperation = 44,
     /// MPI_ERR_SIZE
@@ -82,6 +84,7 @@ impl ErrorClass {
             ErrorClass::Pending => "MPI_ERR_PENDING",
             ErrorClass::Request => "MPI_ERR_REQUEST",
             ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::Keyval => "MPI_ERR_KEYVAL",
             ErrorClass::UnsupportedOperation => "MPI_ERR_UNSUPPORTED_OPERATION",
             ErrorClass::Size => "MPI_ERR_SIZE",
             ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
@@ -111,6 +114,7 @@ impl ErrorClass {
             ErrorClass::Pending => "pending request",
             ErrorClass::Request => "invalid request",
             ErrorClass::NoMem => "out of memory",
+            ErrorClass::Keyval => "invalid attribute key",
             ErrorClass::UnsupportedOperation => "operation not supported",
             ErrorClass::Size => "invalid size argument",
             ErrorClass::ProcAborted => "peer process aborted",
@@ -140,6 +144,7 @@ impl ErrorClass {
             18 => ErrorClass::Pending,
             19 => ErrorClass::Request,
             34 => ErrorClass::NoMem,
+            48 => ErrorClass::Keyval,
             44 => ErrorClass::UnsupportedOperation,
             51 => ErrorClass::Size,
             76 => ErrorClass::ProcAborted,

@@ -13,6 +13,8 @@ pub mod arch;
 pub mod arena;
 pub mod bml;
 pub mod btl;
+#[cfg(feature = "capi")]
+pub mod capi;
 pub mod coll;
 pub mod comm;
 pub mod datatype;

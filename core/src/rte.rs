@@ -32,6 +32,10 @@ pub trait Rte: Send {
     fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>>;
     /// Waits until every process has called it (collective, out of band).
     fn barrier(&mut self) -> Result<()>;
+    /// Which program of a multi-program (MPMD) launch this process runs, if the launcher says.
+    fn appnum(&self) -> Option<u32> {
+        None
+    }
     /// Ends the whole job with `code`, telling the launcher why.
     fn abort(&mut self, code: i32, msg: &str) -> !;
     /// Leaves the runtime at MPI_Finalize.

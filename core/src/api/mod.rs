@@ -45,6 +45,9 @@ pub type Tag = i32;
 /// The lock an engine lives behind when the Rust API (or the C API) drives it.
 pub type EngineLock = spin::Mutex<Option<Engine>>;
 
+/// The process's engine, shared by the C API and the Rust API of a platform shim.
+pub static ENGINE: EngineLock = spin::Mutex::new(None);
+
 /// An initialised MPI environment.
 pub struct Universe {
     engine: &'static EngineLock,

@@ -50,6 +50,7 @@
 //! decides them on x86_64/aarch64/s390x and on i686); the `long double` types follow
 //! [`LONG_DOUBLE_SIZE`].
 #![allow(
+    missing_docs,
     non_camel_case_types,
     non_upper_case_globals,
     non_snake_case,

@@ -249,6 +249,25 @@ impl Ob1 {
         Ok(Some(status))
     }
 
+    /// The current request in slot `index`, if any.
+    pub fn request_at(&self, index: u32) -> Option<ReqId> {
+        self.requests.key_at(index).map(ReqId)
+    }
+
+    /// The message a matched probe took, in slot `index`, if any.
+    pub fn message_at(&self, index: u32) -> Option<MsgId> {
+        let key = self.unex.key_at(index)?;
+        self.unex.get(key).filter(|m| m.claimed).map(|_| MsgId(key))
+    }
+
+    /// The communicator a receive request is on.
+    pub fn request_comm(&self, id: ReqId) -> Option<CommId> {
+        match &self.requests.get(id.0)?.op {
+            Op::Recv(r) => Some(r.comm),
+            _ => None,
+        }
+    }
+
     /// Whether request `id` is complete, without freeing it.
     pub fn is_complete(&self, id: ReqId) -> Result<bool> {
         self.requests

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# setup.sh - installs what building and testing stormpi needs on a fresh Debian machine.
+# Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
+#
+#   Debian packages: a C compiler, MPICH (its header and launcher for the ABI and Hydra tests),
+#                    Open MPI (the reference for benchmarks)
+#   Rust:            rustfmt, clippy, and the x86_64-unknown-none target (proves the core is no_std)
+set -euo pipefail
+
+need_pkgs=()
+for p in gcc libc6-dev make mpich libmpich-dev openmpi-bin libopenmpi-dev python3; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing ${need_pkgs[*]}"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+fi
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+rustup target list --installed | grep -q '^x86_64-unknown-none$' || rustup target add x86_64-unknown-none

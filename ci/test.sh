@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite, as CI runs it: set-up, formatting, lints, the no_std build of
+# the core, the ABI check against MPICH's header, and every unit and multi-process test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash ci/setup.sh
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "format"
+cargo fmt --all -- --check
+
+step "lints"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "core builds for x86_64-unknown-none (no_std, no heap)"
+cargo build -p stormpi-core --target x86_64-unknown-none
+
+step "build (release)"
+cargo build --workspace --release --all-targets
+
+step "C ABI: mpi.h against MPICH's"
+bash tests/abi/check.sh
+
+step "unit and multi-process tests"
+STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
+
+step "all tests passed"

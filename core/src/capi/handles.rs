@@ -1,0 +1,369 @@
+//! From C handles and pointers to engine values, and back.
+
+use core::ffi::{c_int, c_void};
+
+use super::abi::{self, HandleKind, ObjectKind};
+use super::errors;
+use crate::comm::CommId;
+use crate::datatype::Datatype;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::op::Op;
+use crate::pml::request::{ReqId, Status};
+use crate::pml::MsgId;
+
+const DIRECT_COMM: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Comm, 0);
+
+/// The communicator a handle names (not checked for liveness: the engine does that).
+pub(crate) fn comm(h: abi::MPI_Comm) -> Result<CommId> {
+    match h {
+        abi::MPI_COMM_WORLD => Ok(CommId::WORLD),
+        abi::MPI_COMM_SELF => Ok(CommId::SELF),
+        _ if abi::handle_kind(h) == HandleKind::Direct
+            && abi::handle_object(h) == Some(ObjectKind::Comm) =>
+        {
+            match abi::handle_index(h) {
+                i if i >= 2 => Ok(CommId(i)),
+                _ => Err(Error::new(ErrorClass::Comm, Reason::InvalidComm)),
+            }
+        }
+        _ => Err(Error::new(ErrorClass::Comm, Reason::InvalidComm)),
+    }
+}
+
+/// The handle of communicator `c`.
+pub(crate) fn comm_handle(c: CommId) -> abi::MPI_Comm {
+    match c {
+        CommId::WORLD => abi::MPI_COMM_WORLD,
+        CommId::SELF => abi::MPI_COMM_SELF,
+        CommId(i) => DIRECT_COMM | i as c_int,
+    }
+}
+
+const DATATYPES: &[(abi::MPI_Datatype, Datatype)] = &[
+    (abi::MPI_CHAR, Datatype::CHAR),
+    (abi::MPI_SIGNED_CHAR, Datatype::SIGNED_CHAR),
+    (abi::MPI_UNSIGNED_CHAR, Datatype::UNSIGNED_CHAR),
+    (abi::MPI_BYTE, Datatype::BYTE),
+    (abi::MPI_WCHAR, Datatype::WCHAR),
+    (abi::MPI_SHORT, Datatype::SHORT),
+    (abi::MPI_UNSIGNED_SHORT, Datatype::UNSIGNED_SHORT),
+    (abi::MPI_INT, Datatype::INT),
+    (abi::MPI_UNSIGNED, Datatype::UNSIGNED),
+    (abi::MPI_LONG, Datatype::LONG),
+    (abi::MPI_UNSIGNED_LONG, Datatype::UNSIGNED_LONG),
+    (abi::MPI_LONG_LONG_INT, Datatype::LONG_LONG),
+    (abi::MPI_UNSIGNED_LONG_LONG, Datatype::UNSIGNED_LONG_LONG),
+    (abi::MPI_FLOAT, Datatype::FLOAT),
+    (abi::MPI_DOUBLE, Datatype::DOUBLE),
+    (abi::MPI_LONG_DOUBLE, Datatype::LONG_DOUBLE),
+    (abi::MPI_PACKED, Datatype::PACKED),
+    (abi::MPI_LB, Datatype::LB),
+    (abi::MPI_UB, Datatype::UB),
+    (abi::MPI_FLOAT_INT, Datatype::FLOAT_INT),
+    (abi::MPI_DOUBLE_INT, Datatype::DOUBLE_INT),
+    (abi::MPI_LONG_INT, Datatype::LONG_INT),
+    (abi::MPI_SHORT_INT, Datatype::SHORT_INT),
+    (abi::MPI_2INT, Datatype::TWO_INT),
+    (abi::MPI_LONG_DOUBLE_INT, Datatype::LONG_DOUBLE_INT),
+    (abi::MPI_INTEGER, Datatype::INTEGER),
+    (abi::MPI_REAL, Datatype::REAL),
+    (abi::MPI_LOGICAL, Datatype::LOGICAL),
+    (abi::MPI_COMPLEX, Datatype::COMPLEX),
+    (abi::MPI_DOUBLE_PRECISION, Datatype::DOUBLE_PRECISION),
+    (abi::MPI_2INTEGER, Datatype::TWO_INTEGER),
+    (abi::MPI_2REAL, Datatype::TWO_REAL),
+    (abi::MPI_DOUBLE_COMPLEX, Datatype::DOUBLE_COMPLEX),
+    (abi::MPI_2DOUBLE_PRECISION, Datatype::TWO_DOUBLE_PRECISION),
+    (abi::MPI_CHARACTER, Datatype::CHARACTER),
+    (abi::MPI_REAL4, Datatype::REAL4),
+    (abi::MPI_REAL8, Datatype::REAL8),
+    (abi::MPI_REAL16, Datatype::REAL16),
+    (abi::MPI_COMPLEX8, Datatype::COMPLEX8),
+    (abi::MPI_COMPLEX16, Datatype::COMPLEX16),
+    (abi::MPI_COMPLEX32, Datatype::COMPLEX32),
+    (abi::MPI_INTEGER1, Datatype::INTEGER1),
+    (abi::MPI_INTEGER2, Datatype::INTEGER2),
+    (abi::MPI_INTEGER4, Datatype::INTEGER4),
+    (abi::MPI_INTEGER8, Datatype::INTEGER8),
+    (abi::MPI_INT8_T, Datatype::INT8_T),
+    (abi::MPI_INT16_T, Datatype::INT16_T),
+    (abi::MPI_INT32_T, Datatype::INT32_T),
+    (abi::MPI_INT64_T, Datatype::INT64_T),
+    (abi::MPI_UINT8_T, Datatype::UINT8_T),
+    (abi::MPI_UINT16_T, Datatype::UINT16_T),
+    (abi::MPI_UINT32_T, Datatype::UINT32_T),
+    (abi::MPI_UINT64_T, Datatype::UINT64_T),
+    (abi::MPI_C_BOOL, Datatype::C_BOOL),
+    (abi::MPI_C_FLOAT_COMPLEX, Datatype::C_FLOAT_COMPLEX),
+    (abi::MPI_C_DOUBLE_COMPLEX, Datatype::C_DOUBLE_COMPLEX),
+    (
+        abi::MPI_C_LONG_DOUBLE_COMPLEX,
+        Datatype::C_LONG_DOUBLE_COMPLEX,
+    ),
+    (abi::MPI_AINT, Datatype::AINT),
+    (abi::MPI_OFFSET, Datatype::OFFSET),
+    (abi::MPI_COUNT, Datatype::COUNT),
+    (abi::MPI_CXX_BOOL, Datatype::CXX_BOOL),
+    (abi::MPI_CXX_FLOAT_COMPLEX, Datatype::CXX_FLOAT_COMPLEX),
+    (abi::MPI_CXX_DOUBLE_COMPLEX, Datatype::CXX_DOUBLE_COMPLEX),
+    (
+        abi::MPI_CXX_LONG_DOUBLE_COMPLEX,
+        Datatype::CXX_LONG_DOUBLE_COMPLEX,
+    ),
+];
+
+/// Builtin datatype handles by their low byte (MPICH numbers its builtin types densely there).
+const BUILTIN: [u8; 256] = {
+    let mut t = [u8::MAX; 256];
+    let mut i = 0;
+    while i < DATATYPES.len() {
+        let h = DATATYPES[i].0;
+        if (h as u32) >> 30 == HandleKind::Builtin as u32 {
+            t[(h & 0xff) as usize] = i as u8;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The datatype a handle names.
+pub(crate) fn datatype(h: abi::MPI_Datatype) -> Result<Datatype> {
+    let bad = Error::new(ErrorClass::Type, Reason::InvalidDatatype);
+    let i = match abi::handle_kind(h) {
+        HandleKind::Builtin => BUILTIN[(h & 0xff) as usize],
+        HandleKind::Direct => match DATATYPES.iter().position(|(d, _)| *d == h) {
+            Some(i) => i as u8,
+            None => {
+                return Err(Error::unsupported(
+                    "derived datatypes (the datatype engine)",
+                ))
+            }
+        },
+        _ => return Err(bad),
+    };
+    match DATATYPES.get(i as usize) {
+        Some((handle, d)) if *handle == h => Ok(*d),
+        _ => Err(bad),
+    }
+}
+
+/// The predefined operation a handle names.
+pub(crate) fn op(h: abi::MPI_Op) -> Result<Op> {
+    Ok(match h {
+        abi::MPI_MAX => Op::Max,
+        abi::MPI_MIN => Op::Min,
+        abi::MPI_SUM => Op::Sum,
+        abi::MPI_PROD => Op::Prod,
+        abi::MPI_LAND => Op::Land,
+        abi::MPI_BAND => Op::Band,
+        abi::MPI_LOR => Op::Lor,
+        abi::MPI_BOR => Op::Bor,
+        abi::MPI_LXOR => Op::Lxor,
+        abi::MPI_BXOR => Op::Bxor,
+        abi::MPI_MINLOC => Op::Minloc,
+        abi::MPI_MAXLOC => Op::Maxloc,
+        abi::MPI_REPLACE => Op::Replace,
+        abi::MPI_NO_OP => Op::NoOp,
+        _ if abi::handle_object(h) == Some(ObjectKind::Op)
+            && abi::handle_kind(h) != HandleKind::Invalid =>
+        {
+            return Err(Error::unsupported("user-defined reduction operations"))
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorClass::Op,
+                Reason::BadArgument {
+                    what: "not a reduction operation",
+                },
+            ))
+        }
+    })
+}
+
+/// Bytes of `count` elements of `datatype` for a buffer at `buf`, checked as the standard asks.
+/// Point-to-point needs a type without gaps until the datatype engine exists.
+pub(crate) fn buffer(
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+    p2p: bool,
+) -> Result<(Datatype, usize)> {
+    if count < 0 {
+        return Err(Error::new(
+            ErrorClass::Count,
+            Reason::NegativeCount {
+                count: count as i64,
+            },
+        ));
+    }
+    let d = datatype(dt)?;
+    if p2p && !d.is_contiguous() {
+        return Err(Error::unsupported(
+            "point-to-point with padded pair types (MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT) or MPI_LB/MPI_UB",
+        ));
+    }
+    let unit = if p2p { d.size() } else { d.extent() };
+    let bytes = (count as usize)
+        .checked_mul(unit)
+        .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+    if buf.is_null() && bytes > 0 {
+        return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
+    }
+    Ok((d, bytes))
+}
+
+const GEN_BITS: u32 = 9;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+const MESSAGE_BIT: u32 = 1 << 25;
+const REQ_DIRECT: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Request, 0);
+const REQ_INDIRECT: c_int = abi::make_handle(HandleKind::Indirect, ObjectKind::Request, 0);
+
+/// What a request handle names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Req {
+    /// `MPI_REQUEST_NULL`.
+    Null,
+    /// An engine request.
+    Plain(ReqId),
+    /// A slot of the persistent-request table.
+    Persistent(usize),
+}
+
+fn bad_request() -> Error {
+    Error::new(ErrorClass::Request, Reason::InvalidRequest)
+}
+
+/// The handle of engine request `id`.
+pub(crate) fn request_handle(id: ReqId) -> abi::MPI_Request {
+    REQ_DIRECT | ((id.0.gen & GEN_MASK) << 16) as c_int | (id.0.index & 0xffff) as c_int
+}
+
+/// The handle of persistent slot `i`.
+pub(crate) fn persistent_handle(i: usize) -> abi::MPI_Request {
+    REQ_INDIRECT | i as c_int
+}
+
+/// Decodes a request handle; engine requests are checked against the live slot.
+pub(crate) fn request(e: &crate::engine::Engine, h: abi::MPI_Request) -> Result<Req> {
+    if h == abi::MPI_REQUEST_NULL {
+        return Ok(Req::Null);
+    }
+    if abi::handle_object(h) != Some(ObjectKind::Request) || (h as u32) & MESSAGE_BIT != 0 {
+        return Err(bad_request());
+    }
+    match abi::handle_kind(h) {
+        HandleKind::Direct => {
+            let (index, gen) = ((h as u32) & 0xffff, ((h as u32) >> 16) & GEN_MASK);
+            e.request_at(index)
+                .filter(|id| id.0.gen & GEN_MASK == gen)
+                .map(Req::Plain)
+                .ok_or(bad_request())
+        }
+        HandleKind::Indirect => Ok(Req::Persistent(abi::handle_index(h) as usize)),
+        _ => Err(bad_request()),
+    }
+}
+
+/// The handle of a matched-probe message (`None`: `MPI_MESSAGE_NO_PROC`).
+pub(crate) fn message_handle(m: Option<MsgId>) -> abi::MPI_Message {
+    match m {
+        None => abi::MPI_MESSAGE_NO_PROC,
+        Some(m) => {
+            REQ_DIRECT
+                | MESSAGE_BIT as c_int
+                | ((m.0.gen & GEN_MASK) << 16) as c_int
+                | (m.0.index & 0xffff) as c_int
+        }
+    }
+}
+
+/// Decodes a message handle.
+pub(crate) fn message(e: &crate::engine::Engine, h: abi::MPI_Message) -> Result<Option<MsgId>> {
+    if h == abi::MPI_MESSAGE_NO_PROC {
+        return Ok(None);
+    }
+    let bad = Error::new(
+        ErrorClass::Request,
+        Reason::BadArgument {
+            what: "not a matched-probe message",
+        },
+    );
+    if abi::handle_kind(h) != HandleKind::Direct || (h as u32) & MESSAGE_BIT == 0 {
+        return Err(bad);
+    }
+    let (index, gen) = ((h as u32) & 0xffff, ((h as u32) >> 16) & GEN_MASK);
+    e.message_at(index)
+        .filter(|m| m.0.gen & GEN_MASK == gen)
+        .map(Some)
+        .ok_or(bad)
+}
+
+/// Whether a status pointer asks for nothing.
+fn ignored(p: *const abi::MPI_Status) -> bool {
+    p.is_null() || p == abi::MPI_STATUS_IGNORE
+}
+
+/// Fills a C status from an engine status, with `code` as its `MPI_ERROR`.
+pub(crate) unsafe fn put_status(p: *mut abi::MPI_Status, st: &Status, code: c_int) {
+    if ignored(p) {
+        return;
+    }
+    let mut s = abi::MPI_Status {
+        MPI_SOURCE: st.source,
+        MPI_TAG: st.tag,
+        MPI_ERROR: code,
+        ..Default::default()
+    };
+    s.set_count_bytes(st.bytes as abi::MPI_Count);
+    s.set_cancelled(st.cancelled);
+    // SAFETY: MPI requires a non-ignored status pointer to point to an MPI_Status.
+    unsafe { p.write(s) };
+}
+
+/// The status of an inactive or null request.
+pub(crate) const EMPTY_STATUS: Status = Status {
+    source: abi::MPI_ANY_SOURCE,
+    tag: abi::MPI_ANY_TAG,
+    bytes: 0,
+    message_bytes: 0,
+    error: None,
+    cancelled: false,
+};
+
+/// The `i`-th status of an array (or `MPI_STATUSES_IGNORE`).
+pub(crate) fn status_at(p: *mut abi::MPI_Status, i: usize) -> *mut abi::MPI_Status {
+    if ignored(p) {
+        abi::MPI_STATUS_IGNORE
+    } else {
+        // SAFETY: MPI requires a non-ignored status array to have an entry per request.
+        unsafe { p.add(i) }
+    }
+}
+
+/// Writes `v` through an output pointer, which must not be NULL.
+pub(crate) unsafe fn out<T>(p: *mut T, v: T) -> Result<()> {
+    if p.is_null() {
+        return Err(Error::bad_arg("output argument is NULL"));
+    }
+    // SAFETY: checked non-null; MPI requires the pointer to point to a `T`.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// The error code a finished operation's status carries (0 when it succeeded).
+pub(crate) fn status_code(func: &'static str, comm: Option<CommId>, st: &Status) -> c_int {
+    match st.error {
+        None => abi::MPI_SUCCESS,
+        Some(class) => errors::report(
+            func,
+            comm,
+            Error::new(
+                class,
+                Reason::Truncated {
+                    message_bytes: st.message_bytes,
+                    buffer_bytes: st.bytes,
+                },
+            ),
+        ),
+    }
+}

@@ -1,0 +1,136 @@
+//! The MPI C ABI: `extern "C"` `MPI_*` functions, each with its `PMPI_*` twin, over the engine.
+//!
+//! Handles and constants are MPICH's (see [`abi`] and `include/mpi.h`), so programs compiled
+//! against MPICH's header run unchanged. Every function validates its arguments, runs on the
+//! process's engine ([`crate::api::ENGINE`]) and reports errors through the communicator's error
+//! handler: `MPI_ERRORS_ARE_FATAL` (the default) prints the message and ends the job,
+//! `MPI_ERRORS_RETURN` returns an error code whose class is the standard's and whose
+//! `MPI_Error_string` is the specific message. Functions not implemented yet return
+//! `MPI_ERR_UNSUPPORTED_OPERATION` naming themselves.
+//!
+//! The few functions that need the platform (`MPI_Init`, `MPI_Init_thread`, `MPI_Wtime`,
+//! `MPI_Wtick`) are defined by the shim through [`bind_platform!`], which hands over its
+//! [`Hooks`]; everything else lives here.
+//!
+//! The profiling interface: each `PMPI_X` holds the implementation and `MPI_X` calls it, so a
+//! tool loaded before the library (`LD_PRELOAD`) can interpose on `MPI_X` and call `PMPI_X`.
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+pub mod abi;
+pub mod names;
+
+mod coll;
+mod comm;
+mod env;
+mod errors;
+mod handles;
+mod p2p;
+mod requests;
+mod state;
+mod unsupported;
+
+pub use env::{finalize, init, wtick, wtime};
+
+use crate::engine::Engine;
+use crate::error::Result;
+
+/// What the C API needs from the platform shim.
+pub struct Hooks {
+    /// Brings up this process's engine (parameters, runtime, BTLs, memory) for `MPI_Init`.
+    pub init: fn() -> Result<Engine>,
+    /// Monotonic clock in nanoseconds, usable before `MPI_Init`.
+    pub now_ns: fn() -> u64,
+    /// Resolution of that clock in nanoseconds.
+    pub tick_ns: fn() -> u64,
+    /// Writes one line to standard error.
+    pub eprint: fn(&str),
+    /// Ends the process (when no runtime exists to end the job).
+    pub exit: fn(i32) -> !,
+    /// Temporary memory for operations that need a whole message twice (`MPI_Sendrecv_replace`
+    /// of a large message); `None` when the platform has none to give.
+    pub temp_alloc: fn(usize) -> Option<*mut u8>,
+    /// Returns memory from `temp_alloc`.
+    pub temp_free: fn(*mut u8, usize),
+}
+
+/// Defines the platform-bound C entry points (`MPI_Init`, `MPI_Init_thread`, `MPI_Wtime`,
+/// `MPI_Wtick` and their `PMPI_` twins) over a shim's `static` [`Hooks`].
+#[macro_export]
+macro_rules! bind_platform {
+    ($hooks:path) => {
+        /// `MPI_Init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn PMPI_Init(
+            _argc: *mut core::ffi::c_int,
+            _argv: *mut *mut *mut core::ffi::c_char,
+        ) -> core::ffi::c_int {
+            $crate::capi::init(&$hooks, None, core::ptr::null_mut())
+        }
+        /// `MPI_Init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init(
+            argc: *mut core::ffi::c_int,
+            argv: *mut *mut *mut core::ffi::c_char,
+        ) -> core::ffi::c_int {
+            PMPI_Init(argc, argv)
+        }
+        /// `MPI_Init_thread`.
+        #[no_mangle]
+        pub unsafe extern "C" fn PMPI_Init_thread(
+            _argc: *mut core::ffi::c_int,
+            _argv: *mut *mut *mut core::ffi::c_char,
+            required: core::ffi::c_int,
+            provided: *mut core::ffi::c_int,
+        ) -> core::ffi::c_int {
+            $crate::capi::init(&$hooks, Some(required), provided)
+        }
+        /// `MPI_Init_thread`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init_thread(
+            argc: *mut core::ffi::c_int,
+            argv: *mut *mut *mut core::ffi::c_char,
+            required: core::ffi::c_int,
+            provided: *mut core::ffi::c_int,
+        ) -> core::ffi::c_int {
+            PMPI_Init_thread(argc, argv, required, provided)
+        }
+        /// `MPI_Wtime`.
+        #[no_mangle]
+        pub extern "C" fn PMPI_Wtime() -> f64 {
+            $crate::capi::wtime(&$hooks)
+        }
+        /// `MPI_Wtime`.
+        #[no_mangle]
+        pub extern "C" fn MPI_Wtime() -> f64 {
+            PMPI_Wtime()
+        }
+        /// `MPI_Wtick`.
+        #[no_mangle]
+        pub extern "C" fn PMPI_Wtick() -> f64 {
+            $crate::capi::wtick(&$hooks)
+        }
+        /// `MPI_Wtick`.
+        #[no_mangle]
+        pub extern "C" fn MPI_Wtick() -> f64 {
+            PMPI_Wtick()
+        }
+    };
+}
+
+/// Defines `PMPI_X` with the body and `MPI_X` calling it.
+macro_rules! mpi {
+    ($(
+        $(#[$m:meta])*
+        fn $name:ident / $pname:ident ( $($arg:ident : $ty:ty),* $(,)? ) $body:block
+    )*) => {$(
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> core::ffi::c_int $body
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> core::ffi::c_int {
+            $pname($($arg),*)
+        }
+    )*};
+}
+pub(crate) use mpi;

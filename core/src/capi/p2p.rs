@@ -1,0 +1,510 @@
+//! Point-to-point communication, probes, counts and the buffered-send buffer.
+
+use core::ffi::{c_int, c_void};
+
+use super::abi;
+use super::env::{code, run, run_comm};
+use super::errors::report;
+use super::handles::{self, buffer, out, put_status, status_code};
+use super::state::{self, Attached, Bsent, STATE};
+use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
+use crate::engine::Engine;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::pml::request::{SendMode, Status};
+
+/// A byte view of a user buffer of `n` bytes (`p` may be NULL when `n` is 0).
+pub(crate) unsafe fn bytes<'a>(p: *const c_void, n: usize) -> &'a [u8] {
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: MPI requires the buffer to hold the message it describes (`buffer` checked the
+    // count and type and that it is not NULL).
+    unsafe { core::slice::from_raw_parts(p.cast::<u8>(), n) }
+}
+
+/// A mutable byte view of a user buffer of `n` bytes.
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut c_void, n: usize) -> &'a mut [u8] {
+    if n == 0 {
+        return &mut [];
+    }
+    // SAFETY: as for `bytes`; MPI forbids other access to a receive buffer meanwhile.
+    unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), n) }
+}
+
+unsafe fn send(
+    func: &'static str,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::MPI_Comm,
+    mode: SendMode,
+) -> c_int {
+    code(run_comm(func, comm, |e, c| {
+        let (_, n) = buffer(buf, count, dt, true)?;
+        // SAFETY: `buffer` validated the description of the user's send buffer.
+        e.send(unsafe { bytes(buf, n) }, dest, tag, c, mode)
+    }))
+}
+
+unsafe fn isend(
+    func: &'static str,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::MPI_Comm,
+    mode: SendMode,
+    request: *mut abi::MPI_Request,
+) -> c_int {
+    code(run_comm(func, comm, |e, c| {
+        if request.is_null() {
+            return Err(Error::bad_arg("request is NULL"));
+        }
+        let (_, n) = buffer(buf, count, dt, true)?;
+        // SAFETY: MPI lends the send buffer until the request completes.
+        let conv = unsafe { Packer::contiguous(buf.cast(), n) };
+        let id = e.isend(conv, dest, tag, c, mode, 0)?;
+        // SAFETY: checked non-null above.
+        unsafe { out(request, handles::request_handle(id)) }
+    }))
+}
+
+/// Reclaims the parts of the attached buffer whose sends have completed.
+fn reclaim(e: &mut Engine, att: &mut Attached) -> Result<()> {
+    let mut i = 0;
+    while i < att.live.len() {
+        if e.test(att.live[i].req)?.is_some() {
+            att.live.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Copies a message into the attached buffer and starts sending it from there.
+pub(crate) fn bsend(
+    e: &mut Engine,
+    data: &[u8],
+    dest: c_int,
+    tag: c_int,
+    comm: CommId,
+) -> Result<()> {
+    let mut st = STATE.lock();
+    let no_room = || {
+        Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "the attached buffer has no room for this buffered send (MPI_Buffer_attach a larger one)" })
+    };
+    let att = st.attached.as_mut().ok_or(Error::new(
+        ErrorClass::Buffer,
+        Reason::BadArgument {
+            what: "buffered send without an attached buffer (call MPI_Buffer_attach)",
+        },
+    ))?;
+    reclaim(e, att)?;
+    // Users size the buffer with MPI_BSEND_OVERHEAD per message; keep to that budget.
+    let need = (data.len() + abi::MPI_BSEND_OVERHEAD as usize + 7) & !7;
+    let mut at = 0;
+    let mut slot = att.live.len();
+    for (i, b) in att.live.iter().enumerate() {
+        if b.offset - at >= need {
+            slot = i;
+            break;
+        }
+        at = b.offset + b.len;
+    }
+    if slot == att.live.len() && att.size.saturating_sub(at) < need {
+        return Err(no_room());
+    }
+    if att.live.is_full() {
+        return Err(Error::exhausted(
+            "buffered sends in flight",
+            state::MAX_BSENDS as u32,
+            "(compile-time MAX_BSENDS)",
+        ));
+    }
+    // SAFETY: `at..at + data.len()` lies inside the attached buffer (checked above), which the
+    // user lent until MPI_Buffer_detach, and no live send uses that range.
+    let copy = unsafe {
+        let dst = att.base.add(at);
+        core::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
+        Packer::contiguous(dst, data.len())
+    };
+    let req = e.isend(copy, dest, tag, comm, SendMode::Standard, 0)?;
+    let _ = att.live.insert(
+        slot,
+        Bsent {
+            offset: at,
+            len: need,
+            req,
+        },
+    );
+    Ok(())
+}
+
+/// Waits for every buffered send and forgets the attached buffer; returns it.
+pub(crate) fn detach(e: &mut Engine) -> Result<Option<(*mut u8, usize)>> {
+    let Some(mut att) = STATE.lock().attached.take() else {
+        return Ok(None);
+    };
+    for b in att.live.iter() {
+        e.wait(b.req)?;
+    }
+    att.live.clear();
+    Ok(Some((att.base, att.size)))
+}
+
+/// At MPI_Finalize: buffered sends still in flight complete first.
+pub(crate) fn detach_all() {
+    let _ = run("MPI_Finalize", None, |e| detach(e).map(|_| ()));
+}
+
+super::mpi! {
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
+        send("MPI_Send", buf, count, datatype, dest, tag, comm, SendMode::Standard)
+    }
+
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
+        send("MPI_Ssend", buf, count, datatype, dest, tag, comm, SendMode::Synchronous)
+    }
+
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
+        send("MPI_Rsend", buf, count, datatype, dest, tag, comm, SendMode::Ready)
+    }
+
+    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
+        code(run_comm("MPI_Bsend", comm, |e, c| {
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: `buffer` validated the description of the user's send buffer.
+            bsend(e, unsafe { bytes(buf, n) }, dest, tag, c)
+        }))
+    }
+
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isend("MPI_Isend", buf, count, datatype, dest, tag, comm, SendMode::Standard, request)
+    }
+
+    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isend("MPI_Issend", buf, count, datatype, dest, tag, comm, SendMode::Synchronous, request)
+    }
+
+    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isend("MPI_Irsend", buf, count, datatype, dest, tag, comm, SendMode::Ready, request)
+    }
+
+    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        code(run_comm("MPI_Ibsend", comm, |e, c| {
+            if request.is_null() {
+                return Err(Error::bad_arg("request is NULL"));
+            }
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: `buffer` validated the description of the user's send buffer.
+            bsend(e, unsafe { bytes(buf, n) }, dest, tag, c)?;
+            // The data is copied: the user's request is complete at once.
+            let id = e.completed_request(handles::EMPTY_STATUS)?;
+            // SAFETY: checked non-null above.
+            unsafe { out(request, handles::request_handle(id)) }
+        }))
+    }
+
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) {
+        code(run("MPI_Buffer_attach", None, |_| {
+            if size < 0 {
+                return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: size as i64 }));
+            }
+            if buf.is_null() && size > 0 {
+                return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
+            }
+            let mut st = STATE.lock();
+            if st.attached.is_some() {
+                return Err(Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "a buffer is already attached" }));
+            }
+            st.attached = Some(Attached { base: buf.cast(), size: size as usize, live: heapless::Vec::new() });
+            Ok(())
+        }))
+    }
+
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
+        code(run("MPI_Buffer_detach", None, |e| {
+            let (p, n) = detach(e)?.unwrap_or((core::ptr::null_mut(), 0));
+            // SAFETY: MPI passes `buffer_addr` as a `void **` and `size` as an `int *`.
+            unsafe {
+                out(buffer_addr.cast::<*mut u8>(), p)?;
+                out(size, n as c_int)
+            }
+        }))
+    }
+
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
+        let r = run_comm("MPI_Recv", comm, |e, c| {
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: `buffer` validated the description of the user's receive buffer.
+            Ok((e.recv(unsafe { bytes_mut(buf, n) }, source, tag, c)?, c))
+        });
+        match r {
+            Ok((st, c)) => {
+                let rc = status_code("MPI_Recv", Some(c), &st);
+                put_status(status, &st, rc);
+                rc
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        code(run_comm("MPI_Irecv", comm, |e, c| {
+            if request.is_null() {
+                return Err(Error::bad_arg("request is NULL"));
+            }
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: MPI lends the receive buffer until the request completes.
+            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let id = e.irecv(conv, source, tag, c, 0)?;
+            // SAFETY: checked non-null above.
+            unsafe { out(request, handles::request_handle(id)) }
+        }))
+    }
+
+    fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
+        let r = run_comm("MPI_Sendrecv", comm, |e, c| {
+            let (_, sn) = buffer(sendbuf, sendcount, sendtype, true)?;
+            let (_, rn) = buffer(recvbuf, recvcount, recvtype, true)?;
+            // SAFETY: MPI lends the receive buffer for the call; it is waited for below.
+            let conv = unsafe { Unpacker::contiguous(recvbuf.cast(), rn) };
+            let r = e.irecv(conv, source, recvtag, c, 0)?;
+            // SAFETY: `buffer` validated the send buffer's description.
+            e.send(unsafe { bytes(sendbuf, sn) }, dest, sendtag, c, SendMode::Standard)?;
+            Ok((e.wait(r)?, c))
+        });
+        match r {
+            Ok((st, c)) => {
+                let rc = status_code("MPI_Sendrecv", Some(c), &st);
+                put_status(status, &st, rc);
+                rc
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
+        let r = run_comm("MPI_Sendrecv_replace", comm, |e, c| {
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            let mut small = [0u8; 4096];
+            let (tmp, heap) = if n <= small.len() {
+                (small.as_mut_ptr(), false)
+            } else {
+                let alloc = state::hooks().and_then(|h| (h.temp_alloc)(n));
+                (alloc.ok_or(Error::new(ErrorClass::NoMem, Reason::BadArgument { what: "no temporary memory for MPI_Sendrecv_replace" }))?, true)
+            };
+            let result = (|| {
+                // SAFETY: `tmp` holds `n` bytes until freed below, after the receive completed.
+                let conv = unsafe { Unpacker::contiguous(tmp, n) };
+                let r = e.irecv(conv, source, recvtag, c, 0)?;
+                // SAFETY: `buffer` validated the description of the user's buffer.
+                e.send(unsafe { bytes(buf, n) }, dest, sendtag, c, SendMode::Standard)?;
+                let st = e.wait(r)?;
+                // SAFETY: both hold at least `st.bytes <= n` bytes and do not overlap.
+                unsafe { core::ptr::copy_nonoverlapping(tmp, buf.cast::<u8>(), st.bytes as usize) };
+                Ok(st)
+            })();
+            if heap {
+                if let Some(h) = state::hooks() {
+                    (h.temp_free)(tmp, n);
+                }
+            }
+            Ok((result?, c))
+        });
+        match r {
+            Ok((st, c)) => {
+                let rc = status_code("MPI_Sendrecv_replace", Some(c), &st);
+                put_status(status, &st, rc);
+                rc
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
+        match run_comm("MPI_Probe", comm, |e, c| e.probe(source, tag, c)) {
+            Ok(st) => {
+                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                abi::MPI_SUCCESS
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: abi::MPI_Comm, flag: *mut c_int, status: *mut abi::MPI_Status) {
+        match run_comm("MPI_Iprobe", comm, |e, c| {
+            let st = e.iprobe(source, tag, c)?;
+            // SAFETY: MPI requires `flag` to point to an int.
+            unsafe { out(flag, st.is_some() as c_int)? };
+            Ok(st)
+        }) {
+            Ok(Some(st)) => {
+                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                abi::MPI_SUCCESS
+            }
+            Ok(None) => abi::MPI_SUCCESS,
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: abi::MPI_Comm, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
+        match run_comm("MPI_Mprobe", comm, |e, c| {
+            let (m, st) = e.mprobe(source, tag, c)?;
+            // SAFETY: MPI requires `message` to point to an MPI_Message.
+            unsafe { out(message, handles::message_handle(m))? };
+            Ok(st)
+        }) {
+            Ok(st) => {
+                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                abi::MPI_SUCCESS
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: abi::MPI_Comm, flag: *mut c_int, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
+        match run_comm("MPI_Improbe", comm, |e, c| {
+            let r = e.improbe(source, tag, c)?;
+            // SAFETY: MPI requires `flag` to point to an int, `message` to an MPI_Message.
+            unsafe {
+                out(flag, r.is_some() as c_int)?;
+                if let Some((m, _)) = r {
+                    out(message, handles::message_handle(m))?;
+                }
+            }
+            Ok(r.map(|(_, st)| st))
+        }) {
+            Ok(Some(st)) => {
+                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                abi::MPI_SUCCESS
+            }
+            Ok(None) => abi::MPI_SUCCESS,
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
+        let r = run("MPI_Mrecv", None, |e| {
+            if message.is_null() {
+                return Err(Error::bad_arg("message is NULL"));
+            }
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
+            let m = handles::message(e, unsafe { *message })?;
+            // SAFETY: MPI lends the receive buffer for the call; it is waited for below.
+            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let id = e.imrecv(conv, m, 0)?;
+            let comm = e.request_comm(id);
+            // SAFETY: as above.
+            unsafe { *message = abi::MPI_MESSAGE_NULL };
+            Ok((e.wait(id)?, comm))
+        });
+        match r {
+            Ok((st, comm)) => {
+                let rc = status_code("MPI_Mrecv", comm, &st);
+                put_status(status, &st, rc);
+                rc
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, message: *mut abi::MPI_Message, request: *mut abi::MPI_Request) {
+        code(run("MPI_Imrecv", None, |e| {
+            if message.is_null() || request.is_null() {
+                return Err(Error::bad_arg("message or request is NULL"));
+            }
+            let (_, n) = buffer(buf, count, datatype, true)?;
+            // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
+            let m = handles::message(e, unsafe { *message })?;
+            // SAFETY: MPI lends the receive buffer until the request completes.
+            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let id = e.imrecv(conv, m, 0)?;
+            // SAFETY: both checked non-null above.
+            unsafe {
+                *message = abi::MPI_MESSAGE_NULL;
+                out(request, handles::request_handle(id))
+            }
+        }))
+    }
+
+    fn MPI_Get_count / PMPI_Get_count(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut c_int) {
+        get_count("MPI_Get_count", status, datatype, count)
+    }
+
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut c_int) {
+        // For predefined types every element is a basic element.
+        get_count("MPI_Get_elements", status, datatype, count)
+    }
+
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut abi::MPI_Count) {
+        match counted(status, datatype) {
+            // SAFETY: MPI requires `count` to point to an MPI_Count.
+            Ok(n) => code(unsafe { out(count, n.map_or(abi::MPI_UNDEFINED as abi::MPI_Count, |n| n as abi::MPI_Count)) }.map_err(|e| report("MPI_Get_elements_x", None, e))),
+            Err(e) => report("MPI_Get_elements_x", None, e),
+        }
+    }
+
+    fn MPI_Type_size / PMPI_Type_size(datatype: abi::MPI_Datatype, size: *mut c_int) {
+        let r = handles::datatype(datatype).and_then(|d| {
+            // SAFETY: MPI requires `size` to point to an int.
+            unsafe { out(size, d.size() as c_int) }
+        });
+        code(r.map_err(|e| report("MPI_Type_size", None, e)))
+    }
+
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: abi::MPI_Datatype, size: *mut abi::MPI_Count) {
+        let r = handles::datatype(datatype).and_then(|d| {
+            // SAFETY: MPI requires `size` to point to an MPI_Count.
+            unsafe { out(size, d.size() as abi::MPI_Count) }
+        });
+        code(r.map_err(|e| report("MPI_Type_size_x", None, e)))
+    }
+}
+
+/// A probe's status reports the whole message.
+fn probed(st: Status) -> Status {
+    Status {
+        bytes: st.message_bytes,
+        ..st
+    }
+}
+
+/// Elements of `datatype` in a status: `None` for `MPI_UNDEFINED`.
+fn counted(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype) -> Result<Option<u64>> {
+    if status.is_null() || core::ptr::eq(status, abi::MPI_STATUS_IGNORE) {
+        return Err(Error::bad_arg("status is NULL or MPI_STATUS_IGNORE"));
+    }
+    let d = handles::datatype(datatype)?;
+    // SAFETY: checked; MPI requires it to point to an MPI_Status.
+    let bytes = unsafe { (*status).count_bytes() } as u64;
+    let size = d.size() as u64;
+    Ok(match size {
+        0 => Some(0),
+        s if bytes.is_multiple_of(s) => Some(bytes / s),
+        _ => None,
+    })
+}
+
+unsafe fn get_count(
+    func: &'static str,
+    status: *const abi::MPI_Status,
+    datatype: abi::MPI_Datatype,
+    count: *mut c_int,
+) -> c_int {
+    let r = counted(status, datatype).and_then(|n| {
+        let v = match n {
+            Some(n) if n <= c_int::MAX as u64 => n as c_int,
+            _ => abi::MPI_UNDEFINED,
+        };
+        // SAFETY: MPI requires `count` to point to an int.
+        unsafe { out(count, v) }
+    });
+    code(r.map_err(|e| report(func, None, e)))
+}

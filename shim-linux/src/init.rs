@@ -1,0 +1,179 @@
+//! Bringing up the engine on Linux, and the platform hooks of the C API.
+
+use std::mem::MaybeUninit;
+
+use stormpi_bootstrap::pmi::PmiClient;
+use stormpi_core::capi::Hooks;
+use stormpi_core::engine::{btl_selected, Engine, Init, BTL_SELECT};
+use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::params::{ParamSource, Params};
+use stormpi_core::rte::Rte;
+
+use crate::params::{EnvSource, FileSource};
+use crate::platform::{self, LinuxPlatform};
+use crate::rte::{self, PmiRte};
+use crate::sm::{self, Sm};
+
+static PLATFORM: LinuxPlatform = LinuxPlatform::new();
+
+fn leak<T>(v: T) -> &'static mut T {
+    Box::leak(Box::new(v))
+}
+
+/// Memory for the engine's pools: an anonymous private mapping, never returned (the engine
+/// lives until the process ends).
+fn pool_memory(bytes: usize) -> Result<&'static mut [MaybeUninit<u8>]> {
+    // SAFETY: an anonymous private mapping has no preconditions; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes.max(1),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::new(
+            ErrorClass::NoMem,
+            Reason::MemoryTooSmall {
+                needed: bytes,
+                given: 0,
+            },
+        ));
+    }
+    // SAFETY: the mapping is `bytes` long, readable and writable, and owned by nobody else; it
+    // is never unmapped, so `'static` holds.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<MaybeUninit<u8>>(), bytes) })
+}
+
+/// The job's id for file names: `STORMPI_JOBID` under stormrun, else the PMI job id, else the
+/// process id (a singleton).
+fn job_id() -> String {
+    let raw = std::env::var("STORMPI_JOBID")
+        .or_else(|_| std::env::var("PMI_JOBID"))
+        .or_else(|_| {
+            std::env::var("SLURM_JOB_ID").map(|j| {
+                format!(
+                    "slurm{j}.{}",
+                    std::env::var("SLURM_STEP_ID").unwrap_or_default()
+                )
+            })
+        })
+        .unwrap_or_else(|_| format!("single{}", std::process::id()));
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Ranks on this node, as the launcher says (for deciding whether to yield the core).
+fn local_ranks() -> Option<usize> {
+    [
+        "STORMPI_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS_PER_NODE",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Registers every parameter of this build in `params`.
+pub fn register_params(params: &mut Params) -> Result<()> {
+    Engine::register_params(params)?;
+    params.register_all(&sm::PARAMS)?;
+    params.register_all(&platform::PARAMS)
+}
+
+/// The parameter registry with the Linux sources.
+pub fn params() -> Result<Params> {
+    let env: &'static dyn ParamSource = leak(EnvSource);
+    let file: &'static dyn ParamSource = leak(FileSource::load());
+    let mut params = Params::new(&[env, file]);
+    register_params(&mut params)?;
+    Ok(params)
+}
+
+/// Brings up this process's engine.
+pub fn engine() -> Result<Engine> {
+    let params = params()?;
+    let rte: &'static mut dyn Rte = match PmiClient::from_env() {
+        None => leak(rte::singleton()),
+        Some(Ok(client)) => leak(PmiRte::new(client)?),
+        Some(Err(e)) => {
+            eprintln!("stormpi: cannot reach the launcher's PMI server: {e}");
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::Runtime {
+                    what: "PMI connection failed",
+                },
+            ));
+        }
+    };
+    let me = rte.rank();
+    let n = rte.size();
+    let yield_when_idle = match params.int(&platform::YIELD_WHEN_IDLE) {
+        0 => false,
+        1 => true,
+        _ => local_ranks().unwrap_or(n as usize) > cores(),
+    };
+    PLATFORM.configure(me.0, yield_when_idle, params.u32(&platform::LOG_LEVEL));
+
+    let mut btls = heapless::Vec::new();
+    if n > 1 && btl_selected(params.str(&BTL_SELECT), "sm") {
+        let module: &'static mut dyn stormpi_core::btl::Btl =
+            leak(Sm::new(&params, &job_id(), me)?);
+        let _ = btls.push(module);
+    }
+    let memory = pool_memory(Engine::memory_needed(&params, n))?;
+    Engine::new(Init {
+        memory,
+        params,
+        platform: &PLATFORM,
+        rte,
+        btls,
+    })
+}
+
+fn eprint(line: &str) {
+    eprintln!("{line}");
+}
+
+fn exit(code: i32) -> ! {
+    std::process::exit(code)
+}
+
+fn temp_alloc(n: usize) -> Option<*mut u8> {
+    let mut v = Vec::<u8>::new();
+    v.try_reserve_exact(n).ok()?;
+    let mut v = std::mem::ManuallyDrop::new(v);
+    Some(v.as_mut_ptr())
+}
+
+fn temp_free(p: *mut u8, n: usize) {
+    // SAFETY: `p` came from `temp_alloc(n)`: a Vec<u8> with capacity `n` and length 0.
+    drop(unsafe { Vec::from_raw_parts(p, 0, n) });
+}
+
+/// The platform hooks of the C API.
+pub static HOOKS: Hooks = Hooks {
+    init: engine,
+    now_ns: platform::now_ns,
+    tick_ns: platform::tick_ns,
+    eprint,
+    exit,
+    temp_alloc,
+    temp_free,
+};
+
+stormpi_core::bind_platform!(HOOKS);

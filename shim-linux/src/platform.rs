@@ -1,0 +1,129 @@
+//! The Linux platform: monotonic clock, relaxing in wait loops, logging, host name.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use stormpi_core::params::{Default, Kind, ParamDef};
+use stormpi_core::platform::{Level, Platform};
+
+/// `mpi_yield_when_idle`.
+pub static YIELD_WHEN_IDLE: ParamDef = ParamDef {
+    name: "mpi_yield_when_idle",
+    kind: Kind::Int { min: -1, max: 1 },
+    default: Default::Int(-1),
+    description:
+        "Yield the core in wait loops: 1 always, 0 never (spin), -1 when ranks outnumber cores",
+};
+
+/// `mpi_log_level`.
+pub static LOG_LEVEL: ParamDef = ParamDef {
+    name: "mpi_log_level",
+    kind: Kind::Int { min: 0, max: 3 },
+    default: Default::Int(1),
+    description: "Log records printed to stderr: 0 errors, 1 warnings, 2 info, 3 debug",
+};
+
+/// Parameters of the Linux platform.
+pub static PARAMS: [&ParamDef; 2] = [&YIELD_WHEN_IDLE, &LOG_LEVEL];
+
+/// The Linux platform.
+pub struct LinuxPlatform {
+    rank: AtomicU32,
+    yield_when_idle: AtomicBool,
+    log_level: AtomicU32,
+}
+
+impl LinuxPlatform {
+    /// A platform that yields in wait loops when `yield_when_idle`.
+    pub const fn new() -> LinuxPlatform {
+        LinuxPlatform {
+            rank: AtomicU32::new(u32::MAX),
+            yield_when_idle: AtomicBool::new(false),
+            log_level: AtomicU32::new(1),
+        }
+    }
+
+    /// Sets what is known once the runtime is up.
+    pub fn configure(&self, rank: u32, yield_when_idle: bool, log_level: u32) {
+        self.rank.store(rank, Ordering::Relaxed);
+        self.yield_when_idle
+            .store(yield_when_idle, Ordering::Relaxed);
+        self.log_level.store(log_level, Ordering::Relaxed);
+    }
+}
+
+impl std::default::Default for LinuxPlatform {
+    fn default() -> Self {
+        LinuxPlatform::new()
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Resolution of `CLOCK_MONOTONIC` in nanoseconds.
+pub fn tick_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as for `now_ns`.
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).max(1)
+}
+
+impl Platform for LinuxPlatform {
+    fn now_ns(&self) -> u64 {
+        now_ns()
+    }
+
+    fn tick_ns(&self) -> u64 {
+        tick_ns()
+    }
+
+    fn relax(&self) {
+        if self.yield_when_idle.load(Ordering::Relaxed) {
+            // More ranks than cores: give the core to a rank that has work.
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        let rank = self.rank.load(Ordering::Relaxed);
+        let mut err = std::io::stderr().lock();
+        let _ = if rank == u32::MAX {
+            writeln!(err, "stormpi: {}: {}", level.name(), args)
+        } else {
+            writeln!(err, "stormpi: rank {rank}: {}: {}", level.name(), args)
+        };
+    }
+
+    fn log_enabled(&self, level: Level) -> bool {
+        (level as u32) <= self.log_level.load(Ordering::Relaxed)
+    }
+
+    fn processor_name(&self, out: &mut [u8]) -> usize {
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` is writable for its length; gethostname NUL-terminates within it.
+        let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+        let name: &[u8] = if ok {
+            let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            &buf[..n]
+        } else {
+            b"localhost"
+        };
+        let n = name.len().min(out.len());
+        out[..n].copy_from_slice(&name[..n]);
+        n
+    }
+}

@@ -1,0 +1,159 @@
+//! Runtimes on Linux: PMI (under stormrun, Hydra or Slurm) or a singleton.
+
+use std::sync::OnceLock;
+
+use stormpi_bootstrap::pmi::{PmiClient, PmiError};
+use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::rte::{ProcId, Rte, Singleton};
+
+fn pmi_error(what: &'static str, e: PmiError) -> Error {
+    eprintln!("stormpi: PMI: {what}: {e}");
+    Error::new(ErrorClass::Intern, Reason::Runtime { what })
+}
+
+/// A runtime over a PMI client.
+pub struct PmiRte {
+    client: Option<PmiClient>,
+    rank: u32,
+    size: u32,
+    host: String,
+    nodes: OnceLock<Vec<u32>>,
+}
+
+impl PmiRte {
+    /// Wraps `client` and publishes this process's host name (for the node layout).
+    pub fn new(mut client: PmiClient) -> Result<PmiRte> {
+        let host = hostname();
+        client
+            .put("host", host.as_bytes())
+            .map_err(|e| pmi_error("publishing the host name", e))?;
+        Ok(PmiRte {
+            rank: client.rank(),
+            size: client.size(),
+            client: Some(client),
+            host,
+            nodes: OnceLock::new(),
+        })
+    }
+
+    fn client(&mut self) -> &mut PmiClient {
+        self.client
+            .as_mut()
+            .expect("PMI client lives until finalize")
+    }
+
+    /// Node numbers of every process: processes with the same host name share a number, in
+    /// order of first appearance. Read after the modex fence.
+    fn nodes(&mut self) -> &[u32] {
+        if self.nodes.get().is_none() {
+            let mut hosts: Vec<Vec<u8>> = Vec::new();
+            let mut nodes = Vec::with_capacity(self.size as usize);
+            let mut buf = Vec::new();
+            for p in 0..self.size {
+                let name = if p == self.rank {
+                    self.host.as_bytes().to_vec()
+                } else {
+                    match self.client().get(p, "host", &mut buf) {
+                        Ok(()) => buf.clone(),
+                        Err(_) => format!("unknown-{p}").into_bytes(),
+                    }
+                };
+                let id = hosts.iter().position(|h| *h == name).unwrap_or_else(|| {
+                    hosts.push(name);
+                    hosts.len() - 1
+                });
+                nodes.push(id as u32);
+            }
+            let _ = self.nodes.set(nodes);
+        }
+        self.nodes.get().expect("set above")
+    }
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    if ok && n > 0 {
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    } else {
+        "localhost".into()
+    }
+}
+
+impl Rte for PmiRte {
+    fn rank(&self) -> ProcId {
+        ProcId(self.rank)
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn node_of(&self, proc: ProcId) -> u32 {
+        // `nodes` needs `&mut self` for PMI; callers ask after the fence, through `&self`, so
+        // the table is filled by `modex_fence`.
+        self.nodes
+            .get()
+            .and_then(|n| n.get(proc.0 as usize).copied())
+            .unwrap_or(0)
+    }
+
+    fn modex_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.client()
+            .put(key, value)
+            .map_err(|e| pmi_error("modex put", e))
+    }
+
+    fn modex_fence(&mut self) -> Result<()> {
+        self.client()
+            .fence()
+            .map_err(|e| pmi_error("modex fence", e))?;
+        self.nodes();
+        Ok(())
+    }
+
+    fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>> {
+        let mut buf = Vec::new();
+        match self.client().get(proc.0, key, &mut buf) {
+            Ok(()) => {
+                let n = buf.len().min(out.len());
+                out[..n].copy_from_slice(&buf[..n]);
+                Ok(Some(n))
+            }
+            Err(PmiError::KeyNotFound { .. }) => Ok(None),
+            Err(e) => Err(pmi_error("modex get", e)),
+        }
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        self.client().barrier().map_err(|e| pmi_error("barrier", e))
+    }
+
+    fn appnum(&self) -> Option<u32> {
+        self.client.as_ref().map(PmiClient::appnum)
+    }
+
+    fn abort(&mut self, code: i32, msg: &str) -> ! {
+        self.client().abort(code, msg)
+    }
+
+    fn finalize(&mut self) -> Result<()> {
+        match self.client.take() {
+            Some(c) => c.finalize().map_err(|e| pmi_error("finalize", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn singleton_abort(code: i32, msg: &str) -> ! {
+    eprintln!("stormpi: {msg}");
+    std::process::exit(if code == 0 { 1 } else { code })
+}
+
+/// The runtime of a process started without a launcher.
+pub fn singleton() -> Singleton<8> {
+    Singleton::new(singleton_abort)
+}
