@@ -21,7 +21,7 @@ impl Platform for BenchPlatform {
     fn now_ns(&self) -> u64 {
         self.0.elapsed().as_nanos() as u64
     }
-    fn relax(&self) {
+    fn relax(&self, _idle: u32) {
         std::hint::spin_loop();
     }
     fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {

@@ -72,6 +72,8 @@ pub struct Engine {
     me: ProcId,
     next_scope: u32,
     finalized: bool,
+    /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
+    idle: u32,
     /// Two scratch buffers for segmented reductions (taken out while in use).
     pub(crate) scratch: Option<(&'static mut [u8], &'static mut [u8])>,
 }
@@ -258,6 +260,7 @@ impl Engine {
             me,
             next_scope: 0,
             finalized: false,
+            idle: 0,
         })
     }
 
@@ -313,7 +316,23 @@ impl Engine {
             comms: &self.comms,
         });
         n += self.pml.progress_work(&mut self.bml);
+        if n > 0 {
+            self.idle = 0;
+        }
         n
+    }
+
+    /// Lets the core go for a moment after a round that moved nothing.
+    pub fn relax(&mut self) {
+        self.idle = self.idle.saturating_add(1);
+        self.platform.relax(self.idle);
+    }
+
+    /// Counts an idle round for a caller that relaxes after releasing the engine: returns the
+    /// platform and the idle count to pass to [`Platform::relax`].
+    pub fn relax_count(&mut self) -> (&'static dyn Platform, u32) {
+        self.idle = self.idle.saturating_add(1);
+        (self.platform, self.idle)
     }
 
     /// Progresses until `done` says so, relaxing the core when nothing moves.
@@ -326,7 +345,7 @@ impl Engine {
                 return Ok(());
             }
             if self.progress() == 0 {
-                self.platform.relax();
+                self.relax();
             }
         }
     }
@@ -547,7 +566,7 @@ impl Engine {
                 return Ok(s);
             }
             if self.progress() == 0 {
-                self.platform.relax();
+                self.relax();
             }
         }
     }
@@ -612,7 +631,7 @@ impl Engine {
             if let Some(s) = self.iprobe(src, tag, comm)? {
                 return Ok(s);
             }
-            self.platform.relax();
+            self.relax();
         }
     }
 
@@ -644,7 +663,7 @@ impl Engine {
             if let Some(r) = self.improbe(src, tag, comm)? {
                 return Ok(r);
             }
-            self.platform.relax();
+            self.relax();
         }
     }
 
@@ -756,7 +775,7 @@ impl Engine {
                 break;
             }
             if self.progress() == 0 {
-                self.platform.relax();
+                self.relax();
             }
         }
         loop {
@@ -782,7 +801,7 @@ impl Engine {
         }
         while self.pml.has_pending_work() {
             if self.progress() == 0 {
-                self.platform.relax();
+                self.relax();
             }
         }
         self.barrier(CommId::WORLD)?;

@@ -41,9 +41,11 @@ pub trait Platform: Sync {
         1
     }
 
-    /// Called in every wait loop that made no progress. Spins briefly when the process has a core
-    /// to itself; yields the core when ranks outnumber cores.
-    fn relax(&self);
+    /// Called in every wait loop that made no progress; `idle` counts the consecutive rounds
+    /// without progress. Spins while a reply may be a few microseconds away; yields the core when
+    /// ranks outnumber cores, or once the wait has been idle long enough that another process
+    /// (perhaps the peer it waits for) should run.
+    fn relax(&self, idle: u32);
 
     /// Emits a log record.
     fn log(&self, level: Level, args: fmt::Arguments<'_>);

@@ -127,7 +127,12 @@ pub fn engine() -> Result<Engine> {
         1 => true,
         _ => local_ranks().unwrap_or(n as usize) > cores(),
     };
-    PLATFORM.configure(me.0, yield_when_idle, params.u32(&platform::LOG_LEVEL));
+    PLATFORM.configure(
+        me.0,
+        yield_when_idle,
+        params.u32(&platform::LOG_LEVEL),
+        params.u32(&platform::SPIN_ROUNDS),
+    );
 
     let mut btls = heapless::Vec::new();
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "sm") {

@@ -23,14 +23,23 @@ pub static LOG_LEVEL: ParamDef = ParamDef {
     description: "Log records printed to stderr: 0 errors, 1 warnings, 2 info, 3 debug",
 };
 
+/// `mpi_spin_rounds`.
+pub static SPIN_ROUNDS: ParamDef = ParamDef {
+    name: "mpi_spin_rounds",
+    kind: Kind::Int { min: 0, max: 1 << 30 },
+    default: Default::Int(2000),
+    description: "Idle progress rounds a wait spins before it starts yielding the core (when not yielding at once)",
+};
+
 /// Parameters of the Linux platform.
-pub static PARAMS: [&ParamDef; 2] = [&YIELD_WHEN_IDLE, &LOG_LEVEL];
+pub static PARAMS: [&ParamDef; 3] = [&YIELD_WHEN_IDLE, &LOG_LEVEL, &SPIN_ROUNDS];
 
 /// The Linux platform.
 pub struct LinuxPlatform {
     rank: AtomicU32,
     yield_when_idle: AtomicBool,
     log_level: AtomicU32,
+    spin_rounds: AtomicU32,
 }
 
 impl LinuxPlatform {
@@ -40,15 +49,17 @@ impl LinuxPlatform {
             rank: AtomicU32::new(u32::MAX),
             yield_when_idle: AtomicBool::new(false),
             log_level: AtomicU32::new(1),
+            spin_rounds: AtomicU32::new(2000),
         }
     }
 
     /// Sets what is known once the runtime is up.
-    pub fn configure(&self, rank: u32, yield_when_idle: bool, log_level: u32) {
+    pub fn configure(&self, rank: u32, yield_when_idle: bool, log_level: u32, spin_rounds: u32) {
         self.rank.store(rank, Ordering::Relaxed);
         self.yield_when_idle
             .store(yield_when_idle, Ordering::Relaxed);
         self.log_level.store(log_level, Ordering::Relaxed);
+        self.spin_rounds.store(spin_rounds, Ordering::Relaxed);
     }
 }
 
@@ -89,9 +100,12 @@ impl Platform for LinuxPlatform {
         tick_ns()
     }
 
-    fn relax(&self) {
-        if self.yield_when_idle.load(Ordering::Relaxed) {
-            // More ranks than cores: give the core to a rank that has work.
+    fn relax(&self, idle: u32) {
+        // More ranks than cores, or a wait long enough that the peer may be off its core: give
+        // the core to a process that has work. Otherwise spin, for the lowest latency.
+        if self.yield_when_idle.load(Ordering::Relaxed)
+            || idle > self.spin_rounds.load(Ordering::Relaxed)
+        {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -122,9 +122,9 @@ impl Universe {
                 if e.progress() > 0 {
                     continue;
                 }
-                e.platform()
+                e.relax_count()
             };
-            platform.relax();
+            platform.0.relax(platform.1);
         }
     }
 }

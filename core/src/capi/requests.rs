@@ -144,7 +144,7 @@ fn in_status(func: &'static str) -> c_int {
 
 fn relax(e: &mut Engine) {
     if e.progress() == 0 {
-        e.platform().relax();
+        e.relax();
     }
 }
 

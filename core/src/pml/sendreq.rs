@@ -286,6 +286,8 @@ impl Ob1 {
             }
         }
         if !self.pending_frags.is_empty() {
+            // Fragments sent count as progress even when a request is not finished.
+            let before = self.stats.frags_sent;
             let mut cur = self.pending_frags.head();
             while let Some(i) = cur {
                 cur = List::next(&self.requests, i, work_link);
@@ -295,6 +297,7 @@ impl Ob1 {
                     done += 1;
                 }
             }
+            done += (self.stats.frags_sent - before) as usize;
         }
         done
     }

@@ -47,7 +47,7 @@ impl Platform for TestPlatform {
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
-    fn relax(&self) {
+    fn relax(&self, _idle: u32) {
         std::thread::yield_now();
     }
     fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
