@@ -48,20 +48,21 @@ fn pool_memory(bytes: usize) -> Result<&'static mut [MaybeUninit<u8>]> {
     Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<MaybeUninit<u8>>(), bytes) })
 }
 
-/// The job's id for file names: `STORMPI_JOBID` under stormrun, else the PMI job id, else the
-/// process id (a singleton).
-fn job_id() -> String {
+/// The job's id for file names, the same at every rank of the job: `STORMPI_JOBID` under
+/// stormrun, else the PMI key-value space name (Hydra), else Slurm's job and step, else the
+/// process id (a singleton, which shares nothing).
+fn job_id(kvsname: Option<&str>) -> String {
     let raw = std::env::var("STORMPI_JOBID")
-        .or_else(|_| std::env::var("PMI_JOBID"))
-        .or_else(|_| {
-            std::env::var("SLURM_JOB_ID").map(|j| {
-                format!(
-                    "slurm{j}.{}",
-                    std::env::var("SLURM_STEP_ID").unwrap_or_default()
-                )
-            })
+        .ok()
+        .or_else(|| kvsname.map(str::to_string))
+        .or_else(|| {
+            let job = std::env::var("SLURM_JOB_ID").ok()?;
+            Some(format!(
+                "slurm{job}.{}",
+                std::env::var("SLURM_STEP_ID").unwrap_or_default()
+            ))
         })
-        .unwrap_or_else(|_| format!("single{}", std::process::id()));
+        .unwrap_or_else(|| format!("single{}", std::process::id()));
     raw.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -70,6 +71,7 @@ fn job_id() -> String {
                 '-'
             }
         })
+        .take(64)
         .collect()
 }
 
@@ -107,9 +109,14 @@ pub fn params() -> Result<Params> {
 /// Brings up this process's engine.
 pub fn engine() -> Result<Engine> {
     let params = params()?;
+    let mut kvsname = None;
     let rte: &'static mut dyn Rte = match PmiClient::from_env() {
         None => leak(rte::singleton()),
-        Some(Ok(client)) => leak(PmiRte::new(client)?),
+        Some(Ok(client)) => {
+            let pmi = PmiRte::new(client)?;
+            kvsname = pmi.kvsname().map(str::to_string);
+            leak(pmi)
+        }
         Some(Err(e)) => {
             eprintln!("stormpi: cannot reach the launcher's PMI server: {e}");
             return Err(Error::new(
@@ -137,7 +144,7 @@ pub fn engine() -> Result<Engine> {
     let mut btls = heapless::Vec::new();
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "sm") {
         let module: &'static mut dyn stormpi_core::btl::Btl =
-            leak(Sm::new(&params, &job_id(), me)?);
+            leak(Sm::new(&params, &job_id(kvsname.as_deref()), me)?);
         let _ = btls.push(module);
     }
     let memory = pool_memory(Engine::memory_needed(&params, n))?;

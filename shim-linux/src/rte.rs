@@ -36,6 +36,11 @@ impl PmiRte {
         })
     }
 
+    /// The job's key-value space name (shared by all its ranks).
+    pub fn kvsname(&self) -> Option<&str> {
+        self.client.as_ref().map(PmiClient::kvsname)
+    }
+
     fn client(&mut self) -> &mut PmiClient {
         self.client
             .as_mut()

@@ -96,6 +96,14 @@ impl PmiClient {
         }
     }
 
+    /// The key-value space of the job: the same name for every rank of one job, so it also
+    /// serves as a job id where the launcher gives none.
+    pub fn kvsname(&self) -> &str {
+        match &self.proto {
+            Protocol::V1(s) => &s.kvsname,
+        }
+    }
+
     /// The server's universe size, when it knows one.
     pub fn universe_size(&self) -> Option<u32> {
         match &self.proto {
