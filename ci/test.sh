@@ -20,8 +20,9 @@ cargo build -p stormpi-core --target x86_64-unknown-none
 step "build (release)"
 cargo build --workspace --release --all-targets
 
-step "C ABI: mpi.h against MPICH's"
+step "C ABI: mpi.h against MPICH's, and the libraries define all of it"
 bash tests/abi/check.sh
+bash ci/check-symbols.sh target/release
 
 step "unit and multi-process tests"
 STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
