@@ -6,12 +6,12 @@
 //! Algorithm choice by size and communicator shape comes with the collectives issue.
 
 use crate::comm::CommId;
+use crate::datatype::convertor::Unpacker;
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
 use crate::params::{Default, Kind, ParamDef, Params};
-use crate::pml::request::{Source, TagSel};
 
 /// `coll_segment_bytes`.
 pub static SEGMENT_BYTES: ParamDef = ParamDef {
@@ -57,21 +57,7 @@ impl Engine {
         while k < size {
             let to = (rank + k) % size;
             let from = (rank + size - k) % size;
-            // SAFETY: the empty receive buffer has no bytes to outlive anything.
-            let conv = unsafe {
-                crate::datatype::convertor::Unpacker::contiguous(
-                    core::ptr::NonNull::dangling().as_ptr(),
-                    0,
-                )
-            };
-            let r = self.pml.irecv(
-                &self.comms,
-                conv,
-                Source::Rank(from),
-                TagSel::Tag(TAG_BARRIER),
-                comm,
-                0,
-            )?;
+            let r = self.irecv_internal(Unpacker::empty(), from, TAG_BARRIER, comm)?;
             self.send_internal(&[], to, TAG_BARRIER, comm)?;
             self.wait(r)?;
             k *= 2;

@@ -515,15 +515,36 @@ impl Engine {
     ) -> Result<Status> {
         // SAFETY: `buf` stays borrowed until the wait below has completed the request.
         let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), buf.len()) };
-        let id = self.pml.irecv(
+        let id = self.irecv_internal(conv, src, tag, comm)?;
+        let status = self.wait(id)?;
+        match status.error {
+            None => Ok(status),
+            Some(class) => Err(Error::new(
+                class,
+                Reason::Truncated {
+                    message_bytes: status.message_bytes,
+                    buffer_bytes: status.bytes,
+                },
+            )),
+        }
+    }
+
+    /// Posts a receive with a library-internal (negative) tag.
+    pub(crate) fn irecv_internal(
+        &mut self,
+        conv: Unpacker,
+        src: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<ReqId> {
+        self.pml.irecv(
             &self.comms,
             conv,
             Source::Rank(src),
             TagSel::Tag(tag),
             comm,
             0,
-        )?;
-        self.wait(id)
+        )
     }
 
     /// Posts a receive into `conv` (`MPI_Irecv`).

@@ -75,6 +75,14 @@ impl Unpacker {
         Unpacker { base, len }
     }
 
+    /// An unpacker with room for nothing (zero-byte messages, barriers).
+    pub fn empty() -> Unpacker {
+        Unpacker {
+            base: core::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        }
+    }
+
     /// Capacity in packed bytes: what fits without truncation.
     #[inline]
     pub fn capacity(&self) -> usize {

@@ -47,9 +47,10 @@ use unexpected::{unex_link, Chunks, UnexMsg};
 /// `pml_max_requests`.
 pub static MAX_REQUESTS: ParamDef = ParamDef {
     name: "pml_max_requests",
+    // The C ABI encodes a request's slot in 16 bits of its handle.
     kind: Kind::Int {
         min: 4,
-        max: 1 << 24,
+        max: 1 << 16,
     },
     default: Default::Int(8192),
     description: "Most point-to-point requests outstanding at once in a process",
@@ -58,9 +59,10 @@ pub static MAX_REQUESTS: ParamDef = ParamDef {
 /// `pml_unexpected_msgs`.
 pub static UNEX_MSGS: ParamDef = ParamDef {
     name: "pml_unexpected_msgs",
+    // A matched-probe message handle of the C ABI encodes the slot in 16 bits.
     kind: Kind::Int {
         min: 4,
-        max: 1 << 24,
+        max: 1 << 16,
     },
     default: Default::Int(8192),
     description: "Most messages held before a matching receive is posted (or out of order)",
