@@ -1,0 +1,615 @@
+//! The compiler wrapper behind `stormcc` (installed also as `mpicc`) and
+//! `stormcxx` (`mpicxx`, `mpic++`): it runs the system C or C++ compiler with
+//! what an MPI program needs added.
+//!
+//! ```text
+//! stormcc [--dynamic] [-show] COMPILER-ARGS...
+//! ```
+//!
+//! - The compiler is `$STORMPI_CC` (C++: `$STORMPI_CXX`), else `cc` (`c++`).
+//!   The variable may hold several words (`ccache gcc`).
+//! - `-I<includedir>` is always added. When the command links (none of `-c`,
+//!   `-E`, `-S`, `-M`, `-MM` is given), `<libdir>/libmpi.a` and the native
+//!   libraries a Rust static library needs ([`NATIVE_STATIC_LIBS`]) follow
+//!   the user's arguments. With `--dynamic` (or `-dynamic-mpi`) the program
+//!   links the shared library instead: `-L<libdir> -lmpi -Wl,-rpath,<libdir>`.
+//! - `-show` (also `-showme`, `--showme`) prints the command instead of
+//!   running it.
+//!
+//! Where the header and libraries are is found by [`Layout::locate`].
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The native libraries a program linking `libmpi.a` (a Rust static
+/// library) needs, in order: what `rustc --print native-static-libs` reports
+/// for the `stormpi-linux` staticlib on x86_64 Linux with glibc. The tests
+/// crate checks this list against rustc.
+pub const NATIVE_STATIC_LIBS: &[&str] = &[
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
+
+/// The header directory of the source tree, for a wrapper run from
+/// `target/<profile>/`.
+const SOURCE_INCLUDEDIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/include");
+
+/// Which compiler the wrapper stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// `stormcc`, `mpicc`.
+    C,
+    /// `stormcxx`, `mpicxx`, `mpic++`.
+    Cxx,
+}
+
+impl Language {
+    /// The language a wrapper invoked under this name stands for: a name
+    /// ending in `cxx` or `++` is the C++ wrapper, anything else the C one.
+    pub fn from_program_name(argv0: &OsStr) -> Language {
+        let name = Path::new(argv0).file_name().unwrap_or(argv0).as_bytes();
+        if name.ends_with(b"cxx") || name.ends_with(b"++") {
+            Language::Cxx
+        } else {
+            Language::C
+        }
+    }
+
+    /// The environment variable that names the compiler.
+    pub fn compiler_variable(self) -> &'static str {
+        match self {
+            Language::C => "STORMPI_CC",
+            Language::Cxx => "STORMPI_CXX",
+        }
+    }
+
+    /// The compiler used when that variable is unset.
+    pub fn default_compiler(self) -> &'static str {
+        match self {
+            Language::C => "cc",
+            Language::Cxx => "c++",
+        }
+    }
+
+    fn wrapper_name(self) -> &'static str {
+        match self {
+            Language::C => "stormcc",
+            Language::Cxx => "stormcxx",
+        }
+    }
+}
+
+/// Where `mpi.h` and the libraries are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The directory holding `mpi.h`.
+    pub includedir: PathBuf,
+    /// The directory holding `libmpi.a` and `libmpi.so`.
+    pub libdir: PathBuf,
+    /// Whether this is an installed tree (`PREFIX/bin`, `PREFIX/include`,
+    /// `PREFIX/lib`) rather than a cargo build directory.
+    pub installed: bool,
+    /// Whether `libdir` came from `STORMPI_LIBDIR`.
+    pub libdir_from_env: bool,
+}
+
+impl Layout {
+    /// Finds the header and libraries for a wrapper whose executable lives
+    /// in `exe_dir`:
+    ///
+    /// - installed (`exe_dir/../include/mpi.h` exists): `PREFIX/include`
+    ///   and `PREFIX/lib`;
+    /// - otherwise a cargo build directory `target/<profile>/`: the source
+    ///   tree's `core/include` (its path is fixed when the wrapper is built)
+    ///   and `exe_dir` itself, where cargo puts `libmpi.a`.
+    ///
+    /// `STORMPI_INCLUDEDIR` and `STORMPI_LIBDIR` (looked up through `env`)
+    /// override either.
+    pub fn locate(exe_dir: &Path, env: impl Fn(&str) -> Option<OsString>) -> Layout {
+        let prefix = exe_dir.parent().unwrap_or(exe_dir);
+        let installed = prefix.join("include/mpi.h").is_file();
+        let (includedir, libdir) = if installed {
+            (prefix.join("include"), prefix.join("lib"))
+        } else {
+            let src = Path::new(SOURCE_INCLUDEDIR);
+            // The baked path holds a `..`; show users the plain one.
+            let src = src.canonicalize().unwrap_or_else(|_| src.to_path_buf());
+            (src, exe_dir.to_path_buf())
+        };
+        let nonempty = |var| env(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let libdir_env = nonempty("STORMPI_LIBDIR");
+        Layout {
+            includedir: nonempty("STORMPI_INCLUDEDIR").unwrap_or(includedir),
+            libdir_from_env: libdir_env.is_some(),
+            libdir: libdir_env.unwrap_or(libdir),
+            installed,
+        }
+    }
+
+    /// Checks that the files a command needs are there, with a message that
+    /// says how to get them.
+    fn check(&self, linking: Option<Linking>) -> Result<(), String> {
+        let header = self.includedir.join("mpi.h");
+        if !header.is_file() {
+            return Err(format!(
+                "{} not found (set STORMPI_INCLUDEDIR to the directory holding mpi.h)",
+                header.display()
+            ));
+        }
+        let lib = match linking {
+            None => return Ok(()),
+            Some(Linking::Static) => self.libdir.join("libmpi.a"),
+            Some(Linking::Dynamic) => self.libdir.join("libmpi.so"),
+        };
+        if lib.is_file() {
+            return Ok(());
+        }
+        let how = if self.libdir_from_env {
+            "STORMPI_LIBDIR names that directory".to_string()
+        } else if self.installed {
+            "reinstall stormpi with ci/install.sh".to_string()
+        } else if self.libdir.file_name() == Some(OsStr::new("debug")) {
+            "build it with cargo build -p stormpi-linux, or set STORMPI_LIBDIR".to_string()
+        } else {
+            "build it with cargo build --release -p stormpi-linux, or set STORMPI_LIBDIR"
+                .to_string()
+        };
+        Err(format!("{} not found; {how}", lib.display()))
+    }
+}
+
+/// How the program is linked to stormpi.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linking {
+    /// `libmpi.a` (the default: simulation codes are linked statically).
+    Static,
+    /// `-lmpi` from `libmpi.so`, found again at run time through an rpath.
+    Dynamic,
+}
+
+/// What the compiler is asked to do, as far as the wrapper cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Compile and link: libraries are added.
+    Link,
+    /// Stop before linking (`-c`, `-E`, `-S`, `-M`, `-MM`).
+    CompileOnly,
+    /// Only a question to the compiler (`--version`, `-dumpmachine`, ...):
+    /// adding libraries would make it link an `a.out` out of `libmpi.a`.
+    Query,
+}
+
+impl Mode {
+    /// Classifies a compiler command line.
+    pub fn of(args: &[OsString]) -> Mode {
+        let compile_only = args.iter().any(|a| {
+            // -MD, -MMD, -MF, -MT, -MQ, -MP and -MG only add dependency
+            // output to a normal compile; -M and -MM replace it (they imply
+            // -E).
+            matches!(a.as_bytes(), b"-c" | b"-E" | b"-S" | b"-M" | b"-MM")
+        });
+        if compile_only {
+            return Mode::CompileOnly;
+        }
+        let is_query = |a: &OsString| {
+            let a = a.as_bytes();
+            matches!(
+                a,
+                b"-v"
+                    | b"--version"
+                    | b"-dumpversion"
+                    | b"-dumpfullversion"
+                    | b"-dumpmachine"
+                    | b"-dumpspecs"
+                    | b"--help"
+                    | b"-###"
+            ) || a.starts_with(b"-print-")
+                || a.starts_with(b"--print-")
+        };
+        if args.iter().all(is_query) {
+            Mode::Query
+        } else {
+            Mode::Link
+        }
+    }
+}
+
+/// A parsed wrapper command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// Print the command instead of running it.
+    pub show: bool,
+    /// Print the wrapper's usage.
+    pub help: bool,
+    /// Static or shared stormpi.
+    pub linking: Linking,
+    /// Everything else, passed to the compiler in order.
+    pub args: Vec<OsString>,
+}
+
+impl Invocation {
+    /// Splits the wrapper's own flags from the compiler's.
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Invocation {
+        let mut inv = Invocation {
+            show: false,
+            help: false,
+            linking: Linking::Static,
+            args: Vec::new(),
+        };
+        for arg in args {
+            match arg.as_bytes() {
+                b"-show" | b"--show" | b"-showme" | b"--showme" => inv.show = true,
+                b"--dynamic" | b"-dynamic-mpi" => inv.linking = Linking::Dynamic,
+                b"--static-mpi" | b"-static-mpi" => inv.linking = Linking::Static,
+                b"-help" | b"--stormpi-help" => inv.help = true,
+                _ => inv.args.push(arg),
+            }
+        }
+        inv
+    }
+
+    /// The full command: compiler words first. Fails when a file the
+    /// command needs is missing.
+    pub fn command(&self, compiler: &[OsString], layout: &Layout) -> Result<Vec<OsString>, String> {
+        let mode = Mode::of(&self.args);
+        layout.check((mode == Mode::Link).then_some(self.linking))?;
+        let mut cmd = compiler.to_vec();
+        if mode != Mode::Query {
+            cmd.push(concat_os("-I", &layout.includedir));
+        }
+        cmd.extend(self.args.iter().cloned());
+        if mode != Mode::Link {
+            return Ok(cmd);
+        }
+        match self.linking {
+            Linking::Static => {
+                cmd.push(layout.libdir.join("libmpi.a").into());
+                // A fully static program has no libgcc_s.so; the unwinder
+                // it needs is in libgcc_eh.a.
+                let fully_static = self.args.iter().any(|a| a == "-static");
+                for lib in NATIVE_STATIC_LIBS {
+                    let lib = if fully_static && *lib == "-lgcc_s" {
+                        "-lgcc_eh"
+                    } else {
+                        lib
+                    };
+                    cmd.push(lib.into());
+                }
+            }
+            Linking::Dynamic => {
+                cmd.push(concat_os("-L", &layout.libdir));
+                cmd.push("-lmpi".into());
+                cmd.push(concat_os("-Wl,-rpath,", &layout.libdir));
+            }
+        }
+        Ok(cmd)
+    }
+}
+
+fn concat_os(prefix: &str, path: &Path) -> OsString {
+    let mut s = OsString::from(prefix);
+    s.push(path);
+    s
+}
+
+/// The compiler command words: `$STORMPI_CC`/`$STORMPI_CXX` split at
+/// whitespace, else the default compiler.
+pub fn compiler(lang: Language, env: impl Fn(&str) -> Option<OsString>) -> Vec<OsString> {
+    let words: Vec<OsString> = env(lang.compiler_variable())
+        .map(|v| {
+            v.as_bytes()
+                .split(u8::is_ascii_whitespace)
+                .filter(|w| !w.is_empty())
+                .map(|w| OsStr::from_bytes(w).to_os_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    if words.is_empty() {
+        vec![lang.default_compiler().into()]
+    } else {
+        words
+    }
+}
+
+/// A command as one line a POSIX shell would run unchanged.
+pub fn shell_line(cmd: &[OsString]) -> String {
+    let quote = |w: &OsString| {
+        let s = w.to_string_lossy();
+        let plain = !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./,=+:@%".contains(&b));
+        if plain {
+            s.into_owned()
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    };
+    cmd.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// The usage text.
+pub fn usage(lang: Language) -> String {
+    let name = lang.wrapper_name();
+    format!(
+        "Usage: {name} [--dynamic] [-show] COMPILER-ARGS...\n\
+         Runs ${var} (default: {cc}) with stormpi's header and library added.\n\
+         \n  -show, -showme    print the command instead of running it\
+         \n  --dynamic         link libmpi.so (with an rpath) instead of libmpi.a\
+         \n                    (also -dynamic-mpi; --static-mpi is the default)\
+         \n  -help             this text\
+         \n\nLinking is skipped with -c, -E, -S, -M or -MM.\
+         \nSTORMPI_INCLUDEDIR and STORMPI_LIBDIR override where mpi.h and libmpi are.\n",
+        var = lang.compiler_variable(),
+        cc = lang.default_compiler(),
+    )
+}
+
+/// Runs the wrapper: `argv0` is the name it was called by, `args` the rest
+/// of its command line. Returns only on failure or for `-show`/`-help`, with
+/// the exit status; otherwise the compiler replaces this process.
+pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
+    use std::os::unix::process::CommandExt;
+
+    let lang = Language::from_program_name(argv0);
+    let name = lang.wrapper_name();
+    let inv = Invocation::parse(args);
+    if inv.help {
+        print!("{}", usage(lang));
+        return 0;
+    }
+    if inv.args.is_empty() {
+        eprint!("{name}: no input files\n{}", usage(lang));
+        return 1;
+    }
+    // The real path, so that symlinks (mpicc -> stormcc) find the tree the
+    // executable belongs to.
+    let exe_dir = match std::env::current_exe() {
+        Ok(exe) => exe.parent().map(Path::to_path_buf).unwrap_or_default(),
+        Err(e) => {
+            eprintln!("{name}: cannot find my own executable: {e}");
+            return 1;
+        }
+    };
+    let env = |var: &str| std::env::var_os(var);
+    let layout = Layout::locate(&exe_dir, env);
+    let cmd = match inv.command(&compiler(lang, env), &layout) {
+        Ok(cmd) => cmd,
+        Err(msg) => {
+            eprintln!("{name}: {msg}");
+            return 1;
+        }
+    };
+    if inv.show {
+        println!("{}", shell_line(&cmd));
+        return 0;
+    }
+    let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    eprintln!("{name}: cannot run {}: {err}", cmd[0].to_string_lossy());
+    if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn no_env(_: &str) -> Option<OsString> {
+        None
+    }
+
+    /// A layout over real directories, so that `check` passes.
+    struct Tree {
+        root: PathBuf,
+    }
+
+    impl Tree {
+        fn new(tag: &str, files: &[&str]) -> Tree {
+            let root =
+                std::env::temp_dir().join(format!("stormcc-unit-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            for f in files {
+                let p = root.join(f);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, b"").unwrap();
+            }
+            std::fs::create_dir_all(root.join("bin")).unwrap();
+            Tree { root }
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    fn installed(tag: &str) -> (Tree, Layout) {
+        let t = Tree::new(tag, &["include/mpi.h", "lib/libmpi.a", "lib/libmpi.so"]);
+        let l = Layout::locate(&t.root.join("bin"), no_env);
+        (t, l)
+    }
+
+    #[test]
+    fn program_name_picks_the_language() {
+        for n in ["stormcc", "/usr/bin/mpicc", "x/mpicc.stormpi"] {
+            assert_eq!(
+                Language::from_program_name(OsStr::new(n)),
+                Language::C,
+                "{n}"
+            );
+        }
+        for n in ["stormcxx", "/opt/s/bin/mpicxx", "mpic++"] {
+            assert_eq!(
+                Language::from_program_name(OsStr::new(n)),
+                Language::Cxx,
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(Mode::of(&os(&["-O2", "a.c", "-o", "a"])), Mode::Link);
+        assert_eq!(Mode::of(&os(&["a.o", "b.o"])), Mode::Link);
+        for flag in ["-c", "-E", "-S", "-M", "-MM"] {
+            assert_eq!(
+                Mode::of(&os(&["-O2", flag, "a.c"])),
+                Mode::CompileOnly,
+                "{flag}"
+            );
+        }
+        assert_eq!(Mode::of(&os(&["-MD", "-MF", "a.d", "a.c"])), Mode::Link);
+        assert_eq!(Mode::of(&os(&["--version"])), Mode::Query);
+        assert_eq!(Mode::of(&os(&["-print-file-name=libc.a"])), Mode::Query);
+        assert_eq!(Mode::of(&os(&["-v", "a.c"])), Mode::Link);
+    }
+
+    #[test]
+    fn wrapper_flags_are_taken_out() {
+        let inv = Invocation::parse(os(&["-show", "-O2", "--dynamic", "a.c"]));
+        assert!(inv.show && !inv.help);
+        assert_eq!(inv.linking, Linking::Dynamic);
+        assert_eq!(inv.args, os(&["-O2", "a.c"]));
+        let inv = Invocation::parse(os(&["-dynamic-mpi", "--static-mpi", "a.c"]));
+        assert_eq!(inv.linking, Linking::Static);
+    }
+
+    #[test]
+    fn installed_layout_is_found_beside_bin() {
+        let (t, l) = installed("inst");
+        assert!(l.installed);
+        assert_eq!(l.includedir, t.root.join("include"));
+        assert_eq!(l.libdir, t.root.join("lib"));
+    }
+
+    #[test]
+    fn build_tree_layout_uses_the_sources_and_the_exe_dir() {
+        let t = Tree::new("build", &["release/libmpi.a"]);
+        let dir = t.root.join("release");
+        let l = Layout::locate(&dir, no_env);
+        assert!(!l.installed);
+        assert_eq!(l.libdir, dir);
+        assert!(l.includedir.join("mpi.h").is_file(), "{l:?}");
+        assert!(l.includedir.ends_with("core/include"), "{l:?}");
+    }
+
+    #[test]
+    fn environment_overrides_the_layout() {
+        let env = |v: &str| match v {
+            "STORMPI_INCLUDEDIR" => Some(OsString::from("/inc")),
+            "STORMPI_LIBDIR" => Some(OsString::from("/lib9")),
+            _ => None,
+        };
+        let l = Layout::locate(Path::new("/nonexistent/bin"), env);
+        assert_eq!(l.includedir, PathBuf::from("/inc"));
+        assert_eq!(l.libdir, PathBuf::from("/lib9"));
+        let a_c = Invocation::parse(os(&["a.c"]));
+        let e = a_c.command(&os(&["cc"]), &l).unwrap_err();
+        assert!(e.contains("/inc/mpi.h not found"), "{e}");
+        // With the source tree's header, the missing library is blamed on the variable.
+        let l = Layout {
+            includedir: Layout::locate(Path::new("/nonexistent/bin"), no_env).includedir,
+            ..l
+        };
+        let e = a_c.command(&os(&["cc"]), &l).unwrap_err();
+        assert!(
+            e.contains("/lib9/libmpi.a not found; STORMPI_LIBDIR"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn static_link_command() {
+        let (t, l) = installed("static");
+        let inv = Invocation::parse(os(&["-O2", "a.c", "-o", "a"]));
+        let cmd = inv.command(&os(&["gcc"]), &l).unwrap();
+        let mut want = os(&["gcc"]);
+        want.push(concat_os("-I", &t.root.join("include")));
+        want.extend(os(&["-O2", "a.c", "-o", "a"]));
+        want.push(t.root.join("lib/libmpi.a").into());
+        want.extend(os(NATIVE_STATIC_LIBS));
+        assert_eq!(cmd, want);
+    }
+
+    #[test]
+    fn fully_static_link_uses_the_static_unwinder() {
+        let (_t, l) = installed("fullstatic");
+        let inv = Invocation::parse(os(&["-static", "a.c"]));
+        let cmd = inv.command(&os(&["cc"]), &l).unwrap();
+        assert!(cmd.contains(&"-lgcc_eh".into()) && !cmd.contains(&"-lgcc_s".into()));
+    }
+
+    #[test]
+    fn dynamic_link_command() {
+        let (t, l) = installed("dyn");
+        let inv = Invocation::parse(os(&["--dynamic", "a.c"]));
+        let cmd = inv.command(&os(&["cc"]), &l).unwrap();
+        let lib = t.root.join("lib");
+        let tail: Vec<OsString> = vec![
+            concat_os("-L", &lib),
+            "-lmpi".into(),
+            concat_os("-Wl,-rpath,", &lib),
+        ];
+        assert_eq!(cmd[cmd.len() - 3..], tail[..]);
+    }
+
+    #[test]
+    fn compile_only_adds_no_libraries() {
+        let (t, l) = installed("compile");
+        let cmd = Invocation::parse(os(&["-c", "a.c"]))
+            .command(&os(&["cc"]), &l)
+            .unwrap();
+        let mut want = os(&["cc"]);
+        want.push(concat_os("-I", &t.root.join("include")));
+        want.extend(os(&["-c", "a.c"]));
+        assert_eq!(cmd, want);
+    }
+
+    #[test]
+    fn missing_library_is_explained() {
+        let t = Tree::new("missing", &[]);
+        let l = Layout::locate(&t.root.join("release"), no_env);
+        let e = Invocation::parse(os(&["a.c"]))
+            .command(&os(&["cc"]), &l)
+            .unwrap_err();
+        assert!(
+            e.contains("libmpi.a not found")
+                && e.contains("cargo build --release -p stormpi-linux"),
+            "{e}"
+        );
+        // Compiling only needs the header.
+        assert!(Invocation::parse(os(&["-c", "a.c"]))
+            .command(&os(&["cc"]), &l)
+            .is_ok());
+    }
+
+    #[test]
+    fn compiler_from_environment() {
+        assert_eq!(compiler(Language::C, no_env), os(&["cc"]));
+        assert_eq!(compiler(Language::Cxx, no_env), os(&["c++"]));
+        let env = |v: &str| (v == "STORMPI_CC").then(|| OsString::from(" ccache  gcc-12 "));
+        assert_eq!(compiler(Language::C, env), os(&["ccache", "gcc-12"]));
+        assert_eq!(compiler(Language::Cxx, env), os(&["c++"]));
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(
+            shell_line(&os(&["cc", "-DX=\"a b\"", "it's", "-I/a/b", ""])),
+            r#"cc '-DX="a b"' 'it'\''s' -I/a/b ''"#
+        );
+    }
+}

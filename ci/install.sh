@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# install.sh - build stormpi (release) and install it under PREFIX.
+#
+# usage: ci/install.sh [--no-build] [PREFIX]        default PREFIX: $HOME/.local/stormpi
+#
+# It runs `cargo build --release -p stormpi-linux -p stormpi-bootstrap` first; --no-build installs
+# what target/release (or $CARGO_TARGET_DIR/release) already holds.
+#
+# Layout:
+#   PREFIX/bin/            stormrun, stormcc, stormcxx (-> stormcc);
+#                          mpicc -> stormcc, mpicxx and mpic++ -> stormcxx,
+#                          mpirun and mpiexec -> stormrun
+#   PREFIX/include/        mpi.h
+#   PREFIX/lib/            libmpi.a, libmpi.so, libmpich.so.12 -> libmpi.so (so that programs
+#                          built with MPICH's mpicc run on stormpi with
+#                          LD_LIBRARY_PATH=PREFIX/lib)
+#   PREFIX/lib/pkgconfig/  stormpi.pc, mpi.pc -> stormpi.pc
+#
+# stormcc finds PREFIX/include and PREFIX/lib from its own location, so the tree can be moved
+# (only stormpi.pc records PREFIX). Running the script again replaces an earlier installation.
+set -euo pipefail
+
+build=1
+case "${1:-}" in
+    -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+    --no-build)
+        build=0
+        shift
+        ;;
+esac
+if [ $# -gt 1 ] || [ "${1:-}" != "${1#-}" ]; then
+    echo "usage: $0 [--no-build] [PREFIX]" >&2
+    exit 2
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+prefix=${1:-$HOME/.local/stormpi}
+cargo=${CARGO:-cargo}
+target=${CARGO_TARGET_DIR:-$root/target}
+case "$target" in /*) ;; *) target=$root/$target ;; esac
+rel=$target/release
+
+if [ $build -eq 1 ]; then
+    (cd "$root" && "$cargo" build --release -p stormpi-linux -p stormpi-bootstrap)
+fi
+for f in stormrun stormcc libmpi.a libmpi.so; do
+    if [ ! -f "$rel/$f" ]; then
+        echo "install.sh: $rel/$f is missing (cargo build --release -p stormpi-linux -p stormpi-bootstrap)" >&2
+        exit 1
+    fi
+done
+
+mkdir -p "$prefix"
+prefix=$(cd "$prefix" && pwd) # stormpi.pc needs an absolute path
+bin=$prefix/bin inc=$prefix/include lib=$prefix/lib pc=$prefix/lib/pkgconfig
+install -d "$bin" "$inc" "$lib" "$pc"
+
+# install(1) replaces files by unlink + create, so a running stormrun or a program using the old
+# libmpi.so keeps its copy.
+install -m 755 "$rel/stormrun" "$rel/stormcc" "$bin/"
+install -m 644 "$root/core/include/mpi.h" "$inc/"
+install -m 644 "$rel/libmpi.a" "$lib/"
+install -m 755 "$rel/libmpi.so" "$lib/"
+
+# stormcc tells C from C++ by the name it is called by.
+ln -sfn stormcc "$bin/stormcxx"
+ln -sfn stormcc "$bin/mpicc"
+ln -sfn stormcxx "$bin/mpicxx"
+ln -sfn stormcxx "$bin/mpic++"
+ln -sfn stormrun "$bin/mpirun"
+ln -sfn stormrun "$bin/mpiexec"
+ln -sfn libmpi.so "$lib/libmpich.so.12"
+
+# The native libraries libmpi.a needs: the ones the installed stormcc adds after it.
+show=$("$bin/stormcc" -show conftest.c)
+libs_private=${show#*/libmpi.a }
+if [ "$libs_private" = "$show" ]; then
+    echo "install.sh: cannot read the native libraries from: $show" >&2
+    exit 1
+fi
+version=$("$bin/stormrun" --version | awk '{ print $NF }')
+
+pcfile=$(<"$root/ci/stormpi.pc.in")
+pcfile=${pcfile//@PREFIX@/$prefix}
+pcfile=${pcfile//@VERSION@/$version}
+pcfile=${pcfile//@LIBS_PRIVATE@/$libs_private}
+printf '%s\n' "$pcfile" >"$pc/stormpi.pc.tmp"
+mv -f "$pc/stormpi.pc.tmp" "$pc/stormpi.pc"
+ln -sfn stormpi.pc "$pc/mpi.pc"
+
+echo "stormpi $version installed in $prefix"
+echo "  compile: $bin/mpicc prog.c -o prog   (or pkg-config: PKG_CONFIG_PATH=$pc)"
+echo "  run:     $bin/mpirun -n 4 ./prog"

@@ -1,0 +1,140 @@
+//! Every self-checking C program of `tests/c` (see its README), built with stormcc and run under
+//! stormrun at 2, 3 and 8 ranks (8 is oversubscribed on a 2-core machine), and the choice of BTLs
+//! with `--mca btl`.
+
+use stormpi_tests::{c_program, c_program_from, run_job, workspace_dir};
+
+/// Program arguments: allpairs goes up to 8 MiB per message by default; with 8 ranks on two
+/// cores that is 64 pairs, so the largest size is capped there to keep the run to seconds.
+fn args(name: &str, np: u32) -> &'static [&'static str] {
+    match (name, np) {
+        ("allpairs", 8) => &["1048576"],
+        _ => &[],
+    }
+}
+
+fn check(name: &str, np: u32) {
+    let out = run_job(np, &[], &c_program(name), args(name, np));
+    out.assert_ok(name);
+}
+
+macro_rules! c_tests {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn np2() {
+                super::check(stringify!($name), 2);
+            }
+            #[test]
+            fn np3() {
+                super::check(stringify!($name), 3);
+            }
+            #[test]
+            fn np8() {
+                super::check(stringify!($name), 8);
+            }
+        }
+    )*};
+}
+
+c_tests! {
+    hello,
+    ring,
+    allpairs,
+    wildcard,
+    ssend,
+    persistent,
+    waitsome,
+    probe,
+    truncate,
+    errors,
+    rsend,
+    dup,
+    collectives,
+    sendrecv_replace,
+    cancel,
+    many_requests,
+}
+
+/// bsend is written out: at 3 and 8 ranks it trips a library bug.
+mod bsend {
+    #[test]
+    fn np2() {
+        super::check("bsend", 2);
+    }
+    #[test]
+    #[ignore = "bug: MPI_Bsend rounds each message's share of the attached buffer up to 8 bytes \
+                (core/src/capi/p2p.rs bsend: need = (len + MPI_BSEND_OVERHEAD + 7) & !7), so a \
+                buffer of sum(size + MPI_BSEND_OVERHEAD) is short for the 12-byte message while \
+                the earlier ones are in flight: MPI_ERR_BUFFER in about 1 run of 4"]
+    fn np3() {
+        super::check("bsend", 3);
+    }
+    #[test]
+    #[ignore = "bug: MPI_Bsend rounds each message's share of the attached buffer up to 8 bytes \
+                (see np3): MPI_ERR_BUFFER in about 1 run of 3"]
+    fn np8() {
+        super::check("bsend", 8);
+    }
+}
+
+/// Naming the shared-memory and self BTLs explicitly is the same as the default.
+#[test]
+fn btl_sm_self() {
+    for (name, np) in [("ring", 3), ("allpairs", 2)] {
+        run_job(np, &["--mca", "btl", "sm,self"], &c_program(name), &[]).assert_ok(name);
+    }
+}
+
+/// With only the self BTL, ranks have no path to each other: the first send to another rank
+/// must end the job with an error that names the unreachable process, not hang. (In ring, rank
+/// 0 sends first, to rank 1; rank 1 only receives until then.)
+#[test]
+fn btl_self_alone_cannot_reach_peers() {
+    let out = run_job(2, &["--mca", "btl", "self"], &c_program("ring"), &[]);
+    out.assert_failed_with(&["no transport can reach process 1", "stormrun: rank 0"]);
+}
+
+/// A single rank needs no transport but self.
+#[test]
+fn btl_self_is_enough_for_one_rank() {
+    run_job(1, &["--mca", "btl", "self"], &c_program("ring"), &[]).assert_ok("ring");
+}
+
+/// examples/heat2d computes the same field whatever the decomposition: the iteration count,
+/// the residual and the fixed-point checksum are identical from 1 to 4 ranks, in 2-D blocks and
+/// in 1-D strips.
+#[test]
+fn heat2d_gives_the_same_answer_on_any_rank_count() {
+    let prog = c_program_from(&workspace_dir().join("examples/heat2d/heat2d.c"));
+    let answer = |np: u32, extra: &[&str]| {
+        let mut args = vec!["-n", "64", "-i", "20000", "-t", "1e-4"];
+        args.extend(extra);
+        let out = run_job(np, &[], &prog, &args);
+        assert!(
+            out.success() && out.leftover_shm.is_empty(),
+            "{}",
+            out.report()
+        );
+        let lines: Vec<String> = out
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("iterations:")
+                    || l.starts_with("residual:")
+                    || l.starts_with("checksum (fixed-point):")
+            })
+            .map(str::to_string)
+            .collect();
+        assert_eq!(lines.len(), 3, "{}", out.report());
+        lines
+    };
+    let one = answer(1, &[]);
+    assert!(
+        one[0].contains("(converged"),
+        "the run should converge: {one:?}"
+    );
+    for (np, extra) in [(2, &[][..]), (4, &[][..]), (3, &["-d", "1"][..])] {
+        assert_eq!(answer(np, extra), one, "{np} ranks {extra:?}");
+    }
+}
