@@ -27,7 +27,9 @@ pub static LOG_LEVEL: ParamDef = ParamDef {
 pub static SPIN_ROUNDS: ParamDef = ParamDef {
     name: "mpi_spin_rounds",
     kind: Kind::Int { min: 0, max: 1 << 30 },
-    default: Default::Int(2000),
+    // A reply from a peer on another core comes within a few rounds; a peer that shares our core
+    // (an oversubscribed or busy machine) needs us to yield, and every round spun is lost.
+    default: Default::Int(100),
     description: "Idle progress rounds a wait spins before it starts yielding the core (when not yielding at once)",
 };
 
@@ -49,7 +51,7 @@ impl LinuxPlatform {
             rank: AtomicU32::new(u32::MAX),
             yield_when_idle: AtomicBool::new(false),
             log_level: AtomicU32::new(1),
-            spin_rounds: AtomicU32::new(2000),
+            spin_rounds: AtomicU32::new(100),
         }
     }
 

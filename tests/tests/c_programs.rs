@@ -54,28 +54,7 @@ c_tests! {
     sendrecv_replace,
     cancel,
     many_requests,
-}
-
-/// bsend is written out: at 3 and 8 ranks it trips a library bug.
-mod bsend {
-    #[test]
-    fn np2() {
-        super::check("bsend", 2);
-    }
-    #[test]
-    #[ignore = "bug: MPI_Bsend rounds each message's share of the attached buffer up to 8 bytes \
-                (core/src/capi/p2p.rs bsend: need = (len + MPI_BSEND_OVERHEAD + 7) & !7), so a \
-                buffer of sum(size + MPI_BSEND_OVERHEAD) is short for the 12-byte message while \
-                the earlier ones are in flight: MPI_ERR_BUFFER in about 1 run of 4"]
-    fn np3() {
-        super::check("bsend", 3);
-    }
-    #[test]
-    #[ignore = "bug: MPI_Bsend rounds each message's share of the attached buffer up to 8 bytes \
-                (see np3): MPI_ERR_BUFFER in about 1 run of 3"]
-    fn np8() {
-        super::check("bsend", 8);
-    }
+    bsend,
 }
 
 /// Naming the shared-memory and self BTLs explicitly is the same as the default.

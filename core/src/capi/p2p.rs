@@ -105,8 +105,9 @@ pub(crate) fn bsend(
         },
     ))?;
     reclaim(e, att)?;
-    // Users size the buffer with MPI_BSEND_OVERHEAD per message; keep to that budget.
-    let need = (data.len() + abi::MPI_BSEND_OVERHEAD as usize + 7) & !7;
+    // Users size the buffer with exactly MPI_BSEND_OVERHEAD per message: keep to that budget
+    // (no rounding; the copy needs no alignment).
+    let need = data.len() + abi::MPI_BSEND_OVERHEAD as usize;
     let mut at = 0;
     let mut slot = att.live.len();
     for (i, b) in att.live.iter().enumerate() {
