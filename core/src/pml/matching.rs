@@ -54,6 +54,9 @@ pub(crate) struct PostedQueue {
     any: List,
     next_post: u64,
     len: u32,
+    /// Receives posted per set (exact, any source, any tag): most programs never use the
+    /// wildcard sets, and an arrival skips the empty ones.
+    count: [u32; 3],
 }
 
 impl Default for PostedQueue {
@@ -65,11 +68,21 @@ impl Default for PostedQueue {
             any: List::default(),
             next_post: 0,
             len: 0,
+            count: [0; 3],
         }
     }
 }
 
 impl PostedQueue {
+    fn counter(&mut self, s: Slot) -> Option<&mut u32> {
+        match s {
+            Slot::Exact(_) => Some(&mut self.count[0]),
+            Slot::AnySource(_) => Some(&mut self.count[1]),
+            Slot::AnyTag(_) => Some(&mut self.count[2]),
+            Slot::Any => None,
+        }
+    }
+
     fn list(&mut self, s: Slot) -> &mut List {
         match s {
             Slot::Exact(b) => &mut self.exact[b],
@@ -94,6 +107,9 @@ impl PostedQueue {
         let s = slot(rr.src, rr.tag);
         self.list(s).push_back(reqs, idx, queue_link);
         self.len += 1;
+        if let Some(c) = self.counter(s) {
+            *c += 1;
+        }
     }
 
     /// Removes receive slot `idx` (e.g. cancelled).
@@ -107,6 +123,9 @@ impl PostedQueue {
         let s = slot(rr.src, rr.tag);
         self.list(s).remove(reqs, idx, queue_link);
         self.len -= 1;
+        if let Some(c) = self.counter(s) {
+            *c -= 1;
+        }
     }
 
     /// Takes the earliest-posted receive that accepts `env`.
@@ -128,18 +147,27 @@ impl PostedQueue {
                 }
             }
         };
-        let e = bucket(src, env.tag as u32);
-        consider(Slot::Exact(e), &self.exact[e]);
-        let a = bucket(u32::MAX, env.tag as u32);
-        consider(Slot::AnySource(a), &self.any_source[a]);
+        if self.count[0] > 0 {
+            let e = bucket(src, env.tag as u32);
+            consider(Slot::Exact(e), &self.exact[e]);
+        }
+        if self.count[1] > 0 {
+            let a = bucket(u32::MAX, env.tag as u32);
+            consider(Slot::AnySource(a), &self.any_source[a]);
+        }
         if env.tag >= 0 {
-            let t = bucket(src, u32::MAX);
-            consider(Slot::AnyTag(t), &self.any_tag[t]);
+            if self.count[2] > 0 {
+                let t = bucket(src, u32::MAX);
+                consider(Slot::AnyTag(t), &self.any_tag[t]);
+            }
             consider(Slot::Any, &self.any);
         }
         let (_, s, i) = best?;
         self.list(s).remove(reqs, i, queue_link);
         self.len -= 1;
+        if let Some(c) = self.counter(s) {
+            *c -= 1;
+        }
         Some(i)
     }
 }

@@ -57,8 +57,9 @@ impl Ob1 {
         if self.queued[proc.0 as usize] > 0 {
             return Ok(false);
         }
-        bml.reachable(proc)?;
-        let route = bml.eager(proc).expect("reachable");
+        let Some(route) = bml.eager(proc) else {
+            return bml.reachable(proc).map(|_| false);
+        };
         let btl = bml.btl(route.btl);
         let len = MATCH_LEN + data.len();
         if len > btl.attrs().eager_limit {
