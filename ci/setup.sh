@@ -2,13 +2,13 @@
 # setup.sh - installs what building and testing stormpi needs on a fresh Debian machine.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 #
-#   Debian packages: a C compiler, MPICH (its header and launcher for the ABI and Hydra tests),
+#   Debian packages: C and C++ compilers, binutils, pkg-config, MPICH (its header and launcher for the ABI and Hydra tests),
 #                    Open MPI (the reference for benchmarks)
 #   Rust:            rustfmt, clippy, and the x86_64-unknown-none target (proves the core is no_std)
 set -euo pipefail
 
 need_pkgs=()
-for p in gcc libc6-dev make mpich libmpich-dev openmpi-bin libopenmpi-dev python3; do
+for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
