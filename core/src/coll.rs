@@ -37,6 +37,18 @@ const TAG_CID: i32 = -11;
 const TAG_BCAST: i32 = -12;
 const TAG_REDUCE: i32 = -13;
 
+/// What every segment of one reduction shares.
+#[derive(Clone, Copy)]
+struct Reduction {
+    datatype: Datatype,
+    op: Op,
+    /// Rank the result goes to.
+    root: u32,
+    comm: CommId,
+    rank: u32,
+    size: u32,
+}
+
 fn root_error(root: i32, size: u32) -> Error {
     Error::new(
         ErrorClass::Root,
@@ -135,10 +147,18 @@ impl Engine {
             (Some(inp), None)
         };
         op::check(op, datatype)?;
+        let r = Reduction {
+            datatype,
+            op,
+            root,
+            comm,
+            rank,
+            size,
+        };
         self.segments(datatype, count, |e, range| {
             let inp = input.map(|i| &i[range.clone()]);
             let out = output.as_deref_mut().map(|o| &mut o[range]);
-            e.reduce_segment(inp, out, datatype, op, root, comm, rank, size)
+            e.reduce_segment(&r, inp, out)
         })
     }
 
@@ -157,21 +177,21 @@ impl Engine {
         let bytes = count * datatype.extent();
         let output = &mut output[..bytes];
         op::check(op, datatype)?;
+        let r = Reduction {
+            datatype,
+            op,
+            root: 0,
+            comm,
+            rank,
+            size,
+        };
         self.segments(datatype, count, |e, range| {
             let out = &mut output[range.clone()];
-            match input {
-                Some(inp) => {
-                    let inp = &inp[range];
-                    if rank == 0 {
-                        e.reduce_segment(Some(inp), Some(out), datatype, op, 0, comm, rank, size)?;
-                    } else {
-                        e.reduce_segment(Some(inp), None, datatype, op, 0, comm, rank, size)?;
-                    }
-                }
-                None if rank == 0 => {
-                    e.reduce_segment(None, Some(out), datatype, op, 0, comm, rank, size)?
-                }
-                None => e.reduce_segment(Some(out), None, datatype, op, 0, comm, rank, size)?,
+            match (input, rank == 0) {
+                (Some(inp), true) => e.reduce_segment(&r, Some(&inp[range]), Some(out))?,
+                (Some(inp), false) => e.reduce_segment(&r, Some(&inp[range]), None)?,
+                (None, true) => e.reduce_segment(&r, None, Some(out))?,
+                (None, false) => e.reduce_segment(&r, Some(out), None)?,
             }
             e.bcast_tag(out, 0, comm, TAG_BCAST, rank, size)
         })
@@ -196,18 +216,12 @@ impl Engine {
         Ok(())
     }
 
-    /// One segment of a binomial-tree reduce towards `root`.
-    #[allow(clippy::too_many_arguments)]
+    /// One segment of a binomial-tree reduce towards the root.
     fn reduce_segment(
         &mut self,
+        r: &Reduction,
         input: Option<&[u8]>,
         output: Option<&mut [u8]>,
-        datatype: Datatype,
-        op: Op,
-        root: u32,
-        comm: CommId,
-        rank: u32,
-        size: u32,
     ) -> Result<()> {
         let (a, b) = self.scratch.take().ok_or(Error::new(
             ErrorClass::Intern,
@@ -215,27 +229,27 @@ impl Engine {
                 what: "reentrant reduction",
             },
         ))?;
-        let result = self.reduce_with(
-            input, output, datatype, op, root, comm, rank, size, &mut *a, &mut *b,
-        );
+        let result = self.reduce_with(r, input, output, &mut *a, &mut *b);
         self.scratch = Some((a, b));
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn reduce_with(
         &mut self,
+        r: &Reduction,
         input: Option<&[u8]>,
         output: Option<&mut [u8]>,
-        datatype: Datatype,
-        op: Op,
-        root: u32,
-        comm: CommId,
-        rank: u32,
-        size: u32,
         a: &mut [u8],
         b: &mut [u8],
     ) -> Result<()> {
+        let Reduction {
+            datatype,
+            op,
+            root,
+            comm,
+            rank,
+            size,
+        } = *r;
         let vr = (rank + size - root) % size;
         let real = |v: u32| (v + root) % size;
         let acc: &mut [u8] = match output {
