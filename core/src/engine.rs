@@ -41,6 +41,7 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
     [&BTL_SELECT]
         .into_iter()
         .chain(pml::PARAMS)
+        .chain(crate::bml::PARAMS)
         .chain(comm::PARAMS)
         .chain(crate::coll::PARAMS)
         .chain(loopback::PARAMS)
@@ -221,7 +222,14 @@ impl Engine {
                 p.0
             );
         }
-        let mut bml = Bml::new(chosen, n, &mut arena)?;
+        let policy =
+            crate::bml::StripePolicy::parse(params.str(&crate::bml::STRIPE)).ok_or(Error::new(
+                ErrorClass::Arg,
+                Reason::BadParam {
+                    name: crate::bml::STRIPE.name,
+                },
+            ))?;
+        let mut bml = Bml::new(chosen, n, policy, &mut arena)?;
         bml.add_procs(procs, &mut RteModex(&mut *rte))?;
 
         let comm_max = params.u32(&comm::COMM_MAX);

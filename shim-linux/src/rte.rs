@@ -21,9 +21,14 @@ pub struct PmiRte {
 }
 
 impl PmiRte {
-    /// Wraps `client` and publishes this process's host name (for the node layout).
+    /// Wraps `client` and publishes this process's node name (for the node layout): the one the
+    /// launcher gives in `STORMPI_NODE` (it knows which of its hosts started the rank — several
+    /// "hosts" may share one machine, e.g. network namespaces), else the host name.
     pub fn new(mut client: PmiClient) -> Result<PmiRte> {
-        let host = hostname();
+        let host = std::env::var("STORMPI_NODE")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(hostname);
         client
             .put("host", host.as_bytes())
             .map_err(|e| pmi_error("publishing the host name", e))?;

@@ -40,6 +40,52 @@ impl AmTag {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token(pub u64);
 
+/// User memory a zero-copy send reads from until the module reports the send complete.
+#[derive(Clone, Copy, Debug)]
+pub struct DataRef {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a DataRef is a loan of user memory for the life of a request (see `DataRef::new`);
+// whichever thread progresses the module may read it.
+unsafe impl Send for DataRef {}
+
+impl DataRef {
+    /// A reference to `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid for reads, and unchanged, until the send that carries them is
+    /// reported complete (or returns [`Sent::Done`]). `ptr` may dangle when `len` is 0.
+    pub unsafe fn new(ptr: *const u8, len: usize) -> DataRef {
+        DataRef { ptr, len }
+    }
+
+    /// Start of the bytes.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What [`Btl::send_ref`] did with the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// Already consumed: the memory may be reused now.
+    Done,
+    /// Still being read: [`Sink::completed`] will report the token.
+    Pending,
+}
+
 /// Capability bits of a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct BtlFlags(u32);
@@ -51,6 +97,8 @@ impl BtlFlags {
     pub const PUT: BtlFlags = BtlFlags(2);
     /// Can read remote memory (RDMA get).
     pub const GET: BtlFlags = BtlFlags(4);
+    /// Can send a fragment's payload straight from user memory ([`Btl::send_ref`]).
+    pub const SEND_REF: BtlFlags = BtlFlags(8);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: BtlFlags) -> bool {
@@ -159,6 +207,21 @@ pub trait Btl: Send {
     /// Sends the first `len` bytes of the space just reserved for `ep`, tagged `tag`. Once this
     /// returns, the fragment is the module's: the caller's data may be reused.
     fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize);
+
+    /// Sends `header` (copied now) followed by `data` (not copied: read from user memory until
+    /// the send completes) as one fragment to `ep`, for modules with [`BtlFlags::SEND_REF`].
+    /// `None` when the module cannot take it now (back-pressure).
+    fn send_ref(
+        &mut self,
+        ep: Endpoint,
+        tag: AmTag,
+        header: &[u8],
+        data: DataRef,
+        token: Token,
+    ) -> Option<Sent> {
+        let _ = (ep, tag, header, data, token);
+        None
+    }
 
     /// Delivers arrived fragments and completions; returns how many events it handled.
     fn progress(&mut self, sink: &mut dyn Sink) -> usize;

@@ -50,6 +50,19 @@ impl Packer {
         self.len
     }
 
+    /// The user memory holding packed bytes `pos..pos + len`, when the message is stored
+    /// contiguously (so a transport can send it without packing).
+    #[inline]
+    pub fn data_ref(&self, pos: usize, len: usize) -> Option<crate::btl::DataRef> {
+        if pos.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: `pos + len <= len` of the loan, which the constructor's contract keeps valid and
+        // unchanged until the request completes; the PML completes a request only after every
+        // send reading from it has been reported complete.
+        Some(unsafe { crate::btl::DataRef::new(self.base.wrapping_add(pos), len) })
+    }
+
     /// Copies packed bytes starting at `pos` into `out`; returns how many (`out.len()` or fewer
     /// at the end of the message).
     #[inline]

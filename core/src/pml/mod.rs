@@ -153,6 +153,8 @@ pub struct Ob1 {
     /// Per process: the progress pass in which a send to it last found its route full.
     blocked: &'static mut [u32],
     pass: u32,
+    /// Zero-copy fragments handed to BTLs and not yet reported complete, over all sends.
+    inflight: u32,
     platform: &'static dyn Platform,
     /// Counters.
     pub stats: Stats,
@@ -200,6 +202,7 @@ impl Ob1 {
             queued: arena.slice(world as usize, |_| 0)?,
             blocked: arena.slice(world as usize, |_| 0)?,
             pass: 1,
+            inflight: 0,
             platform,
             stats: Stats::default(),
         })
@@ -330,7 +333,8 @@ impl Ob1 {
     pub fn has_pending_work(&self) -> bool {
         !(self.pending_start.is_empty()
             && self.pending_ack.is_empty()
-            && self.pending_frags.is_empty())
+            && self.pending_frags.is_empty()
+            && self.inflight == 0)
     }
 
     /// Requests in use.

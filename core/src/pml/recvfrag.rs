@@ -87,6 +87,10 @@ impl Sink for Incoming<'_> {
             }
         }
     }
+
+    fn completed(&mut self, token: crate::btl::Token, result: crate::error::Result<()>) {
+        self.pml.on_send_done(token, result);
+    }
 }
 
 impl Ob1 {

@@ -162,6 +162,10 @@ pub struct SendReq {
     pub mode: SendMode,
     /// Where it is.
     pub state: SendState,
+    /// Which routes carry the fragments after the ACK (planned at the first fragment).
+    pub stripe: crate::bml::Stripe,
+    /// Zero-copy fragments handed to a BTL and not yet reported complete.
+    pub inflight: u32,
 }
 
 /// A receive in flight.

@@ -4,11 +4,12 @@ use super::recvfrag::finish_status;
 use super::request::{work_link, Op, RecvState, ReqId, Request, SendMode, SendReq, SendState};
 use super::Ob1;
 use crate::bml::Bml;
-use crate::btl::AmTag;
+use crate::btl::{AmTag, BtlFlags, Sent, Token};
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Packer;
 use crate::error::Result;
 use crate::list::List;
+use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header, ACK_LEN, FRAG_LEN, MATCH_LEN, RNDV_LEN};
 
@@ -18,9 +19,16 @@ enum Attempt {
     Blocked,
     /// Sent; the request is not finished.
     Sent,
+    /// Everything handed to the BTLs; some zero-copy fragments are not reported complete yet.
+    Issued,
     /// Sent; the request is now finished.
     Finished,
 }
+
+/// Fragments at least this big go zero-copy where the BTL can (smaller ones are cheaper to copy).
+const ZERO_COPY_MIN: usize = 4096;
+/// Fragment size assumed when ordering lanes (the real one is each lane's own limit).
+const MAX_FRAG_GUESS: usize = 64 << 10;
 
 impl Ob1 {
     /// The envelope of the next message to communicator rank `dest`, and the process it is.
@@ -99,6 +107,8 @@ impl Ob1 {
             env,
             mode,
             state: SendState::Queued,
+            stripe: crate::bml::Stripe::default(),
+            inflight: 0,
         };
         let key = self.insert(Request::new(Op::Send(send), scope))?;
         self.seqs[si].send = env.seq.wrapping_add(1);
@@ -109,7 +119,7 @@ impl Ob1 {
                     self.complete(key.index);
                     return Ok(ReqId(key));
                 }
-                Attempt::Sent => return Ok(ReqId(key)),
+                Attempt::Sent | Attempt::Issued => return Ok(ReqId(key)),
                 Attempt::Blocked => self.stats.send_stalls += 1,
             }
         }
@@ -203,39 +213,101 @@ impl Ob1 {
 
     /// Sends fragments of send slot `idx` until it is done or its routes are full.
     fn send_frags(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+        let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
             unreachable!("only sends have fragments")
         };
         let len = s.conv.packed_len();
+        if s.stripe.is_empty() {
+            let SendState::Frags { offset, .. } = s.state else {
+                unreachable!("scheduled send is in the fragment state")
+            };
+            s.stripe = bml.stripe(s.proc, (len - offset) as u64);
+        }
         loop {
             let SendState::Frags { dreq, offset } = s.state else {
                 unreachable!("scheduled send is in the fragment state")
             };
             if offset >= len {
                 s.state = SendState::Done;
-                return Attempt::Finished;
+                return if s.inflight == 0 {
+                    Attempt::Finished
+                } else {
+                    Attempt::Issued
+                };
             }
-            let route = bml
-                .next_send(s.proc)
-                .expect("reachability checked at isend");
-            let btl = bml.btl(route.btl);
-            let n = (len - offset).min(btl.attrs().max_send_size - FRAG_LEN);
-            let Some(space) = btl.reserve(route.ep, FRAG_LEN + n) else {
+            // The lane that would finish the next fragment first, or the next one with room.
+            let mut sent = None;
+            for lane in s.stripe.order((len - offset).min(MAX_FRAG_GUESS)) {
+                let route = s.stripe.route(lane);
+                let btl = bml.btl(route.btl);
+                let attrs = *btl.attrs();
+                let n = (len - offset).min(attrs.max_send_size - FRAG_LEN);
+                let header = Header::Frag {
+                    offset: offset as u64,
+                    dreq,
+                };
+                if attrs.flags.contains(BtlFlags::SEND_REF) && n >= ZERO_COPY_MIN {
+                    // Header copied, payload read straight from the user's buffer.
+                    let mut hdr = [0u8; FRAG_LEN];
+                    header.emit(&mut hdr);
+                    let data = s.conv.data_ref(offset, n).expect("contiguous send buffer");
+                    match btl.send_ref(route.ep, AmTag::PML, &hdr, data, Token(key.to_u64())) {
+                        None => continue,
+                        Some(Sent::Done) => {}
+                        Some(Sent::Pending) => {
+                            s.inflight += 1;
+                            self.inflight += 1;
+                        }
+                    }
+                } else {
+                    let Some(space) = btl.reserve(route.ep, FRAG_LEN + n) else {
+                        continue;
+                    };
+                    header.emit(space);
+                    s.conv.pack(offset, &mut space[FRAG_LEN..FRAG_LEN + n]);
+                    btl.commit(route.ep, AmTag::PML, FRAG_LEN + n);
+                }
+                sent = Some((lane, n));
+                break;
+            }
+            let Some((lane, n)) = sent else {
                 return Attempt::Blocked;
             };
-            Header::Frag {
-                offset: offset as u64,
-                dreq,
-            }
-            .emit(space);
-            s.conv.pack(offset, &mut space[FRAG_LEN..FRAG_LEN + n]);
-            btl.commit(route.ep, AmTag::PML, FRAG_LEN + n);
+            s.stripe.account(lane, n);
             s.state = SendState::Frags {
                 dreq,
                 offset: offset + n,
             };
             self.stats.frags_sent += 1;
+        }
+    }
+
+    /// A zero-copy fragment of send `token` left the BTL (or failed).
+    pub(crate) fn on_send_done(&mut self, token: Token, result: Result<()>) {
+        let key = Key::from_u64(token.0);
+        let Some(req) = self.requests.get_mut(key) else {
+            self.warn(format_args!("completion for no live send ({:#x})", token.0));
+            return;
+        };
+        let Op::Send(s) = &mut req.op else {
+            self.warn(format_args!(
+                "send completion for a request that is not a send"
+            ));
+            return;
+        };
+        if s.inflight == 0 {
+            self.warn(format_args!("more send completions than sends in flight"));
+            return;
+        }
+        s.inflight -= 1;
+        self.inflight -= 1;
+        if let Err(e) = result {
+            req.status.error = Some(e.class);
+        }
+        if s.inflight == 0 && s.state == SendState::Done && !req.work.is_linked() {
+            self.complete(key.index);
         }
     }
 
@@ -248,7 +320,7 @@ impl Ob1 {
                 cur = List::next(&self.requests, i, work_link);
                 match self.send_ack(bml, i) {
                     Attempt::Blocked => {}
-                    Attempt::Sent => {
+                    Attempt::Sent | Attempt::Issued => {
                         self.pending_ack.remove(&self.requests, i, work_link);
                         done += 1;
                     }
@@ -292,10 +364,18 @@ impl Ob1 {
             let mut cur = self.pending_frags.head();
             while let Some(i) = cur {
                 cur = List::next(&self.requests, i, work_link);
-                if let Attempt::Finished = self.send_frags(bml, i) {
-                    self.pending_frags.remove(&self.requests, i, work_link);
-                    self.complete(i);
-                    done += 1;
+                match self.send_frags(bml, i) {
+                    Attempt::Finished => {
+                        self.pending_frags.remove(&self.requests, i, work_link);
+                        self.complete(i);
+                        done += 1;
+                    }
+                    Attempt::Issued => {
+                        // Completes when the last zero-copy fragment is reported.
+                        self.pending_frags.remove(&self.requests, i, work_link);
+                        done += 1;
+                    }
+                    Attempt::Blocked | Attempt::Sent => {}
                 }
             }
             done += (self.stats.frags_sent - before) as usize;

@@ -71,6 +71,11 @@ pub struct FabricConfig {
     pub seed: u64,
     /// Rewrite every header into the other byte order on the way.
     pub foreign_headers: bool,
+    /// Advertised bandwidth (Mbit/s) and latency (ns) of the module.
+    pub bandwidth_mbps: u32,
+    pub latency_ns: u32,
+    /// Take zero-copy sends, reporting them complete at the sender's next progress call.
+    pub send_ref: bool,
 }
 
 impl Default for FabricConfig {
@@ -82,6 +87,9 @@ impl Default for FabricConfig {
             reorder: false,
             seed: 1,
             foreign_headers: false,
+            bandwidth_mbps: 10_000,
+            latency_ns: 1000,
+            send_ref: false,
         }
     }
 }
@@ -97,6 +105,8 @@ pub struct Fabric {
     queues: Vec<Mutex<VecDeque<Frag>>>,
     cfg: FabricConfig,
     rng: Mutex<u64>,
+    /// Bytes of PML fragments this fabric carried.
+    pub bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Fabric {
@@ -129,6 +139,27 @@ pub struct FabricBtl {
     me: u32,
     attrs: BtlAttrs,
     staging: Vec<u8>,
+    /// Zero-copy sends to report complete at the next progress call.
+    done: Vec<stormpi_core::btl::Token>,
+}
+
+impl FabricBtl {
+    fn push(&mut self, ep: Endpoint, tag: AmTag, mut data: Vec<u8>) {
+        if self.fabric.cfg.foreign_headers {
+            stormpi_core::wire::to_foreign_order(&mut data).expect("own header parses");
+        }
+        self.fabric
+            .bytes
+            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.fabric.queues[ep.0 as usize]
+            .lock()
+            .unwrap()
+            .push_back(Frag {
+                from: self.me,
+                tag: tag.0,
+                data,
+            });
+    }
 }
 
 impl Btl for FabricBtl {
@@ -162,22 +193,39 @@ impl Btl for FabricBtl {
     }
 
     fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize) {
-        let mut data = self.staging[..len].to_vec();
-        if self.fabric.cfg.foreign_headers {
-            stormpi_core::wire::to_foreign_order(&mut data).expect("own header parses");
+        let data = self.staging[..len].to_vec();
+        self.push(ep, tag, data);
+    }
+
+    fn send_ref(
+        &mut self,
+        ep: Endpoint,
+        tag: AmTag,
+        header: &[u8],
+        data: stormpi_core::btl::DataRef,
+        token: stormpi_core::btl::Token,
+    ) -> Option<stormpi_core::btl::Sent> {
+        assert!(
+            self.fabric.cfg.send_ref,
+            "send_ref on a module without SEND_REF"
+        );
+        if self.fabric.queues[ep.0 as usize].lock().unwrap().len() >= self.fabric.cfg.capacity {
+            return None;
         }
-        self.fabric.queues[ep.0 as usize]
-            .lock()
-            .unwrap()
-            .push_back(Frag {
-                from: self.me,
-                tag: tag.0,
-                data,
-            });
+        let mut frag = header.to_vec();
+        // SAFETY: the PML lends `data` until it is reported complete, which happens later.
+        frag.extend_from_slice(unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len()) });
+        self.push(ep, tag, frag);
+        self.done.push(token);
+        Some(stormpi_core::btl::Sent::Pending)
     }
 
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
+        for token in std::mem::take(&mut self.done) {
+            sink.completed(token, Ok(()));
+            n += 1;
+        }
         loop {
             let (idx, frag) = {
                 let mut q = self.fabric.queues[self.me as usize].lock().unwrap();
@@ -263,7 +311,7 @@ fn make_engine(
     me: u32,
     n: u32,
     shared: Arc<Shared>,
-    fabric: Arc<Fabric>,
+    fabrics: &[Arc<Fabric>],
     platform: &'static TestPlatform,
     overrides: &[(&str, &str)],
 ) -> Engine {
@@ -274,23 +322,30 @@ fn make_engine(
     }
     let memory = leak_memory(Engine::memory_needed(&params, n));
     let rte: &'static mut dyn Rte = Box::leak(Box::new(TestRte { me, n, shared }));
-    let attrs = BtlAttrs {
-        component: "fabric",
-        eager_limit: fabric.cfg.eager_limit,
-        max_send_size: fabric.cfg.max_send_size,
-        latency_ns: 1000,
-        bandwidth_mbps: 10_000,
-        exclusivity: 10,
-        flags: BtlFlags::SEND,
-    };
-    let btl: &'static mut dyn Btl = Box::leak(Box::new(FabricBtl {
-        fabric,
-        me,
-        attrs,
-        staging: Vec::new(),
-    }));
     let mut btls = heapless::Vec::new();
-    let _ = btls.push(btl);
+    for fabric in fabrics {
+        let mut flags = BtlFlags::SEND;
+        if fabric.cfg.send_ref {
+            flags = flags.union(BtlFlags::SEND_REF);
+        }
+        let attrs = BtlAttrs {
+            component: "fabric",
+            eager_limit: fabric.cfg.eager_limit,
+            max_send_size: fabric.cfg.max_send_size,
+            latency_ns: fabric.cfg.latency_ns,
+            bandwidth_mbps: fabric.cfg.bandwidth_mbps,
+            exclusivity: 10,
+            flags,
+        };
+        let btl: &'static mut dyn Btl = Box::leak(Box::new(FabricBtl {
+            fabric: fabric.clone(),
+            me,
+            attrs,
+            staging: Vec::new(),
+            done: Vec::new(),
+        }));
+        let _ = btls.push(btl);
+    }
     Engine::new(Init {
         memory,
         params,
@@ -306,13 +361,17 @@ fn make_fabric(n: u32, cfg: FabricConfig) -> Arc<Fabric> {
         queues: (0..n).map(|_| Mutex::new(VecDeque::new())).collect(),
         rng: Mutex::new(cfg.seed | 1),
         cfg,
+        bytes: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
 /// Engines stepped by hand from the test's thread.
 pub struct Cluster {
     pub e: Vec<Engine>,
+    /// The first fabric.
     pub fabric: Arc<Fabric>,
+    /// Every fabric, in the order given.
+    pub fabrics: Vec<Arc<Fabric>>,
     pub platform: &'static TestPlatform,
 }
 
@@ -322,7 +381,12 @@ impl Cluster {
     }
 
     pub fn with_params(n: u32, cfg: FabricConfig, overrides: &[(&str, &str)]) -> Cluster {
-        let fabric = make_fabric(n, cfg);
+        Cluster::with_fabrics(n, vec![cfg], overrides)
+    }
+
+    /// Engines joined by several fabrics at once (one BTL module each).
+    pub fn with_fabrics(n: u32, cfgs: Vec<FabricConfig>, overrides: &[(&str, &str)]) -> Cluster {
+        let fabrics: Vec<Arc<Fabric>> = cfgs.into_iter().map(|c| make_fabric(n, c)).collect();
         let platform = TestPlatform::leak();
         let shared = Arc::new(Shared {
             modex: Mutex::new(HashMap::new()),
@@ -335,18 +399,19 @@ impl Cluster {
         // Engines exchange business cards at init, so they are built concurrently.
         let handles: Vec<_> = (0..n)
             .map(|me| {
-                let (shared, fabric, ov) = (shared.clone(), fabric.clone(), overrides.clone());
+                let (shared, fabrics, ov) = (shared.clone(), fabrics.clone(), overrides.clone());
                 std::thread::spawn(move || {
                     let ov: Vec<(&str, &str)> =
                         ov.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                    make_engine(me, n, shared, fabric, platform, &ov)
+                    make_engine(me, n, shared, &fabrics, platform, &ov)
                 })
             })
             .collect();
         let e = handles.into_iter().map(|h| h.join().unwrap()).collect();
         Cluster {
             e,
-            fabric,
+            fabric: fabrics[0].clone(),
+            fabrics,
             platform,
         }
     }
@@ -407,7 +472,7 @@ pub fn spawn_ranks<F>(
         std::thread::spawn(move || {
             let ov: Vec<(&str, &str)> = ov.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let engine = make_engine(me, n, shared, fabric, platform, &ov);
+                let engine = make_engine(me, n, shared, &[fabric], platform, &ov);
                 let lock: &'static EngineLock = Box::leak(Box::new(spin::Mutex::new(Some(engine))));
                 f(Universe::new(lock).unwrap());
             }));
