@@ -200,7 +200,7 @@ impl Bml {
         }
         if self.policy == StripePolicy::Auto {
             let mut by_bw = all.clone();
-            by_bw.sort_unstable_by(|a, b| b.mbps.cmp(&a.mbps));
+            by_bw.sort_unstable_by_key(|l| core::cmp::Reverse(l.mbps));
             for k in 2..=by_bw.len() {
                 let t = time(&by_bw[..k]);
                 if t < best_t {
