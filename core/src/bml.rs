@@ -230,7 +230,12 @@ impl Bml {
         for routes in self.peers.iter_mut() {
             let btls = &self.btls;
             let mut eager: Vec<Route, MAX_ROUTES> = routes.eager.clone();
-            eager.sort_unstable_by_key(|r| btls[r.btl as usize].attrs().latency_ns);
+            // Lowest latency first; among equals, the fastest link (a 4 KiB eager message still
+            // takes its time on the wire).
+            eager.sort_by_key(|r| {
+                let a = btls[r.btl as usize].attrs();
+                (a.latency_ns, core::cmp::Reverse(a.bandwidth_mbps))
+            });
             routes.eager = eager;
         }
         Ok(())

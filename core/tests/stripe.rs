@@ -132,3 +132,11 @@ fn zero_copy_fragments_keep_the_send_open_until_reported() {
     assert!(c.e[0].is_complete(s).unwrap());
     assert_eq!(&buf[..], &data[..]);
 }
+
+#[test]
+fn eager_messages_take_the_faster_of_equally_near_routes() {
+    // Same latency; B (given second) is twice as fast: small messages go over B.
+    let mut c = two_links((200, 50_000), (400, 50_000), false, &[]);
+    let (a, b) = transfer(&mut c, 0, 1000);
+    assert_eq!((a, b > 0), (0, true), "A {a}, B {b}");
+}
