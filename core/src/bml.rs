@@ -232,7 +232,7 @@ impl Bml {
             let mut eager: Vec<Route, MAX_ROUTES> = routes.eager.clone();
             // Lowest latency first; among equals, the fastest link (a 4 KiB eager message still
             // takes its time on the wire).
-            eager.sort_by_key(|r| {
+            eager.sort_unstable_by_key(|r| {
                 let a = btls[r.btl as usize].attrs();
                 (a.latency_ns, core::cmp::Reverse(a.bandwidth_mbps))
             });
