@@ -128,6 +128,67 @@ pub fn ensure_fd_limit(needed: u64) {
     }
 }
 
+/// An address of one of this machine's network interfaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceAddr {
+    /// The interface, e.g. `eth0`.
+    pub name: String,
+    /// Its address.
+    pub addr: std::net::IpAddr,
+    /// Whether it is a loopback interface.
+    pub loopback: bool,
+}
+
+/// The IPv4 and IPv6 addresses of the interfaces that are up, in the
+/// kernel's order. Empty if they cannot be listed.
+pub fn interface_addresses() -> Vec<InterfaceAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs stores a list it allocated into `list`.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, which
+        // stays valid until freeifaddrs below.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        let flags = ifa.ifa_flags as libc::c_int;
+        if ifa.ifa_addr.is_null() || flags & libc::IFF_UP == 0 {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr whose
+        // family says which larger struct it really is.
+        let addr = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*ifa.ifa_addr.cast::<libc::sockaddr_in>();
+                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*ifa.ifa_addr.cast::<libc::sockaddr_in6>();
+                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
+                }
+                _ => continue,
+            }
+        };
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        out.push(InterfaceAddr {
+            name,
+            addr,
+            loopback: flags & libc::IFF_LOOPBACK != 0,
+        });
+    }
+    // SAFETY: `list` came from getifaddrs and is freed exactly once.
+    unsafe { libc::freeifaddrs(list) };
+    out
+}
+
 /// The conventional name of a signal, e.g. `SIGKILL`.
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
@@ -161,6 +222,15 @@ pub fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_interfaces() {
+        let all = interface_addresses();
+        assert!(
+            all.iter().any(|a| a.loopback && a.addr.is_loopback()),
+            "no loopback address among {all:?}"
+        );
+    }
 
     #[test]
     fn names_signals() {

@@ -666,6 +666,30 @@ int main(int argc, char **argv) {
             && lines[0].contains("called MPI_Abort with error code 9"),
         "{o:#?}"
     );
+
+    // Ranks 1 and 2 "remote": MPICH's own client does the PMI_PORT/PMI_ID
+    // handshake with our TCP server.
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "localhost:1,fakehost:2",
+        "--launch-agent",
+        LOCAL_AGENT,
+        "--pmi-address",
+        "127.0.0.1",
+        "-n",
+        "3",
+        exe,
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    for r in 0..3 {
+        let line = format!("mpich rank {r} of 3 sum 3");
+        assert!(
+            o.stdout.lines().any(|l| l == line),
+            "missing `{line}`: {o:#?}"
+        );
+    }
 }
 
 #[test]
@@ -683,4 +707,231 @@ fn successful_job_removes_its_shm_files() {
     let jobid = o.stdout.lines().next().unwrap();
     assert!(o.stdout.lines().all(|l| l == jobid), "{o:#?}");
     assert_eq!(shm_files_of(jobid), Vec::<String>::new());
+}
+
+/// A launch agent that runs the command on this machine: `sh -c 'shift; exec "$@"' agent HOST
+/// CMD...` drops the host and execs the rest, as `ip netns exec HOST` would in a namespace. It
+/// exercises the whole remote path (agent command line, PMI over TCP) without root.
+const LOCAL_AGENT: &str = r#"sh -c 'shift; exec "$@"' agent"#;
+
+#[test]
+fn remote_ranks_use_pmi_over_tcp() {
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "localhost:1,fakehost:2",
+        "--launch-agent",
+        LOCAL_AGENT,
+        "--pmi-address",
+        "127.0.0.1",
+        "-n",
+        "3",
+        RANK,
+        "nodes",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for (r, node, local, via) in [
+        (0, hostname.trim(), "0/1", "fd"),
+        (1, "fakehost", "0/2", "port"),
+        (2, "fakehost", "1/2", "port"),
+    ] {
+        let head = format!("rank {r}/3 node {node} local {local} pmi {via} ");
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&head) && l.ends_with(": nodes ok")),
+            "missing `{head}...`: {o:#?}"
+        );
+        let line = format!("rank {r}/3 appnum 0: exchange ok (1000-byte values)");
+        assert!(o.stdout.lines().any(|l| l == line), "{o:#?}");
+    }
+    assert!(o.stormrun_lines().is_empty(), "{o:#?}");
+
+    // A failing remote rank is named with its host.
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "fakehost:2",
+        "--launch-agent",
+        LOCAL_AGENT,
+        "--pmi-address",
+        "127.0.0.1",
+        RANK,
+        "fail",
+        "1",
+        "abort:6",
+        "sleep",
+    ]);
+    assert_eq!(o.code, Some(6), "{o:#?}");
+    let lines = o.stormrun_lines();
+    assert_eq!(lines.len(), 1, "{o:#?}");
+    assert!(
+        lines[0].starts_with("stormrun: rank 1 on fakehost (pid ")
+            && lines[0].contains("called MPI_Abort with error code 6"),
+        "{o:#?}"
+    );
+    assert!(o.elapsed < Duration::from_secs(5), "{o:#?}");
+}
+
+/// Connections to the PMI port that do not identify as an expected remote rank are refused and
+/// logged; the job completes.
+#[test]
+fn strangers_on_the_pmi_port_are_refused() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let script = format!("echo PORT=$PMI_PORT; sleep 1.5; exec {RANK} exchange 10");
+    let mut child = stormrun(&[
+        "--timeout",
+        "20",
+        "--host",
+        "fakehost:2",
+        "--launch-agent",
+        LOCAL_AGENT,
+        "--pmi-address",
+        "127.0.0.1",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Killed if an assertion fails before it ends (its ranks die with it).
+    struct KillOnDrop(Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let err = reader(child.stderr.take().unwrap());
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(child);
+    let (tx, rx) = mpsc::channel();
+    let out = thread::spawn(move || {
+        let mut all = String::new();
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let port = loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => {
+                if let Some(p) = line.strip_prefix("PORT=") {
+                    break p.to_string();
+                }
+            }
+            Err(_) => panic!("no PORT= line from the ranks"),
+        }
+    };
+    let mut replies = Vec::new();
+    for first in [&b"cmd=initack pmiid=99\n"[..], b"hello\n"] {
+        let mut c = TcpStream::connect(&port).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(first).unwrap();
+        let mut reply = String::new();
+        let _ = c.read_to_string(&mut reply);
+        replies.push(reply);
+    }
+    let status = wait_with_limit(&mut child.0, LIMIT);
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        replies[0],
+        "cmd=initack rc=-1 msg=identified_as_rank_99,_but_the_job_has_2_rank(s)\n"
+    );
+    assert!(
+        replies[1].starts_with("cmd=initack rc=-1 msg=sent_`hello`"),
+        "{replies:?}"
+    );
+    let refused: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("stormrun: refused a PMI connection from 127.0.0.1:"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{stderr}");
+    assert!(refused[0].ends_with("it identified as rank 99, but the job has 2 rank(s)"));
+    for r in 0..2 {
+        let line = format!("rank {r}/2 appnum 0: exchange ok (10-byte values)");
+        assert!(stdout.lines().any(|l| l == line), "{stdout}\n{stderr}");
+    }
+}
+
+/// Broken PMI_PORT/PMI_ID settings are clear errors, not hangs or panics.
+#[test]
+fn bad_pmi_port_settings_are_reported() {
+    for (port, id, needle) in [
+        ("nonsense", None, "PMI_PORT is `nonsense`, not HOST:PORT"),
+        (
+            "127.0.0.1:0",
+            None,
+            "PMI_PORT is `127.0.0.1:0`, not HOST:PORT",
+        ),
+        (
+            "127.0.0.1:1",
+            Some("x"),
+            "PMI_ID is `x`, not a non-negative number",
+        ),
+        (
+            "127.0.0.1:1",
+            Some("0"),
+            "connect to PMI_PORT failed: 127.0.0.1:1",
+        ),
+    ] {
+        let mut cmd = Command::new(RANK);
+        cmd.arg("singleton")
+            .env_remove("PMI_FD")
+            .env_remove("PMI_ID")
+            .env("PMI_PORT", port);
+        if let Some(id) = id {
+            cmd.env("PMI_ID", id);
+        }
+        let o = run_with_limit(&mut cmd, LIMIT);
+        assert_eq!(o.code, Some(99), "{o:#?}");
+        assert!(o.stderr.contains(needle), "want {needle:?}: {o:#?}");
+    }
+}
+
+#[test]
+fn host_slots_limit_the_job() {
+    let o = run(&["--host", "localhost:1", "-n", "2", RANK, "exchange"]);
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(
+        o.stderr
+            .contains("2 ranks requested but the hosts have only 1 slot(s)"),
+        "{o:#?}"
+    );
+    // Local hosts: fork/exec as without a host list, and STORMPI_NODE is the machine's name.
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "localhost:2",
+        RANK,
+        "env",
+        "STORMPI_NODE",
+        "PMI_PORT",
+        "STORMPI_LOCAL_SIZE",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for r in 0..2 {
+        for want in [
+            format!("rank {r} STORMPI_NODE={}", hostname.trim()),
+            format!("rank {r} PMI_PORT=(unset)"),
+            format!("rank {r} STORMPI_LOCAL_SIZE=2"),
+        ] {
+            assert!(
+                o.stdout.lines().any(|l| l == want),
+                "missing {want}: {o:#?}"
+            );
+        }
+    }
 }

@@ -5,6 +5,8 @@
 //! ```text
 //! pmi-test-rank singleton            print whether a PMI launcher started us
 //! pmi-test-rank exchange [BYTES]     put/fence/get with every rank, verify
+//! pmi-test-rank nodes                check STORMPI_NODE/LOCAL_* against every
+//!                                    rank's (through PMI), then exchange
 //! pmi-test-rank lines COUNT LEN      write COUNT lines of LEN bytes, in pieces
 //! pmi-test-rank env VAR...           print VAR=value for each VAR
 //! pmi-test-rank fail RANK HOW WAIT   RANK fails (HOW: exit:N, kill, abort:N);
@@ -36,6 +38,7 @@ fn main() {
             Some(Err(e)) => die(&format!("PMI init failed: {e}")),
         },
         "exchange" => exchange(connect(), num(1, 3000) as usize),
+        "nodes" => nodes(connect()),
         "lines" => lines(num(1, 100), num(2, 200) as usize),
         "env" => {
             let rank = std::env::var("PMI_RANK").unwrap_or_default();
@@ -71,7 +74,7 @@ fn check<T>(r: Result<T, PmiError>, what: &str) -> T {
 fn connect() -> PmiClient {
     match PmiClient::from_env() {
         Some(r) => check(r, "PMI init"),
-        None => die("no PMI launcher (PMI_FD unset)"),
+        None => die("no PMI launcher (PMI_FD and PMI_PORT unset)"),
     }
 }
 
@@ -119,6 +122,63 @@ fn exchange(mut pmi: PmiClient, big: usize) {
         pmi.appnum()
     );
     check(pmi.finalize(), "finalize");
+}
+
+/// Publishes this rank's node and local rank, reads everyone's, and checks
+/// that the ranks naming the same node agree on the local numbering; then
+/// runs `exchange`. Prints one line with what it saw.
+fn nodes(mut pmi: PmiClient) {
+    let (rank, size) = (pmi.rank(), pmi.size());
+    let var = |name: &str| -> String {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| die(&format!("rank {rank}: {name} is not set")))
+    };
+    let node = var("STORMPI_NODE");
+    let local_rank: u32 = var("STORMPI_LOCAL_RANK").parse().unwrap_or(u32::MAX);
+    let local_size: u32 = var("STORMPI_LOCAL_SIZE").parse().unwrap_or(0);
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    check(pmi.put("node", node.as_bytes()), "put node");
+    check(
+        pmi.put("local", format!("{local_rank}/{local_size}").as_bytes()),
+        "put local",
+    );
+    check(pmi.fence(), "fence");
+    let mut buf = Vec::new();
+    let mut same_node = Vec::new();
+    for peer in 0..size {
+        check(pmi.get(peer, "node", &mut buf), "get node");
+        if buf == node.as_bytes() {
+            check(pmi.get(peer, "local", &mut buf), "get local");
+            let want = format!("{}/{local_size}", same_node.len());
+            if buf != want.as_bytes() {
+                die(&format!(
+                    "rank {rank}: rank {peer} on node {node} says local {}, expected {want}",
+                    String::from_utf8_lossy(&buf)
+                ));
+            }
+            same_node.push(peer);
+        }
+    }
+    let me = same_node.iter().position(|&r| r == rank);
+    if same_node.len() as u32 != local_size || me != Some(local_rank as usize) {
+        die(&format!(
+            "rank {rank}: node {node} holds ranks {same_node:?}, but STORMPI_LOCAL_RANK/SIZE \
+             say {local_rank}/{local_size}"
+        ));
+    }
+    let pmi_via = if std::env::var_os("PMI_PORT").is_some() {
+        "port"
+    } else {
+        "fd"
+    };
+    println!(
+        "rank {rank}/{size} node {node} local {local_rank}/{local_size} pmi {pmi_via} {netns}: nodes ok"
+    );
+    exchange(pmi, 1000);
 }
 
 /// Writes each line in three pieces with flushes in between, so that the

@@ -7,13 +7,18 @@
 //! Each `:`-separated part is an application context (MPMD). Options are
 //! described once, in the `OPTIONS` table; each is either job-wide (it may appear in
 //! any context) or belongs to the context it appears in (`-n`). Adding an
-//! option — `--host`, `--hostfile`, `--launch-agent` — is one table row and
-//! one match arm in `apply`.
+//! option is one table row and one match arm in `apply`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use super::address;
+use super::agent::{self, QuoteMode};
+use super::hosts::{self, Host};
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +53,16 @@ pub struct JobOptions {
     pub timeout: Option<Duration>,
     /// `--mca NAME VALUE` parameters, in command-line order.
     pub mca: Vec<(String, OsString)>,
+    /// `--host` entries, in command-line order (repeats not yet merged).
+    pub hosts: Vec<Host>,
+    /// `--hostfile`, read when the job is configured.
+    pub hostfile: Option<PathBuf>,
+    /// `--launch-agent` (default [`agent::DEFAULT_AGENT`]).
+    pub launch_agent: Option<String>,
+    /// `--launch-agent-quote`.
+    pub agent_quote: QuoteMode,
+    /// `--pmi-address`.
+    pub pmi_address: Option<SocketAddr>,
 }
 
 /// One `-x` argument.
@@ -95,6 +110,11 @@ enum Opt {
     TagOutput,
     Timeout,
     Mca,
+    Host,
+    Hostfile,
+    LaunchAgent,
+    AgentQuote,
+    PmiAddress,
     Help,
     Version,
 }
@@ -120,7 +140,7 @@ const OPTIONS: &[OptSpec] = &[
         names: &["--oversubscribe", "-oversubscribe"],
         opt: Opt::Oversubscribe,
         values: &[],
-        help: "allow more ranks than this node has cores",
+        help: "allow more ranks than cores (or than the hosts' slots: wrap around)",
     },
     OptSpec {
         names: &["-x"],
@@ -145,6 +165,36 @@ const OPTIONS: &[OptSpec] = &[
         opt: Opt::Mca,
         values: &["NAME", "VALUE"],
         help: "set run-time parameter NAME (passed to ranks as STORMPI_MCA_NAME=VALUE)",
+    },
+    OptSpec {
+        names: &["--host", "-host", "-H", "--H"],
+        opt: Opt::Host,
+        values: &["HOST[:SLOTS],..."],
+        help: "run on these hosts, filling each one's SLOTS (default 1) in order",
+    },
+    OptSpec {
+        names: &["--hostfile", "-hostfile", "--machinefile", "-machinefile"],
+        opt: Opt::Hostfile,
+        values: &["FILE"],
+        help: "hosts from FILE: lines `HOST [slots=N]` or `HOST:N`, # comments",
+    },
+    OptSpec {
+        names: &["--launch-agent", "-launch-agent"],
+        opt: Opt::LaunchAgent,
+        values: &["CMD"],
+        help: "start remote ranks with `CMD HOST env VAR=VALUE... PROGRAM ARGS` (default: ssh)",
+    },
+    OptSpec {
+        names: &["--launch-agent-quote"],
+        opt: Opt::AgentQuote,
+        values: &["WHEN"],
+        help: "auto|always|never: quote the remote command for a shell (auto: for ssh, rsh)",
+    },
+    OptSpec {
+        names: &["--pmi-address", "-pmi-address"],
+        opt: Opt::PmiAddress,
+        values: &["ADDR[:PORT]"],
+        help: "this machine's address remote ranks reach the PMI server at",
     },
     OptSpec {
         names: &["-h", "--help"],
@@ -321,6 +371,35 @@ fn apply(
             }
             options.mca.push((param, values[1].clone()));
         }
+        Opt::Host => {
+            let list = text(&values[0])?;
+            options
+                .hosts
+                .extend(hosts::parse_host_list(&list).map_err(ArgError)?);
+        }
+        Opt::Hostfile => {
+            if options.hostfile.is_some() {
+                return err(format!("`{name}` given twice"));
+            }
+            options.hostfile = Some(PathBuf::from(&values[0]));
+        }
+        Opt::LaunchAgent => {
+            let cmd = text(&values[0])?;
+            // Checked now, used when the job is configured.
+            agent::LaunchAgent::new(&cmd, QuoteMode::Auto)
+                .map_err(|e| ArgError(format!("`{name}`: {e}")))?;
+            options.launch_agent = Some(cmd);
+        }
+        Opt::AgentQuote => {
+            let v = text(&values[0])?;
+            options.agent_quote = QuoteMode::parse(&v).ok_or_else(|| {
+                ArgError(format!("`{name}` takes auto, always or never, not `{v}`"))
+            })?;
+        }
+        Opt::PmiAddress => {
+            let v = text(&values[0])?;
+            options.pmi_address = Some(address::parse_pmi_address(&v).map_err(ArgError)?);
+        }
         Opt::Help | Opt::Version => unreachable!("handled by the caller"),
     }
     Ok(())
@@ -333,12 +412,13 @@ fn is_env_name(s: &str) -> bool {
 }
 
 impl LaunchSpec {
-    /// Ranks per application context. A single context without `-n` gets one
-    /// rank per core, as with `mpirun`; in an MPMD launch every context must
-    /// say how many ranks it wants.
-    pub fn rank_counts(&self, cores: u32) -> Result<Vec<u32>, ArgError> {
+    /// Ranks per application context. A single context without `-n` gets
+    /// `default` ranks (one per core, or one per slot of a host list, as
+    /// with `mpirun`); in an MPMD launch every context must say how many
+    /// ranks it wants.
+    pub fn rank_counts(&self, default: u32) -> Result<Vec<u32>, ArgError> {
         if self.apps.len() == 1 {
-            return Ok(vec![self.apps[0].np.unwrap_or(cores)]);
+            return Ok(vec![self.apps[0].np.unwrap_or(default)]);
         }
         self.apps
             .iter()
@@ -361,8 +441,10 @@ pub fn help_text() -> String {
     let mut s = String::from(
         "Usage: stormrun [options] [-n N] PROGRAM [ARGS...] [: [-n N] PROGRAM [ARGS...]]...\n\
          \n\
-         Starts N copies of PROGRAM as one MPI job on this node. Several programs\n\
-         separated by `:` form one MPMD job; ranks are numbered in command-line order.\n\
+         Starts N copies of PROGRAM as one MPI job, on this node or on the hosts of\n\
+         --host/--hostfile. Several programs separated by `:` form one MPMD job; ranks\n\
+         are numbered in command-line order and placed in that order, filling each\n\
+         host's slots before the next.\n\
          \n\
          Options:\n",
     );
@@ -372,14 +454,23 @@ pub fn help_text() -> String {
             left.push(' ');
             left.push_str(v);
         }
-        s.push_str(&format!("  {left:<32} {}\n", spec.help));
+        if left.len() > 32 {
+            // Too wide for the column: the description goes below.
+            s.push_str(&format!("  {left}\n  {:<32} {}\n", "", spec.help));
+        } else {
+            s.push_str(&format!("  {left:<32} {}\n", spec.help));
+        }
     }
     s.push_str(
         "\n\
          Options may also be written --name=VALUE. `--` ends the options of a context.\n\
          \n\
          Ranks inherit stormrun's environment plus PMI_FD, PMI_RANK, PMI_SIZE,\n\
-         STORMPI_JOBID, STORMPI_LOCAL_RANK, STORMPI_LOCAL_SIZE and STORMPI_NUM_CORES.\n\
+         STORMPI_JOBID, STORMPI_NODE, STORMPI_LOCAL_RANK, STORMPI_LOCAL_SIZE and\n\
+         STORMPI_NUM_CORES. Ranks on other hosts (any host but localhost and this\n\
+         machine's name) are started through the launch agent and get PMI_PORT and\n\
+         PMI_ID instead of PMI_FD, and no STORMPI_NUM_CORES.\n\
+         \n\
          Output is forwarded line by line. If a rank exits non-zero, is killed by a\n\
          signal or calls MPI_Abort, the other ranks are killed and stormrun exits with\n\
          that rank's status (128+N for signal N, the abort code for MPI_Abort).\n",
@@ -518,6 +609,33 @@ mod tests {
     }
 
     #[test]
+    fn host_options() {
+        let spec = run(&[
+            "--host",
+            "h1:2,h2",
+            "-H",
+            "h3:3",
+            "--launch-agent",
+            "ip netns exec",
+            "--launch-agent-quote",
+            "never",
+            "--pmi-address",
+            "10.1.2.1",
+            "-n",
+            "4",
+            "prog",
+        ]);
+        let o = &spec.options;
+        let names: Vec<(&str, u32)> = o.hosts.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(names, [("h1", 2), ("h2", 1), ("h3", 3)]);
+        assert_eq!(o.launch_agent.as_deref(), Some("ip netns exec"));
+        assert_eq!(o.agent_quote, QuoteMode::Never);
+        assert_eq!(o.pmi_address, Some("10.1.2.1:0".parse().unwrap()));
+        let spec = run(&["--hostfile=/tmp/hosts", "p"]);
+        assert_eq!(spec.options.hostfile, Some(PathBuf::from("/tmp/hosts")));
+    }
+
+    #[test]
     fn help_and_version() {
         assert_eq!(parse_str(&["-h"]), Ok(Command::Help));
         assert_eq!(parse_str(&["-n", "2", "--help", "x"]), Ok(Command::Help));
@@ -557,6 +675,16 @@ mod tests {
             (&["--mca", "b-tl", "x", "a"], "parameter names"),
             (&["--oversubscribe=yes", "a"], "does not take `=value`"),
             (&["", "a"], "empty program name"),
+            (&["--host", "a:0", "p"], "not a slot count"),
+            (&["--host", "-evil", "p"], "starts with `-`"),
+            (&["--hostfile", "a", "--hostfile", "b", "p"], "given twice"),
+            (&["--launch-agent", "", "p"], "launch agent is empty"),
+            (&["--launch-agent", "ssh 'x", "p"], "unterminated"),
+            (
+                &["--launch-agent-quote", "maybe", "p"],
+                "auto, always or never",
+            ),
+            (&["--pmi-address", "eth0", "p"], "not an IP address"),
         ];
         for (args, needle) in cases {
             match parse_str(args) {

@@ -1,19 +1,26 @@
-//! Running one job on this node: start the ranks, serve PMI, forward stdio
-//! and signals, notice the first failure, tear the job down, clean up.
+//! Running one job: start the ranks (here, or on other hosts through the
+//! launch agent), serve PMI, forward stdio and signals, notice the first
+//! failure, tear the job down, clean up.
 //!
-//! Everything happens in one poll loop. Every wait is bounded: teardown
-//! escalates from SIGTERM to SIGKILL after [`GRACE`], gives up on unkillable
-//! processes after [`KILL_WAIT`] more, and stops reading output pipes held
-//! open by leftover grandchildren after [`DRAIN`].
+//! Everything happens in one poll loop: the signal pipe, the ranks' output
+//! pipes, their PMI sockets (socketpairs for local ranks, TCP connections
+//! for remote ones), the PMI listening socket and the TCP connections that
+//! have yet to identify. Every wait is bounded: teardown escalates from
+//! SIGTERM to SIGKILL after [`GRACE`], gives up on unkillable processes
+//! after [`KILL_WAIT`] more, and stops reading output pipes held open by
+//! leftover grandchildren after [`DRAIN`]; an unidentified TCP connection
+//! is dropped after [`crate::pmi::IDENTIFY_TIMEOUT`].
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::agent::LaunchAgent;
 use super::shm;
 use super::signals::SignalPipe;
 use super::stdio::{self, Dest, Forwarder};
@@ -63,6 +70,43 @@ pub struct JobConfig {
     pub cores: u32,
     /// Directory holding the job's shared-memory files (`/dev/shm`).
     pub shm_dir: OsString,
+    /// Where each rank runs, in rank order.
+    pub placement: Vec<Placement>,
+    /// How remote ranks are started; `None` when every rank is local.
+    pub remote: Option<RemoteLaunch>,
+    /// Messages for the user about the configuration (printed at start).
+    pub notes: Vec<String>,
+}
+
+/// Where one rank runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Its `STORMPI_NODE`.
+    pub node: String,
+    /// Set for a rank started through the launch agent.
+    pub remote: Option<Remote>,
+    /// Its `STORMPI_LOCAL_RANK`.
+    pub local_rank: u32,
+    /// Its `STORMPI_LOCAL_SIZE`.
+    pub local_size: u32,
+}
+
+/// A rank on another host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    /// The host, as given (passed to the agent).
+    pub host: String,
+    /// The address its PMI client connects to (`PMI_PORT`'s address).
+    pub pmi_ip: IpAddr,
+}
+
+/// How ranks on other hosts are started and reach the PMI server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteLaunch {
+    /// The launch agent.
+    pub agent: LaunchAgent,
+    /// Where the PMI server listens (port 0: any free port).
+    pub pmi_bind: SocketAddr,
 }
 
 /// A rank's process and the pipes of its output.
@@ -71,6 +115,8 @@ struct Rank {
     /// Process id; 0 if it was never started.
     pid: i32,
     program: String,
+    /// The host of a remote rank.
+    host: Option<String>,
     exit: Option<Exit>,
     stdout: Option<Forwarder>,
     stderr: Option<Forwarder>,
@@ -102,6 +148,8 @@ struct Teardown {
 enum Source {
     Signals,
     Pmi(u32),
+    PmiListener,
+    PmiPending(u64),
     Output(u32, Dest),
 }
 
@@ -116,6 +164,8 @@ struct Job {
     timeout: Option<(Duration, Instant)>,
     drain_until: Option<Instant>,
     next_reap: Instant,
+    /// The port remote ranks connect to (0 when none are remote).
+    pmi_port: u16,
 }
 
 /// Runs the job to completion and returns stormrun's exit status: 0 when
@@ -140,8 +190,25 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
         timeout: cfg.timeout.map(|t| (t, now + t)),
         drain_until: None,
         next_reap: now,
+        pmi_port: 0,
     };
 
+    if let Some(remote) = &cfg.remote {
+        match job.server.listen(remote.pmi_bind) {
+            Ok(bound) => job.pmi_port = bound.port(),
+            Err(e) => {
+                job.fail(
+                    format!(
+                        "cannot listen for PMI connections of remote ranks on {}: {e}; \
+                         job aborted (see --pmi-address)",
+                        remote.pmi_bind
+                    ),
+                    1,
+                );
+                return job.finish();
+            }
+        }
+    }
     for rank in 0..size {
         let app = &cfg.apps[appnums[rank as usize] as usize];
         match job.spawn(&cfg, app, rank, size) {
@@ -152,13 +219,20 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
                     std::io::ErrorKind::PermissionDenied => 126,
                     _ => 1,
                 };
-                job.fail(
-                    format!(
-                        "cannot start rank {rank} (`{}`): {e}; job aborted",
-                        app.program.to_string_lossy()
+                let what = match cfg.placement[rank as usize]
+                    .remote
+                    .as_ref()
+                    .zip(cfg.remote.as_ref())
+                {
+                    Some((r, launch)) => format!(
+                        "rank {rank} on {} (`{}` through the launch agent `{}`)",
+                        r.host,
+                        app.program.to_string_lossy(),
+                        launch.agent.words.join(" ")
                     ),
-                    code,
-                );
+                    None => format!("rank {rank} (`{}`)", app.program.to_string_lossy()),
+                };
+                job.fail(format!("cannot start {what}: {e}; job aborted"), code);
                 break;
             }
         }
@@ -168,27 +242,64 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
 }
 
 impl Job {
-    /// Starts one rank.
+    /// Starts one rank: locally by fork/exec with a PMI socketpair, or
+    /// through the launch agent with PMI over TCP.
     fn spawn(&mut self, cfg: &JobConfig, app: &App, rank: u32, size: u32) -> std::io::Result<Rank> {
-        let pmi_fd: OwnedFd = self.server.connect_rank(rank)?;
-        let raw_pmi_fd = pmi_fd.as_raw_fd();
-        let mut cmd = Command::new(&app.program);
-        cmd.args(&app.args);
+        let place = &cfg.placement[rank as usize];
+        // -x and --mca first: the launcher's own variables win.
+        let mut env: Vec<(OsString, OsString)> = cfg.env.clone();
+        let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
+        let mut pmi_fd: Option<OwnedFd> = None;
+        let remote = match (&place.remote, &cfg.remote) {
+            (Some(r), Some(launch)) => {
+                self.server.expect_remote(rank);
+                set(
+                    "PMI_PORT",
+                    SocketAddr::new(r.pmi_ip, self.pmi_port).to_string(),
+                );
+                set("PMI_ID", rank.to_string());
+                Some((r, &launch.agent))
+            }
+            _ => {
+                let fd = self.server.connect_rank(rank)?;
+                set("PMI_FD", fd.as_raw_fd().to_string());
+                pmi_fd = Some(fd);
+                None
+            }
+        };
+        set("PMI_RANK", rank.to_string());
+        set("PMI_SIZE", size.to_string());
+        set("STORMPI_JOBID", cfg.jobid.clone());
+        set("STORMPI_NODE", place.node.clone());
+        set("STORMPI_LOCAL_RANK", place.local_rank.to_string());
+        set("STORMPI_LOCAL_SIZE", place.local_size.to_string());
+        if remote.is_none() {
+            // Another host's core count is its own business: the library
+            // there measures it.
+            set("STORMPI_NUM_CORES", cfg.cores.to_string());
+        }
+        let mut cmd = match remote {
+            None => {
+                let mut cmd = Command::new(&app.program);
+                cmd.args(&app.args).envs(env.iter().map(|(k, v)| (k, v)));
+                cmd
+            }
+            Some((r, agent)) => {
+                let program = remote_program(&app.program);
+                let argv = agent.command_line(&r.host, &env, &program, &app.args);
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]);
+                cmd
+            }
+        };
         // A launcher above us (Hydra, Slurm) may have left its own PMI
-        // variables in our environment; they must not reach our ranks.
+        // variables in our environment; they must not reach our ranks (nor
+        // an agent that passes its environment on, as `ip netns exec` does).
         for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("PMI_") {
+            if key.to_string_lossy().starts_with("PMI_") && !env.iter().any(|(k, _)| *k == key) {
                 cmd.env_remove(key);
             }
         }
-        cmd.envs(cfg.env.iter().map(|(k, v)| (k, v)));
-        cmd.env("PMI_FD", raw_pmi_fd.to_string())
-            .env("PMI_RANK", rank.to_string())
-            .env("PMI_SIZE", size.to_string())
-            .env("STORMPI_JOBID", &cfg.jobid)
-            .env("STORMPI_LOCAL_RANK", rank.to_string())
-            .env("STORMPI_LOCAL_SIZE", size.to_string())
-            .env("STORMPI_NUM_CORES", cfg.cores.to_string());
         // Rank 0 gets our stdin unless it is a terminal: the ranks run in
         // their own process groups, where reading the terminal would stop them.
         let stdin_ok = rank == 0 && !std::io::stdin().is_terminal();
@@ -205,18 +316,23 @@ impl Job {
         .process_group(0);
         // SAFETY: getpid is async-signal-safe and has no preconditions.
         let launcher_pid = unsafe { libc::getpid() };
+        let raw_pmi_fd = pmi_fd.as_ref().map(|fd| fd.as_raw_fd());
         // SAFETY: the closure runs between fork and exec and only makes
         // async-signal-safe system calls (prctl, getppid, fcntl); it
         // allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 // If stormrun dies without tearing the job down (SIGKILL),
-                // the kernel kills the rank instead of leaving it behind.
+                // the kernel kills the rank (or its agent) instead of
+                // leaving it behind.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 if libc::getppid() != launcher_pid {
                     return Err(std::io::Error::other("launcher exited during spawn"));
                 }
-                sys::clear_cloexec(raw_pmi_fd)
+                match raw_pmi_fd {
+                    Some(fd) => sys::clear_cloexec(fd),
+                    None => Ok(()),
+                }
             });
         }
         let mut child = cmd.spawn()?;
@@ -236,6 +352,7 @@ impl Job {
         Ok(Rank {
             pid: child.id() as i32,
             program: app.program.to_string_lossy().into_owned(),
+            host: place.remote.as_ref().map(|r| r.host.clone()),
             exit: None,
             stdout,
             stderr,
@@ -269,10 +386,23 @@ impl Job {
                 }
             }
 
+            self.server.expire_pending(now, &mut events);
+            for ev in events.drain(..) {
+                self.on_pmi_event(ev);
+            }
+
             fds.clear();
             sources.clear();
             fds.push(sys::pollfd(self.signals.fd(), libc::POLLIN));
             sources.push(Source::Signals);
+            if let Some(fd) = self.server.listener_fd() {
+                fds.push(sys::pollfd(fd, libc::POLLIN));
+                sources.push(Source::PmiListener);
+            }
+            for (id, fd) in self.server.pending_fds() {
+                fds.push(sys::pollfd(fd, libc::POLLIN));
+                sources.push(Source::PmiPending(id));
+            }
             for (i, r) in self.ranks.iter().enumerate() {
                 let rank = i as u32;
                 if let Some(fd) = self.server.fd(rank) {
@@ -322,6 +452,8 @@ impl Job {
                             }
                         }
                     }
+                    Source::PmiListener => self.server.on_acceptable(&mut events),
+                    Source::PmiPending(id) => self.server.on_pending_readable(id, &mut events),
                     Source::Pmi(rank) => {
                         if rev & libc::POLLOUT != 0 {
                             self.server.on_writable(rank, &mut events);
@@ -352,6 +484,9 @@ impl Job {
             }
         }
         if let Some(d) = self.drain_until {
+            at = at.min(d);
+        }
+        if let Some(d) = self.server.next_pending_deadline() {
             at = at.min(d);
         }
         at.max(now)
@@ -447,6 +582,9 @@ impl Job {
             }
             ServerEvent::ProtocolError { rank, detail } => {
                 eprintln!("stormrun: {} {detail}", self.describe(rank));
+            }
+            ServerEvent::Rejected { peer, reason } => {
+                eprintln!("stormrun: refused a PMI connection from {peer}: it {reason}");
             }
             ServerEvent::Finalized { .. } | ServerEvent::Disconnected { .. } => {}
         }
@@ -552,6 +690,15 @@ impl Job {
             give_up_at: now + GRACE + KILL_WAIT,
         });
         self.signal_running(sig);
+        // Signals reach a remote rank only if its agent passes them on
+        // (ssh does not). Closing its PMI connection makes its next PMI
+        // call fail, so an MPI rank ends even then.
+        self.server.stop_listening();
+        for rank in 0..self.ranks.len() as u32 {
+            if self.server.is_remote(rank) {
+                self.server.disconnect(rank);
+            }
+        }
     }
 
     /// Signals the process group of every rank not yet reaped. Groups of
@@ -564,6 +711,12 @@ impl Job {
 
     fn describe(&self, rank: u32) -> String {
         match self.ranks.get(rank as usize) {
+            Some(Rank {
+                host: Some(host),
+                pid,
+                program,
+                ..
+            }) => format!("rank {rank} on {host} (pid {pid}, {program})"),
             Some(r) => format!("rank {rank} (pid {}, {})", r.pid, r.program),
             None => format!("rank {rank}"),
         }
@@ -596,6 +749,22 @@ impl Job {
             None => 0,
         }
     }
+}
+
+/// The program path a remote rank is started with: a relative path with a
+/// directory part (`./ring`, `bin/app`) is made absolute against our
+/// working directory, which the agent's side may not share (ssh starts in
+/// the home directory); a bare name is left for the remote `PATH`.
+fn remote_program(program: &OsStr) -> OsString {
+    let path = Path::new(program);
+    if path.is_relative() && path.components().count() > 1 {
+        if let Ok(cwd) = std::env::current_dir() {
+            return cwd
+                .join(path.strip_prefix(".").unwrap_or(path))
+                .into_os_string();
+        }
+    }
+    program.to_os_string()
 }
 
 /// `0-3,5,7-8` for a sorted list of ranks.
@@ -642,6 +811,15 @@ mod tests {
         assert_eq!(rank_list(&[]), "(none)");
         assert_eq!(rank_list(&[3]), "3");
         assert_eq!(rank_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+    }
+
+    #[test]
+    fn remote_programs_get_absolute_paths() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(remote_program(OsStr::new("./ring")), cwd.join("ring"));
+        assert_eq!(remote_program(OsStr::new("bin/app")), cwd.join("bin/app"));
+        assert_eq!(remote_program(OsStr::new("hostname")), "hostname");
+        assert_eq!(remote_program(OsStr::new("/bin/true")), "/bin/true");
     }
 
     #[test]

@@ -1,40 +1,60 @@
 //! `stormrun`, the job launcher.
 //!
+//! # Where ranks run
+//!
+//! Without `--host`/`--hostfile`, every rank runs on this machine. With a
+//! host list, ranks are placed in rank order, filling each host's slots
+//! before the next host (see [`hosts`]). A host named `localhost`,
+//! `127.0.0.1` or this machine's host name runs its ranks here by
+//! fork/exec; any other host runs them through the launch agent (see
+//! [`agent`]): `<agent> <host> env VAR=VALUE... <program> <args>`.
+//!
 //! # What a rank gets
 //!
-//! Every rank inherits stormrun's environment (minus any `PMI_*` variables
-//! of a launcher above it), then `-x` and `--mca` settings, then:
+//! Every local rank inherits stormrun's environment (minus any `PMI_*`
+//! variables of a launcher above it); a remote rank gets whatever
+//! environment the agent gives it. Then, for every rank, the `-x` and
+//! `--mca` settings and:
 //!
 //! | variable | value |
 //! |---|---|
-//! | `PMI_FD` | descriptor of the rank's PMI-1 socket (see [`crate::pmi`]) |
+//! | `PMI_FD` | local ranks: descriptor of the rank's PMI-1 socket (see [`crate::pmi`]) |
+//! | `PMI_PORT`, `PMI_ID` | remote ranks: `ADDR:PORT` of stormrun's PMI server, and the id to send in `cmd=initack` (the rank) — see [`crate::pmi::port`] and [`address`] |
 //! | `PMI_RANK`, `PMI_SIZE` | rank in the job, number of ranks |
 //! | `STORMPI_JOBID` | job id: `<stormrun pid>-<8 hex digits>`, only `[0-9a-f-]` |
-//! | `STORMPI_LOCAL_RANK`, `STORMPI_LOCAL_SIZE` | rank and rank count on this node (all ranks are local for now) |
-//! | `STORMPI_NUM_CORES` | cores usable on this node |
+//! | `STORMPI_NODE` | the node the rank runs on: the host name as given for remote ranks, this machine's host name for local ones. Ranks with the same value share a node (the library's node layout follows it, so network namespaces of one machine count as separate nodes) |
+//! | `STORMPI_LOCAL_RANK`, `STORMPI_LOCAL_SIZE` | rank and rank count on this node |
+//! | `STORMPI_NUM_CORES` | local ranks only: cores usable on this machine |
 //! | `STORMPI_MCA_<NAME>` | value of `--mca NAME VALUE` |
 //!
-//! Each rank runs in its own process group; stdin is `/dev/null` except for
-//! rank 0, which inherits stormrun's stdin when that is not a terminal.
+//! Each rank (for a remote rank: its agent) runs in its own process group;
+//! stdin is `/dev/null` except for rank 0, which inherits stormrun's stdin
+//! when that is not a terminal.
 //!
 //! # Shared memory
 //!
 //! Every file a job creates in `/dev/shm` must be named
 //! `stormpi-<STORMPI_JOBID>-<anything>`. stormrun deletes all such files
-//! when the job ends, however it ends (short of stormrun itself being
-//! SIGKILLed).
+//! on this machine when the job ends, however it ends (short of stormrun
+//! itself being SIGKILLed). Files on other hosts are not removed.
 //!
 //! # Output and failure
 //!
 //! Output is forwarded a whole line at a time (`--tag-output` prefixes
-//! `[1,RANK]<stdout>:` / `[1,RANK]<stderr>:` as Open MPI does). The first
+//! `[1,RANK]<stdout>:` / `[1,RANK]<stderr>:` as Open MPI does); a remote
+//! rank's output arrives through its agent's stdout and stderr. The first
 //! rank to exit non-zero, die of a signal or call abort through PMI ends the
 //! job: the others get SIGTERM, then SIGKILL after one second, stormrun
-//! prints one line naming the rank and the cause, and exits with that
-//! rank's status (128+N for signal N, the abort code for an abort — 1 if
-//! that code is 0 mod 256). `--timeout` ends a job with status 124.
+//! prints one line naming the rank (and its host, if remote) and the cause,
+//! and exits with that rank's status (128+N for signal N, the abort code for
+//! an abort — 1 if that code is 0 mod 256). A remote rank's status is what
+//! its agent exits with (ssh passes the remote status on; `ip netns exec`
+//! *is* the rank). `--timeout` ends a job with status 124.
 
+pub mod address;
+pub mod agent;
 pub mod args;
+pub mod hosts;
 pub mod job;
 pub mod shm;
 pub mod signals;
@@ -44,6 +64,7 @@ use std::ffi::OsString;
 use std::hash::{BuildHasher, Hasher};
 
 use args::{Command, Export, LaunchSpec};
+use hosts::Host;
 
 /// Exit status for command-line errors.
 pub const USAGE_EXIT: i32 = 2;
@@ -68,14 +89,20 @@ pub fn main(argv: impl IntoIterator<Item = OsString>) -> i32 {
             return USAGE_EXIT;
         }
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let config = match configure(&spec, cores, new_jobid()) {
+    let machine = Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        hostname: hosts::local_hostname(),
+    };
+    let config = match configure(&spec, &machine, new_jobid()) {
         Ok(c) => c,
         Err(msg) => {
             eprintln!("stormrun: {msg}");
             return USAGE_EXIT;
         }
     };
+    for note in &config.notes {
+        eprintln!("stormrun: {note}");
+    }
     let signals = match signals::SignalPipe::install(&[
         libc::SIGCHLD,
         libc::SIGINT,
@@ -92,28 +119,78 @@ pub fn main(argv: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     // The launcher holds three descriptors per rank (PMI socket, stdout and
-    // stderr pipes) plus a few of its own.
+    // stderr pipes), a few of its own, and with remote ranks a listening
+    // socket and up to 64 connections that have yet to identify.
     let ranks: u64 = config.apps.iter().map(|a| u64::from(a.np)).sum();
-    crate::sys::ensure_fd_limit(3 * ranks + 64);
+    crate::sys::ensure_fd_limit(3 * ranks + 128);
     job::run(config, signals)
 }
 
-/// Turns a parsed command line into a job: rank counts, the oversubscription
-/// check, and the environment for the ranks.
-pub fn configure(spec: &LaunchSpec, cores: u32, jobid: String) -> Result<job::JobConfig, String> {
-    let counts = spec.rank_counts(cores).map_err(|e| e.0)?;
+/// What stormrun knows about the machine it runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    /// Usable cores.
+    pub cores: u32,
+    /// Host name (the local ranks' `STORMPI_NODE`).
+    pub hostname: String,
+}
+
+/// Turns a parsed command line into a job: rank counts, placement on hosts
+/// (with the oversubscription check), the PMI address for remote ranks, and
+/// the environment for the ranks.
+pub fn configure(
+    spec: &LaunchSpec,
+    machine: &Machine,
+    jobid: String,
+) -> Result<job::JobConfig, String> {
+    let opts = &spec.options;
+    let hosts = host_list(spec)?;
+    let default_np = if hosts.is_empty() {
+        machine.cores
+    } else {
+        u32::try_from(hosts::total_slots(&hosts)).unwrap_or(u32::MAX)
+    };
+    let counts = spec.rank_counts(default_np).map_err(|e| e.0)?;
     let total: u64 = counts.iter().map(|&n| u64::from(n)).sum();
     if total > u64::from(u32::MAX) {
         return Err(format!("{total} ranks are too many"));
     }
-    if total > u64::from(cores) && !spec.options.oversubscribe {
-        return Err(format!(
-            "{total} ranks requested but this node has only {cores} core(s); \
-             pass --oversubscribe to run more ranks than cores"
-        ));
-    }
+    let total = total as u32;
+    let Layout {
+        placement,
+        remote,
+        notes,
+    } = if hosts.is_empty() {
+        if total > machine.cores && !opts.oversubscribe {
+            return Err(format!(
+                "{total} ranks requested but this node has only {} core(s); \
+                 pass --oversubscribe to run more ranks than cores",
+                machine.cores
+            ));
+        }
+        let here = job::Placement {
+            node: machine.hostname.clone(),
+            remote: None,
+            local_rank: 0,
+            local_size: total,
+        };
+        let placement = (0..total)
+            .map(|r| job::Placement {
+                local_rank: r,
+                ..here.clone()
+            })
+            .collect();
+        Layout {
+            placement,
+            remote: None,
+            notes: Vec::new(),
+        }
+    } else {
+        place_on_hosts(spec, machine, &hosts, total)?
+    };
+
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    for export in &spec.options.exports {
+    for export in &opts.exports {
         match export {
             Export::Set(var, value) => env.push((var.into(), value.clone())),
             Export::Inherit(var) => match std::env::var_os(var) {
@@ -122,7 +199,7 @@ pub fn configure(spec: &LaunchSpec, cores: u32, jobid: String) -> Result<job::Jo
             },
         }
     }
-    for (name, value) in &spec.options.mca {
+    for (name, value) in &opts.mca {
         env.push((format!("STORMPI_MCA_{name}").into(), value.clone()));
     }
     let apps = spec
@@ -139,10 +216,120 @@ pub fn configure(spec: &LaunchSpec, cores: u32, jobid: String) -> Result<job::Jo
         jobid,
         apps,
         env,
-        tag_output: spec.options.tag_output,
-        timeout: spec.options.timeout,
-        cores,
+        tag_output: opts.tag_output,
+        timeout: opts.timeout,
+        cores: machine.cores,
         shm_dir: shm::SHM_DIR.into(),
+        placement,
+        remote,
+        notes,
+    })
+}
+
+/// The merged host list of `--host` or `--hostfile` (empty if neither).
+fn host_list(spec: &LaunchSpec) -> Result<Vec<Host>, String> {
+    let opts = &spec.options;
+    let list = match (&opts.hostfile, opts.hosts.is_empty()) {
+        (None, _) => opts.hosts.clone(),
+        (Some(_), false) => {
+            return Err("--host and --hostfile cannot be combined; give one host list".into())
+        }
+        (Some(path), true) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
+            hosts::parse_hostfile(&text).map_err(|e| format!("hostfile {}: {e}", path.display()))?
+        }
+    };
+    Ok(hosts::merge(list))
+}
+
+/// Where the ranks of a job run.
+struct Layout {
+    placement: Vec<job::Placement>,
+    remote: Option<job::RemoteLaunch>,
+    notes: Vec<String>,
+}
+
+/// Placement of `total` ranks on `hosts`, and how to reach the remote ones.
+fn place_on_hosts(
+    spec: &LaunchSpec,
+    machine: &Machine,
+    hosts: &[Host],
+    total: u32,
+) -> Result<Layout, String> {
+    let opts = &spec.options;
+    let at = hosts::place(hosts, total, opts.oversubscribe)?;
+    let local: Vec<bool> = hosts
+        .iter()
+        .map(|h| hosts::is_local(&h.name, &machine.hostname))
+        .collect();
+    // Remote hosts that actually get ranks, in host-list order.
+    let used_remote: Vec<usize> = (0..hosts.len())
+        .filter(|&i| !local[i] && at.contains(&i))
+        .collect();
+    let mut notes = Vec::new();
+    let mut pmi_ip = vec![None; hosts.len()];
+    let remote = if used_remote.is_empty() {
+        None
+    } else {
+        let names: Vec<&str> = used_remote
+            .iter()
+            .map(|&i| hosts[i].name.as_str())
+            .collect();
+        let listen = address::choose(opts.pmi_address, &names)?;
+        for (&i, &ip) in used_remote.iter().zip(&listen.advertise) {
+            pmi_ip[i] = Some(ip);
+        }
+        notes.extend(listen.notes);
+        let text = opts.launch_agent.as_deref().unwrap_or(agent::DEFAULT_AGENT);
+        Some(job::RemoteLaunch {
+            agent: agent::LaunchAgent::new(text, opts.agent_quote)?,
+            pmi_bind: listen.bind,
+        })
+    };
+    // Every local host entry is this one machine: one node.
+    let node_of = |i: usize| -> &str {
+        if local[i] {
+            &machine.hostname
+        } else {
+            &hosts[i].name
+        }
+    };
+    let mut seen: Vec<(&str, u32)> = Vec::new();
+    let mut local_rank = Vec::with_capacity(at.len());
+    for &i in &at {
+        let node = node_of(i);
+        match seen.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, count)) => {
+                local_rank.push(*count);
+                *count += 1;
+            }
+            None => {
+                local_rank.push(0);
+                seen.push((node, 1));
+            }
+        }
+    }
+    let placement = at
+        .iter()
+        .zip(local_rank)
+        .map(|(&i, local_rank)| {
+            let node = node_of(i);
+            job::Placement {
+                node: node.to_string(),
+                remote: pmi_ip[i].map(|ip| job::Remote {
+                    host: hosts[i].name.clone(),
+                    pmi_ip: ip,
+                }),
+                local_rank,
+                local_size: seen.iter().find(|(n, _)| *n == node).map_or(1, |s| s.1),
+            }
+        })
+        .collect();
+    Ok(Layout {
+        placement,
+        remote,
+        notes,
     })
 }
 
@@ -162,6 +349,13 @@ pub fn new_jobid() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn machine(cores: u32) -> Machine {
+        Machine {
+            cores,
+            hostname: "vm".into(),
+        }
+    }
 
     fn spec(args: &[&str]) -> LaunchSpec {
         match args::parse(args.iter().map(OsString::from)).unwrap() {
@@ -185,15 +379,24 @@ mod tests {
 
     #[test]
     fn oversubscription_is_refused_unless_asked() {
-        let e = configure(&spec(&["-n", "3", "a"]), 2, "j".into()).unwrap_err();
+        let e = configure(&spec(&["-n", "3", "a"]), &machine(2), "j".into()).unwrap_err();
         assert!(
             e.contains("3 ranks requested") && e.contains("--oversubscribe"),
             "{e}"
         );
-        let e = configure(&spec(&["-n", "2", "a", ":", "-n", "1", "b"]), 2, "j".into());
+        let e = configure(
+            &spec(&["-n", "2", "a", ":", "-n", "1", "b"]),
+            &machine(2),
+            "j".into(),
+        );
         assert!(e.is_err());
-        assert!(configure(&spec(&["--oversubscribe", "-n", "3", "a"]), 2, "j".into()).is_ok());
-        let c = configure(&spec(&["a"]), 2, "j".into()).unwrap();
+        assert!(configure(
+            &spec(&["--oversubscribe", "-n", "3", "a"]),
+            &machine(2),
+            "j".into()
+        )
+        .is_ok());
+        let c = configure(&spec(&["a"]), &machine(2), "j".into()).unwrap();
         assert_eq!(c.apps[0].np, 2, "default is one rank per core");
     }
 
@@ -210,7 +413,7 @@ mod tests {
                 "STORMPI_SURELY_UNSET_VAR",
                 "p",
             ]),
-            4,
+            &machine(4),
             "j".into(),
         )
         .unwrap();
@@ -221,5 +424,144 @@ mod tests {
                 (OsString::from("STORMPI_MCA_btl"), OsString::from("sm,self")),
             ]
         );
+    }
+
+    /// (node, remote host, local rank, local size) of each rank.
+    fn layout(c: &job::JobConfig) -> Vec<(String, Option<String>, u32, u32)> {
+        c.placement
+            .iter()
+            .map(|p| {
+                (
+                    p.node.clone(),
+                    p.remote.as_ref().map(|r| r.host.clone()),
+                    p.local_rank,
+                    p.local_size,
+                )
+            })
+            .collect()
+    }
+
+    fn row(node: &str, remote: bool, lr: u32, ls: u32) -> (String, Option<String>, u32, u32) {
+        (node.into(), remote.then(|| node.to_string()), lr, ls)
+    }
+
+    #[test]
+    fn ranks_without_hosts_are_local() {
+        let c = configure(&spec(&["-n", "2", "a"]), &machine(2), "j".into()).unwrap();
+        assert_eq!(layout(&c), [row("vm", false, 0, 2), row("vm", false, 1, 2)]);
+        assert!(c.remote.is_none());
+    }
+
+    #[test]
+    fn mpmd_contexts_continue_over_the_hosts() {
+        let c = configure(
+            &spec(&[
+                "--host",
+                "h1:2,localhost:1,h2:2",
+                "--pmi-address",
+                "10.1.2.1",
+                "-n",
+                "3",
+                "a",
+                ":",
+                "-n",
+                "2",
+                "b",
+            ]),
+            &machine(1),
+            "j".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            layout(&c),
+            [
+                row("h1", true, 0, 2),
+                row("h1", true, 1, 2),
+                row("vm", false, 0, 1),
+                row("h2", true, 0, 2),
+                row("h2", true, 1, 2),
+            ]
+        );
+        let remote = c.remote.as_ref().unwrap();
+        assert_eq!(remote.pmi_bind, "10.1.2.1:0".parse().unwrap());
+        assert_eq!(remote.agent.words, ["ssh"]);
+        assert!(remote.agent.quote);
+        assert_eq!(
+            c.placement[0].remote.as_ref().unwrap().pmi_ip,
+            "10.1.2.1".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(c.apps.iter().map(|a| a.np).collect::<Vec<_>>(), [3, 2]);
+    }
+
+    #[test]
+    fn slots_limit_ranks_unless_oversubscribed() {
+        let args = |extra: &[&'static str]| {
+            let mut v = vec!["--host", "localhost:2,vm:1", "-n", "4"];
+            v.splice(0..0, extra.iter().copied());
+            v.push("a");
+            spec(&v)
+        };
+        let e = configure(&args(&[]), &machine(64), "j".into()).unwrap_err();
+        assert!(e.contains("only 3 slot(s)"), "{e}");
+        let c = configure(&args(&["--oversubscribe"]), &machine(1), "j".into()).unwrap();
+        // localhost and the machine's name are one node; all local.
+        assert_eq!(
+            layout(&c),
+            (0..4).map(|r| row("vm", false, r, 4)).collect::<Vec<_>>()
+        );
+        assert!(c.remote.is_none());
+        // Without -n: one rank per slot.
+        let c = configure(
+            &spec(&["--host", "localhost:3", "a"]),
+            &machine(1),
+            "j".into(),
+        )
+        .unwrap();
+        assert_eq!(c.apps[0].np, 3);
+    }
+
+    #[test]
+    fn hostfiles_are_read() {
+        let dir = std::env::temp_dir().join(format!("stormpi-hostfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("hosts");
+        std::fs::write(&file, "# test\nlocalhost slots=2\nh9:1\n").unwrap();
+        let path = file.to_str().unwrap();
+        let c = configure(
+            &spec(&[
+                "--hostfile",
+                path,
+                "--launch-agent",
+                "ip netns exec",
+                "--pmi-address",
+                "127.0.0.1",
+                "a",
+            ]),
+            &machine(1),
+            "j".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            layout(&c),
+            [
+                row("vm", false, 0, 2),
+                row("vm", false, 1, 2),
+                row("h9", true, 0, 1)
+            ]
+        );
+        assert!(!c.remote.as_ref().unwrap().agent.quote);
+        std::fs::write(&file, "h1 slots=x\n").unwrap();
+        let e = configure(&spec(&["--hostfile", path, "a"]), &machine(1), "j".into()).unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+        let e = configure(
+            &spec(&["--hostfile", path, "--host", "a", "a"]),
+            &machine(1),
+            "j".into(),
+        )
+        .unwrap_err();
+        assert!(e.contains("cannot be combined"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = configure(&spec(&["--hostfile", path, "a"]), &machine(1), "j".into()).unwrap_err();
+        assert!(e.contains("cannot read hostfile"), "{e}");
     }
 }

@@ -6,7 +6,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::error::PmiError;
-use super::transport::Transport;
+use super::port;
+use super::transport::{LineChannel, Transport};
 use super::v1;
 use super::value::{self, Head};
 
@@ -36,18 +37,72 @@ pub struct PmiClient {
 impl PmiClient {
     /// Connects to the launcher named by the environment.
     ///
+    /// * `PMI_FD` (a launcher on this host): the inherited socket; rank and
+    ///   size from `PMI_RANK` and `PMI_SIZE`.
+    /// * else `PMI_PORT=<host>:<port>` (a launcher on another host): a TCP
+    ///   connection; with `PMI_ID` set, the `initack` handshake (see
+    ///   [`port`](super::port)) tells the rank and size, else `PMI_RANK` and
+    ///   `PMI_SIZE` do, as in MPICH's client.
+    ///
     /// Returns `None` when no PMI launcher started this process (neither
     /// `PMI_FD` nor `PMI_PORT` is set): the caller then runs as a singleton.
+    /// Malformed variables are errors that name the variable.
     pub fn from_env() -> Option<Result<PmiClient, PmiError>> {
         if let Some(fd) = std::env::var_os("PMI_FD") {
             return Some(Self::from_fd_env(&fd.to_string_lossy()));
         }
-        if std::env::var_os("PMI_PORT").is_some() {
-            return Some(Err(PmiError::Unsupported(
-                "PMI_PORT (PMI over TCP) is not implemented yet; only PMI_FD is".into(),
-            )));
+        if let Some(port) = std::env::var_os("PMI_PORT") {
+            let id = std::env::var_os("PMI_ID").map(|v| v.to_string_lossy().into_owned());
+            return Some(Self::from_port_env(&port.to_string_lossy(), id.as_deref()));
         }
         None
+    }
+
+    /// The `PMI_PORT` path: `port_text` is `PMI_PORT`, `id` is `PMI_ID`.
+    fn from_port_env(port_text: &str, id: Option<&str>) -> Result<PmiClient, PmiError> {
+        // Check everything the environment says before touching the network.
+        port::parse_port(port_text)?;
+        let id = id
+            .map(|text| {
+                text.trim().parse::<u32>().map_err(|_| PmiError::Env {
+                    var: "PMI_ID",
+                    problem: format!("is `{text}`, not a non-negative number"),
+                })
+            })
+            .transpose()?;
+        // Who we are: told by the server (MPICH's `PMI_ID` handshake) or by
+        // the environment.
+        let identity = match id {
+            Some(id) => Identity::Handshake(id),
+            None => {
+                let (rank, size) = rank_and_size()?;
+                Identity::Env(rank, size)
+            }
+        };
+        let stream = port::connect(port_text)?;
+        let mut chan = LineChannel::new(Transport::Tcp(stream));
+        let (rank, size) = match identity {
+            Identity::Env(rank, size) => (rank, size),
+            Identity::Handshake(id) => {
+                let io = |source| PmiError::Io {
+                    op: "set a socket timeout",
+                    source,
+                };
+                chan.set_read_timeout(Some(port::HANDSHAKE_TIMEOUT))
+                    .map_err(io)?;
+                let rs = port::handshake(&mut chan, id)?;
+                // PMI waits (barriers) may take as long as the job's
+                // slowest rank: no timeout after the handshake.
+                chan.set_read_timeout(None).map_err(io)?;
+                rs
+            }
+        };
+        let session = v1::Session::init_on(chan)?;
+        Ok(PmiClient {
+            proto: Protocol::V1(session),
+            rank,
+            size,
+        })
     }
 
     fn from_fd_env(fd_text: &str) -> Result<PmiClient, PmiError> {
@@ -55,14 +110,7 @@ impl PmiClient {
             var: "PMI_FD",
             problem: format!("is `{fd_text}`, not a file descriptor number"),
         })?;
-        let rank = env_u32("PMI_RANK")?;
-        let size = env_u32("PMI_SIZE")?;
-        if size == 0 || rank >= size {
-            return Err(PmiError::Env {
-                var: "PMI_RANK",
-                problem: format!("is {rank}, outside a job of PMI_SIZE={size}"),
-            });
-        }
+        let (rank, size) = rank_and_size()?;
         let stream = adopt_socket(fd)?;
         Self::connect(Transport::Unix(stream), rank, size)
     }
@@ -231,6 +279,27 @@ fn scoped_key(key: &str, rank: u32) -> Result<String, PmiError> {
         ));
     }
     Ok(format!("{key}-{rank}"))
+}
+
+/// How a `PMI_PORT` client learns its rank and the job size.
+enum Identity {
+    /// From the server, after identifying with this `PMI_ID`.
+    Handshake(u32),
+    /// From `PMI_RANK` and `PMI_SIZE`.
+    Env(u32, u32),
+}
+
+/// `PMI_RANK` and `PMI_SIZE`, checked for consistency.
+fn rank_and_size() -> Result<(u32, u32), PmiError> {
+    let rank = env_u32("PMI_RANK")?;
+    let size = env_u32("PMI_SIZE")?;
+    if size == 0 || rank >= size {
+        return Err(PmiError::Env {
+            var: "PMI_RANK",
+            problem: format!("is {rank}, outside a job of PMI_SIZE={size}"),
+        });
+    }
+    Ok((rank, size))
 }
 
 fn env_u32(var: &'static str) -> Result<u32, PmiError> {

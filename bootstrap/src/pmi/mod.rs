@@ -3,17 +3,21 @@
 //!
 //! * [`PmiClient`] — used by the MPI library in each rank; speaks PMI-1 to
 //!   stormrun, MPICH's Hydra or Slurm over the socket the launcher passed in
-//!   `PMI_FD`.
-//! * [`PmiServer`] — hosted by stormrun; serves the ranks it starts.
+//!   `PMI_FD`, or over TCP to the address in `PMI_PORT` (ranks on other
+//!   hosts; see the `port` module for the handshake).
+//! * [`PmiServer`] — hosted by stormrun; serves the ranks it starts, local
+//!   ones over socketpairs and remote ones over TCP, in one poll loop.
 //!
 //! Layering: `wire` is the PMI-1 line format, `transport` the byte stream
-//! (inherited socket or TCP) and line framing, `v1` the PMI-1 client
+//! (inherited socket or TCP) and line framing, `port` the `PMI_PORT`
+//! address and `initack` handshake, `v1` the PMI-1 client
 //! exchange, `value` the encoding of binary values into PMI's text space,
 //! `client` the public API over those. A PMI-2 client would add a `v2`
 //! module and a variant of the client's protocol enum.
 
 mod client;
 mod error;
+pub mod port;
 mod server;
 mod transport;
 mod v1;
@@ -22,5 +26,5 @@ pub mod wire;
 
 pub use client::PmiClient;
 pub use error::PmiError;
-pub use server::{PmiServer, ServerEvent, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
+pub use server::{PmiServer, ServerEvent, IDENTIFY_TIMEOUT, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
 pub use transport::Transport;

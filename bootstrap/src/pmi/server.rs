@@ -1,5 +1,11 @@
-//! A PMI-1 server for the ranks of one job, each connected over its own
-//! socketpair.
+//! A PMI-1 server for the ranks of one job: local ranks each over their own
+//! socketpair, remote ranks over TCP (`PMI_PORT`, see [`super::port`]).
+//!
+//! A TCP connection is first *pending*: it must identify as a rank with
+//! `cmd=initack pmiid=<rank>` within [`IDENTIFY_TIMEOUT`], and the rank must
+//! be one the launcher announced as remote ([`PmiServer::expect_remote`])
+//! that has not connected before. Anything else is refused, closed and
+//! reported as [`ServerEvent::Rejected`]; the job goes on.
 //!
 //! The server does no waiting of its own: the launcher polls the descriptors
 //! it exposes and calls [`PmiServer::on_readable`] / [`PmiServer::on_writable`],
@@ -9,9 +15,13 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
+use super::port;
+use super::transport::Transport;
 use super::wire::{self, excerpt, Message, MAX_LINE};
 
 /// Limits announced in the `maxes` reply (Hydra's values; each counts a NUL).
@@ -24,6 +34,18 @@ pub const VALLEN_MAX: usize = 1024;
 /// Replies queued for a rank that does not read them are capped here; a rank
 /// past it is disconnected rather than growing the launcher without bound.
 const MAX_QUEUED_OUTPUT: usize = 1 << 20;
+
+/// Time a TCP connection has to identify itself with `initack`.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// TCP connections waiting to identify, at most; more are refused at once,
+/// so that a flood of strangers cannot exhaust the launcher's descriptors.
+const MAX_PENDING: usize = 64;
+/// The `initack` line is short; a connection that sends more than this
+/// without a newline is not a PMI client.
+const MAX_IDENTIFY_LINE: usize = 256;
+/// Connections accepted per call of [`PmiServer::on_acceptable`] (the rest
+/// wait for the next poll round, so other descriptors get their turn).
+const ACCEPTS_PER_CALL: usize = 16;
 
 /// Something the launcher must act on or report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,14 +76,22 @@ pub enum ServerEvent {
         /// The rank.
         rank: u32,
     },
+    /// A TCP connection was refused: it did not identify as a remote rank
+    /// that is still expected. It has been closed. For logging.
+    Rejected {
+        /// The peer's address.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Per-rank connection state.
 #[derive(Debug, Default)]
 struct Conn {
-    /// Our end of the socketpair; `None` before `connect_rank` and after the
-    /// rank disconnected.
-    stream: Option<UnixStream>,
+    /// Our end of the socketpair or the rank's TCP connection; `None` before
+    /// the rank is connected and after it disconnected.
+    stream: Option<Transport>,
     /// Received bytes not yet forming a complete line.
     inbuf: Vec<u8>,
     /// Replies not yet accepted by the socket.
@@ -70,6 +100,21 @@ struct Conn {
     discarding: bool,
     finalized: bool,
     in_barrier: bool,
+    /// The rank connects over TCP (it runs on another host).
+    remote: bool,
+    /// A TCP connection has identified as this rank; another one will be
+    /// refused, even after this one closes.
+    claimed: bool,
+}
+
+/// A TCP connection that has not identified itself yet.
+#[derive(Debug)]
+struct Pending {
+    id: u64,
+    stream: TcpStream,
+    peer: SocketAddr,
+    inbuf: Vec<u8>,
+    deadline: Instant,
 }
 
 /// The PMI-1 server of one job: one key-value space, one barrier.
@@ -80,6 +125,9 @@ pub struct PmiServer {
     conns: Vec<Conn>,
     kvs: HashMap<String, String>,
     barrier_waiting: usize,
+    listener: Option<TcpListener>,
+    pending: Vec<Pending>,
+    next_pending_id: u64,
 }
 
 impl PmiServer {
@@ -95,6 +143,9 @@ impl PmiServer {
             conns,
             kvs: HashMap::new(),
             barrier_waiting: 0,
+            listener: None,
+            pending: Vec::new(),
+            next_pending_id: 0,
         }
     }
 
@@ -117,10 +168,196 @@ impl PmiServer {
         ours.set_nonblocking(true)?;
         let conn = &mut self.conns[rank as usize];
         *conn = Conn {
-            stream: Some(ours),
+            stream: Some(Transport::Unix(ours)),
             ..Conn::default()
         };
         Ok(OwnedFd::from(theirs))
+    }
+
+    /// Starts accepting TCP connections on `addr` (port 0: any free port)
+    /// and returns the address actually bound. The listening socket is
+    /// close-on-exec, so ranks do not inherit it.
+    pub fn listen(&mut self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let bound = listener.local_addr()?;
+        self.listener = Some(listener);
+        Ok(bound)
+    }
+
+    /// Announces that `rank` will connect over TCP and identify with
+    /// `initack` (it has no socketpair).
+    pub fn expect_remote(&mut self, rank: u32) {
+        self.conns[rank as usize].remote = true;
+    }
+
+    /// The listening socket to poll for readability, while listening.
+    pub fn listener_fd(&self) -> Option<RawFd> {
+        self.listener.as_ref().map(|l| l.as_raw_fd())
+    }
+
+    /// Stops accepting connections and drops those not yet identified
+    /// (when the job is being torn down).
+    pub fn stop_listening(&mut self) {
+        self.listener = None;
+        self.pending.clear();
+    }
+
+    /// Accepts waiting TCP connections; they become pending until they
+    /// identify (see [`pending_fds`](Self::pending_fds)).
+    pub fn on_acceptable(&mut self, events: &mut Vec<ServerEvent>) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        for _ in 0..ACCEPTS_PER_CALL {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    if self.pending.len() >= MAX_PENDING {
+                        events.push(ServerEvent::Rejected {
+                            peer: peer.to_string(),
+                            reason: format!(
+                                "came while {MAX_PENDING} others were waiting to identify"
+                            ),
+                        });
+                        continue;
+                    }
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    self.next_pending_id += 1;
+                    self.pending.push(Pending {
+                        id: self.next_pending_id,
+                        stream,
+                        peer,
+                        inbuf: Vec::new(),
+                        deadline: Instant::now() + IDENTIFY_TIMEOUT,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The peer gave up before we got to it: nothing to do.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                // Out of descriptors or memory: the listener would stay
+                // readable and spin the poll loop, so stop listening. The
+                // remote ranks still to connect then fail, and so does the
+                // job, with a message saying why.
+                Err(e) => {
+                    events.push(ServerEvent::Rejected {
+                        peer: "(unknown peer)".into(),
+                        reason: format!(
+                            "could not be accepted ({e}); no longer accepting PMI connections"
+                        ),
+                    });
+                    self.listener = None;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The TCP connections waiting to identify, as (id, descriptor to poll
+    /// for readability).
+    pub fn pending_fds(&self) -> impl Iterator<Item = (u64, RawFd)> + '_ {
+        self.pending.iter().map(|p| (p.id, p.stream.as_raw_fd()))
+    }
+
+    /// When the oldest pending connection's time to identify runs out.
+    pub fn next_pending_deadline(&self) -> Option<Instant> {
+        self.pending.iter().map(|p| p.deadline).min()
+    }
+
+    /// Refuses the pending connections whose time to identify is over.
+    pub fn expire_pending(&mut self, now: Instant, events: &mut Vec<ServerEvent>) {
+        while let Some(i) = self.pending.iter().position(|p| p.deadline <= now) {
+            let p = self.pending.swap_remove(i);
+            let reason = format!(
+                "did not identify with cmd=initack within {} s",
+                IDENTIFY_TIMEOUT.as_secs()
+            );
+            refuse(p, reason, events);
+        }
+    }
+
+    /// Reads from the pending connection `id`; on a complete first line,
+    /// either makes it the connection of the rank it names or refuses it.
+    pub fn on_pending_readable(&mut self, id: u64, events: &mut Vec<ServerEvent>) {
+        let Some(i) = self.pending.iter().position(|p| p.id == id) else {
+            return;
+        };
+        let p = &mut self.pending[i];
+        let mut chunk = [0u8; 512];
+        let failure = loop {
+            match p.stream.read(&mut chunk) {
+                Ok(0) => break Some("closed the connection before identifying".to_string()),
+                Ok(n) => {
+                    p.inbuf.extend_from_slice(&chunk[..n]);
+                    if p.inbuf.contains(&b'\n') || p.inbuf.len() > MAX_IDENTIFY_LINE {
+                        break None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
+                Err(e) => break Some(format!("connection failed before identifying: {e}")),
+            }
+        };
+        if let Some(reason) = failure {
+            refuse(self.pending.swap_remove(i), reason, events);
+            return;
+        }
+        let Some(line) = wire::take_line(&mut p.inbuf) else {
+            if p.inbuf.len() > MAX_IDENTIFY_LINE {
+                let reason = format!(
+                    "sent {} bytes without a newline instead of cmd=initack",
+                    p.inbuf.len()
+                );
+                refuse(self.pending.swap_remove(i), reason, events);
+            }
+            return;
+        };
+        let p = self.pending.swap_remove(i);
+        match port::parse_initack_request(&line).and_then(|id| self.claimable(id)) {
+            Ok(rank) => self.adopt(rank, p, events),
+            Err(reason) => refuse(p, reason, events),
+        }
+    }
+
+    /// Whether a TCP connection may become rank `id`'s.
+    fn claimable(&self, id: u32) -> Result<u32, String> {
+        let Some(c) = self.conns.get(id as usize) else {
+            return Err(format!(
+                "identified as rank {id}, but the job has {} rank(s)",
+                self.size()
+            ));
+        };
+        if !c.remote {
+            return Err(format!(
+                "identified as rank {id}, which is not a remote rank"
+            ));
+        }
+        if c.claimed {
+            return Err(format!(
+                "identified as rank {id}, which has connected already"
+            ));
+        }
+        Ok(id)
+    }
+
+    /// Makes `p` the connection of `rank` and answers its `initack`.
+    fn adopt(&mut self, rank: u32, p: Pending, events: &mut Vec<ServerEvent>) {
+        let size = self.size();
+        let c = &mut self.conns[rank as usize];
+        c.stream = Some(Transport::Tcp(p.stream));
+        c.claimed = true;
+        c.outbuf.extend_from_slice(&port::initack_reply(rank, size));
+        // Once every remote rank is in, nobody else has business here.
+        if self.conns.iter().all(|c| !c.remote || c.claimed) {
+            self.listener = None;
+        }
+        // A client may have sent its first PMI-1 command right behind the
+        // initack line: serve it too.
+        self.receive(rank, &p.inbuf, events);
+        self.flush(rank, events);
     }
 
     /// The descriptor to poll for `rank`, while it is connected.
@@ -174,6 +411,11 @@ impl PmiServer {
         c.stream = None;
         c.inbuf = Vec::new();
         c.outbuf = Vec::new();
+    }
+
+    /// Whether `rank` is served over TCP.
+    pub fn is_remote(&self, rank: u32) -> bool {
+        self.conns[rank as usize].remote
     }
 
     /// Reads and serves whatever `rank` has sent.
@@ -471,11 +713,20 @@ impl PmiServer {
     }
 }
 
+/// Tells a pending connection why it is refused (best effort: it may not
+/// read), closes it and reports it.
+fn refuse(mut p: Pending, reason: String, events: &mut Vec<ServerEvent>) {
+    let _ = p.stream.write(&port::initack_refusal(&reason));
+    events.push(ServerEvent::Rejected {
+        peer: p.peer.to_string(),
+        reason,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};
-    use std::time::Duration;
 
     /// A server with `n` ranks, each with the rank's end of its socketpair.
     fn setup(n: u32) -> (PmiServer, Vec<BufReader<UnixStream>>) {
@@ -714,5 +965,177 @@ mod tests {
         assert_eq!(events, vec![ServerEvent::Disconnected { rank: 1 }]);
         assert_eq!(s.fd(1), None);
         assert!(s.fd(0).is_some());
+    }
+
+    /// A server for `n` ranks listening on loopback; rank 0 is local, the
+    /// others are remote.
+    fn tcp_setup(n: u32) -> (PmiServer, SocketAddr, UnixStream) {
+        let mut s = PmiServer::new("kvs_test", vec![0; n as usize]);
+        let addr = s.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let local = UnixStream::from(s.connect_rank(0).unwrap());
+        for r in 1..n {
+            s.expect_remote(r);
+        }
+        (s, addr, local)
+    }
+
+    /// Connects to the server and sends `first`.
+    fn tcp_client(addr: SocketAddr, first: &[u8]) -> BufReader<TcpStream> {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(first).unwrap();
+        BufReader::new(c)
+    }
+
+    /// Lets the server accept and read until `done` says so (or 5 s pass).
+    fn pump(
+        s: &mut PmiServer,
+        events: &mut Vec<ServerEvent>,
+        done: impl Fn(&PmiServer, &[ServerEvent]) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done(s, events) {
+            assert!(
+                Instant::now() < deadline,
+                "server did not get there: {events:?}"
+            );
+            s.on_acceptable(events);
+            let ids: Vec<u64> = s.pending_fds().map(|(id, _)| id).collect();
+            for id in ids {
+                s.on_pending_readable(id, events);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn read_all(c: &mut BufReader<TcpStream>) -> String {
+        let mut s = String::new();
+        let _ = c.read_to_string(&mut s);
+        s
+    }
+
+    #[test]
+    fn remote_rank_identifies_then_speaks_pmi() {
+        let (mut s, addr, _local) = tcp_setup(3);
+        // The first PMI-1 command may follow the initack line at once.
+        let mut c = tcp_client(addr, b"cmd=initack pmiid=2\ncmd=get_appnum\n");
+        let mut events = Vec::new();
+        pump(&mut s, &mut events, |s, _| s.fd(2).is_some());
+        assert!(events.is_empty(), "{events:?}");
+        assert!(s.is_remote(2) && !s.is_remote(0));
+        let mut got = String::new();
+        for _ in 0..5 {
+            c.read_line(&mut got).unwrap();
+        }
+        assert_eq!(
+            got,
+            "cmd=initack rc=0\ncmd=set size=3\ncmd=set rank=2\ncmd=set debug=0\n\
+             cmd=appnum appnum=0\n"
+        );
+        c.get_mut().write_all(b"cmd=get_my_kvsname\n").unwrap();
+        assert_eq!(
+            serve_until_reply(&mut s, 2, &mut c),
+            "cmd=my_kvsname kvsname=kvs_test\n"
+        );
+    }
+
+    /// Serves `rank` until its client `c` has a reply line to read.
+    fn serve_until_reply(s: &mut PmiServer, rank: u32, c: &mut BufReader<TcpStream>) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut events = Vec::new();
+        c.get_mut()
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        loop {
+            s.on_readable(rank, &mut events);
+            let mut line = String::new();
+            if c.read_line(&mut line).is_ok() && line.ends_with('\n') {
+                assert!(events.is_empty(), "{events:?}");
+                return line;
+            }
+            assert!(Instant::now() < deadline, "no reply from the server");
+        }
+    }
+
+    #[test]
+    fn strangers_are_refused_and_the_job_goes_on() {
+        let (mut s, addr, _local) = tcp_setup(3);
+        let mut events = Vec::new();
+        let mut good = tcp_client(addr, b"cmd=initack pmiid=1\n");
+        pump(&mut s, &mut events, |s, _| s.fd(1).is_some());
+        let cases: &[(&[u8], &str, &str)] = &[
+            (
+                b"cmd=initack pmiid=1\n",
+                "rank 1, which has connected already",
+                "cmd=initack rc=-1 msg=identified_as_rank_1,_which_has_connected_already\n",
+            ),
+            (
+                b"cmd=initack pmiid=0\n",
+                "rank 0, which is not a remote rank",
+                "cmd=initack rc=-1 msg=identified_as_rank_0,_which_is_not_a_remote_rank\n",
+            ),
+            (
+                b"cmd=initack pmiid=3\n",
+                "the job has 3 rank(s)",
+                "cmd=initack rc=-1 msg=identified_as_rank_3,_but_the_job_has_3_rank(s)\n",
+            ),
+            (
+                b"cmd=init pmi_version=1 pmi_subversion=1\n",
+                "instead of cmd=initack",
+                "",
+            ),
+            (b"GET / HTTP/1.0\r\n", "instead of cmd=initack", ""),
+            (&[b'x'; 300], "300 bytes without a newline", ""),
+        ];
+        for &(first, reason, reply) in cases {
+            let mut c = tcp_client(addr, first);
+            let before = events.len();
+            pump(&mut s, &mut events, |_, ev| ev.len() > before);
+            match &events[before..] {
+                [ServerEvent::Rejected { peer, reason: why }] => {
+                    assert!(why.contains(reason), "{why}");
+                    assert!(peer.starts_with("127.0.0.1:"), "{peer}");
+                }
+                other => panic!("{first:?}: {other:?}"),
+            }
+            let answer = read_all(&mut c);
+            if !reply.is_empty() {
+                assert_eq!(answer, reply);
+            } else {
+                assert!(answer.starts_with("cmd=initack rc=-1 msg="), "{answer}");
+            }
+        }
+        // A connection that closes without a word, and one that never speaks.
+        drop(TcpStream::connect(addr).unwrap());
+        let before = events.len();
+        pump(&mut s, &mut events, |_, ev| ev.len() > before);
+        assert!(
+            matches!(&events[before], ServerEvent::Rejected { reason, .. } if reason.contains("closed")),
+            "{events:?}"
+        );
+        let silent = TcpStream::connect(addr).unwrap();
+        pump(&mut s, &mut events, |s, _| s.pending_fds().count() == 1);
+        assert!(s.next_pending_deadline().is_some());
+        let before = events.len();
+        s.expire_pending(Instant::now(), &mut events);
+        assert_eq!(events.len(), before, "not yet");
+        s.expire_pending(Instant::now() + IDENTIFY_TIMEOUT, &mut events);
+        assert!(
+            matches!(&events[before..], [ServerEvent::Rejected { reason, .. }] if reason.contains("within 10 s")),
+            "{events:?}"
+        );
+        assert_eq!(s.pending_fds().count(), 0);
+        drop(silent);
+        // The accepted rank is still served.
+        let mut got = String::new();
+        for _ in 0..4 {
+            good.read_line(&mut got).unwrap();
+        }
+        assert!(got.ends_with("cmd=set rank=1\ncmd=set debug=0\n"), "{got}");
+        good.get_mut().write_all(b"cmd=get_appnum\n").unwrap();
+        assert_eq!(
+            serve_until_reply(&mut s, 1, &mut good),
+            "cmd=appnum appnum=0\n"
+        );
     }
 }

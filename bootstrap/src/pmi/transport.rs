@@ -6,6 +6,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 
 use super::error::PmiError;
@@ -45,11 +46,28 @@ impl Write for Transport {
     }
 }
 
+impl AsRawFd for Transport {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Transport::Unix(s) => s.as_raw_fd(),
+            Transport::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+}
+
 impl Transport {
     fn set_read_timeout(&self, t: Option<std::time::Duration>) -> io::Result<()> {
         match self {
             Transport::Unix(s) => s.set_read_timeout(t),
             Transport::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+
+    /// Switches the stream to non-blocking mode (for a server's poll loop).
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Transport::Unix(s) => s.set_nonblocking(on),
+            Transport::Tcp(s) => s.set_nonblocking(on),
         }
     }
 }
@@ -68,6 +86,11 @@ impl LineChannel {
             stream,
             pending: Vec::new(),
         }
+    }
+
+    /// Bounds (or, with `None`, unbounds) the wait in [`recv`](Self::recv).
+    pub(crate) fn set_read_timeout(&mut self, t: Option<std::time::Duration>) -> io::Result<()> {
+        self.stream.set_read_timeout(t)
     }
 
     /// Sends one complete line (which must end in `\n`).

@@ -30,7 +30,12 @@ impl Session {
     /// Performs the PMI-1 start-up exchange: `init`, then asks for the limits,
     /// the key-value space name, the application number and universe size.
     pub(crate) fn init(transport: Transport) -> Result<Session, PmiError> {
-        let mut chan = LineChannel::new(transport);
+        Self::init_on(LineChannel::new(transport))
+    }
+
+    /// [`init`](Self::init) over a channel that has already been used (for
+    /// the `PMI_PORT` handshake, whose replies it may have buffered).
+    pub(crate) fn init_on(mut chan: LineChannel) -> Result<Session, PmiError> {
         let init = Message::new("init")
             .arg("pmi_version", 1)
             .arg("pmi_subversion", 1);

@@ -1,0 +1,343 @@
+//! The launch agent: the command that starts a rank on another host.
+//!
+//! A remote rank is started as
+//!
+//! ```text
+//! <agent words> <host> env NAME=VALUE... <program> <args>...
+//! ```
+//!
+//! `env` sets the rank's environment (see [`crate::launch`]) on the far
+//! side, whatever the agent does with its own environment. Agents differ in
+//! what they do with the words after the host:
+//!
+//! * `ssh` (and `rsh`) join them with spaces into one string that the
+//!   remote user's shell parses again. Each word must therefore be quoted
+//!   for a POSIX shell, and the command is passed as a single argument.
+//! * `ip netns exec`, `sudo -u`, `chroot` and the like pass them to
+//!   `execvp` as they are; quoting would reach the program.
+//!
+//! [`QuoteMode::Auto`] quotes when the agent's program is `ssh` or `rsh`
+//! (by its file name, so `/usr/bin/ssh -p 2222` counts); `--launch-agent-quote
+//! always|never` decides for agents the rule cannot recognise (e.g.
+//! `timeout 30 ssh`).
+//!
+//! Teardown signals the agent's process group. With an exec-style agent the
+//! rank *is* that process (`ip netns exec` execs the command), so it dies.
+//! With ssh, killing the local client closes the connection; sshd then
+//! ends the session, but a remote process without a terminal is not sent a
+//! signal: it goes on until it next writes its output (SIGPIPE) or talks to
+//! PMI (stormrun closes the remote ranks' PMI connections at teardown, so
+//! any PMI call fails). A rank that does neither may linger on its host.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+/// Whether the words after the host are quoted for a remote shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuoteMode {
+    /// Quote when the agent is `ssh` or `rsh`.
+    #[default]
+    Auto,
+    /// Always quote (the agent hands the command to a shell).
+    Always,
+    /// Never quote (the agent executes the words as argv).
+    Never,
+}
+
+impl QuoteMode {
+    /// Parses `auto`, `always` or `never`.
+    pub fn parse(text: &str) -> Option<QuoteMode> {
+        match text {
+            "auto" => Some(QuoteMode::Auto),
+            "always" => Some(QuoteMode::Always),
+            "never" => Some(QuoteMode::Never),
+            _ => None,
+        }
+    }
+}
+
+/// The agent used when `--launch-agent` is not given.
+pub const DEFAULT_AGENT: &str = "ssh";
+
+/// A launch agent, ready to build command lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchAgent {
+    /// The agent's program and its options.
+    pub words: Vec<String>,
+    /// Whether the remote command is one shell-quoted string.
+    pub quote: bool,
+}
+
+impl LaunchAgent {
+    /// An agent from its command text (split like a shell would, with
+    /// quotes and backslashes, but no expansions).
+    pub fn new(text: &str, mode: QuoteMode) -> Result<LaunchAgent, String> {
+        let words = split_words(text)?;
+        let Some(program) = words.first() else {
+            return Err("the launch agent is empty".into());
+        };
+        let name = program.rsplit('/').next().unwrap_or(program);
+        let quote = match mode {
+            QuoteMode::Always => true,
+            QuoteMode::Never => false,
+            QuoteMode::Auto => matches!(name, "ssh" | "rsh"),
+        };
+        Ok(LaunchAgent { words, quote })
+    }
+
+    /// The argv that starts `program args` on `host` with `env` set.
+    pub fn command_line(
+        &self,
+        host: &str,
+        env: &[(OsString, OsString)],
+        program: &OsStr,
+        args: &[OsString],
+    ) -> Vec<OsString> {
+        let mut remote: Vec<OsString> = vec!["env".into()];
+        for (k, v) in env {
+            let mut kv = k.clone();
+            kv.push("=");
+            kv.push(v);
+            remote.push(kv);
+        }
+        remote.push(program.to_os_string());
+        remote.extend(args.iter().cloned());
+
+        let mut argv: Vec<OsString> = self.words.iter().map(OsString::from).collect();
+        argv.push(host.into());
+        if self.quote {
+            let mut line = Vec::new();
+            for (i, w) in remote.iter().enumerate() {
+                if i > 0 {
+                    line.push(b' ');
+                }
+                line.extend(shell_quote(w.as_bytes()));
+            }
+            argv.push(OsString::from_vec(line));
+        } else {
+            argv.extend(remote);
+        }
+        argv
+    }
+}
+
+/// Splits a command into words as a POSIX shell would, without expansions:
+/// blanks separate; `'...'` is literal; inside `"..."` a backslash escapes
+/// only `"`, `\`, `$`, `` ` `` and a newline; outside quotes a backslash
+/// protects the next character.
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err(format!("unterminated ' in `{text}`")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err(format!("unterminated \" in `{text}`")),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err(format!("unterminated \" in `{text}`")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(c) => word.push(c),
+                    None => return Err(format!("`{text}` ends with a backslash")),
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// Quotes `word` for a POSIX shell: unchanged if it holds only characters
+/// no shell treats specially, else in single quotes (inside which only `'`
+/// itself needs care: it becomes `'\''`).
+pub fn shell_quote(word: &[u8]) -> Vec<u8> {
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || b"_-./:=@%+,".contains(b);
+    if !word.is_empty() && word.iter().all(plain) {
+        return word.to_vec();
+    }
+    let mut out = Vec::with_capacity(word.len() + 2);
+    out.push(b'\'');
+    for &b in word {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    fn env(v: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        v.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    #[test]
+    fn words_split_like_a_shell() {
+        assert_eq!(split_words("ssh").unwrap(), ["ssh"]);
+        assert_eq!(
+            split_words("  ip  netns\texec ").unwrap(),
+            ["ip", "netns", "exec"]
+        );
+        assert_eq!(
+            split_words(r#"ssh -o 'ProxyJump a b' -p\ 1 "x \"y\" \\ \z" ''"#).unwrap(),
+            ["ssh", "-o", "ProxyJump a b", "-p 1", r#"x "y" \ \z"#, ""]
+        );
+        assert!(split_words("ssh 'open").is_err());
+        assert!(split_words("ssh \"open").is_err());
+        assert!(split_words("ssh \\").is_err());
+        assert!(LaunchAgent::new("   ", QuoteMode::Auto).is_err());
+    }
+
+    #[test]
+    fn quoting_is_chosen_by_agent() {
+        let q = |t: &str, m| LaunchAgent::new(t, m).unwrap().quote;
+        assert!(q("ssh", QuoteMode::Auto));
+        assert!(q("/usr/bin/ssh -p 2222", QuoteMode::Auto));
+        assert!(q("rsh", QuoteMode::Auto));
+        assert!(!q("ip netns exec", QuoteMode::Auto));
+        assert!(!q("sshpass-wrapper", QuoteMode::Auto));
+        assert!(q("timeout 30 ssh", QuoteMode::Always));
+        assert!(!q("ssh", QuoteMode::Never));
+        assert_eq!(QuoteMode::parse("never"), Some(QuoteMode::Never));
+        assert_eq!(QuoteMode::parse("yes"), None);
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(
+            shell_quote(b"PMI_PORT=10.1.2.1:4000"),
+            b"PMI_PORT=10.1.2.1:4000"
+        );
+        assert_eq!(shell_quote(b""), b"''");
+        assert_eq!(shell_quote(b"a b"), b"'a b'");
+        assert_eq!(shell_quote(b"it's"), b"'it'\\''s'");
+        assert_eq!(shell_quote(b"$HOME;`x`*\n"), b"'$HOME;`x`*\n'");
+    }
+
+    #[test]
+    fn ip_netns_exec_gets_plain_argv() {
+        let agent = LaunchAgent::new("ip netns exec", QuoteMode::Auto).unwrap();
+        let argv = agent.command_line(
+            "stormpi-h1-42",
+            &env(&[("PMI_PORT", "10.1.2.1:4000"), ("X", "a b")]),
+            OsStr::new("/bin/prog"),
+            &os(&["it's", ""]),
+        );
+        assert_eq!(
+            argv,
+            os(&[
+                "ip",
+                "netns",
+                "exec",
+                "stormpi-h1-42",
+                "env",
+                "PMI_PORT=10.1.2.1:4000",
+                "X=a b",
+                "/bin/prog",
+                "it's",
+                "",
+            ])
+        );
+    }
+
+    #[test]
+    fn ssh_gets_one_quoted_command() {
+        let agent = LaunchAgent::new("ssh -p 2222", QuoteMode::Auto).unwrap();
+        let argv = agent.command_line(
+            "node7",
+            &env(&[
+                ("PMI_PORT", "10.1.2.1:4000"),
+                ("PMI_ID", "3"),
+                ("STORMPI_MCA_btl", "tcp,self"),
+                ("MSG", "it's $HOME"),
+            ]),
+            OsStr::new("/home/me/my prog"),
+            &os(&["-n", "5", "a;b", ""]),
+        );
+        assert_eq!(
+            argv,
+            os(&[
+                "ssh",
+                "-p",
+                "2222",
+                "node7",
+                "env PMI_PORT=10.1.2.1:4000 PMI_ID=3 STORMPI_MCA_btl=tcp,self \
+                 'MSG=it'\\''s $HOME' '/home/me/my prog' -n 5 'a;b' ''",
+            ])
+        );
+    }
+
+    /// What a real shell makes of the quoted command: the same words.
+    #[test]
+    fn quoted_command_survives_a_shell() {
+        let agent = LaunchAgent::new("ssh", QuoteMode::Auto).unwrap();
+        let tricky = ["it's", "a  b", "$HOME", "`x`", "\\", "\"q\"", "*", "", "é"];
+        let argv = agent.command_line(
+            "h",
+            &env(&[("V", "x'y z")]),
+            OsStr::new("printf"),
+            &[OsString::from("[%s]"), OsString::from(tricky.join("|"))]
+                .into_iter()
+                .chain(tricky.iter().map(OsString::from))
+                .collect::<Vec<_>>(),
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&argv[2])
+            .output()
+            .unwrap();
+        let want: String = std::iter::once(tricky.join("|"))
+            .chain(tricky.iter().map(|s| s.to_string()))
+            .map(|w| format!("[{w}]"))
+            .collect();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    }
+}
