@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use stormpi_core::comm::CommId;
-use stormpi_core::datatype::convertor::Unpacker;
+use stormpi_core::datatype::convertor::{Packer, Unpacker};
 use stormpi_core::engine::{Engine, Init};
 use stormpi_core::params::Params;
 use stormpi_core::platform::{Level, Platform};
@@ -69,7 +69,8 @@ fn posted_then_send(e: &mut Engine, out: &[u8; 8], inb: &mut [u8; 8]) {
     // SAFETY: `inb` outlives the request, which is waited for before returning.
     let conv = unsafe { Unpacker::contiguous(inb.as_mut_ptr(), 8) };
     let r = e.irecv(conv, 0, 1, W, 0).unwrap();
-    e.send(out, 0, 1, W, SendMode::Standard).unwrap();
+    e.send(Packer::from_slice(out), 0, 1, W, SendMode::Standard)
+        .unwrap();
     e.wait(r).unwrap();
 }
 
@@ -80,8 +81,9 @@ fn main() {
     let iters = 200_000;
 
     let unexpected = measure(iters, || {
-        e.send(&out, 0, 1, W, SendMode::Standard).unwrap();
-        e.recv(&mut inb, 0, 1, W).unwrap();
+        e.send(Packer::from_slice(&out), 0, 1, W, SendMode::Standard)
+            .unwrap();
+        e.recv(Unpacker::from_slice(&mut inb), 0, 1, W).unwrap();
     });
     let posted = measure(iters, || posted_then_send(&mut e, &out, &mut inb));
 
@@ -95,8 +97,9 @@ fn main() {
     }
     let behind_1000 = measure(iters / 10, || posted_then_send(&mut e, &out, &mut inb));
     let unexpected_behind_1000 = measure(iters / 10, || {
-        e.send(&out, 0, 1, W, SendMode::Standard).unwrap();
-        e.recv(&mut inb, 0, 1, W).unwrap();
+        e.send(Packer::from_slice(&out), 0, 1, W, SendMode::Standard)
+            .unwrap();
+        e.recv(Unpacker::from_slice(&mut inb), 0, 1, W).unwrap();
     });
     for r in held {
         e.cancel(r).unwrap();

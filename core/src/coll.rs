@@ -6,7 +6,7 @@
 //! Algorithm choice by size and communicator shape comes with the collectives issue.
 
 use crate::comm::CommId;
-use crate::datatype::convertor::Unpacker;
+use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -70,25 +70,46 @@ impl Engine {
             let to = (rank + k) % size;
             let from = (rank + size - k) % size;
             let r = self.irecv_internal(Unpacker::empty(), from, TAG_BARRIER, comm)?;
-            self.send_internal(&[], to, TAG_BARRIER, comm)?;
+            self.send_internal(Packer::from_slice(&[]), to, TAG_BARRIER, comm)?;
             self.wait(r)?;
             k *= 2;
         }
         Ok(())
     }
 
-    /// Broadcasts `buf` from `root` to every member of `comm` (`MPI_Bcast`; binomial tree).
-    pub fn bcast(&mut self, buf: &mut [u8], root: i32, comm: CommId) -> Result<()> {
+    /// Broadcasts `count` instances of `datatype` at `buf` from `root` to every member of `comm`
+    /// (`MPI_Bcast`; binomial tree).
+    ///
+    /// # Safety
+    /// Every byte the type map of `count` instances touches from `buf` must be readable and
+    /// writable, and not otherwise accessed during the call.
+    pub unsafe fn bcast(
+        &mut self,
+        buf: *mut u8,
+        count: u64,
+        datatype: Datatype,
+        root: i32,
+        comm: CommId,
+    ) -> Result<()> {
         let (rank, size) = self.rank_size(comm)?;
         if root < 0 || root as u32 >= size {
             return Err(root_error(root, size));
         }
-        self.bcast_tag(buf, root as u32, comm, TAG_BCAST, rank, size)
+        self.types.check_committed(datatype)?;
+        let b = Buf {
+            at: buf,
+            count,
+            datatype,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { self.bcast_tag(b, root as u32, comm, TAG_BCAST, rank, size) }
     }
 
-    fn bcast_tag(
+    /// # Safety
+    /// As for [`Engine::bcast`], over `buf`.
+    unsafe fn bcast_tag(
         &mut self,
-        buf: &mut [u8],
+        buf: Buf,
         root: u32,
         comm: CommId,
         tag: i32,
@@ -100,7 +121,9 @@ impl Engine {
         let mut mask = 1;
         while mask < size {
             if vr & mask != 0 {
-                self.recv_internal(buf, real(vr - mask), tag, comm)?;
+                // SAFETY: the caller's contract; the receive completes before this returns.
+                let conv = unsafe { Unpacker::new(buf.at, buf.count, buf.datatype, &self.types)? };
+                self.recv_internal(conv, real(vr - mask), tag, comm)?;
                 break;
             }
             mask <<= 1;
@@ -108,7 +131,9 @@ impl Engine {
         mask >>= 1;
         while mask > 0 {
             if vr + mask < size {
-                self.send_internal(buf, real(vr + mask), tag, comm)?;
+                // SAFETY: the caller's contract; the send completes before this returns.
+                let conv = unsafe { Packer::new(buf.at, buf.count, buf.datatype, &self.types)? };
+                self.send_internal(conv, real(vr + mask), tag, comm)?;
             }
             mask >>= 1;
         }
@@ -193,7 +218,13 @@ impl Engine {
                 (None, true) => e.reduce_segment(&r, None, Some(out))?,
                 (None, false) => e.reduce_segment(&r, Some(out), None)?,
             }
-            e.bcast_tag(out, 0, comm, TAG_BCAST, rank, size)
+            let b = Buf {
+                at: out.as_mut_ptr(),
+                count: (out.len() / datatype.extent().max(1)) as u64,
+                datatype,
+            };
+            // SAFETY: `out` holds the segment's elements and is borrowed for the call.
+            unsafe { e.bcast_tag(b, 0, comm, TAG_BCAST, rank, size) }
         })
     }
 
@@ -266,13 +297,19 @@ impl Engine {
             }
         };
         let len = acc.len();
+        let n = (len / datatype.extent().max(1)) as u64;
         let mut mask = 1;
         while mask < size {
             if vr & mask != 0 {
-                return self.send_internal(acc, real(vr - mask), TAG_REDUCE, comm);
+                // SAFETY: `acc` holds `n` elements and is borrowed until the send completes.
+                let conv = unsafe { Packer::new(acc.as_ptr(), n, datatype, &self.types)? };
+                return self.send_internal(conv, real(vr - mask), TAG_REDUCE, comm);
             }
             if vr + mask < size {
-                self.recv_internal(&mut b[..len], real(vr + mask), TAG_REDUCE, comm)?;
+                let part = &mut b[..len];
+                // SAFETY: `part` holds `n` elements and is borrowed until the receive completes.
+                let conv = unsafe { Unpacker::new(part.as_mut_ptr(), n, datatype, &self.types)? };
+                self.recv_internal(conv, real(vr + mask), TAG_REDUCE, comm)?;
                 op::apply(op, datatype, acc, &b[..len])?;
             }
             mask <<= 1;
@@ -288,26 +325,37 @@ impl Engine {
         let mut mask = 1;
         while mask < size {
             if rank & mask != 0 {
-                self.send_internal(
-                    zerocopy::IntoBytes::as_bytes(&*words),
-                    rank - mask,
-                    TAG_CID,
-                    comm,
-                )?;
+                // SAFETY: `words` is borrowed until the send completes.
+                let conv = unsafe {
+                    Packer::elements(words.as_ptr().cast(), words.len(), Datatype::UINT64_T)
+                };
+                self.send_internal(conv, rank - mask, TAG_CID, comm)?;
                 break;
             }
             if rank + mask < size {
-                self.recv_internal(
-                    zerocopy::IntoBytes::as_mut_bytes(tmp),
-                    rank + mask,
-                    TAG_CID,
-                    comm,
-                )?;
+                // SAFETY: `tmp` is borrowed until the receive completes.
+                let conv = unsafe {
+                    Unpacker::elements(tmp.as_mut_ptr().cast(), tmp.len(), Datatype::UINT64_T)
+                };
+                self.recv_internal(conv, rank + mask, TAG_CID, comm)?;
                 words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
             }
             mask <<= 1;
         }
-        let bytes = zerocopy::IntoBytes::as_mut_bytes(words);
-        self.bcast_tag(bytes, 0, comm, TAG_CID, rank, size)
+        let b = Buf {
+            at: words.as_mut_ptr().cast(),
+            count: words.len() as u64,
+            datatype: Datatype::UINT64_T,
+        };
+        // SAFETY: `words` is borrowed for the call.
+        unsafe { self.bcast_tag(b, 0, comm, TAG_CID, rank, size) }
     }
+}
+
+/// A typed buffer of a collective.
+#[derive(Clone, Copy)]
+struct Buf {
+    at: *mut u8,
+    count: u64,
+    datatype: Datatype,
 }

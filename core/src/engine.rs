@@ -18,6 +18,8 @@ use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
 use crate::comm::{self, Comm, CommId, CommTable, ContextId, ErrHandler, Group};
 use crate::datatype::convertor::{Packer, Unpacker};
+use crate::datatype::repr::{self, Repr};
+use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
@@ -44,6 +46,7 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(crate::bml::PARAMS)
         .chain(comm::PARAMS)
         .chain(crate::coll::PARAMS)
+        .chain(crate::datatype::table::PARAMS)
         .chain(loopback::PARAMS)
 }
 
@@ -69,6 +72,7 @@ pub struct Engine {
     pub(crate) bml: Bml,
     pub(crate) pml: Ob1,
     pub(crate) comms: CommTable,
+    pub(crate) types: TypeTable,
     procs: &'static [PeerInfo],
     me: ProcId,
     next_scope: u32,
@@ -122,6 +126,7 @@ impl Engine {
         CommTable::size(&mut s, comms, params.u32(&comm::MAX_CIDS));
         Bml::size(&mut s, procs);
         Loopback::size(params, &mut s);
+        TypeTable::size(params, &mut s);
         s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
         s.slice::<u64>(2 * crate::coll::scratch_len(params) / 8);
         s.bytes()
@@ -250,9 +255,15 @@ impl Engine {
         };
         comms.insert(world, Some(CommId::WORLD))?;
         comms.insert(selfc, Some(CommId::SELF))?;
+        let types = TypeTable::new(&params, &mut arena)?;
         let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
-        pml.comm_added(&comms, CommId::WORLD);
-        pml.comm_added(&comms, CommId::SELF);
+        for info in procs.iter() {
+            if let Some(repr) = info.arch.and_then(Repr::of) {
+                pml.set_repr(info.proc, repr);
+            }
+        }
+        pml.comm_added(&comms, &types, CommId::WORLD);
+        pml.comm_added(&comms, &types, CommId::SELF);
         let scratch_len = crate::coll::scratch_len(&params);
         let words = arena.slice(2 * scratch_len / 8, |_| 0u64)?;
         let (a, b) = zerocopy::IntoBytes::as_mut_bytes(words).split_at_mut(scratch_len);
@@ -264,6 +275,7 @@ impl Engine {
             bml,
             pml,
             comms,
+            types,
             procs,
             me,
             next_scope: 0,
@@ -322,8 +334,9 @@ impl Engine {
         let mut n = self.bml.progress(&mut Incoming {
             pml: &mut self.pml,
             comms: &self.comms,
+            types: &self.types,
         });
-        n += self.pml.progress_work(&mut self.bml);
+        n += self.pml.progress_work(&mut self.bml, &self.types);
         if n > 0 {
             self.idle = 0;
         }
@@ -424,15 +437,33 @@ impl Engine {
         Ok(TagSel::Tag(tag))
     }
 
-    /// Data from a process of another architecture needs conversion, which comes with the
-    /// datatype engine; until then such a peer gets a clear error at its first message.
+    /// A peer of another architecture is served by converting its data; one whose descriptor
+    /// is missing, undecodable or not convertible from ours gets a clear error at its first
+    /// message.
     fn check_arch(&self, proc: ProcId) -> Result<()> {
-        match self.procs[proc.0 as usize].arch {
-            Some(a) if a.same_as(Arch::LOCAL) => Ok(()),
-            _ => Err(Error::unsupported(
-                "communication with a process of a different architecture",
-            )),
+        let arch = self.procs[proc.0 as usize].arch;
+        if arch.is_some_and(|a| a.same_as(Arch::LOCAL)) {
+            return Ok(());
         }
+        match arch.and_then(Repr::of) {
+            None => Err(Error::unsupported(
+                "communication with a process whose architecture descriptor is missing or unknown",
+            )),
+            Some(r) if repr::check(&r, &Repr::NATIVE).is_err() => Err(Error::unsupported(
+                "communication with a process whose long double format cannot be converted to ours",
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The datatypes.
+    pub fn types(&self) -> &TypeTable {
+        &self.types
+    }
+
+    /// The datatypes, for constructors and frees.
+    pub fn types_mut(&mut self) -> &mut TypeTable {
+        &mut self.types
     }
 
     // ---- point-to-point -----------------------------------------------------------------------
@@ -450,16 +481,25 @@ impl Engine {
         Engine::check_send_tag(tag)?;
         match self.check_dest(comm, dest)? {
             None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(d) => self
-                .pml
-                .isend(&mut self.bml, &self.comms, conv, d, tag, comm, mode, scope),
+            Some(d) => self.pml.isend(
+                &mut self.bml,
+                &self.comms,
+                &self.types,
+                conv,
+                d,
+                tag,
+                comm,
+                mode,
+                scope,
+            ),
         }
     }
 
-    /// Sends `data` and returns when the buffer may be reused (`MPI_Send`, `MPI_Ssend`).
+    /// Sends `conv`'s message and returns when the buffer may be reused (`MPI_Send`,
+    /// `MPI_Ssend`).
     pub fn send(
         &mut self,
-        data: &[u8],
+        mut conv: Packer,
         dest: i32,
         tag: i32,
         comm: CommId,
@@ -470,39 +510,55 @@ impl Engine {
             return Ok(());
         };
         if mode != SendMode::Synchronous
-            && self
-                .pml
-                .send_now(&mut self.bml, &self.comms, data, d, tag, comm)?
+            && self.pml.send_now(
+                &mut self.bml,
+                &self.comms,
+                &self.types,
+                &mut conv,
+                d,
+                tag,
+                comm,
+            )?
         {
             return Ok(());
         }
-        // SAFETY: `data` stays borrowed until the wait below has completed the request.
-        let conv = unsafe { Packer::contiguous(data.as_ptr(), data.len()) };
-        let id = self
-            .pml
-            .isend(&mut self.bml, &self.comms, conv, d, tag, comm, mode, 0)?;
+        let id = self.pml.isend(
+            &mut self.bml,
+            &self.comms,
+            &self.types,
+            conv,
+            d,
+            tag,
+            comm,
+            mode,
+            0,
+        )?;
         self.wait(id).map(|_| ())
     }
 
     /// Sends with a library-internal (negative) tag, for collectives.
     pub(crate) fn send_internal(
         &mut self,
-        data: &[u8],
+        mut conv: Packer,
         dest: u32,
         tag: i32,
         comm: CommId,
     ) -> Result<()> {
-        if self
-            .pml
-            .send_now(&mut self.bml, &self.comms, data, dest, tag, comm)?
-        {
+        if self.pml.send_now(
+            &mut self.bml,
+            &self.comms,
+            &self.types,
+            &mut conv,
+            dest,
+            tag,
+            comm,
+        )? {
             return Ok(());
         }
-        // SAFETY: `data` stays borrowed until the wait below has completed the request.
-        let conv = unsafe { Packer::contiguous(data.as_ptr(), data.len()) };
         let id = self.pml.isend(
             &mut self.bml,
             &self.comms,
+            &self.types,
             conv,
             dest,
             tag,
@@ -516,24 +572,16 @@ impl Engine {
     /// Receives with a library-internal (negative) tag, for collectives.
     pub(crate) fn recv_internal(
         &mut self,
-        buf: &mut [u8],
+        conv: Unpacker,
         src: u32,
         tag: i32,
         comm: CommId,
     ) -> Result<Status> {
-        // SAFETY: `buf` stays borrowed until the wait below has completed the request.
-        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), buf.len()) };
         let id = self.irecv_internal(conv, src, tag, comm)?;
         let status = self.wait(id)?;
         match status.error {
             None => Ok(status),
-            Some(class) => Err(Error::new(
-                class,
-                Reason::Truncated {
-                    message_bytes: status.message_bytes,
-                    buffer_bytes: status.bytes,
-                },
-            )),
+            Some(e) => Err(e),
         }
     }
 
@@ -547,6 +595,7 @@ impl Engine {
     ) -> Result<ReqId> {
         self.pml.irecv(
             &self.comms,
+            &self.types,
             conv,
             Source::Rank(src),
             TagSel::Tag(tag),
@@ -567,14 +616,15 @@ impl Engine {
         let tag = Engine::check_recv_tag(tag)?;
         match self.check_src(comm, src)? {
             None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(s) => self.pml.irecv(&self.comms, conv, s, tag, comm, scope),
+            Some(s) => self
+                .pml
+                .irecv(&self.comms, &self.types, conv, s, tag, comm, scope),
         }
     }
 
-    /// Receives into `buf` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error.
-    pub fn recv(&mut self, buf: &mut [u8], src: i32, tag: i32, comm: CommId) -> Result<Status> {
-        // SAFETY: `buf` stays borrowed until the wait below has completed the request.
-        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), buf.len()) };
+    /// Receives into `conv` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error in
+    /// the status.
+    pub fn recv(&mut self, conv: Unpacker, src: i32, tag: i32, comm: CommId) -> Result<Status> {
         let id = self.irecv(conv, src, tag, comm, 0)?;
         self.wait(id)
     }
@@ -700,7 +750,7 @@ impl Engine {
     pub fn imrecv(&mut self, conv: Unpacker, msg: Option<MsgId>, scope: u32) -> Result<ReqId> {
         match msg {
             None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(m) => self.pml.imrecv(&self.comms, conv, m, scope),
+            Some(m) => self.pml.imrecv(&self.comms, &self.types, conv, m, scope),
         }
     }
 
@@ -744,7 +794,7 @@ impl Engine {
             ..parent
         };
         let new = self.comms.insert(dup, None)?;
-        self.pml.comm_added(&self.comms, new);
+        self.pml.comm_added(&self.comms, &self.types, new);
         Ok(new)
     }
 

@@ -58,6 +58,8 @@ pub enum ErrorClass {
     Size = 51,
     /// MPI_ERR_PROC_ABORTED
     ProcAborted = 76,
+    /// MPI_ERR_VALUE_TOO_LARGE
+    ValueTooLarge = 77,
 }
 
 impl ErrorClass {
@@ -88,6 +90,7 @@ impl ErrorClass {
             ErrorClass::UnsupportedOperation => "MPI_ERR_UNSUPPORTED_OPERATION",
             ErrorClass::Size => "MPI_ERR_SIZE",
             ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
+            ErrorClass::ValueTooLarge => "MPI_ERR_VALUE_TOO_LARGE",
         }
     }
 
@@ -118,6 +121,7 @@ impl ErrorClass {
             ErrorClass::UnsupportedOperation => "operation not supported",
             ErrorClass::Size => "invalid size argument",
             ErrorClass::ProcAborted => "peer process aborted",
+            ErrorClass::ValueTooLarge => "value is too large to store",
         }
     }
 
@@ -148,6 +152,7 @@ impl ErrorClass {
             44 => ErrorClass::UnsupportedOperation,
             51 => ErrorClass::Size,
             76 => ErrorClass::ProcAborted,
+            77 => ErrorClass::ValueTooLarge,
             _ => return None,
         })
     }

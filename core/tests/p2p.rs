@@ -245,7 +245,11 @@ fn truncation_is_reported_and_nothing_is_written_past_the_buffer() {
         let r = irecv(&mut c.e[1], &mut region[..cap], 0, 1);
         let st = c.wait(1, r);
         c.wait(0, s);
-        assert_eq!(st.error, Some(ErrorClass::Truncate), "len {len}");
+        assert_eq!(
+            st.error.map(|e| e.class),
+            Some(ErrorClass::Truncate),
+            "len {len}"
+        );
         assert_eq!((st.bytes, st.message_bytes), (cap as u64, len as u64));
         assert_eq!(&region[..cap], &message(0, n as u32, len)[..cap]);
         assert!(
@@ -257,8 +261,10 @@ fn truncation_is_reported_and_nothing_is_written_past_the_buffer() {
     let s = isend(&mut c.e[0], message(0, 9, 10), 1, 2, SendMode::Standard);
     let mut small = [0u8; 4];
     c.run_until(|c| c.fabric.queued(1) == 0 && c.e[0].is_complete(s).unwrap());
-    let st = c.e[1].recv(&mut small, 0, 2, W).unwrap();
-    assert_eq!(st.error, Some(ErrorClass::Truncate));
+    let st = c.e[1]
+        .recv(Unpacker::from_slice(&mut small), 0, 2, W)
+        .unwrap();
+    assert_eq!(st.error.map(|e| e.class), Some(ErrorClass::Truncate));
     let s = isend(&mut c.e[0], message(0, 10, 10), 1, 2, SendMode::Standard);
     let buf = leak_buf(10, |_| 0);
     let r = irecv(&mut c.e[1], buf, 0, 2);
@@ -553,32 +559,48 @@ fn proc_null_and_bad_arguments() {
     assert_eq!((st.source, st.tag, st.bytes), (PROC_NULL, ANY_TAG, 0));
     let data = [0u8; 4];
     assert_eq!(
-        e.send(&data, 2, 0, W, SendMode::Standard)
+        e.send(Packer::from_slice(&data), 2, 0, W, SendMode::Standard)
             .unwrap_err()
             .class,
         ErrorClass::Rank
     );
     assert_eq!(
-        e.send(&data, -5, 0, W, SendMode::Standard)
+        e.send(Packer::from_slice(&data), -5, 0, W, SendMode::Standard)
             .unwrap_err()
             .class,
         ErrorClass::Rank
     );
     assert_eq!(
-        e.send(&data, 1, -1, W, SendMode::Standard)
+        e.send(Packer::from_slice(&data), 1, -1, W, SendMode::Standard)
             .unwrap_err()
             .class,
         ErrorClass::Tag
     );
     assert_eq!(
-        e.send(&data, 1, 0, CommId(40), SendMode::Standard)
-            .unwrap_err()
-            .class,
+        e.send(
+            Packer::from_slice(&data),
+            1,
+            0,
+            CommId(40),
+            SendMode::Standard
+        )
+        .unwrap_err()
+        .class,
         ErrorClass::Comm
     );
     let mut b = [0u8; 4];
-    assert_eq!(e.recv(&mut b, 0, -7, W).unwrap_err().class, ErrorClass::Tag);
-    assert_eq!(e.recv(&mut b, 9, 0, W).unwrap_err().class, ErrorClass::Rank);
+    assert_eq!(
+        e.recv(Unpacker::from_slice(&mut b), 0, -7, W)
+            .unwrap_err()
+            .class,
+        ErrorClass::Tag
+    );
+    assert_eq!(
+        e.recv(Unpacker::from_slice(&mut b), 9, 0, W)
+            .unwrap_err()
+            .class,
+        ErrorClass::Rank
+    );
     assert_eq!(e.iprobe(0, -3, W).unwrap_err().class, ErrorClass::Tag);
     let stale = s;
     assert_eq!(e.test(stale).unwrap_err().class, ErrorClass::Request);
@@ -592,17 +614,28 @@ fn proc_null_and_bad_arguments() {
 fn blocking_send_to_self_then_receive() {
     let mut c = Cluster::new(1, FabricConfig::default());
     let e = &mut c.e[0];
-    e.send(b"hello", 0, 1, W, SendMode::Standard).unwrap();
-    e.send(b"world!", 0, 1, CommId::SELF, SendMode::Standard)
+    e.send(Packer::from_slice(b"hello"), 0, 1, W, SendMode::Standard)
         .unwrap();
+    e.send(
+        Packer::from_slice(b"world!"),
+        0,
+        1,
+        CommId::SELF,
+        SendMode::Standard,
+    )
+    .unwrap();
     let mut b = [0u8; 16];
-    let st = e.recv(&mut b, 0, 1, CommId::SELF).unwrap();
+    let st = e
+        .recv(Unpacker::from_slice(&mut b), 0, 1, CommId::SELF)
+        .unwrap();
     assert_eq!(
         &b[..st.bytes as usize],
         b"world!",
         "SELF and WORLD traffic stay apart"
     );
-    let st = e.recv(&mut b, ANY_SOURCE, 1, W).unwrap();
+    let st = e
+        .recv(Unpacker::from_slice(&mut b), ANY_SOURCE, 1, W)
+        .unwrap();
     assert_eq!(&b[..st.bytes as usize], b"hello");
 }
 

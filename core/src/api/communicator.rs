@@ -96,26 +96,26 @@ impl<'u> Communicator<'u> {
         Ok(Communicator::wrap(self.universe, new, true))
     }
 
-    fn receive(&self, src: Rank, tag: Tag, buf: &mut [u8]) -> Result<Status> {
-        let cap = buf.len();
+    fn receive<T: Equivalence>(&self, src: Rank, tag: Tag, buf: &mut [T]) -> Result<Status> {
+        let cap = size_of_val(buf);
         // SAFETY: `buf` stays mutably borrowed until `block` has waited for the request.
-        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), cap) };
+        let conv = unsafe { Unpacker::elements(buf.as_mut_ptr().cast(), buf.len(), T::DATATYPE) };
         let id = self.id;
         let req = self.universe.with(|e| e.irecv(conv, src, tag, id, 0))?;
         checked(self.universe.block(|e| e.test(req))?, cap)
     }
 
-    fn immediate_receive<'s>(
+    fn immediate_receive<'s, T: Equivalence>(
         &self,
         scope: &'s Scope<'s, '_>,
         src: Rank,
         tag: Tag,
-        buf: &'s mut [u8],
+        buf: &'s mut [T],
     ) -> Result<Request<'s>> {
-        let cap = buf.len();
+        let cap = size_of_val(buf);
         // SAFETY: `buf` is borrowed for the scope `'s`, which does not end before the request
         // completes (the scope waits for it).
-        let conv = unsafe { Unpacker::contiguous(buf.as_mut_ptr(), cap) };
+        let conv = unsafe { Unpacker::elements(buf.as_mut_ptr().cast(), buf.len(), T::DATATYPE) };
         let (id, sid) = (self.id, scope.id);
         let req = scope.universe.with(|e| e.irecv(conv, src, tag, id, sid))?;
         Ok(Request::new(scope.universe, req, Some(cap)))
@@ -163,7 +163,16 @@ impl<'c, 'u> Process<'c, 'u> {
         let (rank, id) = (self.rank, self.comm.id);
         self.comm
             .universe
-            .with(|e| e.send(buf.as_bytes(), rank, tag, id, mode))
+            // SAFETY: `buf` stays borrowed until the send has completed.
+            .with(|e| {
+                e.send(
+                    unsafe { Packer::elements(buf.as_ptr().cast(), buf.len(), T::DATATYPE) },
+                    rank,
+                    tag,
+                    id,
+                    mode,
+                )
+            })
     }
 
     /// Sends `buf` with tag 0 (`MPI_Send`).
@@ -193,10 +202,9 @@ impl<'c, 'u> Process<'c, 'u> {
         tag: Tag,
         mode: SendMode,
     ) -> Result<Request<'s>> {
-        let bytes = buf.as_bytes();
         // SAFETY: `buf` is borrowed for the scope `'s`, which does not end before the request
         // completes (the scope waits for it).
-        let conv = unsafe { Packer::contiguous(bytes.as_ptr(), bytes.len()) };
+        let conv = unsafe { Packer::elements(buf.as_ptr().cast(), buf.len(), T::DATATYPE) };
         let (rank, id, sid) = (self.rank, self.comm.id, scope.id);
         let req = scope
             .universe
@@ -238,7 +246,16 @@ impl<'c, 'u> Process<'c, 'u> {
         let (rank, id) = (self.rank, self.comm.id);
         self.comm
             .universe
-            .with(|e| e.bcast(buf.as_mut_bytes(), rank, id))
+            // SAFETY: `buf` holds `buf.len()` elements of `T` and is borrowed for the call.
+            .with(|e| unsafe {
+                e.bcast(
+                    buf.as_mut_ptr().cast(),
+                    buf.len() as u64,
+                    T::DATATYPE,
+                    rank,
+                    id,
+                )
+            })
     }
 
     /// At this process (the root): combines every process's `send` with `op` into `recv`
@@ -276,12 +293,12 @@ impl<'c, 'u> Process<'c, 'u> {
 
     /// Receives into `buf` with any tag (`MPI_Recv`).
     pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
-        self.comm.receive(self.rank, ANY_TAG, buf.as_mut_bytes())
+        self.comm.receive(self.rank, ANY_TAG, buf)
     }
 
     /// Receives into `buf` with `tag`.
     pub fn receive_into_with_tag<T: Equivalence>(&self, buf: &mut [T], tag: Tag) -> Result<Status> {
-        self.comm.receive(self.rank, tag, buf.as_mut_bytes())
+        self.comm.receive(self.rank, tag, buf)
     }
 
     /// Starts a receive into `buf` with `tag` (`MPI_Irecv`; `ANY_TAG` is -1).
@@ -291,8 +308,7 @@ impl<'c, 'u> Process<'c, 'u> {
         buf: &'s mut [T],
         tag: Tag,
     ) -> Result<Request<'s>> {
-        self.comm
-            .immediate_receive(scope, self.rank, tag, buf.as_mut_bytes())
+        self.comm.immediate_receive(scope, self.rank, tag, buf)
     }
 
     /// Waits for a message from this process with any tag (`MPI_Probe`).
@@ -324,12 +340,12 @@ pub struct AnyProcess<'c, 'u> {
 impl<'c, 'u> AnyProcess<'c, 'u> {
     /// Receives into `buf` from any process with any tag.
     pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
-        self.comm.receive(ANY_SOURCE, ANY_TAG, buf.as_mut_bytes())
+        self.comm.receive(ANY_SOURCE, ANY_TAG, buf)
     }
 
     /// Receives into `buf` from any process with `tag`.
     pub fn receive_into_with_tag<T: Equivalence>(&self, buf: &mut [T], tag: Tag) -> Result<Status> {
-        self.comm.receive(ANY_SOURCE, tag, buf.as_mut_bytes())
+        self.comm.receive(ANY_SOURCE, tag, buf)
     }
 
     /// Starts a receive from any process with `tag`.
@@ -339,8 +355,7 @@ impl<'c, 'u> AnyProcess<'c, 'u> {
         buf: &'s mut [T],
         tag: Tag,
     ) -> Result<Request<'s>> {
-        self.comm
-            .immediate_receive(scope, ANY_SOURCE, tag, buf.as_mut_bytes())
+        self.comm.immediate_receive(scope, ANY_SOURCE, tag, buf)
     }
 
     /// Waits for a message from any process with any tag.
@@ -370,10 +385,9 @@ pub struct Message<'c, 'u> {
 impl Message<'_, '_> {
     /// Receives the message into `buf` (`MPI_Mrecv`).
     pub fn matched_receive_into<T: Equivalence>(self, buf: &mut [T]) -> Result<Status> {
-        let bytes = buf.as_mut_bytes();
-        let cap = bytes.len();
-        // SAFETY: `bytes` stays mutably borrowed until `block` has waited for the request.
-        let conv = unsafe { Unpacker::contiguous(bytes.as_mut_ptr(), cap) };
+        let cap = size_of_val(buf);
+        // SAFETY: `buf` stays mutably borrowed until `block` has waited for the request.
+        let conv = unsafe { Unpacker::elements(buf.as_mut_ptr().cast(), buf.len(), T::DATATYPE) };
         let msg = self.msg;
         let u = self.comm.universe;
         let req = u.with(|e| e.imrecv(conv, msg, 0))?;

@@ -129,16 +129,11 @@ impl Universe {
     }
 }
 
-/// A receive status whose message did not fit becomes an `MPI_ERR_TRUNCATE` error.
-pub(crate) fn checked(status: Status, capacity: usize) -> Result<Status> {
+/// A receive status that carries an error (a message that did not fit, a value that did not
+/// convert) becomes that error.
+pub(crate) fn checked(status: Status, _capacity: usize) -> Result<Status> {
     match status.error {
         None => Ok(status),
-        Some(class) => Err(Error::new(
-            class,
-            crate::error::Reason::Truncated {
-                message_bytes: status.message_bytes,
-                buffer_bytes: capacity as u64,
-            },
-        )),
+        Some(e) => Err(e),
     }
 }

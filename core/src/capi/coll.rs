@@ -20,9 +20,9 @@ super::mpi! {
 
     fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, root: c_int, comm: abi::MPI_Comm) {
         code(run_comm("MPI_Bcast", comm, |e, c| {
-            let (_, n) = buffer(buf, count, datatype, false)?;
-            // SAFETY: `buffer` validated the description of the user's buffer.
-            e.bcast(unsafe { bytes_mut(buf, n) }, root, c)
+            let (d, n) = handles::typed(e, buf, count, datatype)?;
+            // SAFETY: MPI requires the buffer to hold `count` instances of the type.
+            unsafe { e.bcast(buf.cast(), n, d, root, c) }
         }))
     }
 
@@ -30,11 +30,11 @@ super::mpi! {
         code(run_comm("MPI_Reduce", comm, |e, c| {
             let op = handles::op(op)?;
             let is_root = e.comm(c)?.rank as c_int == root;
-            let (d, n) = buffer(if in_place(sendbuf) { recvbuf } else { sendbuf }, count, datatype, false)?;
+            let (d, n) = buffer(if in_place(sendbuf) { recvbuf } else { sendbuf }, count, datatype)?;
             // SAFETY: `buffer` validated the descriptions of the user's buffers.
             let input = (!in_place(sendbuf)).then(|| unsafe { bytes(sendbuf, n) });
             let output = if is_root {
-                buffer(recvbuf, count, datatype, false)?;
+                buffer(recvbuf, count, datatype)?;
                 // SAFETY: as above; the root's receive buffer holds `count` elements.
                 Some(unsafe { bytes_mut(recvbuf, n) })
             } else {
@@ -47,9 +47,9 @@ super::mpi! {
     fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, op: abi::MPI_Op, comm: abi::MPI_Comm) {
         code(run_comm("MPI_Allreduce", comm, |e, c| {
             let op = handles::op(op)?;
-            let (d, n) = buffer(recvbuf, count, datatype, false)?;
+            let (d, n) = buffer(recvbuf, count, datatype)?;
             if !in_place(sendbuf) {
-                buffer(sendbuf, count, datatype, false)?;
+                buffer(sendbuf, count, datatype)?;
             }
             // SAFETY: `buffer` validated the descriptions of the user's buffers.
             let input = (!in_place(sendbuf)).then(|| unsafe { bytes(sendbuf, n) });
@@ -61,8 +61,8 @@ super::mpi! {
     fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, op: abi::MPI_Op) {
         let r = (|| {
             let op = handles::op(op)?;
-            let (d, n) = buffer(inoutbuf, count, datatype, false)?;
-            buffer(inbuf, count, datatype, false)?;
+            let (d, n) = buffer(inoutbuf, count, datatype)?;
+            buffer(inbuf, count, datatype)?;
             if in_place(inbuf) {
                 return Err(Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "MPI_IN_PLACE is not allowed in MPI_Reduce_local" }));
             }

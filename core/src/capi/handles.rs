@@ -5,7 +5,9 @@ use core::ffi::{c_int, c_void};
 use super::abi::{self, HandleKind, ObjectKind};
 use super::errors;
 use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::Datatype;
+use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::pml::request::{ReqId, Status};
@@ -126,25 +128,44 @@ const BUILTIN: [u8; 256] = {
     t
 };
 
-/// The datatype a handle names.
+const DERIVED: c_int = abi::make_handle(HandleKind::Indirect, ObjectKind::Datatype, 0);
+
+/// The datatype a handle names (derived types are checked for liveness by the type table).
 pub(crate) fn datatype(h: abi::MPI_Datatype) -> Result<Datatype> {
     let bad = Error::new(ErrorClass::Type, Reason::InvalidDatatype);
+    if abi::handle_object(h) != Some(ObjectKind::Datatype) {
+        return Err(bad);
+    }
     let i = match abi::handle_kind(h) {
         HandleKind::Builtin => BUILTIN[(h & 0xff) as usize],
         HandleKind::Direct => match DATATYPES.iter().position(|(d, _)| *d == h) {
             Some(i) => i as u8,
-            None => {
-                return Err(Error::unsupported(
-                    "derived datatypes (the datatype engine)",
-                ))
-            }
+            None => return Err(bad),
         },
+        HandleKind::Indirect => {
+            let i = abi::handle_index(h);
+            return match i >= crate::datatype::table::PREDEFINED {
+                true => Ok(Datatype::from_index(i)),
+                false => Err(bad),
+            };
+        }
         _ => return Err(bad),
     };
     match DATATYPES.get(i as usize) {
         Some((handle, d)) if *handle == h => Ok(*d),
         _ => Err(bad),
     }
+}
+
+/// The handle of datatype `d`.
+pub(crate) fn datatype_handle(d: Datatype) -> abi::MPI_Datatype {
+    if d.is_predefined() {
+        if let Some((h, _)) = DATATYPES.iter().find(|(_, x)| *x == d) {
+            return *h;
+        }
+        return abi::MPI_DATATYPE_NULL;
+    }
+    DERIVED | d.index() as c_int
 }
 
 /// The predefined operation a handle names.
@@ -180,14 +201,7 @@ pub(crate) fn op(h: abi::MPI_Op) -> Result<Op> {
     })
 }
 
-/// Bytes of `count` elements of `datatype` for a buffer at `buf`, checked as the standard asks.
-/// Point-to-point needs a type without gaps until the datatype engine exists.
-pub(crate) fn buffer(
-    buf: *const c_void,
-    count: c_int,
-    dt: abi::MPI_Datatype,
-    p2p: bool,
-) -> Result<(Datatype, usize)> {
+fn check_count(count: c_int) -> Result<u64> {
     if count < 0 {
         return Err(Error::new(
             ErrorClass::Count,
@@ -196,20 +210,79 @@ pub(crate) fn buffer(
             },
         ));
     }
+    Ok(count as u64)
+}
+
+/// Bytes (at the extent) of `count` elements of predefined `datatype` for a buffer at `buf`, as
+/// reductions need them.
+pub(crate) fn buffer(
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<(Datatype, usize)> {
+    let count = check_count(count)?;
     let d = datatype(dt)?;
-    if p2p && !d.is_contiguous() {
+    if !d.is_predefined() {
         return Err(Error::unsupported(
-            "point-to-point with padded pair types (MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT) or MPI_LB/MPI_UB",
+            "reductions over derived datatypes (they come with the collectives)",
         ));
     }
-    let unit = if p2p { d.size() } else { d.extent() };
     let bytes = (count as usize)
-        .checked_mul(unit)
+        .checked_mul(d.extent())
         .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
     if buf.is_null() && bytes > 0 {
         return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
     }
     Ok((d, bytes))
+}
+
+/// The datatype and count of a communication buffer, checked as the standard asks. A NULL
+/// buffer is `MPI_BOTTOM`, valid with a derived type of absolute addresses.
+pub(crate) fn typed(
+    e: &Engine,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<(Datatype, u64)> {
+    let count = check_count(count)?;
+    let d = datatype(dt)?;
+    let info = e.types().check_committed(d)?;
+    if buf.is_null() && count > 0 && info.size > 0 && d.is_predefined() {
+        return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
+    }
+    Ok((d, count))
+}
+
+/// A packer over a user's send buffer.
+///
+/// # Safety
+/// MPI's rule: the buffer holds `count` instances of the type and stays untouched until the
+/// operation using the packer completes.
+pub(crate) unsafe fn packer(
+    e: &Engine,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<Packer> {
+    let (d, n) = typed(e, buf, count, dt)?;
+    // SAFETY: the caller's contract.
+    unsafe { Packer::new(buf.cast(), n, d, e.types()) }
+}
+
+/// An unpacker over a user's receive buffer.
+///
+/// # Safety
+/// MPI's rule: the buffer holds `count` instances of the type and is not otherwise accessed
+/// until the operation using the unpacker completes.
+pub(crate) unsafe fn unpacker(
+    e: &Engine,
+    buf: *mut c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<Unpacker> {
+    let (d, n) = typed(e, buf, count, dt)?;
+    // SAFETY: the caller's contract.
+    unsafe { Unpacker::new(buf.cast(), n, d, e.types()) }
 }
 
 const GEN_BITS: u32 = 9;
@@ -354,16 +427,6 @@ pub(crate) unsafe fn out<T>(p: *mut T, v: T) -> Result<()> {
 pub(crate) fn status_code(func: &'static str, comm: Option<CommId>, st: &Status) -> c_int {
     match st.error {
         None => abi::MPI_SUCCESS,
-        Some(class) => errors::report(
-            func,
-            comm,
-            Error::new(
-                class,
-                Reason::Truncated {
-                    message_bytes: st.message_bytes,
-                    buffer_bytes: st.bytes,
-                },
-            ),
-        ),
+        Some(e) => errors::report(func, comm, e),
     }
 }

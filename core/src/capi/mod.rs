@@ -21,6 +21,7 @@ pub mod names;
 
 mod coll;
 mod comm;
+mod datatype;
 mod env;
 mod errors;
 mod handles;

@@ -4,8 +4,7 @@ use core::ffi::{c_int, c_void};
 
 use super::abi;
 use super::env::{code, run, run_comm};
-use super::errors::report;
-use super::handles::{self, buffer, out, put_status, status_code};
+use super::handles::{self, out, put_status, status_code};
 use super::state::{self, Attached, Bsent, STATE};
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
@@ -43,9 +42,9 @@ unsafe fn send(
     mode: SendMode,
 ) -> c_int {
     code(run_comm(func, comm, |e, c| {
-        let (_, n) = buffer(buf, count, dt, true)?;
-        // SAFETY: `buffer` validated the description of the user's send buffer.
-        e.send(unsafe { bytes(buf, n) }, dest, tag, c, mode)
+        // SAFETY: MPI lends the send buffer for the call.
+        let conv = unsafe { handles::packer(e, buf, count, dt)? };
+        e.send(conv, dest, tag, c, mode)
     }))
 }
 
@@ -64,9 +63,8 @@ unsafe fn isend(
         if request.is_null() {
             return Err(Error::bad_arg("request is NULL"));
         }
-        let (_, n) = buffer(buf, count, dt, true)?;
         // SAFETY: MPI lends the send buffer until the request completes.
-        let conv = unsafe { Packer::contiguous(buf.cast(), n) };
+        let conv = unsafe { handles::packer(e, buf, count, dt)? };
         let id = e.isend(conv, dest, tag, c, mode, 0)?;
         // SAFETY: checked non-null above.
         unsafe { out(request, handles::request_handle(id)) }
@@ -86,14 +84,21 @@ fn reclaim(e: &mut Engine, att: &mut Attached) -> Result<()> {
     Ok(())
 }
 
-/// Copies a message into the attached buffer and starts sending it from there.
-pub(crate) fn bsend(
+/// Packs a message into the attached buffer and starts sending it from there.
+///
+/// # Safety
+/// `buf` holds `count` instances of `dt` (MPI's rule for send buffers).
+pub(crate) unsafe fn bsend(
     e: &mut Engine,
-    data: &[u8],
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
     dest: c_int,
     tag: c_int,
     comm: CommId,
 ) -> Result<()> {
+    let (d, n) = handles::typed(e, buf, count, dt)?;
+    let len = (e.types().info(d)?.size * n) as usize;
     let mut st = STATE.lock();
     let no_room = || {
         Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "the attached buffer has no room for this buffered send (MPI_Buffer_attach a larger one)" })
@@ -107,7 +112,7 @@ pub(crate) fn bsend(
     reclaim(e, att)?;
     // Users size the buffer with exactly MPI_BSEND_OVERHEAD per message: keep to that budget
     // (no rounding; the copy needs no alignment).
-    let need = data.len() + abi::MPI_BSEND_OVERHEAD as usize;
+    let need = len + abi::MPI_BSEND_OVERHEAD as usize;
     let mut at = 0;
     let mut slot = att.live.len();
     for (i, b) in att.live.iter().enumerate() {
@@ -127,12 +132,13 @@ pub(crate) fn bsend(
             "(compile-time MAX_BSENDS)",
         ));
     }
-    // SAFETY: `at..at + data.len()` lies inside the attached buffer (checked above), which the
-    // user lent until MPI_Buffer_detach, and no live send uses that range.
+    // SAFETY: `at..at + len` lies inside the attached buffer (checked above), which the user
+    // lent until MPI_Buffer_detach, and no live send uses that range; the user's buffer holds
+    // the message (the caller's contract).
     let copy = unsafe {
-        let dst = att.base.add(at);
-        core::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
-        Packer::contiguous(dst, data.len())
+        let dst = core::slice::from_raw_parts_mut(att.base.add(at), len);
+        Packer::new(buf.cast(), n, d, e.types())?.pack(e.types(), 0, dst);
+        Packer::packed(dst.as_ptr(), n, d, e.types())?
     };
     let req = e.isend(copy, dest, tag, comm, SendMode::Standard, 0)?;
     let _ = att.live.insert(
@@ -178,9 +184,8 @@ super::mpi! {
 
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
         code(run_comm("MPI_Bsend", comm, |e, c| {
-            let (_, n) = buffer(buf, count, datatype, true)?;
-            // SAFETY: `buffer` validated the description of the user's send buffer.
-            bsend(e, unsafe { bytes(buf, n) }, dest, tag, c)
+            // SAFETY: MPI lends the send buffer for the call.
+            unsafe { bsend(e, buf, count, datatype, dest, tag, c) }
         }))
     }
 
@@ -201,9 +206,8 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            let (_, n) = buffer(buf, count, datatype, true)?;
-            // SAFETY: `buffer` validated the description of the user's send buffer.
-            bsend(e, unsafe { bytes(buf, n) }, dest, tag, c)?;
+            // SAFETY: MPI lends the send buffer for the call.
+            unsafe { bsend(e, buf, count, datatype, dest, tag, c)? };
             // The data is copied: the user's request is complete at once.
             let id = e.completed_request(handles::EMPTY_STATUS)?;
             // SAFETY: checked non-null above.
@@ -241,9 +245,9 @@ super::mpi! {
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Recv", comm, |e, c| {
-            let (_, n) = buffer(buf, count, datatype, true)?;
-            // SAFETY: `buffer` validated the description of the user's receive buffer.
-            Ok((e.recv(unsafe { bytes_mut(buf, n) }, source, tag, c)?, c))
+            // SAFETY: MPI lends the receive buffer for the call.
+            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+            Ok((e.recv(conv, source, tag, c)?, c))
         });
         match r {
             Ok((st, c)) => {
@@ -260,9 +264,8 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            let (_, n) = buffer(buf, count, datatype, true)?;
             // SAFETY: MPI lends the receive buffer until the request completes.
-            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
             let id = e.irecv(conv, source, tag, c, 0)?;
             // SAFETY: checked non-null above.
             unsafe { out(request, handles::request_handle(id)) }
@@ -271,13 +274,10 @@ super::mpi! {
 
     fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Sendrecv", comm, |e, c| {
-            let (_, sn) = buffer(sendbuf, sendcount, sendtype, true)?;
-            let (_, rn) = buffer(recvbuf, recvcount, recvtype, true)?;
-            // SAFETY: MPI lends the receive buffer for the call; it is waited for below.
-            let conv = unsafe { Unpacker::contiguous(recvbuf.cast(), rn) };
-            let r = e.irecv(conv, source, recvtag, c, 0)?;
-            // SAFETY: `buffer` validated the send buffer's description.
-            e.send(unsafe { bytes(sendbuf, sn) }, dest, sendtag, c, SendMode::Standard)?;
+            // SAFETY: MPI lends both buffers for the call; the receive is waited for below.
+            let (send, recv) = unsafe { (handles::packer(e, sendbuf, sendcount, sendtype)?, handles::unpacker(e, recvbuf, recvcount, recvtype)?) };
+            let r = e.irecv(recv, source, recvtag, c, 0)?;
+            e.send(send, dest, sendtag, c, SendMode::Standard)?;
             Ok((e.wait(r)?, c))
         });
         match r {
@@ -292,7 +292,8 @@ super::mpi! {
 
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Sendrecv_replace", comm, |e, c| {
-            let (_, n) = buffer(buf, count, datatype, true)?;
+            let (d, count64) = handles::typed(e, buf, count, datatype)?;
+            let n = (e.types().info(d)?.size * count64) as usize;
             let mut small = [0u8; 4096];
             let (tmp, heap) = if n <= small.len() {
                 (small.as_mut_ptr(), false)
@@ -301,15 +302,17 @@ super::mpi! {
                 (alloc.ok_or(Error::new(ErrorClass::NoMem, Reason::BadArgument { what: "no temporary memory for MPI_Sendrecv_replace" }))?, true)
             };
             let result = (|| {
-                // SAFETY: `tmp` holds `n` bytes until freed below, after the receive completed.
-                let conv = unsafe { Unpacker::contiguous(tmp, n) };
-                let r = e.irecv(conv, source, recvtag, c, 0)?;
-                // SAFETY: `buffer` validated the description of the user's buffer.
-                e.send(unsafe { bytes(buf, n) }, dest, sendtag, c, SendMode::Standard)?;
-                let st = e.wait(r)?;
-                // SAFETY: both hold at least `st.bytes <= n` bytes and do not overlap.
-                unsafe { core::ptr::copy_nonoverlapping(tmp, buf.cast::<u8>(), st.bytes as usize) };
-                Ok(st)
+                // SAFETY: the message is packed out of the user's buffer into `tmp` (`n` bytes
+                // until freed below, after both operations completed), then the buffer
+                // receives the reply.
+                let (send, recv) = unsafe {
+                    let packed = core::slice::from_raw_parts_mut(tmp, n);
+                    Packer::new(buf.cast(), count64, d, e.types())?.pack(e.types(), 0, packed);
+                    (Packer::packed(tmp, count64, d, e.types())?, Unpacker::new(buf.cast(), count64, d, e.types())?)
+                };
+                let r = e.irecv(recv, source, recvtag, c, 0)?;
+                e.send(send, dest, sendtag, c, SendMode::Standard)?;
+                e.wait(r)
             })();
             if heap {
                 if let Some(h) = state::hooks() {
@@ -395,11 +398,10 @@ super::mpi! {
             if message.is_null() {
                 return Err(Error::bad_arg("message is NULL"));
             }
-            let (_, n) = buffer(buf, count, datatype, true)?;
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
             let m = handles::message(e, unsafe { *message })?;
             // SAFETY: MPI lends the receive buffer for the call; it is waited for below.
-            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
             let id = e.imrecv(conv, m, 0)?;
             let comm = e.request_comm(id);
             // SAFETY: as above.
@@ -421,11 +423,10 @@ super::mpi! {
             if message.is_null() || request.is_null() {
                 return Err(Error::bad_arg("message or request is NULL"));
             }
-            let (_, n) = buffer(buf, count, datatype, true)?;
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
             let m = handles::message(e, unsafe { *message })?;
             // SAFETY: MPI lends the receive buffer until the request completes.
-            let conv = unsafe { Unpacker::contiguous(buf.cast(), n) };
+            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
             let id = e.imrecv(conv, m, 0)?;
             // SAFETY: both checked non-null above.
             unsafe {
@@ -435,38 +436,10 @@ super::mpi! {
         }))
     }
 
-    fn MPI_Get_count / PMPI_Get_count(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut c_int) {
-        get_count("MPI_Get_count", status, datatype, count)
-    }
 
-    fn MPI_Get_elements / PMPI_Get_elements(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut c_int) {
-        // For predefined types every element is a basic element.
-        get_count("MPI_Get_elements", status, datatype, count)
-    }
 
-    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype, count: *mut abi::MPI_Count) {
-        match counted(status, datatype) {
-            // SAFETY: MPI requires `count` to point to an MPI_Count.
-            Ok(n) => code(unsafe { out(count, n.map_or(abi::MPI_UNDEFINED as abi::MPI_Count, |n| n as abi::MPI_Count)) }.map_err(|e| report("MPI_Get_elements_x", None, e))),
-            Err(e) => report("MPI_Get_elements_x", None, e),
-        }
-    }
 
-    fn MPI_Type_size / PMPI_Type_size(datatype: abi::MPI_Datatype, size: *mut c_int) {
-        let r = handles::datatype(datatype).and_then(|d| {
-            // SAFETY: MPI requires `size` to point to an int.
-            unsafe { out(size, d.size() as c_int) }
-        });
-        code(r.map_err(|e| report("MPI_Type_size", None, e)))
-    }
 
-    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: abi::MPI_Datatype, size: *mut abi::MPI_Count) {
-        let r = handles::datatype(datatype).and_then(|d| {
-            // SAFETY: MPI requires `size` to point to an MPI_Count.
-            unsafe { out(size, d.size() as abi::MPI_Count) }
-        });
-        code(r.map_err(|e| report("MPI_Type_size_x", None, e)))
-    }
 }
 
 /// A probe's status reports the whole message.
@@ -475,37 +448,4 @@ fn probed(st: Status) -> Status {
         bytes: st.message_bytes,
         ..st
     }
-}
-
-/// Elements of `datatype` in a status: `None` for `MPI_UNDEFINED`.
-fn counted(status: *const abi::MPI_Status, datatype: abi::MPI_Datatype) -> Result<Option<u64>> {
-    if status.is_null() || core::ptr::eq(status, abi::MPI_STATUS_IGNORE) {
-        return Err(Error::bad_arg("status is NULL or MPI_STATUS_IGNORE"));
-    }
-    let d = handles::datatype(datatype)?;
-    // SAFETY: checked; MPI requires it to point to an MPI_Status.
-    let bytes = unsafe { (*status).count_bytes() } as u64;
-    let size = d.size() as u64;
-    Ok(match size {
-        0 => Some(0),
-        s if bytes.is_multiple_of(s) => Some(bytes / s),
-        _ => None,
-    })
-}
-
-unsafe fn get_count(
-    func: &'static str,
-    status: *const abi::MPI_Status,
-    datatype: abi::MPI_Datatype,
-    count: *mut c_int,
-) -> c_int {
-    let r = counted(status, datatype).and_then(|n| {
-        let v = match n {
-            Some(n) if n <= c_int::MAX as u64 => n as c_int,
-            _ => abi::MPI_UNDEFINED,
-        };
-        // SAFETY: MPI requires `count` to point to an int.
-        unsafe { out(count, v) }
-    });
-    code(r.map_err(|e| report(func, None, e)))
 }

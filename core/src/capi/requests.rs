@@ -5,10 +5,9 @@ use core::ffi::{c_int, c_void};
 use super::abi;
 use super::env::{code, run, run_comm};
 use super::errors::{record, report};
-use super::handles::{self, buffer, out, put_status, status_at, Req, EMPTY_STATUS};
+use super::handles::{self, out, put_status, status_at, Req, EMPTY_STATUS};
 use super::state::{Persistent, PersistentOp, MAX_PERSISTENT, STATE};
 use crate::comm::CommId;
-use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::pml::request::{ReqId, SendMode, Status};
@@ -112,16 +111,7 @@ unsafe fn is_active(e: &Engine, h: *const abi::MPI_Request) -> Result<bool> {
 unsafe fn put(func: &'static str, status: *mut abi::MPI_Status, st: &Status) -> bool {
     let rc = match st.error {
         None => abi::MPI_SUCCESS,
-        Some(class) => record(
-            func,
-            Error::new(
-                class,
-                Reason::Truncated {
-                    message_bytes: st.message_bytes,
-                    buffer_bytes: st.bytes,
-                },
-            ),
-        ),
+        Some(e) => record(func, e),
     };
     // SAFETY: forwarded from the caller's status argument.
     unsafe { put_status(status, st, rc) };
@@ -192,18 +182,19 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
     let id = match p.op {
         PersistentOp::Send(mode) => {
             // SAFETY: MPI lends the buffer of a persistent request until it is freed.
-            let conv = unsafe { Packer::contiguous(p.buf, p.bytes) };
+            let conv = unsafe { handles::packer(e, p.buf.cast(), p.count, p.datatype)? };
             e.isend(conv, p.peer, p.tag, p.comm, mode, 0)?
         }
         PersistentOp::Bsend => {
             // SAFETY: as above.
-            let data = unsafe { super::p2p::bytes(p.buf.cast(), p.bytes) };
-            super::p2p::bsend(e, data, p.peer, p.tag, p.comm)?;
+            unsafe {
+                super::p2p::bsend(e, p.buf.cast(), p.count, p.datatype, p.peer, p.tag, p.comm)?
+            };
             e.completed_request(EMPTY_STATUS)?
         }
         PersistentOp::Recv => {
             // SAFETY: as above.
-            let conv = unsafe { Unpacker::contiguous(p.buf, p.bytes) };
+            let conv = unsafe { handles::unpacker(e, p.buf.cast(), p.count, p.datatype)? };
             e.irecv(conv, p.peer, p.tag, p.comm, 0)?
         }
     };
@@ -229,7 +220,7 @@ unsafe fn init(
             return Err(Error::bad_arg("request is NULL"));
         }
         e.comm(c)?;
-        let (_, n) = buffer(buf, count, dt, true)?;
+        let (d, _) = handles::typed(e, buf, count, dt)?;
         let mut st = STATE.lock();
         let i = st
             .persistent
@@ -243,12 +234,15 @@ unsafe fn init(
         st.persistent[i] = Some(Persistent {
             op,
             buf: buf as *mut u8,
-            bytes: n,
+            count,
+            datatype: dt,
             peer,
             tag,
             comm: c,
             active: None,
         });
+        // The type stays usable by every start, even if the user frees it meanwhile.
+        e.types_mut().retain(d);
         // SAFETY: checked non-null above.
         unsafe { out(request, handles::persistent_handle(i)) }
     }))
@@ -354,6 +348,9 @@ super::mpi! {
                     let p = STATE.lock().persistent.get_mut(i).and_then(Option::take).ok_or(bad_request())?;
                     if let Some(id) = p.active {
                         e.request_free(id)?;
+                    }
+                    if let Ok(d) = handles::datatype(p.datatype) {
+                        e.types_mut().release(d);
                     }
                 }
             }

@@ -38,7 +38,9 @@ pub(crate) struct Persistent {
     pub op: PersistentOp,
     /// User buffer (lent for the life of the persistent request, by MPI's rules).
     pub buf: *mut u8,
-    pub bytes: usize,
+    pub count: c_int,
+    /// The datatype's handle (a derived one is retained until the request is freed).
+    pub datatype: crate::capi::abi::MPI_Datatype,
     pub peer: c_int,
     pub tag: c_int,
     pub comm: CommId,

@@ -1,11 +1,16 @@
-//! MPI datatypes.
+//! MPI datatypes: predefined and derived, their flattened descriptions, conversion between data
+//! representations, and the convertors that move a message's bytes by position.
 //!
-//! This first version knows the predefined contiguous types; derived types (vector, struct, ...)
-//! and heterogeneous conversion come with the datatype-engine issue and live here too. Everything
-//! above this module moves data through a [`convertor`], which asks for bytes by position, so
-//! non-contiguous types will slot in without touching the protocols.
+//! - [`table`]: every type's entry — info, description, constructor arguments — and all the
+//!   constructors (contiguous, vector, indexed, struct, subarray, darray, resized, dup...).
+//! - [`desc`]: the description a committed type is flattened into (runs and loops).
+//! - [`repr`]: data representations (native, a peer's, external32) and element conversion.
+//! - [`convertor`]: packing and unpacking from any byte position, converting where needed.
 
 pub mod convertor;
+pub mod desc;
+pub mod repr;
+pub mod table;
 
 use core::ffi::c_long;
 use core::mem::size_of;
@@ -63,9 +68,10 @@ pub enum Scalar {
     Marker,
 }
 
-/// An MPI datatype handle. Predefined types are constants; derived types will be table entries.
+/// An MPI datatype handle: predefined types are constants (codes below
+/// [`table::PREDEFINED`]); derived types are entries of the engine's [`table::TypeTable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Datatype(u16);
+pub struct Datatype(u32);
 
 struct Predef {
     name: &'static str,
@@ -163,46 +169,66 @@ const WCHAR_SIZE: usize = 4;
 const LONG_NUM: Num = if LONG == 8 { Num::I64 } else { Num::I32 };
 
 impl Datatype {
-    /// Size in bytes of one element.
+    fn predef(self) -> Option<&'static Predef> {
+        PREDEFINED.get(self.0 as usize)
+    }
+
+    /// Whether this is a predefined type.
+    pub fn is_predefined(self) -> bool {
+        self.predef().is_some()
+    }
+
+    /// Index of the type's entry in the type table.
+    pub fn index(self) -> u32 {
+        self.0
+    }
+
+    /// Size in bytes of one element (predefined types; 0 for derived ones — ask the table).
     pub fn size(self) -> usize {
-        PREDEFINED[self.0 as usize].size
+        self.predef().map_or(0, |p| p.size)
     }
 
-    /// The element kind.
+    /// The element kind (predefined types; `Marker` for derived ones).
     pub fn scalar(self) -> Scalar {
-        PREDEFINED[self.0 as usize].scalar
+        self.predef().map_or(Scalar::Marker, |p| p.scalar)
     }
 
-    /// The name the standard gives it.
+    /// The name the standard gives it (predefined types).
     pub fn name(self) -> &'static str {
-        PREDEFINED[self.0 as usize].name
+        self.predef().map_or("a derived datatype", |p| p.name)
     }
 
-    /// Bytes from one element to the next in an array.
+    /// Bytes from one element to the next in an array (predefined types).
     pub fn extent(self) -> usize {
-        PREDEFINED[self.0 as usize].extent
+        self.predef().map_or(0, |p| p.extent)
     }
 
     /// Whether `count` elements are one run of `count * size` bytes with no gaps. Pair types with
     /// padding (`MPI_DOUBLE_INT`, ...) are not; they need the datatype engine's pack/unpack.
     pub fn is_contiguous(self) -> bool {
-        let p = &PREDEFINED[self.0 as usize];
-        p.size == p.extent && p.scalar != Scalar::Marker
+        self.predef()
+            .is_some_and(|p| p.size == p.extent && p.scalar != Scalar::Marker)
+    }
+
+    /// The type in entry `index` of the type table (whether that entry is live is the table's
+    /// to say).
+    pub fn from_index(index: u32) -> Datatype {
+        Datatype(index)
     }
 
     /// The predefined type with this code, if any (codes are dense from 0).
     pub fn from_code(code: u16) -> Option<Datatype> {
-        ((code as usize) < PREDEFINED.len()).then_some(Datatype(code))
+        ((code as usize) < PREDEFINED.len()).then_some(Datatype(code as u32))
     }
 
     /// This type's code.
     pub fn code(self) -> u16 {
-        self.0
+        self.0 as u16
     }
 
     /// Every predefined type.
     pub fn predefined() -> impl Iterator<Item = Datatype> {
-        (0..PREDEFINED.len() as u16).map(Datatype)
+        (0..PREDEFINED.len() as u32).map(Datatype)
     }
 }
 

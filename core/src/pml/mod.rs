@@ -36,6 +36,8 @@ pub use recvreq::MsgId;
 
 use crate::arena::{Arena, Sizer};
 use crate::comm::{CommId, CommTable};
+use crate::datatype::repr::Repr;
+use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::list::List;
 use crate::params::{Default, Kind, ParamDef, Params};
@@ -155,6 +157,8 @@ pub struct Ob1 {
     pass: u32,
     /// Zero-copy fragments handed to BTLs and not yet reported complete, over all sends.
     inflight: u32,
+    /// Per process: the form its data takes (receiver makes right).
+    reprs: &'static mut [Repr],
     platform: &'static dyn Platform,
     /// Counters.
     pub stats: Stats,
@@ -173,7 +177,8 @@ impl Ob1 {
         sizer
             .slice::<PmlComm>(comms as usize)
             .slice::<PeerSeq>(comms as usize * world as usize)
-            .slice::<u32>(world as usize * 2);
+            .slice::<u32>(world as usize * 2)
+            .slice::<Repr>(world as usize);
     }
 
     /// A PML for a job of `world` processes and up to `comms` communicators.
@@ -203,9 +208,20 @@ impl Ob1 {
             blocked: arena.slice(world as usize, |_| 0)?,
             pass: 1,
             inflight: 0,
+            reprs: arena.slice(world as usize, |_| Repr::NATIVE)?,
             platform,
             stats: Stats::default(),
         })
+    }
+
+    /// Records the data representation of process `proc` (from its architecture descriptor).
+    pub fn set_repr(&mut self, proc: crate::rte::ProcId, repr: Repr) {
+        self.reprs[proc.0 as usize] = repr;
+    }
+
+    /// Whether process `proc` stores data as this process does.
+    pub fn same_form(&self, proc: crate::rte::ProcId) -> bool {
+        self.reprs[proc.0 as usize].same_as(&Repr::NATIVE)
     }
 
     fn seq_index(&self, comm: CommId, rank: u32) -> usize {
@@ -344,7 +360,7 @@ impl Ob1 {
 
     /// Resets the state of a new communicator in slot `comm` with context `cid`, then takes in
     /// the messages that arrived for it before it existed.
-    pub(crate) fn comm_added(&mut self, comms: &CommTable, comm: CommId) {
+    pub(crate) fn comm_added(&mut self, comms: &CommTable, types: &TypeTable, comm: CommId) {
         self.comms[comm.0 as usize] = PmlComm::default();
         let base = self.seq_index(comm, 0);
         self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
@@ -357,7 +373,7 @@ impl Ob1 {
             if m.env.ctx == cid {
                 self.orphans.remove(&self.unex, i, unex_link);
                 let (from, env, kind) = (m.proc, m.env, m.kind);
-                self.arrive(comms, from, env, kind, recvfrag::Payload::Stored(i));
+                self.arrive(comms, types, from, env, kind, recvfrag::Payload::Stored(i));
             }
         }
     }

@@ -11,7 +11,9 @@ use super::unexpected::{unex_link, UnexKind, UnexMsg};
 use super::Ob1;
 use crate::btl::{AmTag, Delivery, Sink};
 use crate::comm::{CommId, CommTable, ContextId};
-use crate::error::ErrorClass;
+use crate::datatype::convertor::Unpacker;
+use crate::datatype::table::TypeTable;
+use crate::error::{Error, ErrorClass, Reason};
 use crate::list::Link;
 use crate::pool::Key;
 use crate::rte::ProcId;
@@ -40,6 +42,8 @@ pub struct Incoming<'a> {
     pub pml: &'a mut Ob1,
     /// The communicators.
     pub comms: &'a CommTable,
+    /// The datatypes (convertors walk their descriptions).
+    pub types: &'a TypeTable,
 }
 
 impl Sink for Incoming<'_> {
@@ -60,6 +64,7 @@ impl Sink for Incoming<'_> {
             }
             Ok((Header::Match(env), payload)) => self.pml.arrive(
                 self.comms,
+                self.types,
                 from,
                 env,
                 UnexKind::Eager,
@@ -73,6 +78,7 @@ impl Sink for Incoming<'_> {
                 }
                 self.pml.arrive(
                     self.comms,
+                    self.types,
                     from,
                     env,
                     UnexKind::Rndv { msg_len, sreq },
@@ -83,7 +89,7 @@ impl Sink for Incoming<'_> {
                 self.pml.on_ack(from, sreq, dreq, offset)
             }
             Ok((Header::Frag { offset, dreq }, payload)) => {
-                self.pml.on_frag(from, offset, dreq, payload)
+                self.pml.on_frag(self.types, from, offset, dreq, payload)
             }
         }
     }
@@ -117,6 +123,7 @@ impl Ob1 {
     pub(crate) fn arrive(
         &mut self,
         comms: &CommTable,
+        types: &TypeTable,
         from: ProcId,
         env: Envelope,
         kind: UnexKind,
@@ -148,16 +155,16 @@ impl Ob1 {
             self.drop_payload(payload);
             return self.reject(from, "stale or duplicate sequence number");
         }
-        if self.accept_in_order(comm, from, env, kind, payload) == Delivery::Retry {
+        if self.accept_in_order(types, comm, from, env, kind, payload) == Delivery::Retry {
             return Delivery::Retry;
         }
         self.seqs[si].expect = expect.wrapping_add(1);
-        self.drain_out_of_order(comm, env.src);
+        self.drain_out_of_order(types, comm, env.src);
         Delivery::Consumed
     }
 
     /// Messages from `src` that were waiting for their turn, now that it has come.
-    fn drain_out_of_order(&mut self, comm: CommId, src: i32) {
+    fn drain_out_of_order(&mut self, types: &TypeTable, comm: CommId, src: i32) {
         let si = self.seq_index(comm, src as u32);
         loop {
             let expect = self.seqs[si].expect;
@@ -171,7 +178,7 @@ impl Ob1 {
             let m = self.unex.at(i).expect("occupied");
             let (from, env, kind) = (m.proc, m.env, m.kind);
             // A stored message never needs new storage, so it is always accepted.
-            self.accept_in_order(comm, from, env, kind, Payload::Stored(i));
+            self.accept_in_order(types, comm, from, env, kind, Payload::Stored(i));
             self.seqs[si].expect = expect.wrapping_add(1);
         }
     }
@@ -179,6 +186,7 @@ impl Ob1 {
     /// A message whose turn it is: hand it to the first posted receive that accepts it, or hold it.
     fn accept_in_order(
         &mut self,
+        types: &TypeTable,
         comm: CommId,
         from: ProcId,
         env: Envelope,
@@ -190,7 +198,7 @@ impl Ob1 {
             .take_match(&self.requests, &env);
         match found {
             Some(r) => {
-                self.deliver_matched(r, from, env, kind, payload);
+                self.deliver_matched(types, r, from, env, kind, payload);
                 Delivery::Consumed
             }
             None => {
@@ -250,6 +258,7 @@ impl Ob1 {
     /// Gives a matched message to receive request slot `r`.
     pub(crate) fn deliver_matched(
         &mut self,
+        types: &TypeTable,
         r: u32,
         from: ProcId,
         env: Envelope,
@@ -263,14 +272,16 @@ impl Ob1 {
         let Op::Recv(rr) = &mut req.op else {
             unreachable!("only receives are posted")
         };
+        // The message is in its sender's form; converting (if needed) starts here.
+        let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
         let len = match payload {
             Payload::Frag(bytes) => {
-                rr.conv.unpack(0, bytes);
+                rr.conv.unpack(types, 0, bytes);
                 bytes.len()
             }
             Payload::Stored(i) => {
                 let m = self.unex.at(i).expect("stored message is occupied");
-                self.chunks.unpack(m.data, m.len, &mut rr.conv);
+                self.chunks.unpack(types, m.data, m.len, &mut rr.conv);
                 m.len
             }
         };
@@ -278,9 +289,8 @@ impl Ob1 {
         req.status.tag = env.tag;
         match kind {
             UnexKind::Eager => {
-                let cap = rr.conv.capacity();
                 rr.state = RecvState::Done;
-                finish_status(&mut req.status, len as u64, cap);
+                finish_status(&mut req.status, len as u64, &rr.conv);
                 self.drop_payload(payload);
                 self.complete(r);
             }
@@ -328,6 +338,7 @@ impl Ob1 {
     /// A fragment of a rendezvous message for one of our receives.
     pub(crate) fn on_frag(
         &mut self,
+        types: &TypeTable,
         from: ProcId,
         offset: u64,
         dreq: u64,
@@ -357,24 +368,33 @@ impl Ob1 {
             return self.reject(from, "fragment does not fit the receive it names");
         }
         if let Ok(pos) = usize::try_from(offset) {
-            r.conv.unpack(pos, payload);
+            r.conv.unpack(types, pos, payload);
         }
         *received += n;
         if *received == *msg_len {
-            let (total, cap) = (*msg_len, r.conv.capacity());
+            let total = *msg_len;
             r.state = RecvState::Done;
-            finish_status(&mut req.status, total, cap);
+            finish_status(&mut req.status, total, &r.conv);
             self.complete(key.index);
         }
         Delivery::Consumed
     }
 }
 
-/// Fills in the byte count and truncation of a finished receive of `msg_len` bytes into `cap`.
-pub(crate) fn finish_status(status: &mut super::request::Status, msg_len: u64, cap: usize) {
-    status.bytes = msg_len.min(cap as u64);
+/// Fills in the byte count, truncation and conversion errors of a finished receive of `msg_len`
+/// stream bytes into `conv`.
+pub(crate) fn finish_status(status: &mut super::request::Status, msg_len: u64, conv: &Unpacker) {
+    status.bytes = conv.local_len();
     status.message_bytes = msg_len;
-    if msg_len > cap as u64 {
-        status.error = Some(ErrorClass::Truncate);
+    if msg_len > conv.capacity() as u64 {
+        status.error = Some(Error::new(
+            ErrorClass::Truncate,
+            Reason::Truncated {
+                message_bytes: msg_len,
+                buffer_bytes: conv.capacity() as u64,
+            },
+        ));
+    } else if let Some(e) = conv.error() {
+        status.error = Some(e.to_error());
     }
 }

@@ -5,6 +5,7 @@ use super::request::{Op, RecvReq, RecvState, ReqId, Request, Source, Status, Tag
 use super::Ob1;
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Unpacker;
+use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::pool::Key;
 
@@ -22,9 +23,11 @@ impl Ob1 {
 
     /// Posts a receive into `conv` on `comm`, matching an unexpected message at once if one is
     /// there. Source and tag must be validated by the caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn irecv(
         &mut self,
         comms: &CommTable,
+        types: &TypeTable,
         conv: Unpacker,
         src: Source,
         tag: TagSel,
@@ -46,7 +49,7 @@ impl Ob1 {
                 self.comms[comm.0 as usize].unexpected.remove(&self.unex, m);
                 let msg = self.unex.at(m).expect("occupied");
                 let (from, env, kind) = (msg.proc, msg.env, msg.kind);
-                self.deliver_matched(key.index, from, env, kind, Payload::Stored(m));
+                self.deliver_matched(types, key.index, from, env, kind, Payload::Stored(m));
             }
             None => self.comms[comm.0 as usize]
                 .posted
@@ -92,6 +95,7 @@ impl Ob1 {
     pub fn imrecv(
         &mut self,
         comms: &CommTable,
+        types: &TypeTable,
         conv: Unpacker,
         msg: MsgId,
         scope: u32,
@@ -114,7 +118,14 @@ impl Ob1 {
             post: 0,
         };
         let key = self.insert(Request::new(Op::Recv(recv), scope))?;
-        self.deliver_matched(key.index, from, env, kind, Payload::Stored(msg.0.index));
+        self.deliver_matched(
+            types,
+            key.index,
+            from,
+            env,
+            kind,
+            Payload::Stored(msg.0.index),
+        );
         Ok(ReqId(key))
     }
 }

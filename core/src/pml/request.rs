@@ -2,7 +2,6 @@
 
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
-use crate::error::ErrorClass;
 use crate::list::Link;
 use crate::pool::Key;
 use crate::rte::ProcId;
@@ -83,8 +82,8 @@ pub struct Status {
     pub bytes: u64,
     /// Bytes of the message as sent (more than `bytes` when it was truncated).
     pub message_bytes: u64,
-    /// Error of this operation (truncation), if any.
-    pub error: Option<ErrorClass>,
+    /// Error of this operation (truncation, conversion, a failed transport), if any.
+    pub error: Option<crate::error::Error>,
     /// Whether the operation was cancelled.
     pub cancelled: bool,
 }

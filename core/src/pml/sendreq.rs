@@ -7,6 +7,7 @@ use crate::bml::Bml;
 use crate::btl::{AmTag, BtlFlags, Sent, Token};
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Packer;
+use crate::datatype::table::TypeTable;
 use crate::error::Result;
 use crate::list::List;
 use crate::pool::Key;
@@ -52,11 +53,13 @@ impl Ob1 {
 
     /// Sends a small message at once, without a request, if it fits the eager protocol and its
     /// route has room; returns whether it did. Rank and tag must be validated by the caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn send_now(
         &mut self,
         bml: &mut Bml,
         comms: &CommTable,
-        data: &[u8],
+        types: &TypeTable,
+        conv: &mut Packer,
         dest: u32,
         tag: i32,
         comm: CommId,
@@ -69,7 +72,7 @@ impl Ob1 {
             return bml.reachable(proc).map(|_| false);
         };
         let btl = bml.btl(route.btl);
-        let len = MATCH_LEN + data.len();
+        let len = MATCH_LEN + conv.packed_len();
         if len > btl.attrs().eager_limit {
             return Ok(false);
         }
@@ -78,7 +81,7 @@ impl Ob1 {
             return Ok(false);
         };
         Header::Match(env).emit(space);
-        space[MATCH_LEN..len].copy_from_slice(data);
+        conv.pack(types, 0, &mut space[MATCH_LEN..len]);
         btl.commit(route.ep, AmTag::PML, len);
         self.seqs[si].send = env.seq.wrapping_add(1);
         self.stats.eager_sent += 1;
@@ -92,7 +95,8 @@ impl Ob1 {
         &mut self,
         bml: &mut Bml,
         comms: &CommTable,
-        conv: Packer,
+        types: &TypeTable,
+        mut conv: Packer,
         dest: u32,
         tag: i32,
         comm: CommId,
@@ -101,6 +105,10 @@ impl Ob1 {
     ) -> Result<ReqId> {
         let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
         bml.reachable(proc)?;
+        if !self.same_form(proc) {
+            // The receiver converts element by element: no fragment may split one.
+            conv.whole_elements();
+        }
         let send = SendReq {
             conv,
             proc,
@@ -114,7 +122,7 @@ impl Ob1 {
         self.seqs[si].send = env.seq.wrapping_add(1);
         let p = proc.0 as usize;
         if self.queued[p] == 0 {
-            match self.start(bml, key.index) {
+            match self.start(bml, types, key.index) {
                 Attempt::Finished => {
                     self.complete(key.index);
                     return Ok(ReqId(key));
@@ -130,7 +138,7 @@ impl Ob1 {
     }
 
     /// Puts the first fragment of send slot `idx` on the wire.
-    fn start(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+    fn start(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
         let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
@@ -145,7 +153,8 @@ impl Ob1 {
                 return Attempt::Blocked;
             };
             Header::Match(s.env).emit(space);
-            s.conv.pack(0, &mut space[MATCH_LEN..]);
+            s.conv
+                .pack(types, 0, &mut space[MATCH_LEN..MATCH_LEN + len]);
             btl.commit(route.ep, AmTag::PML, MATCH_LEN + len);
             s.state = SendState::Done;
             self.stats.eager_sent += 1;
@@ -161,7 +170,9 @@ impl Ob1 {
             sreq: key.to_u64(),
         }
         .emit(space);
-        s.conv.pack(0, &mut space[RNDV_LEN..RNDV_LEN + first]);
+        let first = s
+            .conv
+            .pack(types, 0, &mut space[RNDV_LEN..RNDV_LEN + first]);
         btl.commit(route.ep, AmTag::PML, RNDV_LEN + first);
         s.state = SendState::AwaitAck;
         self.stats.rndv_sent += 1;
@@ -203,16 +214,16 @@ impl Ob1 {
         *acked = true;
         self.stats.acks_sent += 1;
         if *received == *msg_len {
-            let (total, cap) = (*msg_len, r.conv.capacity());
+            let total = *msg_len;
             r.state = RecvState::Done;
-            finish_status(&mut req.status, total, cap);
+            finish_status(&mut req.status, total, &r.conv);
             return Attempt::Finished;
         }
         Attempt::Sent
     }
 
     /// Sends fragments of send slot `idx` until it is done or its routes are full.
-    fn send_frags(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+    fn send_frags(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
         let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
@@ -243,16 +254,16 @@ impl Ob1 {
                 let route = s.stripe.route(lane);
                 let btl = bml.btl(route.btl);
                 let attrs = *btl.attrs();
-                let n = (len - offset).min(attrs.max_send_size - FRAG_LEN);
+                let n = s.conv.fragment_len(offset, attrs.max_send_size - FRAG_LEN);
                 let header = Header::Frag {
                     offset: offset as u64,
                     dreq,
                 };
-                if attrs.flags.contains(BtlFlags::SEND_REF) && n >= ZERO_COPY_MIN {
+                let zero_copy = attrs.flags.contains(BtlFlags::SEND_REF) && n >= ZERO_COPY_MIN;
+                if let Some(data) = s.conv.data_ref(offset, n).filter(|_| zero_copy) {
                     // Header copied, payload read straight from the user's buffer.
                     let mut hdr = [0u8; FRAG_LEN];
                     header.emit(&mut hdr);
-                    let data = s.conv.data_ref(offset, n).expect("contiguous send buffer");
                     match btl.send_ref(route.ep, AmTag::PML, &hdr, data, Token(key.to_u64())) {
                         None => continue,
                         Some(Sent::Done) => {}
@@ -266,8 +277,12 @@ impl Ob1 {
                         continue;
                     };
                     header.emit(space);
-                    s.conv.pack(offset, &mut space[FRAG_LEN..FRAG_LEN + n]);
+                    let n = s
+                        .conv
+                        .pack(types, offset, &mut space[FRAG_LEN..FRAG_LEN + n]);
                     btl.commit(route.ep, AmTag::PML, FRAG_LEN + n);
+                    sent = Some((lane, n));
+                    break;
                 }
                 sent = Some((lane, n));
                 break;
@@ -304,7 +319,7 @@ impl Ob1 {
         s.inflight -= 1;
         self.inflight -= 1;
         if let Err(e) = result {
-            req.status.error = Some(e.class);
+            req.status.error = Some(e);
         }
         if s.inflight == 0 && s.state == SendState::Done && !req.work.is_linked() {
             self.complete(key.index);
@@ -312,7 +327,7 @@ impl Ob1 {
     }
 
     /// Retries the work that waited for room in the BTLs; returns how much got done.
-    pub fn progress_work(&mut self, bml: &mut Bml) -> usize {
+    pub fn progress_work(&mut self, bml: &mut Bml, types: &TypeTable) -> usize {
         let mut done = 0;
         if !self.pending_ack.is_empty() {
             let mut cur = self.pending_ack.head();
@@ -345,7 +360,7 @@ impl Ob1 {
                 if self.blocked[p] == self.pass {
                     continue;
                 }
-                match self.start(bml, i) {
+                match self.start(bml, types, i) {
                     Attempt::Blocked => self.blocked[p] = self.pass,
                     a => {
                         self.pending_start.remove(&self.requests, i, work_link);
@@ -364,7 +379,7 @@ impl Ob1 {
             let mut cur = self.pending_frags.head();
             while let Some(i) = cur {
                 cur = List::next(&self.requests, i, work_link);
-                match self.send_frags(bml, i) {
+                match self.send_frags(bml, types, i) {
                     Attempt::Finished => {
                         self.pending_frags.remove(&self.requests, i, work_link);
                         self.complete(i);

@@ -7,6 +7,7 @@
 
 use crate::arena::{Arena, Sizer};
 use crate::datatype::convertor::Unpacker;
+use crate::datatype::table::TypeTable;
 use crate::error::Result;
 use crate::list::Link;
 use crate::rte::ProcId;
@@ -137,14 +138,14 @@ impl Chunks {
     }
 
     /// Unpacks the `len` bytes of chain `head` at message offset 0; returns bytes written.
-    pub fn unpack(&self, head: u32, len: usize, conv: &mut Unpacker) -> usize {
+    pub fn unpack(&self, types: &TypeTable, head: u32, len: usize, conv: &mut Unpacker) -> usize {
         let mut c = head;
         let mut pos = 0;
         let mut written = 0;
         while pos < len && c != NIL {
             let n = self.chunk.min(len - pos);
             let at = c as usize * self.chunk;
-            written += conv.unpack(pos, &self.data[at..at + n]);
+            written += conv.unpack(types, pos, &self.data[at..at + n]);
             pos += n;
             c = self.next[c as usize];
         }
@@ -187,7 +188,12 @@ mod tests {
         let mut out = [0u8; 100];
         // SAFETY: `out` outlives the unpacker and is untouched meanwhile.
         let mut u = unsafe { Unpacker::contiguous(out.as_mut_ptr(), 60) };
-        assert_eq!(c.unpack(head, 100, &mut u), 60, "clipped to capacity");
+        let types = crate::datatype::table::tests::table();
+        assert_eq!(
+            c.unpack(&types, head, 100, &mut u),
+            60,
+            "clipped to capacity"
+        );
         assert_eq!(&out[..60], &msg[..60]);
         assert_eq!(out[60], 0);
         c.free(head);

@@ -1,0 +1,1383 @@
+//! The table of datatypes: predefined and derived, their descriptions and constructor arguments.
+//!
+//! Every type — the predefined ones at fixed codes, derived ones after them — has an entry with
+//! its [`TypeInfo`] and a range of [`Node`]s in one bounded node store, plus (for derived types) the
+//! arguments it was made from, for `MPI_Type_get_contents`. A constructor flattens at once: it
+//! copies the nodes of its old type(s) into a new range, wrapped in a loop where a loop is needed,
+//! merges runs that touch, and computes the bounds by the standard's rules (sticky bounds set by
+//! `MPI_LB`/`MPI_UB` or a resize; a struct's extent padded to its largest alignment). All
+//! capacities are parameters; running out is a clear `MPI_ERR_NO_MEM` naming the parameter.
+//!
+//! Freeing is reference counted: a derived type keeps the types it was made from alive (their
+//! handles come back from `MPI_Type_get_contents`), and operations in flight keep theirs.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use heapless::Vec;
+
+use super::desc::{predefined_elems, stream_size, Basic, Combiner, Node, TypeInfo};
+use super::repr::Repr;
+use super::Datatype;
+use crate::arena::{Arena, Sizer};
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::params::{Default, Kind, ParamDef, Params};
+
+/// `dt_max_types`.
+pub static MAX_TYPES: ParamDef = ParamDef {
+    name: "dt_max_types",
+    kind: Kind::Int {
+        min: 16,
+        max: 1 << 20,
+    },
+    default: Default::Int(1024),
+    description: "Most derived datatypes alive at once",
+};
+
+/// `dt_max_nodes`.
+pub static MAX_NODES: ParamDef = ParamDef {
+    name: "dt_max_nodes",
+    kind: Kind::Int { min: 256, max: 1 << 26 },
+    default: Default::Int(16384),
+    description: "Nodes of flattened type descriptions over all types (an indexed type of n blocks takes up to n)",
+};
+
+/// `dt_max_args`.
+pub static MAX_ARGS: ParamDef = ParamDef {
+    name: "dt_max_args",
+    kind: Kind::Int {
+        min: 256,
+        max: 1 << 26,
+    },
+    default: Default::Int(16384),
+    description: "Words of constructor arguments kept for MPI_Type_get_contents, over all types",
+};
+
+/// Parameters of the datatype engine.
+pub static PARAMS: [&ParamDef; 3] = [&MAX_TYPES, &MAX_NODES, &MAX_ARGS];
+
+/// Entries reserved for predefined types (codes below this).
+pub const PREDEFINED: u32 = 64;
+/// Deepest loop nesting a description may have.
+pub const MAX_DEPTH: usize = 16;
+
+/// Storage order of a multidimensional array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Last index fastest.
+    C,
+    /// First index fastest.
+    Fortran,
+}
+
+/// How `MPI_Type_create_darray` distributes one dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distrib {
+    /// Not distributed.
+    None,
+    /// Blocks of `darg` (or the default size) elements.
+    Block,
+    /// Round-robin blocks of `darg` (default 1) elements.
+    Cyclic,
+}
+
+/// `MPI_DISTRIBUTE_DFLT_DARG`.
+pub const DFLT_DARG: i32 = -49767;
+
+/// Where in the args store a type's constructor arguments are: ints, addresses, types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Args {
+    start: u32,
+    ints: u32,
+    aints: u32,
+    types: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    info: TypeInfo,
+    nodes: (u32, u32),
+    combiner: Combiner,
+    args: Args,
+    committed: bool,
+    /// The user's handle (until freed), derived types made from it, operations in flight.
+    refs: u32,
+}
+
+/// A first-fit allocator of ranges in a store, with coalescing.
+struct Ranges {
+    free: Vec<(u32, u32), 256>,
+}
+
+impl Ranges {
+    fn new(cap: u32) -> Ranges {
+        let mut free = Vec::new();
+        if cap > 0 {
+            let _ = free.push((0, cap));
+        }
+        Ranges { free }
+    }
+
+    fn alloc(&mut self, n: u32) -> Option<u32> {
+        if n == 0 {
+            return Some(0);
+        }
+        let i = self.free.iter().position(|&(_, len)| len >= n)?;
+        let (start, len) = self.free[i];
+        if len == n {
+            self.free.remove(i);
+        } else {
+            self.free[i] = (start + n, len - n);
+        }
+        Some(start)
+    }
+
+    fn release(&mut self, start: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let i = self
+            .free
+            .iter()
+            .position(|&(s, _)| s > start)
+            .unwrap_or(self.free.len());
+        // Merge with the neighbours where they touch.
+        let merge_prev = i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == start;
+        let merge_next = i < self.free.len() && start + n == self.free[i].0;
+        match (merge_prev, merge_next) {
+            (true, true) => {
+                self.free[i - 1].1 += n + self.free[i].1;
+                self.free.remove(i);
+            }
+            (true, false) => self.free[i - 1].1 += n,
+            (false, true) => {
+                self.free[i].0 = start;
+                self.free[i].1 += n;
+            }
+            // A full list of holes loses this range rather than fail a free.
+            (false, false) => {
+                let _ = self.free.insert(i, (start, n));
+            }
+        }
+    }
+}
+
+/// Bytes between the instances of a block.
+#[derive(Clone, Copy, Debug)]
+enum Stride {
+    /// The extent of the block's type (consecutive instances).
+    Extent,
+    /// A given number of bytes.
+    Bytes(isize),
+}
+
+/// One block of a type being built: `count` instances of `ty`, the first at `disp`.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    ty: Datatype,
+    count: u64,
+    disp: isize,
+    stride: Stride,
+}
+
+/// Integer constructor arguments, as the caller has them.
+#[derive(Clone, Copy)]
+enum Ints<'a> {
+    One(i64),
+    Many(&'a [i32]),
+}
+
+/// Address-sized constructor arguments.
+#[derive(Clone, Copy)]
+enum Aints<'a> {
+    One(isize),
+    Many(&'a [isize]),
+}
+
+/// Intervals `(start, count)` of one dimension of a grid selection.
+type Intervals = Vec<(i64, i64), 256>;
+
+/// The table of datatypes.
+pub struct TypeTable {
+    entries: &'static mut [Option<Entry>],
+    nodes: &'static mut [Node],
+    node_ranges: Ranges,
+    args: &'static mut [i64],
+    arg_ranges: Ranges,
+    /// Operations in flight on each type (convertors hold these; see [`TypeTable::hold`]).
+    holds: &'static [AtomicU32],
+}
+
+fn no_mem(what: &'static str, capacity: usize, param: &'static ParamDef) -> Error {
+    Error::exhausted(what, capacity as u32, param.name)
+}
+
+fn bad_type() -> Error {
+    Error::new(ErrorClass::Type, Reason::InvalidDatatype)
+}
+
+fn bad_count(count: i32) -> Error {
+    Error::new(
+        ErrorClass::Count,
+        Reason::NegativeCount {
+            count: count as i64,
+        },
+    )
+}
+
+fn bad_arg(what: &'static str) -> Error {
+    Error::bad_arg(what)
+}
+
+impl TypeTable {
+    /// Arena bytes for the configured capacities.
+    pub fn size(params: &Params, sizer: &mut Sizer) {
+        sizer
+            .slice::<Option<Entry>>((PREDEFINED + params.u32(&MAX_TYPES)) as usize)
+            .slice::<AtomicU32>((PREDEFINED + params.u32(&MAX_TYPES)) as usize)
+            .slice::<Node>(params.usize(&MAX_NODES))
+            .slice::<i64>(params.usize(&MAX_ARGS));
+    }
+
+    /// A table holding the predefined types.
+    pub fn new(params: &Params, arena: &mut Arena) -> Result<TypeTable> {
+        let entries = arena.slice((PREDEFINED + params.u32(&MAX_TYPES)) as usize, |_| None)?;
+        let nodes = arena.slice(params.usize(&MAX_NODES), |_| Node::Run {
+            disp: 0,
+            count: 0,
+            basic: Basic::native(super::repr::Elem::Byte),
+        })?;
+        let args = arena.slice(params.usize(&MAX_ARGS), |_| 0i64)?;
+        let holds = arena.slice(entries.len(), |_| AtomicU32::new(0))?;
+        let mut t = TypeTable {
+            node_ranges: Ranges::new(nodes.len() as u32),
+            arg_ranges: Ranges::new(args.len() as u32),
+            entries,
+            nodes,
+            args,
+            holds,
+        };
+        for d in Datatype::predefined() {
+            t.add_predefined(d)?;
+        }
+        Ok(t)
+    }
+
+    fn add_predefined(&mut self, d: Datatype) -> Result<()> {
+        let elems = predefined_elems(d);
+        let start = self.node_ranges.alloc(elems.len() as u32).ok_or(no_mem(
+            "datatype nodes",
+            self.nodes.len(),
+            &MAX_NODES,
+        ))?;
+        let mut uniform = None;
+        for (i, (elem, at)) in elems.iter().enumerate() {
+            let basic = Basic::native(*elem);
+            uniform = match (i, uniform) {
+                (0, _) => Some(basic),
+                (_, Some(u)) if u == basic => Some(u),
+                _ => None,
+            };
+            self.nodes[start as usize + i] = Node::Run {
+                disp: *at as isize,
+                count: 1,
+                basic,
+            };
+        }
+        let size: u64 = elems
+            .iter()
+            .map(|(e, _)| Basic::native(*e).size as u64)
+            .sum();
+        let marker = elems.is_empty();
+        let info = TypeInfo {
+            size,
+            lb: 0,
+            extent: d.extent() as isize,
+            true_lb: 0,
+            true_extent: if marker { 0 } else { d.extent() as isize },
+            elems: elems.len() as u64,
+            explicit_lb: d == Datatype::LB,
+            explicit_ub: d == Datatype::UB,
+            align: elems
+                .iter()
+                .map(|(e, _)| Basic::native(*e).align())
+                .max()
+                .unwrap_or(1) as u8,
+            dense_at: (elems.len() == 1 && size == d.extent() as u64).then_some(0),
+            depth: 0,
+            uniform,
+        };
+        self.entries[d.code() as usize] = Some(Entry {
+            info,
+            nodes: (start, elems.len() as u32),
+            combiner: Combiner::Named,
+            args: Args::default(),
+            committed: true,
+            refs: 1,
+        });
+        Ok(())
+    }
+
+    fn entry(&self, t: Datatype) -> Result<&Entry> {
+        self.entries
+            .get(t.index() as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(bad_type)
+    }
+
+    /// What the queries need to know of `t`.
+    pub fn info(&self, t: Datatype) -> Result<&TypeInfo> {
+        Ok(&self.entry(t)?.info)
+    }
+
+    /// The description of one instance of `t`.
+    pub fn nodes(&self, t: Datatype) -> Result<&[Node]> {
+        let e = self.entry(t)?;
+        Ok(&self.nodes[e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize])
+    }
+
+    /// Whether `t` may be used to communicate (predefined, or derived and committed).
+    pub fn check_committed(&self, t: Datatype) -> Result<&TypeInfo> {
+        let e = self.entry(t)?;
+        if !e.committed {
+            return Err(Error::new(
+                ErrorClass::Type,
+                Reason::BadArgument {
+                    what: "the datatype is not committed (MPI_Type_commit)",
+                },
+            ));
+        }
+        Ok(&e.info)
+    }
+
+    /// Packed bytes of one instance of `t` in representation `repr`.
+    pub fn stream_size(&self, t: Datatype, repr: &Repr) -> Result<u64> {
+        let info = self.info(t)?;
+        if repr.same_as(&Repr::NATIVE) {
+            return Ok(info.size);
+        }
+        Ok(stream_size(self.nodes(t)?, repr))
+    }
+
+    /// Derived types alive (for leak checks).
+    pub fn derived_in_use(&self) -> usize {
+        self.entries[PREDEFINED as usize..]
+            .iter()
+            .filter(|e| e.is_some())
+            .count()
+    }
+
+    // ---- life cycle ---------------------------------------------------------------------------
+
+    /// `MPI_Type_commit`.
+    pub fn commit(&mut self, t: Datatype) -> Result<()> {
+        let e = self
+            .entries
+            .get_mut(t.index() as usize)
+            .and_then(Option::as_mut)
+            .ok_or_else(bad_type)?;
+        e.committed = true;
+        Ok(())
+    }
+
+    /// Keeps `t` alive while an operation uses it.
+    pub fn retain(&mut self, t: Datatype) {
+        if t.index() >= PREDEFINED {
+            if let Some(Some(e)) = self.entries.get_mut(t.index() as usize) {
+                e.refs += 1;
+            }
+        }
+    }
+
+    /// Counts an operation in flight on derived type `t` (a convertor over it): the type's
+    /// description stays in place, even if the user frees the type, until the returned counter
+    /// is decremented again. `None` for predefined types, which never go away.
+    pub fn hold(&self, t: Datatype) -> Option<&'static AtomicU32> {
+        if t.index() < PREDEFINED {
+            return None;
+        }
+        let h: &'static AtomicU32 = self.holds.get(t.index() as usize)?;
+        h.fetch_add(1, Ordering::Relaxed);
+        Some(h)
+    }
+
+    /// Frees the types that were released while operations were using them and are now idle.
+    fn reclaim(&mut self) {
+        for i in PREDEFINED as usize..self.entries.len() {
+            if matches!(self.entries[i], Some(Entry { refs: 0, .. }))
+                && self.holds[i].load(Ordering::Relaxed) == 0
+            {
+                self.drop_entry(i);
+            }
+        }
+    }
+
+    /// Lets go of `t` (the user's handle, an operation, or a type made from it).
+    pub fn release(&mut self, t: Datatype) {
+        let i = t.index() as usize;
+        if t.index() < PREDEFINED {
+            return;
+        }
+        let Some(Some(e)) = self.entries.get_mut(i) else {
+            return;
+        };
+        if e.refs == 0 {
+            return;
+        }
+        e.refs -= 1;
+        if e.refs > 0 || self.holds[i].load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        self.drop_entry(i);
+    }
+
+    fn drop_entry(&mut self, i: usize) {
+        let e = self.entries[i].take().expect("present");
+        self.node_ranges.release(e.nodes.0, e.nodes.1);
+        let a = e.args;
+        let types = (a.start + a.ints + a.aints) as usize;
+        for k in 0..a.types as usize {
+            let inner = Datatype(self.args[types + k] as u32);
+            self.release(inner);
+        }
+        self.arg_ranges.release(a.start, a.ints + a.aints + a.types);
+    }
+
+    /// `MPI_Type_free`: predefined types cannot be freed.
+    pub fn free(&mut self, t: Datatype) -> Result<()> {
+        self.entry(t)?;
+        if t.index() < PREDEFINED {
+            return Err(Error::new(
+                ErrorClass::Type,
+                Reason::BadArgument {
+                    what: "predefined datatypes cannot be freed",
+                },
+            ));
+        }
+        self.release(t);
+        Ok(())
+    }
+
+    // ---- queries ------------------------------------------------------------------------------
+
+    /// `MPI_Type_get_envelope`: combiner and the numbers of ints, addresses and types.
+    pub fn envelope(&self, t: Datatype) -> Result<(Combiner, usize, usize, usize)> {
+        let e = self.entry(t)?;
+        Ok((
+            e.combiner,
+            e.args.ints as usize,
+            e.args.aints as usize,
+            e.args.types as usize,
+        ))
+    }
+
+    /// `MPI_Type_get_contents`: fills the two arrays, which must be at least as long as the
+    /// envelope says, and hands each type to `types` with its position. The types are kept alive
+    /// for the caller (who frees derived ones).
+    pub fn contents(
+        &mut self,
+        t: Datatype,
+        ints: &mut [i32],
+        aints: &mut [isize],
+        mut types: impl FnMut(usize, Datatype),
+    ) -> Result<()> {
+        let e = *self.entry(t)?;
+        if e.combiner == Combiner::Named {
+            return Err(bad_arg(
+                "MPI_Type_get_contents is not defined for predefined datatypes",
+            ));
+        }
+        let a = e.args;
+        if ints.len() < a.ints as usize || aints.len() < a.aints as usize {
+            return Err(bad_arg("arrays shorter than MPI_Type_get_envelope says"));
+        }
+        let s = a.start as usize;
+        for (k, v) in ints.iter_mut().take(a.ints as usize).enumerate() {
+            *v = self.args[s + k] as i32;
+        }
+        let s = s + a.ints as usize;
+        for (k, v) in aints.iter_mut().take(a.aints as usize).enumerate() {
+            *v = self.args[s + k] as isize;
+        }
+        let s = s + a.aints as usize;
+        for k in 0..a.types as usize {
+            let ty = Datatype(self.args[s + k] as u32);
+            self.retain(ty);
+            types(k, ty);
+        }
+        Ok(())
+    }
+
+    // ---- constructors -------------------------------------------------------------------------
+
+    /// `MPI_Type_contiguous`.
+    pub fn contiguous(&mut self, count: i32, old: Datatype) -> Result<Datatype> {
+        if count < 0 {
+            return Err(bad_count(count));
+        }
+        let block = |_| Block {
+            ty: old,
+            count: count as u64,
+            disp: 0,
+            stride: Stride::Extent,
+        };
+        self.make(
+            Combiner::Contiguous,
+            &[Ints::One(count as i64)],
+            &[],
+            &[old],
+            false,
+            1,
+            block,
+        )
+    }
+
+    /// `MPI_Type_vector` (`stride` in extents of `old`) or `MPI_Type_create_hvector`
+    /// (`stride_bytes`): exactly one of the two strides is given.
+    pub fn vector(
+        &mut self,
+        count: i32,
+        blocklen: i32,
+        stride: Option<i32>,
+        stride_bytes: Option<isize>,
+        old: Datatype,
+    ) -> Result<Datatype> {
+        if count < 0 || blocklen < 0 {
+            return Err(bad_count(count.min(blocklen)));
+        }
+        let ext = self.info(old)?.extent;
+        let step = match (stride, stride_bytes) {
+            (Some(s), None) => s as isize * ext,
+            (None, Some(b)) => b,
+            _ => return Err(bad_arg("a vector needs one stride")),
+        };
+        // A block of `blocklen` old types, then `count` blocks `step` bytes apart.
+        let inner = |_| Block {
+            ty: old,
+            count: blocklen as u64,
+            disp: 0,
+            stride: Stride::Extent,
+        };
+        let block = self.build(Combiner::Contiguous, false, 1, inner)?;
+        let outer = |_| Block {
+            ty: block,
+            count: count as u64,
+            disp: 0,
+            stride: Stride::Bytes(step),
+        };
+        let r = match stride {
+            Some(s) => self.make(
+                Combiner::Vector,
+                &[
+                    Ints::One(count as i64),
+                    Ints::One(blocklen as i64),
+                    Ints::One(s as i64),
+                ],
+                &[],
+                &[old],
+                false,
+                1,
+                outer,
+            ),
+            None => self.make(
+                Combiner::Hvector,
+                &[Ints::One(count as i64), Ints::One(blocklen as i64)],
+                &[Aints::One(step)],
+                &[old],
+                false,
+                1,
+                outer,
+            ),
+        };
+        self.release(block);
+        r
+    }
+
+    /// `MPI_Type_indexed` (`displs` in extents) or `MPI_Type_create_hindexed` (`displs_bytes`).
+    pub fn indexed(
+        &mut self,
+        blocklens: &[i32],
+        displs: Option<&[i32]>,
+        displs_bytes: Option<&[isize]>,
+        old: Datatype,
+    ) -> Result<Datatype> {
+        if let Some(&c) = blocklens.iter().find(|&&c| c < 0) {
+            return Err(bad_count(c));
+        }
+        let ext = self.info(old)?.extent;
+        let n = blocklens.len();
+        match (displs, displs_bytes) {
+            (Some(d), None) if d.len() == n => self.make(
+                Combiner::Indexed,
+                &[Ints::One(n as i64), Ints::Many(blocklens), Ints::Many(d)],
+                &[],
+                &[old],
+                false,
+                n,
+                |i| Block {
+                    ty: old,
+                    count: blocklens[i] as u64,
+                    disp: d[i] as isize * ext,
+                    stride: Stride::Extent,
+                },
+            ),
+            (None, Some(d)) if d.len() == n => self.make(
+                Combiner::Hindexed,
+                &[Ints::One(n as i64), Ints::Many(blocklens)],
+                &[Aints::Many(d)],
+                &[old],
+                false,
+                n,
+                |i| Block {
+                    ty: old,
+                    count: blocklens[i] as u64,
+                    disp: d[i],
+                    stride: Stride::Extent,
+                },
+            ),
+            _ => Err(bad_arg("an indexed type needs one displacement per block")),
+        }
+    }
+
+    /// `MPI_Type_create_indexed_block` (`displs` in extents) or `MPI_Type_create_hindexed_block`
+    /// (`displs_bytes`).
+    pub fn indexed_block(
+        &mut self,
+        blocklen: i32,
+        displs: Option<&[i32]>,
+        displs_bytes: Option<&[isize]>,
+        old: Datatype,
+    ) -> Result<Datatype> {
+        if blocklen < 0 {
+            return Err(bad_count(blocklen));
+        }
+        let ext = self.info(old)?.extent;
+        match (displs, displs_bytes) {
+            (Some(d), None) => self.make(
+                Combiner::IndexedBlock,
+                &[
+                    Ints::One(d.len() as i64),
+                    Ints::One(blocklen as i64),
+                    Ints::Many(d),
+                ],
+                &[],
+                &[old],
+                false,
+                d.len(),
+                |i| Block {
+                    ty: old,
+                    count: blocklen as u64,
+                    disp: d[i] as isize * ext,
+                    stride: Stride::Extent,
+                },
+            ),
+            (None, Some(d)) => self.make(
+                Combiner::HindexedBlock,
+                &[Ints::One(d.len() as i64), Ints::One(blocklen as i64)],
+                &[Aints::Many(d)],
+                &[old],
+                false,
+                d.len(),
+                |i| Block {
+                    ty: old,
+                    count: blocklen as u64,
+                    disp: d[i],
+                    stride: Stride::Extent,
+                },
+            ),
+            _ => Err(bad_arg("an indexed-block type needs displacements")),
+        }
+    }
+
+    /// `MPI_Type_create_struct`.
+    pub fn create_struct(
+        &mut self,
+        blocklens: &[i32],
+        displs: &[isize],
+        types: &[Datatype],
+    ) -> Result<Datatype> {
+        let n = blocklens.len();
+        if displs.len() != n || types.len() != n {
+            return Err(bad_arg(
+                "a struct needs a displacement and a type per block",
+            ));
+        }
+        if let Some(&c) = blocklens.iter().find(|&&c| c < 0) {
+            return Err(bad_count(c));
+        }
+        self.make(
+            Combiner::Struct,
+            &[Ints::One(n as i64), Ints::Many(blocklens)],
+            &[Aints::Many(displs)],
+            types,
+            true,
+            n,
+            |i| Block {
+                ty: types[i],
+                count: blocklens[i] as u64,
+                disp: displs[i],
+                stride: Stride::Extent,
+            },
+        )
+    }
+
+    /// `MPI_Type_create_resized`.
+    pub fn resized(&mut self, old: Datatype, lb: isize, extent: isize) -> Result<Datatype> {
+        let t = self.copy_of(old)?;
+        let e = self.entries[t.index() as usize]
+            .as_mut()
+            .expect("just made");
+        e.info.lb = lb;
+        e.info.extent = extent;
+        e.info.explicit_lb = true;
+        e.info.explicit_ub = true;
+        let nodes = &self.nodes[e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize];
+        e.info.dense_at = dense_at(nodes, &e.info);
+        self.finish(
+            t,
+            Combiner::Resized,
+            &[],
+            &[Aints::One(lb), Aints::One(extent)],
+            &[old],
+        )
+    }
+
+    /// `MPI_Type_dup`.
+    pub fn dup(&mut self, old: Datatype) -> Result<Datatype> {
+        let committed = self.entry(old)?.committed;
+        let t = self.copy_of(old)?;
+        // A duplicate is committed if its original is.
+        self.entries[t.index() as usize]
+            .as_mut()
+            .expect("just made")
+            .committed = committed;
+        self.finish(t, Combiner::Dup, &[], &[], &[old])
+    }
+
+    /// `MPI_Type_create_subarray`.
+    pub fn subarray(
+        &mut self,
+        sizes: &[i32],
+        subsizes: &[i32],
+        starts: &[i32],
+        order: Order,
+        old: Datatype,
+    ) -> Result<Datatype> {
+        let nd = sizes.len();
+        if nd == 0 || nd > MAX_DEPTH || subsizes.len() != nd || starts.len() != nd {
+            return Err(bad_arg(
+                "a subarray needs sizes, subsizes and starts for each of 1..=16 dimensions",
+            ));
+        }
+        for d in 0..nd {
+            if sizes[d] <= 0
+                || subsizes[d] <= 0
+                || starts[d] < 0
+                || starts[d] + subsizes[d] > sizes[d]
+            {
+                return Err(bad_arg(
+                    "subarray dimension out of range (need 0 < subsize and start + subsize <= size)",
+                ));
+            }
+        }
+        let t = self.grid(nd, order, old, |d, iv| {
+            let _ = iv.push((starts[d] as i64, subsizes[d] as i64));
+            Ok(sizes[d])
+        })?;
+        let ord = order_code(order);
+        self.finish(
+            t,
+            Combiner::Subarray,
+            &[
+                Ints::One(nd as i64),
+                Ints::Many(sizes),
+                Ints::Many(subsizes),
+                Ints::Many(starts),
+                Ints::One(ord),
+            ],
+            &[],
+            &[old],
+        )
+    }
+
+    /// `MPI_Type_create_darray`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn darray(
+        &mut self,
+        size: i32,
+        rank: i32,
+        gsizes: &[i32],
+        distribs: &[Distrib],
+        dargs: &[i32],
+        psizes: &[i32],
+        order: Order,
+        old: Datatype,
+    ) -> Result<Datatype> {
+        let nd = gsizes.len();
+        if nd == 0
+            || nd > MAX_DEPTH
+            || distribs.len() != nd
+            || dargs.len() != nd
+            || psizes.len() != nd
+        {
+            return Err(bad_arg(
+                "a darray needs gsizes, distribs, dargs and psizes for each of 1..=16 dimensions",
+            ));
+        }
+        if psizes.iter().any(|&p| p <= 0)
+            || psizes.iter().map(|&p| p as i64).product::<i64>() != size as i64
+            || rank < 0
+            || rank >= size
+        {
+            return Err(bad_arg(
+                "darray: the process grid does not have `size` processes, or rank is outside it",
+            ));
+        }
+        for d in 0..nd {
+            let (g, p, k) = (gsizes[d] as i64, psizes[d] as i64, dargs[d]);
+            if g <= 0 {
+                return Err(bad_arg("darray: global sizes must be positive"));
+            }
+            if distribs[d] == Distrib::None && p != 1 {
+                return Err(bad_arg(
+                    "darray: MPI_DISTRIBUTE_NONE needs a process grid size of 1",
+                ));
+            }
+            if k != DFLT_DARG && k <= 0 {
+                return Err(bad_arg("darray: a distribution argument must be positive"));
+            }
+            if distribs[d] == Distrib::Block && k != DFLT_DARG && k as i64 * p < g {
+                return Err(bad_arg(
+                    "darray: block size times processes does not cover the dimension",
+                ));
+            }
+        }
+        // Process coordinates: the grid is row-major whatever the array's order.
+        let mut coords = [0i64; MAX_DEPTH];
+        let mut r = rank as i64;
+        for d in (0..nd).rev() {
+            coords[d] = r % psizes[d] as i64;
+            r /= psizes[d] as i64;
+        }
+        let t = self.grid(nd, order, old, |d, iv| {
+            let (g, p, c) = (gsizes[d] as i64, psizes[d] as i64, coords[d]);
+            match distribs[d] {
+                Distrib::None => {
+                    let _ = iv.push((0, g));
+                }
+                Distrib::Block => {
+                    let b = if dargs[d] == DFLT_DARG {
+                        (g + p - 1) / p
+                    } else {
+                        dargs[d] as i64
+                    };
+                    let (lo, hi) = ((c * b).min(g), ((c + 1) * b).min(g));
+                    let _ = iv.push((lo, hi - lo));
+                }
+                Distrib::Cyclic => {
+                    let k = if dargs[d] == DFLT_DARG {
+                        1
+                    } else {
+                        dargs[d] as i64
+                    };
+                    let mut start = c * k;
+                    while start < g {
+                        iv.push((start, k.min(g - start))).map_err(|_| {
+                            bad_arg("darray: more than 256 cyclic blocks in one dimension")
+                        })?;
+                        start += k * p;
+                    }
+                }
+            }
+            Ok(gsizes[d])
+        })?;
+        let mut dist: Vec<i64, MAX_DEPTH> = Vec::new();
+        for x in distribs {
+            let _ = dist.push(match x {
+                Distrib::None => DISTRIBUTE_NONE,
+                Distrib::Block => DISTRIBUTE_BLOCK,
+                Distrib::Cyclic => DISTRIBUTE_CYCLIC,
+            });
+        }
+        let mut di: Vec<i32, MAX_DEPTH> = Vec::new();
+        for v in &dist {
+            let _ = di.push(*v as i32);
+        }
+        self.finish(
+            t,
+            Combiner::Darray,
+            &[
+                Ints::One(size as i64),
+                Ints::One(rank as i64),
+                Ints::One(nd as i64),
+                Ints::Many(gsizes),
+                Ints::Many(&di),
+                Ints::Many(dargs),
+                Ints::Many(psizes),
+                Ints::One(order_code(order)),
+            ],
+            &[],
+            &[old],
+        )
+    }
+
+    /// A selection in a multidimensional array of `old`: dimension by dimension from the fastest
+    /// varying, `dim(d, intervals)` lists the selected `(start, count)` intervals of dimension `d`
+    /// and returns its global size; each level is resized to its whole dimension (lb 0).
+    fn grid(
+        &mut self,
+        nd: usize,
+        order: Order,
+        old: Datatype,
+        mut dim: impl FnMut(usize, &mut Intervals) -> Result<i32>,
+    ) -> Result<Datatype> {
+        let mut t = old;
+        self.retain(t);
+        for step in 0..nd {
+            let d = match order {
+                Order::C => nd - 1 - step,
+                Order::Fortran => step,
+            };
+            let mut iv = Intervals::new();
+            let g = dim(d, &mut iv);
+            let made = g.and_then(|g| {
+                let ext = self.info(t)?.extent;
+                let prev = t;
+                let selected = self.build(Combiner::Hindexed, false, iv.len(), |i| Block {
+                    ty: prev,
+                    count: iv[i].1 as u64,
+                    disp: iv[i].0 as isize * ext,
+                    stride: Stride::Extent,
+                })?;
+                let whole = self.resized(selected, 0, g as isize * ext);
+                self.release(selected);
+                whole
+            });
+            self.release(t);
+            t = made?;
+        }
+        Ok(t)
+    }
+
+    /// A new entry with the description and info of `old`.
+    fn copy_of(&mut self, old: Datatype) -> Result<Datatype> {
+        let e = *self.entry(old)?;
+        let slot = self.free_slot()?;
+        let start = self.node_ranges.alloc(e.nodes.1).ok_or(no_mem(
+            "datatype nodes",
+            self.nodes.len(),
+            &MAX_NODES,
+        ))?;
+        self.nodes.copy_within(
+            e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize,
+            start as usize,
+        );
+        self.entries[slot] = Some(Entry {
+            info: e.info,
+            nodes: (start, e.nodes.1),
+            combiner: Combiner::Dup,
+            args: Args::default(),
+            committed: false,
+            refs: 1,
+        });
+        Ok(Datatype(slot as u32))
+    }
+
+    fn free_slot(&mut self) -> Result<usize> {
+        self.reclaim();
+        self.entries
+            .iter()
+            .enumerate()
+            .skip(PREDEFINED as usize)
+            .find(|(_, e)| e.is_none())
+            .map(|(i, _)| i)
+            .ok_or(no_mem(
+                "datatypes",
+                self.entries.len() - PREDEFINED as usize,
+                &MAX_TYPES,
+            ))
+    }
+
+    /// Builds a type from blocks and records its constructor arguments.
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        &mut self,
+        combiner: Combiner,
+        ints: &[Ints<'_>],
+        aints: &[Aints<'_>],
+        types: &[Datatype],
+        is_struct: bool,
+        n: usize,
+        block: impl Fn(usize) -> Block,
+    ) -> Result<Datatype> {
+        let t = self.build(combiner, is_struct, n, block)?;
+        self.finish(t, combiner, ints, aints, types)
+    }
+
+    /// Records the constructor arguments of new type `t`, taking references on `types`; frees
+    /// `t` if they do not fit.
+    fn finish(
+        &mut self,
+        t: Datatype,
+        combiner: Combiner,
+        ints: &[Ints<'_>],
+        aints: &[Aints<'_>],
+        types: &[Datatype],
+    ) -> Result<Datatype> {
+        let count = |i: &Ints<'_>| match i {
+            Ints::One(_) => 1,
+            Ints::Many(s) => s.len(),
+        };
+        let ni: usize = ints.iter().map(count).sum();
+        let na: usize = aints
+            .iter()
+            .map(|a| match a {
+                Aints::One(_) => 1,
+                Aints::Many(s) => s.len(),
+            })
+            .sum();
+        let total = (ni + na + types.len()) as u32;
+        let Some(start) = self.arg_ranges.alloc(total) else {
+            self.release(t);
+            return Err(no_mem(
+                "datatype constructor arguments",
+                self.args.len(),
+                &MAX_ARGS,
+            ));
+        };
+        let mut k = start as usize;
+        for i in ints {
+            match i {
+                Ints::One(v) => {
+                    self.args[k] = *v;
+                    k += 1;
+                }
+                Ints::Many(s) => {
+                    for v in s.iter() {
+                        self.args[k] = *v as i64;
+                        k += 1;
+                    }
+                }
+            }
+        }
+        for a in aints {
+            match a {
+                Aints::One(v) => {
+                    self.args[k] = *v as i64;
+                    k += 1;
+                }
+                Aints::Many(s) => {
+                    for v in s.iter() {
+                        self.args[k] = *v as i64;
+                        k += 1;
+                    }
+                }
+            }
+        }
+        for ty in types {
+            self.args[k] = ty.0 as i64;
+            k += 1;
+            self.retain(*ty);
+        }
+        let e = self.entries[t.index() as usize].as_mut().expect("live");
+        e.combiner = combiner;
+        e.args = Args {
+            start,
+            ints: ni as u32,
+            aints: na as u32,
+            types: types.len() as u32,
+        };
+        Ok(t)
+    }
+
+    /// Builds a type from `n` blocks, flattening their types' descriptions.
+    fn build(
+        &mut self,
+        combiner: Combiner,
+        is_struct: bool,
+        n: usize,
+        block: impl Fn(usize) -> Block,
+    ) -> Result<Datatype> {
+        // Upper bound of the nodes: each block takes its type's nodes and maybe a loop.
+        let mut bound = 0usize;
+        for i in 0..n {
+            let b = block(i);
+            let e = self.entry(b.ty)?;
+            if b.count > 0 {
+                bound += 1 + e.nodes.1 as usize;
+            }
+        }
+        let slot = self.free_slot()?;
+        let start = self.node_ranges.alloc(bound as u32).ok_or(no_mem(
+            "datatype nodes",
+            self.nodes.len(),
+            &MAX_NODES,
+        ))?;
+        let mut w = start as usize;
+        let mut acc = Bounds::new();
+        for i in 0..n {
+            let b = block(i);
+            let e = *self.entry(b.ty).expect("checked above");
+            let stride = match b.stride {
+                Stride::Extent => e.info.extent,
+                Stride::Bytes(s) => s,
+            };
+            acc.add(&b, stride, &e.info);
+            if b.count == 0 || e.info.elems == 0 {
+                continue;
+            }
+            w = self.emit(&b, stride, &e, w);
+        }
+        let len = merge_runs(&mut self.nodes[start as usize..w]);
+        let used = len as u32;
+        self.node_ranges.release(start + used, bound as u32 - used);
+        let nodes = &self.nodes[start as usize..start as usize + len];
+        let mut info = acc.finish(is_struct);
+        info.depth = depth_of(nodes);
+        if info.depth as usize > MAX_DEPTH {
+            self.node_ranges.release(start, used);
+            return Err(bad_arg("datatype nested more than 16 loop levels deep"));
+        }
+        info.uniform = uniform_of(nodes);
+        info.dense_at = dense_at(nodes, &info);
+        self.entries[slot] = Some(Entry {
+            info,
+            nodes: (start, used),
+            combiner,
+            args: Args::default(),
+            committed: false,
+            refs: 1,
+        });
+        Ok(Datatype(slot as u32))
+    }
+
+    /// Writes the nodes of one block at `w`; returns the new write position.
+    fn emit(&mut self, b: &Block, stride: isize, e: &Entry, mut w: usize) -> usize {
+        let (s, n) = (e.nodes.0 as usize, e.nodes.1 as usize);
+        // A single run that fills the stride: the copies are one longer run.
+        if let (1, Node::Run { disp, count, basic }) = (n, self.nodes[s]) {
+            if (count * basic.size as u64) as isize == stride {
+                self.nodes[w] = Node::Run {
+                    disp: b.disp + disp,
+                    count: count * b.count,
+                    basic,
+                };
+                return w + 1;
+            }
+        }
+        if b.count == 1 {
+            // One copy: the nodes shifted (only the top level; loop bodies are relative).
+            self.nodes.copy_within(s..s + n, w);
+            let mut i = w;
+            while i < w + n {
+                self.nodes[i] = self.nodes[i].shifted(b.disp);
+                i += self.nodes[i].span();
+            }
+            return w + n;
+        }
+        self.nodes[w] = Node::Loop {
+            disp: b.disp,
+            count: b.count,
+            stride,
+            body: n as u32,
+            packed: e.info.size,
+        };
+        w += 1;
+        self.nodes.copy_within(s..s + n, w);
+        w + n
+    }
+}
+
+/// `MPI_ORDER_C` and `MPI_ORDER_FORTRAN` as MPICH numbers them.
+fn order_code(order: Order) -> i64 {
+    match order {
+        Order::C => 56,
+        Order::Fortran => 57,
+    }
+}
+
+/// `MPI_DISTRIBUTE_*` as MPICH numbers them.
+const DISTRIBUTE_BLOCK: i64 = 121;
+const DISTRIBUTE_CYCLIC: i64 = 122;
+const DISTRIBUTE_NONE: i64 = 123;
+
+/// Bounds of a type being built, by the standard's rules.
+struct Bounds {
+    lb: isize,
+    ub: isize,
+    slb: Option<isize>,
+    sub: Option<isize>,
+    tlb: isize,
+    tub: isize,
+    any_data: bool,
+    any: bool,
+    size: u64,
+    elems: u64,
+    align: u8,
+}
+
+impl Bounds {
+    fn new() -> Bounds {
+        Bounds {
+            lb: isize::MAX,
+            ub: isize::MIN,
+            slb: None,
+            sub: None,
+            tlb: isize::MAX,
+            tub: isize::MIN,
+            any_data: false,
+            any: false,
+            size: 0,
+            elems: 0,
+            align: 1,
+        }
+    }
+
+    fn add(&mut self, b: &Block, stride: isize, t: &TypeInfo) {
+        if b.count == 0 {
+            return;
+        }
+        let span = (b.count as isize - 1) * stride;
+        let (lo_s, hi_s) = (span.min(0), span.max(0));
+        let lo = b.disp + t.lb + lo_s;
+        let hi = b.disp + t.lb + t.extent + hi_s;
+        self.any = true;
+        self.lb = self.lb.min(lo);
+        self.ub = self.ub.max(hi);
+        if t.explicit_lb {
+            self.slb = Some(self.slb.map_or(lo, |s| s.min(lo)));
+        }
+        if t.explicit_ub {
+            self.sub = Some(self.sub.map_or(hi, |s| s.max(hi)));
+        }
+        if t.elems > 0 {
+            self.any_data = true;
+            self.tlb = self.tlb.min(b.disp + t.true_lb + lo_s);
+            self.tub = self.tub.max(b.disp + t.true_lb + t.true_extent + hi_s);
+        }
+        self.size += b.count * t.size;
+        self.elems += b.count * t.elems;
+        self.align = self.align.max(t.align);
+    }
+
+    fn finish(self, is_struct: bool) -> TypeInfo {
+        let (mut lb, mut ub) = if self.any { (self.lb, self.ub) } else { (0, 0) };
+        if let Some(s) = self.slb {
+            lb = s;
+        }
+        if let Some(s) = self.sub {
+            ub = s;
+        }
+        if is_struct && self.sub.is_none() && self.any {
+            // The C compiler pads a struct to its alignment; users expect MPI to agree.
+            let a = self.align as isize;
+            let ext = ub - lb;
+            ub = lb + (ext + a - 1) / a * a;
+        }
+        let (tlb, tub) = if self.any_data {
+            (self.tlb, self.tub)
+        } else {
+            (0, 0)
+        };
+        TypeInfo {
+            size: self.size,
+            lb,
+            extent: ub - lb,
+            true_lb: tlb,
+            true_extent: tub - tlb,
+            elems: self.elems,
+            explicit_lb: self.slb.is_some(),
+            explicit_ub: self.sub.is_some(),
+            align: self.align,
+            dense_at: None,
+            depth: 0,
+            uniform: None,
+        }
+    }
+}
+
+/// Merges neighbouring top-level runs of one element kind that touch in memory; returns the new
+/// length.
+fn merge_runs(nodes: &mut [Node]) -> usize {
+    let mut w: usize = 0;
+    // Output position of the last top-level node when it is a run (loop bodies never merge).
+    let mut last_run: Option<usize> = None;
+    let mut i = 0;
+    while i < nodes.len() {
+        let span = nodes[i].span();
+        if let (Some(prev), Node::Run { disp, count, basic }) = (last_run, nodes[i]) {
+            if let Node::Run {
+                disp: pd,
+                count: pc,
+                basic: pb,
+            } = nodes[prev]
+            {
+                if pb == basic && pd + (pc * pb.size as u64) as isize == disp {
+                    nodes[prev] = Node::Run {
+                        disp: pd,
+                        count: pc + count,
+                        basic,
+                    };
+                    i += 1;
+                    continue;
+                }
+            }
+        }
+        nodes.copy_within(i..i + span, w);
+        last_run = (span == 1).then_some(w);
+        w += span;
+        i += span;
+    }
+    w
+}
+
+fn depth_of(nodes: &[Node]) -> u8 {
+    let mut depth = 0u8;
+    let mut i = 0;
+    while i < nodes.len() {
+        if let Node::Loop { body, .. } = nodes[i] {
+            let inner = depth_of(&nodes[i + 1..i + 1 + body as usize]);
+            depth = depth.max(inner.saturating_add(1));
+        }
+        i += nodes[i].span();
+    }
+    depth
+}
+
+fn uniform_of(nodes: &[Node]) -> Option<Basic> {
+    let mut u = None;
+    for n in nodes {
+        if let Node::Run { basic, .. } = n {
+            match u {
+                None => u = Some(*basic),
+                Some(b) if b == *basic => {}
+                Some(_) => return None,
+            }
+        }
+    }
+    u
+}
+
+fn dense_at(nodes: &[Node], info: &TypeInfo) -> Option<isize> {
+    match nodes {
+        [Node::Run { disp, count, basic }]
+            if count * basic.size as u64 == info.size && info.size as isize == info.extent =>
+        {
+            Some(*disp)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::arena::tests::leak;
+
+    /// A table with the default capacities.
+    pub fn table() -> TypeTable {
+        let params = Params::new(&[]);
+        let mut s = Sizer::default();
+        TypeTable::size(&params, &mut s);
+        TypeTable::new(&params, &mut Arena::new(leak(s.bytes()))).unwrap()
+    }
+}
