@@ -456,6 +456,18 @@ impl Engine {
         }
     }
 
+    /// Whether every member of `comm` stores data as this process does (then `MPI_Pack` may use
+    /// the native form; otherwise it packs `external32`, which every member reads).
+    pub fn comm_homogeneous(&self, comm: CommId) -> Result<bool> {
+        let c = self.check_comm(comm)?;
+        Ok((0..c.size()).all(|r| {
+            let p = c.group.proc_of(r);
+            self.procs[p.0 as usize]
+                .arch
+                .is_some_and(|a| a.same_as(Arch::LOCAL))
+        }))
+    }
+
     /// The datatypes.
     pub fn types(&self) -> &TypeTable {
         &self.types

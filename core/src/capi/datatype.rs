@@ -104,6 +104,12 @@ unsafe fn external32(datarep: *const c_char) -> Result<Repr> {
     }
 }
 
+/// The form `MPI_Pack` data takes on `comm`: native among processes of one architecture,
+/// `external32` (which every member reads) otherwise.
+fn form(e: &Engine, comm: crate::comm::CommId) -> Result<Option<Repr>> {
+    Ok((!e.comm_homogeneous(comm)?).then_some(Repr::EXTERNAL32))
+}
+
 fn too_small(what: &'static str) -> Error {
     Error::new(ErrorClass::Truncate, Reason::BadArgument { what })
 }
@@ -633,13 +639,14 @@ super::mpi! {
     }
 
     fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype_: abi::MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: abi::MPI_Comm) {
-        code(super::env::run_comm("MPI_Pack", comm, |e, _| {
+        code(super::env::run_comm("MPI_Pack", comm, |e, c| {
             if position.is_null() || outsize < 0 {
                 return Err(Error::bad_arg("position is NULL or outsize is negative"));
             }
+            let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, (*position).max(0) as usize, None)?;
+                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, (*position).max(0) as usize, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -647,13 +654,14 @@ super::mpi! {
     }
 
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype_: abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(super::env::run_comm("MPI_Unpack", comm, |e, _| {
+        code(super::env::run_comm("MPI_Unpack", comm, |e, c| {
             if position.is_null() || insize < 0 {
                 return Err(Error::bad_arg("position is NULL or insize is negative"));
             }
+            let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = unpack(e, inbuf, insize as usize, (*position).max(0) as usize, outbuf, outcount, datatype_, None)?;
+                let p = unpack(e, inbuf, insize as usize, (*position).max(0) as usize, outbuf, outcount, datatype_, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -661,11 +669,15 @@ super::mpi! {
     }
 
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype_: abi::MPI_Datatype, comm: abi::MPI_Comm, size: *mut c_int) {
-        code(super::env::run_comm("MPI_Pack_size", comm, |e, _| {
+        code(super::env::run_comm("MPI_Pack_size", comm, |e, c| {
             if incount < 0 {
                 return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: incount as i64 }));
             }
-            let s = e.types().info(datatype(datatype_)?)?.size * incount as u64;
+            let d = datatype(datatype_)?;
+            let s = match form(e, c)? {
+                None => e.types().info(d)?.size,
+                Some(r) => e.types().stream_size(d, &r)?,
+            } * incount as u64;
             let s = c_int::try_from(s).map_err(|_| Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
             // SAFETY: MPI requires `size` to point to an int.
             unsafe { out(size, s) }

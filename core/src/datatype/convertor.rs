@@ -74,6 +74,23 @@ struct Shape {
     /// The memory holds the stream itself, already packed (a buffered send's copy): the walk
     /// only finds element boundaries.
     packed: bool,
+    /// The whole message as one run, when the type is one dense run (then `count` is 1): a
+    /// converted array of a predefined type is one conversion call per fragment, not one per
+    /// element.
+    flat: Option<Node>,
+}
+
+impl Shape {
+    /// The description to walk: the type's, or the one flat run.
+    fn nodes<'a>(&self, types: &'a TypeTable, flat: &'a mut [Node; 1]) -> Option<&'a [Node]> {
+        match self.flat {
+            Some(n) => {
+                flat[0] = n;
+                Some(&flat[..])
+            }
+            None => types.nodes(self.ty).ok(),
+        }
+    }
 }
 
 /// A contiguous piece of the walk: `bytes` stream bytes (`elems` whole elements when converting)
@@ -378,6 +395,17 @@ fn typed(types: &TypeTable, ty: Datatype, count: u64, stream: Repr) -> Result<La
     } else {
         info.size
     };
+    let (flat, count, inst) = match (info.dense_at, info.uniform) {
+        (Some(disp), Some(basic)) if inst > 0 => {
+            let run = Node::Run {
+                disp,
+                count: count * info.elems,
+                basic,
+            };
+            (Some(run), count.min(1), count * inst)
+        }
+        _ => (None, count, inst),
+    };
     Ok(Layout::Typed {
         shape: Shape {
             ty,
@@ -387,6 +415,7 @@ fn typed(types: &TypeTable, ty: Datatype, count: u64, stream: Repr) -> Result<La
             stream,
             convert,
             packed: false,
+            flat,
         },
         cur: Cursor::start(),
     })
@@ -700,7 +729,12 @@ impl Packer {
                 n
             }
             Layout::Typed { shape, cur } => {
-                let Ok(nodes) = types.nodes(shape.ty) else {
+                let mut flat = [Node::Run {
+                    disp: 0,
+                    count: 0,
+                    basic: Basic::native(super::repr::Elem::Byte),
+                }];
+                let Some(nodes) = shape.nodes(types, &mut flat) else {
                     return 0;
                 };
                 let base = self.base;
@@ -904,7 +938,12 @@ impl Unpacker {
                 n
             }
             Layout::Typed { shape, cur } => {
-                let Ok(nodes) = types.nodes(shape.ty) else {
+                let mut flat = [Node::Run {
+                    disp: 0,
+                    count: 0,
+                    basic: Basic::native(super::repr::Elem::Byte),
+                }];
+                let Some(nodes) = shape.nodes(types, &mut flat) else {
                     return 0;
                 };
                 let base = self.base;

@@ -155,15 +155,30 @@ predefined! {
     TWO_INTEGER = 55, "MPI_2INTEGER", 8, 8, Scalar::Pair { value: Num::I32, index: Num::I32, index_at: 4 };
     TWO_REAL = 56, "MPI_2REAL", 8, 8, Scalar::Pair { value: Num::F32, index: Num::F32, index_at: 4 };
     TWO_DOUBLE_PRECISION = 57, "MPI_2DOUBLE_PRECISION", 16, 16, Scalar::Pair { value: Num::F64, index: Num::F64, index_at: 8 };
-    DOUBLE_INT = 58, "MPI_DOUBLE_INT", 12, 16, Scalar::Pair { value: Num::F64, index: Num::I32, index_at: 8 };
-    LONG_INT = 59, "MPI_LONG_INT", LONG as usize + 4, 2 * LONG as usize, Scalar::Pair { value: LONG_NUM, index: Num::I32, index_at: LONG };
+    DOUBLE_INT = 58, "MPI_DOUBLE_INT", 12, size_of::<DoubleInt>(), Scalar::Pair { value: Num::F64, index: Num::I32, index_at: 8 };
+    LONG_INT = 59, "MPI_LONG_INT", LONG as usize + 4, size_of::<LongInt>(), Scalar::Pair { value: LONG_NUM, index: Num::I32, index_at: LONG };
     SHORT_INT = 60, "MPI_SHORT_INT", 6, 8, Scalar::Pair { value: Num::I16, index: Num::I32, index_at: 4 };
-    LONG_DOUBLE_INT = 61, "MPI_LONG_DOUBLE_INT", LD + 4, 2 * LD, Scalar::Pair { value: Num::LongDouble, index: Num::I32, index_at: LD as u8 };
+    LONG_DOUBLE_INT = 61, "MPI_LONG_DOUBLE_INT", LD + 4, (LD + 4).next_multiple_of(LD_ALIGN), Scalar::Pair { value: Num::LongDouble, index: Num::I32, index_at: LD as u8 };
     LB = 62, "MPI_LB", 0, 0, Scalar::Marker;
     UB = 63, "MPI_UB", 0, 0, Scalar::Marker;
 }
 
 const LD: usize = crate::arch::ArchInfo::LOCAL.long_double.storage_bytes as usize;
+
+// The pair types' extents are those of the C structs `{double; int}`, `{long; int}` and
+// `{long double; int}` here: i386 aligns `double` and `long double` to 4 bytes in structs.
+#[repr(C)]
+struct DoubleInt(f64, i32);
+#[repr(C)]
+struct LongInt(c_long, i32);
+/// Alignment of C `long double` in a struct.
+const LD_ALIGN: usize = if cfg!(target_arch = "x86") {
+    4
+} else if cfg!(target_arch = "s390x") {
+    8
+} else {
+    LD
+};
 const PTR: usize = size_of::<usize>();
 const WCHAR_SIZE: usize = 4;
 const LONG_NUM: Num = if LONG == 8 { Num::I64 } else { Num::I32 };

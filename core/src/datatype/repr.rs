@@ -240,6 +240,18 @@ fn swap_or_copy(s: &[u8], d: &mut [u8], swap: bool) {
 /// Byte-swaps every `w`-byte element of `src` into `dst`.
 #[inline]
 fn swap_each(w: usize, src: &[u8], dst: &mut [u8]) {
+    // Whole 64-bit words, four at a time (what the compiler turns into the fastest loop here):
+    // 2- and 4-byte elements are swapped inside the word by masks or a rotate.
+    let head = match w {
+        2 => swap_words(src, dst, |v| {
+            let m = 0x00ff_00ff_00ff_00ff;
+            ((v >> 8) & m) | ((v & m) << 8)
+        }),
+        4 => swap_words(src, dst, |v| v.swap_bytes().rotate_left(32)),
+        8 => swap_words(src, dst, u64::swap_bytes),
+        _ => 0,
+    };
+    let (src, dst) = (&src[head..], &mut dst[head..]);
     match w {
         2 => {
             for (d, s) in dst.chunks_exact_mut(2).zip(src.chunks_exact(2)) {
@@ -265,6 +277,22 @@ fn swap_each(w: usize, src: &[u8], dst: &mut [u8]) {
             }
         }
     }
+}
+
+/// Applies `word` to every 64-bit word of the leading multiple of 32 bytes; returns its length.
+#[inline(always)]
+fn swap_words(src: &[u8], dst: &mut [u8], word: impl Fn(u64) -> u64) -> usize {
+    let n = src.len().min(dst.len()) / 32 * 32;
+    let (s, _) = src[..n].as_chunks::<32>();
+    let (d, _) = dst[..n].as_chunks_mut::<32>();
+    for (d, s) in d.iter_mut().zip(s) {
+        for k in 0..4 {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&s[k * 8..k * 8 + 8]);
+            d[k * 8..k * 8 + 8].copy_from_slice(&word(u64::from_ne_bytes(x)).to_ne_bytes());
+        }
+    }
+    n
 }
 
 fn read_int(b: &[u8], endian: Endian, signed: bool) -> i128 {
@@ -567,6 +595,24 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec;
+    use std::vec::Vec;
+
+    #[test]
+    fn swapping_whole_words_matches_swapping_each_element() {
+        // Lengths around the 32-byte blocks of the word loop, every element width.
+        for w in [2usize, 4, 8, 16] {
+            for n in [0usize, 1, 3, 4, 5, 15, 16, 17, 100] {
+                let src: Vec<u8> = (0..n * w).map(|i| (i * 31 + 7) as u8).collect();
+                let mut dst = vec![0u8; n * w];
+                swap_each(w, &src, &mut dst);
+                for (d, s) in dst.chunks(w).zip(src.chunks(w)) {
+                    let mut want = s.to_vec();
+                    want.reverse();
+                    assert_eq!(d, &want[..], "width {w}, {n} elements");
+                }
+            }
+        }
+    }
 
     const BIG64: Repr = Repr {
         endian: Endian::Big,

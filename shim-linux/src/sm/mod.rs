@@ -19,6 +19,7 @@ mod segment;
 
 use std::path::PathBuf;
 
+use stormpi_core::arch::Arch;
 use stormpi_core::btl::{AmTag, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
@@ -281,9 +282,12 @@ impl Btl for Sm {
                 "sm: the own process is not in the peer table",
             ))?
             .node;
+        // Rings carry native-endian headers and words: only processes of this architecture share
+        // them (others on the node are reached by a network BTL, whose headers say their order).
+        let same_form = |p: &PeerInfo| p.arch.is_some_and(|a| a.same_as(Arch::LOCAL));
         let mut local: Vec<ProcId> = peers
             .iter()
-            .filter(|p| p.node == node)
+            .filter(|p| p.node == node && same_form(p))
             .map(|p| p.proc)
             .collect();
         local.sort_unstable();
@@ -298,7 +302,7 @@ impl Btl for Sm {
         let nlocal = local.len() as u32;
         let mine = local.binary_search(&me).expect("own process is local") as u32;
         for (p, ep) in peers.iter().zip(endpoints.iter_mut()) {
-            *ep = if p.node == node && p.proc != me {
+            *ep = if p.node == node && p.proc != me && same_form(p) {
                 local
                     .binary_search(&p.proc)
                     .ok()

@@ -2,6 +2,7 @@
 
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
+use stormpi_core::arch::{ArchInfo, Endian};
 use stormpi_core::btl::Delivery;
 
 struct NoModex;
@@ -73,7 +74,7 @@ fn table(nodes: &[u32]) -> Vec<PeerInfo> {
         .enumerate()
         .map(|(r, &node)| PeerInfo {
             proc: ProcId(r as u32),
-            arch: None,
+            arch: Some(Arch::LOCAL),
             node,
         })
         .collect()
@@ -261,4 +262,19 @@ fn bad_arguments_are_errors() {
         .unwrap_err();
     assert_eq!(e.class, ErrorClass::Other);
     assert_eq!(std::fs::read(job.path(0)).unwrap(), b"stale");
+}
+
+#[test]
+fn a_peer_of_another_architecture_on_the_node_gets_no_ring() {
+    let job = Job::new();
+    let p = params(&[]);
+    let mut peers = table(&[0, 0, 0]);
+    let mut big = ArchInfo::LOCAL;
+    big.endian = Endian::Big;
+    peers[2].arch = Arch::encode(&big);
+    let mut m = Sm::new(&p, &job.0, ProcId(0)).unwrap();
+    let mut eps = vec![None; 3];
+    m.add_procs(&peers, &mut NoModex, &mut eps).unwrap();
+    assert!(eps[1].is_some(), "same architecture: a ring");
+    assert!(eps[2].is_none(), "other byte order: left to a network BTL");
 }
