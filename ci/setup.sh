@@ -3,12 +3,16 @@
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 #
 #   Debian packages: C and C++ compilers, binutils, pkg-config, MPICH (its header and launcher for the ABI and Hydra tests),
-#                    Open MPI (the reference for benchmarks)
-#   Rust:            rustfmt, clippy, and the x86_64-unknown-none target (proves the core is no_std)
+#                    Open MPI (the reference for benchmarks), iproute2 (network namespaces),
+#                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs)
+#   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std), and
+#                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs)
 set -euo pipefail
 
 need_pkgs=()
-for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3; do
+for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
+    iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
+    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -20,4 +24,6 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-rustup target list --installed | grep -q '^x86_64-unknown-none$' || rustup target add x86_64-unknown-none
+for t in x86_64-unknown-none s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu; do
+    rustup target list --installed | grep -q "^$t\$" || rustup target add "$t"
+done

@@ -20,6 +20,11 @@ cargo build -p stormpi-core --target x86_64-unknown-none
 step "build (release)"
 cargo build --workspace --release --all-targets
 
+step "cross builds of the library for the heterogeneous jobs (s390x, i686, ppc64)"
+for t in s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu; do
+    cargo build --release --target "$t" -p stormpi-linux --lib
+done
+
 step "C ABI: mpi.h against MPICH's, and the libraries define all of it"
 bash tests/abi/check.sh
 bash ci/check-symbols.sh target/release

@@ -120,6 +120,8 @@ pub fn ensure_fd_limit(needed: u64) {
     };
     // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
     unsafe {
+        // `rlim_t` is 32 bits on 32-bit targets.
+        let needed = libc::rlim_t::try_from(needed).unwrap_or(libc::rlim_t::MAX);
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= needed {
             return;
         }

@@ -18,7 +18,7 @@ use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
 use crate::comm::{self, Comm, CommId, CommTable, ContextId, ErrHandler, Group};
 use crate::datatype::convertor::{Packer, Unpacker};
-use crate::datatype::repr::{self, Repr};
+use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
@@ -437,9 +437,9 @@ impl Engine {
         Ok(TagSel::Tag(tag))
     }
 
-    /// A peer of another architecture is served by converting its data; one whose descriptor
-    /// is missing, undecodable or not convertible from ours gets a clear error at its first
-    /// message.
+    /// A peer of another architecture is served by converting its data (a `long double` in a
+    /// format that cannot be converted is an error of the receive that meets it); one whose
+    /// descriptor is missing or undecodable gets a clear error at its first message.
     fn check_arch(&self, proc: ProcId) -> Result<()> {
         let arch = self.procs[proc.0 as usize].arch;
         if arch.is_some_and(|a| a.same_as(Arch::LOCAL)) {
@@ -448,9 +448,6 @@ impl Engine {
         match arch.and_then(Repr::of) {
             None => Err(Error::unsupported(
                 "communication with a process whose architecture descriptor is missing or unknown",
-            )),
-            Some(r) if repr::check(&r, &Repr::NATIVE).is_err() => Err(Error::unsupported(
-                "communication with a process whose long double format cannot be converted to ours",
             )),
             Some(_) => Ok(()),
         }

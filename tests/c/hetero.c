@@ -10,17 +10,24 @@
  * the expected values itself and compares by value (padding bytes never matter).
  *
  * A 64-bit long value above 2^31 sent to a rank whose long has 32 bits must fail with
- * MPI_ERR_VALUE_TOO_LARGE, not arrive truncated.
+ * MPI_ERR_VALUE_TOO_LARGE, not arrive truncated. A long double between formats that cannot be
+ * converted (IBM double-double on ppc64 and x87/binary128 elsewhere) must fail with
+ * MPI_ERR_UNSUPPORTED_OPERATION at the receiver, not arrive as garbage.
  */
 #include "stormtest.h"
 
 #include <complex.h>
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <wchar.h>
 
 #ifndef MPI_ERR_VALUE_TOO_LARGE
 #define MPI_ERR_VALUE_TOO_LARGE MPI_ERR_OTHER /* before MPI 4.0 (Open MPI 4) */
+#endif
+#ifndef MPI_ERR_UNSUPPORTED_OPERATION
+#define MPI_ERR_UNSUPPORTED_OPERATION MPI_ERR_OTHER
 #endif
 
 #define N 7
@@ -163,7 +170,9 @@ static unsigned long long uval(int k, int bits)
     default: return v * 2000000000003ULL + 11;
     }
 }
-static double dval(int k) { return (k - 3) * 1.5e100 + 0.25; }
+/* Exact on every FPU (i386's x87 rounds products twice): small binary fractions scaled by
+ * powers of two. */
+static double dval(int k) { return ldexp((k - 3) * 1.5 + 0.25, 200 + k); }
 static float fval(int k) { return (float)(k - 3) * 1.25f + 0.5f; }
 static long double ldval(int k) { return (long double)(k - 3) * 1.5L + 0.125L; }
 
@@ -305,12 +314,30 @@ static int rec_same(const struct rec *r, int k)
            r->s[1] == w.s[1] && r->s[2] == w.s[2];
 }
 
+/* Mantissa bits of each rank's long double (53 binary64, 64 x87, 106 IBM double-double, 113
+ * binary128): the known IEEE-style formats convert into each other, double-double does not. */
+static int ld_mant[16];
+
+static int is_long_double(enum kind k)
+{
+    return k == K_LDOUBLE || k == K_CLDOUBLE || k == K_LDOUBLE_INT;
+}
+
+static int ld_convertible(int a, int b)
+{
+    return ld_mant[a] == ld_mant[b] || (ld_mant[a] != 106 && ld_mant[b] != 106);
+}
+
 /* from -> to: every predefined type, the struct, vectors, packed data. */
 static void exchange(int me, int from, int to, MPI_Datatype rec)
 {
     const int tag = 40 + from;
     if (me == from) {
-        _Alignas(16) unsigned char buf[N * 64];
+        union {
+            long double align;
+            unsigned char b[N * 64];
+        } u;
+        unsigned char *buf = u.b;
         for (size_t t = 0; t < NTYPES; t++) {
             for (int k = 0; k < N; k++)
                 put(types[t].kind, k, buf + k * types[t].size);
@@ -345,10 +372,26 @@ static void exchange(int me, int from, int to, MPI_Datatype rec)
         CHECK_MPI(MPI_Pack(&d, 1, MPI_DOUBLE, packed, sizeof packed, &pos, MPI_COMM_WORLD));
         CHECK_MPI(MPI_Send(packed, pos, MPI_PACKED, to, tag, MPI_COMM_WORLD));
     } else if (me == to) {
-        _Alignas(16) unsigned char buf[N * 64];
+        union {
+            long double align;
+            unsigned char b[N * 64];
+        } u;
+        unsigned char *buf = u.b;
         for (size_t t = 0; t < NTYPES; t++) {
-            memset(buf, 0xa5, sizeof buf);
+            memset(buf, 0xa5, sizeof u.b);
             MPI_Status st;
+            if (is_long_double(types[t].kind) && !ld_convertible(from, me)) {
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+                int rc = MPI_Recv(buf, N, types[t].type, from, tag, MPI_COMM_WORLD, &st);
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+                int class = MPI_SUCCESS;
+                MPI_Error_class(rc, &class);
+                CHECK(class == MPI_ERR_UNSUPPORTED_OPERATION,
+                      "%s from rank %d (%d-bit long double mantissa, mine %d): error class %d, "
+                      "want MPI_ERR_UNSUPPORTED_OPERATION", types[t].name, from, ld_mant[from],
+                      ld_mant[me], class);
+                continue;
+            }
             CHECK_MPI(MPI_Recv(buf, N, types[t].type, from, tag, MPI_COMM_WORLD, &st));
             int count = -1;
             CHECK_MPI(MPI_Get_count(&st, types[t].type, &count));
@@ -431,20 +474,20 @@ int main(int argc, char **argv)
 
     /* Who is what, for the log and the overflow check. */
     int long_bytes[16];
-    int mine[2] = {(int)sizeof(long), big_endian()};
-    int all[32];
+    int mine[3] = {(int)sizeof(long), big_endian(), LDBL_MANT_DIG};
+    int all[48];
     for (int r = 0; r < size; r++) {
-        int v[2];
+        int v[3];
         memcpy(v, mine, sizeof v);
-        CHECK_MPI(MPI_Bcast(v, 2, MPI_INT, r, MPI_COMM_WORLD));
-        all[2 * r] = v[0];
-        all[2 * r + 1] = v[1];
+        CHECK_MPI(MPI_Bcast(v, 3, MPI_INT, r, MPI_COMM_WORLD));
+        memcpy(&all[3 * r], v, sizeof v);
         long_bytes[r] = v[0];
+        ld_mant[r] = v[2];
     }
     if (me == 0)
         for (int r = 0; r < size; r++)
-            printf("rank %d: %s-endian, %d-byte long\n", r, all[2 * r + 1] ? "big" : "little",
-                   all[2 * r]);
+            printf("rank %d: %s-endian, %d-byte long, %d-bit long double mantissa\n", r,
+                   all[3 * r + 1] ? "big" : "little", all[3 * r], all[3 * r + 2]);
 
     MPI_Datatype rec = rec_type();
     for (int a = 0; a < size; a++)

@@ -24,7 +24,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::desc::{Basic, Node};
-use super::repr::{convert, Repr};
+use super::repr::{convert, Fault, Repr};
 use super::table::{TypeTable, MAX_DEPTH};
 use super::Datatype;
 use crate::btl::DataRef;
@@ -180,7 +180,8 @@ impl Cursor {
     fn seek(nodes: &[Node], shape: &Shape, pos: u64) -> Cursor {
         let mut c = Cursor::start();
         c.pos = pos;
-        c.inst = pos / shape.inst;
+        // A message without data (no instances, or empty ones) ends everywhere.
+        c.inst = pos.checked_div(shape.inst).unwrap_or(shape.count);
         c.base = c.inst as isize * shape.extent;
         if c.inst >= shape.count {
             return c;
@@ -439,8 +440,19 @@ fn release(typing: &Option<Typing>) {
 pub enum ConvError {
     /// A value did not fit its destination type (its truncation was stored).
     Overflow,
+    /// A `long double` arrived in a format that cannot be converted to this machine's.
+    LongDoubleFormat,
     /// A fragment from a converting peer did not end on an element boundary.
     Misaligned,
+}
+
+impl From<Fault> for ConvError {
+    fn from(f: Fault) -> ConvError {
+        match f {
+            Fault::Overflow => ConvError::Overflow,
+            Fault::LongDoubleFormat => ConvError::LongDoubleFormat,
+        }
+    }
 }
 
 impl ConvError {
@@ -451,6 +463,12 @@ impl ConvError {
                 ErrorClass::ValueTooLarge,
                 Reason::BadArgument {
                     what: "a received value does not fit the receiving type on this architecture (e.g. a 64-bit long into a 32-bit long)",
+                },
+            ),
+            ConvError::LongDoubleFormat => Error::new(
+                ErrorClass::UnsupportedOperation,
+                Reason::BadArgument {
+                    what: "a long double from a peer whose long double format cannot be converted to this machine's (e.g. IBM double-double); zero was stored",
                 },
             ),
             ConvError::Misaligned => Error::new(
@@ -697,8 +715,10 @@ impl Packer {
         Some(unsafe { DataRef::new(self.base.wrapping_offset(at).wrapping_add(pos), len) })
     }
 
-    /// How many of `want` bytes from `pos` one fragment should carry (fewer when the peer
-    /// converts and `want` would split an element; never 0 unless the message is done).
+    /// How many of `want` bytes from `pos` one fragment should carry; never 0 unless the message
+    /// is done. When the peer converts, a contiguous message's length is cut to whole elements;
+    /// a typed message's is not (its element boundaries are in the type's description), so
+    /// reserve this much and send what [`Packer::pack`] returns, which never splits an element.
     pub fn fragment_len(&self, pos: usize, want: usize) -> usize {
         let n = want.min(self.packed_len().saturating_sub(pos));
         match self.layout {
@@ -952,7 +972,7 @@ impl Unpacker {
                     (data.len() as u64).min((shape.count * shape.inst).saturating_sub(pos as u64));
                 let mut r = 0usize;
                 let mut local = 0u64;
-                let mut overflow = false;
+                let mut fault = None;
                 let done = cur.walk(nodes, &shape, pos as u64, want, false, |p| {
                     let src = &data[r..r + p.bytes as usize];
                     // SAFETY: `p.mem` is an offset the type map of the loaned instances touches,
@@ -963,9 +983,11 @@ impl Unpacker {
                             let n = p.elems as usize;
                             let bytes = n * p.basic.size as usize;
                             let dst = core::slice::from_raw_parts_mut(dst, bytes);
-                            overflow |=
+                            if let Err(f) =
                                 convert(p.basic.elem, &shape.stream, src, &Repr::NATIVE, dst, n)
-                                    .is_err();
+                            {
+                                fault = fault.or(Some(f));
+                            }
                             local += bytes as u64;
                         } else {
                             copy(src.as_ptr(), dst, p.bytes as usize);
@@ -974,8 +996,8 @@ impl Unpacker {
                     }
                     r += p.bytes as usize;
                 });
-                if overflow && self.error.is_none() {
-                    self.error = Some(ConvError::Overflow);
+                if let (Some(f), None) = (fault, self.error) {
+                    self.error = Some(f.into());
                 }
                 self.local += local;
                 let rest = want - done;

@@ -7,7 +7,7 @@
 //! is one more representation.
 //!
 //! Conversion is per basic element ([`Elem`]): integers are re-encoded to the destination's width
-//! and byte order, and a value that does not fit is reported ([`Overflow`]) rather than silently
+//! and byte order, and a value that does not fit is reported ([`Fault::Overflow`]) rather than silently
 //! truncated; floating point is byte-swapped (IEEE formats are the same everywhere); `long double`
 //! is converted between the x87 extended, IEEE binary128 and binary64 formats; booleans keep
 //! their truth value across widths.
@@ -138,22 +138,21 @@ impl Repr {
     }
 }
 
-/// A value that does not fit its destination (e.g. a 64-bit `long` above 2^31 sent to a peer
-/// whose `long` has 32 bits).
+/// Why some elements of a conversion did not come out as their values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Overflow;
-
-/// An element conversion between two representations that cannot be done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unconvertible {
-    /// A `long double` format stormpi does not know (e.g. IBM double-double).
+pub enum Fault {
+    /// A value did not fit its destination (e.g. a 64-bit `long` above 2^31 sent to a peer whose
+    /// `long` has 32 bits); it holds its value truncated to the destination width.
+    Overflow,
+    /// A `long double` between formats stormpi cannot convert (e.g. IBM double-double and x87
+    /// extended); the destination holds zero.
     LongDoubleFormat,
 }
 
 /// Checks that every element kind can be converted between `from` and `to`.
-pub fn check(from: &Repr, to: &Repr) -> Result<(), Unconvertible> {
+pub fn check(from: &Repr, to: &Repr) -> Result<(), Fault> {
     if from.long_double != to.long_double && !(from.long_double_known() && to.long_double_known()) {
-        return Err(Unconvertible::LongDoubleFormat);
+        return Err(Fault::LongDoubleFormat);
     }
     Ok(())
 }
@@ -168,7 +167,7 @@ pub fn convert(
     to: &Repr,
     dst: &mut [u8],
     n: usize,
-) -> Result<(), Overflow> {
+) -> Result<(), Fault> {
     let (ws, wd) = (from.size(elem), to.size(elem));
     debug_assert!(src.len() >= n * ws && dst.len() >= n * wd);
     let swap = from.endian != to.endian;
@@ -201,7 +200,7 @@ pub fn convert(
             if ok {
                 Ok(())
             } else {
-                Err(Overflow)
+                Err(Fault::Overflow)
             }
         }
         Elem::Bool | Elem::Logical => {
@@ -222,10 +221,18 @@ pub fn convert(
                         ld_encode(b, v, d, to.endian);
                     }
                     // Same unknown format on both sides: byte order is all that can differ.
-                    _ => swap_or_copy(s, d, from.endian != to.endian),
+                    _ if from.long_double == to.long_double => {
+                        swap_or_copy(s, d, from.endian != to.endian)
+                    }
+                    _ => d.fill(0),
                 }
             }
-            Ok(())
+            match (fs, ft) {
+                (None, _) | (_, None) if from.long_double != to.long_double && n > 0 => {
+                    Err(Fault::LongDoubleFormat)
+                }
+                _ => Ok(()),
+            }
         }
     }
 }
@@ -631,7 +638,7 @@ mod tests {
         src: &[u8],
         to: &Repr,
         n: usize,
-    ) -> (std::vec::Vec<u8>, Result<(), Overflow>) {
+    ) -> (std::vec::Vec<u8>, Result<(), Fault>) {
         let mut out = vec![0u8; n * to.size(elem)];
         let r = convert(elem, from, src, to, &mut out, n);
         (out, r)
@@ -666,13 +673,13 @@ mod tests {
             &LE32,
             1,
         );
-        assert_eq!(r, Err(Overflow));
+        assert_eq!(r, Err(Fault::Overflow));
         // Unsigned 0xffff_ffff fits 32 bits; as signed it would not.
         let src = 0xffff_ffffu64.to_le_bytes();
         assert_eq!(conv(Elem::Uint(Width::Long), &le, &src, &LE32, 1).1, Ok(()));
         assert_eq!(
             conv(Elem::Int(Width::Long), &le, &src, &LE32, 1).1,
-            Err(Overflow)
+            Err(Fault::Overflow)
         );
     }
 
@@ -827,6 +834,6 @@ mod tests {
             },
             ..s390
         };
-        assert_eq!(check(&x86, &ibm), Err(Unconvertible::LongDoubleFormat));
+        assert_eq!(check(&x86, &ibm), Err(Fault::LongDoubleFormat));
     }
 }
