@@ -287,13 +287,17 @@ impl TypeTable {
             .iter()
             .map(|(e, _)| Basic::native(*e).size as u64)
             .sum();
-        let marker = elems.is_empty();
         let info = TypeInfo {
             size,
             lb: 0,
             extent: d.extent() as isize,
             true_lb: 0,
-            true_extent: if marker { 0 } else { d.extent() as isize },
+            // The data alone: a pair's trailing padding (MPI_DOUBLE_INT: 12 of 16) is not in it.
+            true_extent: elems
+                .iter()
+                .map(|(e, at)| *at as isize + Basic::native(*e).size as isize)
+                .max()
+                .unwrap_or(0),
             elems: elems.len() as u64,
             explicit_lb: d == Datatype::LB,
             explicit_ub: d == Datatype::UB,
@@ -433,7 +437,11 @@ impl TypeTable {
     fn drop_entry(&mut self, i: usize) {
         let e = self.entries[i].take().expect("present");
         self.node_ranges.release(e.nodes.0, e.nodes.1);
-        let a = e.args;
+        self.drop_args(e.args);
+    }
+
+    /// Lets go of the types recorded in `a` and of its range of the args store.
+    fn drop_args(&mut self, a: Args) {
         let types = (a.start + a.ints + a.aints) as usize;
         for k in 0..a.types as usize {
             let inner = Datatype(self.args[types + k] as u32);
@@ -1080,12 +1088,18 @@ impl TypeTable {
         }
         let e = self.entries[t.index() as usize].as_mut().expect("live");
         e.combiner = combiner;
-        e.args = Args {
-            start,
-            ints: ni as u32,
-            aints: na as u32,
-            types: types.len() as u32,
-        };
+        let made_from = core::mem::replace(
+            &mut e.args,
+            Args {
+                start,
+                ints: ni as u32,
+                aints: na as u32,
+                types: types.len() as u32,
+            },
+        );
+        // A subarray or darray is the last level of its grid, a resize that held the level
+        // below it: that reference goes with the resize's arguments.
+        self.drop_args(made_from);
         Ok(t)
     }
 
