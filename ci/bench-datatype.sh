@@ -353,7 +353,7 @@ summary="runs: $reps repetition(s), interleaved;"
 [ "$local_runs" = 1 ] && summary+=" modes $modes, target $time_per_case s per case, intbyte up to $max bytes;"
 [ "$hetero" = 1 ] && summary+=" heterogeneous intbyte up to $het_max bytes, target $het_time s per case;"
 echo "$summary libraries: ${ok[*]}"
-echo "load average before: $load_before; after: $(cut -d ' ' -f 1-3 /proc/loadavg) (other processes on the 2 cores disturb the figures)"
+echo "load average before: $load_before; after: $(cut -d ' ' -f 1-3 /proc/loadavg) (the runs themselves add about 2; more is other work on the cores, which disturbs the figures)"
 for impl in "${ok[@]}"; do
     f=$(find "$work" -maxdepth 1 -name "$impl.*.out" | head -n 1)
     echo "  $impl: $(grep -h '^# library:' "$f" | head -n 1 | sed 's/^# library: //')"
