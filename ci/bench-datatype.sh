@@ -8,7 +8,8 @@
 #   --quick        one repetition, 0.05 s per case, intbyte up to 1 MiB (options after it override);
 #                  heterogeneous sizes up to 64 KiB (a smoke test, noisy numbers)
 #   --reps N       repetitions; the runs of the three libraries are interleaved per repetition and
-#                  the best figure of each is kept (lowest time); default 3
+#                  the best figure of each is kept (lowest time); default 5 (this VM's memory speed
+#                  switches between two modes, ~3x apart, for seconds at a time, for any library)
 #   --time S       target seconds per case in bench/datatype.c (default 0.5)
 #   --max BYTES    largest intbyte message (default 4194304)
 #   --modes LIST   comma-separated modes of bench/datatype.c to run (default vector,halo,intbyte)
@@ -34,7 +35,7 @@
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-reps=3
+reps=5
 time_per_case=0.5
 max=4194304
 modes=vector,halo,intbyte
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
         --hetero) hetero=1 ;;
         --hetero-only) hetero=1; local_runs=0 ;;
         --arches) shift; arches=${1:-} ;;
-        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "bench-datatype.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
