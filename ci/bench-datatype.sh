@@ -28,7 +28,8 @@
 #   Open MPI  mpicc.openmpi, run with mpirun.openmpi -n 2 (root is allowed through the
 #             OMPI_ALLOW_RUN_AS_ROOT variables);
 #   MPICH     mpicc.mpich, run with mpiexec.mpich -n 2.
-# Every run is under `timeout` ($BENCH_TIMEOUT seconds, default 300; 60 with --quick).
+# Every run is under `timeout` ($BENCH_TIMEOUT seconds; default 300, 60 with --quick, 120 for a
+# heterogeneous run).
 # Exit status: 0 when everything asked for ran; 1 if stormpi's tools exist but its build or a run
 # failed (a heterogeneous build or run included), or if nothing could run; 2 for a bad option.
 # A reference library that fails is reported and left out.
@@ -53,7 +54,7 @@ while [ $# -gt 0 ]; do
         --hetero) hetero=1 ;;
         --hetero-only) hetero=1; local_runs=0 ;;
         --arches) shift; arches=${1:-} ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "bench-datatype.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -77,6 +78,7 @@ args=(-t "$time_per_case" -m "$max")
 if [ "$quick" = 1 ]; then run_timeout=${BENCH_TIMEOUT:-60}; else run_timeout=${BENCH_TIMEOUT:-300}; fi
 # heterogeneous runs: small (s390x is emulated), the same for every pair
 if [ "$quick" = 1 ]; then het_max=65536; het_time=0.05; else het_max=1048576; het_time=0.2; fi
+het_timeout=${BENCH_TIMEOUT:-120}
 het_args=(intbyte -t "$het_time" -m "$het_max" -w 4 -d both)
 
 find_tool() { # find_tool ENVVALUE NAME
@@ -199,11 +201,13 @@ run() {
     local impl=$1 mode=$2 rep=$3 out="$work/$1.$2.$3"
     [ -n "${failed[$impl.$mode]:-}" ] && return
     echo "# rep $rep/$reps: $impl $mode" >&2
+    local limit=$run_timeout
+    case "$impl" in het-*) limit=$het_timeout ;; esac
     launch_cmd "$impl" "$mode"
-    if ! timeout -k 10 "$run_timeout" "${cmd[@]}" >"$out.out" 2>"$out.err" </dev/null \
+    if ! timeout -k 10 "$limit" "${cmd[@]}" >"$out.out" 2>"$out.err" </dev/null \
         || ! grep -q '^res ' "$out.out"; then
         failed[$impl.$mode]=1
-        notes+=("$impl $mode: run $rep failed (exit status, or timeout of ${run_timeout}s): $(tail -n 3 "$out.err" | tr '\n' ' ')")
+        notes+=("$impl $mode: run $rep failed (exit status, or timeout of ${limit}s): $(tail -n 3 "$out.err" | tr '\n' ' ')")
         case "$impl" in stormpi|het-*) status=1 ;; esac
         rm -f "$work/$impl.$mode".*.out
     fi
@@ -242,7 +246,7 @@ awk_common='
     function t(impl, mode, c, dir, bytes,   k) {
         k = impl SUBSEP mode SUBSEP c SUBSEP dir SUBSEP bytes; return (k in best) ? best[k] : "" }
     function bw(bytes, us) { return us == "" ? "" : bytes / us }
-    function show(v, fmt) { return v == "" ? "-" : sprintf(fmt, v) }
+    function show(v, fmt) { return v == "" ? "-" : (fmt == "%.0f" && v < 10) ? sprintf("%.2f", v) : sprintf(fmt, v) }
     function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
     function minof(a, b) { return a == "" ? b : b == "" ? a : (a < b ? a : b) }
     function human(n) { return n >= 1048576 && n % 1048576 == 0 ? (n / 1048576) " Mi" : n >= 1024 && n % 1024 == 0 ? (n / 1024) " Ki" : n }
