@@ -13,6 +13,7 @@ use crate::params::{EnvSource, FileSource};
 use crate::platform::{self, LinuxPlatform};
 use crate::rte::{self, PmiRte};
 use crate::sm::{self, Sm};
+use crate::tcp;
 
 static PLATFORM: LinuxPlatform = LinuxPlatform::new();
 
@@ -94,6 +95,7 @@ fn cores() -> usize {
 pub fn register_params(params: &mut Params) -> Result<()> {
     Engine::register_params(params)?;
     params.register_all(&sm::PARAMS)?;
+    params.register_all(&tcp::PARAMS)?;
     params.register_all(&platform::PARAMS)
 }
 
@@ -146,6 +148,14 @@ pub fn engine() -> Result<Engine> {
         let module: &'static mut dyn stormpi_core::btl::Btl =
             leak(Sm::new(&params, &job_id(kvsname.as_deref()), me)?);
         let _ = btls.push(module);
+    }
+    if n > 1 && btl_selected(params.str(&BTL_SELECT), "tcp") {
+        // One module per interface, within what the engine takes (it adds `self` itself).
+        let room = stormpi_core::bml::MAX_BTLS.saturating_sub(1 + btls.len());
+        for m in tcp::modules(&params, me, room)? {
+            let module: &'static mut dyn stormpi_core::btl::Btl = leak(m);
+            let _ = btls.push(module);
+        }
     }
     let memory = pool_memory(Engine::memory_needed(&params, n))?;
     Engine::new(Init {

@@ -16,6 +16,7 @@ pub mod params;
 pub mod platform;
 pub mod rte;
 pub mod sm;
+pub mod tcp;
 
 pub use stormpi_core::api::{
     AnyProcess, Communicator, Datatype, Equivalence, Error, ErrorClass, Message, Op, Process, Rank,

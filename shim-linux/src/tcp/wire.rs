@@ -1,0 +1,457 @@
+//! What the tcp BTL puts on the wire and in the modex: frame headers, the connection handshake
+//! and the published address record.
+//!
+//! Every layout is fixed, every multi-byte field is in network byte order (big-endian), and every
+//! field sits at an offset that is a multiple of its size, so a peer of any architecture reads the
+//! same bytes the same way. Bytes from a peer enter only through the `parse` functions, which check
+//! lengths and reserved fields first and never panic.
+
+use std::net::Ipv4Addr;
+
+/// Bytes of a frame header.
+pub const FRAME_LEN: usize = 8;
+
+/// Frame header: `[u32 length][u8 active-message tag][3 bytes zero]`, then `length` bytes of
+/// fragment (the PML's header and payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Bytes of fragment after the header.
+    pub len: u32,
+    /// Active-message tag.
+    pub tag: u8,
+}
+
+mod frame_field {
+    use std::ops::Range;
+    pub const LEN: Range<usize> = 0..4;
+    pub const TAG: usize = 4;
+    pub const PAD: Range<usize> = 5..8;
+}
+
+/// Why a frame header was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The padding bytes are not zero: the stream is corrupt or out of step.
+    Padding,
+    /// The length is above what this receiver accepts.
+    TooLong {
+        /// Claimed length.
+        len: u32,
+        /// Largest accepted.
+        max: u32,
+    },
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Padding => f.write_str("corrupt frame header (non-zero padding)"),
+            FrameError::TooLong { len, max } => write!(
+                f,
+                "a fragment of {len} bytes, above btl_tcp_max_send_size ({max})"
+            ),
+        }
+    }
+}
+
+impl Frame {
+    /// Writes the header into the first [`FRAME_LEN`] bytes of `out`.
+    pub fn emit(&self, out: &mut [u8]) {
+        out[frame_field::LEN].copy_from_slice(&self.len.to_be_bytes());
+        out[frame_field::TAG] = self.tag;
+        out[frame_field::PAD].fill(0);
+    }
+
+    /// The header as bytes.
+    pub fn to_bytes(&self) -> [u8; FRAME_LEN] {
+        let mut b = [0; FRAME_LEN];
+        self.emit(&mut b);
+        b
+    }
+
+    /// Reads a header whose fragment may be at most `max` bytes.
+    pub fn parse(b: &[u8; FRAME_LEN], max: u32) -> Result<Frame, FrameError> {
+        let len = u32::from_be_bytes(b[frame_field::LEN].try_into().expect("4 bytes"));
+        if b[frame_field::PAD] != [0; 3] {
+            return Err(FrameError::Padding);
+        }
+        if len > max {
+            return Err(FrameError::TooLong { len, max });
+        }
+        Ok(Frame {
+            len,
+            tag: b[frame_field::TAG],
+        })
+    }
+}
+
+/// Bytes of the handshake.
+pub const HANDSHAKE_LEN: usize = 36;
+/// First four bytes of every connection: "STCP".
+pub const MAGIC: [u8; 4] = *b"STCP";
+/// The protocol version this build speaks.
+pub const VERSION: u16 = 1;
+/// Bytes of the job secret.
+pub const SECRET_LEN: usize = 16;
+
+/// The first bytes a connecting process sends:
+///
+/// | offset | size | field |
+/// | --- | --- | --- |
+/// | 0 | 4 | magic `STCP` |
+/// | 4 | 2 | protocol version |
+/// | 6 | 2 | flags: bit 0 [`FLAG_FOLLOWS`], the others zero |
+/// | 8 | 16 | the job's secret |
+/// | 24 | 4 | sender's rank |
+/// | 28 | 4 | receiver's rank (who the sender means to reach) |
+/// | 32 | 4 | sender's largest fragment (`btl_tcp_max_send_size`) |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handshake {
+    /// The job's secret.
+    pub secret: [u8; SECRET_LEN],
+    /// Sender's rank.
+    pub from: u32,
+    /// Receiver's rank.
+    pub to: u32,
+    /// Largest fragment the sender sends.
+    pub max_frag: u32,
+    /// The sender's frames on this connection come after those on another connection it opened
+    /// to the receiver earlier, which it is closing: deliver them once that one has ended.
+    pub follows: bool,
+}
+
+/// Handshake flag: see [`Handshake::follows`].
+pub const FLAG_FOLLOWS: u16 = 1;
+
+mod hs_field {
+    use std::ops::Range;
+    pub const MAGIC: Range<usize> = 0..4;
+    pub const VERSION: Range<usize> = 4..6;
+    pub const FLAGS: Range<usize> = 6..8;
+    pub const SECRET: Range<usize> = 8..24;
+    pub const FROM: Range<usize> = 24..28;
+    pub const TO: Range<usize> = 28..32;
+    pub const MAX_FRAG: Range<usize> = 32..36;
+}
+
+/// Why a handshake was refused (the acceptor's own checks of rank and secret come after this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeError {
+    /// Not a stormpi tcp connection.
+    BadMagic,
+    /// Another protocol version.
+    Version(u16),
+    /// Flags this build does not know.
+    Flags(u16),
+}
+
+impl std::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandshakeError::BadMagic => f.write_str("bad magic (not a stormpi tcp connection)"),
+            HandshakeError::Version(v) => {
+                write!(f, "protocol version {v} (this build speaks {VERSION})")
+            }
+            HandshakeError::Flags(x) => write!(f, "unknown handshake flags {x:#06x}"),
+        }
+    }
+}
+
+impl Handshake {
+    /// The handshake as bytes.
+    pub fn to_bytes(&self) -> [u8; HANDSHAKE_LEN] {
+        let mut b = [0; HANDSHAKE_LEN];
+        b[hs_field::MAGIC].copy_from_slice(&MAGIC);
+        b[hs_field::VERSION].copy_from_slice(&VERSION.to_be_bytes());
+        let flags = if self.follows { FLAG_FOLLOWS } else { 0 };
+        b[hs_field::FLAGS].copy_from_slice(&flags.to_be_bytes());
+        b[hs_field::SECRET].copy_from_slice(&self.secret);
+        b[hs_field::FROM].copy_from_slice(&self.from.to_be_bytes());
+        b[hs_field::TO].copy_from_slice(&self.to.to_be_bytes());
+        b[hs_field::MAX_FRAG].copy_from_slice(&self.max_frag.to_be_bytes());
+        b
+    }
+
+    /// Whether the first `prefix.len()` bytes of a connection can still be a handshake: lets the
+    /// acceptor drop garbage before it has read a whole handshake.
+    pub fn plausible_prefix(prefix: &[u8]) -> bool {
+        let n = prefix.len().min(MAGIC.len());
+        prefix[..n] == MAGIC[..n]
+    }
+
+    /// Reads a handshake.
+    pub fn parse(b: &[u8; HANDSHAKE_LEN]) -> Result<Handshake, HandshakeError> {
+        if b[hs_field::MAGIC] != MAGIC {
+            return Err(HandshakeError::BadMagic);
+        }
+        let be16 = |r: std::ops::Range<usize>| u16::from_be_bytes(b[r].try_into().expect("2"));
+        let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(b[r].try_into().expect("4"));
+        let version = be16(hs_field::VERSION);
+        if version != VERSION {
+            return Err(HandshakeError::Version(version));
+        }
+        let flags = be16(hs_field::FLAGS);
+        if flags & !FLAG_FOLLOWS != 0 {
+            return Err(HandshakeError::Flags(flags));
+        }
+        Ok(Handshake {
+            secret: b[hs_field::SECRET].try_into().expect("16 bytes"),
+            from: be32(hs_field::FROM),
+            to: be32(hs_field::TO),
+            max_frag: be32(hs_field::MAX_FRAG),
+            follows: flags & FLAG_FOLLOWS != 0,
+        })
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+pub fn same_secret(a: &[u8; SECRET_LEN], b: &[u8; SECRET_LEN]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Bytes of a published address.
+pub const ADDR_LEN: usize = 8;
+/// Version of the address record.
+pub const ADDR_VERSION: u8 = 1;
+
+/// A module's address as published in the modex under `btl.tcp.<index>`:
+///
+/// | offset | size | field |
+/// | --- | --- | --- |
+/// | 0 | 1 | record version (1) |
+/// | 1 | 1 | prefix length of the interface's subnet (0..=32) |
+/// | 2 | 2 | port |
+/// | 4 | 4 | IPv4 address |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddrRecord {
+    /// Interface address.
+    pub addr: Ipv4Addr,
+    /// Subnet prefix length.
+    pub prefix: u8,
+    /// Listening port.
+    pub port: u16,
+}
+
+/// Why a published address was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrError {
+    /// Not [`ADDR_LEN`] bytes.
+    Length(usize),
+    /// Another record version.
+    Version(u8),
+    /// Prefix length above 32.
+    Prefix(u8),
+    /// Port 0.
+    Port,
+    /// An unspecified, multicast or broadcast address.
+    Address(Ipv4Addr),
+}
+
+impl std::fmt::Display for AddrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AddrError::Length(n) => write!(f, "{n} bytes instead of {ADDR_LEN}"),
+            AddrError::Version(v) => write!(f, "record version {v} (expected {ADDR_VERSION})"),
+            AddrError::Prefix(p) => write!(f, "prefix length {p}"),
+            AddrError::Port => f.write_str("port 0"),
+            AddrError::Address(a) => write!(f, "unusable address {a}"),
+        }
+    }
+}
+
+impl AddrRecord {
+    /// The record as bytes.
+    pub fn to_bytes(&self) -> [u8; ADDR_LEN] {
+        let mut b = [0; ADDR_LEN];
+        b[0] = ADDR_VERSION;
+        b[1] = self.prefix;
+        b[2..4].copy_from_slice(&self.port.to_be_bytes());
+        b[4..8].copy_from_slice(&self.addr.octets());
+        b
+    }
+
+    /// Reads a record.
+    pub fn parse(b: &[u8]) -> Result<AddrRecord, AddrError> {
+        if b.len() != ADDR_LEN {
+            return Err(AddrError::Length(b.len()));
+        }
+        if b[0] != ADDR_VERSION {
+            return Err(AddrError::Version(b[0]));
+        }
+        if b[1] > 32 {
+            return Err(AddrError::Prefix(b[1]));
+        }
+        let port = u16::from_be_bytes([b[2], b[3]]);
+        if port == 0 {
+            return Err(AddrError::Port);
+        }
+        let addr = Ipv4Addr::new(b[4], b[5], b[6], b[7]);
+        if addr.is_unspecified() || addr.is_multicast() || addr.is_broadcast() {
+            return Err(AddrError::Address(addr));
+        }
+        Ok(AddrRecord {
+            addr,
+            prefix: b[1],
+            port,
+        })
+    }
+}
+
+/// Modex key of module `index`'s address.
+pub fn addr_key(index: usize) -> String {
+    format!("btl.tcp.{index}")
+}
+
+/// Modex key of the number of modules a process published (a `u32`, network order).
+pub const COUNT_KEY: &str = "btl.tcp.count";
+/// Modex key of the job secret (published by rank 0).
+pub const SECRET_KEY: &str = "btl.tcp.secret";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_header_fixture() {
+        let f = Frame {
+            len: 0x0102_0304,
+            tag: 0xab,
+        };
+        let bytes = [0x01, 0x02, 0x03, 0x04, 0xab, 0, 0, 0];
+        assert_eq!(f.to_bytes(), bytes);
+        assert_eq!(Frame::parse(&bytes, u32::MAX), Ok(f));
+        assert_eq!(
+            Frame::parse(&[0, 0, 0, 0, 1, 0, 0, 0], 0),
+            Ok(Frame { len: 0, tag: 1 })
+        );
+    }
+
+    #[test]
+    fn frame_header_checks() {
+        assert_eq!(
+            Frame::parse(&[0, 0, 0, 9, 1, 0, 0, 0], 8),
+            Err(FrameError::TooLong { len: 9, max: 8 })
+        );
+        assert_eq!(Frame::parse(&[0, 0, 0, 8, 1, 0, 0, 0], 8).unwrap().len, 8);
+        for i in 5..8 {
+            let mut b = [0, 0, 0, 1, 1, 0, 0, 0];
+            b[i] = 1;
+            assert_eq!(Frame::parse(&b, 8), Err(FrameError::Padding));
+        }
+        // Emit writes zero padding over whatever was there.
+        let mut b = [0xff; 8];
+        Frame { len: 3, tag: 2 }.emit(&mut b);
+        assert_eq!(b, [0, 0, 0, 3, 2, 0, 0, 0]);
+    }
+
+    const HS: [u8; HANDSHAKE_LEN] = [
+        b'S', b'T', b'C', b'P', // magic
+        0x00, 0x01, // version
+        0x00, 0x00, // flags
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, // secret
+        0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, //
+        0x00, 0x00, 0x01, 0x02, // from 258
+        0x00, 0x00, 0x00, 0x07, // to 7
+        0x00, 0x02, 0x00, 0x00, // max fragment 128 KiB
+    ];
+
+    fn hs() -> Handshake {
+        Handshake {
+            secret: [
+                0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
+                0xee, 0xff,
+            ],
+            from: 258,
+            to: 7,
+            max_frag: 128 << 10,
+            follows: false,
+        }
+    }
+
+    #[test]
+    fn handshake_fixture() {
+        assert_eq!(hs().to_bytes(), HS);
+        assert_eq!(Handshake::parse(&HS), Ok(hs()));
+        let mut follows = HS;
+        follows[7] = 0x01;
+        let h = Handshake {
+            follows: true,
+            ..hs()
+        };
+        assert_eq!(h.to_bytes(), follows);
+        assert_eq!(Handshake::parse(&follows), Ok(h));
+    }
+
+    #[test]
+    fn handshake_checks() {
+        let mut b = HS;
+        b[0] = b'X';
+        assert_eq!(Handshake::parse(&b), Err(HandshakeError::BadMagic));
+        let mut b = HS;
+        b[5] = 2;
+        assert_eq!(Handshake::parse(&b), Err(HandshakeError::Version(2)));
+        let mut b = HS;
+        b[6] = 0x80;
+        assert_eq!(Handshake::parse(&b), Err(HandshakeError::Flags(0x8000)));
+        b[6] = 0;
+        b[7] = 0x03;
+        assert_eq!(Handshake::parse(&b), Err(HandshakeError::Flags(0x0003)));
+        assert!(Handshake::plausible_prefix(b""));
+        assert!(Handshake::plausible_prefix(b"ST"));
+        assert!(Handshake::plausible_prefix(&HS));
+        assert!(!Handshake::plausible_prefix(b"GET / HTTP/1.1"));
+        assert!(!Handshake::plausible_prefix(b"SX"));
+    }
+
+    #[test]
+    fn secrets_compare() {
+        let a = [7u8; 16];
+        let mut b = a;
+        assert!(same_secret(&a, &b));
+        b[15] = 8;
+        assert!(!same_secret(&a, &b));
+    }
+
+    #[test]
+    fn addr_record_fixture() {
+        let r = AddrRecord {
+            addr: Ipv4Addr::new(10, 7, 0, 2),
+            prefix: 24,
+            port: 0x1234,
+        };
+        let bytes = [1, 24, 0x12, 0x34, 10, 7, 0, 2];
+        assert_eq!(r.to_bytes(), bytes);
+        assert_eq!(AddrRecord::parse(&bytes), Ok(r));
+    }
+
+    #[test]
+    fn addr_record_checks() {
+        let ok = [1, 8, 0, 80, 127, 0, 0, 1];
+        assert!(AddrRecord::parse(&ok).is_ok());
+        assert_eq!(AddrRecord::parse(&ok[..7]), Err(AddrError::Length(7)));
+        assert_eq!(
+            AddrRecord::parse(&[ok, ok].concat()),
+            Err(AddrError::Length(16))
+        );
+        let mut b = ok;
+        b[0] = 2;
+        assert_eq!(AddrRecord::parse(&b), Err(AddrError::Version(2)));
+        let mut b = ok;
+        b[1] = 33;
+        assert_eq!(AddrRecord::parse(&b), Err(AddrError::Prefix(33)));
+        let mut b = ok;
+        b[3] = 0;
+        assert_eq!(AddrRecord::parse(&b), Err(AddrError::Port));
+        for a in [[0, 0, 0, 0], [224, 0, 0, 1], [255, 255, 255, 255]] {
+            let mut b = ok;
+            b[4..].copy_from_slice(&a);
+            assert_eq!(AddrRecord::parse(&b), Err(AddrError::Address(a.into())));
+        }
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(addr_key(0), "btl.tcp.0");
+        assert_eq!(addr_key(3), "btl.tcp.3");
+    }
+}
