@@ -16,6 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpi::sm::{Sm, PARAMS};
+use stormpi_core::arch::Arch;
 use stormpi_core::btl::{AmTag, Btl, Delivery, Endpoint, Modex, PeerInfo, Sink};
 use stormpi_core::params::Params;
 use stormpi_core::rte::ProcId;
@@ -166,7 +167,7 @@ impl<'a> Rank<'a> {
         assert_eq!(m.attrs().max_send_size, MAX);
         let peers = [0, 1].map(|r| PeerInfo {
             proc: ProcId(r),
-            arch: None,
+            arch: Some(Arch::LOCAL),
             node: 3,
         });
         let mut eps = [None; 2];

@@ -284,7 +284,8 @@ impl Btl for Sm {
             .node;
         // Rings carry native-endian headers and words: only processes of this architecture share
         // them (others on the node are reached by a network BTL, whose headers say their order).
-        let same_form = |p: &PeerInfo| p.arch.is_some_and(|a| a.same_as(Arch::LOCAL));
+        let same_form =
+            |p: &PeerInfo| p.proc == me || p.arch.is_some_and(|a| a.same_as(Arch::LOCAL));
         let mut local: Vec<ProcId> = peers
             .iter()
             .filter(|p| p.node == node && same_form(p))
