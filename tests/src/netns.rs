@@ -14,7 +14,19 @@
 //! Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and kernel support; when
 //! `ip netns add` is refused, [`NetnsHosts::create`] returns the reason, and the test says
 //! `SKIPPED` and returns.
+//!
+//! Beyond the bridge (which carries the launcher's PMI traffic, like a management network),
+//! [`NetnsHosts::add_link`] joins two hosts directly by a veth pair with a subnet of its own, so
+//! a test can build any topology of networks between the hosts. Both ends live inside the
+//! namespaces and go away with them. To look inside a namespace from the test —
+//! [`in_netns`] (run code on a thread that entered it: its sockets belong there),
+//! [`interface_bytes`] (the byte counters of its interfaces, `/proc/net/dev`) and
+//! [`tcp_sockets`] (its TCP sockets, `/proc/net/tcp`), with [`socket_inodes`] to tell which
+//! process holds which socket.
 
+use std::collections::{HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 use std::time::Duration;
@@ -37,7 +49,34 @@ pub struct NetnsHosts {
     pub addrs: Vec<String>,
     /// The bridge's address in the root namespace (where the launcher runs).
     pub bridge_addr: String,
+    /// The direct links between hosts made by [`NetnsHosts::add_link`], in order.
+    pub links: Vec<Link>,
     bridge: String,
+}
+
+/// A network of its own between two hosts: a veth pair whose two ends have the same name, one in
+/// each namespace, with `<subnet>.1/24` on the first host's end and `<subnet>.2/24` on the
+/// second's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The interface name at both ends.
+    pub name: String,
+    /// The two hosts (indices into [`NetnsHosts::names`]).
+    pub hosts: [usize; 2],
+    /// Their addresses on the link, in the same order.
+    pub addrs: [Ipv4Addr; 2],
+    /// The link's subnet as CIDR (`192.168.K.0/24`), e.g. for `btl_tcp_if_include`.
+    pub cidr: String,
+}
+
+impl Link {
+    /// The address of host `host` on this link, if it is one of its ends.
+    pub fn addr_of(&self, host: usize) -> Option<Ipv4Addr> {
+        self.hosts
+            .iter()
+            .position(|&h| h == host)
+            .map(|i| self.addrs[i])
+    }
 }
 
 /// Runs `ip ARGS` (under a deadline); returns its output.
@@ -73,6 +112,7 @@ impl NetnsHosts {
             names: Vec::new(),
             addrs: Vec::new(),
             bridge_addr: format!("{subnet}.1"),
+            links: Vec::new(),
             bridge: format!("{BRIDGE_PREFIX}{pid}"),
         };
         // The first namespace tells whether we may do this at all.
@@ -124,6 +164,51 @@ impl NetnsHosts {
         Ok(hosts)
     }
 
+    /// Joins hosts `a` and `b` (indices into `names`) by a veth pair named `name` at both ends
+    /// (at most 15 characters, not `lo` or `eth0`), on a subnet of its own: the K-th link made
+    /// gets `192.168.K.0/24` (K from 1), which nothing else in the namespaces uses (the bridge's
+    /// subnet is a /24 between 10.64.0.0 and 10.191.255.255). Both ends are up when this
+    /// returns.
+    ///
+    /// # Panics
+    /// If `ip` fails, or on bad arguments; [`Drop`] still removes everything.
+    pub fn add_link(&mut self, name: &str, a: usize, b: usize) -> Link {
+        assert!(a != b && a < self.names.len() && b < self.names.len());
+        assert!(
+            !name.is_empty() && name.len() <= 15 && name != "lo" && name != "eth0",
+            "bad link name {name:?}"
+        );
+        assert!(
+            self.links
+                .iter()
+                .all(|l| l.name != name || !l.hosts.contains(&a) && !l.hosts.contains(&b)),
+            "a host has an interface {name} already"
+        );
+        let k = self.links.len() + 1;
+        assert!(k < 255, "too many links");
+        let (na, nb) = (self.names[a].clone(), self.names[b].clone());
+        // Both ends are created inside the namespaces, so they vanish with them.
+        ip_ok(&[
+            "link", "add", name, "netns", &na, "type", "veth", "peer", "name", name, "netns", &nb,
+        ]);
+        let addrs = [
+            Ipv4Addr::new(192, 168, k as u8, 1),
+            Ipv4Addr::new(192, 168, k as u8, 2),
+        ];
+        for (ns, addr) in [(&na, addrs[0]), (&nb, addrs[1])] {
+            ip_ok(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", name]);
+            ip_ok(&["-n", ns, "link", "set", name, "up"]);
+        }
+        let link = Link {
+            name: name.to_string(),
+            hosts: [a, b],
+            addrs,
+            cidr: format!("192.168.{k}.0/24"),
+        };
+        self.links.push(link.clone());
+        link
+    }
+
     /// The processes running in namespace `ns` now.
     pub fn pids_in(ns: &str) -> Vec<i32> {
         ip(&["netns", "pids", ns])
@@ -140,6 +225,134 @@ impl NetnsHosts {
             .unwrap_or_else(|e| panic!("/run/netns/{ns}: {e}"))
             .ino()
     }
+}
+
+/// Runs `f` on a thread of its own that has entered the network namespace `ns` (one of
+/// `/run/netns/`), and returns what `f` returns. Sockets `f` creates belong to `ns`, and
+/// `/proc/thread-self/net/` describes `ns`; the other threads of the process stay where they are.
+///
+/// # Panics
+/// If the namespace cannot be entered, or when `f` panics (with its panic).
+pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            // SAFETY: setns with a descriptor we own; entering a network namespace changes only
+            // the calling thread, which ends when `f` returns.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(
+                rc,
+                0,
+                "setns({path}, CLONE_NEWNET): {}",
+                std::io::Error::last_os_error()
+            );
+            f()
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
+/// Bytes an interface has received and sent since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Received bytes.
+    pub rx_bytes: u64,
+    /// Sent bytes.
+    pub tx_bytes: u64,
+}
+
+/// The byte counters of every interface in namespace `ns`, by name.
+pub fn interface_bytes(ns: &str) -> HashMap<String, Traffic> {
+    let text = in_netns(ns, || std::fs::read_to_string("/proc/thread-self/net/dev"))
+        .unwrap_or_else(|e| panic!("/proc/net/dev of {ns}: {e}"));
+    parse_net_dev(&text)
+}
+
+/// Reads `/proc/net/dev`: two header lines, then `name: rx_bytes rx_packets ... (8 receive
+/// fields) tx_bytes ...`.
+fn parse_net_dev(text: &str) -> HashMap<String, Traffic> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .map(|w| w.parse().ok())
+                .collect::<Option<_>>()?;
+            Some((
+                name.trim().to_string(),
+                Traffic {
+                    rx_bytes: *f.first()?,
+                    tx_bytes: *f.get(8)?,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `st` of a listening socket in `/proc/net/tcp`.
+pub const TCP_LISTEN: u8 = 0x0a;
+/// `st` of an established connection.
+pub const TCP_ESTABLISHED: u8 = 0x01;
+
+/// One IPv4 TCP socket of a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpSocket {
+    /// Local address.
+    pub local: SocketAddrV4,
+    /// Remote address (`0.0.0.0:0` for a listener).
+    pub remote: SocketAddrV4,
+    /// The kernel's state number ([`TCP_LISTEN`], [`TCP_ESTABLISHED`], ...).
+    pub state: u8,
+    /// The socket's inode (`socket:[INODE]` among a holder's `/proc/<pid>/fd`); 0 for sockets no
+    /// process holds any more (e.g. `TIME_WAIT`).
+    pub inode: u64,
+}
+
+/// The IPv4 TCP sockets of namespace `ns` now.
+pub fn tcp_sockets(ns: &str) -> Vec<TcpSocket> {
+    let text = in_netns(ns, || std::fs::read_to_string("/proc/thread-self/net/tcp"))
+        .unwrap_or_else(|e| panic!("/proc/net/tcp of {ns}: {e}"));
+    parse_proc_net_tcp(&text)
+}
+
+/// Reads `/proc/net/tcp`: a header line, then `sl: LOCAL REMOTE st queues timer retransmits uid
+/// timeout inode ...`, addresses as `HEX8:HEX4` (the address as the kernel stores it, in network
+/// order, printed as a native word; the port as a number).
+fn parse_proc_net_tcp(text: &str) -> Vec<TcpSocket> {
+    fn addr(s: &str) -> Option<SocketAddrV4> {
+        let (a, p) = s.split_once(':')?;
+        let a = u32::from_str_radix(a, 16).ok()?;
+        let p = u16::from_str_radix(p, 16).ok()?;
+        Some(SocketAddrV4::new(Ipv4Addr::from(a.to_ne_bytes()), p))
+    }
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            Some(TcpSocket {
+                local: addr(f.get(1)?)?,
+                remote: addr(f.get(2)?)?,
+                state: u8::from_str_radix(f.get(3)?, 16).ok()?,
+                inode: f.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The inodes of the sockets process `pid` holds open (empty if it is gone).
+pub fn socket_inodes(pid: i32) -> HashSet<u64> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return HashSet::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.path()).ok()?;
+            let t = target.to_str()?;
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
 }
 
 impl Drop for NetnsHosts {
@@ -214,5 +427,57 @@ mod tests {
         assert_eq!(owner_pid("other-h1-7", PREFIX, true), None);
         assert_eq!(owner_pid("stbr99", BRIDGE_PREFIX, false), Some(99));
         assert_eq!(owner_pid("stbr9x", BRIDGE_PREFIX, false), None);
+    }
+
+    #[test]
+    fn net_dev_is_parsed() {
+        let text = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     140       2    0    0    0     0          0         0      140       2    0    0    0     0       0          0
+    n1: 9437184    6000    0    0    0     0          0         0 12345678    7000    0    0    0     0       0          0
+";
+        let m = parse_net_dev(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m["n1"],
+            Traffic {
+                rx_bytes: 9437184,
+                tx_bytes: 12345678
+            }
+        );
+        assert_eq!(m["lo"].tx_bytes, 140);
+    }
+
+    #[test]
+    fn proc_net_tcp_is_parsed() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0101A8C0:A1B2 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0
+   1: 0101A8C0:9C40 0201A8C0:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0000000000000000 20 4 30 10 -1
+";
+        let v = parse_proc_net_tcp(text);
+        assert_eq!(v.len(), 2);
+        if cfg!(target_endian = "little") {
+            assert_eq!(v[0].local, "192.168.1.1:41394".parse().unwrap());
+            assert_eq!(v[1].remote, "192.168.1.2:41394".parse().unwrap());
+        }
+        assert_eq!(v[0].state, TCP_LISTEN);
+        assert_eq!(v[0].remote, "0.0.0.0:0".parse().unwrap());
+        assert_eq!((v[1].state, v[1].inode), (TCP_ESTABLISHED, 4343));
+    }
+
+    #[test]
+    fn own_sockets_are_found() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let text = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
+        let mine = socket_inodes(std::process::id() as i32);
+        assert!(
+            parse_proc_net_tcp(&text)
+                .iter()
+                .any(|s| s.state == TCP_LISTEN
+                    && s.local == SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)
+                    && mine.contains(&s.inode)),
+            "no listener on port {port} among {text}"
+        );
     }
 }
