@@ -20,12 +20,14 @@ pub mod comm;
 pub mod datatype;
 pub mod engine;
 pub mod error;
+pub mod group;
 pub mod list;
 pub mod op;
 pub mod params;
 pub mod platform;
 pub mod pml;
 pub mod pool;
+pub mod ranges;
 pub mod rte;
 pub mod wire;
 

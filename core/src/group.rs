@@ -1,0 +1,621 @@
+//! Process groups: ordered sets of processes, as `MPI_Group` and as the members of communicators.
+//!
+//! The common shapes need no storage: the empty group, all processes in job order (the world and
+//! its duplicates) and a single process. Any other list of members lives in a fixed store shared
+//! by all groups, sized by parameters, with a reference count per entry (user handles and the
+//! communicators built on it). Since every member is a process of the job, set operations use one
+//! job-sized bitmap and cost linear time.
+
+use crate::arena::{Arena, Sizer};
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::params::{Default, Kind, ParamDef};
+use crate::ranges::Ranges;
+use crate::rte::ProcId;
+
+/// `group_max`.
+pub static GROUP_MAX: ParamDef = ParamDef {
+    name: "group_max",
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 16,
+    },
+    default: Default::Int(256),
+    description: "Most groups (user handles and communicators' member lists) alive at once",
+};
+
+/// `group_max_members`.
+pub static GROUP_MAX_MEMBERS: ParamDef = ParamDef {
+    name: "group_max_members",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 26,
+    },
+    default: Default::Int(1 << 16),
+    description: "Member slots over all stored groups (the world, single processes and the empty group need none)",
+};
+
+/// Parameters of this module.
+pub static PARAMS: [&ParamDef; 2] = [&GROUP_MAX, &GROUP_MAX_MEMBERS];
+
+/// An entry of the group table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupId(pub u16);
+
+/// A group of processes: rank `i` of the group is its `i`-th member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// No members (`MPI_GROUP_EMPTY`).
+    Empty,
+    /// All processes, rank = process (`MPI_COMM_WORLD`'s group).
+    World {
+        /// Number of processes.
+        size: u32,
+    },
+    /// One process (`MPI_COMM_SELF`'s group).
+    Single(ProcId),
+    /// Members listed in the group table.
+    Listed {
+        /// The entry.
+        id: GroupId,
+        /// Number of members.
+        len: u32,
+    },
+}
+
+impl Group {
+    /// Number of members.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        match *self {
+            Group::Empty => 0,
+            Group::World { size } => size,
+            Group::Single(_) => 1,
+            Group::Listed { len, .. } => len,
+        }
+    }
+}
+
+/// How two groups compare (`MPI_Group_compare`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Similarity {
+    /// Same members in the same order.
+    Ident,
+    /// Same members, other order.
+    Similar,
+    /// Different members.
+    Unequal,
+}
+
+/// A stored entry: members kept as a shape (for user handles to the common shapes) or listed.
+#[derive(Clone, Copy, Debug)]
+enum Members {
+    Shape(Group),
+    Range { at: u32, len: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    members: Members,
+    refs: u32,
+}
+
+/// All groups of the process.
+pub struct GroupTable {
+    entries: &'static mut [Option<Entry>],
+    store: &'static mut [ProcId],
+    ranges: Ranges,
+    /// One bit per process of the job, clear between operations.
+    marks: &'static mut [u64],
+    world: u32,
+}
+
+fn rank_error(rank: i64, size: u32) -> Error {
+    Error::new(
+        ErrorClass::Rank,
+        Reason::RankOutOfRange {
+            rank: rank.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+            size,
+        },
+    )
+}
+
+impl GroupTable {
+    /// Arena bytes for a job of `procs` processes.
+    pub fn size(sizer: &mut Sizer, entries: u32, members: u32, procs: u32) {
+        sizer
+            .slice::<Option<Entry>>(entries as usize)
+            .slice::<ProcId>(members as usize)
+            .slice::<u64>(procs.div_ceil(64) as usize);
+    }
+
+    /// An empty table for a job of `procs` processes.
+    pub fn new(arena: &mut Arena, entries: u32, members: u32, procs: u32) -> Result<GroupTable> {
+        Ok(GroupTable {
+            entries: arena.slice(entries as usize, |_| None)?,
+            store: arena.slice(members as usize, |_| ProcId(0))?,
+            ranges: Ranges::new(members),
+            marks: arena.slice(procs.div_ceil(64) as usize, |_| 0)?,
+            world: procs,
+        })
+    }
+
+    /// The group of all processes.
+    pub fn world(&self) -> Group {
+        Group::World { size: self.world }
+    }
+
+    /// The process with rank `rank` of `g` (which must be below its size).
+    #[inline]
+    pub fn proc_of(&self, g: Group, rank: u32) -> ProcId {
+        match g {
+            Group::World { .. } => ProcId(rank),
+            Group::Single(p) => p,
+            Group::Empty => ProcId(u32::MAX),
+            Group::Listed { id, .. } => match self.entries[id.0 as usize] {
+                Some(Entry {
+                    members: Members::Range { at, .. },
+                    ..
+                }) => self.store[(at + rank) as usize],
+                Some(Entry {
+                    members: Members::Shape(s),
+                    ..
+                }) => self.proc_of(s, rank),
+                None => ProcId(u32::MAX),
+            },
+        }
+    }
+
+    /// The rank of `proc` in `g`, if it is a member.
+    pub fn rank_of(&self, g: Group, proc: ProcId) -> Option<u32> {
+        match self.shape(g) {
+            Group::Empty => None,
+            Group::World { size } => (proc.0 < size).then_some(proc.0),
+            Group::Single(p) => (p == proc).then_some(0),
+            Group::Listed { .. } => self.listed(g).iter().position(|&p| p == proc).map(|i| i as u32),
+        }
+    }
+
+    /// The members of `g` in rank order.
+    pub fn members(&self, g: Group) -> impl Iterator<Item = ProcId> + '_ {
+        (0..g.size()).map(move |r| self.proc_of(g, r))
+    }
+
+    /// `g` itself, or the common shape a stored entry stands for.
+    fn shape(&self, g: Group) -> Group {
+        match g {
+            Group::Listed { id, .. } => match self.entries.get(id.0 as usize).copied().flatten() {
+                Some(Entry {
+                    members: Members::Shape(s),
+                    ..
+                }) => s,
+                _ => g,
+            },
+            g => g,
+        }
+    }
+
+    fn listed(&self, g: Group) -> &[ProcId] {
+        match g {
+            Group::Listed { id, .. } => match self.entries.get(id.0 as usize).copied().flatten() {
+                Some(Entry {
+                    members: Members::Range { at, len },
+                    ..
+                }) => &self.store[at as usize..(at + len) as usize],
+                _ => &[],
+            },
+            _ => &[],
+        }
+    }
+
+    /// Checks that `g` is a live group.
+    pub fn check(&self, g: Group) -> Result<Group> {
+        match g {
+            Group::Listed { id, len } => match self.entries.get(id.0 as usize).copied().flatten() {
+                Some(e) => {
+                    let real = match e.members {
+                        Members::Shape(s) => s.size(),
+                        Members::Range { len, .. } => len,
+                    };
+                    if real == len {
+                        Ok(g)
+                    } else {
+                        Err(invalid())
+                    }
+                }
+                None => Err(invalid()),
+            },
+            g => Ok(g),
+        }
+    }
+
+    /// The group stored as entry `id`, as a handle would name it.
+    pub fn by_id(&self, id: GroupId) -> Result<Group> {
+        match self.entries.get(id.0 as usize).copied().flatten() {
+            Some(e) => Ok(Group::Listed {
+                id,
+                len: match e.members {
+                    Members::Shape(s) => s.size(),
+                    Members::Range { len, .. } => len,
+                },
+            }),
+            None => Err(invalid()),
+        }
+    }
+
+    /// Takes a reference on `g` (stored groups only; shapes need none).
+    pub fn retain(&mut self, g: Group) {
+        if let Group::Listed { id, .. } = g {
+            if let Some(Some(e)) = self.entries.get_mut(id.0 as usize) {
+                e.refs += 1;
+            }
+        }
+    }
+
+    /// Drops a reference on `g`; the last one frees its entry and members.
+    pub fn release(&mut self, g: Group) {
+        let Group::Listed { id, .. } = g else { return };
+        let Some(slot) = self.entries.get_mut(id.0 as usize) else {
+            return;
+        };
+        let Some(e) = slot else { return };
+        e.refs -= 1;
+        if e.refs == 0 {
+            if let Members::Range { at, len } = e.members {
+                self.ranges.release(at, len);
+            }
+            *slot = None;
+        }
+    }
+
+    /// A stored entry (one reference) for `g`, so that a user handle can name it.
+    pub fn handle_for(&mut self, g: Group) -> Result<Group> {
+        match g {
+            Group::Listed { .. } => {
+                self.retain(g);
+                Ok(g)
+            }
+            Group::Empty => Ok(Group::Empty),
+            shape => {
+                let id = self.free_entry()?;
+                self.entries[id.0 as usize] = Some(Entry {
+                    members: Members::Shape(shape),
+                    refs: 1,
+                });
+                Ok(Group::Listed {
+                    id,
+                    len: shape.size(),
+                })
+            }
+        }
+    }
+
+    /// The communicator form of `g`: its shape when it is one, else `g` with a new reference.
+    pub fn for_comm(&mut self, g: Group) -> Group {
+        let s = self.shape(g);
+        self.retain(s);
+        s
+    }
+
+    fn free_entry(&self) -> Result<GroupId> {
+        self.entries
+            .iter()
+            .position(Option::is_none)
+            .map(|i| GroupId(i as u16))
+            .ok_or(Error::exhausted(
+                "group table",
+                self.entries.len() as u32,
+                GROUP_MAX.name,
+            ))
+    }
+
+    /// A new group (one reference) of the `n` processes `procs` yields, which must be distinct
+    /// processes of the job; common shapes are recognised and stored as such.
+    pub fn create(&mut self, n: u32, procs: impl Iterator<Item = ProcId>) -> Result<Group> {
+        if n == 0 {
+            return Ok(Group::Empty);
+        }
+        let (id, at) = self.alloc(n)?;
+        for (i, p) in procs.take(n as usize).enumerate() {
+            self.store[at as usize + i] = p;
+        }
+        self.finish(id, at, n)
+    }
+
+    fn alloc(&mut self, n: u32) -> Result<(GroupId, u32)> {
+        let id = self.free_entry()?;
+        let at = self.ranges.alloc(n).ok_or(Error::exhausted(
+            "group member store",
+            self.store.len() as u32,
+            GROUP_MAX_MEMBERS.name,
+        ))?;
+        Ok((id, at))
+    }
+
+    /// Runs `f` with the bitmap marking the members of `g`, then clears it.
+    fn with_marks<T>(&mut self, g: Group, f: impl FnOnce(&mut GroupTable) -> T) -> T {
+        for r in 0..g.size() {
+            let p = self.proc_of(g, r).0 as usize;
+            self.marks[p / 64] |= 1 << (p % 64);
+        }
+        let out = f(self);
+        for r in 0..g.size() {
+            let p = self.proc_of(g, r).0 as usize;
+            self.marks[p / 64] &= !(1 << (p % 64));
+        }
+        out
+    }
+
+    fn marked(&self, p: ProcId) -> bool {
+        let p = p.0 as usize;
+        self.marks[p / 64] & (1 << (p % 64)) != 0
+    }
+
+    /// Collects the members of `g` selected by `keep`, in `g`'s order, then those of `extra`
+    /// selected by `keep_extra`, into a new group.
+    fn select(
+        &mut self,
+        g: Group,
+        keep: impl Fn(&GroupTable, ProcId) -> bool,
+        extra: Group,
+        keep_extra: impl Fn(&GroupTable, ProcId) -> bool,
+    ) -> Result<Group> {
+        let n = (self.members(g).filter(|&p| keep(self, p)).count()
+            + self.members(extra).filter(|&p| keep_extra(self, p)).count()) as u32;
+        if n == 0 {
+            return Ok(Group::Empty);
+        }
+        let (id, at) = self.alloc(n)?;
+        let mut k = at as usize;
+        for (src, pred) in [(g, &keep as &dyn Fn(&GroupTable, ProcId) -> bool), (extra, &keep_extra)] {
+            for r in 0..src.size() {
+                let p = self.proc_of(src, r);
+                if pred(self, p) {
+                    self.store[k] = p;
+                    k += 1;
+                }
+            }
+        }
+        self.finish(id, at, n)
+    }
+
+    /// `MPI_Group_incl`: the members at `ranks` of `g`, in that order.
+    pub fn incl(&mut self, g: Group, ranks: &[i32]) -> Result<Group> {
+        let size = g.size();
+        for &r in ranks {
+            if r < 0 || r as u32 >= size {
+                return Err(rank_error(r as i64, size));
+            }
+        }
+        // Distinct ranks name distinct processes: check with the bitmap.
+        let mut dup = false;
+        for &r in ranks {
+            let p = self.proc_of(g, r as u32);
+            if self.marked(p) {
+                dup = true;
+            }
+            let i = p.0 as usize;
+            self.marks[i / 64] |= 1 << (i % 64);
+        }
+        for &r in ranks {
+            let i = self.proc_of(g, r as u32).0 as usize;
+            self.marks[i / 64] &= !(1 << (i % 64));
+        }
+        if dup {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                Reason::BadArgument {
+                    what: "a rank appears twice in the list",
+                },
+            ));
+        }
+        self.gather(ranks.len() as u32, |t, i| t.proc_of(g, ranks[i as usize] as u32))
+    }
+
+    /// `MPI_Group_excl`: `g` without the members at `ranks`.
+    pub fn excl(&mut self, g: Group, ranks: &[i32]) -> Result<Group> {
+        let size = g.size();
+        for &r in ranks {
+            if r < 0 || r as u32 >= size {
+                return Err(rank_error(r as i64, size));
+            }
+        }
+        let mut dup = false;
+        for &r in ranks {
+            let p = self.proc_of(g, r as u32);
+            dup |= self.marked(p);
+            let i = p.0 as usize;
+            self.marks[i / 64] |= 1 << (i % 64);
+        }
+        let out = if dup {
+            Err(Error::new(
+                ErrorClass::Rank,
+                Reason::BadArgument {
+                    what: "a rank appears twice in the list",
+                },
+            ))
+        } else {
+            self.select(g, |t, p| !t.marked(p), Group::Empty, |_, _| false)
+        };
+        for &r in ranks {
+            let i = self.proc_of(g, r as u32).0 as usize;
+            self.marks[i / 64] &= !(1 << (i % 64));
+        }
+        out
+    }
+
+    /// The ranks that `MPI_Group_range_incl`'s triplets name, in order; checked.
+    fn range_ranks(
+        size: u32,
+        triplets: &[[i32; 3]],
+        mut each: impl FnMut(u32) -> Result<()>,
+    ) -> Result<()> {
+        for &[first, last, stride] in triplets {
+            if stride == 0 {
+                return Err(Error::bad_arg("a range has stride 0"));
+            }
+            for r in [first, last] {
+                if r < 0 || r as u32 >= size {
+                    return Err(rank_error(r as i64, size));
+                }
+            }
+            if (stride > 0 && first > last) || (stride < 0 && first < last) {
+                continue;
+            }
+            let mut r = first as i64;
+            while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
+                each(r as u32)?;
+                r += stride as i64;
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Group_range_incl`.
+    pub fn range_incl(&mut self, g: Group, triplets: &[[i32; 3]]) -> Result<Group> {
+        let size = g.size();
+        let mut n = 0u32;
+        let mut dup = false;
+        let r = Self::range_ranks(size, triplets, |r| {
+            let p = self.proc_of(g, r).0 as usize;
+            dup |= self.marks[p / 64] & (1 << (p % 64)) != 0;
+            self.marks[p / 64] |= 1 << (p % 64);
+            n += 1;
+            Ok(())
+        });
+        self.clear_marks();
+        r?;
+        if dup {
+            return Err(Error::new(
+                ErrorClass::Rank,
+                Reason::BadArgument {
+                    what: "the ranges name a rank twice",
+                },
+            ));
+        }
+        if n == 0 {
+            return Ok(Group::Empty);
+        }
+        let (id, at) = self.alloc(n)?;
+        let mut k = at as usize;
+        Self::range_ranks(size, triplets, |r| {
+            self.store[k] = self.proc_of(g, r);
+            k += 1;
+            Ok(())
+        })?;
+        self.finish(id, at, n)
+    }
+
+    /// `MPI_Group_range_excl`.
+    pub fn range_excl(&mut self, g: Group, triplets: &[[i32; 3]]) -> Result<Group> {
+        let size = g.size();
+        let mut dup = false;
+        let r = Self::range_ranks(size, triplets, |r| {
+            let p = self.proc_of(g, r).0 as usize;
+            dup |= self.marks[p / 64] & (1 << (p % 64)) != 0;
+            self.marks[p / 64] |= 1 << (p % 64);
+            Ok(())
+        });
+        let out = match (r, dup) {
+            (Err(e), _) => Err(e),
+            (Ok(()), true) => Err(Error::new(
+                ErrorClass::Rank,
+                Reason::BadArgument {
+                    what: "the ranges name a rank twice",
+                },
+            )),
+            (Ok(()), false) => self.select(g, |t, p| !t.marked(p), Group::Empty, |_, _| false),
+        };
+        self.clear_marks();
+        out
+    }
+
+    fn clear_marks(&mut self) {
+        self.marks.iter_mut().for_each(|w| *w = 0);
+    }
+
+    /// `MPI_Group_union`: members of `a`, then members of `b` not in `a`.
+    pub fn union(&mut self, a: Group, b: Group) -> Result<Group> {
+        self.with_marks(a, |t| t.select(a, |_, _| true, b, |t, p| !t.marked(p)))
+    }
+
+    /// `MPI_Group_intersection`: members of `a` also in `b`, in `a`'s order.
+    pub fn intersection(&mut self, a: Group, b: Group) -> Result<Group> {
+        self.with_marks(b, |t| t.select(a, |t, p| t.marked(p), Group::Empty, |_, _| false))
+    }
+
+    /// `MPI_Group_difference`: members of `a` not in `b`, in `a`'s order.
+    pub fn difference(&mut self, a: Group, b: Group) -> Result<Group> {
+        self.with_marks(b, |t| t.select(a, |t, p| !t.marked(p), Group::Empty, |_, _| false))
+    }
+
+    /// `MPI_Group_compare`.
+    pub fn compare(&mut self, a: Group, b: Group) -> Similarity {
+        if a.size() != b.size() {
+            return Similarity::Unequal;
+        }
+        if (0..a.size()).all(|r| self.proc_of(a, r) == self.proc_of(b, r)) {
+            return Similarity::Ident;
+        }
+        let all = self.with_marks(a, |t| t.members(b).all(|p| t.marked(p)));
+        if all {
+            Similarity::Similar
+        } else {
+            Similarity::Unequal
+        }
+    }
+
+    /// `MPI_Group_translate_ranks` for one rank: its rank in `b`, if a member.
+    pub fn translate(&self, a: Group, rank: i32, b: Group) -> Result<Option<u32>> {
+        if rank < 0 || rank as u32 >= a.size() {
+            return Err(rank_error(rank as i64, a.size()));
+        }
+        Ok(self.rank_of(b, self.proc_of(a, rank as u32)))
+    }
+
+    /// A new group of `n` members, the `i`-th being `pick(self, i)`.
+    pub fn gather(&mut self, n: u32, pick: impl Fn(&GroupTable, u32) -> ProcId) -> Result<Group> {
+        if n == 0 {
+            return Ok(Group::Empty);
+        }
+        let (id, at) = self.alloc(n)?;
+        for i in 0..n {
+            let p = pick(self, i);
+            self.store[(at + i) as usize] = p;
+        }
+        self.finish(id, at, n)
+    }
+
+    fn finish(&mut self, id: GroupId, at: u32, n: u32) -> Result<Group> {
+        let list = &self.store[at as usize..(at + n) as usize];
+        let shape = if n == 1 {
+            Some(Group::Single(list[0]))
+        } else if n == self.world && list.iter().enumerate().all(|(i, p)| p.0 == i as u32) {
+            Some(Group::World { size: n })
+        } else {
+            None
+        };
+        let members = match shape {
+            Some(s) => {
+                self.ranges.release(at, n);
+                Members::Shape(s)
+            }
+            None => Members::Range { at, len: n },
+        };
+        self.entries[id.0 as usize] = Some(Entry { members, refs: 1 });
+        Ok(Group::Listed { id, len: n })
+    }
+
+    /// Groups alive (for leak checks).
+    pub fn count(&self) -> usize {
+        self.entries.iter().filter(|e| e.is_some()).count()
+    }
+}
+
+fn invalid() -> Error {
+    Error::new(
+        ErrorClass::Group,
+        Reason::BadArgument {
+            what: "not a valid group",
+        },
+    )
+}
