@@ -11,8 +11,14 @@
 //! route, and the `k` fastest together, as `max latency + bytes / sum of bandwidths` — and takes
 //! the quickest, so striping is used exactly where it pays and a slow second network never slows
 //! a medium message down (the weakness of the naive scheduler in Open MPI's heterogeneity paper).
-//! Each fragment then goes to the route of the plan that would finish it first, which shares the
-//! bytes in proportion to bandwidth. `bml_stripe` can force `always` or `never`.
+//! The plan gives each chosen route a share of the bytes such that all of them finish at the same
+//! time (in proportion to bandwidth when latencies are equal; a route that starts later gets
+//! less), and drops a route whose share would be under [`MIN_SHARE`]. The PML then hands out
+//! fragments in turns (the route that would start sending next comes first), each no larger than
+//! what is left of its route's share: the shares hold however large a module's fragments are
+//! (tcp's are 512 KiB, half a 1 MiB message) and when one route is momentarily full, which then
+//! waits rather than pushing its bytes onto the other. `bml_stripe` can force `always` (every
+//! route, shares by bandwidth alone) or `never` (the one route of the best estimated time).
 
 use heapless::Vec;
 
@@ -56,20 +62,39 @@ impl StripePolicy {
     }
 }
 
-/// One route of a message's plan, with what it has been given so far.
+/// One route of a message's plan, with its share of the bytes and what it has taken so far.
 #[derive(Clone, Copy, Debug)]
 struct Lane {
     route: Route,
     mbps: u32,
     latency_ns: u32,
+    /// Bytes of the message planned for this route.
+    share: u64,
+    /// Bytes it has taken.
     assigned: u64,
 }
 
-/// Which routes carry one message's fragments, and how many bytes each has taken.
+impl Lane {
+    /// Bytes of its share not taken yet.
+    fn left(&self) -> u64 {
+        self.share.saturating_sub(self.assigned)
+    }
+}
+
+/// Which routes carry one message's fragments, how many bytes each is to take, and how many
+/// each has taken so far.
 #[derive(Clone, Debug, Default)]
 pub struct Stripe {
     lanes: Vec<Lane, MAX_ROUTES>,
 }
+
+/// A lane with less than this left of its share counts as done (fragments that end on element
+/// boundaries may leave a few bytes of a share untaken; they go with another lane's fragment).
+const SLACK: u64 = 64;
+
+/// The least share a second route is given: below it, a fragment's fixed costs (a frame, a
+/// system call, a completion, perhaps a connection) outweigh what it saves.
+pub const MIN_SHARE: u64 = 4096;
 
 /// Nanoseconds to move `bytes` at `mbps` Mbit/s.
 fn wire_ns(bytes: u64, mbps: u32) -> u64 {
@@ -82,15 +107,31 @@ impl Stripe {
         self.lanes.is_empty()
     }
 
-    /// Lane indices in the order to try for the next fragment of `n` bytes: the one that would
-    /// finish it first comes first.
-    pub fn order(&self, n: usize) -> Vec<usize, MAX_ROUTES> {
-        let mut order: Vec<usize, MAX_ROUTES> = (0..self.lanes.len()).collect();
-        let finish = |i: usize| {
+    /// The lanes to try for the next fragment, best first, each with the most bytes it should
+    /// carry; `remaining` is what the message has left to send.
+    ///
+    /// A lane takes only its share, so that all lanes finish together however large the
+    /// modules' fragments are (a whole 512 KiB fragment too many on the slower route of a 1 MiB
+    /// message would make it finish a third later than the other). Among lanes with share left,
+    /// the one that would start sending its next fragment first comes first, so every lane gets
+    /// its first fragment at once and they take turns by bandwidth. When no lane has share left
+    /// (the slack of element boundaries), every lane may take the rest.
+    pub fn next(&self, remaining: u64) -> Vec<(usize, u64), MAX_ROUTES> {
+        let open = self.lanes.iter().any(|l| l.left() >= SLACK);
+        let mut order: Vec<(usize, u64), MAX_ROUTES> = Vec::new();
+        for (i, l) in self.lanes.iter().enumerate() {
+            if !open {
+                let _ = order.push((i, remaining));
+            } else if l.left() >= SLACK {
+                let _ = order.push((i, l.left().min(remaining)));
+            }
+        }
+        // When each lane would start sending the next fragment; ties to the plan's order
+        // (fastest first).
+        order.sort_unstable_by_key(|&(i, _)| {
             let l = &self.lanes[i];
-            l.latency_ns as u64 + wire_ns(l.assigned + n as u64, l.mbps)
-        };
-        order.sort_unstable_by_key(|&i| finish(i));
+            (l.latency_ns as u64 + wire_ns(l.assigned, l.mbps), i)
+        });
         order
     }
 
@@ -107,6 +148,121 @@ impl Stripe {
     /// Bytes each lane took, in plan order (for tests and tools).
     pub fn assigned(&self) -> impl Iterator<Item = (Route, u64)> + '_ {
         self.lanes.iter().map(|l| (l.route, l.assigned))
+    }
+
+    /// Bytes planned for each lane, in plan order (for tests and tools).
+    pub fn shares(&self) -> impl Iterator<Item = (Route, u64)> + '_ {
+        self.lanes.iter().map(|l| (l.route, l.share))
+    }
+
+    /// Plans `bytes` over `routes` (given as route, bandwidth in Mbit/s, latency in ns) by
+    /// `policy`: the pure part of [`Bml::stripe`].
+    pub fn plan(routes: &[(Route, u32, u32)], bytes: u64, policy: StripePolicy) -> Stripe {
+        let mut all: Vec<Lane, MAX_ROUTES> = Vec::new();
+        for &(route, mbps, latency_ns) in routes {
+            let _ = all.push(Lane {
+                route,
+                mbps: mbps.max(1),
+                latency_ns,
+                share: 0,
+                assigned: 0,
+            });
+        }
+        let mut lanes = match policy {
+            _ if all.len() <= 1 => all,
+            StripePolicy::Always => all,
+            StripePolicy::Never | StripePolicy::Auto => choose(&all, bytes, policy),
+        };
+        share(&mut lanes, bytes, policy == StripePolicy::Always);
+        Stripe { lanes }
+    }
+}
+
+/// The quickest set of lanes for `bytes` by estimated time: each lane alone, and (`Auto`) the
+/// `k` highest-bandwidth lanes together, a set taking `max latency + bytes / sum of bandwidths`.
+/// The estimate charges every lane of a set the slowest one's latency, so a distant route joins
+/// only where it clearly pays.
+fn choose(all: &[Lane], bytes: u64, policy: StripePolicy) -> Vec<Lane, MAX_ROUTES> {
+    let time = |set: &[Lane]| {
+        let mbps: u32 = set.iter().map(|l| l.mbps).sum();
+        let lat = set.iter().map(|l| l.latency_ns).max().unwrap_or(0) as u64;
+        lat + wire_ns(bytes, mbps)
+    };
+    let mut best: Vec<Lane, MAX_ROUTES> = Vec::new();
+    let mut best_t = u64::MAX;
+    for l in all {
+        let t = time(core::slice::from_ref(l));
+        if t < best_t {
+            best_t = t;
+            best.clear();
+            let _ = best.push(*l);
+        }
+    }
+    if policy == StripePolicy::Auto {
+        let mut by_bw: Vec<Lane, MAX_ROUTES> = Vec::from_slice(all).unwrap_or_default();
+        by_bw.sort_unstable_by_key(|l| core::cmp::Reverse(l.mbps));
+        for k in 2..=by_bw.len() {
+            let t = time(&by_bw[..k]);
+            if t < best_t {
+                best_t = t;
+                best = Vec::from_slice(&by_bw[..k]).unwrap_or_default();
+            }
+        }
+    }
+    best
+}
+
+/// Gives each lane its share of `bytes`: so that all finish at the same time, lane `i` sending
+/// from its latency `l_i` on at its bandwidth `b_i` until `T = (bits + sum l_i b_i) / sum b_i`
+/// (`proportional`: shares by bandwidth alone). A lane whose share would be below [`MIN_SHARE`]
+/// (or nothing: its latency alone exceeds `T`) is dropped and the rest shared again, except the
+/// last one, which takes everything.
+fn share(lanes: &mut Vec<Lane, MAX_ROUTES>, bytes: u64, proportional: bool) {
+    loop {
+        let n = lanes.len();
+        if n == 0 {
+            return;
+        }
+        let lat = |l: &Lane| {
+            if proportional {
+                0
+            } else {
+                l.latency_ns as u128
+            }
+        };
+        let sum_bw: u128 = lanes.iter().map(|l| l.mbps as u128).sum();
+        // Times in ns scaled by 1000 for precision: bits * 1000 / mbps is ns.
+        let t = (bytes as u128 * 8_000
+            + lanes.iter().map(|l| lat(l) * l.mbps as u128).sum::<u128>())
+            / sum_bw;
+        let mut given = 0u64;
+        for l in lanes.iter_mut() {
+            let s = t.saturating_sub(lat(l)) * l.mbps as u128 / 8_000;
+            l.share = s.min(bytes as u128) as u64;
+            given += l.share;
+        }
+        // Rounding leaves a few bytes: to the lane with the largest share.
+        let (top, _) = lanes
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, l)| l.share)
+            .expect("lanes is not empty");
+        lanes[top].share += bytes.saturating_sub(given);
+        if n == 1 {
+            lanes[0].share = bytes;
+            return;
+        }
+        match lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.share < MIN_SHARE)
+            .min_by_key(|(_, l)| l.share)
+        {
+            Some((i, _)) => {
+                lanes.remove(i);
+            }
+            None => return,
+        }
     }
 }
 
@@ -165,51 +321,17 @@ impl Bml {
         })
     }
 
-    /// Plans which send routes carry the remaining `bytes` of a message to `proc`.
+    /// Plans which send routes carry the remaining `bytes` of a message to `proc`, and how many
+    /// bytes each (see the module documentation).
     pub fn stripe(&self, proc: ProcId, bytes: u64) -> Stripe {
-        let mut all: Vec<Lane, MAX_ROUTES> = Vec::new();
-        if let Some(routes) = self.peers.get(proc.0 as usize) {
-            for r in &routes.send {
+        let mut routes: Vec<(Route, u32, u32), MAX_ROUTES> = Vec::new();
+        if let Some(r) = self.peers.get(proc.0 as usize) {
+            for r in &r.send {
                 let a = self.btls[r.btl as usize].attrs();
-                let _ = all.push(Lane {
-                    route: *r,
-                    mbps: a.bandwidth_mbps.max(1),
-                    latency_ns: a.latency_ns,
-                    assigned: 0,
-                });
+                let _ = routes.push((*r, a.bandwidth_mbps, a.latency_ns));
             }
         }
-        if all.len() <= 1 || self.policy == StripePolicy::Always {
-            return Stripe { lanes: all };
-        }
-        // Candidate sets: each route alone, and the k highest-bandwidth routes together.
-        let time = |set: &[Lane]| {
-            let mbps: u32 = set.iter().map(|l| l.mbps).sum();
-            let lat = set.iter().map(|l| l.latency_ns).max().unwrap_or(0) as u64;
-            lat + wire_ns(bytes, mbps)
-        };
-        let mut best: Vec<Lane, MAX_ROUTES> = Vec::new();
-        let mut best_t = u64::MAX;
-        for l in &all {
-            let t = time(core::slice::from_ref(l));
-            if t < best_t {
-                best_t = t;
-                best.clear();
-                let _ = best.push(*l);
-            }
-        }
-        if self.policy == StripePolicy::Auto {
-            let mut by_bw = all.clone();
-            by_bw.sort_unstable_by_key(|l| core::cmp::Reverse(l.mbps));
-            for k in 2..=by_bw.len() {
-                let t = time(&by_bw[..k]);
-                if t < best_t {
-                    best_t = t;
-                    best = Vec::from_slice(&by_bw[..k]).unwrap_or_default();
-                }
-            }
-        }
-        Stripe { lanes: best }
+        Stripe::plan(&routes, bytes, self.policy)
     }
 
     /// Asks every module which of `peers` it reaches and builds the routes.

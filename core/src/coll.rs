@@ -33,7 +33,6 @@ pub fn scratch_len(params: &Params) -> usize {
 }
 
 const TAG_BARRIER: i32 = -10;
-const TAG_CID: i32 = -11;
 const TAG_BCAST: i32 = -12;
 const TAG_REDUCE: i32 = -13;
 
@@ -315,40 +314,6 @@ impl Engine {
             mask <<= 1;
         }
         Ok(())
-    }
-
-    /// Bitwise-OR of `words` over `comm`, result at every member (binomial reduce and broadcast).
-    pub(crate) fn allreduce_or(&mut self, comm: CommId, words: &mut [u64]) -> Result<()> {
-        let (rank, size) = self.rank_size(comm)?;
-        let mut tmp = [0u64; 1025];
-        let tmp = &mut tmp[..words.len()];
-        let mut mask = 1;
-        while mask < size {
-            if rank & mask != 0 {
-                // SAFETY: `words` is borrowed until the send completes.
-                let conv = unsafe {
-                    Packer::elements(words.as_ptr().cast(), words.len(), Datatype::UINT64_T)
-                };
-                self.send_internal(conv, rank - mask, TAG_CID, comm)?;
-                break;
-            }
-            if rank + mask < size {
-                // SAFETY: `tmp` is borrowed until the receive completes.
-                let conv = unsafe {
-                    Unpacker::elements(tmp.as_mut_ptr().cast(), tmp.len(), Datatype::UINT64_T)
-                };
-                self.recv_internal(conv, rank + mask, TAG_CID, comm)?;
-                words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
-            }
-            mask <<= 1;
-        }
-        let b = Buf {
-            at: words.as_mut_ptr().cast(),
-            count: words.len() as u64,
-            datatype: Datatype::UINT64_T,
-        };
-        // SAFETY: `words` is borrowed for the call.
-        unsafe { self.bcast_tag(b, 0, comm, TAG_CID, rank, size) }
     }
 }
 

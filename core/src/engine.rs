@@ -16,11 +16,12 @@ use crate::arena::{Arena, Sizer};
 use crate::bml::{Bml, MAX_BTLS};
 use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
-use crate::comm::{self, Comm, CommId, CommTable, ContextId, ErrHandler, Group};
+use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::group::{self, Group, GroupTable, Similarity};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
 use crate::pml::request::{
@@ -45,9 +46,11 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(pml::PARAMS)
         .chain(crate::bml::PARAMS)
         .chain(comm::PARAMS)
+        .chain(crate::group::PARAMS)
         .chain(crate::coll::PARAMS)
         .chain(crate::datatype::table::PARAMS)
         .chain(loopback::PARAMS)
+        .chain(crate::objects::PARAMS)
 }
 
 /// What the platform hands the engine at init.
@@ -73,14 +76,18 @@ pub struct Engine {
     pub(crate) pml: Ob1,
     pub(crate) comms: CommTable,
     pub(crate) types: TypeTable,
-    procs: &'static [PeerInfo],
-    me: ProcId,
+    /// Info objects, attributes and names, user error handlers (the MPI layer's user state).
+    pub(crate) objects: crate::objects::Objects,
+    pub(crate) procs: &'static [PeerInfo],
+    pub(crate) me: ProcId,
     next_scope: u32,
     finalized: bool,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
     idle: u32,
     /// Two scratch buffers for segmented reductions (taken out while in use).
     pub(crate) scratch: Option<(&'static mut [u8], &'static mut [u8])>,
+    /// Memory for building communicators.
+    pub(crate) creation: comm::create::Scratch,
 }
 
 struct RteModex<'a>(&'a mut dyn Rte);
@@ -109,9 +116,6 @@ pub fn btl_selected(list: &str, name: &str) -> bool {
     }
 }
 
-/// Words of the largest context-id bitmap (65536 ids), plus one for the "no room" flag.
-const CID_WORDS: usize = (1 << 16) / 64 + 1;
-
 impl Engine {
     /// Registers the core's parameters in `params` (idempotent).
     pub fn register_params(params: &mut Params) -> Result<()> {
@@ -124,9 +128,17 @@ impl Engine {
         let comms = params.u32(&comm::COMM_MAX);
         Ob1::size(params, &mut s, procs, comms);
         CommTable::size(&mut s, comms, params.u32(&comm::MAX_CIDS));
+        GroupTable::size(
+            &mut s,
+            params.u32(&group::GROUP_MAX),
+            params.u32(&group::GROUP_MAX_MEMBERS),
+            procs,
+        );
+        comm::create::Scratch::size(&mut s, procs);
         Bml::size(&mut s, procs);
         Loopback::size(params, &mut s);
         TypeTable::size(params, &mut s);
+        crate::objects::Objects::size(params, &mut s);
         s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
         s.slice::<u64>(2 * crate::coll::scratch_len(params) / 8);
         s.bytes()
@@ -238,10 +250,20 @@ impl Engine {
         bml.add_procs(procs, &mut RteModex(&mut *rte))?;
 
         let comm_max = params.u32(&comm::COMM_MAX);
-        let mut comms = CommTable::new(&mut arena, comm_max, max_cids)?;
+        let groups = GroupTable::new(
+            &mut arena,
+            params.u32(&group::GROUP_MAX),
+            params.u32(&group::GROUP_MAX_MEMBERS),
+            n,
+        )?;
+        let mut comms = CommTable::new(&mut arena, comm_max, max_cids, groups)?;
+        let creation = comm::create::Scratch::new(&mut arena, n)?;
         let world = Comm {
             cid: ContextId(0),
             group: Group::World { size: n },
+            remote: None,
+            local_comm: None,
+            hidden: false,
             rank: me.0,
             errhandler: ErrHandler::Fatal,
             freed: false,
@@ -249,6 +271,9 @@ impl Engine {
         let selfc = Comm {
             cid: ContextId(1),
             group: Group::Single(me),
+            remote: None,
+            local_comm: None,
+            hidden: false,
             rank: 0,
             errhandler: ErrHandler::Fatal,
             freed: false,
@@ -256,6 +281,7 @@ impl Engine {
         comms.insert(world, Some(CommId::WORLD))?;
         comms.insert(selfc, Some(CommId::SELF))?;
         let types = TypeTable::new(&params, &mut arena)?;
+        let objects = crate::objects::Objects::new(&params, &mut arena)?;
         let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
         for info in procs.iter() {
             if let Some(repr) = info.arch.and_then(Repr::of) {
@@ -269,6 +295,7 @@ impl Engine {
         let (a, b) = zerocopy::IntoBytes::as_mut_bytes(words).split_at_mut(scratch_len);
         Ok(Engine {
             scratch: Some((a, b)),
+            creation,
             platform,
             rte,
             params,
@@ -276,6 +303,7 @@ impl Engine {
             pml,
             comms,
             types,
+            objects,
             procs,
             me,
             next_scope: 0,
@@ -386,16 +414,14 @@ impl Engine {
         if dest == PROC_NULL {
             return Ok(None);
         }
-        if dest < 0 || dest as u32 >= c.size() {
+        let size = c.peers().size();
+        if dest < 0 || dest as u32 >= size {
             return Err(Error::new(
                 ErrorClass::Rank,
-                Reason::RankOutOfRange {
-                    rank: dest,
-                    size: c.size(),
-                },
+                Reason::RankOutOfRange { rank: dest, size },
             ));
         }
-        self.check_arch(c.group.proc_of(dest as u32))?;
+        self.check_arch(self.comms.peer_proc(c, dest as u32))?;
         Ok(Some(dest as u32))
     }
 
@@ -405,15 +431,15 @@ impl Engine {
         match src {
             PROC_NULL => Ok(None),
             ANY_SOURCE => Ok(Some(Source::Any)),
-            s if s >= 0 && (s as u32) < c.size() => {
-                self.check_arch(c.group.proc_of(s as u32))?;
+            s if s >= 0 && (s as u32) < c.peers().size() => {
+                self.check_arch(self.comms.peer_proc(c, s as u32))?;
                 Ok(Some(Source::Rank(s as u32)))
             }
             s => Err(Error::new(
                 ErrorClass::Rank,
                 Reason::RankOutOfRange {
                     rank: s,
-                    size: c.size(),
+                    size: c.peers().size(),
                 },
             )),
         }
@@ -457,11 +483,12 @@ impl Engine {
     /// the native form; otherwise it packs `external32`, which every member reads).
     pub fn comm_homogeneous(&self, comm: CommId) -> Result<bool> {
         let c = self.check_comm(comm)?;
-        Ok((0..c.size()).all(|r| {
-            let p = c.group.proc_of(r);
-            self.procs[p.0 as usize]
-                .arch
-                .is_some_and(|a| a.same_as(Arch::LOCAL))
+        Ok([Some(c.group), c.remote].into_iter().flatten().all(|g| {
+            self.comms.groups.members(g).all(|p| {
+                self.procs[p.0 as usize]
+                    .arch
+                    .is_some_and(|a| a.same_as(Arch::LOCAL))
+            })
         }))
     }
 
@@ -770,47 +797,48 @@ impl Engine {
         self.check_comm(id)
     }
 
+    /// The groups of the process.
+    pub fn groups(&self) -> &GroupTable {
+        &self.comms.groups
+    }
+
+    /// The groups of the process, to make and free them.
+    pub fn groups_mut(&mut self) -> &mut GroupTable {
+        &mut self.comms.groups
+    }
+
+    /// `MPI_Comm_compare`.
+    pub fn comm_compare(&mut self, a: CommId, b: CommId) -> Result<CommSimilarity> {
+        let (ca, cb) = (self.check_comm(a)?.clone(), self.check_comm(b)?.clone());
+        if a == b {
+            return Ok(CommSimilarity::Ident);
+        }
+        if ca.is_inter() != cb.is_inter() {
+            return Ok(CommSimilarity::Unequal);
+        }
+        let g = &mut self.comms.groups;
+        let local = g.compare(ca.group, cb.group);
+        let remote = match (ca.remote, cb.remote) {
+            (Some(x), Some(y)) => g.compare(x, y),
+            _ => Similarity::Ident,
+        };
+        Ok(match (local, remote) {
+            (Similarity::Ident, Similarity::Ident) => CommSimilarity::Congruent,
+            (Similarity::Unequal, _) | (_, Similarity::Unequal) => CommSimilarity::Unequal,
+            _ => CommSimilarity::Similar,
+        })
+    }
+
     /// Sets communicator `id`'s error handler.
     pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
         self.comms.get_mut(id)?.errhandler = eh;
         Ok(())
     }
 
-    /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
-    pub fn comm_dup(&mut self, id: CommId) -> Result<CommId> {
-        let parent = self.check_comm(id)?.clone();
-        let nw = self.comms.used_cids().len();
-        let mut words = [0u64; CID_WORDS];
-        words[..nw].copy_from_slice(self.comms.used_cids());
-        // The last word says "no room here", so that every member fails together.
-        words[nw] = u64::from(!self.comms.has_room());
-        self.allreduce_or(id, &mut words[..nw + 1])?;
-        if words[nw] != 0 {
-            return Err(Error::exhausted(
-                "communicator table",
-                self.comms.capacity(),
-                comm::COMM_MAX.name,
-            ));
-        }
-        let cid = CommTable::lowest_free(&words[..nw]).ok_or(Error::exhausted(
-            "context ids",
-            (nw * 64) as u32,
-            comm::MAX_CIDS.name,
-        ))?;
-        let dup = Comm {
-            cid,
-            freed: false,
-            ..parent
-        };
-        let new = self.comms.insert(dup, None)?;
-        self.pml.comm_added(&self.comms, &self.types, new);
-        Ok(new)
-    }
-
     /// Frees communicator `id` (`MPI_Comm_free`). Receives still posted on it complete normally;
     /// its slot and context id are released once they have.
     pub fn comm_free(&mut self, id: CommId) -> Result<()> {
-        self.check_comm(id)?;
+        let local = self.check_comm(id)?.local_comm;
         if id == CommId::WORLD || id == CommId::SELF {
             return Err(Error::new(
                 ErrorClass::Comm,
@@ -824,6 +852,9 @@ impl Engine {
         } else {
             self.pml.comm_removed(id);
             self.comms.remove(id)?;
+        }
+        if let Some(l) = local {
+            self.comm_free(l)?;
         }
         self.reap_comms();
         Ok(())

@@ -48,8 +48,18 @@ pub enum ErrorClass {
     Pending = 18,
     /// MPI_ERR_REQUEST
     Request = 19,
+    /// MPI_ERR_INFO
+    Info = 28,
+    /// MPI_ERR_INFO_KEY
+    InfoKey = 29,
+    /// MPI_ERR_INFO_VALUE
+    InfoValue = 30,
+    /// MPI_ERR_INFO_NOKEY
+    InfoNokey = 31,
     /// MPI_ERR_NO_MEM
     NoMem = 34,
+    /// MPI_ERR_WIN
+    Win = 45,
     /// MPI_ERR_KEYVAL
     Keyval = 48,
     /// MPI_ERR_UNSUPPORTED_OPERATION
@@ -85,7 +95,12 @@ impl ErrorClass {
             ErrorClass::InStatus => "MPI_ERR_IN_STATUS",
             ErrorClass::Pending => "MPI_ERR_PENDING",
             ErrorClass::Request => "MPI_ERR_REQUEST",
+            ErrorClass::Info => "MPI_ERR_INFO",
+            ErrorClass::InfoKey => "MPI_ERR_INFO_KEY",
+            ErrorClass::InfoValue => "MPI_ERR_INFO_VALUE",
+            ErrorClass::InfoNokey => "MPI_ERR_INFO_NOKEY",
             ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::Win => "MPI_ERR_WIN",
             ErrorClass::Keyval => "MPI_ERR_KEYVAL",
             ErrorClass::UnsupportedOperation => "MPI_ERR_UNSUPPORTED_OPERATION",
             ErrorClass::Size => "MPI_ERR_SIZE",
@@ -116,7 +131,12 @@ impl ErrorClass {
             ErrorClass::InStatus => "error code is in status",
             ErrorClass::Pending => "pending request",
             ErrorClass::Request => "invalid request",
+            ErrorClass::Info => "invalid info object",
+            ErrorClass::InfoKey => "invalid info key",
+            ErrorClass::InfoValue => "invalid info value",
+            ErrorClass::InfoNokey => "info key not set",
             ErrorClass::NoMem => "out of memory",
+            ErrorClass::Win => "invalid window",
             ErrorClass::Keyval => "invalid attribute key",
             ErrorClass::UnsupportedOperation => "operation not supported",
             ErrorClass::Size => "invalid size argument",
@@ -147,7 +167,12 @@ impl ErrorClass {
             17 => ErrorClass::InStatus,
             18 => ErrorClass::Pending,
             19 => ErrorClass::Request,
+            28 => ErrorClass::Info,
+            29 => ErrorClass::InfoKey,
+            30 => ErrorClass::InfoValue,
+            31 => ErrorClass::InfoNokey,
             34 => ErrorClass::NoMem,
+            45 => ErrorClass::Win,
             48 => ErrorClass::Keyval,
             44 => ErrorClass::UnsupportedOperation,
             51 => ErrorClass::Size,

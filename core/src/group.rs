@@ -171,7 +171,11 @@ impl GroupTable {
             Group::Empty => None,
             Group::World { size } => (proc.0 < size).then_some(proc.0),
             Group::Single(p) => (p == proc).then_some(0),
-            Group::Listed { .. } => self.listed(g).iter().position(|&p| p == proc).map(|i| i as u32),
+            Group::Listed { .. } => self
+                .listed(g)
+                .iter()
+                .position(|&p| p == proc)
+                .map(|i| i as u32),
         }
     }
 
@@ -366,7 +370,10 @@ impl GroupTable {
         }
         let (id, at) = self.alloc(n)?;
         let mut k = at as usize;
-        for (src, pred) in [(g, &keep as &dyn Fn(&GroupTable, ProcId) -> bool), (extra, &keep_extra)] {
+        for (src, pred) in [
+            (g, &keep as &dyn Fn(&GroupTable, ProcId) -> bool),
+            (extra, &keep_extra),
+        ] {
             for r in 0..src.size() {
                 let p = self.proc_of(src, r);
                 if pred(self, p) {
@@ -408,7 +415,9 @@ impl GroupTable {
                 },
             ));
         }
-        self.gather(ranks.len() as u32, |t, i| t.proc_of(g, ranks[i as usize] as u32))
+        self.gather(ranks.len() as u32, |t, i| {
+            t.proc_of(g, ranks[i as usize] as u32)
+        })
     }
 
     /// `MPI_Group_excl`: `g` without the members at `ranks`.
@@ -540,12 +549,16 @@ impl GroupTable {
 
     /// `MPI_Group_intersection`: members of `a` also in `b`, in `a`'s order.
     pub fn intersection(&mut self, a: Group, b: Group) -> Result<Group> {
-        self.with_marks(b, |t| t.select(a, |t, p| t.marked(p), Group::Empty, |_, _| false))
+        self.with_marks(b, |t| {
+            t.select(a, |t, p| t.marked(p), Group::Empty, |_, _| false)
+        })
     }
 
     /// `MPI_Group_difference`: members of `a` not in `b`, in `a`'s order.
     pub fn difference(&mut self, a: Group, b: Group) -> Result<Group> {
-        self.with_marks(b, |t| t.select(a, |t, p| !t.marked(p), Group::Empty, |_, _| false))
+        self.with_marks(b, |t| {
+            t.select(a, |t, p| !t.marked(p), Group::Empty, |_, _| false)
+        })
     }
 
     /// `MPI_Group_compare`.
@@ -618,4 +631,97 @@ fn invalid() -> Error {
             what: "not a valid group",
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::arena::tests::leak;
+
+    fn table(world: u32) -> GroupTable {
+        GroupTable::new(&mut Arena::new(leak(1 << 16)), 16, 256, world).unwrap()
+    }
+
+    fn procs(t: &GroupTable, g: Group) -> std::vec::Vec<u32> {
+        t.members(g).map(|p| p.0).collect()
+    }
+
+    #[test]
+    fn incl_excl_and_ranges_pick_members_in_order() {
+        let mut t = table(8);
+        let w = t.world();
+        let g = t.incl(w, &[6, 1, 3]).unwrap();
+        assert_eq!(procs(&t, g), [6, 1, 3]);
+        assert_eq!(t.rank_of(g, ProcId(1)), Some(1));
+        assert_eq!(t.rank_of(g, ProcId(2)), None);
+        let e = t.excl(g, &[0]).unwrap();
+        assert_eq!(procs(&t, e), [1, 3]);
+        let r = t.range_incl(w, &[[7, 0, -3], [2, 2, 1]]).unwrap();
+        assert_eq!(procs(&t, r), [7, 4, 1, 2]);
+        let x = t.range_excl(w, &[[0, 7, 2]]).unwrap();
+        assert_eq!(procs(&t, x), [1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn bad_rank_lists_are_errors() {
+        let mut t = table(4);
+        let w = t.world();
+        assert!(t.incl(w, &[1, 1]).is_err(), "repeated rank");
+        assert!(t.incl(w, &[4]).is_err(), "rank out of range");
+        assert!(t.excl(w, &[-1]).is_err());
+        assert!(
+            t.range_incl(w, &[[0, 3, 1], [2, 2, 1]]).is_err(),
+            "ranges overlap"
+        );
+        assert!(t.range_incl(w, &[[0, 3, 0]]).is_err(), "stride 0");
+        assert_eq!(t.count(), 0, "failed operations keep nothing");
+    }
+
+    #[test]
+    fn set_operations_follow_the_standard_order() {
+        let mut t = table(6);
+        let w = t.world();
+        let a = t.incl(w, &[5, 0, 2]).unwrap();
+        let b = t.incl(w, &[2, 3, 5, 1]).unwrap();
+        let u = t.union(a, b).unwrap();
+        assert_eq!(procs(&t, u), [5, 0, 2, 3, 1]);
+        let i = t.intersection(a, b).unwrap();
+        assert_eq!(procs(&t, i), [5, 2]);
+        let d = t.difference(b, a).unwrap();
+        assert_eq!(procs(&t, d), [3, 1]);
+        let none = t.difference(a, a).unwrap();
+        assert_eq!(none, Group::Empty);
+        assert_eq!(t.compare(a, a), Similarity::Ident);
+        let a2 = t.incl(w, &[0, 2, 5]).unwrap();
+        assert_eq!(t.compare(a, a2), Similarity::Similar);
+        assert_eq!(t.compare(a, b), Similarity::Unequal);
+        assert_eq!(t.translate(a, 0, b).unwrap(), Some(2));
+        assert_eq!(t.translate(a, 1, b).unwrap(), None);
+    }
+
+    #[test]
+    fn common_shapes_need_no_member_slots_and_everything_is_released() {
+        let mut t = table(4);
+        let w = t.world();
+        let all = t.incl(w, &[0, 1, 2, 3]).unwrap();
+        assert_eq!(t.shape(all), Group::World { size: 4 });
+        let one = t.incl(w, &[2]).unwrap();
+        assert_eq!(t.for_comm(one), Group::Single(ProcId(2)));
+        let listed = t.incl(w, &[3, 2]).unwrap();
+        t.retain(listed);
+        for g in [all, one, listed, listed] {
+            t.release(g);
+        }
+        assert_eq!(t.count(), 0);
+        // The whole store is free again: a group of every slot fits.
+        let mut t = table(300);
+        let w = t.world();
+        let ranks: std::vec::Vec<i32> = (1..257).rev().collect();
+        let big = t.incl(w, &ranks).unwrap();
+        assert!(t.incl(w, &[1, 0]).is_err(), "store is full");
+        t.release(big);
+        assert!(t.incl(w, &[1, 0]).is_ok());
+    }
 }

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod arch;
 pub mod arena;
+pub mod attr;
 pub mod bml;
 pub mod btl;
 #[cfg(feature = "capi")]
@@ -19,9 +20,12 @@ pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod engine;
+pub mod errhandler;
 pub mod error;
 pub mod group;
+pub mod info;
 pub mod list;
+pub mod objects;
 pub mod op;
 pub mod params;
 pub mod platform;

@@ -62,6 +62,30 @@ pub trait Platform: Sync {
         out[..n].copy_from_slice(&name[..n]);
         n
     }
+
+    /// What the platform knows about how the process was started, for `MPI_INFO_ENV`: `key` is
+    /// `"command"` (the program), `"argv"` (its arguments, separated by spaces) or `"wdir"` (the
+    /// working directory). Writes the value into `out` (cut to fit); its length, or `None` when
+    /// unknown.
+    fn env_info(&self, key: &str, out: &mut [u8]) -> Option<usize> {
+        let _ = (key, out);
+        None
+    }
+
+    /// Memory for `MPI_Alloc_mem`: `bytes` (0 allowed) aligned for any C type, or `None` when
+    /// there is none (the default: the core itself has no allocator).
+    fn alloc_mem(&self, bytes: usize) -> Option<*mut u8> {
+        let _ = bytes;
+        None
+    }
+
+    /// Returns memory from [`Platform::alloc_mem`] (`MPI_Free_mem`).
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc_mem` of this platform and was not returned yet.
+    unsafe fn free_mem(&self, ptr: *mut u8) {
+        let _ = ptr;
+    }
 }
 
 /// Logs through a platform: `log!(platform, Level::Warn, "dropped {} bytes", n)`.

@@ -5,6 +5,8 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{leak_buf, pattern, Cluster, FabricConfig};
+use stormpi_core::bml::{Route, Stripe, StripePolicy, MIN_SHARE};
+use stormpi_core::btl::Endpoint;
 use stormpi_core::comm::CommId;
 use stormpi_core::datatype::convertor::{Packer, Unpacker};
 use stormpi_core::engine::Engine;
@@ -25,13 +27,51 @@ fn irecv(e: &mut Engine, buf: &mut [u8], src: i32) -> ReqId {
 
 /// Two fabrics: A (the first) and B, with the given bandwidths and latencies.
 fn two_links(a: (u32, u32), b: (u32, u32), send_ref: bool, overrides: &[(&str, &str)]) -> Cluster {
-    let link = |(mbps, lat): (u32, u32)| FabricConfig {
-        bandwidth_mbps: mbps,
-        latency_ns: lat,
+    let cfg = FabricConfig {
         send_ref,
         ..FabricConfig::default()
     };
+    two_links_with(a, b, cfg, overrides)
+}
+
+/// Two fabrics as [`two_links`], both otherwise configured as `cfg`.
+fn two_links_with(
+    a: (u32, u32),
+    b: (u32, u32),
+    cfg: FabricConfig,
+    overrides: &[(&str, &str)],
+) -> Cluster {
+    let link = |(mbps, lat): (u32, u32)| FabricConfig {
+        bandwidth_mbps: mbps,
+        latency_ns: lat,
+        ..cfg.clone()
+    };
     Cluster::with_fabrics(2, vec![link(a), link(b)], overrides)
+}
+
+/// Route `i` of a synthetic plan.
+fn route(i: u8) -> Route {
+    Route {
+        btl: i,
+        ep: Endpoint(0),
+    }
+}
+
+/// Bytes planned per route of `plan(routes, bytes, policy)`, by module index.
+fn shares(routes: &[(u32, u32)], bytes: u64, policy: StripePolicy) -> Vec<(u8, u64)> {
+    let routes: Vec<(Route, u32, u32)> = routes
+        .iter()
+        .enumerate()
+        .map(|(i, &(mbps, lat))| (route(i as u8), mbps, lat))
+        .collect();
+    let plan = Stripe::plan(&routes, bytes, policy);
+    let out: Vec<(u8, u64)> = plan.shares().map(|(r, n)| (r.btl, n)).collect();
+    assert_eq!(
+        out.iter().map(|&(_, n)| n).sum::<u64>(),
+        bytes,
+        "shares of {bytes} bytes over {routes:?}: {out:?}"
+    );
+    out
 }
 
 /// Sends `len` bytes from 0 to 1, checks them, and returns the bytes each fabric carried.
@@ -139,4 +179,145 @@ fn eager_messages_take_the_faster_of_equally_near_routes() {
     let mut c = two_links((200, 50_000), (400, 50_000), false, &[]);
     let (a, b) = transfer(&mut c, 0, 1000);
     assert_eq!((a, b > 0), (0, true), "A {a}, B {b}");
+}
+
+#[test]
+fn shares_follow_bandwidth_however_large_the_fragments() {
+    // tcp's fragments are 512 KiB, so a 1 MiB message is two of them: handing out whole
+    // fragments to whichever route would finish one first gave B half of it (and B, at half
+    // A's rate, then took a third longer than striping should). Each route takes its share.
+    let cfg = FabricConfig {
+        eager_limit: 64 << 10,
+        max_send_size: 512 << 10,
+        send_ref: true,
+        ..FabricConfig::default()
+    };
+    let mut c = two_links_with((400, 20_000), (200, 20_000), cfg, &[]);
+    for (n, len) in [(1usize << 20), 3 << 20, (8 << 20) + 12345, 200 << 10]
+        .into_iter()
+        .enumerate()
+    {
+        let (a, b) = transfer(&mut c, n as u32, len);
+        // The first 64 KiB went with the rendezvous, on A; the rest is striped.
+        let rest = (len - (64 << 10)) as f64;
+        let share = b as f64 / rest;
+        assert!(
+            (share - 1.0 / 3.0).abs() < 0.01,
+            "{len} bytes: A carried {a}, B {b}: B's share of the striped part {share:.3} is \
+             not 1/3"
+        );
+    }
+}
+
+#[test]
+fn a_full_route_does_not_hand_its_share_to_the_other() {
+    // One fragment in flight per route: when A is full the send waits for A rather than
+    // pushing A's bytes onto B (which would then finish last).
+    let cfg = FabricConfig {
+        max_send_size: 8192,
+        capacity: 1,
+        ..FabricConfig::default()
+    };
+    let mut c = two_links_with((400, 20_000), (200, 20_000), cfg, &[]);
+    let (a, b) = transfer(&mut c, 0, 2 << 20);
+    let share = a as f64 / (a + b) as f64;
+    assert!(
+        (share - 2.0 / 3.0).abs() < 0.01,
+        "A carried {a}, B {b}: A's share {share:.3} is not 2/3"
+    );
+}
+
+#[test]
+fn odd_lengths_in_small_fragments_arrive_whole() {
+    // Shares that are no multiple of the fragment size, and a last fragment of a few bytes.
+    let cfg = FabricConfig {
+        max_send_size: 5000,
+        ..FabricConfig::default()
+    };
+    let mut c = two_links_with((300, 20_000), (100, 20_000), cfg, &[]);
+    for (n, len) in [1_000_003usize, 77_777, 4099].into_iter().enumerate() {
+        let (a, b) = transfer(&mut c, n as u32, len);
+        assert!(a + b >= len as u64);
+    }
+}
+
+#[test]
+fn plans_share_bytes_so_that_routes_finish_together() {
+    use StripePolicy::*;
+    // Equal latencies: in proportion to bandwidth; rounding goes to the biggest share.
+    assert_eq!(
+        shares(&[(400, 20_000), (200, 20_000)], 3 << 20, Auto),
+        [(0, 2 << 20), (1, 1 << 20)]
+    );
+    assert_eq!(
+        shares(&[(400, 20_000), (200, 20_000)], 1_000_001, Auto),
+        [(0, 666_668), (1, 333_333)]
+    );
+    // Given slowest first: planned fastest first.
+    assert_eq!(
+        shares(&[(100, 5_000), (300, 5_000)], 400_000, Auto),
+        [(1, 300_000), (0, 100_000)]
+    );
+    // B starts 1 ms later: it gets less, and both end at the same time (A: 1.6 ms of 1 Gbit/s =
+    // 200 kB; B: 0.6 ms of 1 Gbit/s = 75 kB).
+    assert_eq!(
+        shares(&[(1000, 0), (1000, 1_000_000)], 275_000, Auto),
+        [(0, 200_000), (1, 75_000)]
+    );
+    // Too little for a second route: below MIN_SHARE it is dropped.
+    let small = 2 * MIN_SHARE;
+    assert_eq!(
+        shares(&[(400, 20_000), (200, 20_000)], small, Auto),
+        [(0, small)]
+    );
+    assert_eq!(
+        shares(&[(400, 20_000), (200, 20_000)], 3 * MIN_SHARE, Auto),
+        [(0, 2 * MIN_SHARE), (1, MIN_SHARE)]
+    );
+    // Three routes, the slowest far away: striping over the two near ones pays, adding the
+    // third does not (20 ms before its first byte arrives; the two take 42 ms together).
+    assert_eq!(
+        shares(
+            &[(400, 20_000), (200, 20_000), (100, 20_000_000)],
+            3 << 20,
+            Auto
+        ),
+        [(0, 2 << 20), (1, 1 << 20)]
+    );
+    // never: the one best route; always: every route, by bandwidth alone.
+    assert_eq!(
+        shares(&[(200, 20_000), (400, 20_000)], 3 << 20, Never),
+        [(1, 3 << 20)]
+    );
+    assert_eq!(
+        shares(&[(1000, 0), (1000, 1_000_000)], 200_000, Always),
+        [(0, 100_000), (1, 100_000)]
+    );
+    // One route, or none.
+    assert_eq!(shares(&[(200, 20_000)], 5, Auto), [(0, 5)]);
+    assert!(Stripe::plan(&[], 5, Auto).is_empty());
+}
+
+#[test]
+fn fragments_take_turns_and_no_lane_exceeds_its_share() {
+    let routes = [(route(0), 400, 20_000), (route(1), 200, 20_000)];
+    let total: u64 = 3 << 20;
+    let mut plan = Stripe::plan(&routes, total, StripePolicy::Auto);
+    let mut left = total;
+    let mut lanes = Vec::new();
+    while left > 0 {
+        let (lane, most) = plan.next(left)[0];
+        let n = most.min(512 << 10).min(left);
+        plan.account(lane, n as usize);
+        lanes.push(plan.route(lane).btl);
+        left -= n;
+    }
+    let taken: Vec<u64> = plan.assigned().map(|(_, n)| n).collect();
+    assert_eq!(taken, [2 << 20, 1 << 20]);
+    // Both routes start at once (A first, then B), then take turns by bandwidth.
+    assert_eq!(lanes, [0, 1, 0, 0, 1, 0], "{lanes:?}");
+    // When the shares are used up but bytes are left (element boundaries), every lane may
+    // take them.
+    assert_eq!(plan.next(10).len(), 2);
+    assert!(plan.next(10).iter().all(|&(_, n)| n == 10));
 }

@@ -142,4 +142,44 @@ impl Platform for LinuxPlatform {
         out[..n].copy_from_slice(&name[..n]);
         n
     }
+
+    fn env_info(&self, key: &str, out: &mut [u8]) -> Option<usize> {
+        let value: Vec<u8> = match key {
+            "command" | "argv" => {
+                // The command line as the kernel keeps it: NUL-separated arguments.
+                let line = std::fs::read("/proc/self/cmdline").ok()?;
+                let mut args = line.split(|&b| b == 0).filter(|a| !a.is_empty());
+                let command = args.next()?;
+                if key == "command" {
+                    command.to_vec()
+                } else {
+                    let rest = args.collect::<Vec<_>>().join(&b' ');
+                    if rest.is_empty() {
+                        return None;
+                    }
+                    rest
+                }
+            }
+            "wdir" => {
+                use std::os::unix::ffi::OsStrExt;
+                std::env::current_dir().ok()?.as_os_str().as_bytes().to_vec()
+            }
+            _ => return None,
+        };
+        let n = value.len().min(out.len());
+        out[..n].copy_from_slice(&value[..n]);
+        Some(n)
+    }
+
+    fn alloc_mem(&self, bytes: usize) -> Option<*mut u8> {
+        // SAFETY: malloc has no preconditions; one byte for a size of 0 gives a distinct pointer
+        // that MPI_Free_mem can return.
+        let p = unsafe { libc::malloc(bytes.max(1)) };
+        (!p.is_null()).then_some(p.cast())
+    }
+
+    unsafe fn free_mem(&self, ptr: *mut u8) {
+        // SAFETY: the caller's contract: `ptr` came from `alloc_mem`, i.e. from malloc.
+        unsafe { libc::free(ptr.cast()) }
+    }
 }

@@ -55,6 +55,14 @@ c_tests! {
     cancel,
     many_requests,
     bsend,
+    groups,
+}
+
+/// Issue 7: creating and freeing 100,000 communicators (a dup and a split of it, freed, per
+/// cycle) neither leaks context ids or groups nor runs out.
+#[test]
+fn communicators_created_and_freed_100000_times() {
+    run_job(2, &[], &c_program("groups"), &["50000"]).assert_ok("groups");
 }
 
 /// Naming the shared-memory and self BTLs explicitly is the same as the default.

@@ -15,7 +15,7 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 
 /// A C array of `n` values (NULL is fine when `n` is 0).
-unsafe fn array<'a, T>(p: *const T, n: c_int, what: &'static str) -> Result<&'a [T]> {
+pub(super) unsafe fn array<'a, T>(p: *const T, n: c_int, what: &'static str) -> Result<&'a [T]> {
     if n < 0 {
         return Err(Error::new(
             ErrorClass::Count,
@@ -436,10 +436,16 @@ super::mpi! {
     }
 
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
-        construct("MPI_Type_dup", newtype, |e| {
+        let rc = construct("MPI_Type_dup", newtype, |e| {
             let old = datatype(oldtype)?;
             e.types_mut().dup(old)
-        })
+        });
+        if rc != abi::MPI_SUCCESS {
+            return rc;
+        }
+        // Attributes are copied by their copy callbacks, with no lock held.
+        // SAFETY: `construct` wrote the new handle there.
+        unsafe { super::attr::type_duplicated("MPI_Type_dup", oldtype, newtype) }
     }
 
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order_: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
@@ -489,6 +495,13 @@ super::mpi! {
     }
 
     fn MPI_Type_free / PMPI_Type_free(datatype_: *mut abi::MPI_Datatype) {
+        // Attribute delete callbacks run first, with no lock held; one that fails fails the free.
+        if !datatype_.is_null() {
+            // SAFETY: checked non-null; MPI requires it to point to an MPI_Datatype.
+            if let Err(code) = super::attr::type_freeing("MPI_Type_free", unsafe { *datatype_ }) {
+                return code;
+            }
+        }
         code(run("MPI_Type_free", None, |e| {
             if datatype_.is_null() {
                 return Err(Error::bad_arg("datatype is NULL"));
@@ -496,6 +509,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Datatype.
             let d = datatype(unsafe { *datatype_ })?;
             e.types_mut().free(d)?;
+            super::attr::type_freed(e, d);
             // SAFETY: as above.
             unsafe { *datatype_ = abi::MPI_DATATYPE_NULL };
             Ok(())
@@ -600,10 +614,15 @@ super::mpi! {
         code(run("MPI_Type_get_name", None, |e| {
             let d = datatype(datatype_)?;
             e.types().info(d)?;
-            let name = if d.is_predefined() {
-                abi::PREDEFINED_DATATYPES.iter().find(|(h, _)| *h == datatype_).map_or(d.name(), |(_, n)| *n)
+            let mut set = [0u8; abi::MPI_MAX_OBJECT_NAME as usize];
+            let given = super::attr::type_name(e, d, &mut set);
+            let name: &[u8] = if let Some(n) = given {
+                // A name given with MPI_Type_set_name.
+                &set[..n]
+            } else if d.is_predefined() {
+                abi::PREDEFINED_DATATYPES.iter().find(|(h, _)| *h == datatype_).map_or(d.name(), |(_, n)| *n).as_bytes()
             } else {
-                ""
+                b""
             };
             if type_name.is_null() {
                 return Err(Error::bad_arg("type_name is NULL"));

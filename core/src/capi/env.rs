@@ -83,6 +83,7 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
         r.clamp(abi::MPI_THREAD_SINGLE, abi::MPI_THREAD_SERIALIZED)
     });
     STATE.lock().thread_level = level;
+    super::info::fill_env(level);
     INITIALIZED.store(true, Ordering::Release);
     if !provided.is_null() {
         // SAFETY: checked non-null; MPI requires it to point to an int.
@@ -116,6 +117,9 @@ super::mpi! {
         if !state::active() {
             return report("MPI_Finalize", None, Error::new(ErrorClass::Other, Reason::NotInitialized));
         }
+        // First of all, MPI_COMM_SELF's attributes are deleted (latest set first), while MPI is
+        // still fully usable from their callbacks.
+        super::attr::finalize_self();
         super::p2p::detach_all();
         let r = run("MPI_Finalize", None, |e| e.finalize());
         FINALIZED.store(true, Ordering::Release);

@@ -19,12 +19,15 @@
 pub mod abi;
 pub mod names;
 
+mod attr;
 mod coll;
 mod comm;
 mod datatype;
 mod env;
 mod errors;
+mod group;
 mod handles;
+mod info;
 mod p2p;
 mod requests;
 mod state;

@@ -138,7 +138,10 @@ impl Ob1 {
             return self.hold(Hold::Orphan, from, env, kind, payload);
         };
         let c = comms.get(comm).expect("by_cid maps to a live slot");
-        if env.src < 0 || env.src as u32 >= c.size() || c.group.proc_of(env.src as u32) != from {
+        if env.src < 0
+            || env.src as u32 >= c.peers().size()
+            || comms.peer_proc(c, env.src as u32) != from
+        {
             self.drop_payload(payload);
             return self.reject(from, "source rank does not match the sending process");
         }

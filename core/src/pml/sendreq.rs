@@ -28,8 +28,6 @@ enum Attempt {
 
 /// Fragments at least this big go zero-copy where the BTL can (smaller ones are cheaper to copy).
 const ZERO_COPY_MIN: usize = 4096;
-/// Fragment size assumed when ordering lanes (the real one is each lane's own limit).
-const MAX_FRAG_GUESS: usize = 64 << 10;
 
 impl Ob1 {
     /// The envelope of the next message to communicator rank `dest`, and the process it is.
@@ -48,7 +46,7 @@ impl Ob1 {
             tag,
             seq: self.seqs[si].send,
         };
-        Ok((env, c.group.proc_of(dest), si))
+        Ok((env, comms.peer_proc(c, dest), si))
     }
 
     /// Sends a small message at once, without a request, if it fits the eager protocol and its
@@ -248,13 +246,16 @@ impl Ob1 {
                     Attempt::Issued
                 };
             }
-            // The lane that would finish the next fragment first, or the next one with room.
+            // The lane that would finish the next fragment first, or the next one with room;
+            // no lane takes more than its share.
             let mut sent = None;
-            for lane in s.stripe.order((len - offset).min(MAX_FRAG_GUESS)) {
+            for (lane, share) in s.stripe.next((len - offset) as u64) {
                 let route = s.stripe.route(lane);
                 let btl = bml.btl(route.btl);
                 let attrs = *btl.attrs();
-                let n = s.conv.fragment_len(offset, attrs.max_send_size - FRAG_LEN);
+                let most =
+                    (attrs.max_send_size - FRAG_LEN).min(share.min(usize::MAX as u64) as usize);
+                let n = s.conv.fragment_len(offset, most);
                 let header = Header::Frag {
                     offset: offset as u64,
                     dreq,

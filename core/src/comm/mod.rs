@@ -6,8 +6,11 @@
 //! free at all of them — see [`crate::engine::Engine::comm_dup`]), are bounded by a parameter, and
 //! are reused after free.
 
+pub mod create;
+
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::group::{Group, GroupTable};
 use crate::params::{Default, Kind, ParamDef};
 use crate::rte::ProcId;
 
@@ -52,44 +55,17 @@ impl CommId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ContextId(pub u16);
 
-/// Who the members are, as a map from communicator rank to process.
+/// How two communicators compare (`MPI_Comm_compare`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Group {
-    /// Ranks are processes: `MPI_COMM_WORLD` and its duplicates.
-    World {
-        /// Number of processes.
-        size: u32,
-    },
-    /// One process: `MPI_COMM_SELF` and its duplicates.
-    Single(ProcId),
-}
-
-impl Group {
-    /// Number of members.
-    #[inline]
-    pub fn size(&self) -> u32 {
-        match *self {
-            Group::World { size } => size,
-            Group::Single(_) => 1,
-        }
-    }
-
-    /// The process with communicator rank `rank` (which must be below `size`).
-    #[inline]
-    pub fn proc_of(&self, rank: u32) -> ProcId {
-        match *self {
-            Group::World { .. } => ProcId(rank),
-            Group::Single(p) => p,
-        }
-    }
-
-    /// The communicator rank of `proc`, if it is a member.
-    pub fn rank_of(&self, proc: ProcId) -> Option<u32> {
-        match *self {
-            Group::World { size } => (proc.0 < size).then_some(proc.0),
-            Group::Single(p) => (p == proc).then_some(0),
-        }
-    }
+pub enum CommSimilarity {
+    /// The same communicator.
+    Ident,
+    /// Same members in the same order, another context.
+    Congruent,
+    /// Same members, other order.
+    Similar,
+    /// Different members.
+    Unequal,
 }
 
 /// What happens when an MPI call on a communicator fails.
@@ -101,6 +77,8 @@ pub enum ErrHandler {
     Return,
     /// Abort the processes of the communicator (`MPI_ERRORS_ABORT`); stormpi ends the job.
     Abort,
+    /// A user's handler: its slot in [`crate::errhandler::ErrhTable`].
+    User(u16),
 }
 
 /// A communicator.
@@ -108,8 +86,15 @@ pub enum ErrHandler {
 pub struct Comm {
     /// Context id.
     pub cid: ContextId,
-    /// Members.
+    /// Members (the local group of an intercommunicator).
     pub group: Group,
+    /// The remote group, for an intercommunicator.
+    pub remote: Option<Group>,
+    /// An intercommunicator's private intracommunicator over its local group (for collectives
+    /// and communicator construction); hidden from the user.
+    pub local_comm: Option<CommId>,
+    /// Hidden: made by the library for its own use (an intercommunicator's local side).
+    pub hidden: bool,
     /// My rank.
     pub rank: u32,
     /// Error handler.
@@ -119,10 +104,23 @@ pub struct Comm {
 }
 
 impl Comm {
-    /// Number of members.
+    /// Number of members (of the local group, for an intercommunicator).
     #[inline]
     pub fn size(&self) -> u32 {
         self.group.size()
+    }
+
+    /// The group point-to-point ranks name: the remote group of an intercommunicator, else the
+    /// members.
+    #[inline]
+    pub fn peers(&self) -> Group {
+        self.remote.unwrap_or(self.group)
+    }
+
+    /// Whether this is an intercommunicator.
+    #[inline]
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
     }
 }
 
@@ -130,6 +128,8 @@ const NO_SLOT: u16 = u16::MAX;
 
 /// The process's communicators and the context ids in use.
 pub struct CommTable {
+    /// The groups communicators and user handles refer to.
+    pub groups: GroupTable,
     slots: &'static mut [Option<Comm>],
     by_cid: &'static mut [u16],
     used: &'static mut [u64],
@@ -144,9 +144,15 @@ impl CommTable {
             .slice::<u64>(max_cids.div_ceil(64) as usize);
     }
 
-    /// An empty table.
-    pub fn new(arena: &mut Arena, capacity: u32, max_cids: u32) -> Result<CommTable> {
+    /// An empty table using `groups`.
+    pub fn new(
+        arena: &mut Arena,
+        capacity: u32,
+        max_cids: u32,
+        groups: GroupTable,
+    ) -> Result<CommTable> {
         Ok(CommTable {
+            groups,
             slots: arena.slice(capacity as usize, |_| None)?,
             by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
             used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
@@ -254,7 +260,13 @@ impl CommTable {
         Ok(CommId(slot as u32))
     }
 
-    /// Removes communicator `id`, freeing its context id.
+    /// The process with point-to-point rank `rank` of `comm` (below its peers' size).
+    #[inline]
+    pub fn peer_proc(&self, comm: &Comm, rank: u32) -> ProcId {
+        self.groups.proc_of(comm.peers(), rank)
+    }
+
+    /// Removes communicator `id`, freeing its context id and dropping its groups.
     pub fn remove(&mut self, id: CommId) -> Result<Comm> {
         let comm = self
             .slots
@@ -264,6 +276,10 @@ impl CommTable {
         let cid = comm.cid.0 as usize;
         self.by_cid[cid] = NO_SLOT;
         self.used[cid / 64] &= !(1 << (cid % 64));
+        self.groups.release(comm.group);
+        if let Some(r) = comm.remote {
+            self.groups.release(r);
+        }
         Ok(comm)
     }
 
@@ -283,10 +299,19 @@ mod tests {
     use super::*;
     use crate::arena::tests::leak;
 
+    fn table(capacity: u32, cids: u32) -> Result<CommTable> {
+        let mut arena = Arena::new(leak(16384));
+        let groups = GroupTable::new(&mut arena, 8, 64, 4)?;
+        CommTable::new(&mut arena, capacity, cids, groups)
+    }
+
     fn comm(cid: u16) -> Comm {
         Comm {
             cid: ContextId(cid),
             group: Group::World { size: 4 },
+            remote: None,
+            local_comm: None,
+            hidden: false,
             rank: 1,
             errhandler: ErrHandler::Fatal,
             freed: false,
@@ -295,7 +320,7 @@ mod tests {
 
     #[test]
     fn cids_are_tracked_and_reused() {
-        let mut t = CommTable::new(&mut Arena::new(leak(8192)), 4, 128).unwrap();
+        let mut t = table(4, 128).unwrap();
         let a = t.insert(comm(0), Some(CommId::WORLD)).unwrap();
         t.insert(comm(1), Some(CommId::SELF)).unwrap();
         assert_eq!(CommTable::lowest_free(t.used_cids()), Some(ContextId(2)));
@@ -311,7 +336,7 @@ mod tests {
 
     #[test]
     fn table_exhaustion_names_the_parameter() {
-        let mut t = CommTable::new(&mut Arena::new(leak(8192)), 2, 64).unwrap();
+        let mut t = table(2, 64).unwrap();
         t.insert(comm(0), None).unwrap();
         t.insert(comm(1), None).unwrap();
         let e = t.insert(comm(2), None).unwrap_err();
@@ -331,17 +356,5 @@ mod tests {
             Some(ContextId(66))
         );
         assert_eq!(CommTable::lowest_free(&[u64::MAX]), None);
-    }
-
-    #[test]
-    fn groups_map_ranks() {
-        let w = Group::World { size: 4 };
-        assert_eq!(w.proc_of(3), ProcId(3));
-        assert_eq!(w.rank_of(ProcId(4)), None);
-        let s = Group::Single(ProcId(7));
-        assert_eq!(
-            (s.size(), s.proc_of(0), s.rank_of(ProcId(7))),
-            (1, ProcId(7), Some(0))
-        );
     }
 }
