@@ -327,6 +327,11 @@ impl Engine {
         &self.params
     }
 
+    /// Info objects, attributes and names, user error handlers and codes.
+    pub fn objects(&mut self) -> &mut crate::objects::Objects {
+        &mut self.objects
+    }
+
     /// The platform.
     pub fn platform(&self) -> &'static dyn Platform {
         self.platform

@@ -65,6 +65,15 @@ fn communicators_created_and_freed_100000_times() {
     run_job(2, &[], &c_program("groups"), &["50000"]).assert_ok("groups");
 }
 
+/// Info objects, attributes with copy/delete callbacks across dup and free, names, user error
+/// handlers and error codes, MPI_Alloc_mem (tests/c/attrs_info.c), alone and with peers.
+#[test]
+fn attrs_info() {
+    for np in [1, 2, 4] {
+        check("attrs_info", np);
+    }
+}
+
 /// Naming the shared-memory and self BTLs explicitly is the same as the default.
 #[test]
 fn btl_sm_self() {

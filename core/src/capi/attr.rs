@@ -62,7 +62,9 @@ fn keyval_handle(kv: KeyvalId, kind: ObjKind) -> c_int {
 fn keyval(h: c_int, kind: ObjKind) -> Result<KeyvalId> {
     let bad = |what| Error::new(ErrorClass::Keyval, Reason::BadArgument { what });
     if abi::builtin_keyval_object(h).is_some() {
-        return Err(bad("a predefined attribute cannot be set or deleted"));
+        return Err(bad(
+            "a predefined attribute's keyval cannot be used here (it cannot be set, deleted or freed)",
+        ));
     }
     if abi::handle_kind(h) != HandleKind::Direct
         || abi::handle_object(h) != Some(ObjectKind::Keyval)

@@ -118,7 +118,11 @@ pub(crate) fn raise(comm: Option<CommId>, code: c_int, text: &str) -> c_int {
             Some(e) if state::active() => {
                 let (id, handler) = comm
                     .and_then(|c| e.comm(c).ok().map(|x| (c, x.errhandler)))
-                    .or_else(|| e.comm(CommId::WORLD).ok().map(|x| (CommId::WORLD, x.errhandler)))
+                    .or_else(|| {
+                        e.comm(CommId::WORLD)
+                            .ok()
+                            .map(|x| (CommId::WORLD, x.errhandler))
+                    })
                     .unwrap_or((CommId::WORLD, ErrHandler::Fatal));
                 match handler {
                     ErrHandler::Return => Action::Return,
@@ -335,7 +339,12 @@ unsafe fn create_errhandler(
             .errh
             .create(HandlerKind::Comm, f, |i| handler_in_use(comms, i))?;
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
-        unsafe { out(eh, ERRH_DIRECT | (c_int::from(id.gen) << 16) | c_int::from(id.index)) }
+        unsafe {
+            out(
+                eh,
+                ERRH_DIRECT | (c_int::from(id.gen) << 16) | c_int::from(id.index),
+            )
+        }
     }))
 }
 
