@@ -84,8 +84,8 @@ pub struct Engine {
     finalized: bool,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
     idle: u32,
-    /// Two scratch buffers for segmented reductions (taken out while in use).
-    pub(crate) scratch: Option<(&'static mut [u8], &'static mut [u8])>,
+    /// Collectives: non-blocking ones in flight, scratch, user-defined operations.
+    pub(crate) coll: crate::coll::CollState,
     /// Memory for building communicators.
     pub(crate) creation: comm::create::Scratch,
 }
@@ -140,7 +140,7 @@ impl Engine {
         TypeTable::size(params, &mut s);
         crate::objects::Objects::size(params, &mut s);
         s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
-        s.slice::<u64>(2 * crate::coll::scratch_len(params) / 8);
+        crate::coll::CollState::size(params, &mut s);
         s.bytes()
     }
 
@@ -290,11 +290,9 @@ impl Engine {
         }
         pml.comm_added(&comms, &types, CommId::WORLD);
         pml.comm_added(&comms, &types, CommId::SELF);
-        let scratch_len = crate::coll::scratch_len(&params);
-        let words = arena.slice(2 * scratch_len / 8, |_| 0u64)?;
-        let (a, b) = zerocopy::IntoBytes::as_mut_bytes(words).split_at_mut(scratch_len);
+        let coll = crate::coll::CollState::new(&params, &mut arena)?;
         Ok(Engine {
-            scratch: Some((a, b)),
+            coll,
             creation,
             platform,
             rte,
@@ -370,6 +368,7 @@ impl Engine {
             types: &self.types,
         });
         n += self.pml.progress_work(&mut self.bml, &self.types);
+        n += self.coll_progress();
         if n > 0 {
             self.idle = 0;
         }

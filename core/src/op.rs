@@ -39,6 +39,9 @@ pub enum Op {
     Replace,
     /// `MPI_NO_OP` (one-sided accumulate only)
     NoOp,
+    /// A user-defined operation (`MPI_Op_create`): slot of the engine's table, which holds the
+    /// function and whether it commutes.
+    User(u16),
 }
 
 impl Op {
@@ -59,12 +62,14 @@ impl Op {
             Op::Maxloc => "MPI_MAXLOC",
             Op::Replace => "MPI_REPLACE",
             Op::NoOp => "MPI_NO_OP",
+            Op::User(_) => "a user-defined operation",
         }
     }
 
-    /// Whether `a op b == b op a` (every predefined operation is).
+    /// Whether `a op b == b op a` for a predefined operation (every one is); a user-defined
+    /// operation says so when it is created (ask the engine: `Engine::op_commutative`).
     pub const fn is_commutative(self) -> bool {
-        true
+        !matches!(self, Op::User(_))
     }
 }
 
@@ -259,6 +264,9 @@ pub fn check(op: Op, datatype: Datatype) -> Result<()> {
     if datatype.scalar() == Scalar::Marker {
         return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
     }
+    if let Op::User(_) = op {
+        return Ok(());
+    }
     apply(op, datatype, &mut [], &[])
 }
 
@@ -266,6 +274,14 @@ pub fn check(op: Op, datatype: Datatype) -> Result<()> {
 /// the same whole number of elements).
 pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Result<()> {
     debug_assert_eq!(inout.len(), input.len());
+    if let Op::User(_) = op {
+        return Err(Error::new(
+            ErrorClass::Intern,
+            Reason::BadArgument {
+                what: "a user-defined operation is applied through the engine's table",
+            },
+        ));
+    }
     let logical_ok = matches!(op, Op::Land | Op::Lor | Op::Lxor);
     match datatype.scalar() {
         Scalar::Int(b) | Scalar::FortranInt(b) => signed(op, b, inout, input),

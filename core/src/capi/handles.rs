@@ -186,9 +186,11 @@ pub(crate) fn op(h: abi::MPI_Op) -> Result<Op> {
         abi::MPI_REPLACE => Op::Replace,
         abi::MPI_NO_OP => Op::NoOp,
         _ if abi::handle_object(h) == Some(ObjectKind::Op)
-            && abi::handle_kind(h) != HandleKind::Invalid =>
+            && abi::handle_kind(h) == HandleKind::Direct
+            && abi::handle_index(h) <= u16::MAX as u32 =>
         {
-            return Err(Error::unsupported("user-defined reduction operations"))
+            // Whether it is live is the engine's to say.
+            Op::User(abi::handle_index(h) as u16)
         }
         _ => {
             return Err(Error::new(
@@ -211,29 +213,6 @@ fn check_count(count: c_int) -> Result<u64> {
         ));
     }
     Ok(count as u64)
-}
-
-/// Bytes (at the extent) of `count` elements of predefined `datatype` for a buffer at `buf`, as
-/// reductions need them.
-pub(crate) fn buffer(
-    buf: *const c_void,
-    count: c_int,
-    dt: abi::MPI_Datatype,
-) -> Result<(Datatype, usize)> {
-    let count = check_count(count)?;
-    let d = datatype(dt)?;
-    if !d.is_predefined() {
-        return Err(Error::unsupported(
-            "reductions over derived datatypes (they come with the collectives)",
-        ));
-    }
-    let bytes = (count as usize)
-        .checked_mul(d.extent())
-        .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
-    if buf.is_null() && bytes > 0 {
-        return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
-    }
-    Ok((d, bytes))
 }
 
 /// The datatype and count of a communication buffer, checked as the standard asks. A NULL

@@ -12,25 +12,6 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::pml::request::{SendMode, Status};
 
-/// A byte view of a user buffer of `n` bytes (`p` may be NULL when `n` is 0).
-pub(crate) unsafe fn bytes<'a>(p: *const c_void, n: usize) -> &'a [u8] {
-    if n == 0 {
-        return &[];
-    }
-    // SAFETY: MPI requires the buffer to hold the message it describes (`buffer` checked the
-    // count and type and that it is not NULL).
-    unsafe { core::slice::from_raw_parts(p.cast::<u8>(), n) }
-}
-
-/// A mutable byte view of a user buffer of `n` bytes.
-pub(crate) unsafe fn bytes_mut<'a>(p: *mut c_void, n: usize) -> &'a mut [u8] {
-    if n == 0 {
-        return &mut [];
-    }
-    // SAFETY: as for `bytes`; MPI forbids other access to a receive buffer meanwhile.
-    unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), n) }
-}
-
 unsafe fn send(
     func: &'static str,
     buf: *const c_void,

@@ -410,6 +410,20 @@ impl TypeTable {
 
     // ---- queries ------------------------------------------------------------------------------
 
+    /// The types derived type `t` was made from, as `MPI_Type_get_contents` lists them (without
+    /// retaining them); nothing for a predefined type.
+    pub fn old_types(&self, t: Datatype) -> Result<impl Iterator<Item = Datatype> + '_> {
+        let e = self.entry(t)?;
+        let a = e.args;
+        let s = (a.start + a.ints + a.aints) as usize;
+        let n = if e.combiner == Combiner::Named {
+            0
+        } else {
+            a.types as usize
+        };
+        Ok(self.args[s..s + n].iter().map(|&v| Datatype(v as u32)))
+    }
+
     /// `MPI_Type_get_envelope`: combiner and the numbers of ints, addresses and types.
     pub fn envelope(&self, t: Datatype) -> Result<(Combiner, usize, usize, usize)> {
         let e = self.entry(t)?;

@@ -127,6 +127,8 @@ pub(crate) struct PmlComm {
     unexpected: matching::UnexQueue,
     /// Messages that arrived ahead of their sequence number.
     cant_match: List,
+    /// Collectives started on the communicator (their tags derive from it).
+    coll_seq: u32,
 }
 
 /// Per (communicator, peer) sequence numbers.
@@ -254,6 +256,27 @@ impl Ob1 {
         req.complete = true;
         req.status = status;
         Ok(ReqId(self.insert(req)?))
+    }
+
+    /// A request that completes when [`Ob1::finish`] says (a non-blocking collective's).
+    pub(crate) fn pending_request(&mut self, scope: u32) -> Result<ReqId> {
+        Ok(ReqId(self.insert(Request::new(Op::Null, scope))?))
+    }
+
+    /// Completes a request made by [`Ob1::pending_request`] with `status`.
+    pub(crate) fn finish(&mut self, id: ReqId, status: Status) {
+        if let Some(req) = self.requests.get_mut(id.0) {
+            req.status = status;
+            self.complete(id.0.index);
+        }
+    }
+
+    /// Numbers the next collective on communicator `comm` (every member starts collectives in
+    /// the same order, so they agree on the number).
+    pub(crate) fn next_coll_seq(&mut self, comm: CommId) -> u32 {
+        let c = &mut self.comms[comm.0 as usize];
+        c.coll_seq = c.coll_seq.wrapping_add(1);
+        c.coll_seq
     }
 
     /// If request `id` is complete, frees it and returns its status.

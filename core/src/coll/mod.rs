@@ -1,0 +1,1615 @@
+//! Collective operations: blocking and non-blocking, over point-to-point with the library's own
+//! negative tags, progressed by the engine without a helper thread.
+//!
+//! - [`exec`]: the schedule executor. An algorithm yields one step's actions at a time (sends,
+//!   receives, local reductions and copies) into a bounded list; the executor posts them through
+//!   the PML and moves on when they complete. Nothing is materialised beyond the current step.
+//! - `alg`: the algorithms (dissemination and recursive-doubling barrier; binomial, pipelined
+//!   chain and scatter-allgather broadcast; binomial and pipelined reduce; recursive doubling,
+//!   ring, Rabenseifner and reduce-broadcast allreduce; linear and binomial gather and scatter;
+//!   recursive doubling, Bruck, ring and linear allgather; pairwise, linear, Bruck and in-place
+//!   all-to-all; ring, recursive halving and reduce-then-scatter reduce-scatter; recursive doubling
+//!   and linear scans).
+//! - `red`: reductions — working form, segments, conversion of derived types.
+//!
+//! **Choice.** Each collective picks its algorithm from the message size, the communicator's
+//! size and the operation's commutativity, by the same rule at every member (so every member
+//! runs the same schedule); `coll_<name>_algorithm` forces one (an algorithm that cannot serve a
+//! call — recursive doubling allgather on a non-power of two, a ring allreduce of a
+//! non-commutative operation — falls back to the automatic choice). Operations that do not
+//! commute only ever run algorithms that combine in rank order.
+//!
+//! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight; their scratch
+//! comes from a pool of `coll_scratch_bytes` (a first-fit range allocator), blocking ones use a
+//! reserved region of four `coll_segment_bytes`. Reductions run in segments of
+//! `coll_segment_bytes`, so their scratch is bounded whatever the message size. A collective that
+//! cannot get what it needs fails with `MPI_ERR_NO_MEM` naming the parameter to raise.
+//!
+//! **Tags.** Each communicator numbers its collectives (every member starts them in the same
+//! order, as MPI requires); collective number `s` uses tag `TAG_BASE - (s mod 2^30)`, so several
+//! in flight on one communicator never mix. The range `-(2^20 + 2^30 - 1) ..= -2^20` is the
+//! collectives'; other internal tags live outside it.
+//!
+//! **Intercommunicators** will need only "send to / receive from remote rank r" plus a local
+//! intracommunicator from the executor; until they exist nothing here checks for them.
+
+pub(crate) mod alg;
+pub(crate) mod exec;
+pub(crate) mod red;
+
+#[cfg(test)]
+mod sim;
+
+use core::mem::MaybeUninit;
+
+use alg::{
+    AaKind, AgKind, Alg, Allgather, Alltoall, AlltoallBruck, AlltoallInPlace, BcastBinomial,
+    BcastChain, BcastScatterAllgather, Blocks, Counts, Dissemination, Fold, GatherBinomial,
+    GatherLinear, Grp, RecDblBarrier, ScatterBinomial, ScatterLinear,
+};
+pub use exec::UserOp;
+use exec::{Coll, Net, ROp, Red, Scratch, Segs, Span};
+use red::{RedAlg, RedKind, RedPlan};
+
+use crate::arena::{Arena, Sizer};
+use crate::comm::CommId;
+use crate::datatype::table::TypeTable;
+use crate::datatype::Datatype;
+use crate::engine::Engine;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::op::{self, Op};
+use crate::params::{parse_int, Default, Kind, ParamDef, Params};
+use crate::pml::request::{ReqId, Status};
+use crate::pool::Pool;
+use crate::ranges::Ranges;
+
+/// `coll_segment_bytes`.
+pub static SEGMENT_BYTES: ParamDef = ParamDef {
+    name: "coll_segment_bytes",
+    kind: Kind::Int {
+        min: 4096,
+        max: 1 << 28,
+    },
+    default: Default::Int(128 << 10),
+    description:
+        "Bytes per segment of a reduction's scratch buffers (blocking collectives reserve four)",
+};
+
+/// `coll_pipeline_bytes`.
+pub static PIPELINE_BYTES: ParamDef = ParamDef {
+    name: "coll_pipeline_bytes",
+    kind: Kind::Int {
+        min: 1024,
+        max: 1 << 28,
+    },
+    default: Default::Int(64 << 10),
+    description: "Bytes per message of the pipelined (chain) broadcast and reduce",
+};
+
+/// `coll_scratch_bytes`.
+pub static SCRATCH_BYTES: ParamDef = ParamDef {
+    name: "coll_scratch_bytes",
+    kind: Kind::Int {
+        min: 64 << 10,
+        max: 1 << 34,
+    },
+    default: Default::Int(4 << 20),
+    description: "Scratch memory shared by the non-blocking collectives in flight",
+};
+
+/// `coll_max_active`.
+pub static MAX_ACTIVE: ParamDef = ParamDef {
+    name: "coll_max_active",
+    kind: Kind::Int { min: 1, max: 200 },
+    default: Default::Int(64),
+    description: "Most non-blocking collectives in flight at once in a process",
+};
+
+/// `op_max_user`.
+pub static MAX_USER_OPS: ParamDef = ParamDef {
+    name: "op_max_user",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 16,
+    },
+    default: Default::Int(64),
+    description: "Most user-defined reduction operations alive at once (MPI_Op_create)",
+};
+
+macro_rules! algorithm_param {
+    ($def:ident, $name:literal, $what:literal, $ty:ident: $($v:ident = $s:literal),+) => {
+        #[doc = concat!("`", $name, "`.")]
+        pub static $def: ParamDef = ParamDef {
+            name: $name,
+            kind: Kind::Str,
+            default: Default::Str("auto"),
+            description: concat!(
+                "Algorithm of ", $what, ": auto (by message and communicator size)",
+                $(", ", $s),+,
+                " (or its number from 1)"
+            ),
+        };
+
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum $ty {
+            Auto,
+            $($v),+
+        }
+
+        impl $ty {
+            fn parse(text: &str) -> Option<$ty> {
+                const ALL: &[($ty, &str)] = &[$(($ty::$v, $s)),+];
+                let t = text.trim();
+                if t.is_empty() || t == "auto" || t == "0" {
+                    return Some($ty::Auto);
+                }
+                ALL.iter()
+                    .enumerate()
+                    .find(|(i, (_, s))| *s == t || parse_int(t) == Some(*i as i64 + 1))
+                    .map(|(_, (v, _))| *v)
+            }
+        }
+    };
+}
+
+algorithm_param!(BARRIER_ALG, "coll_barrier_algorithm", "MPI_Barrier", BarrierAlg:
+    Dissemination = "dissemination", RecDbl = "recursive_doubling");
+algorithm_param!(BCAST_ALG, "coll_bcast_algorithm", "MPI_Bcast", BcastAlg:
+    Binomial = "binomial", Pipeline = "pipeline", ScatterAllgather = "scatter_allgather");
+algorithm_param!(REDUCE_ALG, "coll_reduce_algorithm", "MPI_Reduce", ReduceAlg:
+    Binomial = "binomial", Pipeline = "pipeline");
+algorithm_param!(ALLREDUCE_ALG, "coll_allreduce_algorithm", "MPI_Allreduce", AllreduceAlg:
+    RecDbl = "recursive_doubling", Ring = "ring", Rabenseifner = "rabenseifner",
+    ReduceBcast = "reduce_bcast");
+algorithm_param!(GATHER_ALG, "coll_gather_algorithm", "MPI_Gather", GatherAlg:
+    Linear = "linear", Binomial = "binomial");
+algorithm_param!(SCATTER_ALG, "coll_scatter_algorithm", "MPI_Scatter", ScatterAlg:
+    Linear = "linear", Binomial = "binomial");
+algorithm_param!(ALLGATHER_ALG, "coll_allgather_algorithm", "MPI_Allgather", AllgatherAlg:
+    RecDbl = "recursive_doubling", Bruck = "bruck", Ring = "ring", Linear = "linear");
+algorithm_param!(ALLGATHERV_ALG, "coll_allgatherv_algorithm", "MPI_Allgatherv", AllgathervAlg:
+    Ring = "ring", Linear = "linear");
+algorithm_param!(ALLTOALL_ALG, "coll_alltoall_algorithm", "MPI_Alltoall", AlltoallAlg:
+    Pairwise = "pairwise", Linear = "linear", Bruck = "bruck");
+algorithm_param!(ALLTOALLV_ALG, "coll_alltoallv_algorithm", "MPI_Alltoallv and MPI_Alltoallw",
+    AlltoallvAlg: Pairwise = "pairwise", Linear = "linear");
+algorithm_param!(REDUCE_SCATTER_ALG, "coll_reduce_scatter_algorithm",
+    "MPI_Reduce_scatter and MPI_Reduce_scatter_block", ReduceScatterAlg:
+    Ring = "ring", Halving = "recursive_halving", ReduceScatter = "reduce_scatter");
+algorithm_param!(SCAN_ALG, "coll_scan_algorithm", "MPI_Scan and MPI_Exscan", ScanAlg:
+    RecDbl = "recursive_doubling", Linear = "linear");
+
+/// Parameters of the collectives.
+pub static PARAMS: [&ParamDef; 17] = [
+    &SEGMENT_BYTES,
+    &PIPELINE_BYTES,
+    &SCRATCH_BYTES,
+    &MAX_ACTIVE,
+    &MAX_USER_OPS,
+    &BARRIER_ALG,
+    &BCAST_ALG,
+    &REDUCE_ALG,
+    &ALLREDUCE_ALG,
+    &GATHER_ALG,
+    &SCATTER_ALG,
+    &ALLGATHER_ALG,
+    &ALLGATHERV_ALG,
+    &ALLTOALL_ALG,
+    &ALLTOALLV_ALG,
+    &REDUCE_SCATTER_ALG,
+    &SCAN_ALG,
+];
+
+/// Bytes of a reduction segment (a multiple of 64).
+pub fn scratch_len(params: &Params) -> usize {
+    params.usize(&SEGMENT_BYTES) & !63
+}
+
+/// The algorithms the parameters force (or `Auto`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tuning {
+    barrier: BarrierAlg,
+    bcast: BcastAlg,
+    reduce: ReduceAlg,
+    allreduce: AllreduceAlg,
+    gather: GatherAlg,
+    scatter: ScatterAlg,
+    allgather: AllgatherAlg,
+    allgatherv: AllgathervAlg,
+    alltoall: AlltoallAlg,
+    alltoallv: AlltoallvAlg,
+    reduce_scatter: ReduceScatterAlg,
+    scan: ScanAlg,
+    segment: usize,
+    pipeline: usize,
+}
+
+fn parse<T>(params: &Params, def: &'static ParamDef, f: fn(&str) -> Option<T>) -> Result<T> {
+    f(params.str(def)).ok_or(Error::new(
+        ErrorClass::Arg,
+        Reason::BadParam { name: def.name },
+    ))
+}
+
+impl Tuning {
+    fn new(params: &Params) -> Result<Tuning> {
+        Ok(Tuning {
+            barrier: parse(params, &BARRIER_ALG, BarrierAlg::parse)?,
+            bcast: parse(params, &BCAST_ALG, BcastAlg::parse)?,
+            reduce: parse(params, &REDUCE_ALG, ReduceAlg::parse)?,
+            allreduce: parse(params, &ALLREDUCE_ALG, AllreduceAlg::parse)?,
+            gather: parse(params, &GATHER_ALG, GatherAlg::parse)?,
+            scatter: parse(params, &SCATTER_ALG, ScatterAlg::parse)?,
+            allgather: parse(params, &ALLGATHER_ALG, AllgatherAlg::parse)?,
+            allgatherv: parse(params, &ALLGATHERV_ALG, AllgathervAlg::parse)?,
+            alltoall: parse(params, &ALLTOALL_ALG, AlltoallAlg::parse)?,
+            alltoallv: parse(params, &ALLTOALLV_ALG, AlltoallvAlg::parse)?,
+            reduce_scatter: parse(params, &REDUCE_SCATTER_ALG, ReduceScatterAlg::parse)?,
+            scan: parse(params, &SCAN_ALG, ScanAlg::parse)?,
+            segment: scratch_len(params),
+            pipeline: params.usize(&PIPELINE_BYTES),
+        })
+    }
+}
+
+/// Scratch is handed out in units of this many bytes (so every buffer is 64-byte aligned).
+const GRANULE: usize = 64;
+
+/// The collectives' state: non-blocking collectives in flight, scratch, user operations.
+pub struct CollState {
+    pool: Pool<Coll>,
+    active: u32,
+    scratch: *mut u8,
+    scratch_len: usize,
+    ranges: Ranges,
+    blocking: *mut u8,
+    blocking_len: usize,
+    user_ops: &'static mut [Option<UserOp>],
+    tune: Tuning,
+}
+
+// SAFETY: the scratch pointers are the engine's own memory (carved from its arena at init); the
+// engine is used by one thread at a time.
+unsafe impl Send for CollState {}
+
+impl CollState {
+    fn sizes(params: &Params) -> (usize, usize) {
+        let pool = params.usize(&SCRATCH_BYTES).next_multiple_of(GRANULE);
+        (pool, 4 * scratch_len(params))
+    }
+
+    /// Arena bytes the collectives need.
+    pub fn size(params: &Params, sizer: &mut Sizer) {
+        let (pool, blocking) = CollState::sizes(params);
+        Pool::<Coll>::size(sizer, params.u32(&MAX_ACTIVE));
+        sizer
+            .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
+            .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
+    }
+
+    /// The collectives' state, carved from `arena`.
+    pub fn new(params: &Params, arena: &mut Arena) -> Result<CollState> {
+        let tune = Tuning::new(params)?;
+        let (pool, blocking) = CollState::sizes(params);
+        let colls = Pool::new(arena, params.u32(&MAX_ACTIVE))?;
+        let mem = arena.slice((pool + blocking) / 8, |_| MaybeUninit::<u64>::uninit())?;
+        let base = mem.as_mut_ptr().cast::<u8>();
+        Ok(CollState {
+            pool: colls,
+            active: 0,
+            scratch: base,
+            scratch_len: pool,
+            ranges: Ranges::new((pool / GRANULE) as u32),
+            blocking: base.wrapping_add(pool),
+            blocking_len: blocking,
+            user_ops: arena.slice(params.usize(&MAX_USER_OPS), |_| None)?,
+            tune,
+        })
+    }
+
+    /// Non-blocking collectives in flight.
+    pub fn active(&self) -> u32 {
+        self.active
+    }
+}
+
+/// Blocking, or non-blocking with a request of this Rust API scope (0 for none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Returns when the operation has completed locally.
+    Blocking,
+    /// Returns a request at once.
+    NonBlocking {
+        /// The scope the request belongs to.
+        scope: u32,
+    },
+}
+
+/// `count` instances of `dt` at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub struct Buf {
+    /// Start of the buffer.
+    pub ptr: *mut u8,
+    /// Instances.
+    pub count: u64,
+    /// Their type.
+    pub dt: Datatype,
+}
+
+/// Blocks of `counts[i]` instances of `dt` at `ptr + displs[i] * extent(dt)`, one per rank.
+#[derive(Clone, Copy, Debug)]
+pub struct VBuf {
+    /// Start of the buffer.
+    pub ptr: *mut u8,
+    /// Instances per rank (an array of the communicator's size).
+    pub counts: *const i32,
+    /// Displacements in extents (an array of the communicator's size).
+    pub displs: *const i32,
+    /// The type.
+    pub dt: Datatype,
+}
+
+/// Blocks of `counts[i]` instances of `map(types[i])` at `ptr + displs[i]` bytes, one per rank.
+#[derive(Clone, Copy, Debug)]
+pub struct WBuf {
+    /// Start of the buffer.
+    pub ptr: *mut u8,
+    /// Instances per rank.
+    pub counts: *const i32,
+    /// Displacements in bytes.
+    pub displs: *const i32,
+    /// The types, as the caller names them.
+    pub types: *const i32,
+    /// The type a name stands for (every name is checked first with `check`).
+    pub map: fn(i32) -> Datatype,
+    /// Whether a name is a valid, committed type (checked for every rank before data moves).
+    pub check: fn(&TypeTable, i32) -> Result<Datatype>,
+}
+
+/// A collective call. Buffers are `None` for `MPI_IN_PLACE`; arguments significant only at the
+/// root are ignored elsewhere.
+#[derive(Clone, Copy, Debug)]
+#[allow(missing_docs)]
+pub enum Call {
+    Barrier,
+    Bcast {
+        buf: Buf,
+        root: i32,
+    },
+    Gather {
+        send: Option<Buf>,
+        recv: Buf,
+        root: i32,
+    },
+    Gatherv {
+        send: Option<Buf>,
+        recv: VBuf,
+        root: i32,
+    },
+    Scatter {
+        send: Buf,
+        recv: Option<Buf>,
+        root: i32,
+    },
+    Scatterv {
+        send: VBuf,
+        recv: Option<Buf>,
+        root: i32,
+    },
+    Allgather {
+        send: Option<Buf>,
+        recv: Buf,
+    },
+    Allgatherv {
+        send: Option<Buf>,
+        recv: VBuf,
+    },
+    Alltoall {
+        send: Option<Buf>,
+        recv: Buf,
+    },
+    Alltoallv {
+        send: Option<VBuf>,
+        recv: VBuf,
+    },
+    Alltoallw {
+        send: Option<WBuf>,
+        recv: WBuf,
+    },
+    /// `recv` is significant at the root only.
+    Reduce {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+        root: i32,
+    },
+    Allreduce {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+    },
+    /// Every rank gets `count` instances.
+    ReduceScatterBlock {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+    },
+    /// Rank `i` gets `counts[i]` instances.
+    ReduceScatter {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        counts: *const i32,
+        dt: Datatype,
+        op: Op,
+    },
+    Scan {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+    },
+    Exscan {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+    },
+}
+
+const TAG_BASE: i32 = -(1 << 20);
+
+fn root_error(root: i32, size: u32) -> Error {
+    Error::new(
+        ErrorClass::Root,
+        Reason::RankOutOfRange { rank: root, size },
+    )
+}
+
+fn check_root(root: i32, size: u32) -> Result<u32> {
+    if root < 0 || root as u32 >= size {
+        return Err(root_error(root, size));
+    }
+    Ok(root as u32)
+}
+
+/// The predefined type every element of derived type `d` is (markers aside), if there is one.
+fn base_type(types: &TypeTable, d: Datatype, depth: u32) -> Option<Datatype> {
+    if d.is_predefined() {
+        return Some(d);
+    }
+    if depth > 32 {
+        return None;
+    }
+    let mut found = None;
+    for t in types.old_types(d).ok()? {
+        if t == Datatype::LB || t == Datatype::UB {
+            continue;
+        }
+        let b = base_type(types, t, depth + 1)?;
+        match found {
+            None => found = Some(b),
+            Some(f) if f == b => {}
+            _ => return None,
+        }
+    }
+    found
+}
+
+/// Extent of a type.
+fn extent(types: &TypeTable, dt: Datatype) -> Result<isize> {
+    Ok(types.check_committed(dt)?.extent)
+}
+
+/// Packed bytes of `b`.
+fn packed(types: &TypeTable, b: &Buf) -> u64 {
+    b.count * exec::type_size(types, b.dt)
+}
+
+fn uniform(types: &TypeTable, b: &Buf) -> Result<Blocks> {
+    Ok(Blocks::Uniform {
+        base: b.ptr,
+        count: b.count,
+        dt: b.dt,
+        ext: extent(types, b.dt)?,
+    })
+}
+
+/// Checks a v-buffer's counts (non-negative) and type; its blocks.
+fn vblocks(types: &TypeTable, v: &VBuf, p: u32) -> Result<Blocks> {
+    let ext = extent(types, v.dt)?;
+    check_counts(v.counts, p)?;
+    Ok(Blocks::V {
+        base: v.ptr,
+        counts: v.counts,
+        displs: v.displs,
+        dt: v.dt,
+        ext,
+    })
+}
+
+fn check_counts(counts: *const i32, p: u32) -> Result<()> {
+    if counts.is_null() {
+        return Err(Error::bad_arg("array of counts is NULL"));
+    }
+    for i in 0..p {
+        // SAFETY: MPI requires an entry per rank of the communicator.
+        let c = unsafe { *counts.add(i as usize) };
+        if c < 0 {
+            return Err(Error::new(
+                ErrorClass::Count,
+                Reason::NegativeCount { count: c as i64 },
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn wblocks(types: &TypeTable, w: &WBuf, p: u32) -> Result<Blocks> {
+    check_counts(w.counts, p)?;
+    if w.types.is_null() || w.displs.is_null() {
+        return Err(Error::bad_arg("array of types or displacements is NULL"));
+    }
+    for i in 0..p {
+        // SAFETY: MPI requires an entry per rank.
+        (w.check)(types, unsafe { *w.types.add(i as usize) })?;
+    }
+    Ok(Blocks::W {
+        base: w.ptr,
+        counts: w.counts,
+        displs: w.displs,
+        types: w.types,
+        map: w.map,
+    })
+}
+
+/// Bytes of scratch that hold the data of `s` (from its true lower bound).
+fn span_bytes(types: &TypeTable, s: &Span) -> usize {
+    match types.info(s.dt) {
+        Ok(i) if s.count > 0 => {
+            (s.count as usize - 1) * i.extent.unsigned_abs() + i.true_extent.max(0) as usize
+        }
+        _ => 0,
+    }
+}
+
+/// A collective planned: its algorithm, scratch and (for reductions) segment loop.
+struct Planned {
+    alg: Alg,
+    red: Option<Red>,
+    segs: Option<Segs>,
+    scratch: Scratch,
+    holds: [Option<Datatype>; 3],
+}
+
+impl Planned {
+    fn new(alg: Alg) -> Planned {
+        Planned {
+            alg,
+            red: None,
+            segs: None,
+            scratch: Scratch::None,
+            holds: [None; 3],
+        }
+    }
+}
+
+impl Engine {
+    fn net(&mut self) -> Net<'_> {
+        Net {
+            pml: &mut self.pml,
+            bml: &mut self.bml,
+            comms: &self.comms,
+            types: &self.types,
+        }
+    }
+
+    fn grp(&self, comm: CommId) -> Result<Grp> {
+        let c = self.check_comm(comm)?;
+        Ok(Grp {
+            rank: c.rank,
+            size: c.size(),
+        })
+    }
+
+    /// Scratch of `need` bytes: the blocking region if it fits, else the pool.
+    fn grab(&mut self, need: usize, mode: Mode) -> Result<(Scratch, *mut u8)> {
+        let s = &mut self.coll;
+        if need == 0 {
+            return Ok((Scratch::None, core::ptr::NonNull::dangling().as_ptr()));
+        }
+        if mode == Mode::Blocking && need <= s.blocking_len {
+            return Ok((Scratch::Blocking, s.blocking));
+        }
+        let units = need.div_ceil(GRANULE);
+        let start = u32::try_from(units)
+            .ok()
+            .and_then(|u| s.ranges.alloc(u).map(|st| (st, u)));
+        match start {
+            Some((st, u)) => Ok((
+                Scratch::Pool { start: st, len: u },
+                s.scratch.wrapping_add(st as usize * GRANULE),
+            )),
+            None => Err(Error::exhausted(
+                "collective scratch memory (bytes)",
+                s.scratch_len.min(u32::MAX as usize) as u32,
+                SCRATCH_BYTES.name,
+            )),
+        }
+    }
+
+    fn ungrab(&mut self, s: Scratch) {
+        if let Scratch::Pool { start, len } = s {
+            self.coll.ranges.release(start, len);
+        }
+    }
+
+    /// Runs or starts collective `call` on `comm` (`MPI_Barrier`, `MPI_Ibcast`, ...); returns the
+    /// request of a non-blocking one.
+    ///
+    /// Arguments are checked alike at every member before any data moves (root, counts,
+    /// datatypes, the operation on the type), so that all fail together.
+    ///
+    /// # Safety
+    /// MPI's rules for the buffers and arrays of `call`: each holds what its counts and types
+    /// describe, send buffers stay unchanged and receive buffers untouched by the caller until
+    /// the operation completes (for a non-blocking one, until its request does), and the arrays
+    /// stay valid as long.
+    pub unsafe fn collective(
+        &mut self,
+        comm: CommId,
+        call: Call,
+        mode: Mode,
+    ) -> Result<Option<ReqId>> {
+        let g = self.grp(comm)?;
+        if self.check_comm(comm)?.is_inter() {
+            return Err(Error::unsupported("collectives on intercommunicators"));
+        }
+        if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
+            return Err(Error::exhausted(
+                "non-blocking collectives in flight",
+                self.coll.pool.capacity(),
+                MAX_ACTIVE.name,
+            ));
+        }
+        // SAFETY: the caller's contract.
+        let planned = unsafe { self.plan(comm, g, call, mode)? };
+        let tag = TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32;
+        let mut c = Coll::new(comm, tag, planned.alg);
+        c.red = planned.red;
+        c.segs = planned.segs;
+        c.scratch = planned.scratch;
+        match mode {
+            Mode::Blocking => {
+                self.run(&mut c);
+                self.ungrab(c.scratch);
+                c.err.map_or(Ok(None), Err)
+            }
+            Mode::NonBlocking { scope } => {
+                let req = match self.pml.pending_request(scope) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.ungrab(c.scratch);
+                        return Err(e);
+                    }
+                };
+                c.req = Some(req);
+                for (h, d) in c.holds.iter_mut().zip(planned.holds) {
+                    *h = d.and_then(|d| self.types.hold(d));
+                }
+                let Ok(key) = self.coll.pool.insert(c) else {
+                    unreachable!("checked for room above")
+                };
+                self.coll.active += 1;
+                self.advance_one(key.index);
+                Ok(Some(req))
+            }
+        }
+    }
+
+    /// Drives a blocking collective to its end.
+    fn run(&mut self, c: &mut Coll) {
+        loop {
+            if c.advance(&mut self.net()) {
+                return;
+            }
+            if self.progress() == 0 {
+                self.relax();
+            }
+        }
+    }
+
+    /// Advances non-blocking collective in slot `i`; finishes it if it is done. True if it was.
+    fn advance_one(&mut self, i: u32) -> bool {
+        let Engine {
+            pml,
+            bml,
+            comms,
+            types,
+            coll,
+            ..
+        } = self;
+        let Some(c) = coll.pool.at_mut(i) else {
+            return false;
+        };
+        let mut net = Net {
+            pml,
+            bml,
+            comms,
+            types,
+        };
+        if !c.advance(&mut net) {
+            return false;
+        }
+        let key = coll.pool.key_at(i).expect("occupied");
+        let c = coll.pool.remove(key).expect("occupied");
+        coll.active -= 1;
+        if let Scratch::Pool { start, len } = c.scratch {
+            coll.ranges.release(start, len);
+        }
+        for h in c.holds.iter().flatten() {
+            h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+        }
+        if let Some(req) = c.req {
+            pml.finish(
+                req,
+                Status {
+                    error: c.err,
+                    ..Status::EMPTY
+                },
+            );
+        }
+        true
+    }
+
+    /// Advances the non-blocking collectives in flight; returns how many finished.
+    pub(crate) fn coll_progress(&mut self) -> usize {
+        if self.coll.active == 0 {
+            return 0;
+        }
+        let mut finished = 0;
+        let mut seen = 0;
+        let total = self.coll.active;
+        for i in 0..self.coll.pool.capacity() {
+            if seen == total {
+                break;
+            }
+            if self.coll.pool.at_mut(i).is_none() {
+                continue;
+            }
+            seen += 1;
+            finished += self.advance_one(i) as usize;
+        }
+        finished
+    }
+
+    /// Plans `call`: checks its arguments, chooses its algorithm, takes its scratch.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn plan(&mut self, comm: CommId, g: Grp, call: Call, mode: Mode) -> Result<Planned> {
+        let (p, r) = (g.size, g.rank);
+        let tune = self.coll.tune;
+        let types = &self.types;
+        Ok(match call {
+            Call::Barrier => Planned::new(match (tune.barrier, p.is_power_of_two()) {
+                (BarrierAlg::Dissemination, _) | (BarrierAlg::Auto, false) => {
+                    Alg::Dissemination(Dissemination { g })
+                }
+                _ => Alg::RecDblBarrier(RecDblBarrier {
+                    g,
+                    fold: Fold::new(p),
+                }),
+            }),
+            Call::Bcast { buf, root } => {
+                let root = check_root(root, p)?;
+                let ext = extent(types, buf.dt)?;
+                let bytes = packed(types, &buf);
+                let mut pl = Planned::new(Alg::Nothing);
+                pl.holds[0] = Some(buf.dt);
+                if bytes == 0 || p == 1 {
+                    return Ok(pl);
+                }
+                let size = exec::type_size(types, buf.dt);
+                let span = Span::new(buf.ptr, buf.count, buf.dt);
+                let alg = match tune.bcast {
+                    BcastAlg::Auto if bytes < 128 << 10 || p <= 2 => BcastAlg::Binomial,
+                    BcastAlg::Auto if bytes >= 512 << 10 && p >= 8 => BcastAlg::ScatterAllgather,
+                    BcastAlg::Auto => BcastAlg::Pipeline,
+                    BcastAlg::ScatterAllgather if buf.count < p as u64 => BcastAlg::Binomial,
+                    a => a,
+                };
+                pl.alg = match alg {
+                    BcastAlg::Pipeline => Alg::BcastChain(BcastChain {
+                        g,
+                        root,
+                        base: buf.ptr,
+                        dt: buf.dt,
+                        ext,
+                        count: buf.count,
+                        sub: (tune.pipeline as u64 / size.max(1)).max(1),
+                    }),
+                    BcastAlg::ScatterAllgather => {
+                        Alg::BcastScatterAllgather(BcastScatterAllgather {
+                            g,
+                            root,
+                            base: buf.ptr,
+                            dt: buf.dt,
+                            ext,
+                            count: buf.count,
+                            chunk: buf.count.div_ceil(p as u64),
+                        })
+                    }
+                    _ => Alg::BcastBinomial(BcastBinomial { g, root, buf: span }),
+                };
+                pl
+            }
+            Call::Gather { send, recv, root }
+            | Call::Scatter {
+                send: recv,
+                recv: send,
+                root,
+            } => {
+                let is_gather = matches!(call, Call::Gather { .. });
+                let root = check_root(root, p)?;
+                // `send` is the non-root side's buffer, `recv` the root's blocks.
+                if r != root || send.is_some() {
+                    let s = send.ok_or(Error::bad_arg(
+                        "MPI_IN_PLACE is only valid at the root of a gather or scatter",
+                    ))?;
+                    types.check_committed(s.dt)?;
+                }
+                let blocks = if r == root {
+                    Some(uniform(types, &recv)?)
+                } else {
+                    None
+                };
+                let bsz = match (r == root, send) {
+                    (true, _) => packed(types, &recv),
+                    (false, Some(s)) => packed(types, &s),
+                    _ => 0,
+                };
+                let binomial = if is_gather {
+                    match tune.gather {
+                        GatherAlg::Linear => false,
+                        GatherAlg::Binomial => true,
+                        GatherAlg::Auto => p >= 8 && bsz * p as u64 <= 16 << 10,
+                    }
+                } else {
+                    match tune.scatter {
+                        ScatterAlg::Linear => false,
+                        ScatterAlg::Binomial => true,
+                        ScatterAlg::Auto => p >= 8 && bsz * p as u64 <= 16 << 10,
+                    }
+                } && self.comm_homogeneous(comm).unwrap_or(false);
+                let mut pl = Planned::new(Alg::Nothing);
+                pl.holds = [send.map(|s| s.dt), (r == root).then_some(recv.dt), None];
+                let empty = Blocks::Uniform {
+                    base: core::ptr::null_mut(),
+                    count: 0,
+                    dt: Datatype::BYTE,
+                    ext: 0,
+                };
+                let blocks = blocks.unwrap_or(empty);
+                let own = send.map(|s| Span::new(s.ptr, s.count, s.dt));
+                if binomial {
+                    let v = (r + p - root) % p;
+                    let sub = if v == 0 {
+                        p
+                    } else {
+                        (v & v.wrapping_neg()).min(p - v)
+                    };
+                    let need = bsz as usize * sub as usize;
+                    let (sc, stage) = self.grab(need, mode)?;
+                    pl.scratch = sc;
+                    pl.alg = if is_gather {
+                        Alg::GatherBinomial(GatherBinomial {
+                            g,
+                            root,
+                            own: own.unwrap_or(blocks.block(root)),
+                            recv: blocks,
+                            stage,
+                            bsz,
+                        })
+                    } else {
+                        Alg::ScatterBinomial(ScatterBinomial {
+                            g,
+                            root,
+                            send: blocks,
+                            own,
+                            stage,
+                            bsz,
+                        })
+                    };
+                } else if is_gather {
+                    pl.alg = Alg::GatherLinear(GatherLinear {
+                        g,
+                        root,
+                        own,
+                        recv: blocks,
+                    });
+                } else {
+                    pl.alg = Alg::ScatterLinear(ScatterLinear {
+                        g,
+                        root,
+                        send: blocks,
+                        own,
+                    });
+                }
+                pl
+            }
+            Call::Gatherv { send, recv, root } => {
+                let root = check_root(root, p)?;
+                if let Some(s) = send {
+                    types.check_committed(s.dt)?;
+                } else if r != root {
+                    return Err(Error::bad_arg(
+                        "MPI_IN_PLACE is only valid at the root of a gather",
+                    ));
+                }
+                let blocks = if r == root {
+                    vblocks(types, &recv, p)?
+                } else {
+                    Blocks::Uniform {
+                        base: core::ptr::null_mut(),
+                        count: 0,
+                        dt: Datatype::BYTE,
+                        ext: 0,
+                    }
+                };
+                let mut pl = Planned::new(Alg::GatherLinear(GatherLinear {
+                    g,
+                    root,
+                    own: send.map(|s| Span::new(s.ptr, s.count, s.dt)),
+                    recv: blocks,
+                }));
+                pl.holds = [send.map(|s| s.dt), (r == root).then_some(recv.dt), None];
+                pl
+            }
+            Call::Scatterv { send, recv, root } => {
+                let root = check_root(root, p)?;
+                if let Some(s) = recv {
+                    types.check_committed(s.dt)?;
+                } else if r != root {
+                    return Err(Error::bad_arg(
+                        "MPI_IN_PLACE is only valid at the root of a scatter",
+                    ));
+                }
+                let blocks = if r == root {
+                    vblocks(types, &send, p)?
+                } else {
+                    Blocks::Uniform {
+                        base: core::ptr::null_mut(),
+                        count: 0,
+                        dt: Datatype::BYTE,
+                        ext: 0,
+                    }
+                };
+                let mut pl = Planned::new(Alg::ScatterLinear(ScatterLinear {
+                    g,
+                    root,
+                    send: blocks,
+                    own: recv.map(|s| Span::new(s.ptr, s.count, s.dt)),
+                }));
+                pl.holds = [recv.map(|s| s.dt), (r == root).then_some(send.dt), None];
+                pl
+            }
+            Call::Allgather { send, recv } => {
+                if let Some(s) = send {
+                    types.check_committed(s.dt)?;
+                }
+                let blocks = uniform(types, &recv)?;
+                let total = packed(types, &recv) * p as u64;
+                let pof2 = p.is_power_of_two();
+                let kind = match tune.allgather {
+                    AllgatherAlg::RecDbl if pof2 => AgKind::RecDbl,
+                    AllgatherAlg::Bruck => AgKind::Bruck,
+                    AllgatherAlg::Ring => AgKind::Ring,
+                    AllgatherAlg::Linear => AgKind::Linear,
+                    _ if pof2 && total <= 512 << 10 => AgKind::RecDbl,
+                    _ if total <= 64 << 10 => AgKind::Bruck,
+                    _ => AgKind::Ring,
+                };
+                let mut pl = Planned::new(Alg::Allgather(Allgather {
+                    g,
+                    kind,
+                    own: send.map(|s| Span::new(s.ptr, s.count, s.dt)),
+                    recv: blocks,
+                }));
+                pl.holds = [send.map(|s| s.dt), Some(recv.dt), None];
+                pl
+            }
+            Call::Allgatherv { send, recv } => {
+                if let Some(s) = send {
+                    types.check_committed(s.dt)?;
+                }
+                let blocks = vblocks(types, &recv, p)?;
+                let size = exec::type_size(types, recv.dt);
+                // SAFETY: checked above: an entry per rank.
+                let total: u64 = (0..p)
+                    .map(|i| unsafe { *recv.counts.add(i as usize) } as u64 * size)
+                    .sum();
+                let kind = match tune.allgatherv {
+                    AllgathervAlg::Linear => AgKind::Linear,
+                    AllgathervAlg::Ring => AgKind::Ring,
+                    AllgathervAlg::Auto if p <= 8 && total <= 64 << 10 => AgKind::Linear,
+                    AllgathervAlg::Auto => AgKind::Ring,
+                };
+                let mut pl = Planned::new(Alg::Allgather(Allgather {
+                    g,
+                    kind,
+                    own: send.map(|s| Span::new(s.ptr, s.count, s.dt)),
+                    recv: blocks,
+                }));
+                pl.holds = [send.map(|s| s.dt), Some(recv.dt), None];
+                pl
+            }
+            Call::Alltoall { send, recv } => {
+                let rb = uniform(types, &recv)?;
+                let bsz = packed(types, &recv);
+                let mut pl = Planned::new(Alg::Nothing);
+                pl.holds = [send.map(|s| s.dt), Some(recv.dt), None];
+                let Some(send) = send else {
+                    let need = span_bytes(types, &rb.block(0));
+                    let (sc, tmp) = self.grab(need, mode)?;
+                    pl.scratch = sc;
+                    pl.alg = Alg::AlltoallInPlace(AlltoallInPlace { g, recv: rb, tmp });
+                    return Ok(pl);
+                };
+                let sb = uniform(types, &send)?;
+                let alg = match tune.alltoall {
+                    AlltoallAlg::Auto if bsz <= 256 && p >= 8 => AlltoallAlg::Bruck,
+                    AlltoallAlg::Auto if bsz * (p as u64) <= 1 << 20 => AlltoallAlg::Linear,
+                    AlltoallAlg::Auto => AlltoallAlg::Pairwise,
+                    a => a,
+                };
+                let bruck_ok = p <= 2 * exec::BATCH && self.comm_homogeneous(comm).unwrap_or(false);
+                pl.alg = match alg {
+                    AlltoallAlg::Bruck if bruck_ok => {
+                        let half = p.div_ceil(2) as usize;
+                        let b = bsz as usize;
+                        let (sc, base) = self.grab(b * (p as usize + 2 * half), mode)?;
+                        pl.scratch = sc;
+                        Alg::AlltoallBruck(AlltoallBruck {
+                            g,
+                            send: sb,
+                            recv: rb,
+                            tmp: base,
+                            sb: base.wrapping_add(b * p as usize),
+                            rb: base.wrapping_add(b * (p as usize + half)),
+                            bsz,
+                        })
+                    }
+                    AlltoallAlg::Pairwise => Alg::Alltoall(Alltoall {
+                        g,
+                        kind: AaKind::Pairwise,
+                        send: sb,
+                        recv: rb,
+                    }),
+                    _ => Alg::Alltoall(Alltoall {
+                        g,
+                        kind: AaKind::Linear,
+                        send: sb,
+                        recv: rb,
+                    }),
+                };
+                pl
+            }
+            Call::Alltoallv { send, recv } => {
+                let rb = vblocks(types, &recv, p)?;
+                let sb = send.map(|s| vblocks(types, &s, p)).transpose()?;
+                let mut pl = self.alltoallv(g, sb, rb, mode)?;
+                pl.holds = [send.map(|s| s.dt), Some(recv.dt), None];
+                pl
+            }
+            Call::Alltoallw { send, recv } => {
+                let rb = wblocks(types, &recv, p)?;
+                let sb = send.map(|s| wblocks(types, &s, p)).transpose()?;
+                self.alltoallv(g, sb, rb, mode)?
+            }
+            Call::Reduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+                root,
+            } => {
+                let root = check_root(root, p)?;
+                if send.is_none() && r != root {
+                    return Err(Error::bad_arg(
+                        "MPI_IN_PLACE is only valid at the root of a reduce",
+                    ));
+                }
+                let out = (r == root).then_some(recv);
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(
+                        g,
+                        RedKind::Reduce { root },
+                        send,
+                        out,
+                        count,
+                        dt,
+                        op,
+                        mode,
+                    )?
+                }
+            }
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(
+                        g,
+                        RedKind::Allreduce,
+                        send,
+                        Some(recv),
+                        count,
+                        dt,
+                        op,
+                        mode,
+                    )?
+                }
+            }
+            Call::ReduceScatterBlock {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(
+                        g,
+                        RedKind::ReduceScatter(Counts::Block(count)),
+                        send,
+                        Some(recv),
+                        count,
+                        dt,
+                        op,
+                        mode,
+                    )?
+                }
+            }
+            Call::ReduceScatter {
+                send,
+                recv,
+                counts,
+                dt,
+                op,
+            } => {
+                check_counts(counts, p)?;
+                // SAFETY: checked: an entry per rank.
+                let mine = unsafe { *counts.add(r as usize) } as u64;
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(
+                        g,
+                        RedKind::ReduceScatter(Counts::V(counts, 1)),
+                        send,
+                        Some(recv),
+                        mine,
+                        dt,
+                        op,
+                        mode,
+                    )?
+                }
+            }
+            Call::Scan {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(g, RedKind::Scan, send, Some(recv), count, dt, op, mode)?
+                }
+            }
+            Call::Exscan {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    self.plan_reduction(g, RedKind::Exscan, send, Some(recv), count, dt, op, mode)?
+                }
+            }
+        })
+    }
+
+    /// All-to-all with per-rank blocks (`v` and `w`).
+    fn alltoallv(
+        &mut self,
+        g: Grp,
+        send: Option<Blocks>,
+        recv: Blocks,
+        mode: Mode,
+    ) -> Result<Planned> {
+        let p = g.size;
+        let Some(send) = send else {
+            let need = (0..p)
+                .map(|i| span_bytes(&self.types, &recv.block(i)))
+                .max()
+                .unwrap_or(0);
+            let (sc, tmp) = self.grab(need, mode)?;
+            let mut pl = Planned::new(Alg::AlltoallInPlace(AlltoallInPlace { g, recv, tmp }));
+            pl.scratch = sc;
+            return Ok(pl);
+        };
+        let total: u64 = (0..p)
+            .map(|i| {
+                let b = send.block(i);
+                b.count * exec::type_size(&self.types, b.dt)
+            })
+            .sum();
+        let kind = match self.coll.tune.alltoallv {
+            AlltoallvAlg::Pairwise => AaKind::Pairwise,
+            AlltoallvAlg::Linear => AaKind::Linear,
+            AlltoallvAlg::Auto if total <= 1 << 20 => AaKind::Linear,
+            AlltoallvAlg::Auto => AaKind::Pairwise,
+        };
+        Ok(Planned::new(Alg::Alltoall(Alltoall {
+            g,
+            kind,
+            send,
+            recv,
+        })))
+    }
+
+    /// The working form of a reduction over `dt` with `op`: its description, the number of
+    /// working elements per instance of `dt`, and the offset at which a user's buffer already
+    /// holds that form (`None`: each segment is converted).
+    fn working_form(&self, dt: Datatype, op: Op) -> Result<(Red, u64, Option<isize>)> {
+        let info = *self.types.check_committed(dt)?;
+        if let Op::User(_) = op {
+            let u = self.user_op(op)?;
+            if info.extent <= 0 {
+                return Err(Error::unsupported(
+                    "user-defined reductions over datatypes of zero or negative extent",
+                ));
+            }
+            let red = Red {
+                op: ROp::User(u),
+                w: dt,
+                ext: info.extent,
+                true_lb: info.true_lb,
+                true_ext: info.true_extent,
+                size: info.size,
+            };
+            return Ok((red, 1, Some(0)));
+        }
+        let w = base_type(&self.types, dt, 0).ok_or(Error::unsupported(
+            "reductions over derived datatypes whose elements are not all one predefined type",
+        ))?;
+        op::check(op, w)?;
+        let red = Red {
+            op: ROp::Predef(op),
+            w,
+            ext: w.extent() as isize,
+            true_lb: 0,
+            true_ext: w.extent() as isize,
+            size: w.size() as u64,
+        };
+        if dt.is_predefined() {
+            return Ok((red, 1, Some(0)));
+        }
+        let per = info.size / red.size.max(1);
+        let direct = match (info.dense_at, w.is_contiguous()) {
+            (Some(at), true) => Some(at),
+            _ => None,
+        };
+        Ok((red, per, direct))
+    }
+
+    /// Plans a reduction of `count` instances of `dt` (for a reduce-scatter: this rank's share).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn plan_reduction(
+        &mut self,
+        g: Grp,
+        kind: RedKind,
+        send: Option<*const u8>,
+        recv: Option<*mut u8>,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+        mode: Mode,
+    ) -> Result<Planned> {
+        let (red, per_inst, direct) = self.working_form(dt, op)?;
+        let p = g.size;
+        let commute = red.op.commutes();
+        let (kind, total, out_count) = match kind {
+            RedKind::ReduceScatter(Counts::Block(n)) => (
+                RedKind::ReduceScatter(Counts::Block(n * per_inst)),
+                n * per_inst * p as u64,
+                if send.is_none() { n * p as u64 } else { n },
+            ),
+            RedKind::ReduceScatter(Counts::V(c, _)) => {
+                let all = Counts::V(c, 1).disp(p);
+                (
+                    RedKind::ReduceScatter(Counts::V(c, per_inst)),
+                    all * per_inst,
+                    if send.is_none() { all } else { count },
+                )
+            }
+            k => (k, count * per_inst, count),
+        };
+        let in_count = match kind {
+            RedKind::ReduceScatter(_) => total / per_inst.max(1),
+            _ => count,
+        };
+        let mut pl = Planned::new(Alg::Nothing);
+        pl.holds[0] = Some(dt);
+        if total == 0 {
+            return Ok(pl);
+        }
+        let tune = self.coll.tune;
+        let bytes = total * red.size;
+        let alg = match kind {
+            RedKind::Local => RedAlg::Local,
+            RedKind::Reduce { .. } => match tune.reduce {
+                ReduceAlg::Pipeline if commute => RedAlg::Chain,
+                ReduceAlg::Auto if commute && p >= 3 && bytes >= 64 << 10 => RedAlg::Chain,
+                _ => RedAlg::Binomial,
+            },
+            RedKind::Allreduce => match tune.allreduce {
+                AllreduceAlg::RecDbl => RedAlg::RecDbl,
+                AllreduceAlg::ReduceBcast => RedAlg::ReduceBcast,
+                AllreduceAlg::Ring if commute => RedAlg::Ring,
+                AllreduceAlg::Rabenseifner if commute => RedAlg::Rabenseifner,
+                _ if !commute || bytes <= 4096 || total < p as u64 => RedAlg::RecDbl,
+                _ if p.is_power_of_two() => RedAlg::Rabenseifner,
+                _ => RedAlg::Ring,
+            },
+            RedKind::ReduceScatter(_) => match tune.reduce_scatter {
+                _ if !commute => RedAlg::ReduceThenScatter,
+                ReduceScatterAlg::Ring => RedAlg::Ring,
+                ReduceScatterAlg::Halving => RedAlg::Halving,
+                ReduceScatterAlg::ReduceScatter => RedAlg::ReduceThenScatter,
+                ReduceScatterAlg::Auto if bytes <= 256 << 10 => RedAlg::Halving,
+                ReduceScatterAlg::Auto => RedAlg::Ring,
+            },
+            RedKind::Scan | RedKind::Exscan => match tune.scan {
+                ScanAlg::Linear => RedAlg::Linear,
+                _ => RedAlg::RecDbl,
+            },
+        };
+        let per = ((tune.segment / red.ext as usize) as u64).max(1);
+        let unit = red.bytes(per).next_multiple_of(GRANULE);
+        let conv = if direct.is_some() { 0 } else { 2 };
+        let nbufs = alg.buffers() + conv;
+        let (sc, base) = self.grab(unit * nbufs, mode)?;
+        pl.scratch = sc;
+        let buf = |i: usize| red.base(base.wrapping_add(i * unit));
+        let plan = RedPlan {
+            kind,
+            alg,
+            g,
+            red,
+            total,
+            per,
+            pipe: ((tune.pipeline / red.ext as usize) as u64).max(1),
+            inp: send.map(|s| Span::new(s as *mut u8, in_count, dt)),
+            out: recv.map(|o| Span::new(o, out_count, dt)),
+            direct,
+            conv_in: buf(0),
+            conv_out: buf(1),
+            s: [buf(conv), buf(conv + 1), buf(conv + 2)],
+        };
+        pl.red = Some(red);
+        pl.segs = Some(Segs {
+            plan,
+            a: 0,
+            b: per.min(total),
+        });
+        // SAFETY: the caller's contract; the first segment's input is converted now.
+        unsafe { plan.convert_in(&self.types, 0, per.min(total))? };
+        pl.alg = plan.segment(0, per.min(total));
+        Ok(pl)
+    }
+
+    // ---- user-defined operations ----------------------------------------------------------------
+
+    /// Registers a user-defined operation (`MPI_Op_create`).
+    pub fn op_create(&mut self, op: UserOp) -> Result<Op> {
+        let slots = &mut self.coll.user_ops;
+        let i = slots
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::exhausted(
+                "user-defined operations",
+                slots.len() as u32,
+                MAX_USER_OPS.name,
+            ))?;
+        slots[i] = Some(op);
+        Ok(Op::User(i as u16))
+    }
+
+    /// Frees a user-defined operation (`MPI_Op_free`); collectives in flight keep their copy.
+    pub fn op_free(&mut self, op: Op) -> Result<()> {
+        self.user_op(op)?;
+        if let Op::User(i) = op {
+            self.coll.user_ops[i as usize] = None;
+        }
+        Ok(())
+    }
+
+    /// Whether `op` commutes (`MPI_Op_commutative`).
+    pub fn op_commutative(&self, op: Op) -> Result<bool> {
+        match op {
+            Op::User(_) => Ok(self.user_op(op)?.commute),
+            o => Ok(o.is_commutative()),
+        }
+    }
+
+    fn user_op(&self, op: Op) -> Result<UserOp> {
+        let bad = Error::new(
+            ErrorClass::Op,
+            Reason::BadArgument {
+                what: "not a live user-defined operation",
+            },
+        );
+        match op {
+            Op::User(i) => self
+                .coll
+                .user_ops
+                .get(i as usize)
+                .copied()
+                .flatten()
+                .ok_or(bad),
+            _ => Err(bad),
+        }
+    }
+
+    // ---- convenience forms (the Rust API) -------------------------------------------------------
+
+    /// Blocks until every member of `comm` has called it (`MPI_Barrier`).
+    pub fn barrier(&mut self, comm: CommId) -> Result<()> {
+        // SAFETY: a barrier has no buffers.
+        unsafe { self.collective(comm, Call::Barrier, Mode::Blocking) }.map(|_| ())
+    }
+
+    /// Broadcasts `count` instances of `datatype` at `buf` from `root` (`MPI_Bcast`).
+    ///
+    /// # Safety
+    /// Every byte the type map of `count` instances touches from `buf` must be readable and
+    /// writable, and not otherwise accessed during the call.
+    pub unsafe fn bcast(
+        &mut self,
+        buf: *mut u8,
+        count: u64,
+        datatype: Datatype,
+        root: i32,
+        comm: CommId,
+    ) -> Result<()> {
+        let buf = Buf {
+            ptr: buf,
+            count,
+            dt: datatype,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { self.collective(comm, Call::Bcast { buf, root }, Mode::Blocking) }.map(|_| ())
+    }
+
+    /// Reduces every member's input with `op` into `output` at `root` (`MPI_Reduce`).
+    ///
+    /// At the root `output` is the receive buffer and `input` the send buffer, or `None` for
+    /// `MPI_IN_PLACE` (the input is then in `output`). Elsewhere `input` is the send buffer and
+    /// `output` is ignored. Buffers hold `count` elements of predefined `datatype`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce(
+        &mut self,
+        input: Option<&[u8]>,
+        output: Option<&mut [u8]>,
+        count: usize,
+        datatype: Datatype,
+        op: Op,
+        root: i32,
+        comm: CommId,
+    ) -> Result<()> {
+        let bytes = count * datatype.extent();
+        if input.is_some_and(|i| i.len() < bytes)
+            || output.as_ref().is_some_and(|o| o.len() < bytes)
+        {
+            return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
+        }
+        let is_root = self.grp(comm)?.rank as i32 == root;
+        let recv = match output {
+            Some(o) => o.as_mut_ptr(),
+            None if is_root => return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer)),
+            None => core::ptr::null_mut(),
+        };
+        let call = Call::Reduce {
+            send: input.map(|i| i.as_ptr()),
+            recv,
+            count: count as u64,
+            dt: datatype,
+            op,
+            root,
+        };
+        // SAFETY: the slices hold `count` elements and are borrowed for the call.
+        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
+    }
+
+    /// Reduces every member's input with `op` into every member's `output` (`MPI_Allreduce`).
+    /// `input` is `None` for `MPI_IN_PLACE` (the input is then in `output`).
+    pub fn allreduce(
+        &mut self,
+        input: Option<&[u8]>,
+        output: &mut [u8],
+        count: usize,
+        datatype: Datatype,
+        op: Op,
+        comm: CommId,
+    ) -> Result<()> {
+        let bytes = count * datatype.extent();
+        if input.is_some_and(|i| i.len() < bytes) || output.len() < bytes {
+            return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
+        }
+        let call = Call::Allreduce {
+            send: input.map(|i| i.as_ptr()),
+            recv: output.as_mut_ptr(),
+            count: count as u64,
+            dt: datatype,
+            op,
+        };
+        // SAFETY: the slices hold `count` elements and are borrowed for the call.
+        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
+    }
+
+    /// `inout = input op inout` over `count` instances of `dt` (`MPI_Reduce_local`).
+    ///
+    /// # Safety
+    /// Both buffers hold `count` instances of `dt`, not overlapping.
+    pub unsafe fn reduce_local(
+        &mut self,
+        input: *const u8,
+        inout: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+    ) -> Result<()> {
+        let g = Grp { rank: 0, size: 1 };
+        // SAFETY: the caller's contract.
+        let pl = unsafe {
+            self.plan_reduction(
+                g,
+                RedKind::Local,
+                Some(input),
+                Some(inout),
+                count,
+                dt,
+                op,
+                Mode::Blocking,
+            )?
+        };
+        let mut c = Coll::new(CommId::SELF, 0, pl.alg);
+        c.red = pl.red;
+        c.segs = pl.segs;
+        c.scratch = pl.scratch;
+        self.run(&mut c);
+        self.ungrab(c.scratch);
+        c.err.map_or(Ok(()), Err)
+    }
+}
