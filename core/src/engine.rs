@@ -22,6 +22,7 @@ use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
+use crate::topo::{self, TopoTable};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
 use crate::pml::request::{
@@ -47,6 +48,7 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(crate::bml::PARAMS)
         .chain(comm::PARAMS)
         .chain(crate::group::PARAMS)
+        .chain(crate::topo::PARAMS)
         .chain(crate::coll::PARAMS)
         .chain(crate::datatype::table::PARAMS)
         .chain(loopback::PARAMS)
@@ -135,6 +137,11 @@ impl Engine {
             procs,
         );
         comm::create::Scratch::size(&mut s, procs);
+        TopoTable::size(
+            &mut s,
+            params.u32(&topo::TOPO_MAX),
+            params.u32(&topo::TOPO_MAX_INTS),
+        );
         Bml::size(&mut s, procs);
         Loopback::size(params, &mut s);
         TypeTable::size(params, &mut s);
@@ -256,7 +263,12 @@ impl Engine {
             params.u32(&group::GROUP_MAX_MEMBERS),
             n,
         )?;
-        let mut comms = CommTable::new(&mut arena, comm_max, max_cids, groups)?;
+        let topos = TopoTable::new(
+            &mut arena,
+            params.u32(&topo::TOPO_MAX),
+            params.u32(&topo::TOPO_MAX_INTS),
+        )?;
+        let mut comms = CommTable::new(&mut arena, comm_max, max_cids, groups, topos)?;
         let creation = comm::create::Scratch::new(&mut arena, n)?;
         let world = Comm {
             cid: ContextId(0),
@@ -264,6 +276,7 @@ impl Engine {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank: me.0,
             errhandler: ErrHandler::Fatal,
             freed: false,
@@ -274,6 +287,7 @@ impl Engine {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank: 0,
             errhandler: ErrHandler::Fatal,
             freed: false,
@@ -638,6 +652,24 @@ impl Engine {
             &self.types,
             conv,
             Source::Rank(src),
+            TagSel::Tag(tag),
+            comm,
+            0,
+        )
+    }
+
+    /// Posts a receive from any source with a library-internal (negative) tag.
+    pub(crate) fn irecv_internal_any(
+        &mut self,
+        conv: Unpacker,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<ReqId> {
+        self.pml.irecv(
+            &self.comms,
+            &self.types,
+            conv,
+            Source::Any,
             TagSel::Tag(tag),
             comm,
             0,

@@ -33,6 +33,7 @@ pub mod pml;
 pub mod pool;
 pub mod ranges;
 pub mod rte;
+pub mod topo;
 pub mod wire;
 
 pub use error::{Error, ErrorClass, Result};

@@ -282,3 +282,44 @@ fn messages_on_a_new_duplicate_may_arrive_before_it_exists_here() {
         u.with(|e| assert_eq!(e.stats().rejected, 0));
     });
 }
+
+#[test]
+fn split_and_cartesian_communicators_rank_as_asked() {
+    run(6, |u| {
+        let world = u.world();
+        let r = world.rank();
+        // Rows of three: rank within the row reversed by the key.
+        let row = world
+            .split_by_color_with_key(Some(r / 3), -r)
+            .unwrap()
+            .expect("every rank has a color");
+        assert_eq!((row.size(), row.rank()), (3, 2 - r % 3));
+        let peer = row.process_at_rank((row.rank() + 1) % 3);
+        let mut got = [0i32; 1];
+        u.scope(|s| {
+            let q = row.process_at_rank((row.rank() + 2) % 3);
+            let req = q.immediate_receive_into(s, &mut got[..], 1)?;
+            peer.send_with_tag(&[r], 1)?;
+            req.wait()
+        })
+        .unwrap();
+        let from_row_rank = (row.rank() + 2) % 3;
+        assert_eq!(got[0], (r / 3) * 3 + (2 - from_row_rank), "message from the row");
+        assert!(world.split_by_color(None).unwrap().is_none());
+        assert_eq!(world.split_shared(0).unwrap().size(), 6);
+        // A 2 x 2 grid, periodic in the first dimension: ranks 4 and 5 are left out.
+        let grid = world.create_cartesian(&[2, 2], &[true, false]).unwrap();
+        match grid {
+            None => assert!(r >= 4),
+            Some(g) => {
+                assert_eq!(&g.cartesian_coordinates(3).unwrap()[..], &[1, 1]);
+                let (down, up) = g.cartesian_shift(0, 1).unwrap();
+                assert_eq!((down, up), (Some((r + 2) % 4), Some((r + 2) % 4)));
+                let (left, right) = g.cartesian_shift(1, 1).unwrap();
+                assert_eq!(left, (r % 2 == 1).then_some(r - 1));
+                assert_eq!(right, (r % 2 == 0).then_some(r + 1));
+            }
+        }
+    });
+}
+

@@ -56,6 +56,7 @@ c_tests! {
     many_requests,
     bsend,
     groups,
+    topo,
 }
 
 /// Issue 7: creating and freeing 100,000 communicators (a dup and a split of it, freed, per

@@ -96,6 +96,83 @@ impl<'u> Communicator<'u> {
         Ok(Communicator::wrap(self.universe, new, true))
     }
 
+    /// Splits into one communicator per color, ranked by `key` then by rank here
+    /// (`MPI_Comm_split`, collective); a process passing `None` gets none.
+    pub fn split_by_color_with_key(
+        &self,
+        color: Option<i32>,
+        key: i32,
+    ) -> Result<Option<Communicator<'u>>> {
+        let id = self.id;
+        let color = color.unwrap_or(crate::comm::create::UNDEFINED);
+        let new = self.universe.with(|e| e.comm_split(id, color, key))?;
+        Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
+    }
+
+    /// Splits into one communicator per color, keeping the order of ranks.
+    pub fn split_by_color(&self, color: Option<i32>) -> Result<Option<Communicator<'u>>> {
+        self.split_by_color_with_key(color, self.rank)
+    }
+
+    /// The processes sharing this node's memory (`MPI_Comm_split_type` with
+    /// `MPI_COMM_TYPE_SHARED`), ranked by `key`.
+    pub fn split_shared(&self, key: i32) -> Result<Communicator<'u>> {
+        let id = self.id;
+        let shared = Some(crate::comm::create::SplitType::Shared);
+        let new = self.universe.with(|e| e.comm_split_type(id, shared, key))?;
+        let new = new.expect("every process shares its own node");
+        Ok(Communicator::wrap(self.universe, new, true))
+    }
+
+    /// A Cartesian grid over the first processes (`MPI_Cart_create`, without reordering);
+    /// processes beyond the grid get `None`.
+    pub fn create_cartesian(
+        &self,
+        dims: &[i32],
+        periodic: &[bool],
+    ) -> Result<Option<Communicator<'u>>> {
+        let mut periods = [0i32; crate::topo::MAX_DIMS];
+        for (p, &b) in periods.iter_mut().zip(periodic) {
+            *p = b as i32;
+        }
+        let id = self.id;
+        let n = dims.len().min(crate::topo::MAX_DIMS);
+        let new = self
+            .universe
+            .with(|e| e.cart_create(id, dims, &periods[..n]))?;
+        Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
+    }
+
+    /// The grid coordinates of `rank` (`MPI_Cart_coords`).
+    pub fn cartesian_coordinates(
+        &self,
+        rank: Rank,
+    ) -> Result<heapless::Vec<i32, { crate::topo::MAX_DIMS }>> {
+        let id = self.id;
+        self.universe.with(|e| {
+            let cart = e.cart(id)?;
+            let mut out = heapless::Vec::new();
+            let _ = out.resize(cart.dims.len(), 0);
+            cart.coords(rank as u32, &mut out);
+            Ok(out)
+        })
+    }
+
+    /// The ranks `disp` steps below and above this process along dimension `dim`
+    /// (`MPI_Cart_shift`): `None` off a non-periodic edge.
+    pub fn cartesian_shift(&self, dim: usize, disp: i32) -> Result<(Option<Rank>, Option<Rank>)> {
+        let (id, rank) = (self.id, self.rank as u32);
+        self.universe.with(|e| {
+            let cart = e.cart(id)?;
+            if dim >= cart.dims.len() {
+                return Err(crate::error::Error::bad_arg("no such dimension"));
+            }
+            let (lo, hi) = cart.shift(rank, dim, disp);
+            let some = |r: i32| (r >= 0).then_some(r);
+            Ok((some(lo), some(hi)))
+        })
+    }
+
     fn receive<T: Equivalence>(&self, src: Rank, tag: Tag, buf: &mut [T]) -> Result<Status> {
         let cap = size_of_val(buf);
         // SAFETY: `buf` stays mutably borrowed until `block` has waited for the request.

@@ -283,7 +283,7 @@ dup_callbacks!(
 
 /// A pointer-valued library object (`extern int *const MPI_UNWEIGHTED;` and the like).
 #[repr(transparent)]
-pub struct Object(*const c_void);
+pub struct Object(pub(crate) *const c_void);
 
 // SAFETY: the objects are immutable addresses that C code only compares, never writes through.
 unsafe impl Sync for Object {}

@@ -31,6 +31,7 @@ mod info;
 mod p2p;
 mod requests;
 mod state;
+mod topo;
 mod unsupported;
 
 pub use env::{finalize, init, wtick, wtime};

@@ -296,6 +296,9 @@ impl Engine {
         };
         let group = self.comms.groups.for_comm(parent.group);
         let remote = parent.remote.map(|r| self.comms.groups.for_comm(r));
+        if let Some(t) = parent.topo {
+            self.comms.topos.retain(t);
+        }
         let new = self.install(Comm {
             cid,
             group,
@@ -375,6 +378,7 @@ impl Engine {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank,
             errhandler: eh,
             freed: false,
@@ -502,6 +506,7 @@ impl Engine {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank: me,
             errhandler: eh,
             freed: false,
@@ -620,6 +625,7 @@ impl Engine {
             remote: Some(remote),
             local_comm: None,
             hidden: false,
+            topo: None,
             rank: c.rank,
             errhandler: c.errhandler,
             freed: false,
@@ -698,6 +704,7 @@ impl Engine {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank,
             errhandler: c.errhandler,
             freed: false,

@@ -11,6 +11,7 @@ pub mod create;
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupTable};
+use crate::topo::{TopoId, TopoTable};
 use crate::params::{Default, Kind, ParamDef};
 use crate::rte::ProcId;
 
@@ -95,6 +96,8 @@ pub struct Comm {
     pub local_comm: Option<CommId>,
     /// Hidden: made by the library for its own use (an intercommunicator's local side).
     pub hidden: bool,
+    /// The process topology attached (shared with duplicates).
+    pub topo: Option<TopoId>,
     /// My rank.
     pub rank: u32,
     /// Error handler.
@@ -130,6 +133,8 @@ const NO_SLOT: u16 = u16::MAX;
 pub struct CommTable {
     /// The groups communicators and user handles refer to.
     pub groups: GroupTable,
+    /// The topologies communicators carry.
+    pub topos: TopoTable,
     slots: &'static mut [Option<Comm>],
     by_cid: &'static mut [u16],
     used: &'static mut [u64],
@@ -150,9 +155,11 @@ impl CommTable {
         capacity: u32,
         max_cids: u32,
         groups: GroupTable,
+        topos: TopoTable,
     ) -> Result<CommTable> {
         Ok(CommTable {
             groups,
+            topos,
             slots: arena.slice(capacity as usize, |_| None)?,
             by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
             used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
@@ -280,6 +287,9 @@ impl CommTable {
         if let Some(r) = comm.remote {
             self.groups.release(r);
         }
+        if let Some(t) = comm.topo {
+            self.topos.release(t);
+        }
         Ok(comm)
     }
 
@@ -302,7 +312,8 @@ mod tests {
     fn table(capacity: u32, cids: u32) -> Result<CommTable> {
         let mut arena = Arena::new(leak(16384));
         let groups = GroupTable::new(&mut arena, 8, 64, 4)?;
-        CommTable::new(&mut arena, capacity, cids, groups)
+        let topos = TopoTable::new(&mut arena, 2, 64)?;
+        CommTable::new(&mut arena, capacity, cids, groups, topos)
     }
 
     fn comm(cid: u16) -> Comm {
@@ -312,6 +323,7 @@ mod tests {
             remote: None,
             local_comm: None,
             hidden: false,
+            topo: None,
             rank: 1,
             errhandler: ErrHandler::Fatal,
             freed: false,
