@@ -1,0 +1,2094 @@
+//! The network interface's state and its semantics: portal tables with priority and overflow
+//! lists, matching, the unexpected list, event queues, counting events, memory descriptors, the
+//! initiator's operations, and progress.
+//!
+//! # How data moves
+//!
+//! There is no NIC, so the *target* process performs the target side of every operation, inside
+//! any Portals call it makes (`PtlEQGet`, `PtlEQWait`, `PtlCTGet`, `PtlCTWait`, ... all run
+//! [`State::progress`]): it consumes the records its peers wrote into its inbound rings, matches
+//! them against its own lists (private memory, so no lock is shared between processes), copies
+//! the data, posts events and answers with ACK and REPLY records. An initiator's request is one
+//! record when it fits; a larger one either names the initiator's buffer, which the target reads
+//! (or, for a get, writes) directly with cross-memory attach (`process_vm_readv/writev`), or,
+//! where the kernel forbids that, is streamed in fragments that the target stages until the
+//! message is complete. Either way the target matches a message once, when it has all of it, so
+//! an entry appended meanwhile sees either the whole message or none of it. Records from one
+//! initiator are consumed in order, so messages between a pair are delivered in order.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+
+use crate::atomics;
+use crate::job::{Config, Job};
+use crate::region::{self, Region};
+use crate::shm::{flag, kind, Consumer, Geometry, Hdr, Producer, Segment};
+use crate::types::*;
+
+/// Interfaces per process: logical matching, logical non-matching, physical matching, physical
+/// non-matching.
+pub const NIS: usize = 4;
+/// Largest portal table index.
+pub const MAX_PT_INDEX: u32 = 255;
+/// Largest atomic operation (bytes).
+pub const MAX_ATOMIC: u64 = 4096;
+const MAX_OBJECTS: usize = 0xfff0;
+
+/// Handle kinds (top three bits of a handle).
+pub mod hk {
+    pub const NI: u32 = 1;
+    pub const EQ: u32 = 2;
+    pub const CT: u32 = 3;
+    pub const MD: u32 = 4;
+    pub const ME: u32 = 5;
+    pub const LE: u32 = 6;
+    pub const OP: u32 = 7;
+}
+
+/// A handle: kind, interface, generation, slot.
+pub fn handle(kind: u32, ni: usize, idx: u32, gen: u16) -> u32 {
+    kind << 29 | (ni as u32) << 27 | (gen as u32 & 0x7ff) << 16 | idx
+}
+
+/// The parts of a handle: (kind, interface, slot, generation).
+pub fn split(h: u32) -> (u32, usize, u32, u16) {
+    (
+        h >> 29,
+        ((h >> 27) & 3) as usize,
+        h & 0xffff,
+        ((h >> 16) & 0x7ff) as u16,
+    )
+}
+
+/// Objects with generation-checked keys.
+pub struct Slab<T> {
+    slots: Vec<(u16, Option<T>)>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    pub fn insert(&mut self, v: T) -> Option<(u32, u16)> {
+        if let Some(i) = self.free.pop() {
+            let s = &mut self.slots[i as usize];
+            s.0 = (s.0 + 1) & 0x7ff;
+            s.1 = Some(v);
+            return Some((i, s.0));
+        }
+        if self.slots.len() >= MAX_OBJECTS {
+            return None;
+        }
+        self.slots.push((0, Some(v)));
+        Some(((self.slots.len() - 1) as u32, 0))
+    }
+    pub fn get(&self, idx: u32, gen: u16) -> Option<&T> {
+        match self.slots.get(idx as usize) {
+            Some((g, Some(v))) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+    pub fn get_mut(&mut self, idx: u32, gen: u16) -> Option<&mut T> {
+        match self.slots.get_mut(idx as usize) {
+            Some((g, Some(v))) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+    /// The live object in slot `idx`, whatever its generation.
+    pub fn at(&self, idx: u32) -> Option<&T> {
+        self.slots.get(idx as usize).and_then(|s| s.1.as_ref())
+    }
+    pub fn at_mut(&mut self, idx: u32) -> Option<&mut T> {
+        self.slots.get_mut(idx as usize).and_then(|s| s.1.as_mut())
+    }
+    pub fn gen_of(&self, idx: u32) -> u16 {
+        self.slots.get(idx as usize).map(|s| s.0).unwrap_or(0)
+    }
+    pub fn remove(&mut self, idx: u32, gen: u16) -> Option<T> {
+        match self.slots.get_mut(idx as usize) {
+            Some((g, v)) if *g == gen && v.is_some() => {
+                self.free.push(idx);
+                v.take()
+            }
+            _ => None,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+/// An event queue.
+pub struct Eq {
+    cap: usize,
+    /// Slots kept for `PTL_EVENT_PT_DISABLED` (one per flow-controlled portal table entry).
+    reserve: usize,
+    q: VecDeque<ptl_event_t>,
+    dropped: bool,
+}
+
+impl Eq {
+    fn push(&mut self, ev: ptl_event_t) {
+        if self.q.len() >= self.cap + self.reserve {
+            self.q.pop_front();
+            self.dropped = true;
+        }
+        self.q.push_back(ev);
+    }
+    /// Slots free outside the reserve.
+    fn room(&self) -> usize {
+        self.cap.saturating_sub(self.q.len())
+    }
+}
+
+/// A memory descriptor.
+pub struct Md {
+    region: Region,
+    options: u32,
+    eq: u32,
+    ct: u32,
+    /// Operations still using it (`PtlMDRelease` answers `PTL_IN_USE`).
+    pending: u32,
+}
+
+/// A list entry or match list entry.
+pub struct Entry {
+    region: Region,
+    ct: u32,
+    uid: u32,
+    options: u32,
+    match_id: ptl_process_t,
+    match_bits: u64,
+    ignore_bits: u64,
+    min_free: u64,
+    local_offset: u64,
+    user_ptr: usize,
+    pt: u32,
+    list: u8,
+    linked: bool,
+    /// Unexpected headers still pointing into this (overflow) entry's memory.
+    unexp_refs: u32,
+    /// Unlinked automatically while headers pointed into it: `PTL_EVENT_AUTO_FREE` is due when
+    /// the last one goes.
+    free_due: bool,
+    is_me: bool,
+}
+
+/// A message that landed in an overflow entry and waits in the unexpected list.
+#[derive(Clone, Copy)]
+struct Unexp {
+    event: ptl_event_kind_t,
+    initiator: ptl_process_t,
+    match_bits: u64,
+    rlength: u64,
+    mlength: u64,
+    remote_offset: u64,
+    hdr_data: u64,
+    start: usize,
+    uid: u32,
+    entry: u32,
+    op: u8,
+    dt: u8,
+}
+
+/// A portal table entry.
+pub struct Pt {
+    options: u32,
+    eq: u32,
+    enabled: bool,
+    priority: Vec<u32>,
+    overflow: Vec<u32>,
+    unexpected: VecDeque<Unexp>,
+}
+
+/// A network interface.
+pub struct Ni {
+    pub options: u32,
+    refs: u32,
+    pub limits: ptl_ni_limits_t,
+    pts: Vec<Option<Pt>>,
+    eqs: Slab<Eq>,
+    cts: Slab<ptl_ct_event_t>,
+    mds: Slab<Md>,
+    entries: Slab<Entry>,
+    /// Logical rank -> job rank.
+    map: Vec<u32>,
+    /// Job rank -> logical rank.
+    rev: Vec<u32>,
+    sr: [i32; 3],
+}
+
+impl Ni {
+    fn matching(&self) -> bool {
+        self.options & PTL_NI_MATCHING != 0
+    }
+    fn logical(&self) -> bool {
+        self.options & PTL_NI_LOGICAL != 0
+    }
+}
+
+/// An initiator's operation in flight.
+struct Op {
+    ni: usize,
+    kind: u8,
+    md: u32,
+    /// Get and fetch operations: where the reply goes.
+    get_md: u32,
+    local_offset: u64,
+    get_offset: u64,
+    length: u64,
+    user_ptr: usize,
+    ack_req: u8,
+    target: ptl_process_t,
+    pt_index: u32,
+    match_bits: u64,
+    hdr_data: u64,
+    /// `PTL_EVENT_SEND` posted (or due with the response, for cross-memory puts).
+    sent: bool,
+    /// An ACK or REPLY record will come back.
+    awaits: bool,
+    /// The target reads the data directly: `PTL_EVENT_SEND` waits for its acknowledgment.
+    cma_put: bool,
+}
+
+enum Payload {
+    Empty,
+    Mem { region: Region, off: u64 },
+    Bytes(Vec<u8>),
+}
+
+/// A record (or fragmented message) waiting for ring space.
+struct Tx {
+    hdr: Hdr,
+    kind: u8,
+    flags: u8,
+    payload: Payload,
+    len: u64,
+    sent: u64,
+    /// Post `PTL_EVENT_SEND` for this operation when all is written.
+    op: u32,
+}
+
+/// A fragmented message being staged by its receiver.
+struct Staged {
+    hdr: Hdr,
+    buf: Vec<u8>,
+    /// Replies: the fragments go straight to the initiator's MD.
+    reply: bool,
+    got: u64,
+}
+
+/// Everything about one peer (a job rank).
+#[derive(Default)]
+struct Peer {
+    seg: Option<Segment>,
+    prod: Producer,
+    txq: VecDeque<Tx>,
+    cons: Consumer,
+    staged: Option<Staged>,
+}
+
+/// The process's Portals state.
+pub struct State {
+    pub job: Job,
+    pub cfg: Config,
+    pub inits: u32,
+    own: Option<Segment>,
+    peers: Vec<Peer>,
+    pub nis: [Option<Ni>; NIS],
+    ops: Slab<Op>,
+    max_payload: usize,
+    sent_done: Vec<u32>,
+    uid: u32,
+}
+
+// SAFETY: the raw pointers inside are addresses of the user's memory (regions, user_ptr values,
+// event start addresses), never dereferenced by another thread except under the state's lock.
+unsafe impl Send for State {}
+
+/// An `ptl_event_t` with nothing in it.
+fn blank() -> ptl_event_t {
+    ptl_event_t::default()
+}
+
+fn ni_slot(options: u32) -> usize {
+    let matching = options & PTL_NI_MATCHING != 0;
+    let physical = options & PTL_NI_PHYSICAL != 0;
+    (!matching as usize) + 2 * physical as usize
+}
+
+/// The source of a message's data at the target.
+enum Src<'a> {
+    Bytes(&'a [u8]),
+    Cma { pid: libc::pid_t, addr: u64 },
+}
+
+impl Src<'_> {
+    /// Copies `n` bytes starting at `at` of the message into `region` at `off`.
+    fn deposit(&self, region: &Region, off: u64, at: u64, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        match self {
+            // SAFETY: the entry's memory is the user's promise; the range is inside it
+            // (mlength was clipped to it); the message bytes are inside the slice.
+            Src::Bytes(b) => unsafe {
+                region.write_at(off, b.as_ptr().add(at as usize), n);
+                true
+            },
+            Src::Cma { pid, addr } => region::cma(*pid, region, off, addr + at, n, true),
+        }
+    }
+}
+
+impl State {
+    pub fn new(job: Job) -> State {
+        let cfg = Config::from_env(&job);
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        State {
+            max_payload: Producer::max_payload(cfg.ring_bytes),
+            job,
+            cfg,
+            inits: 0,
+            own: None,
+            peers: Vec::new(),
+            nis: [None, None, None, None],
+            ops: Slab::default(),
+            sent_done: Vec::new(),
+            uid,
+        }
+    }
+
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            ranks: self.job.size as usize,
+            ring_bytes: self.cfg.ring_bytes,
+        }
+    }
+
+    // ------------------------------------------------------------------ interfaces
+
+    /// `PtlNIInit`.
+    pub fn ni_init(
+        &mut self,
+        options: u32,
+        pid: u32,
+        desired: Option<&ptl_ni_limits_t>,
+    ) -> Result<(usize, ptl_ni_limits_t), i32> {
+        let m = options & (PTL_NI_MATCHING | PTL_NI_NO_MATCHING);
+        let a = options & (PTL_NI_LOGICAL | PTL_NI_PHYSICAL);
+        if options & !PTL_NI_INIT_OPTIONS_MASK != 0
+            || m == 0
+            || m == PTL_NI_MATCHING | PTL_NI_NO_MATCHING
+            || a == 0
+            || a == PTL_NI_LOGICAL | PTL_NI_PHYSICAL
+        {
+            return Err(PTL_ARG_INVALID);
+        }
+        if pid != PTL_PID_ANY && pid != self.job.rank {
+            return Err(PTL_PID_IN_USE);
+        }
+        let slot = ni_slot(options);
+        if let Some(ni) = self.nis[slot].as_mut() {
+            ni.refs += 1;
+            return Ok((slot, ni.limits));
+        }
+        if self.own.is_none() {
+            let geo = self.geometry();
+            match Segment::create(&self.job.id, self.job.rank, geo) {
+                Ok(seg) => self.own = Some(seg),
+                Err(e) => {
+                    eprintln!(
+                        "portals4-shmem: cannot create the segment of rank {} of job {}: {e}",
+                        self.job.rank, self.job.id
+                    );
+                    return Err(PTL_NO_SPACE);
+                }
+            }
+            self.peers = (0..self.job.size).map(|_| Peer::default()).collect();
+        }
+        let mut limits = ptl_ni_limits_t {
+            max_entries: MAX_OBJECTS as i32,
+            max_unexpected_headers: 1 << 20,
+            max_mds: MAX_OBJECTS as i32,
+            max_cts: MAX_OBJECTS as i32,
+            max_eqs: MAX_OBJECTS as i32,
+            max_pt_index: MAX_PT_INDEX as i32,
+            max_iovecs: 1 << 16,
+            max_list_size: MAX_OBJECTS as i32,
+            max_triggered_ops: 0,
+            max_msg_size: u32::MAX as u64,
+            max_atomic_size: MAX_ATOMIC,
+            max_fetch_atomic_size: MAX_ATOMIC,
+            max_waw_ordered_size: u32::MAX as u64,
+            max_war_ordered_size: u32::MAX as u64,
+            max_volatile_size: self.max_payload as u64,
+            features: 0,
+        };
+        if let Some(d) = desired {
+            // Smaller limits than ours are granted as asked; larger ones are capped.
+            let cap = |want: i32, have: i32| if want > 0 { want.min(have) } else { have };
+            limits.max_pt_index = cap(d.max_pt_index, limits.max_pt_index).max(63);
+            limits.max_eqs = cap(d.max_eqs, limits.max_eqs);
+            limits.max_cts = cap(d.max_cts, limits.max_cts);
+            limits.max_mds = cap(d.max_mds, limits.max_mds);
+            limits.max_entries = cap(d.max_entries, limits.max_entries);
+            limits.max_list_size = cap(d.max_list_size, limits.max_list_size);
+        }
+        let n = self.job.size;
+        self.nis[slot] = Some(Ni {
+            options,
+            refs: 1,
+            limits,
+            pts: (0..=limits.max_pt_index).map(|_| None).collect(),
+            eqs: Slab::default(),
+            cts: Slab::default(),
+            mds: Slab::default(),
+            entries: Slab::default(),
+            map: (0..n).collect(),
+            rev: (0..n).collect(),
+            sr: [0; 3],
+        });
+        Ok((slot, limits))
+    }
+
+    /// `PtlNIFini`.
+    pub fn ni_fini(&mut self, slot: usize) -> i32 {
+        match self.nis[slot].as_mut() {
+            None => PTL_ARG_INVALID,
+            Some(ni) => {
+                ni.refs -= 1;
+                if ni.refs == 0 {
+                    self.nis[slot] = None;
+                }
+                PTL_OK
+            }
+        }
+    }
+
+    /// Drops everything (last `PtlFini`): the segment's name goes; mappings go.
+    pub fn shutdown(&mut self) {
+        // Give queued records a last chance (acknowledgments peers may wait for).
+        for _ in 0..1000 {
+            self.progress();
+            if self.peers.iter().all(|p| p.txq.is_empty()) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        self.nis = [None, None, None, None];
+        if self.own.take().is_some() {
+            Segment::unlink(&self.job.id, self.job.rank);
+        }
+        self.peers.clear();
+        self.ops = Slab::default();
+    }
+
+    pub fn ni(&self, slot: usize) -> Result<&Ni, i32> {
+        self.nis
+            .get(slot)
+            .and_then(|n| n.as_ref())
+            .ok_or(PTL_ARG_INVALID)
+    }
+
+    pub fn ni_mut(&mut self, slot: usize) -> Result<&mut Ni, i32> {
+        self.nis
+            .get_mut(slot)
+            .and_then(|n| n.as_mut())
+            .ok_or(PTL_ARG_INVALID)
+    }
+
+    /// `PtlSetMap`: entry `i` is the physical id of logical rank `i`.
+    pub fn set_map(&mut self, slot: usize, map: &[ptl_process_t]) -> i32 {
+        let size = self.job.size;
+        let ni = match self.ni_mut(slot) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        if !ni.logical() {
+            return PTL_ARG_INVALID;
+        }
+        let mut m = Vec::with_capacity(map.len());
+        let mut rev = vec![u32::MAX; size as usize];
+        for (i, p) in map.iter().enumerate() {
+            let ph = p.phys();
+            if ph.pid >= size || (ph.nid != 0 && ph.nid != PTL_NID_ANY) {
+                return PTL_ARG_INVALID;
+            }
+            m.push(ph.pid);
+            if rev[ph.pid as usize] == u32::MAX {
+                rev[ph.pid as usize] = i as u32;
+            }
+        }
+        ni.map = m;
+        ni.rev = rev;
+        PTL_OK
+    }
+
+    /// `PtlGetMap`.
+    pub fn get_map(&self, slot: usize, out: &mut [ptl_process_t]) -> Result<u64, i32> {
+        let ni = self.ni(slot)?;
+        if !ni.logical() {
+            return Err(PTL_ARG_INVALID);
+        }
+        for (o, &pid) in out.iter_mut().zip(ni.map.iter()) {
+            *o = ptl_process_t::from_phys(0, pid);
+        }
+        Ok(ni.map.len() as u64)
+    }
+
+    /// `PtlGetId` (logical: our rank; physical: nid 0, pid = job rank).
+    pub fn get_id(&self, slot: usize, physical: bool) -> Result<ptl_process_t, i32> {
+        let ni = self.ni(slot)?;
+        if ni.logical() && !physical {
+            let r = ni
+                .rev
+                .get(self.job.rank as usize)
+                .copied()
+                .unwrap_or(u32::MAX);
+            Ok(ptl_process_t::from_rank(r))
+        } else {
+            Ok(ptl_process_t::from_phys(0, self.job.rank))
+        }
+    }
+
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    pub fn status(&self, slot: usize, reg: i32) -> Result<i32, i32> {
+        let ni = self.ni(slot)?;
+        ni.sr
+            .get(usize::try_from(reg).map_err(|_| PTL_ARG_INVALID)?)
+            .copied()
+            .ok_or(PTL_ARG_INVALID)
+    }
+
+    // ------------------------------------------------------------------ portal table
+
+    pub fn pt_alloc(&mut self, slot: usize, options: u32, eq: u32, req: u32) -> Result<u32, i32> {
+        let ni = self.ni_mut(slot)?;
+        if options & !PTL_PT_ALLOC_OPTIONS_MASK != 0 {
+            return Err(PTL_ARG_INVALID);
+        }
+        let eq_key = if eq == PTL_EQ_NONE {
+            None
+        } else {
+            let (k, s, i, g) = split(eq);
+            if k != hk::EQ || s != slot || ni.eqs.get(i, g).is_none() {
+                return Err(PTL_ARG_INVALID);
+            }
+            Some((i, g))
+        };
+        if options & PTL_PT_FLOWCTRL != 0 && eq_key.is_none() {
+            return Err(PTL_PT_EQ_NEEDED);
+        }
+        let idx = if req == PTL_PT_ANY {
+            ni.pts.iter().position(|p| p.is_none()).ok_or(PTL_PT_FULL)? as u32
+        } else {
+            let p = ni.pts.get(req as usize).ok_or(PTL_ARG_INVALID)?;
+            if p.is_some() {
+                return Err(PTL_PT_IN_USE);
+            }
+            req
+        };
+        if let (Some((i, g)), true) = (eq_key, options & PTL_PT_FLOWCTRL != 0) {
+            if let Some(e) = ni.eqs.get_mut(i, g) {
+                e.reserve += 1;
+            }
+        }
+        ni.pts[idx as usize] = Some(Pt {
+            options,
+            eq,
+            enabled: true,
+            priority: Vec::new(),
+            overflow: Vec::new(),
+            unexpected: VecDeque::new(),
+        });
+        Ok(idx)
+    }
+
+    pub fn pt_free(&mut self, slot: usize, idx: u32) -> i32 {
+        let ni = match self.ni_mut(slot) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let pt = match ni.pts.get(idx as usize).and_then(|p| p.as_ref()) {
+            Some(p) => p,
+            None => return PTL_ARG_INVALID,
+        };
+        if !pt.priority.is_empty() || !pt.overflow.is_empty() {
+            return PTL_IN_USE;
+        }
+        let (eq, fc) = (pt.eq, pt.options & PTL_PT_FLOWCTRL != 0);
+        for u in std::mem::take(&mut ni.pts[idx as usize])
+            .unwrap()
+            .unexpected
+        {
+            Self::drop_unexp_ref(ni, u.entry, None);
+        }
+        if fc {
+            let (_, _, i, g) = split(eq);
+            if let Some(e) = ni.eqs.get_mut(i, g) {
+                e.reserve = e.reserve.saturating_sub(1);
+            }
+        }
+        PTL_OK
+    }
+
+    pub fn pt_enable(&mut self, slot: usize, idx: u32, on: bool) -> i32 {
+        if !on {
+            // Everything already arrived is processed first (the call "blocks until all
+            // messages being processed are completed").
+            self.progress();
+        }
+        let ni = match self.ni_mut(slot) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        match ni.pts.get_mut(idx as usize).and_then(|p| p.as_mut()) {
+            Some(p) => {
+                p.enabled = on;
+                PTL_OK
+            }
+            None => PTL_ARG_INVALID,
+        }
+    }
+
+    // ------------------------------------------------------------------ EQ, CT, MD
+
+    pub fn eq_alloc(&mut self, slot: usize, count: u64) -> Result<u32, i32> {
+        let ni = self.ni_mut(slot)?;
+        let cap = count.clamp(1, 1 << 24) as usize;
+        let (i, g) = ni
+            .eqs
+            .insert(Eq {
+                cap,
+                reserve: 0,
+                q: VecDeque::with_capacity(cap.min(4096)),
+                dropped: false,
+            })
+            .ok_or(PTL_NO_SPACE)?;
+        Ok(handle(hk::EQ, slot, i, g))
+    }
+
+    pub fn eq_free(&mut self, h: u32) -> i32 {
+        let (k, s, i, g) = split(h);
+        match self.ni_mut(s) {
+            Ok(ni) if k == hk::EQ => match ni.eqs.remove(i, g) {
+                Some(_) => PTL_OK,
+                None => PTL_ARG_INVALID,
+            },
+            _ => PTL_ARG_INVALID,
+        }
+    }
+
+    /// Takes the next event of `h`: `Ok(None)` when empty; `Ok(Some((ev, dropped)))`.
+    pub fn eq_take(&mut self, h: u32) -> Result<Option<(ptl_event_t, bool)>, i32> {
+        let (k, s, i, g) = split(h);
+        if k != hk::EQ {
+            return Err(PTL_ARG_INVALID);
+        }
+        let eq = self.ni_mut(s)?.eqs.get_mut(i, g).ok_or(PTL_ARG_INVALID)?;
+        Ok(eq.q.pop_front().map(|ev| {
+            let d = std::mem::take(&mut eq.dropped);
+            (ev, d)
+        }))
+    }
+
+    pub fn ct_alloc(&mut self, slot: usize) -> Result<u32, i32> {
+        let ni = self.ni_mut(slot)?;
+        let (i, g) = ni
+            .cts
+            .insert(ptl_ct_event_t::default())
+            .ok_or(PTL_NO_SPACE)?;
+        Ok(handle(hk::CT, slot, i, g))
+    }
+
+    pub fn ct_mut(&mut self, h: u32) -> Result<&mut ptl_ct_event_t, i32> {
+        let (k, s, i, g) = split(h);
+        if k != hk::CT {
+            return Err(PTL_ARG_INVALID);
+        }
+        self.ni_mut(s)?.cts.get_mut(i, g).ok_or(PTL_ARG_INVALID)
+    }
+
+    pub fn ct_free(&mut self, h: u32) -> i32 {
+        let (k, s, i, g) = split(h);
+        match self.ni_mut(s) {
+            Ok(ni) if k == hk::CT => match ni.cts.remove(i, g) {
+                Some(_) => PTL_OK,
+                None => PTL_ARG_INVALID,
+            },
+            _ => PTL_ARG_INVALID,
+        }
+    }
+
+    fn check_eq_ct(ni: &Ni, slot: usize, eq: u32, ct: u32) -> bool {
+        let eq_ok = eq == PTL_EQ_NONE || {
+            let (k, s, i, g) = split(eq);
+            k == hk::EQ && s == slot && ni.eqs.get(i, g).is_some()
+        };
+        let ct_ok = ct == PTL_CT_NONE || {
+            let (k, s, i, g) = split(ct);
+            k == hk::CT && s == slot && ni.cts.get(i, g).is_some()
+        };
+        eq_ok && ct_ok
+    }
+
+    pub fn md_bind(&mut self, slot: usize, md: &ptl_md_t) -> Result<u32, i32> {
+        let ni = self.ni_mut(slot)?;
+        if md.options & !PTL_MD_OPTIONS_MASK != 0
+            || !Self::check_eq_ct(ni, slot, md.eq_handle, md.ct_handle)
+            || (md.start.is_null() && md.length > 0 && md.options & PTL_IOVEC == 0)
+        {
+            return Err(PTL_ARG_INVALID);
+        }
+        // SAFETY: the user's descriptor; an iovec array is read (and copied) now.
+        let region =
+            unsafe { Region::new(md.start as *mut u8, md.length, md.options & PTL_IOVEC != 0) };
+        let (i, g) = ni
+            .mds
+            .insert(Md {
+                region,
+                options: md.options,
+                eq: md.eq_handle,
+                ct: md.ct_handle,
+                pending: 0,
+            })
+            .ok_or(PTL_NO_SPACE)?;
+        Ok(handle(hk::MD, slot, i, g))
+    }
+
+    pub fn md_release(&mut self, h: u32) -> i32 {
+        let (k, s, i, g) = split(h);
+        let ni = match self.ni_mut(s) {
+            Ok(n) if k == hk::MD => n,
+            _ => return PTL_ARG_INVALID,
+        };
+        match ni.mds.get(i, g) {
+            None => PTL_ARG_INVALID,
+            Some(md) if md.pending > 0 => PTL_IN_USE,
+            Some(_) => {
+                ni.mds.remove(i, g);
+                PTL_OK
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ events
+
+    /// Posts a full event to `eq` (if any).
+    fn post(ni: &mut Ni, eq: u32, ev: ptl_event_t) {
+        if eq == PTL_EQ_NONE {
+            return;
+        }
+        let (_, _, i, g) = split(eq);
+        if let Some(e) = ni.eqs.get_mut(i, g) {
+            e.push(ev);
+        }
+    }
+
+    /// Counts on `ct`: a success adds `bytes` (byte counting) or one; a failure adds one.
+    fn count(ni: &mut Ni, ct: u32, ok: bool, bytes: Option<u64>) {
+        if ct == PTL_CT_NONE {
+            return;
+        }
+        let (_, _, i, g) = split(ct);
+        if let Some(c) = ni.cts.get_mut(i, g) {
+            if ok {
+                c.success += bytes.unwrap_or(1);
+            } else {
+                c.failure += 1;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ list entries
+
+    /// `PtlMEAppend` / `PtlLEAppend`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append(
+        &mut self,
+        slot: usize,
+        pt_index: u32,
+        me: &ptl_me_t,
+        list: u8,
+        user_ptr: usize,
+        is_me: bool,
+    ) -> Result<u32, i32> {
+        let ni = self.ni_mut(slot)?;
+        if ni.matching() != is_me || list > PTL_OVERFLOW_LIST {
+            return Err(PTL_ARG_INVALID);
+        }
+        let mask = if is_me {
+            PTL_ME_APPEND_OPTIONS_MASK
+        } else {
+            PTL_LE_APPEND_OPTIONS_MASK
+        };
+        if me.options & !mask != 0 || !Self::check_eq_ct(ni, slot, PTL_EQ_NONE, me.ct_handle) {
+            return Err(PTL_ARG_INVALID);
+        }
+        if ni
+            .pts
+            .get(pt_index as usize)
+            .and_then(|p| p.as_ref())
+            .is_none()
+        {
+            return Err(PTL_ARG_INVALID);
+        }
+        // SAFETY: the user's entry description; an iovec array is copied now.
+        let region =
+            unsafe { Region::new(me.start as *mut u8, me.length, me.options & PTL_IOVEC != 0) };
+        let entry = Entry {
+            region,
+            ct: me.ct_handle,
+            uid: me.uid,
+            options: me.options,
+            match_id: me.match_id,
+            match_bits: me.match_bits,
+            ignore_bits: me.ignore_bits,
+            min_free: me.min_free,
+            local_offset: 0,
+            user_ptr,
+            pt: pt_index,
+            list,
+            linked: false,
+            unexp_refs: 0,
+            free_due: false,
+            is_me,
+        };
+        let logical = ni.logical();
+        let (idx, gen) = ni.entries.insert(entry).ok_or(PTL_NO_SPACE)?;
+        let h = handle(if is_me { hk::ME } else { hk::LE }, slot, idx, gen);
+        if list == PTL_PRIORITY_LIST {
+            // Search the unexpected list first: every match is an overflow event; a use-once
+            // entry takes one and is never linked.
+            let consumed = Self::sweep_unexpected(ni, pt_index, idx, logical, true);
+            if consumed {
+                let e = ni.entries.remove(idx, gen).unwrap();
+                Self::unlink_event(ni, pt_index, &e);
+                return Ok(h);
+            }
+        }
+        let pt = ni.pts[pt_index as usize].as_mut().unwrap();
+        if list == PTL_PRIORITY_LIST {
+            pt.priority.push(idx);
+        } else {
+            pt.overflow.push(idx);
+        }
+        let eq = pt.eq;
+        let e = ni.entries.at_mut(idx).unwrap();
+        e.linked = true;
+        if e.options & PTL_ME_EVENT_LINK_DISABLE == 0 {
+            let ev = ptl_event_t {
+                type_: PTL_EVENT_LINK,
+                user_ptr: user_ptr as *mut c_void,
+                pt_index,
+                ptl_list: list,
+                ni_fail_type: PTL_NI_OK,
+                ..blank()
+            };
+            Self::post(ni, eq, ev);
+        }
+        Ok(h)
+    }
+
+    /// Matches the entry in slot `idx` against the unexpected list of `pt_index`, delivering an
+    /// overflow event for each match (`deliver`; else a search event). Returns whether a
+    /// use-once entry was consumed.
+    fn sweep_unexpected(
+        ni: &mut Ni,
+        pt_index: u32,
+        idx: u32,
+        logical: bool,
+        deliver: bool,
+    ) -> bool {
+        let once = ni.entries.at(idx).unwrap().options & PTL_ME_USE_ONCE != 0;
+        let mut i = 0;
+        let mut consumed = false;
+        loop {
+            let pt = ni.pts[pt_index as usize].as_mut().unwrap();
+            if i >= pt.unexpected.len() {
+                break;
+            }
+            let u = pt.unexpected[i];
+            let e = ni.entries.at(idx).unwrap();
+            if !Self::id_bits_match(e, &u.initiator, u.match_bits, logical) {
+                i += 1;
+                continue;
+            }
+            if deliver {
+                pt.unexpected.remove(i);
+            } else {
+                i += 1;
+            }
+            Self::overflow_event(ni, pt_index, idx, &u, deliver);
+            if deliver {
+                Self::drop_unexp_ref(ni, u.entry, Some(pt_index));
+            }
+            if once {
+                consumed = true;
+                break;
+            }
+        }
+        consumed
+    }
+
+    /// The overflow (or search) event of entry `idx` for unexpected message `u`.
+    fn overflow_event(ni: &mut Ni, pt_index: u32, idx: u32, u: &Unexp, deliver: bool) {
+        let e = ni.entries.at(idx).unwrap();
+        let (opts, ct, user_ptr) = (e.options, e.ct, e.user_ptr);
+        let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+        let ev = ptl_event_t {
+            type_: if deliver { u.event } else { PTL_EVENT_SEARCH },
+            start: u.start as *mut c_void,
+            user_ptr: user_ptr as *mut c_void,
+            hdr_data: u.hdr_data,
+            match_bits: u.match_bits,
+            rlength: u.rlength,
+            mlength: u.mlength,
+            remote_offset: u.remote_offset,
+            initiator: u.initiator,
+            uid: u.uid,
+            pt_index,
+            ptl_list: PTL_OVERFLOW_LIST,
+            ni_fail_type: PTL_NI_OK,
+            atomic_operation: u.op,
+            atomic_type: u.dt,
+        };
+        let quiet = opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) != 0
+            || (deliver && opts & PTL_ME_EVENT_OVER_DISABLE != 0);
+        if !quiet {
+            Self::post(ni, eq, ev);
+        }
+        if deliver && opts & PTL_ME_EVENT_CT_OVERFLOW != 0 {
+            let bytes = (opts & PTL_ME_EVENT_CT_BYTES != 0).then_some(u.mlength);
+            Self::count(ni, ct, true, bytes);
+        }
+    }
+
+    /// One unexpected header pointing into overflow entry `idx` is gone.
+    fn drop_unexp_ref(ni: &mut Ni, idx: u32, pt_index: Option<u32>) {
+        let gen = ni.entries.gen_of(idx);
+        let free = match ni.entries.at_mut(idx) {
+            Some(e) => {
+                e.unexp_refs = e.unexp_refs.saturating_sub(1);
+                e.unexp_refs == 0 && e.free_due
+            }
+            None => false,
+        };
+        if free {
+            let e = ni.entries.remove(idx, gen).unwrap();
+            if let Some(p) = pt_index {
+                if e.options & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
+                    let eq = ni.pts[p as usize]
+                        .as_ref()
+                        .map(|p| p.eq)
+                        .unwrap_or(PTL_EQ_NONE);
+                    let ev = ptl_event_t {
+                        type_: PTL_EVENT_AUTO_FREE,
+                        user_ptr: e.user_ptr as *mut c_void,
+                        pt_index: p,
+                        ptl_list: PTL_OVERFLOW_LIST,
+                        ..blank()
+                    };
+                    Self::post(ni, eq, ev);
+                }
+            }
+        }
+    }
+
+    fn unlink_event(ni: &mut Ni, pt_index: u32, e: &Entry) {
+        if e.options & PTL_ME_EVENT_UNLINK_DISABLE != 0 {
+            return;
+        }
+        let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+        let ev = ptl_event_t {
+            type_: PTL_EVENT_AUTO_UNLINK,
+            user_ptr: e.user_ptr as *mut c_void,
+            pt_index,
+            ptl_list: e.list,
+            ..blank()
+        };
+        Self::post(ni, eq, ev);
+    }
+
+    /// Source and match bits (the part of matching an unexpected header is checked against).
+    fn id_bits_match(e: &Entry, init: &ptl_process_t, bits: u64, logical: bool) -> bool {
+        if e.is_me && ((bits ^ e.match_bits) & !e.ignore_bits) != 0 {
+            return false;
+        }
+        if !e.is_me {
+            return true;
+        }
+        if logical {
+            let r = e.match_id.rank();
+            r == PTL_RANK_ANY || r == init.rank()
+        } else {
+            let (m, p) = (e.match_id.phys(), init.phys());
+            (m.nid == PTL_NID_ANY || m.nid == p.nid) && (m.pid == PTL_PID_ANY || m.pid == p.pid)
+        }
+    }
+
+    /// `PtlMEUnlink` / `PtlLEUnlink`.
+    pub fn unlink(&mut self, h: u32) -> i32 {
+        let (k, s, i, g) = split(h);
+        let ni = match self.ni_mut(s) {
+            Ok(n) if k == hk::ME || k == hk::LE => n,
+            _ => return PTL_ARG_INVALID,
+        };
+        let (pt, list, refs) = match ni.entries.get(i, g) {
+            Some(e) if e.linked => (e.pt, e.list, e.unexp_refs),
+            _ => return PTL_ARG_INVALID,
+        };
+        if let Some(p) = ni.pts.get_mut(pt as usize).and_then(|p| p.as_mut()) {
+            let l = if list == PTL_PRIORITY_LIST {
+                &mut p.priority
+            } else {
+                &mut p.overflow
+            };
+            l.retain(|&x| x != i);
+        }
+        if refs > 0 {
+            // Unexpected headers still point into it; the slot lives until they are gone,
+            // without an event (it was not unlinked automatically).
+            let e = ni.entries.get_mut(i, g).unwrap();
+            e.linked = false;
+            e.free_due = true;
+            e.options |= PTL_ME_EVENT_UNLINK_DISABLE;
+        } else {
+            ni.entries.remove(i, g);
+        }
+        PTL_OK
+    }
+
+    /// `PtlMESearch` / `PtlLESearch`.
+    pub fn search(
+        &mut self,
+        slot: usize,
+        pt_index: u32,
+        me: &ptl_me_t,
+        op: u8,
+        user_ptr: usize,
+        is_me: bool,
+    ) -> i32 {
+        let ni = match self.ni_mut(slot) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        if ni.matching() != is_me
+            || op > PTL_SEARCH_DELETE
+            || ni
+                .pts
+                .get(pt_index as usize)
+                .and_then(|p| p.as_ref())
+                .is_none()
+        {
+            return PTL_ARG_INVALID;
+        }
+        let logical = ni.logical();
+        let entry = Entry {
+            region: Region::Contig {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            ct: me.ct_handle,
+            uid: me.uid,
+            options: me.options,
+            match_id: me.match_id,
+            match_bits: me.match_bits,
+            ignore_bits: me.ignore_bits,
+            min_free: 0,
+            local_offset: 0,
+            user_ptr,
+            pt: pt_index,
+            list: PTL_PRIORITY_LIST,
+            linked: false,
+            unexp_refs: 0,
+            free_due: false,
+            is_me,
+        };
+        let (idx, gen) = match ni.entries.insert(entry) {
+            Some(k) => k,
+            None => return PTL_NO_SPACE,
+        };
+        let before = ni.pts[pt_index as usize].as_ref().unwrap().unexpected.len();
+        let delete = op == PTL_SEARCH_DELETE;
+        let found = if delete {
+            Self::sweep_unexpected(ni, pt_index, idx, logical, true);
+            ni.pts[pt_index as usize].as_ref().unwrap().unexpected.len() < before
+        } else {
+            let n = Self::count_search(ni, pt_index, idx, logical);
+            n > 0
+        };
+        let e = ni.entries.remove(idx, gen).unwrap();
+        if !found {
+            let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+            if e.options & PTL_ME_EVENT_COMM_DISABLE == 0 {
+                let ev = ptl_event_t {
+                    type_: PTL_EVENT_SEARCH,
+                    user_ptr: user_ptr as *mut c_void,
+                    pt_index,
+                    ni_fail_type: PTL_NI_NO_MATCH,
+                    ..blank()
+                };
+                Self::post(ni, eq, ev);
+            }
+        }
+        PTL_OK
+    }
+
+    /// Search events (no removal) for entry `idx`; returns how many matched.
+    fn count_search(ni: &mut Ni, pt_index: u32, idx: u32, logical: bool) -> usize {
+        let once = ni.entries.at(idx).unwrap().options & PTL_ME_USE_ONCE != 0;
+        let list: Vec<Unexp> = ni.pts[pt_index as usize]
+            .as_ref()
+            .unwrap()
+            .unexpected
+            .iter()
+            .copied()
+            .collect();
+        let mut n = 0;
+        for u in list {
+            if Self::id_bits_match(
+                ni.entries.at(idx).unwrap(),
+                &u.initiator,
+                u.match_bits,
+                logical,
+            ) {
+                Self::overflow_event(ni, pt_index, idx, &u, false);
+                n += 1;
+                if once {
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    // ------------------------------------------------------------------ initiator
+
+    /// Resolves a target id to a job rank.
+    fn target_rank(&self, slot: usize, t: &ptl_process_t) -> Result<u32, i32> {
+        let ni = self.ni(slot)?;
+        if ni.logical() {
+            ni.map
+                .get(t.rank() as usize)
+                .copied()
+                .ok_or(PTL_ARG_INVALID)
+        } else {
+            let p = t.phys();
+            if p.pid < self.job.size && (p.nid == 0 || p.nid == PTL_NID_ANY) {
+                Ok(p.pid)
+            } else {
+                Err(PTL_ARG_INVALID)
+            }
+        }
+    }
+
+    /// Starts a put, get or atomic. `operand`: the swap operand, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub fn initiate(
+        &mut self,
+        kind_: u8,
+        md_h: u32,
+        local_offset: u64,
+        get_md_h: u32,
+        get_offset: u64,
+        length: u64,
+        ack_req: u8,
+        target: ptl_process_t,
+        pt_index: u32,
+        match_bits: u64,
+        remote_offset: u64,
+        user_ptr: usize,
+        hdr_data: u64,
+        atomic: (u8, u8),
+        operand: Option<&[u8]>,
+    ) -> i32 {
+        let (k, slot, i, g) = split(md_h);
+        if k != hk::MD {
+            return PTL_ARG_INVALID;
+        }
+        let dest = match self.target_rank(slot, &target) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if ack_req > PTL_OC_ACK_REQ || pt_index > MAX_PT_INDEX {
+            return PTL_ARG_INVALID;
+        }
+        let ni = self.nis[slot].as_mut().unwrap();
+        let md = match ni.mds.get(i, g) {
+            Some(m) => m,
+            None => return PTL_ARG_INVALID,
+        };
+        let needs_src = kind_ != kind::GET;
+        if needs_src
+            && local_offset
+                .checked_add(length)
+                .is_none_or(|e| e > md.region.len())
+        {
+            return PTL_ARG_INVALID;
+        }
+        let (gk, gs, gi, gg) = split(get_md_h);
+        let reply_region = if kind_ == kind::GET || kind_ == kind::FETCH {
+            let gm = if gk == hk::MD && gs == slot {
+                ni.mds.get(gi, gg)
+            } else {
+                None
+            };
+            match gm {
+                Some(m)
+                    if get_offset
+                        .checked_add(length)
+                        .is_some_and(|e| e <= m.region.len()) =>
+                {
+                    Some(m.region.clone())
+                }
+                _ => return PTL_ARG_INVALID,
+            }
+        } else {
+            None
+        };
+        if kind_ == kind::ATOMIC || kind_ == kind::FETCH {
+            let (op, dt) = atomic;
+            let size = atomics::elem_size(dt).unwrap_or(0) as u64;
+            if length > MAX_ATOMIC
+                || !atomics::valid(op, dt)
+                || size == 0
+                || length % size != 0
+                || (kind_ == kind::ATOMIC && atomics::needs_operand(op))
+                || (atomics::needs_operand(op) && length != size)
+            {
+                return PTL_ARG_INVALID;
+            }
+        }
+        let src_region = md.region.clone();
+        let cma_ok = self.cfg.cma && length as usize >= self.cfg.cma_threshold;
+        let cma_put = kind_ == kind::PUT && cma_ok && src_region.contig().is_some();
+        let cma_get = kind_ == kind::GET
+            && cma_ok
+            && reply_region.as_ref().and_then(|r| r.contig()).is_some();
+        let awaits = match kind_ {
+            kind::PUT | kind::ATOMIC => ack_req != PTL_NO_ACK_REQ || cma_put,
+            _ => true,
+        };
+        let ni = self.nis[slot].as_mut().unwrap();
+        ni.mds.get_mut(i, g).unwrap().pending += 1;
+        if kind_ == kind::FETCH && get_md_h != md_h {
+            ni.mds.get_mut(gi, gg).unwrap().pending += 1;
+        }
+        let op = Op {
+            ni: slot,
+            kind: kind_,
+            md: md_h,
+            get_md: get_md_h,
+            local_offset,
+            get_offset,
+            length,
+            user_ptr,
+            ack_req,
+            target,
+            pt_index,
+            match_bits,
+            hdr_data,
+            sent: kind_ == kind::GET,
+            awaits,
+            cma_put,
+        };
+        let (oi, og) = match self.ops.insert(op) {
+            Some(k) => k,
+            None => {
+                self.release_md_refs(slot, md_h, get_md_h, kind_);
+                return PTL_NO_SPACE;
+            }
+        };
+        let op_id = handle(hk::OP, 0, oi, og);
+        let mut flags = 0;
+        let mut h = Hdr::new(kind_, 0, slot as u8, ack_req);
+        h.match_bits = match_bits;
+        h.hdr_data = hdr_data;
+        h.length = length;
+        h.offset = remote_offset;
+        h.op = op_id;
+        h.pt_index = pt_index;
+        h.uid = self.uid;
+        h.extra = atomic.0 as u32 | (atomic.1 as u32) << 8;
+        let payload = match kind_ {
+            kind::PUT if cma_put => {
+                flags |= flag::CMA;
+                h.addr = src_region.addr_at(local_offset) as u64;
+                Payload::Empty
+            }
+            kind::PUT => Payload::Mem {
+                region: src_region,
+                off: local_offset,
+            },
+            kind::GET => {
+                if cma_get {
+                    flags |= flag::CMA;
+                    h.addr = reply_region.as_ref().unwrap().addr_at(get_offset) as u64;
+                }
+                Payload::Empty
+            }
+            _ => {
+                let mut v = operand.map(|o| o.to_vec()).unwrap_or_default();
+                let at = v.len();
+                v.resize(at + length as usize, 0);
+                // SAFETY: range checked above.
+                unsafe { src_region.read_at(local_offset, v.as_mut_ptr().add(at), length) };
+                Payload::Bytes(v)
+            }
+        };
+        let len = match &payload {
+            Payload::Empty => 0,
+            Payload::Mem { .. } => length,
+            Payload::Bytes(b) => b.len() as u64,
+        };
+        let tx = Tx {
+            hdr: h,
+            kind: kind_,
+            flags,
+            payload,
+            len,
+            sent: 0,
+            op: if kind_ == kind::GET { 0 } else { op_id },
+        };
+        let backed_up = !self.peers[dest as usize].txq.is_empty();
+        self.peers[dest as usize].txq.push_back(tx);
+        self.flush(dest as usize);
+        self.finish_sends();
+        if backed_up {
+            // The peer may be waiting for room in our rings before it can take ours.
+            self.progress();
+        }
+        PTL_OK
+    }
+
+    fn release_md_refs(&mut self, slot: usize, md: u32, get_md: u32, kind_: u8) {
+        if let Some(ni) = self.nis[slot].as_mut() {
+            let (_, _, i, g) = split(md);
+            if let Some(m) = ni.mds.get_mut(i, g) {
+                m.pending = m.pending.saturating_sub(1);
+            }
+            if kind_ == kind::FETCH && get_md != md {
+                let (_, _, i, g) = split(get_md);
+                if let Some(m) = ni.mds.get_mut(i, g) {
+                    m.pending = m.pending.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    /// Maps peer `p`'s segment if not yet done. `false`: not there yet.
+    fn attach(&mut self, p: usize) -> bool {
+        if self.peers[p].seg.is_some() {
+            return true;
+        }
+        match Segment::attach(&self.job.id, p as u32, self.geometry()) {
+            Ok(Some(s)) => {
+                self.peers[p].seg = Some(s);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Writes as much of peer `p`'s queue as its ring takes.
+    fn flush(&mut self, p: usize) {
+        if self.peers[p].txq.is_empty() || !self.attach(p) {
+            return;
+        }
+        let me = self.job.rank as usize;
+        let maxp = self.max_payload as u64;
+        let peer = &mut self.peers[p];
+        let seg = peer.seg.as_ref().unwrap();
+        while let Some(tx) = peer.txq.front_mut() {
+            let first = tx.sent == 0;
+            let chunk = (tx.len - tx.sent).min(maxp);
+            let more = tx.sent + chunk < tx.len;
+            let (k, fl) = if first {
+                (tx.kind, tx.flags | if more { flag::MORE } else { 0 })
+            } else {
+                (kind::DATA, if more { flag::MORE } else { 0 })
+            };
+            let at = tx.sent;
+            let payload = &tx.payload;
+            let ok = peer
+                .prod
+                .push(seg, me, &tx.hdr, k, fl, chunk as usize, |dst| {
+                    // SAFETY: `dst` has room for `chunk` bytes; sources are in range.
+                    unsafe {
+                        match payload {
+                            Payload::Empty => {}
+                            Payload::Mem { region, off } => region.read_at(off + at, dst, chunk),
+                            Payload::Bytes(b) => std::ptr::copy_nonoverlapping(
+                                b.as_ptr().add(at as usize),
+                                dst,
+                                chunk as usize,
+                            ),
+                        }
+                    }
+                });
+            if !ok {
+                break;
+            }
+            tx.sent += chunk;
+            if !more {
+                let op = tx.op;
+                peer.txq.pop_front();
+                if op != 0 {
+                    self.sent_done.push(op);
+                }
+            }
+        }
+    }
+
+    /// Posts the `PTL_EVENT_SEND`s of operations whose data has fully left.
+    fn finish_sends(&mut self) {
+        while let Some(op_id) = self.sent_done.pop() {
+            let (_, _, oi, og) = split(op_id);
+            match self.ops.get(oi, og) {
+                Some(o) if !o.sent && !o.cma_put => {}
+                _ => continue,
+            }
+            self.post_send(op_id, PTL_NI_OK);
+        }
+    }
+
+    /// `PTL_EVENT_SEND` for `op_id`; frees the operation if nothing else is due.
+    fn post_send(&mut self, op_id: u32, fail: u8) {
+        let (_, _, oi, og) = split(op_id);
+        let (slot, md_h, user_ptr, length, off, awaits, target, pt_index, match_bits, hdr_data) = {
+            let o = match self.ops.get_mut(oi, og) {
+                Some(o) => o,
+                None => return,
+            };
+            o.sent = true;
+            (
+                o.ni,
+                o.md,
+                o.user_ptr,
+                o.length,
+                o.local_offset,
+                o.awaits,
+                o.target,
+                o.pt_index,
+                o.match_bits,
+                o.hdr_data,
+            )
+        };
+        if let Some(ni) = self.nis[slot].as_mut() {
+            let (_, _, i, g) = split(md_h);
+            if let Some(md) = ni.mds.get(i, g) {
+                let (eq, ct, opts) = (md.eq, md.ct, md.options);
+                let start = md.region.addr_at(off);
+                let ok = fail == PTL_NI_OK;
+                let quiet = opts & PTL_MD_EVENT_SEND_DISABLE != 0
+                    || (ok && opts & PTL_MD_EVENT_SUCCESS_DISABLE != 0);
+                if !quiet {
+                    let ev = ptl_event_t {
+                        type_: PTL_EVENT_SEND,
+                        start: start.cast(),
+                        user_ptr: user_ptr as *mut c_void,
+                        hdr_data,
+                        match_bits,
+                        rlength: length,
+                        mlength: length,
+                        initiator: target,
+                        pt_index,
+                        ni_fail_type: fail,
+                        ..blank()
+                    };
+                    Self::post(ni, eq, ev);
+                }
+                if opts & PTL_MD_EVENT_CT_SEND != 0 {
+                    let bytes = (opts & PTL_MD_EVENT_CT_BYTES != 0).then_some(length);
+                    Self::count(ni, ct, ok, bytes);
+                }
+            }
+        }
+        if !awaits {
+            self.retire(op_id);
+        }
+    }
+
+    /// Frees an operation and its MD references.
+    fn retire(&mut self, op_id: u32) {
+        let (_, _, oi, og) = split(op_id);
+        if let Some(o) = self.ops.remove(oi, og) {
+            self.release_md_refs(o.ni, o.md, o.get_md, o.kind);
+        }
+    }
+
+    // ------------------------------------------------------------------ progress
+
+    /// Consumes every inbound record and writes queued outbound ones.
+    pub fn progress(&mut self) {
+        if self.own.is_none() {
+            return;
+        }
+        let n = self.peers.len();
+        for src in 0..n {
+            loop {
+                let (h, data) = {
+                    let own = self.own.as_ref().unwrap();
+                    match self.peers[src].cons.peek(own, src) {
+                        Some(x) => x,
+                        None => break,
+                    }
+                };
+                // SAFETY: the payload stays in place until `advance` below.
+                let payload = unsafe { std::slice::from_raw_parts(data, h.payload()) };
+                self.on_record(src, &h, payload);
+                let own = self.own.as_ref().unwrap();
+                self.peers[src].cons.advance(own, src, &h);
+            }
+        }
+        for p in 0..n {
+            if !self.peers[p].txq.is_empty() {
+                self.flush(p);
+            }
+        }
+        self.finish_sends();
+    }
+
+    fn on_record(&mut self, src: usize, h: &Hdr, payload: &[u8]) {
+        let more = h.flags() & flag::MORE != 0;
+        match h.kind() {
+            kind::DATA => {
+                let (reply, hdr, got) = match self.peers[src].staged.as_ref() {
+                    Some(s) => (s.reply, s.hdr, s.got),
+                    None => return,
+                };
+                if reply {
+                    self.reply_data(&hdr, got, payload);
+                }
+                let st = self.peers[src].staged.as_mut().unwrap();
+                if !reply {
+                    st.buf.extend_from_slice(payload);
+                }
+                st.got += payload.len() as u64;
+                if !more {
+                    let st = self.peers[src].staged.take().unwrap();
+                    if st.reply {
+                        self.reply_done(&st.hdr);
+                    } else {
+                        self.on_request(src, &st.hdr, Src::Bytes(&st.buf));
+                    }
+                }
+            }
+            kind::PUT | kind::GET | kind::ATOMIC | kind::FETCH => {
+                if more {
+                    let mut buf = Vec::with_capacity(h.length as usize);
+                    buf.extend_from_slice(payload);
+                    self.peers[src].staged = Some(Staged {
+                        hdr: *h,
+                        buf,
+                        reply: false,
+                        got: payload.len() as u64,
+                    });
+                } else if h.flags() & flag::CMA != 0 && h.kind() == kind::PUT {
+                    if !self.attach(src) {
+                        self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
+                        return;
+                    }
+                    let pid = self.peers[src].seg.as_ref().unwrap().owner_pid();
+                    self.on_request(src, h, Src::Cma { pid, addr: h.addr });
+                } else {
+                    self.on_request(src, h, Src::Bytes(payload));
+                }
+            }
+            kind::ACK => self.on_ack(h),
+            kind::REPLY => {
+                self.reply_data(h, 0, payload);
+                if more {
+                    self.peers[src].staged = Some(Staged {
+                        hdr: *h,
+                        buf: Vec::new(),
+                        reply: true,
+                        got: payload.len() as u64,
+                    });
+                } else {
+                    self.reply_done(h);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The initiator's id as the target's interface `slot` names it.
+    fn initiator_id(&self, slot: usize, src: usize) -> ptl_process_t {
+        let ni = self.nis[slot].as_ref().unwrap();
+        if ni.logical() {
+            ptl_process_t::from_rank(ni.rev.get(src).copied().unwrap_or(PTL_RANK_ANY))
+        } else {
+            ptl_process_t::from_phys(0, src as u32)
+        }
+    }
+
+    /// A request whose data is all here (or reachable): the target side of the operation.
+    fn on_request(&mut self, src: usize, h: &Hdr, data: Src) {
+        let slot = h.ni() as usize;
+        let kind_ = h.kind();
+        let ok_ni = self.nis.get(slot).is_some_and(|n| n.is_some());
+        if !ok_ni {
+            return self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
+        }
+        let init = self.initiator_id(slot, src);
+        let logical = self.nis[slot].as_ref().unwrap().logical();
+        let ni = self.nis[slot].as_mut().unwrap();
+        let pti = h.pt_index as usize;
+        let (enabled, flowctrl, eq) = match ni.pts.get(pti).and_then(|p| p.as_ref()) {
+            Some(p) => (p.enabled, p.options & PTL_PT_FLOWCTRL != 0, p.eq),
+            None => {
+                ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+                return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+            }
+        };
+        if !enabled {
+            ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+            return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+        }
+        if flowctrl {
+            let (_, _, i, g) = split(eq);
+            let room = ni.eqs.get(i, g).map(|e| e.room()).unwrap_or(usize::MAX);
+            if room == 0 {
+                Self::disable_pt(ni, h.pt_index);
+                return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+            }
+        }
+        let is_put = kind_ == kind::PUT || kind_ == kind::ATOMIC;
+        let need = match kind_ {
+            kind::PUT | kind::ATOMIC => PTL_ME_OP_PUT,
+            kind::GET => PTL_ME_OP_GET,
+            _ => PTL_ME_OP_PUT | PTL_ME_OP_GET,
+        };
+        // Priority list first, then (puts and atomics) the overflow list.
+        let mut found = None;
+        for list in [PTL_PRIORITY_LIST, PTL_OVERFLOW_LIST] {
+            if list == PTL_OVERFLOW_LIST && kind_ != kind::PUT && kind_ != kind::ATOMIC {
+                break;
+            }
+            let pt = ni.pts[pti].as_ref().unwrap();
+            let l = if list == PTL_PRIORITY_LIST {
+                &pt.priority
+            } else {
+                &pt.overflow
+            };
+            for (pos, &idx) in l.iter().enumerate() {
+                let e = ni.entries.at(idx).unwrap();
+                if !Self::id_bits_match(e, &init, h.match_bits, logical) {
+                    continue;
+                }
+                if e.options & PTL_ME_NO_TRUNCATE != 0 && e.is_me {
+                    let off = if e.options & PTL_ME_MANAGE_LOCAL != 0 {
+                        e.local_offset
+                    } else {
+                        h.offset
+                    };
+                    if h.length > e.region.len().saturating_sub(off) {
+                        continue;
+                    }
+                }
+                found = Some((list, pos, idx));
+                break;
+            }
+            if found.is_some() {
+                break;
+            }
+        }
+        let (list, pos, idx) = match found {
+            Some(f) => f,
+            None => {
+                ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+                if flowctrl {
+                    Self::disable_pt(ni, h.pt_index);
+                    return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+                }
+                return self.respond_fail(src, h, PTL_NI_DROPPED);
+            }
+        };
+        let e = ni.entries.at(idx).unwrap();
+        if e.uid != PTL_UID_ANY && e.uid != h.uid {
+            ni.sr[PTL_SR_PERMISSION_VIOLATIONS as usize] += 1;
+            return self.respond_fail(src, h, PTL_NI_PERM_VIOLATION);
+        }
+        if e.options & need != need {
+            ni.sr[PTL_SR_OPERATION_VIOLATIONS as usize] += 1;
+            return self.respond_fail(src, h, PTL_NI_OP_VIOLATION);
+        }
+        let manage_local = e.is_me && e.options & PTL_ME_MANAGE_LOCAL != 0;
+        let off = if manage_local {
+            e.local_offset
+        } else {
+            h.offset
+        };
+        let mlength = h.length.min(e.region.len().saturating_sub(off));
+        let region = e.region.clone();
+        let (opts, ct, user_ptr) = (e.options, e.ct, e.user_ptr);
+        let start = region.addr_at(off);
+
+        // Move the data.
+        let mut fail = PTL_NI_OK;
+        let mut reply: Option<Vec<u8>> = None;
+        let mut reply_cma = false;
+        match kind_ {
+            kind::PUT => {
+                if !data.deposit(&region, off, 0, mlength) {
+                    fail = PTL_NI_UNDELIVERABLE;
+                }
+            }
+            kind::GET => {
+                if h.flags() & flag::CMA != 0 {
+                    let pid = if self.attach(src) {
+                        self.peers[src].seg.as_ref().unwrap().owner_pid()
+                    } else {
+                        0
+                    };
+                    if pid == 0 || !region::cma(pid, &region, off, h.addr, mlength, false) {
+                        fail = PTL_NI_UNDELIVERABLE;
+                    }
+                    reply_cma = true;
+                } else {
+                    let mut v = vec![0u8; mlength as usize];
+                    // SAFETY: inside the entry (mlength clipped).
+                    unsafe { region.read_at(off, v.as_mut_ptr(), mlength) };
+                    reply = Some(v);
+                }
+            }
+            _ => {
+                let (op, dt) = (h.extra as u8, (h.extra >> 8) as u8);
+                let bytes = match &data {
+                    Src::Bytes(b) => *b,
+                    Src::Cma { .. } => &[][..],
+                };
+                let olen = if atomics::needs_operand(op) {
+                    atomics::elem_size(dt).unwrap_or(0)
+                } else {
+                    0
+                };
+                let size = atomics::elem_size(dt).unwrap_or(1) as u64;
+                let n = mlength - mlength % size;
+                let mut cur = vec![0u8; n as usize];
+                // SAFETY: inside the entry.
+                unsafe { region.read_at(off, cur.as_mut_ptr(), n) };
+                let old = (kind_ == kind::FETCH).then(|| cur.clone());
+                if bytes.len() >= olen + n as usize
+                    && atomics::apply(
+                        op,
+                        dt,
+                        &mut cur,
+                        &bytes[olen..olen + n as usize],
+                        &bytes[..olen],
+                    )
+                    .is_ok()
+                {
+                    // SAFETY: as above.
+                    unsafe { region.write_at(off, cur.as_ptr(), n) };
+                } else {
+                    fail = PTL_NI_OP_VIOLATION;
+                }
+                reply = old;
+            }
+        }
+        let ni = self.nis[slot].as_mut().unwrap();
+        if fail == PTL_NI_OK {
+            let e = ni.entries.at_mut(idx).unwrap();
+            if manage_local {
+                e.local_offset = off + mlength;
+            }
+            let free_left = e.region.len().saturating_sub(e.local_offset);
+            let unlink = opts & PTL_ME_USE_ONCE != 0
+                || (manage_local && e.min_free > 0 && free_left < e.min_free);
+            let ev_kind = match kind_ {
+                kind::PUT => PTL_EVENT_PUT,
+                kind::GET => PTL_EVENT_GET,
+                kind::ATOMIC => PTL_EVENT_ATOMIC,
+                _ => PTL_EVENT_FETCH_ATOMIC,
+            };
+            let ev = ptl_event_t {
+                type_: ev_kind,
+                start: start.cast(),
+                user_ptr: user_ptr as *mut c_void,
+                hdr_data: h.hdr_data,
+                match_bits: h.match_bits,
+                rlength: h.length,
+                mlength,
+                remote_offset: h.offset,
+                initiator: init,
+                uid: h.uid,
+                pt_index: h.pt_index,
+                ptl_list: list,
+                ni_fail_type: PTL_NI_OK,
+                atomic_operation: h.extra as u8,
+                atomic_type: (h.extra >> 8) as u8,
+            };
+            if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
+                Self::post(ni, eq, ev);
+            }
+            if opts & PTL_ME_EVENT_CT_COMM != 0 {
+                let bytes = (opts & PTL_ME_EVENT_CT_BYTES != 0).then_some(mlength);
+                Self::count(ni, ct, true, bytes);
+            }
+            if list == PTL_OVERFLOW_LIST && opts & PTL_ME_UNEXPECTED_HDR_DISABLE == 0 {
+                let u = Unexp {
+                    event: if kind_ == kind::PUT {
+                        PTL_EVENT_PUT_OVERFLOW
+                    } else {
+                        PTL_EVENT_ATOMIC_OVERFLOW
+                    },
+                    initiator: init,
+                    match_bits: h.match_bits,
+                    rlength: h.length,
+                    mlength,
+                    remote_offset: h.offset,
+                    hdr_data: h.hdr_data,
+                    start: start as usize,
+                    uid: h.uid,
+                    entry: idx,
+                    op: h.extra as u8,
+                    dt: (h.extra >> 8) as u8,
+                };
+                ni.entries.at_mut(idx).unwrap().unexp_refs += 1;
+                ni.pts[pti].as_mut().unwrap().unexpected.push_back(u);
+            }
+            if unlink {
+                let pt = ni.pts[pti].as_mut().unwrap();
+                let l = if list == PTL_PRIORITY_LIST {
+                    &mut pt.priority
+                } else {
+                    &mut pt.overflow
+                };
+                l.remove(pos);
+                let gen = ni.entries.gen_of(idx);
+                let e = ni.entries.at_mut(idx).unwrap();
+                e.linked = false;
+                if e.unexp_refs > 0 {
+                    e.free_due = true;
+                    let snapshot_opts = e.options;
+                    let up = e.user_ptr;
+                    if snapshot_opts & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
+                        let ev = ptl_event_t {
+                            type_: PTL_EVENT_AUTO_UNLINK,
+                            user_ptr: up as *mut c_void,
+                            pt_index: h.pt_index,
+                            ptl_list: list,
+                            ..blank()
+                        };
+                        Self::post(ni, eq, ev);
+                    }
+                } else {
+                    let e = ni.entries.remove(idx, gen).unwrap();
+                    Self::unlink_event(ni, h.pt_index, &e);
+                }
+            }
+        }
+        // Answer the initiator.
+        let ack_disabled = opts & PTL_ME_ACK_DISABLE != 0;
+        let mut r = Hdr::new(
+            if is_put { kind::ACK } else { kind::REPLY },
+            0,
+            slot as u8,
+            h.ack_req(),
+        );
+        r.op = h.op;
+        r.length = if fail == PTL_NI_OK { mlength } else { 0 };
+        r.offset = off;
+        r.pt_index = h.pt_index;
+        r.match_bits = h.match_bits;
+        r.extra = (fail as u32) << 16;
+        let cma_put = h.flags() & flag::CMA != 0;
+        if is_put {
+            if h.ack_req() == PTL_NO_ACK_REQ && !cma_put {
+                return;
+            }
+            let fl = if ack_disabled { flag::ACK_DISABLED } else { 0 };
+            self.respond(src, r, fl, Payload::Empty, 0);
+        } else {
+            let fl = if reply_cma { flag::CMA } else { 0 };
+            let (p, len) = match reply {
+                Some(v) if fail == PTL_NI_OK => {
+                    let l = v.len() as u64;
+                    (Payload::Bytes(v), l)
+                }
+                _ => (Payload::Empty, 0),
+            };
+            self.respond(src, r, fl, p, len);
+        }
+    }
+
+    /// Flow control: the entry stops accepting messages and says so.
+    fn disable_pt(ni: &mut Ni, pt_index: u32) {
+        let pt = ni.pts[pt_index as usize].as_mut().unwrap();
+        ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+        if !pt.enabled {
+            return;
+        }
+        pt.enabled = false;
+        let eq = pt.eq;
+        let ev = ptl_event_t {
+            type_: PTL_EVENT_PT_DISABLED,
+            pt_index,
+            ni_fail_type: PTL_NI_PT_DISABLED,
+            ..blank()
+        };
+        Self::post(ni, eq, ev);
+    }
+
+    /// A failed request: ACK or REPLY with the failure (when the initiator expects an answer).
+    fn respond_fail(&mut self, src: usize, h: &Hdr, fail: u8) {
+        let is_put = h.kind() == kind::PUT || h.kind() == kind::ATOMIC;
+        if is_put && h.ack_req() == PTL_NO_ACK_REQ && h.flags() & flag::CMA == 0 {
+            return;
+        }
+        let mut r = Hdr::new(
+            if is_put { kind::ACK } else { kind::REPLY },
+            0,
+            h.ni(),
+            h.ack_req(),
+        );
+        r.op = h.op;
+        r.pt_index = h.pt_index;
+        r.match_bits = h.match_bits;
+        r.extra = (fail as u32) << 16;
+        self.respond(src, r, 0, Payload::Empty, 0);
+    }
+
+    fn respond(&mut self, dest: usize, h: Hdr, flags: u8, payload: Payload, len: u64) {
+        let k = h.kind();
+        self.peers[dest].txq.push_back(Tx {
+            hdr: h,
+            kind: k,
+            flags,
+            payload,
+            len,
+            sent: 0,
+            op: 0,
+        });
+        self.flush(dest);
+    }
+
+    /// An acknowledgment arrived for one of our puts or atomics.
+    fn on_ack(&mut self, h: &Hdr) {
+        let (_, _, oi, og) = split(h.op);
+        let (sent, slot, md_h, user_ptr, ack_req, target) = match self.ops.get(oi, og) {
+            Some(o) => (o.sent, o.ni, o.md, o.user_ptr, o.ack_req, o.target),
+            None => return,
+        };
+        let fail = (h.extra >> 16) as u8;
+        if !sent {
+            // Cross-memory put: the target has read the buffer.
+            let f = if fail == PTL_NI_UNDELIVERABLE {
+                fail
+            } else {
+                PTL_NI_OK
+            };
+            self.post_send(h.op, f);
+        }
+        let ack_disabled = h.flags() & flag::ACK_DISABLED != 0;
+        if let Some(ni) = self.nis[slot].as_mut() {
+            let (_, _, i, g) = split(md_h);
+            if let Some(md) = ni.mds.get(i, g) {
+                let (eq, ct, opts) = (md.eq, md.ct, md.options);
+                let ok = fail == PTL_NI_OK;
+                if ack_req == PTL_ACK_REQ && !ack_disabled {
+                    if !(ok && opts & PTL_MD_EVENT_SUCCESS_DISABLE != 0) {
+                        let ev = ptl_event_t {
+                            type_: PTL_EVENT_ACK,
+                            user_ptr: user_ptr as *mut c_void,
+                            match_bits: h.match_bits,
+                            mlength: h.length,
+                            rlength: h.length,
+                            remote_offset: h.offset,
+                            initiator: target,
+                            pt_index: h.pt_index,
+                            ni_fail_type: fail,
+                            ..blank()
+                        };
+                        Self::post(ni, eq, ev);
+                    }
+                }
+                if opts & PTL_MD_EVENT_CT_ACK != 0 && !ack_disabled {
+                    match ack_req {
+                        PTL_ACK_REQ | PTL_CT_ACK_REQ => {
+                            let bytes = (opts & PTL_MD_EVENT_CT_BYTES != 0).then_some(h.length);
+                            Self::count(ni, ct, ok, bytes);
+                        }
+                        PTL_OC_ACK_REQ => Self::count(ni, ct, true, None),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.retire(h.op);
+    }
+
+    /// Reply bytes for one of our gets (at `at` of the reply).
+    fn reply_data(&mut self, h: &Hdr, at: u64, payload: &[u8]) {
+        if payload.is_empty() {
+            return;
+        }
+        let (_, _, oi, og) = split(h.op);
+        let (slot, gmd, goff, length) = match self.ops.get(oi, og) {
+            Some(o) => (o.ni, o.get_md, o.get_offset, o.length),
+            None => return,
+        };
+        if let Some(ni) = self.nis[slot].as_ref() {
+            let (_, _, i, g) = split(gmd);
+            if let Some(md) = ni.mds.get(i, g) {
+                let n = (payload.len() as u64).min(length.saturating_sub(at));
+                // SAFETY: range checked when the get started.
+                unsafe { md.region.write_at(goff + at, payload.as_ptr(), n) };
+            }
+        }
+    }
+
+    /// A reply is complete: `PTL_EVENT_REPLY`.
+    fn reply_done(&mut self, h: &Hdr) {
+        let (_, _, oi, og) = split(h.op);
+        let (slot, gmd, goff, user_ptr, target) = match self.ops.get(oi, og) {
+            Some(o) => (o.ni, o.get_md, o.get_offset, o.user_ptr, o.target),
+            None => return,
+        };
+        let fail = (h.extra >> 16) as u8;
+        if let Some(ni) = self.nis[slot].as_mut() {
+            let (_, _, i, g) = split(gmd);
+            if let Some(md) = ni.mds.get(i, g) {
+                let (eq, ct, opts) = (md.eq, md.ct, md.options);
+                let start = md.region.addr_at(goff);
+                let ok = fail == PTL_NI_OK;
+                if !(ok && opts & PTL_MD_EVENT_SUCCESS_DISABLE != 0) {
+                    let ev = ptl_event_t {
+                        type_: PTL_EVENT_REPLY,
+                        start: start.cast(),
+                        user_ptr: user_ptr as *mut c_void,
+                        match_bits: h.match_bits,
+                        rlength: h.length,
+                        mlength: h.length,
+                        remote_offset: h.offset,
+                        initiator: target,
+                        pt_index: h.pt_index,
+                        ni_fail_type: fail,
+                        ..blank()
+                    };
+                    Self::post(ni, eq, ev);
+                }
+                if opts & PTL_MD_EVENT_CT_REPLY != 0 {
+                    let bytes = (opts & PTL_MD_EVENT_CT_BYTES != 0).then_some(h.length);
+                    Self::count(ni, ct, ok, bytes);
+                }
+            }
+        }
+        self.retire(h.op);
+    }
+}

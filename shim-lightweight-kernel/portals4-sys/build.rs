@@ -1,0 +1,45 @@
+//! Chooses the Portals library: the vendor's `libportals` with the `vendor` feature or when
+//! `STORMPI_PORTALS_LIB` is set, else the software NI (linked as an ordinary Rust dependency).
+//!
+//! `STORMPI_PORTALS_LIB` is a library name (`portals`, `static=portals`) or a path to the library
+//! file (`/opt/vendor/lib64/libportals.so`); `STORMPI_PORTALS_LIB_DIR` adds a search directory.
+
+use std::env;
+use std::path::Path;
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(portals_vendor)");
+    println!("cargo::rerun-if-env-changed=STORMPI_PORTALS_LIB");
+    println!("cargo::rerun-if-env-changed=STORMPI_PORTALS_LIB_DIR");
+    let lib = env::var("STORMPI_PORTALS_LIB")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let vendor = env::var_os("CARGO_FEATURE_VENDOR").is_some() || lib.is_some();
+    if !vendor {
+        return;
+    }
+    println!("cargo::rustc-cfg=portals_vendor");
+    if let Ok(dir) = env::var("STORMPI_PORTALS_LIB_DIR") {
+        println!("cargo::rustc-link-search=native={dir}");
+    }
+    let lib = lib.unwrap_or_else(|| "portals".to_string());
+    if lib.contains('/') {
+        let path = Path::new(&lib);
+        if let Some(dir) = path.parent() {
+            println!("cargo::rustc-link-search=native={}", dir.display());
+        }
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or("libportals.so");
+        let stem = file.strip_prefix("lib").unwrap_or(file);
+        let (name, kind) = if let Some(n) = stem.strip_suffix(".a") {
+            (n, "static")
+        } else {
+            (stem.split(".so").next().unwrap_or(stem), "dylib")
+        };
+        println!("cargo::rustc-link-lib={kind}={name}");
+    } else {
+        println!("cargo::rustc-link-lib={lib}");
+    }
+}
