@@ -321,12 +321,13 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> Result<()> {
 }
 
 /// Internal tags of neighbourhood collectives: one per (dimension, direction) for grids, so
-/// that a peer that is both neighbours of a dimension gets each block in its slot.
-const TAG_NEIGHBOR: i32 = -0x2000_0000;
+/// that a peer that is both neighbours of a dimension gets each block in its slot (-0x200 down
+/// to -0x23f; outside the collectives' range, see `coll`).
+const TAG_NEIGHBOR: i32 = -0x200;
 /// Internal tags of `MPI_Dist_graph_create`.
-const TAG_DIST_COUNT: i32 = -0x1fff_fff0;
-const TAG_DIST_IN: i32 = -0x1fff_fff1;
-const TAG_DIST_OUT: i32 = -0x1fff_fff2;
+const TAG_DIST_COUNT: i32 = -0x1f0;
+const TAG_DIST_IN: i32 = -0x1f1;
+const TAG_DIST_OUT: i32 = -0x1f2;
 
 impl Engine {
     /// The topology attached to `comm`.
