@@ -353,96 +353,127 @@ impl BcastBinomial {
     }
 }
 
-/// A pipelined chain: segment `k` goes from each rank to the next while segment `k + 1` arrives.
+/// The packed bytes of a typed buffer, addressed by stream position: a dense buffer directly, any
+/// other through staging (communicators of one architecture: windows travel as raw bytes, so
+/// every rank cuts them alike whatever datatype it uses).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bytes {
+    /// The user's buffer.
+    pub user: Span,
+    /// Its packed bytes, when they lie contiguous in memory.
+    pub dense: Option<*mut u8>,
+}
+
+impl Bytes {
+    /// Stream bytes `lo..lo + len`, in memory or in staging at `stage`.
+    fn window(&self, lo: u64, len: u64, stage: *mut u8) -> Span {
+        match self.dense {
+            Some(d) => Span::bytes(d.wrapping_add(lo as usize), len),
+            None => Span::bytes(stage, len),
+        }
+    }
+
+    /// Packs stream bytes `lo..lo + len` into `stage` (nothing when dense).
+    fn pack(&self, lo: u64, len: u64, stage: *mut u8, a: &mut Acts) {
+        if self.dense.is_none() {
+            a.copy_range(Span::bytes(stage, len), 0, self.user, lo, len);
+        }
+    }
+
+    /// Unpacks `stage` into stream bytes `lo..lo + len` (nothing when dense).
+    fn unpack(&self, lo: u64, len: u64, stage: *mut u8, a: &mut Acts) {
+        if self.dense.is_none() {
+            a.copy_range(self.user, lo, Span::bytes(stage, len), 0, len);
+        }
+    }
+}
+
+/// A pipelined chain: window `k` of the packed bytes goes from each rank to the next while
+/// window `k + 1` arrives.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BcastChain {
     pub g: Grp,
     pub root: u32,
-    pub base: *mut u8,
-    pub dt: Datatype,
-    pub ext: isize,
-    pub count: u64,
-    /// Instances per segment.
+    pub data: Bytes,
+    /// Packed bytes, and bytes per window.
+    pub total: u64,
     pub sub: u64,
+    /// Two staging slots of `sub` bytes (when the buffer is not dense).
+    pub slots: [*mut u8; 2],
 }
 
 impl BcastChain {
-    fn seg(&self, i: u64) -> Span {
+    fn win(&self, i: u64) -> (u64, u64) {
         let lo = i * self.sub;
-        Span::new(
-            self.base.wrapping_offset(lo as isize * self.ext),
-            self.sub.min(self.count - lo),
-            self.dt,
-        )
+        (lo, self.sub.min(self.total - lo))
     }
 
     fn step(&mut self, k: u32, a: &mut Acts) -> bool {
         let (p, v) = (self.g.size, self.g.vr(self.root));
         let k = k as u64;
-        let nseg = self.count.div_ceil(self.sub).max(1);
-        if p == 1 {
+        let nseg = self.total.div_ceil(self.sub).max(1);
+        if p == 1 || k > nseg {
             return false;
         }
         let (prev, next) = (
             self.g.real((v + p - 1) % p, self.root),
             self.g.real((v + 1) % p, self.root),
         );
+        let slot = |i: u64| self.slots[(i % 2) as usize];
         if v == 0 {
-            if k >= nseg {
+            if k == nseg {
                 return false;
             }
-            a.send(next, self.seg(k));
-        } else if v == p - 1 {
-            if k >= nseg {
-                return false;
+            let (lo, len) = self.win(k);
+            self.data.pack(lo, len, slot(k), a);
+            a.send(next, self.data.window(lo, len, slot(k)));
+            return true;
+        }
+        if k >= 1 {
+            let (lo, len) = self.win(k - 1);
+            self.data.unpack(lo, len, slot(k - 1), a);
+            if v != p - 1 {
+                a.send(next, self.data.window(lo, len, slot(k - 1)));
             }
-            a.recv(prev, self.seg(k));
-        } else {
-            if k > nseg {
-                return false;
-            }
-            if k < nseg {
-                a.recv(prev, self.seg(k));
-            }
-            if k >= 1 {
-                a.send(next, self.seg(k - 1));
-            }
+        }
+        if k < nseg {
+            let (lo, len) = self.win(k);
+            a.recv(prev, self.data.window(lo, len, slot(k)));
         }
         true
     }
 }
 
-/// Scatter of `size` chunks down a binomial tree, then a ring allgather of the chunks (van de
-/// Geijn), all in the user's buffer.
+/// Scatter of `size` windows down a binomial tree, then a ring allgather of the windows (van de
+/// Geijn). A buffer that is not dense is staged whole.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BcastScatterAllgather {
     pub g: Grp,
     pub root: u32,
-    pub base: *mut u8,
-    pub dt: Datatype,
-    pub ext: isize,
-    pub count: u64,
-    /// Instances per chunk.
+    pub data: Bytes,
+    pub total: u64,
+    /// Bytes per chunk.
     pub chunk: u64,
+    /// Staging of the whole message (when the buffer is not dense).
+    pub stage: *mut u8,
 }
 
 impl BcastScatterAllgather {
-    /// Chunks `i..i + n` (virtual ranks' chunks), clipped to the buffer.
+    /// Chunks `i..i + n` (virtual ranks' chunks), clipped to the message.
     fn chunks(&self, i: u32, n: u32) -> Span {
-        let lo = (i as u64 * self.chunk).min(self.count);
-        let hi = ((i + n) as u64 * self.chunk).min(self.count);
-        Span::new(
-            self.base.wrapping_offset(lo as isize * self.ext),
-            hi - lo,
-            self.dt,
-        )
+        let lo = (i as u64 * self.chunk).min(self.total);
+        let hi = ((i + n) as u64 * self.chunk).min(self.total);
+        let base = self.data.dense.unwrap_or(self.stage);
+        Span::bytes(base.wrapping_add(lo as usize), hi - lo)
     }
 
     fn step(&mut self, k: u32, a: &mut Acts) -> bool {
         let (p, v, root) = (self.g.size, self.g.vr(self.root), self.root);
         match k {
             0 => {
-                if v != 0 {
+                if v == 0 {
+                    self.data.pack(0, self.total, self.stage, a);
+                } else {
                     let parent = self.g.real(v - lowbit(v), root);
                     a.recv(parent, self.chunks(v, subtree(v, p)));
                 }
@@ -463,6 +494,11 @@ impl BcastScatterAllgather {
                 let left = self.g.real((v + p - 1) % p, root);
                 a.send(right, self.chunks((v + p - t % p) % p, 1));
                 a.recv(left, self.chunks((v + 2 * p - t % p - 1) % p, 1));
+            }
+            _ if k - 2 + 1 == p => {
+                if v != 0 {
+                    self.data.unpack(0, self.total, self.stage, a);
+                }
             }
             _ => return false,
         }

@@ -82,6 +82,14 @@ pub(crate) enum Act {
     },
     /// Copy `src`'s data into `dst` (same packed size; the types may differ).
     Copy { dst: Span, src: Span },
+    /// Copy `len` packed bytes of `src` from stream offset `sp` into `dst` at stream offset `dp`.
+    CopyRange {
+        dst: Span,
+        dp: u64,
+        src: Span,
+        sp: u64,
+        len: u64,
+    },
 }
 
 /// The actions of one step, bounded.
@@ -113,6 +121,18 @@ impl Acts {
     pub(crate) fn reduce(&mut self, inout: *mut u8, input: *const u8, n: u64) {
         if n > 0 && !core::ptr::eq(inout, input) {
             self.push(Act::Reduce { inout, input, n });
+        }
+    }
+
+    pub(crate) fn copy_range(&mut self, dst: Span, dp: u64, src: Span, sp: u64, len: u64) {
+        if len > 0 {
+            self.push(Act::CopyRange {
+                dst,
+                dp,
+                src,
+                sp,
+                len,
+            });
         }
     }
 
@@ -233,7 +253,7 @@ impl Red {
 }
 
 /// Whether `n` instances of `dt` are plain bytes from some offset: that offset.
-fn dense(types: &TypeTable, dt: Datatype) -> Option<isize> {
+pub(crate) fn dense(types: &TypeTable, dt: Datatype) -> Option<isize> {
     if dt.is_contiguous() {
         return Some(0);
     }
@@ -434,6 +454,14 @@ impl Coll {
                     let len = src.count * type_size(net.types, src.dt);
                     copy_stream(net.types, dst, 0, src, 0, len)?
                 },
+                // SAFETY: as above.
+                Act::CopyRange {
+                    dst,
+                    dp,
+                    src,
+                    sp,
+                    len,
+                } => unsafe { copy_stream(net.types, dst, dp, src, sp, len)? },
                 Act::Reduce { inout, input, n } => {
                     let red = self.red.as_ref().ok_or(Error::new(
                         ErrorClass::Intern,

@@ -810,41 +810,56 @@ impl Engine {
             }),
             Call::Bcast { buf, root } => {
                 let root = check_root(root, p)?;
-                let ext = extent(types, buf.dt)?;
+                extent(types, buf.dt)?;
                 let bytes = packed(types, &buf);
+                let dense = exec::dense(types, buf.dt).map(|at| buf.ptr.wrapping_offset(at));
                 let mut pl = Planned::new(Alg::Nothing);
                 pl.holds[0] = Some(buf.dt);
                 if bytes == 0 || p == 1 {
                     return Ok(pl);
                 }
-                let size = exec::type_size(types, buf.dt);
                 let span = Span::new(buf.ptr, buf.count, buf.dt);
                 let alg = match tune.bcast {
                     BcastAlg::Auto if bytes < 128 << 10 || p <= 2 => BcastAlg::Binomial,
-                    BcastAlg::Auto if bytes >= 512 << 10 && p >= 8 => BcastAlg::ScatterAllgather,
                     BcastAlg::Auto => BcastAlg::Pipeline,
-                    BcastAlg::ScatterAllgather if buf.count < p as u64 => BcastAlg::Binomial,
                     a => a,
                 };
+                // Windows of the packed bytes travel as raw bytes: one architecture only.
+                let alg = match alg {
+                    BcastAlg::Pipeline | BcastAlg::ScatterAllgather
+                        if !self.comm_homogeneous(comm).unwrap_or(false) =>
+                    {
+                        BcastAlg::Binomial
+                    }
+                    a => a,
+                };
+                let data = alg::Bytes { user: span, dense };
                 pl.alg = match alg {
-                    BcastAlg::Pipeline => Alg::BcastChain(BcastChain {
-                        g,
-                        root,
-                        base: buf.ptr,
-                        dt: buf.dt,
-                        ext,
-                        count: buf.count,
-                        sub: (tune.pipeline as u64 / size.max(1)).max(1),
-                    }),
+                    BcastAlg::Pipeline => {
+                        let sub = (tune.pipeline as u64).min(bytes);
+                        let need = if dense.is_some() { 0 } else { 2 * sub as usize };
+                        let (sc, st) = self.grab(need.next_multiple_of(GRANULE), mode)?;
+                        pl.scratch = sc;
+                        Alg::BcastChain(BcastChain {
+                            g,
+                            root,
+                            data,
+                            total: bytes,
+                            sub,
+                            slots: [st, st.wrapping_add(sub as usize)],
+                        })
+                    }
                     BcastAlg::ScatterAllgather => {
+                        let need = if dense.is_some() { 0 } else { bytes as usize };
+                        let (sc, stage) = self.grab(need, mode)?;
+                        pl.scratch = sc;
                         Alg::BcastScatterAllgather(BcastScatterAllgather {
                             g,
                             root,
-                            base: buf.ptr,
-                            dt: buf.dt,
-                            ext,
-                            count: buf.count,
-                            chunk: buf.count.div_ceil(p as u64),
+                            data,
+                            total: bytes,
+                            chunk: bytes.div_ceil(p as u64),
+                            stage,
                         })
                     }
                     _ => Alg::BcastBinomial(BcastBinomial { g, root, buf: span }),
@@ -1398,7 +1413,7 @@ impl Engine {
         let per = ((tune.segment / red.ext as usize) as u64).max(1);
         let unit = red.bytes(per).next_multiple_of(GRANULE);
         let conv = if direct.is_some() { 0 } else { 2 };
-        let nbufs = alg.buffers() + conv;
+        let nbufs = alg.buffers(&kind) + conv;
         let (sc, base) = self.grab(unit * nbufs, mode)?;
         pl.scratch = sc;
         let buf = |i: usize| red.base(base.wrapping_add(i * unit));

@@ -44,14 +44,15 @@ pub(crate) enum RedAlg {
 }
 
 impl RedAlg {
-    /// Scratch buffers of one segment this algorithm needs (each `per` elements).
-    pub(crate) fn buffers(self) -> usize {
-        match self {
-            RedAlg::Local => 0,
-            RedAlg::RecDbl | RedAlg::Ring | RedAlg::Rabenseifner | RedAlg::Linear => 1,
-            RedAlg::Binomial | RedAlg::Chain | RedAlg::ReduceBcast => 2,
-            RedAlg::Halving => 2,
-            RedAlg::ReduceThenScatter => 3,
+    /// Scratch buffers of one segment this algorithm needs for `kind` (each `per` elements).
+    pub(crate) fn buffers(self, kind: &RedKind) -> usize {
+        match (self, kind) {
+            (RedAlg::Local, _) => 0,
+            (RedAlg::RecDbl, RedKind::Scan | RedKind::Exscan) => 2,
+            (RedAlg::Ring, RedKind::ReduceScatter(_)) => 2,
+            (RedAlg::RecDbl | RedAlg::Ring | RedAlg::Rabenseifner | RedAlg::Linear, _) => 1,
+            (RedAlg::Binomial | RedAlg::Chain | RedAlg::ReduceBcast | RedAlg::Halving, _) => 2,
+            (RedAlg::ReduceThenScatter, _) => 3,
         }
     }
 }

@@ -133,6 +133,14 @@ fn run_in(ranks: &mut [Rank], t: &TypeTable) {
                             copy_stream(t, dst, 0, src, 0, packed_len(&src) as u64).unwrap()
                         },
                         // SAFETY: as above.
+                        Act::CopyRange {
+                            dst,
+                            dp,
+                            src,
+                            sp,
+                            len,
+                        } => unsafe { copy_stream(t, dst, dp, src, sp, len).unwrap() },
+                        // SAFETY: as above.
                         Act::Reduce { inout, input, n } => unsafe {
                             st.red.unwrap().apply(inout, input, n).unwrap()
                         },
@@ -215,35 +223,40 @@ fn broadcasts_deliver_the_root_buffer() {
                                 .collect()
                         })
                         .collect();
+                    let mut slots: Vec<Vec<u8>> =
+                        (0..p).map(|_| vec![0u8; 4 * count as usize + 80]).collect();
                     let mut ranks: Vec<_> = bufs
                         .iter_mut()
+                        .zip(slots.iter_mut())
                         .enumerate()
-                        .map(|(r, b)| {
+                        .map(|(r, (b, sl))| {
                             let g = grp(r as u32, p);
                             let base = b.as_mut_ptr().cast::<u8>();
+                            let user = Span::new(base, count, Datatype::INT);
+                            // Odd ranks stage their bytes as a rank with a sparse type would.
+                            let data = Bytes {
+                                user,
+                                dense: (r % 2 == 0).then_some(base),
+                            };
+                            let st = sl.as_mut_ptr();
+                            let total = count * 4;
                             Rank::new(match kind {
-                                0 => Alg::BcastBinomial(BcastBinomial {
-                                    g,
-                                    root,
-                                    buf: Span::new(base, count, Datatype::INT),
-                                }),
+                                0 => Alg::BcastBinomial(BcastBinomial { g, root, buf: user }),
                                 1 => Alg::BcastChain(BcastChain {
                                     g,
                                     root,
-                                    base,
-                                    dt: Datatype::INT,
-                                    ext: 4,
-                                    count,
-                                    sub: 10,
+                                    data,
+                                    total,
+                                    sub: 40,
+                                    slots: [st, st.wrapping_add(40)],
                                 }),
                                 _ => Alg::BcastScatterAllgather(BcastScatterAllgather {
                                     g,
                                     root,
-                                    base,
-                                    dt: Datatype::INT,
-                                    ext: 4,
-                                    count,
-                                    chunk: count.div_ceil(p as u64),
+                                    data,
+                                    total,
+                                    chunk: total.div_ceil(p as u64),
+                                    stage: st,
                                 }),
                             })
                         })
@@ -354,6 +367,11 @@ impl Bufs {
     }
 }
 
+const CANARY: u64 = 0x5a5a_1234_dead_beef;
+
+/// A plan over `scratch`: conversion buffers, then exactly the buffers the algorithm says it
+/// needs; the rest of `scratch` is a canary the algorithm must not touch (unused buffer
+/// pointers aim at it), checked by [`canaries`].
 #[allow(clippy::too_many_arguments)]
 fn plan(
     kind: RedKind,
@@ -368,8 +386,13 @@ fn plan(
     n_out: u64,
     scratch: &mut [u64],
 ) -> RedPlan {
+    let used = 2 + alg.buffers(&kind);
+    for w in scratch[used * per as usize..].iter_mut() {
+        *w = CANARY;
+    }
     let b = scratch.as_mut_ptr().cast::<u8>();
     let unit = per as usize * 8;
+    let buf = |i: usize| b.wrapping_add(i.min(used) * unit);
     RedPlan {
         kind,
         alg,
@@ -381,13 +404,20 @@ fn plan(
         inp: inp.map(|i| Span::new(i.cast(), n_in, red.w)),
         out: out.map(|o| Span::new(o.cast(), n_out, red.w)),
         direct: Some(0),
-        conv_in: b,
-        conv_out: b.wrapping_add(unit),
-        s: [
-            b.wrapping_add(2 * unit),
-            b.wrapping_add(3 * unit),
-            b.wrapping_add(4 * unit),
-        ],
+        conv_in: buf(0),
+        conv_out: buf(1),
+        s: [buf(2), buf(3), buf(4)],
+    }
+}
+
+/// Checks that no rank's algorithm wrote beyond the scratch it asked for.
+fn canaries(b: &Bufs, kind: RedKind, alg: RedAlg, per: u64) {
+    let used = (2 + alg.buffers(&kind)) * per as usize;
+    for (r, s) in b.scratch.iter().enumerate() {
+        assert!(
+            s[used..].iter().all(|&w| w == CANARY),
+            "rank {r}: {alg:?} wrote beyond its scratch"
+        );
     }
 }
 
@@ -412,7 +442,7 @@ fn reduce_algorithms_at_every_root() {
                     for (n, per) in [(1u64, 4u64), (10, 4), (37, 37)] {
                         for in_place in [false, true] {
                             let mut b =
-                                Bufs::new(commute, p, n as usize, n as usize, 5 * per as usize);
+                                Bufs::new(commute, p, n as usize, n as usize, 8 * per as usize);
                             if in_place {
                                 b.out[root as usize] = b.inp[root as usize].clone();
                             }
@@ -439,6 +469,7 @@ fn reduce_algorithms_at_every_root() {
                                 })
                                 .collect();
                             run(&mut ranks);
+                            canaries(&b, RedKind::Reduce { root }, alg, per);
                             for i in 0..n as usize {
                                 assert_eq!(
                                     b.out[root as usize][i],
@@ -469,7 +500,7 @@ fn allreduce_algorithms() {
                 }
                 for (n, per) in [(1u64, 1u64), (7, 7), (40, 16), (101, 101)] {
                     for in_place in [false, true] {
-                        let mut b = Bufs::new(commute, p, n as usize, n as usize, 5 * per as usize);
+                        let mut b = Bufs::new(commute, p, n as usize, n as usize, 8 * per as usize);
                         if in_place {
                             b.out = b.inp.clone();
                         }
@@ -494,6 +525,7 @@ fn allreduce_algorithms() {
                             })
                             .collect();
                         run(&mut ranks);
+                        canaries(&b, RedKind::Allreduce, alg, per);
                         for r in 0..p as usize {
                             for i in 0..n as usize {
                                 assert_eq!(
@@ -531,7 +563,7 @@ fn reduce_scatter_algorithms() {
                                 p,
                                 total as usize,
                                 total as usize,
-                                5 * per as usize,
+                                8 * per as usize,
                             );
                             if in_place {
                                 b.out = b.inp.clone();
@@ -565,6 +597,7 @@ fn reduce_scatter_algorithms() {
                                 continue;
                             }
                             run(&mut ranks);
+                            canaries(&b, RedKind::ReduceScatter(c), alg, per);
                             for r in 0..p {
                                 for j in 0..counts[r as usize] as usize {
                                     let i = disp(r) as usize + j;
@@ -592,7 +625,7 @@ fn scan_algorithms() {
                     for (n, per) in [(1u64, 1u64), (9, 4)] {
                         for in_place in [false, true] {
                             let mut b =
-                                Bufs::new(commute, p, n as usize, n as usize, 5 * per as usize);
+                                Bufs::new(commute, p, n as usize, n as usize, 8 * per as usize);
                             if in_place {
                                 b.out = b.inp.clone();
                             }
@@ -622,6 +655,7 @@ fn scan_algorithms() {
                                 })
                                 .collect();
                             run(&mut ranks);
+                            canaries(&b, kind, alg, per);
                             for r in 0..p {
                                 if exclusive && r == 0 {
                                     continue;
