@@ -78,6 +78,10 @@ pub fn valid(op: ptl_op_t, dt: ptl_datatype_t) -> bool {
     }
 }
 
+/// An operation or datatype the software NI does not implement, or lengths that do not fit.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unsupported;
+
 /// `target[i] = op(target[i], src[i])` element by element (`operand`: the comparand or mask).
 pub fn apply(
     op: ptl_op_t,
@@ -85,10 +89,10 @@ pub fn apply(
     target: &mut [u8],
     src: &[u8],
     operand: &[u8],
-) -> Result<(), ()> {
-    let size = elem_size(dt).ok_or(())?;
+) -> Result<(), Unsupported> {
+    let size = elem_size(dt).ok_or(Unsupported)?;
     if target.len() != src.len() || target.len() % size != 0 {
-        return Err(());
+        return Err(Unsupported);
     }
     macro_rules! each {
         ($t:ty, $ops:ident) => {{
@@ -100,7 +104,7 @@ pub fn apply(
             for (tc, sc) in target.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
                 let t = <$t>::from_ne_bytes((&*tc).try_into().unwrap());
                 let s = <$t>::from_ne_bytes(sc.try_into().unwrap());
-                let r = $ops!($t, op, t, s, c).ok_or(())?;
+                let r = $ops!($t, op, t, s, c).ok_or(Unsupported)?;
                 tc.copy_from_slice(&r.to_ne_bytes());
             }
             Ok(())
@@ -117,7 +121,7 @@ pub fn apply(
         PTL_UINT64_T => each!(u64, int_ops),
         PTL_FLOAT => each!(f32, float_ops),
         PTL_DOUBLE => each!(f64, float_ops),
-        _ => Err(()),
+        _ => Err(Unsupported),
     }
 }
 

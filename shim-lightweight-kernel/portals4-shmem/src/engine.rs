@@ -9,10 +9,10 @@
 //! [`State::progress`]): it consumes the records its peers wrote into its inbound rings, matches
 //! them against its own lists (private memory, so no lock is shared between processes), copies
 //! the data, posts events and answers with ACK and REPLY records. An initiator's request is one
-//! record when it fits; a larger one either names the initiator's buffer, which the target reads
-//! (or, for a get, writes) directly with cross-memory attach (`process_vm_readv/writev`), or,
-//! where the kernel forbids that, is streamed in fragments that the target stages until the
-//! message is complete. Either way the target matches a message once, when it has all of it, so
+//! record when it fits; a larger one is streamed in fragments that the target stages until the
+//! message is complete, or — from `STORMPI_PTL_CMA_THRESHOLD` bytes on, where the kernel allows
+//! it — names the initiator's buffer, which the target reads (or, for a get, writes) directly
+//! with cross-memory attach (`process_vm_readv/writev`). Either way the target matches a message once, when it has all of it, so
 //! an entry appended meanwhile sees either the whole message or none of it. Records from one
 //! initiator are consumed in order, so messages between a pair are delivered in order.
 
@@ -119,9 +119,6 @@ impl<T> Slab<T> {
             }
             _ => None,
         }
-    }
-    pub fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
     }
 }
 
@@ -2001,22 +1998,23 @@ impl State {
             if let Some(md) = ni.mds.get(i, g) {
                 let (eq, ct, opts) = (md.eq, md.ct, md.options);
                 let ok = fail == PTL_NI_OK;
-                if ack_req == PTL_ACK_REQ && !ack_disabled {
-                    if !(ok && opts & PTL_MD_EVENT_SUCCESS_DISABLE != 0) {
-                        let ev = ptl_event_t {
-                            type_: PTL_EVENT_ACK,
-                            user_ptr: user_ptr as *mut c_void,
-                            match_bits: h.match_bits,
-                            mlength: h.length,
-                            rlength: h.length,
-                            remote_offset: h.offset,
-                            initiator: target,
-                            pt_index: h.pt_index,
-                            ni_fail_type: fail,
-                            ..blank()
-                        };
-                        Self::post(ni, eq, ev);
-                    }
+                if ack_req == PTL_ACK_REQ
+                    && !ack_disabled
+                    && !(ok && opts & PTL_MD_EVENT_SUCCESS_DISABLE != 0)
+                {
+                    let ev = ptl_event_t {
+                        type_: PTL_EVENT_ACK,
+                        user_ptr: user_ptr as *mut c_void,
+                        match_bits: h.match_bits,
+                        mlength: h.length,
+                        rlength: h.length,
+                        remote_offset: h.offset,
+                        initiator: target,
+                        pt_index: h.pt_index,
+                        ni_fail_type: fail,
+                        ..blank()
+                    };
+                    Self::post(ni, eq, ev);
                 }
                 if opts & PTL_MD_EVENT_CT_ACK != 0 && !ack_disabled {
                     match ack_req {

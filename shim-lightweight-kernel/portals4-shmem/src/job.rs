@@ -119,7 +119,7 @@ impl Config {
             cma,
             cma_threshold: num("STORMPI_PTL_CMA_THRESHOLD")
                 .map(|n| n as usize)
-                .unwrap_or(16 << 10),
+                .unwrap_or(4 << 20),
             spin,
         }
     }

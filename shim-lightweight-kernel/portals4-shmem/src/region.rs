@@ -40,6 +40,10 @@ impl Region {
         Region::Iov { segs, len }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> u64 {
         match self {
             Region::Contig { len, .. } | Region::Iov { len, .. } => *len,

@@ -309,6 +309,7 @@ pub struct Producer {
 impl Producer {
     /// Writes one record (header `h` with `kind`/`flags`, `payload` bytes filled by `fill`).
     /// `false` when there is no room now.
+    #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
         seg: &Segment,

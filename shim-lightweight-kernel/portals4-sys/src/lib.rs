@@ -412,4 +412,70 @@ mod tests {
         assert_eq!(all, PTL_ME_APPEND_OPTIONS_MASK);
         assert_eq!(PTL_LE_APPEND_OPTIONS_MASK & PTL_ME_MANAGE_LOCAL, 0);
     }
+
+    /// The default build resolves the functions to the software NI: a job of one puts to itself.
+    #[cfg(all(feature = "shmem", not(portals_vendor)))]
+    #[test]
+    fn lwk_sys_links_software_ni_loopback() {
+        use core::ptr::{null, null_mut};
+        unsafe {
+            assert_eq!(PtlInit(), PTL_OK);
+            let mut ni = 0;
+            let opts = PTL_NI_MATCHING | PTL_NI_LOGICAL;
+            assert_eq!(
+                PtlNIInit(
+                    PTL_IFACE_DEFAULT,
+                    opts,
+                    PTL_PID_ANY,
+                    null(),
+                    null_mut(),
+                    &mut ni
+                ),
+                PTL_OK
+            );
+            let mut me_id = ptl_process_t::default();
+            assert_eq!(PtlGetId(ni, &mut me_id), PTL_OK);
+            let mut eq = 0;
+            assert_eq!(PtlEQAlloc(ni, 16, &mut eq), PTL_OK);
+            let mut pt = 0;
+            assert_eq!(PtlPTAlloc(ni, 0, eq, PTL_PT_ANY, &mut pt), PTL_OK);
+            let mut dst = [0u8; 8];
+            let me = ptl_me_t {
+                start: dst.as_mut_ptr().cast(),
+                length: 8,
+                ct_handle: PTL_CT_NONE,
+                uid: PTL_UID_ANY,
+                options: PTL_ME_OP_PUT | PTL_ME_USE_ONCE | PTL_ME_EVENT_LINK_DISABLE,
+                match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+                match_bits: 42,
+                ignore_bits: 0,
+                min_free: 0,
+            };
+            let mut meh = 0;
+            assert_eq!(
+                PtlMEAppend(ni, pt, &me, PTL_PRIORITY_LIST, null_mut(), &mut meh),
+                PTL_OK
+            );
+            let src = *b"portals4";
+            let md = ptl_md_t {
+                start: src.as_ptr() as *mut c_void,
+                length: 8,
+                options: PTL_MD_EVENT_SUCCESS_DISABLE,
+                eq_handle: PTL_EQ_NONE,
+                ct_handle: PTL_CT_NONE,
+            };
+            let mut mdh = 0;
+            assert_eq!(PtlMDBind(ni, &md, &mut mdh), PTL_OK);
+            let rc = PtlPut(mdh, 0, 8, PTL_NO_ACK_REQ, me_id, pt, 42, 0, null_mut(), 7);
+            assert_eq!(rc, PTL_OK);
+            let mut ev = ptl_event_t::default();
+            assert_eq!(PtlEQWait(eq, &mut ev), PTL_OK);
+            assert_eq!((ev.type_, ev.mlength, ev.hdr_data), (PTL_EVENT_PUT, 8, 7));
+            assert_eq!(&dst, b"portals4");
+            assert_eq!(PtlMDRelease(mdh), PTL_OK);
+            assert_ne!(PtlHandleIsEqual(mdh, mdh), 0);
+            assert_eq!(PtlNIFini(ni), PTL_OK);
+            PtlFini();
+        }
+    }
 }

@@ -1,1 +1,177 @@
-fn main() {}
+//! Raw Portals put ping-pong on the software NI — the baseline of the Red Storm paper's
+//! Figures 4 (0- and 1-byte latency) and 5 (bandwidth by size).
+//!
+//! `lwk-ptl-pingpong [--reps R] [--max BYTES]` starts itself twice (ranks 0 and 1, environment
+//! only, as a vendor launcher would) unless `STORMPI_RANK` is already set. Latency is half the
+//! round trip of a put answered by a put, each landing in a persistent match list entry and
+//! noticed through its counting event (no full events). Bandwidth streams 64 puts back to back
+//! and waits for a 0-byte answer. Each figure is the best of R repetitions (the VM's timing is
+//! noisy).
+
+mod common;
+
+use common::*;
+use std::time::Instant;
+
+const PT: u32 = 7;
+const WINDOW: u64 = 64;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let opt = |name: &str, def: u64| -> u64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(def)
+    };
+    let reps = opt("--reps", 5).max(1);
+    let max = opt("--max", 1 << 20) as usize;
+    if std::env::var_os("STORMPI_RANK").is_none() {
+        launch(&args);
+        return;
+    }
+    let mut c = Ctx::new();
+    let peer = 1 - c.rank;
+    let ct = ct_alloc(c.ni);
+    pt_alloc(c.ni, 0, PTL_EQ_NONE, PT);
+    let mut rbuf = vec![0u8; max.max(1)];
+    let sbuf = vec![1u8; max.max(1)];
+    let mut me = me_desc(
+        rbuf.as_mut_ptr(),
+        rbuf.len(),
+        PTL_ME_OP_PUT
+            | PTL_ME_EVENT_CT_COMM
+            | PTL_ME_EVENT_COMM_DISABLE
+            | PTL_ME_EVENT_LINK_DISABLE,
+        0,
+        0,
+    );
+    me.ct_handle = ct;
+    append(c.ni, PT, &me, PTL_PRIORITY_LIST, 0);
+    let md = md_bind(
+        c.ni,
+        sbuf.as_ptr() as *mut u8,
+        sbuf.len(),
+        PTL_EQ_NONE,
+        PTL_CT_NONE,
+        0,
+    );
+    let mut seen: u64 = 0;
+    let wait_ct = |target: u64| {
+        let mut v = ptl_ct_event_t::default();
+        unsafe { ok(PtlCTWait(ct, target, &mut v)) };
+        assert_eq!(v.failure, 0);
+    };
+    let mut sizes = vec![0usize];
+    let mut s = 1;
+    while s <= max {
+        sizes.push(s);
+        s *= 2;
+    }
+    c.barrier();
+    if c.rank == 0 {
+        let cfg = lock_cfg();
+        println!(
+            "raw Portals put ping-pong on portals4-shmem, 2 ranks; ring {} KiB, cross-memory attach {} (from {} bytes); best of {reps}",
+            cfg.0 / 1024,
+            if cfg.1 { "on" } else { "off" },
+            cfg.2
+        );
+        println!(
+            "{:>9} {:>12} {:>16}",
+            "bytes", "latency_us", "bandwidth_MB/s"
+        );
+    }
+    for &n in &sizes {
+        let iters = (200_000 / (1 + n as u64 / 256)).clamp(50, 20_000);
+        let mut best_lat = f64::MAX;
+        let mut best_bw = 0f64;
+        for _ in 0..reps {
+            c.barrier();
+            // Latency.
+            let warm = iters / 10 + 1;
+            let mut t0 = Instant::now();
+            for i in 0..iters + warm {
+                if i == warm {
+                    t0 = Instant::now();
+                }
+                if c.rank == 0 {
+                    put(md, 0, n as u64, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                    seen += 1;
+                    wait_ct(seen);
+                } else {
+                    seen += 1;
+                    wait_ct(seen);
+                    put(md, 0, n as u64, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                }
+            }
+            let lat = t0.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64);
+            best_lat = best_lat.min(lat);
+            // Bandwidth (not for 0 bytes).
+            if n > 0 {
+                let rounds = (iters / WINDOW).clamp(2, 200);
+                c.barrier();
+                let t0 = Instant::now();
+                for _ in 0..rounds {
+                    if c.rank == 0 {
+                        for _ in 0..WINDOW {
+                            put(md, 0, n as u64, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                        }
+                        seen += 1;
+                        wait_ct(seen);
+                    } else {
+                        seen += WINDOW;
+                        wait_ct(seen);
+                        put(md, 0, 0, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                    }
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                best_bw = best_bw.max((rounds * WINDOW * n as u64) as f64 / secs / 1e6);
+            }
+        }
+        if c.rank == 0 {
+            if n == 0 {
+                println!("{n:>9} {best_lat:>12.3} {:>16}", "-");
+            } else {
+                println!("{n:>9} {best_lat:>12.3} {best_bw:>16.1}");
+            }
+        }
+    }
+    ok(PtlMDRelease(md));
+    c.fini();
+}
+
+/// (ring bytes, cross-memory attach on, its threshold) as the NI sees them.
+fn lock_cfg() -> (usize, bool, usize) {
+    let job = portals4_shmem::job::Job::from_env().expect("job");
+    let cfg = portals4_shmem::job::Config::from_env(&job);
+    (cfg.ring_bytes, cfg.cma, cfg.cma_threshold)
+}
+
+/// Starts ranks 0 and 1 of this program and waits for both.
+fn launch(args: &[String]) {
+    let exe = std::env::current_exe().expect("own path");
+    let job = format!("bench{}", std::process::id());
+    let mut kids: Vec<_> = (0..2)
+        .map(|r| {
+            std::process::Command::new(&exe)
+                .args(&args[1..])
+                .env("STORMPI_RANK", r.to_string())
+                .env("STORMPI_SIZE", "2")
+                .env("STORMPI_JOBID", &job)
+                .spawn()
+                .expect("start a rank")
+        })
+        .collect();
+    let mut ok_all = true;
+    for k in kids.iter_mut() {
+        ok_all &= k.wait().map(|s| s.success()).unwrap_or(false);
+    }
+    for r in 0..2 {
+        let _ = std::fs::remove_file(format!("/dev/shm/stormpi-{job}-ptl-{r}"));
+    }
+    if !ok_all {
+        std::process::exit(1);
+    }
+}

@@ -283,6 +283,7 @@ pub fn expect_empty(eq: ptl_handle_eq_t) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn put(
     md: ptl_handle_md_t,
     off: u64,
