@@ -261,6 +261,18 @@ enum Payload {
     Bytes(Vec<u8>),
 }
 
+/// What a `PTL_EVENT_SEND` reports.
+struct SendInfo {
+    md: u32,
+    user_ptr: usize,
+    length: u64,
+    off: u64,
+    target: ptl_process_t,
+    pt_index: u32,
+    match_bits: u64,
+    hdr_data: u64,
+}
+
 /// A record (or fragmented message) waiting for ring space.
 struct Tx {
     hdr: Hdr,
@@ -1279,6 +1291,45 @@ impl State {
             kind::PUT | kind::ATOMIC => ack_req != PTL_NO_ACK_REQ || cma_put,
             _ => true,
         };
+        if kind_ == kind::PUT
+            && !awaits
+            && length <= self.max_payload as u64
+            && self.peers[dest as usize].txq.is_empty()
+            && self.attach(dest as usize)
+        {
+            // An unacknowledged put that fits one record: no operation to track; the send
+            // event is due as soon as the record is written.
+            let mut h = Hdr::new(kind::PUT, 0, slot as u8, ack_req);
+            h.match_bits = match_bits;
+            h.hdr_data = hdr_data;
+            h.length = length;
+            h.offset = remote_offset;
+            h.pt_index = pt_index;
+            h.uid = self.uid;
+            let me = self.job.rank as usize;
+            let peer = &mut self.peers[dest as usize];
+            let seg = peer.seg.as_ref().unwrap();
+            let pushed = peer
+                .prod
+                .push(seg, me, &h, kind::PUT, 0, length as usize, |dst| {
+                    // SAFETY: range checked above; `dst` has room for `length` bytes.
+                    unsafe { src_region.read_at(local_offset, dst, length) }
+                });
+            if pushed {
+                let si = SendInfo {
+                    md: md_h,
+                    user_ptr,
+                    length,
+                    off: local_offset,
+                    target,
+                    pt_index,
+                    match_bits,
+                    hdr_data,
+                };
+                self.send_event(slot, &si, PTL_NI_OK);
+                return PTL_OK;
+            }
+        }
         let ni = self.nis[slot].as_mut().unwrap();
         ni.mds.get_mut(i, g).unwrap().pending += 1;
         if kind_ == kind::FETCH && get_md_h != md_h {
@@ -1484,6 +1535,34 @@ impl State {
                 o.hdr_data,
             )
         };
+        let ev = SendInfo {
+            md: md_h,
+            user_ptr,
+            length,
+            off,
+            target,
+            pt_index,
+            match_bits,
+            hdr_data,
+        };
+        self.send_event(slot, &ev, fail);
+        if !awaits {
+            self.retire(op_id);
+        }
+    }
+
+    /// `PTL_EVENT_SEND` (and its count) on the MD of a put or atomic.
+    fn send_event(&mut self, slot: usize, si: &SendInfo, fail: u8) {
+        let (md_h, user_ptr, length, off, target, pt_index, match_bits, hdr_data) = (
+            si.md,
+            si.user_ptr,
+            si.length,
+            si.off,
+            si.target,
+            si.pt_index,
+            si.match_bits,
+            si.hdr_data,
+        );
         if let Some(ni) = self.nis[slot].as_mut() {
             let (_, _, i, g) = split(md_h);
             if let Some(md) = ni.mds.get(i, g) {
@@ -1513,9 +1592,6 @@ impl State {
                     Self::count(ni, ct, ok, bytes);
                 }
             }
-        }
-        if !awaits {
-            self.retire(op_id);
         }
     }
 
