@@ -232,6 +232,13 @@ fn parse<T>(params: &Params, def: &'static ParamDef, f: fn(&str) -> Option<T>) -
 }
 
 impl Tuning {
+    /// Most bytes an algorithm that stages whole messages in scratch (binomial gather and
+    /// scatter, Bruck's all-to-all) may stage; past it, even when forced, they give way to
+    /// their linear or pairwise counterparts (the same decision at every rank).
+    fn staging(&self) -> usize {
+        4 * self.segment
+    }
+
     fn new(params: &Params) -> Result<Tuning> {
         Ok(Tuning {
             barrier: parse(params, &BARRIER_ALG, BarrierAlg::parse)?,
@@ -903,7 +910,8 @@ impl Engine {
                         ScatterAlg::Binomial => true,
                         ScatterAlg::Auto => p >= 8 && bsz * p as u64 <= 16 << 10,
                     }
-                } && self.comm_homogeneous(comm).unwrap_or(false);
+                } && bsz * p as u64 <= tune.staging() as u64
+                    && self.comm_homogeneous(comm).unwrap_or(false);
                 let mut pl = Planned::new(Alg::Nothing);
                 pl.holds = [send.map(|s| s.dt), (r == root).then_some(recv.dt), None];
                 let empty = Blocks::Uniform {
@@ -1085,7 +1093,9 @@ impl Engine {
                     AlltoallAlg::Auto => AlltoallAlg::Pairwise,
                     a => a,
                 };
-                let bruck_ok = p <= 2 * exec::BATCH && self.comm_homogeneous(comm).unwrap_or(false);
+                let bruck_ok = p <= 2 * exec::BATCH
+                    && 2 * bsz * p as u64 <= tune.staging() as u64
+                    && self.comm_homogeneous(comm).unwrap_or(false);
                 pl.alg = match alg {
                     AlltoallAlg::Bruck if bruck_ok => {
                         let half = p.div_ceil(2) as usize;
