@@ -17,6 +17,7 @@
 //! collective has finished. Blocking collectives call it in a progress loop; non-blocking ones are
 //! advanced by [`crate::engine::Engine::progress`].
 
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use heapless::Vec;
@@ -92,22 +93,37 @@ pub(crate) enum Act {
     },
 }
 
-/// The actions of one step, bounded.
+/// The actions of one step, bounded. (Uninitialised storage: a step is asked for often, and
+/// most yield two or three actions.)
 pub(crate) struct Acts {
-    pub list: Vec<Act, MAX_ACTS>,
+    buf: [MaybeUninit<Act>; MAX_ACTS],
+    len: usize,
     pub overflow: bool,
 }
 
 impl Acts {
     pub(crate) fn new() -> Acts {
         Acts {
-            list: Vec::new(),
+            buf: [const { MaybeUninit::uninit() }; MAX_ACTS],
+            len: 0,
             overflow: false,
         }
     }
 
+    /// The actions yielded, in order.
+    pub(crate) fn list(&self) -> &[Act] {
+        // SAFETY: the first `len` entries were written by `push`; `Act` is `Copy`.
+        unsafe { core::slice::from_raw_parts(self.buf.as_ptr().cast::<Act>(), self.len) }
+    }
+
     fn push(&mut self, a: Act) {
-        self.overflow |= self.list.push(a).is_err();
+        match self.buf.get_mut(self.len) {
+            Some(slot) => {
+                slot.write(a);
+                self.len += 1;
+            }
+            None => self.overflow = true,
+        }
     }
 
     pub(crate) fn send(&mut self, to: u32, s: Span) {
@@ -446,7 +462,7 @@ impl Coll {
         if !more {
             return self.end_segment(net);
         }
-        for a in acts.list.iter() {
+        for a in acts.list().iter() {
             match *a {
                 // SAFETY: the algorithm's buffers are the user's (lent for the collective) and
                 // the collective's scratch, sized by the plan.
@@ -475,7 +491,7 @@ impl Coll {
                 _ => {}
             }
         }
-        for a in acts.list.iter() {
+        for a in acts.list().iter() {
             if let Act::Recv(from, s) = *a {
                 // SAFETY: as above; the receive completes before the collective does.
                 let conv = unsafe { unpacker(net.types, s)? };
@@ -491,7 +507,7 @@ impl Coll {
                 self.track(id)?;
             }
         }
-        for a in acts.list.iter() {
+        for a in acts.list().iter() {
             if let Act::Send(to, s) = *a {
                 // SAFETY: as above; the send completes before the collective does.
                 let mut conv = unsafe { packer(net.types, s)? };

@@ -675,10 +675,14 @@ impl Engine {
         call: Call,
         mode: Mode,
     ) -> Result<Option<ReqId>> {
-        let g = self.grp(comm)?;
-        if self.check_comm(comm)?.is_inter() {
+        let c = self.check_comm(comm)?;
+        if c.is_inter() {
             return Err(Error::unsupported("collectives on intercommunicators"));
         }
+        let g = Grp {
+            rank: c.rank,
+            size: c.size(),
+        };
         if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
             return Err(Error::exhausted(
                 "non-blocking collectives in flight",
@@ -686,8 +690,11 @@ impl Engine {
                 MAX_ACTIVE.name,
             ));
         }
-        // SAFETY: the caller's contract.
-        let planned = unsafe { self.plan(comm, g, call, mode)? };
+        let planned = match (mode, self.fast_plan(g, &call)) {
+            (Mode::Blocking, Some(pl)) => pl,
+            // SAFETY: the caller's contract.
+            _ => unsafe { self.plan(comm, g, call, mode)? },
+        };
         let tag = TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32;
         let mut c = Coll::new(comm, tag, planned.alg);
         c.red = planned.red;
@@ -795,6 +802,131 @@ impl Engine {
             finished += self.advance_one(i) as usize;
         }
         finished
+    }
+
+    /// Plans a small blocking broadcast, reduce or allreduce of a predefined type with a
+    /// predefined operation without the general machinery: the same algorithm [`Engine::plan`]
+    /// chooses (so the messages are the same at every rank, whichever way each planned), in one
+    /// segment, with scratch from the blocking region. `None` when the call is not such a one.
+    fn fast_plan(&self, g: Grp, call: &Call) -> Option<Planned> {
+        const SMALL: u64 = 4096;
+        let tune = &self.coll.tune;
+        let p = g.size;
+        let reduction = |dt: Datatype, op: Op, count: u64| -> Option<Red> {
+            let bytes = count * dt.size() as u64;
+            (dt.is_contiguous() && !matches!(op, Op::User(_)) && bytes <= SMALL && count > 0)
+                .then_some(())?;
+            op::check(op, dt).ok()?;
+            Some(Red {
+                op: ROp::Predef(op),
+                w: dt,
+                ext: dt.extent() as isize,
+                true_lb: 0,
+                true_ext: dt.extent() as isize,
+                size: dt.size() as u64,
+            })
+        };
+        let region = self.coll.blocking;
+        let unit = |n: u64, red: &Red| red.bytes(n).next_multiple_of(GRANULE);
+        let alg = match *call {
+            Call::Bcast { buf, root } => {
+                let bytes = buf.count * buf.dt.size() as u64;
+                let binomial = match tune.bcast {
+                    BcastAlg::Binomial => true,
+                    BcastAlg::Auto => bytes < 128 << 10 || p <= 2,
+                    _ => false,
+                };
+                if !buf.dt.is_contiguous() || !binomial || root < 0 || root as u32 >= p {
+                    return None;
+                }
+                if bytes == 0 || p == 1 {
+                    return Some(Planned::new(Alg::Nothing));
+                }
+                let span = Span::new(buf.ptr, buf.count, buf.dt);
+                (
+                    Alg::BcastBinomial(BcastBinomial {
+                        g,
+                        root: root as u32,
+                        buf: span,
+                    }),
+                    None,
+                )
+            }
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                let red = reduction(dt, op, count)?;
+                let bytes = count * red.size;
+                let recdbl = match tune.allreduce {
+                    AllreduceAlg::RecDbl => true,
+                    AllreduceAlg::Auto => bytes <= 4096 || count < p as u64,
+                    _ => false,
+                };
+                if !recdbl {
+                    return None;
+                }
+                (
+                    Alg::AllreduceRecDbl(alg::AllreduceRecDbl {
+                        g,
+                        red,
+                        fold: Fold::new(p),
+                        src: send.unwrap_or(recv) as *mut u8,
+                        out: recv,
+                        tmp: region,
+                        n: count,
+                        swapped: false,
+                    }),
+                    Some(red),
+                )
+            }
+            Call::Reduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+                root,
+            } => {
+                let red = reduction(dt, op, count)?;
+                if root < 0
+                    || root as u32 >= p
+                    || !matches!(tune.reduce, ReduceAlg::Auto | ReduceAlg::Binomial)
+                {
+                    return None;
+                }
+                let root = root as u32;
+                let at_root = g.rank == root;
+                let src = match (send, at_root) {
+                    (Some(s), _) => s as *mut u8,
+                    (None, true) => recv,
+                    (None, false) => return None,
+                };
+                let s1 = region.wrapping_add(unit(count, &red));
+                (
+                    Alg::ReduceBinomial(alg::ReduceBinomial::new(
+                        g,
+                        red,
+                        root,
+                        src,
+                        at_root.then_some(recv),
+                        None,
+                        region,
+                        s1,
+                        count,
+                    )),
+                    Some(red),
+                )
+            }
+            _ => return None,
+        };
+        let mut pl = Planned::new(alg.0);
+        pl.red = alg.1;
+        pl.scratch = Scratch::Blocking;
+        Some(pl)
     }
 
     /// Plans `call`: checks its arguments, chooses its algorithm, takes its scratch.

@@ -126,7 +126,7 @@ fn run_in(ranks: &mut [Rank], t: &TypeTable) {
                     st.done = true;
                     break;
                 }
-                for a in acts.list.iter() {
+                for a in acts.list().iter() {
                     match *a {
                         // SAFETY: the test's buffers.
                         Act::Copy { dst, src } => unsafe {
@@ -147,7 +147,7 @@ fn run_in(ranks: &mut [Rank], t: &TypeTable) {
                         _ => {}
                     }
                 }
-                for a in acts.list.iter() {
+                for a in acts.list().iter() {
                     match *a {
                         Act::Send(to, s) => {
                             let mut m = vec![0u8; packed_len(&s)];
