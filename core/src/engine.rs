@@ -153,6 +153,16 @@ impl Engine {
 
     /// Brings the engine up: pools, modex, routes, `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
     pub fn new(init: Init) -> Result<Engine> {
+        Engine::with_mtl(init, None)
+    }
+
+    /// Like [`Engine::new`], with a matching transport for the `cm` path: point-to-point goes
+    /// through `mtl` unless the parameter `pml` says `ob1` (the platform then should not have
+    /// made one). `pml` = `cm` without an MTL is an error.
+    pub fn with_mtl(
+        init: Init,
+        mut mtl: Option<&'static mut dyn crate::mtl::Mtl>,
+    ) -> Result<Engine> {
         let Init {
             memory,
             mut params,
@@ -297,6 +307,27 @@ impl Engine {
         let types = TypeTable::new(&params, &mut arena)?;
         let objects = crate::objects::Objects::new(&params, &mut arena)?;
         let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
+        match params.str(&pml::PML_SELECT).trim() {
+            "ob1" => mtl = None,
+            "cm" | "" => {}
+            _ => {
+                return Err(Error::new(
+                    ErrorClass::Arg,
+                    Reason::BadParam {
+                        name: pml::PML_SELECT.name,
+                    },
+                ))
+            }
+        }
+        match mtl {
+            Some(m) => pml.use_mtl(m, procs, max_cids)?,
+            None if params.str(&pml::PML_SELECT).trim() == "cm" => {
+                return Err(Error::unsupported(
+                    "pml cm: this platform has no matching transport (MTL); use pml ob1",
+                ))
+            }
+            None => {}
+        }
         for info in procs.iter() {
             if let Some(repr) = info.arch.and_then(Repr::of) {
                 pml.set_repr(info.proc, repr);
@@ -382,6 +413,7 @@ impl Engine {
             types: &self.types,
         });
         n += self.pml.progress_work(&mut self.bml, &self.types);
+        n += self.pml.progress_mtl(&self.types);
         n += self.coll_progress();
         if n > 0 {
             self.idle = 0;

@@ -25,6 +25,7 @@
 pub mod request;
 pub mod unexpected;
 
+mod cm;
 mod matching;
 
 mod recvfrag;
@@ -92,8 +93,22 @@ pub static UNEX_CHUNKS: ParamDef = ParamDef {
     description: "Chunks of unexpected-message payload storage (times the chunk size = bytes)",
 };
 
+/// `pml`.
+pub static PML_SELECT: ParamDef = ParamDef {
+    name: "pml",
+    kind: Kind::Str,
+    default: Default::Str(""),
+    description: "Point-to-point layer: 'ob1' (matching in the engine, over the BTLs) or 'cm' (matching in the network, over an MTL); empty: the platform's choice (cm on lightweight-kernel nodes, ob1 elsewhere)",
+};
+
 /// Parameters of the PML.
-pub static PARAMS: [&ParamDef; 4] = [&MAX_REQUESTS, &UNEX_MSGS, &UNEX_CHUNK_SIZE, &UNEX_CHUNKS];
+pub static PARAMS: [&ParamDef; 5] = [
+    &MAX_REQUESTS,
+    &UNEX_MSGS,
+    &UNEX_CHUNK_SIZE,
+    &UNEX_CHUNKS,
+    &PML_SELECT,
+];
 
 /// Counters, for tests and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -162,6 +177,10 @@ pub struct Ob1 {
     /// Per process: the form its data takes (receiver makes right).
     reprs: &'static mut [Repr],
     platform: &'static dyn Platform,
+    /// The matching transport when the `cm` path is in use (see `cm.rs`).
+    mtl: Option<&'static mut dyn crate::mtl::Mtl>,
+    /// Per communicator slot: receives posted in the MTL and not finished.
+    cm_posted: &'static mut [u32],
     /// Counters.
     pub stats: Stats,
 }
@@ -180,7 +199,8 @@ impl Ob1 {
             .slice::<PmlComm>(comms as usize)
             .slice::<PeerSeq>(comms as usize * world as usize)
             .slice::<u32>(world as usize * 2)
-            .slice::<Repr>(world as usize);
+            .slice::<Repr>(world as usize)
+            .slice::<u32>(comms as usize);
     }
 
     /// A PML for a job of `world` processes and up to `comms` communicators.
@@ -212,6 +232,8 @@ impl Ob1 {
             inflight: 0,
             reprs: arena.slice(world as usize, |_| Repr::NATIVE)?,
             platform,
+            mtl: None,
+            cm_posted: arena.slice(comms as usize, |_| 0)?,
             stats: Stats::default(),
         })
     }
@@ -336,6 +358,9 @@ impl Ob1 {
 
     /// Cancels request `id` if it is a receive not yet matched; otherwise it completes normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
+        if self.mtl.is_some() {
+            return self.cm_cancel(id);
+        }
         let req = self
             .requests
             .get(id.0)
@@ -374,6 +399,7 @@ impl Ob1 {
             && self.pending_ack.is_empty()
             && self.pending_frags.is_empty()
             && self.inflight == 0)
+            || self.cm_busy()
     }
 
     /// Requests in use.
@@ -403,7 +429,7 @@ impl Ob1 {
 
     /// Whether communicator `comm` still has receives posted.
     pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
-        !self.comms[comm.0 as usize].posted.is_empty()
+        !self.comms[comm.0 as usize].posted.is_empty() || self.cm_posted[comm.0 as usize] > 0
     }
 
     /// Drops the messages still held for communicator `comm`, which is being freed.

@@ -34,6 +34,9 @@ impl Ob1 {
         comm: CommId,
         scope: u32,
     ) -> Result<ReqId> {
+        if self.mtl.is_some() {
+            return self.cm_irecv(comms, types, conv, src, tag, comm, scope);
+        }
         comms.get(comm)?;
         let recv = RecvReq {
             conv,
@@ -60,12 +63,15 @@ impl Ob1 {
 
     /// The status of the first unexpected message `src`/`tag` accept on `comm`, without taking it.
     pub fn iprobe(
-        &self,
+        &mut self,
         comms: &CommTable,
         src: Source,
         tag: TagSel,
         comm: CommId,
     ) -> Result<Option<Status>> {
+        if self.mtl.is_some() {
+            return self.cm_iprobe(comms, src, tag, comm);
+        }
         comms.get(comm)?;
         Ok(self
             .find_unexpected(comm, src, tag)
@@ -80,6 +86,9 @@ impl Ob1 {
         tag: TagSel,
         comm: CommId,
     ) -> Result<Option<(MsgId, Status)>> {
+        if self.mtl.is_some() {
+            return self.cm_improbe(comms, src, tag, comm);
+        }
         comms.get(comm)?;
         let Some(i) = self.find_unexpected(comm, src, tag) else {
             return Ok(None);
@@ -100,6 +109,9 @@ impl Ob1 {
         msg: MsgId,
         scope: u32,
     ) -> Result<ReqId> {
+        if self.mtl.is_some() {
+            return self.cm_imrecv(comms, types, conv, msg, scope);
+        }
         let bad = Error::new(
             ErrorClass::Request,
             Reason::BadArgument {

@@ -62,6 +62,9 @@ impl Ob1 {
         tag: i32,
         comm: CommId,
     ) -> Result<bool> {
+        if self.mtl.is_some() {
+            return self.cm_send_now(comms, types, conv, dest, tag, comm);
+        }
         let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
         if self.queued[proc.0 as usize] > 0 {
             return Ok(false);
@@ -101,6 +104,9 @@ impl Ob1 {
         mode: SendMode,
         scope: u32,
     ) -> Result<ReqId> {
+        if self.mtl.is_some() {
+            return self.cm_isend(comms, types, conv, dest, tag, comm, mode, scope);
+        }
         let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
         bml.reachable(proc)?;
         if !self.same_form(proc) {

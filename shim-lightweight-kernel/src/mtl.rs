@@ -1,0 +1,1160 @@
+//! The Portals MTL: MPI matching done by Portals match lists (the `cm` path; the node default).
+//!
+//! Envelopes are match bits ([`MatchBits`]: context id, source rank, tag, protocol flags).
+//!
+//! - **Receives** are use-once match entries on the priority list of [`pt::MTL`] over the user's
+//!   buffer (a bounce buffer for a non-contiguous type): an expected message lands directly in
+//!   it. Appending one that an unexpected message already matches yields
+//!   `PTL_EVENT_PUT_OVERFLOW` instead, and the bytes are copied from the overflow block.
+//! - **Unexpected** messages land in the overflow list: blocks of `mtl_portals_block_bytes`,
+//!   locally managed, unlinking themselves when less than an eager message's room is left; a
+//!   block is reused after `PTL_EVENT_AUTO_FREE` (every message in it taken), and more are
+//!   allocated, up to `mtl_portals_max_blocks`, when the list runs short.
+//! - **Short** messages (up to `mtl_portals_eager_limit`) are one put; the data is copied first,
+//!   so the send is complete for MPI at once.
+//! - **Long** and synchronous messages put their first eager-limit bytes with the `LONG` flag
+//!   and `hdr_data` = (key << 40) | length, and expose the whole message as a use-once entry on
+//!   [`pt::MTL_READ`] with the key as match bits, readable only by the destination. The receiver,
+//!   once matched, gets the rest (or zero bytes, when it already has all it wants) with
+//!   `PtlGet`; that get is what completes the send — for a synchronous send, the proof of the
+//!   match.
+//! - **Probes** are `PtlMESearch` (`PTL_SEARCH_ONLY`; `PTL_SEARCH_DELETE` for a matched probe,
+//!   whose bytes are copied out at once).
+//! - **Flow control.** [`pt::MTL`] is flow-controlled. When it is disabled (no overflow room, or
+//!   a full event queue), the receiver posts more blocks and tells every rank
+//!   (`DISABLED(epoch)` on [`pt::MTL_CTRL`]); a sender holds further messages to it, waits until
+//!   all its puts to it are acknowledged (the refused ones come back with `PTL_NI_PT_DISABLED`
+//!   and are kept in order), answers `DRAINED(epoch)`; when every rank has answered, the
+//!   receiver calls `PtlPTEnable` and says `ENABLED(epoch)`, and each sender re-sends what was
+//!   refused, then what it held, in the original order. So no message overtakes another.
+
+use std::collections::VecDeque;
+use std::ptr;
+
+use portals4_sys::*;
+use stormpi_core::btl::{PeerInfo, Token};
+use stormpi_core::datatype::convertor::{Packer, Unpacker};
+use stormpi_core::datatype::table::TypeTable;
+use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::mtl::{
+    MatchBits, Mtl, MtlAttrs, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+};
+use stormpi_core::params::{Default, Kind, ParamDef, Params};
+use stormpi_core::pml::request::SendMode;
+use stormpi_core::rte::ProcId;
+
+use crate::ptl::{self, check, pt};
+
+/// `mtl_portals_eager_limit`.
+pub static EAGER_LIMIT: ParamDef = ParamDef {
+    name: "mtl_portals_eager_limit",
+    kind: Kind::Int { min: 0, max: 1 << 20 },
+    default: Default::Int(8192),
+    description: "Messages up to this many bytes are sent whole in one put (copied, so the send completes at once); longer ones put this much and the receiver gets the rest",
+};
+
+/// `mtl_portals_block_bytes`.
+pub static BLOCK_BYTES: ParamDef = ParamDef {
+    name: "mtl_portals_block_bytes",
+    kind: Kind::Int {
+        min: 1024,
+        max: 1 << 30,
+    },
+    default: Default::Int(1 << 20),
+    description:
+        "Bytes of each overflow block for unexpected messages (at least twice the eager limit)",
+};
+
+/// `mtl_portals_blocks`.
+pub static BLOCKS: ParamDef = ParamDef {
+    name: "mtl_portals_blocks",
+    kind: Kind::Int { min: 1, max: 4096 },
+    default: Default::Int(4),
+    description: "Overflow blocks kept posted",
+};
+
+/// `mtl_portals_max_blocks`.
+pub static MAX_BLOCKS: ParamDef = ParamDef {
+    name: "mtl_portals_max_blocks",
+    kind: Kind::Int { min: 1, max: 1 << 16 },
+    default: Default::Int(256),
+    description: "Most overflow blocks allocated (unexpected messages beyond them wait at their senders: flow control)",
+};
+
+/// `mtl_portals_eq_len`.
+pub static EQ_LEN: ParamDef = ParamDef {
+    name: "mtl_portals_eq_len",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 22,
+    },
+    default: Default::Int(16384),
+    description: "Slots of each event queue of the Portals MTL (a full receive queue disables the portal: flow control)",
+};
+
+/// Parameters of the Portals MTL.
+pub static PARAMS: [&ParamDef; 5] = [&EAGER_LIMIT, &BLOCK_BYTES, &BLOCKS, &MAX_BLOCKS, &EQ_LEN];
+
+const K_SEND: usize = 0;
+const K_READ: usize = 1;
+const K_GET: usize = 2;
+const K_RECV: usize = 3;
+const K_BLOCK: usize = 4;
+const K_SEARCH: usize = 5;
+const K_CTRL: usize = 6;
+const K_BITS: u32 = 3;
+/// Ids of operations whose events are ignored.
+const NO_OP: usize = (usize::MAX >> K_BITS) - 1;
+
+const LEN_BITS: u32 = 40;
+const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
+
+const CTRL_DISABLED: u64 = 1;
+const CTRL_DRAINED: u64 = 2;
+const CTRL_ENABLED: u64 = 3;
+
+fn uptr(id: usize, kind: usize) -> *mut std::ffi::c_void {
+    ((id << K_BITS) | kind) as *mut _
+}
+
+fn split(p: *mut std::ffi::c_void) -> (usize, usize) {
+    let v = p as usize;
+    (v >> K_BITS, v & ((1 << K_BITS) - 1))
+}
+
+struct SendOp {
+    /// `None`: complete for MPI already (copied).
+    token: Option<Token>,
+    dest: u32,
+    bits: u64,
+    hdr: u64,
+    data: *const u8,
+    put_len: usize,
+    long: bool,
+    read_me: bool,
+    /// The copied bytes or the packed bounce buffer, kept until done.
+    buf: Vec<u8>,
+    /// The user's data (a held type), kept until done.
+    _conv: Option<Packer>,
+    acked: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    Posted,
+    Getting,
+}
+
+struct RecvOp {
+    token: Token,
+    conv: Option<Unpacker>,
+    buf: *mut u8,
+    cap: usize,
+    bounce: Vec<u8>,
+    me: ptl_handle_me_t,
+    state: RecvState,
+    got: usize,
+    m: MtlMatch,
+}
+
+enum Op {
+    Send(SendOp),
+    Recv(RecvOp),
+}
+
+struct Block {
+    mem: Box<[u8]>,
+    me: ptl_handle_me_t,
+}
+
+/// A message taken by a matched probe.
+struct Taken {
+    bits: u64,
+    hdr: u64,
+    rlength: u64,
+    from: u32,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Peer {
+    /// Puts not yet acknowledged.
+    inflight: u32,
+    /// Sends are held (a put was refused, or the peer is recovering).
+    blocked: bool,
+    /// The peer asked us to drain for this epoch; answer once `inflight` is 0.
+    drain: Option<u64>,
+    /// Refused puts, in order.
+    refused: VecDeque<usize>,
+    /// Sends held while blocked, in order.
+    queued: VecDeque<usize>,
+}
+
+struct Recovery {
+    epoch: u64,
+    drained: Vec<bool>,
+    left: u32,
+}
+
+enum Done {
+    Send(Token, Result<()>),
+    Recv(usize),
+}
+
+/// Counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MtlStats {
+    /// Messages put.
+    pub puts: u64,
+    /// Puts refused by a disabled portal and sent again.
+    pub refused: u64,
+    /// Times this process's portal was disabled and recovered.
+    pub recoveries: u64,
+    /// Receives matched from the overflow list.
+    pub unexpected: u64,
+    /// Gets issued by receives.
+    pub gets: u64,
+}
+
+/// The Portals MTL.
+pub struct PortalsMtl {
+    attrs: MtlAttrs,
+    ni: ptl_handle_ni_t,
+    rank: u32,
+    size: u32,
+    md: ptl_handle_md_t,
+    eqs: [ptl_handle_eq_t; 3],
+    eager: usize,
+    ops: Vec<Option<Op>>,
+    free_ops: Vec<usize>,
+    sends: u32,
+    blocks: Vec<Block>,
+    spare: Vec<usize>,
+    linked: usize,
+    want_linked: usize,
+    max_blocks: usize,
+    block_bytes: usize,
+    peers: Vec<Peer>,
+    recovery: Option<Recovery>,
+    epoch: u64,
+    done: VecDeque<Done>,
+    search: Option<(ptl_event_t, Option<Vec<u8>>)>,
+    taken: Vec<Option<Taken>>,
+    spare_bufs: Vec<Vec<u8>>,
+    /// Counters.
+    pub stats: MtlStats,
+}
+
+// SAFETY: the raw pointers are loans of user memory for the life of requests (the convertors'
+// contract) and this module's own buffers.
+unsafe impl Send for PortalsMtl {}
+
+fn ptl_fail(what: &'static str, e: ptl::PtlError) -> Error {
+    crate::platform::eprint_line(&format!("stormpi: Portals MTL: {e}"));
+    Error::new(ErrorClass::Intern, Reason::Runtime { what })
+}
+
+impl PortalsMtl {
+    /// Sets up the MTL's portal table entries, overflow blocks and event queues on `ni`.
+    pub fn new(params: &Params, ni: ptl_handle_ni_t, rank: u32, size: u32) -> Result<PortalsMtl> {
+        let eager = params.usize(&EAGER_LIMIT);
+        let block_bytes = params.usize(&BLOCK_BYTES).max(2 * eager + 1024);
+        let eq_len = params.u32(&EQ_LEN) as u64;
+        let e = |e| ptl_fail("Portals MTL set-up", e);
+        let mut m = PortalsMtl {
+            attrs: MtlAttrs {
+                component: "portals4",
+                max_contexts: MatchBits::MAX_CONTEXTS,
+                max_ranks: MatchBits::MAX_RANKS,
+            },
+            ni,
+            rank,
+            size,
+            md: PTL_INVALID_HANDLE,
+            eqs: [PTL_EQ_NONE; 3],
+            eager,
+            ops: Vec::new(),
+            free_ops: Vec::new(),
+            sends: 0,
+            blocks: Vec::new(),
+            spare: Vec::new(),
+            linked: 0,
+            want_linked: params.usize(&BLOCKS),
+            max_blocks: params.usize(&MAX_BLOCKS).max(params.usize(&BLOCKS)),
+            block_bytes,
+            peers: (0..size).map(|_| Peer::default()).collect(),
+            recovery: None,
+            epoch: 0,
+            done: VecDeque::new(),
+            search: None,
+            taken: Vec::new(),
+            spare_bufs: Vec::new(),
+            stats: MtlStats::default(),
+        };
+        // SAFETY: Portals calls with valid out-pointers; entries over memory this module owns.
+        unsafe {
+            for (i, len) in [eq_len, eq_len, (4 * size as u64 + 64).max(256)]
+                .into_iter()
+                .enumerate()
+            {
+                check(PtlEQAlloc(ni, len, &mut m.eqs[i]), "PtlEQAlloc (MTL)").map_err(e)?;
+            }
+            let mut idx = 0;
+            check(
+                PtlPTAlloc(ni, PTL_PT_FLOWCTRL, m.eqs[1], pt::MTL, &mut idx),
+                "PtlPTAlloc (MTL, flow-controlled)",
+            )
+            .map_err(e)?;
+            check(
+                PtlPTAlloc(ni, 0, m.eqs[0], pt::MTL_READ, &mut idx),
+                "PtlPTAlloc (MTL read)",
+            )
+            .map_err(e)?;
+            check(
+                PtlPTAlloc(ni, 0, m.eqs[2], pt::MTL_CTRL, &mut idx),
+                "PtlPTAlloc (MTL control)",
+            )
+            .map_err(e)?;
+            let ctrl = ptl_me_t {
+                start: ptr::null_mut(),
+                length: 0,
+                ct_handle: PTL_CT_NONE,
+                uid: PTL_UID_ANY,
+                options: PTL_ME_OP_PUT | PTL_ME_EVENT_LINK_DISABLE,
+                match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+                match_bits: 0,
+                ignore_bits: !0,
+                min_free: 0,
+            };
+            let mut h = PTL_INVALID_HANDLE;
+            check(
+                PtlMEAppend(
+                    ni,
+                    pt::MTL_CTRL,
+                    &ctrl,
+                    PTL_PRIORITY_LIST,
+                    uptr(0, K_CTRL),
+                    &mut h,
+                ),
+                "PtlMEAppend (MTL control)",
+            )
+            .map_err(e)?;
+        }
+        m.md = ptl::bind_all(ni, m.eqs[0], PTL_MD_EVENT_SEND_DISABLE).map_err(e)?;
+        for _ in 0..m.want_linked {
+            m.add_block().map_err(e)?;
+        }
+        Ok(m)
+    }
+
+    /// Posts a spare block, or a new one while under the limit; false if neither.
+    fn add_block(&mut self) -> std::result::Result<bool, ptl::PtlError> {
+        let b = match self.spare.pop() {
+            Some(b) => b,
+            None if self.blocks.len() < self.max_blocks => {
+                self.blocks.push(Block {
+                    mem: vec![0u8; self.block_bytes].into_boxed_slice(),
+                    me: PTL_INVALID_HANDLE,
+                });
+                self.blocks.len() - 1
+            }
+            None => return Ok(false),
+        };
+        let blk = &mut self.blocks[b];
+        let me = ptl_me_t {
+            start: blk.mem.as_mut_ptr().cast(),
+            length: blk.mem.len() as u64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT
+                | PTL_ME_MANAGE_LOCAL
+                | PTL_ME_NO_TRUNCATE
+                | PTL_ME_EVENT_COMM_DISABLE
+                | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 0,
+            ignore_bits: !0,
+            min_free: self.eager as u64 + 64,
+        };
+        // SAFETY: the block lives as long as the module and is posted only when free.
+        check(
+            unsafe {
+                PtlMEAppend(
+                    self.ni,
+                    pt::MTL,
+                    &me,
+                    PTL_OVERFLOW_LIST,
+                    uptr(b, K_BLOCK),
+                    &mut blk.me,
+                )
+            },
+            "PtlMEAppend (MTL overflow block)",
+        )?;
+        self.linked += 1;
+        Ok(true)
+    }
+
+    fn new_op(&mut self, op: Op) -> usize {
+        if matches!(op, Op::Send(_)) {
+            self.sends += 1;
+        }
+        match self.free_ops.pop() {
+            Some(i) => {
+                self.ops[i] = Some(op);
+                i
+            }
+            None => {
+                self.ops.push(Some(op));
+                self.ops.len() - 1
+            }
+        }
+    }
+
+    fn free_op(&mut self, id: usize) -> Option<Op> {
+        let op = self.ops.get_mut(id)?.take()?;
+        self.free_ops.push(id);
+        if let Op::Send(s) = &op {
+            self.sends -= 1;
+            let _ = s;
+        }
+        Some(op)
+    }
+
+    fn send_op(&mut self, id: usize) -> Option<&mut SendOp> {
+        match self.ops.get_mut(id)? {
+            Some(Op::Send(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn recv_op(&mut self, id: usize) -> Option<&mut RecvOp> {
+        match self.ops.get_mut(id)? {
+            Some(Op::Recv(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn ctrl(&mut self, to: u32, kind: u64, epoch: u64) {
+        // SAFETY: a zero-length put.
+        unsafe {
+            PtlPut(
+                self.md,
+                0,
+                0,
+                PTL_NO_ACK_REQ,
+                ptl_process_t::from_rank(to),
+                pt::MTL_CTRL,
+                0,
+                0,
+                ptr::null_mut(),
+                (kind << 56) | epoch,
+            )
+        };
+    }
+
+    /// Starts send `id`, or holds it behind earlier ones to a blocked peer.
+    fn start(&mut self, id: usize) -> Result<()> {
+        let dest = match self.send_op(id) {
+            Some(s) => s.dest as usize,
+            None => return Ok(()),
+        };
+        let p = &mut self.peers[dest];
+        if p.blocked || !p.queued.is_empty() {
+            p.queued.push_back(id);
+            return Ok(());
+        }
+        self.put(id)
+    }
+
+    fn put(&mut self, id: usize) -> Result<()> {
+        let (ni, md) = (self.ni, self.md);
+        let s = self.send_op(id).expect("send op");
+        if s.long && !s.read_me {
+            let me = ptl_me_t {
+                start: s.data as *mut _,
+                length: s.hdr & LEN_MASK,
+                ct_handle: PTL_CT_NONE,
+                uid: PTL_UID_ANY,
+                options: PTL_ME_OP_GET
+                    | PTL_ME_USE_ONCE
+                    | PTL_ME_EVENT_LINK_DISABLE
+                    | PTL_ME_EVENT_UNLINK_DISABLE,
+                match_id: ptl_process_t::from_rank(s.dest),
+                match_bits: id as u64,
+                ignore_bits: 0,
+                min_free: 0,
+            };
+            let mut h = PTL_INVALID_HANDLE;
+            // SAFETY: the data stays valid until the get completes the send (the convertor's
+            // contract, or the bounce buffer the op owns).
+            check(
+                unsafe {
+                    PtlMEAppend(
+                        ni,
+                        pt::MTL_READ,
+                        &me,
+                        PTL_PRIORITY_LIST,
+                        uptr(id, K_READ),
+                        &mut h,
+                    )
+                },
+                "PtlMEAppend (MTL read)",
+            )
+            .map_err(|e| ptl_fail("Portals MTL send", e))?;
+            s.read_me = true;
+        }
+        let (dest, data, len, bits, hdr) = (s.dest, s.data, s.put_len, s.bits, s.hdr);
+        // SAFETY: the op keeps the bytes until its acknowledgment.
+        check(
+            unsafe {
+                PtlPut(
+                    md,
+                    ptl::offset_of(data, len),
+                    len as u64,
+                    PTL_ACK_REQ,
+                    ptl_process_t::from_rank(dest),
+                    pt::MTL,
+                    bits,
+                    0,
+                    uptr(id, K_SEND),
+                    hdr,
+                )
+            },
+            "PtlPut (MTL)",
+        )
+        .map_err(|e| ptl_fail("Portals MTL send", e))?;
+        self.stats.puts += 1;
+        self.peers[dest as usize].inflight += 1;
+        Ok(())
+    }
+
+    /// A short send: copy and put; done for MPI.
+    fn send_copy(
+        &mut self,
+        types: &TypeTable,
+        dest: ProcId,
+        env: MtlEnvelope,
+        conv: &mut Packer,
+    ) -> Result<()> {
+        let len = conv.packed_len();
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        buf.clear();
+        buf.resize(len, 0);
+        let n = conv.pack(types, 0, &mut buf);
+        buf.truncate(n);
+        let op = SendOp {
+            token: None,
+            dest: dest.0,
+            bits: MatchBits::encode(&env),
+            hdr: n as u64,
+            data: buf.as_ptr(),
+            put_len: n,
+            long: false,
+            read_me: false,
+            buf,
+            _conv: None,
+            acked: false,
+        };
+        let id = self.new_op(Op::Send(op));
+        self.start(id)
+    }
+
+    fn finish_send(&mut self, id: usize) {
+        if let Some(Op::Send(s)) = self.free_op(id) {
+            if let Some(t) = s.token {
+                self.done.push_back(Done::Send(t, Ok(())));
+            }
+            let mut buf = s.buf;
+            if buf.capacity() <= self.eager.max(64) && self.spare_bufs.len() < 64 {
+                buf.clear();
+                self.spare_bufs.push(buf);
+            }
+        }
+    }
+
+    /// A receive matched a message with match bits `bits` and `hdr_data` `hdr` from `from`;
+    /// `got` bytes are in its buffer; `rlength` is what the put carried.
+    fn matched(&mut self, id: usize, bits: u64, hdr: u64, rlength: u64, from: u32, got: usize) {
+        let (md, ni) = (self.md, self.ni);
+        let Some(r) = self.recv_op(id) else { return };
+        let env = MatchBits::decode(bits);
+        r.got = got;
+        r.m = MtlMatch {
+            src: env.src,
+            tag: env.tag,
+            len: if bits & MatchBits::LONG != 0 {
+                hdr & LEN_MASK
+            } else {
+                rlength
+            },
+        };
+        if bits & MatchBits::LONG == 0 {
+            self.done.push_back(Done::Recv(id));
+            return;
+        }
+        let want = (r.m.len as usize).min(r.cap);
+        let key = hdr >> LEN_BITS;
+        let (at, len) = (r.buf.wrapping_add(got), want.saturating_sub(got));
+        let done_now = len == 0;
+        if !done_now {
+            r.state = RecvState::Getting;
+        }
+        let _ = ni;
+        // The get fetches the rest, or (zero bytes) tells the sender it may finish.
+        // SAFETY: `at..at+len` is inside the receive buffer, which the op keeps.
+        let rc = unsafe {
+            PtlGet(
+                md,
+                ptl::offset_of(at, len),
+                len as u64,
+                ptl_process_t::from_rank(from),
+                pt::MTL_READ,
+                key,
+                got as u64,
+                uptr(if done_now { NO_OP } else { id }, K_GET),
+            )
+        };
+        self.stats.gets += 1;
+        if rc != PTL_OK {
+            crate::platform::eprint_line(&format!(
+                "stormpi: Portals MTL: PtlGet: {}",
+                ptl_rc_name(rc)
+            ));
+        }
+        if done_now {
+            self.done.push_back(Done::Recv(id));
+        }
+    }
+
+    fn on_event(&mut self, ev: &ptl_event_t) {
+        let (id, kind) = split(ev.user_ptr);
+        match (ev.type_, kind) {
+            (PTL_EVENT_ACK, K_SEND) => {
+                let Some(s) = self.send_op(id) else { return };
+                let dest = s.dest as usize;
+                let ok = ev.ni_fail_type == PTL_NI_OK;
+                if ok {
+                    s.acked = true;
+                }
+                let long = s.long;
+                let p = &mut self.peers[dest];
+                p.inflight -= 1;
+                if !ok {
+                    // Refused by a disabled portal: hold everything to that peer until it says
+                    // it is enabled again, then send this first.
+                    self.stats.refused += 1;
+                    p.blocked = true;
+                    p.refused.push_back(id);
+                } else if !long {
+                    self.finish_send(id);
+                }
+            }
+            (PTL_EVENT_GET, K_READ) => self.finish_send(id),
+            (PTL_EVENT_REPLY, K_GET) if id != NO_OP => {
+                if let Some(r) = self.recv_op(id) {
+                    r.got += ev.mlength as usize;
+                    self.done.push_back(Done::Recv(id));
+                }
+            }
+            (PTL_EVENT_PUT, K_RECV) => {
+                if let Some(r) = self.recv_op(id) {
+                    r.me = PTL_INVALID_HANDLE;
+                }
+                self.matched(
+                    id,
+                    ev.match_bits,
+                    ev.hdr_data,
+                    ev.rlength,
+                    ev.initiator.rank(),
+                    ev.mlength as usize,
+                );
+            }
+            (PTL_EVENT_PUT_OVERFLOW, K_RECV) => {
+                self.stats.unexpected += 1;
+                let Some(r) = self.recv_op(id) else { return };
+                r.me = PTL_INVALID_HANDLE;
+                let n = (ev.mlength as usize).min(r.cap);
+                // SAFETY: the NI says `mlength` bytes of the message are at `start` (in an
+                // overflow block not reused before this event is handled); the buffer holds `cap`.
+                unsafe { ptr::copy_nonoverlapping(ev.start as *const u8, r.buf, n) };
+                self.matched(
+                    id,
+                    ev.match_bits,
+                    ev.hdr_data,
+                    ev.rlength,
+                    ev.initiator.rank(),
+                    n,
+                );
+            }
+            (PTL_EVENT_AUTO_UNLINK, K_BLOCK) => {
+                self.linked -= 1;
+                if self.linked < self.want_linked {
+                    let _ = self.add_block();
+                }
+            }
+            (PTL_EVENT_AUTO_FREE, K_BLOCK) => {
+                self.spare.push(id);
+                if self.linked < self.want_linked {
+                    let _ = self.add_block();
+                }
+            }
+            (PTL_EVENT_PT_DISABLED, _) => self.disabled(),
+            // A deleting search reports what it takes as an overflow event (4.1, PtlMESearch),
+            // a search that takes nothing or only looks as a search event.
+            (PTL_EVENT_SEARCH | PTL_EVENT_PUT_OVERFLOW, K_SEARCH) => {
+                let data = (ev.ni_fail_type == PTL_NI_OK && !ev.start.is_null()).then(|| {
+                    // SAFETY: a deleting search's bytes, valid until the next call into the NI.
+                    unsafe {
+                        std::slice::from_raw_parts(ev.start as *const u8, ev.mlength as usize)
+                    }
+                    .to_vec()
+                });
+                self.search = Some((*ev, data));
+            }
+            (PTL_EVENT_PUT, K_CTRL) => {
+                let from = ev.initiator.rank();
+                let (kind, epoch) = (ev.hdr_data >> 56, ev.hdr_data & ((1 << 56) - 1));
+                self.on_ctrl(from, kind, epoch);
+            }
+            _ => {}
+        }
+    }
+
+    /// This process's portal was disabled: post more room, ask everyone to drain.
+    fn disabled(&mut self) {
+        if self.recovery.is_some() {
+            return;
+        }
+        self.stats.recoveries += 1;
+        self.epoch += 1;
+        // More overflow room: the usual cause is unexpected messages filling it.
+        for _ in 0..2 {
+            if !matches!(self.add_block(), Ok(true)) {
+                break;
+            }
+        }
+        self.recovery = Some(Recovery {
+            epoch: self.epoch,
+            drained: vec![false; self.size as usize],
+            left: self.size,
+        });
+        for p in 0..self.size {
+            self.ctrl(p, CTRL_DISABLED, self.epoch);
+        }
+    }
+
+    fn on_ctrl(&mut self, from: u32, kind: u64, epoch: u64) {
+        let Some(p) = self.peers.get_mut(from as usize) else {
+            return;
+        };
+        match kind {
+            CTRL_DISABLED => {
+                p.blocked = true;
+                p.drain = Some(epoch);
+            }
+            CTRL_DRAINED => {
+                let Some(r) = self.recovery.as_mut() else {
+                    return;
+                };
+                if r.epoch != epoch || r.drained[from as usize] {
+                    return;
+                }
+                r.drained[from as usize] = true;
+                r.left -= 1;
+                if r.left == 0 {
+                    self.recovery = None;
+                    // SAFETY: our own portal table entry.
+                    unsafe { PtlPTEnable(self.ni, pt::MTL) };
+                    for q in 0..self.size {
+                        self.ctrl(q, CTRL_ENABLED, epoch);
+                    }
+                }
+            }
+            CTRL_ENABLED => {
+                p.blocked = false;
+                p.drain = None;
+                let mut again: VecDeque<usize> = p.refused.drain(..).collect();
+                again.append(&mut p.queued);
+                for id in again {
+                    if self.peers[from as usize].blocked {
+                        self.peers[from as usize].queued.push_back(id);
+                    } else if let Err(e) = self.put(id) {
+                        self.fail_send(id, e);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn fail_send(&mut self, id: usize, e: Error) {
+        if let Some(Op::Send(s)) = self.free_op(id) {
+            if let Some(t) = s.token {
+                self.done.push_back(Done::Send(t, Err(e)));
+            }
+        }
+    }
+
+    /// Handles every queued event; returns how many.
+    fn poll(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            let mut ev = ptl_event_t::default();
+            let mut which = 0u32;
+            // SAFETY: valid event queues and out-pointers.
+            let rc = unsafe { PtlEQPoll(self.eqs.as_ptr(), 3, 0, &mut ev, &mut which) };
+            match rc {
+                PTL_OK | PTL_EQ_DROPPED => {
+                    n += 1;
+                    self.on_event(&ev);
+                }
+                _ => break,
+            }
+        }
+        // Answer drain requests once nothing is in flight to the asker.
+        for p in 0..self.size as usize {
+            if let Some(epoch) = self.peers[p].drain {
+                if self.peers[p].inflight == 0 {
+                    self.peers[p].drain = None;
+                    self.ctrl(p as u32, CTRL_DRAINED, epoch);
+                }
+            }
+        }
+        n
+    }
+
+    fn search(
+        &mut self,
+        sel: &MtlSelector,
+        op: ptl_search_op_t,
+    ) -> Result<Option<(ptl_event_t, Option<Vec<u8>>)>> {
+        let (bits, ignore) = MatchBits::selector(sel);
+        let me = ptl_me_t {
+            start: ptr::null_mut(),
+            length: 0,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_USE_ONCE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: bits,
+            ignore_bits: ignore,
+            min_free: 0,
+        };
+        self.search = None;
+        // SAFETY: a search entry, copied by the call.
+        check(
+            unsafe { PtlMESearch(self.ni, pt::MTL, &me, op, uptr(0, K_SEARCH)) },
+            "PtlMESearch",
+        )
+        .map_err(|e| ptl_fail("Portals MTL probe", e))?;
+        loop {
+            self.poll();
+            if let Some((ev, data)) = self.search.take() {
+                return Ok((ev.ni_fail_type == PTL_NI_OK).then_some((ev, data)));
+            }
+        }
+    }
+
+    fn recv_op_new(&mut self, types: &TypeTable, conv: Unpacker, token: Token) -> usize {
+        let _ = types;
+        let cap = conv.capacity();
+        let (buf, bounce) = match conv.dest_ref(0, cap) {
+            Some(p) => (p, Vec::new()),
+            None => {
+                let mut b = vec![0u8; cap];
+                (b.as_mut_ptr(), b)
+            }
+        };
+        self.new_op(Op::Recv(RecvOp {
+            token,
+            conv: Some(conv),
+            buf,
+            cap,
+            bounce,
+            me: PTL_INVALID_HANDLE,
+            state: RecvState::Posted,
+            got: 0,
+            m: MtlMatch {
+                src: 0,
+                tag: 0,
+                len: 0,
+            },
+        }))
+    }
+}
+
+impl Mtl for PortalsMtl {
+    fn attrs(&self) -> &MtlAttrs {
+        &self.attrs
+    }
+
+    fn add_procs(&mut self, peers: &[PeerInfo]) -> Result<()> {
+        if peers.len() != self.size as usize {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::Runtime {
+                    what: "the job's size differs from the Portals interface's",
+                },
+            ));
+        }
+        let _ = self.rank;
+        Ok(())
+    }
+
+    fn send_now(
+        &mut self,
+        types: &TypeTable,
+        dest: ProcId,
+        env: MtlEnvelope,
+        conv: &Packer,
+    ) -> Result<bool> {
+        if conv.packed_len() > self.eager {
+            return Ok(false);
+        }
+        // A packer is only read: pack from a copy of its position.
+        // SAFETY: the same loan, used only within this call.
+        let mut c = match conv.data_ref(0, conv.packed_len()) {
+            Some(d) => unsafe { Packer::contiguous(d.as_ptr(), d.len()) },
+            None => return Ok(false),
+        };
+        self.send_copy(types, dest, env, &mut c)?;
+        Ok(true)
+    }
+
+    fn isend(
+        &mut self,
+        types: &TypeTable,
+        dest: ProcId,
+        env: MtlEnvelope,
+        mut conv: Packer,
+        mode: SendMode,
+        token: Token,
+    ) -> Result<bool> {
+        let len = conv.packed_len();
+        if mode != SendMode::Synchronous && len <= self.eager {
+            self.send_copy(types, dest, env, &mut conv)?;
+            return Ok(true);
+        }
+        if len as u64 > LEN_MASK {
+            return Err(Error::unsupported(
+                "a message of 2^40 bytes or more over Portals",
+            ));
+        }
+        let (data, buf) = match conv.data_ref(0, len) {
+            Some(d) => (d.as_ptr(), Vec::new()),
+            None => {
+                let mut b = vec![0u8; len];
+                let n = conv.pack(types, 0, &mut b);
+                b.truncate(n);
+                (b.as_ptr(), b)
+            }
+        };
+        let op = SendOp {
+            token: Some(token),
+            dest: dest.0,
+            bits: MatchBits::encode(&env) | MatchBits::LONG,
+            hdr: 0,
+            data,
+            put_len: len.min(self.eager),
+            long: true,
+            read_me: false,
+            buf,
+            _conv: Some(conv),
+            acked: false,
+        };
+        let id = self.new_op(Op::Send(op));
+        if let Some(s) = self.send_op(id) {
+            s.hdr = ((id as u64) << LEN_BITS) | len as u64;
+        }
+        if id as u64 >= 1 << (64 - LEN_BITS) {
+            self.free_op(id);
+            return Err(Error::exhausted(
+                "Portals MTL operations",
+                1 << (64 - LEN_BITS),
+                "(the key bits of hdr_data)",
+            ));
+        }
+        if let Err(e) = self.start(id) {
+            self.free_op(id);
+            return Err(e);
+        }
+        Ok(false)
+    }
+
+    fn irecv(
+        &mut self,
+        types: &TypeTable,
+        sel: MtlSelector,
+        conv: Unpacker,
+        token: Token,
+    ) -> Result<()> {
+        let id = self.recv_op_new(types, conv, token);
+        let (bits, ignore) = MatchBits::selector(&sel);
+        let ni = self.ni;
+        let r = self.recv_op(id).expect("just made");
+        let me = ptl_me_t {
+            start: r.buf.cast(),
+            length: r.cap as u64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT
+                | PTL_ME_USE_ONCE
+                | PTL_ME_EVENT_LINK_DISABLE
+                | PTL_ME_EVENT_UNLINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: bits,
+            ignore_bits: ignore,
+            min_free: 0,
+        };
+        let mut h = PTL_INVALID_HANDLE;
+        // SAFETY: the buffer stays valid until the receive completes (the convertor's contract,
+        // or the op's bounce buffer).
+        let rc = unsafe {
+            PtlMEAppend(
+                ni,
+                pt::MTL,
+                &me,
+                PTL_PRIORITY_LIST,
+                uptr(id, K_RECV),
+                &mut h,
+            )
+        };
+        if rc != PTL_OK {
+            self.free_op(id);
+            return Err(ptl_fail(
+                "Portals MTL receive",
+                ptl::PtlError {
+                    what: "PtlMEAppend (receive)",
+                    rc,
+                },
+            ));
+        }
+        // Events are handled only in `poll`: a match found by the append itself is still queued.
+        if let Some(r) = self.recv_op(id) {
+            r.me = h;
+        }
+        Ok(())
+    }
+
+    fn iprobe(&mut self, sel: MtlSelector) -> Result<Option<MtlMatch>> {
+        Ok(self.search(&sel, PTL_SEARCH_ONLY)?.map(|(ev, _)| {
+            let env = MatchBits::decode(ev.match_bits);
+            MtlMatch {
+                src: env.src,
+                tag: env.tag,
+                len: if ev.match_bits & MatchBits::LONG != 0 {
+                    ev.hdr_data & LEN_MASK
+                } else {
+                    ev.rlength
+                },
+            }
+        }))
+    }
+
+    fn improbe(&mut self, sel: MtlSelector) -> Result<Option<(MtlMessage, MtlMatch)>> {
+        let Some((ev, data)) = self.search(&sel, PTL_SEARCH_DELETE)? else {
+            return Ok(None);
+        };
+        let env = MatchBits::decode(ev.match_bits);
+        let len = if ev.match_bits & MatchBits::LONG != 0 {
+            ev.hdr_data & LEN_MASK
+        } else {
+            ev.rlength
+        };
+        let t = Taken {
+            bits: ev.match_bits,
+            hdr: ev.hdr_data,
+            rlength: ev.rlength,
+            from: ev.initiator.rank(),
+            data: data.unwrap_or_default(),
+        };
+        let i = match self.taken.iter().position(Option::is_none) {
+            Some(i) => {
+                self.taken[i] = Some(t);
+                i
+            }
+            None => {
+                self.taken.push(Some(t));
+                self.taken.len() - 1
+            }
+        };
+        Ok(Some((
+            MtlMessage(i as u64),
+            MtlMatch {
+                src: env.src,
+                tag: env.tag,
+                len,
+            },
+        )))
+    }
+
+    fn imrecv(
+        &mut self,
+        types: &TypeTable,
+        msg: MtlMessage,
+        conv: Unpacker,
+        token: Token,
+    ) -> Result<()> {
+        let Some(t) = self.taken.get_mut(msg.0 as usize).and_then(Option::take) else {
+            return Err(Error::new(
+                ErrorClass::Request,
+                Reason::BadArgument {
+                    what: "message handle is not a matched message",
+                },
+            ));
+        };
+        let id = self.recv_op_new(types, conv, token);
+        let r = self.recv_op(id).expect("just made");
+        let n = t.data.len().min(r.cap);
+        // SAFETY: the buffer holds `cap` bytes.
+        unsafe { ptr::copy_nonoverlapping(t.data.as_ptr(), r.buf, n) };
+        self.matched(id, t.bits, t.hdr, t.rlength, t.from, n);
+        Ok(())
+    }
+
+    fn cancel(&mut self, token: Token) -> Option<Unpacker> {
+        let id = self.ops.iter().position(|o| {
+            matches!(o, Some(Op::Recv(r)) if r.token == token && r.state == RecvState::Posted
+                && r.me != PTL_INVALID_HANDLE)
+        })?;
+        let me = self.recv_op(id)?.me;
+        // SAFETY: our own entry; it is linked until it matches.
+        if unsafe { PtlMEUnlink(me) } != PTL_OK {
+            return None;
+        }
+        match self.free_op(id) {
+            Some(Op::Recv(mut r)) => r.conv.take(),
+            _ => None,
+        }
+    }
+
+    fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
+        let mut n = self.poll();
+        while let Some(d) = self.done.pop_front() {
+            n += 1;
+            match d {
+                Done::Send(t, r) => sink.send_done(t, r),
+                Done::Recv(id) => {
+                    let Some(Op::Recv(mut r)) = self.free_op(id) else {
+                        continue;
+                    };
+                    let Some(mut conv) = r.conv.take() else {
+                        continue;
+                    };
+                    let got = r.got.min(r.cap);
+                    if r.bounce.is_empty() {
+                        conv.placed(got);
+                    } else {
+                        conv.unpack(types, 0, &r.bounce[..got]);
+                    }
+                    sink.recv_done(r.token, conv, r.m, None);
+                }
+            }
+        }
+        n
+    }
+
+    fn busy(&self) -> bool {
+        self.sends > 0
+    }
+}
