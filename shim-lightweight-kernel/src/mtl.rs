@@ -240,6 +240,9 @@ pub struct PortalsMtl {
     done: VecDeque<Done>,
     search: Option<(ptl_event_t, Option<Vec<u8>>)>,
     taken: Vec<Option<Taken>>,
+    /// Unexpected messages moved out of the overflow blocks by a flow-control recovery, oldest
+    /// first; all older than any still in the interface's unexpected list.
+    moved: VecDeque<Taken>,
     spare_bufs: Vec<Vec<u8>>,
     /// Counters.
     pub stats: MtlStats,
@@ -288,6 +291,7 @@ impl PortalsMtl {
             done: VecDeque::new(),
             search: None,
             taken: Vec::new(),
+            moved: VecDeque::new(),
             spare_bufs: Vec::new(),
             stats: MtlStats::default(),
         };
@@ -720,24 +724,46 @@ impl PortalsMtl {
         }
     }
 
-    /// This process's portal was disabled: post more room, ask everyone to drain.
+    /// This process's portal was disabled: move the unexpected messages out of the overflow
+    /// blocks (so the blocks come back), post more room, ask everyone to drain.
     fn disabled(&mut self) {
         if self.recovery.is_some() {
             return;
         }
         self.stats.recoveries += 1;
         self.epoch += 1;
+        self.recovery = Some(Recovery {
+            epoch: self.epoch,
+            drained: vec![false; self.size as usize],
+            left: self.size,
+        });
+        // Every unexpected message, oldest first: a deleting search matching anything.
+        let all = ptl_me_t {
+            start: ptr::null_mut(),
+            length: 0,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_USE_ONCE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 0,
+            ignore_bits: !0,
+            min_free: 0,
+        };
+        while let Ok(Some((ev, data))) = self.search_me(&all, PTL_SEARCH_DELETE) {
+            self.moved.push_back(Taken {
+                bits: ev.match_bits,
+                hdr: ev.hdr_data,
+                rlength: ev.rlength,
+                from: ev.initiator.rank(),
+                data: data.unwrap_or_default(),
+            });
+        }
         // More overflow room: the usual cause is unexpected messages filling it.
         for _ in 0..2 {
             if !matches!(self.add_block(), Ok(true)) {
                 break;
             }
         }
-        self.recovery = Some(Recovery {
-            epoch: self.epoch,
-            drained: vec![false; self.size as usize],
-            left: self.size,
-        });
         for p in 0..self.size {
             self.ctrl(p, CTRL_DISABLED, self.epoch);
         }
@@ -823,6 +849,14 @@ impl PortalsMtl {
         n
     }
 
+    /// The first moved message `sel` accepts: its index in `moved`.
+    fn find_moved(&self, sel: &MtlSelector) -> Option<usize> {
+        let (bits, ignore) = MatchBits::selector(sel);
+        self.moved
+            .iter()
+            .position(|t| MatchBits::matches(t.bits, bits, ignore))
+    }
+
     fn search(
         &mut self,
         sel: &MtlSelector,
@@ -840,10 +874,18 @@ impl PortalsMtl {
             ignore_bits: ignore,
             min_free: 0,
         };
+        self.search_me(&me, op)
+    }
+
+    fn search_me(
+        &mut self,
+        me: &ptl_me_t,
+        op: ptl_search_op_t,
+    ) -> Result<Option<(ptl_event_t, Option<Vec<u8>>)>> {
         self.search = None;
         // SAFETY: a search entry, copied by the call.
         check(
-            unsafe { PtlMESearch(self.ni, pt::MTL, &me, op, uptr(0, K_SEARCH)) },
+            unsafe { PtlMESearch(self.ni, pt::MTL, me, op, uptr(0, K_SEARCH)) },
             "PtlMESearch",
         )
         .map_err(|e| ptl_fail("Portals MTL probe", e))?;
@@ -853,6 +895,17 @@ impl PortalsMtl {
                 return Ok((ev.ni_fail_type == PTL_NI_OK).then_some((ev, data)));
             }
         }
+    }
+
+    /// Receives a message already taken off the interface into `conv`.
+    fn receive_taken(&mut self, types: &TypeTable, t: Taken, conv: Unpacker, token: Token) {
+        let id = self.recv_op_new(types, conv, token);
+        let r = self.recv_op(id).expect("just made");
+        let n = t.data.len().min(r.cap);
+        // SAFETY: the buffer holds `cap` bytes.
+        unsafe { ptr::copy_nonoverlapping(t.data.as_ptr(), r.buf, n) };
+        self.stats.unexpected += 1;
+        self.matched(id, t.bits, t.hdr, t.rlength, t.from, n);
     }
 
     fn recv_op_new(&mut self, types: &TypeTable, conv: Unpacker, token: Token) -> usize {
@@ -880,6 +933,19 @@ impl PortalsMtl {
                 len: 0,
             },
         }))
+    }
+}
+
+fn taken_match(t: &Taken) -> MtlMatch {
+    let env = MatchBits::decode(t.bits);
+    MtlMatch {
+        src: env.src,
+        tag: env.tag,
+        len: if t.bits & MatchBits::LONG != 0 {
+            t.hdr & LEN_MASK
+        } else {
+            t.rlength
+        },
     }
 }
 
@@ -988,6 +1054,11 @@ impl Mtl for PortalsMtl {
         conv: Unpacker,
         token: Token,
     ) -> Result<()> {
+        if let Some(i) = self.find_moved(&sel) {
+            let t = self.moved.remove(i).expect("found");
+            self.receive_taken(types, t, conv, token);
+            return Ok(());
+        }
         let id = self.recv_op_new(types, conv, token);
         let (bits, ignore) = MatchBits::selector(&sel);
         let ni = self.ni;
@@ -1037,6 +1108,9 @@ impl Mtl for PortalsMtl {
     }
 
     fn iprobe(&mut self, sel: MtlSelector) -> Result<Option<MtlMatch>> {
+        if let Some(i) = self.find_moved(&sel) {
+            return Ok(Some(taken_match(&self.moved[i])));
+        }
         Ok(self.search(&sel, PTL_SEARCH_ONLY)?.map(|(ev, _)| {
             let env = MatchBits::decode(ev.match_bits);
             MtlMatch {
@@ -1052,22 +1126,22 @@ impl Mtl for PortalsMtl {
     }
 
     fn improbe(&mut self, sel: MtlSelector) -> Result<Option<(MtlMessage, MtlMatch)>> {
-        let Some((ev, data)) = self.search(&sel, PTL_SEARCH_DELETE)? else {
-            return Ok(None);
+        let t = match self.find_moved(&sel) {
+            Some(i) => self.moved.remove(i).expect("found"),
+            None => {
+                let Some((ev, data)) = self.search(&sel, PTL_SEARCH_DELETE)? else {
+                    return Ok(None);
+                };
+                Taken {
+                    bits: ev.match_bits,
+                    hdr: ev.hdr_data,
+                    rlength: ev.rlength,
+                    from: ev.initiator.rank(),
+                    data: data.unwrap_or_default(),
+                }
+            }
         };
-        let env = MatchBits::decode(ev.match_bits);
-        let len = if ev.match_bits & MatchBits::LONG != 0 {
-            ev.hdr_data & LEN_MASK
-        } else {
-            ev.rlength
-        };
-        let t = Taken {
-            bits: ev.match_bits,
-            hdr: ev.hdr_data,
-            rlength: ev.rlength,
-            from: ev.initiator.rank(),
-            data: data.unwrap_or_default(),
-        };
+        let m = taken_match(&t);
         let i = match self.taken.iter().position(Option::is_none) {
             Some(i) => {
                 self.taken[i] = Some(t);
@@ -1078,14 +1152,7 @@ impl Mtl for PortalsMtl {
                 self.taken.len() - 1
             }
         };
-        Ok(Some((
-            MtlMessage(i as u64),
-            MtlMatch {
-                src: env.src,
-                tag: env.tag,
-                len,
-            },
-        )))
+        Ok(Some((MtlMessage(i as u64), m)))
     }
 
     fn imrecv(
@@ -1103,12 +1170,7 @@ impl Mtl for PortalsMtl {
                 },
             ));
         };
-        let id = self.recv_op_new(types, conv, token);
-        let r = self.recv_op(id).expect("just made");
-        let n = t.data.len().min(r.cap);
-        // SAFETY: the buffer holds `cap` bytes.
-        unsafe { ptr::copy_nonoverlapping(t.data.as_ptr(), r.buf, n) };
-        self.matched(id, t.bits, t.hdr, t.rlength, t.from, n);
+        self.receive_taken(types, t, conv, token);
         Ok(())
     }
 

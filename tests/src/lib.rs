@@ -31,6 +31,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+pub mod lwk;
 pub mod netns;
 /// The command that builds everything the tests use.
 pub const BUILD_COMMAND: &str = "cargo build --workspace --release --all-targets";
