@@ -243,6 +243,14 @@ pub struct PortalsMtl {
     /// Unexpected messages moved out of the overflow blocks by a flow-control recovery, oldest
     /// first; all older than any still in the interface's unexpected list.
     moved: VecDeque<Taken>,
+    /// Calls of `poll`.
+    polls: u32,
+    /// Receives waiting for their get.
+    getting: u32,
+    /// Peers that asked us to drain and were not answered yet.
+    draining: u32,
+    /// Peers our sends are held for.
+    blocked: u32,
     spare_bufs: Vec<Vec<u8>>,
     /// Counters.
     pub stats: MtlStats,
@@ -292,6 +300,10 @@ impl PortalsMtl {
             search: None,
             taken: Vec::new(),
             moved: VecDeque::new(),
+            polls: 0,
+            getting: 0,
+            draining: 0,
+            blocked: 0,
             spare_bufs: Vec::new(),
             stats: MtlStats::default(),
         };
@@ -602,6 +614,7 @@ impl PortalsMtl {
         let done_now = len == 0;
         if !done_now {
             r.state = RecvState::Getting;
+            self.getting += 1;
         }
         let _ = ni;
         // The get fetches the rest, or (zero bytes) tells the sender it may finish.
@@ -647,7 +660,10 @@ impl PortalsMtl {
                     // Refused by a disabled portal: hold everything to that peer until it says
                     // it is enabled again, then send this first.
                     self.stats.refused += 1;
-                    p.blocked = true;
+                    if !p.blocked {
+                        p.blocked = true;
+                        self.blocked += 1;
+                    }
                     p.refused.push_back(id);
                 } else if !long {
                     self.finish_send(id);
@@ -657,6 +673,7 @@ impl PortalsMtl {
             (PTL_EVENT_REPLY, K_GET) if id != NO_OP => {
                 if let Some(r) = self.recv_op(id) {
                     r.got += ev.mlength as usize;
+                    self.getting -= 1;
                     self.done.push_back(Done::Recv(id));
                 }
             }
@@ -775,8 +792,13 @@ impl PortalsMtl {
         };
         match kind {
             CTRL_DISABLED => {
-                p.blocked = true;
-                p.drain = Some(epoch);
+                if !p.blocked {
+                    p.blocked = true;
+                    self.blocked += 1;
+                }
+                if p.drain.replace(epoch).is_none() {
+                    self.draining += 1;
+                }
             }
             CTRL_DRAINED => {
                 let Some(r) = self.recovery.as_mut() else {
@@ -797,12 +819,18 @@ impl PortalsMtl {
                 }
             }
             CTRL_ENABLED => {
-                p.blocked = false;
-                p.drain = None;
+                if p.blocked {
+                    p.blocked = false;
+                    self.blocked -= 1;
+                }
+                if p.drain.take().is_some() {
+                    self.draining -= 1;
+                }
                 let mut again: VecDeque<usize> = p.refused.drain(..).collect();
                 again.append(&mut p.queued);
                 for id in again {
                     if self.peers[from as usize].blocked {
+                        // Refused again meanwhile: keep the order.
                         self.peers[from as usize].queued.push_back(id);
                     } else if let Err(e) = self.put(id) {
                         self.fail_send(id, e);
@@ -822,27 +850,45 @@ impl PortalsMtl {
     }
 
     /// Handles every queued event; returns how many.
-    fn poll(&mut self) -> usize {
+    /// Handles the events of queue `q` (0 send, 1 receive, 2 control); returns how many.
+    fn drain_eq(&mut self, q: usize) -> usize {
         let mut n = 0;
         loop {
             let mut ev = ptl_event_t::default();
-            let mut which = 0u32;
-            // SAFETY: valid event queues and out-pointers.
-            let rc = unsafe { PtlEQPoll(self.eqs.as_ptr(), 3, 0, &mut ev, &mut which) };
-            match rc {
+            // SAFETY: a valid event queue and out-pointer.
+            match unsafe { PtlEQGet(self.eqs[q], &mut ev) } {
                 PTL_OK | PTL_EQ_DROPPED => {
                     n += 1;
                     self.on_event(&ev);
                 }
-                _ => break,
+                _ => return n,
             }
         }
+    }
+
+    /// Handles queued events; returns how many. Every call into the interface moves its traffic,
+    /// so one queue read per call is the fast path: the receive queue always, the send queue
+    /// while sends or gets are outstanding, the control queue every so often and while flow
+    /// control is at work.
+    fn poll(&mut self) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        let mut n = self.drain_eq(1);
+        if self.sends > 0 || self.getting > 0 {
+            n += self.drain_eq(0);
+        }
+        if self.polls % 32 == 0 || self.recovery.is_some() || self.draining > 0 || self.blocked > 0
+        {
+            n += self.drain_eq(2);
+        }
         // Answer drain requests once nothing is in flight to the asker.
-        for p in 0..self.size as usize {
-            if let Some(epoch) = self.peers[p].drain {
-                if self.peers[p].inflight == 0 {
-                    self.peers[p].drain = None;
-                    self.ctrl(p as u32, CTRL_DRAINED, epoch);
+        if self.draining > 0 {
+            for p in 0..self.size as usize {
+                if let Some(epoch) = self.peers[p].drain {
+                    if self.peers[p].inflight == 0 {
+                        self.peers[p].drain = None;
+                        self.draining -= 1;
+                        self.ctrl(p as u32, CTRL_DRAINED, epoch);
+                    }
                 }
             }
         }
