@@ -4,15 +4,19 @@
 #
 #   Debian packages: C and C++ compilers, binutils, pkg-config, MPICH (its header and launcher for the ABI and Hydra tests),
 #                    Open MPI (the reference for benchmarks), iproute2 (network namespaces),
-#                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs)
-#   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std), and
-#                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs)
+#                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs);
+#                    for the lightweight-kernel node build: musl-tools, gcc-aarch64-linux-gnu and
+#                    musl-dev:arm64 (static musl programs, aarch64 ones under qemu-aarch64),
+#                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun)
+#   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
+#                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
+#                    x86_64 and aarch64 musl targets (the node library)
 set -euo pipefail
 
 need_pkgs=()
 for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
-    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross; do
+    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -23,7 +27,18 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
 fi
 
+# musl's aarch64 headers and C library (the node build's C programs), from Debian's arm64 archive.
+if ! dpkg-query -W -f='${Status}' musl-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing musl-dev:arm64"
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends musl-dev:arm64
+fi
+
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-for t in x86_64-unknown-none s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu; do
+for t in x86_64-unknown-none s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu \
+    x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
     rustup target list --installed | grep -q "^$t\$" || rustup target add "$t"
 done

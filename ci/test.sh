@@ -25,6 +25,10 @@ for t in s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-
     cargo build --release --target "$t" -p stormpi-linux --lib
 done
 
+step "node library (stormpi-lwk) for x86_64 and aarch64 musl, installed as libmpi.a"
+bash ci/lwk-build.sh x86_64-unknown-linux-musl aarch64-unknown-linux-musl
+export STORMPI_REQUIRE_CROSS=1
+
 step "C ABI: mpi.h against MPICH's, and the libraries define all of it"
 bash tests/abi/check.sh
 bash ci/check-symbols.sh target/release

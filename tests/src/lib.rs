@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 pub mod lwk;
 pub mod netns;
+pub mod slurm;
 /// The command that builds everything the tests use.
 pub const BUILD_COMMAND: &str = "cargo build --workspace --release --all-targets";
 

@@ -27,6 +27,8 @@ pub struct Target {
     pub cc: Vec<String>,
     /// Command prefix that runs a program of this target (`qemu-aarch64`), if any.
     pub runner: Vec<String>,
+    /// Libraries after the node library.
+    pub libs: Vec<String>,
 }
 
 impl Target {
@@ -36,7 +38,61 @@ impl Target {
             triple: None,
             cc: vec!["cc".into()],
             runner: Vec::new(),
+            libs: LIBS.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    /// A musl target (`x86_64-unknown-linux-musl`: `musl-gcc`; `aarch64-unknown-linux-musl`:
+    /// the aarch64 cross compiler with Debian's musl specs, programs run under `qemu-aarch64`),
+    /// with the unwinder Rust ships for it; `None` (after saying why) when its library or
+    /// compiler is missing and `STORMPI_REQUIRE_CROSS` is not set.
+    pub fn musl(triple: &'static str) -> Option<Target> {
+        let (cc, runner): (Vec<String>, Vec<String>) = match triple {
+            "x86_64-unknown-linux-musl" => (vec!["musl-gcc".into()], vec![]),
+            "aarch64-unknown-linux-musl" => (
+                vec![
+                    "aarch64-linux-gnu-gcc".into(),
+                    "-specs".into(),
+                    "/usr/lib/aarch64-linux-musl/musl-gcc.specs".into(),
+                ],
+                vec!["qemu-aarch64".into()],
+            ),
+            _ => panic!("no recipe for {triple}"),
+        };
+        let lib = workspace_dir().join(format!("target/{triple}/release/libstormpi_lwk.a"));
+        let sysroot = Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let unwind = PathBuf::from(sysroot).join(format!(
+            "lib/rustlib/{triple}/lib/self-contained/libunwind.a"
+        ));
+        let tools = cc
+            .iter()
+            .take(1)
+            .chain(runner.iter())
+            .all(|t| crate::in_path(t));
+        let specs = !cc
+            .iter()
+            .any(|a| a.ends_with(".specs") && !Path::new(a).exists());
+        if !(lib.exists() && unwind.exists() && tools && specs) {
+            let why = format!(
+                "SKIPPED: {triple}: needs {} (bash ci/lwk-build.sh {triple}), {} (rustup target add {triple}) and {:?} (bash ci/setup.sh)",
+                lib.display(),
+                unwind.display(),
+                cc.iter().take(1).chain(runner.iter()).collect::<Vec<_>>()
+            );
+            assert!(std::env::var_os("STORMPI_REQUIRE_CROSS").is_none(), "{why}");
+            eprintln!("{why}");
+            return None;
+        }
+        Some(Target {
+            triple: Some(triple),
+            cc,
+            runner,
+            libs: vec![unwind.display().to_string()],
+        })
     }
 
     /// The node library for this target (built by `ci/lwk-build.sh` for cross targets).
@@ -69,6 +125,7 @@ pub fn node_program(target: &Target, src: &Path, extra: &[&str]) -> PathBuf {
     let out = format!("lwk-{}-{name}", target.name());
     let lib = target.library();
     let cc = target.cc.clone();
+    let libs = target.libs.clone();
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     build_once(&out, |path| {
         let mut cmd = Command::new(&cc[0]);
@@ -82,7 +139,7 @@ pub fn node_program(target: &Target, src: &Path, extra: &[&str]) -> PathBuf {
             .arg(src)
             .arg(&lib)
             .args(&extra)
-            .args(LIBS);
+            .args(&libs);
         cmd
     })
 }
@@ -137,6 +194,14 @@ pub struct LwkJob {
     pub timeout: Duration,
     /// Command prefix (an emulator).
     pub runner: Vec<String>,
+}
+
+impl LwkJob {
+    /// Runs the programs of `target` (through its emulator, if any).
+    pub fn on(mut self, target: &Target) -> LwkJob {
+        self.runner = target.runner.clone();
+        self
+    }
 }
 
 /// What a job did.
@@ -266,11 +331,8 @@ pub fn confine(cmd: &mut Command, sandbox: Sandbox) {
     // (unshare, prctl), which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
-            if sandbox.netns && libc::unshare(libc::CLONE_NEWNET) != 0 {
-                // Not root: a user namespace first.
-                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if sandbox.netns {
+                enter_netns()?;
             }
             if sandbox.seccomp {
                 install_filter()?;
@@ -278,6 +340,20 @@ pub fn confine(cmd: &mut Command, sandbox: Sandbox) {
             Ok(())
         });
     }
+}
+
+/// Moves the calling process into a new, empty network namespace (a user namespace first when
+/// not root).
+pub fn enter_netns() -> std::io::Result<()> {
+    // SAFETY: unshare has no memory-safety preconditions.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNET) != 0
+            && libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 const BPF_LD_W_ABS: u16 = 0x20;

@@ -155,3 +155,116 @@ fn lwk_heat2d_demo_both_transports() {
     assert_eq!(cm, ob1);
     assert_eq!(cm, one);
 }
+
+/// The C programs cross-built statically for a musl target, over both transports.
+fn cross(triple: &'static str, np: u32, programs: &[&str]) {
+    let Some(t) = Target::musl(triple) else {
+        return;
+    };
+    for name in programs {
+        let prog = node_program(&t, &c_source(name), &[]);
+        for pml in [Pml::Cm, Pml::Ob1] {
+            LwkJob::new(np, pml)
+                .on(&t)
+                .run(&prog, args(name))
+                .assert_ok(name);
+        }
+    }
+}
+
+#[test]
+fn lwk_musl_x86_64_programs() {
+    cross(
+        "x86_64-unknown-linux-musl",
+        3,
+        &[
+            "hello",
+            "ring",
+            "wildcard",
+            "ssend",
+            "probe",
+            "truncate",
+            "collectives",
+        ],
+    );
+}
+
+#[test]
+fn lwk_aarch64_qemu_programs() {
+    cross(
+        "aarch64-unknown-linux-musl",
+        2,
+        &["hello", "ring", "wildcard", "ssend", "probe", "truncate"],
+    );
+}
+
+#[test]
+fn lwk_aarch64_qemu_heat2d() {
+    let Some(t) = Target::musl("aarch64-unknown-linux-musl") else {
+        return;
+    };
+    let src = workspace_dir().join("examples/heat2d/heat2d.c");
+    let prog = node_program(&t, &src, &[]);
+    let native = heat2d(2, Pml::Cm);
+    let out = LwkJob::new(2, Pml::Cm)
+        .on(&t)
+        .run(&prog, &["-n", "256", "-i", "200"]);
+    assert!(out.success(), "{}", out.report());
+    assert!(
+        out.ranks[0].stdout.lines().any(|l| l == native),
+        "aarch64 heat2d differs from x86_64 ({native}):\n{}",
+        out.report()
+    );
+}
+
+/// A real vendor launcher: a one-host Slurm started by the test, `srun -n 4 --mpi=none`, so only
+/// Slurm's variables reach the ranks (each confined by `lwk-confine`).
+#[test]
+fn lwk_slurm_srun() {
+    let slurm = match stormpi_tests::slurm::Slurm::start() {
+        Ok(s) => s,
+        Err(why) => {
+            assert!(
+                std::env::var_os("STORMPI_REQUIRE_SLURM").is_none(),
+                "Slurm cannot start: {why}"
+            );
+            eprintln!("SKIPPED lwk_slurm_srun: Slurm cannot start here: {why}");
+            return;
+        }
+    };
+    let confine = stormpi_tests::artifact("lwk-confine");
+    for (name, pml) in [
+        ("ring", Pml::Cm),
+        ("wildcard", Pml::Ob1),
+        ("hello", Pml::Cm),
+    ] {
+        let mut cmd = slurm.srun();
+        cmd.args([
+            "-n",
+            "4",
+            "-O",
+            "--mpi=none",
+            "--time=2",
+            "--kill-on-bad-exit=1",
+        ])
+        .arg(&confine)
+        .arg(program(name))
+        .env("STORMPI_MCA_pml", pml.name());
+        for v in [
+            "STORMPI_RANK",
+            "STORMPI_SIZE",
+            "STORMPI_JOBID",
+            "PMI_RANK",
+            "PMI_SIZE",
+        ] {
+            cmd.env_remove(v);
+        }
+        let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(120));
+        assert!(
+            out.success() && out.has_line(&format!("OK {name}")),
+            "srun {name} over {pml:?}:\n{}\nslurmd log:\n{}",
+            out.report(),
+            std::fs::read_to_string(slurm.dir().join("slurmd.log")).unwrap_or_default()
+        );
+    }
+}

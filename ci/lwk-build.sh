@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# lwk-build.sh - the lightweight-kernel node library (crate stormpi-lwk), built and installed as
+# libmpi.a with mpi.h:
+#   target/lwk/<triple>/lib/libmpi.a, target/lwk/<triple>/include/mpi.h
+# for each TRIPLE given (default: the host, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl).
+# The cargo output keeps its crate's name (libstormpi_lwk.a) because shim-linux's library is
+# already called mpi in the same workspace.
+#
+# Link a C program for a musl target with the musl C compiler and the unwinder Rust ships:
+#   musl-gcc -static -I target/lwk/x86_64-unknown-linux-musl/include prog.c \
+#       target/lwk/x86_64-unknown-linux-musl/lib/libmpi.a target/lwk/x86_64-unknown-linux-musl/lib/libunwind.a
+#   aarch64-linux-gnu-gcc -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -static ... (same)
+# and for the host (glibc): cc -static prog.c libmpi.a -lgcc_eh -lpthread -lm -ldl -lc
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+host=$(rustc -vV | sed -n 's/^host: //p')
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+for t in "${targets[@]}"; do
+    if [ "$t" = "$host" ]; then
+        cargo build --release -p stormpi-lwk
+        lib=target/release/libstormpi_lwk.a
+    else
+        cargo build --release -p stormpi-lwk --target "$t"
+        lib=target/$t/release/libstormpi_lwk.a
+    fi
+    dest=target/lwk/$t
+    mkdir -p "$dest/lib" "$dest/include"
+    cp "$lib" "$dest/lib/libmpi.a"
+    cp core/include/mpi.h "$dest/include/"
+    unwind=$(rustc --print sysroot)/lib/rustlib/$t/lib/self-contained/libunwind.a
+    [ ! -f "$unwind" ] || cp "$unwind" "$dest/lib/"
+    echo "lwk-build: $dest/lib/libmpi.a"
+done
