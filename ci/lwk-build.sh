@@ -2,7 +2,10 @@
 # lwk-build.sh - the lightweight-kernel node library (crate stormpi-lwk), built and installed as
 # libmpi.a with mpi.h:
 #   target/lwk/<triple>/lib/libmpi.a, target/lwk/<triple>/include/mpi.h
-# for each TRIPLE given (default: the host, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl).
+# for each TRIPLE given (default: the host, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl);
+# with --defmt, the host library logging through defmt (DEFMT_LOG=debug) in target/lwk/defmt/lib
+# with defmt-host.x, defmt's linker script made to extend (INSERT AFTER .comment) the default one,
+# so a Linux link takes it: cc -static -no-pie prog.c libmpi.a -Wl,-T,defmt-host.x -lgcc_eh ...
 # The cargo output keeps its crate's name (libstormpi_lwk.a) because shim-linux's library is
 # already called mpi in the same workspace.
 #
@@ -15,6 +18,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 host=$(rustc -vV | sed -n 's/^host: //p')
+if [ "${1:-}" = "--defmt" ]; then
+    # A target directory of its own: the feature would otherwise rebuild the plain library.
+    DEFMT_LOG=debug CARGO_TARGET_DIR=target/lwk-defmt cargo build --release -p stormpi-lwk --features defmt
+    dest=target/lwk/defmt
+    mkdir -p "$dest/lib" "$dest/include"
+    cp target/lwk-defmt/release/libstormpi_lwk.a "$dest/lib/libmpi.a"
+    cp core/include/mpi.h "$dest/include/"
+    script=$(ls -t target/lwk-defmt/release/build/defmt-*/out/defmt.x | head -1)
+    python3 - "$script" "$dest/lib/defmt-host.x" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("ASSERT(")
+head = s[:i].rstrip()
+assert head.endswith("}"), "defmt.x: SECTIONS does not end where expected"
+open(sys.argv[2], "w").write(head[:-1] + "} INSERT AFTER .comment;\n\n" + s[i:])
+PY
+    echo "lwk-build: $dest/lib/libmpi.a, $dest/lib/defmt-host.x"
+    exit 0
+fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
 for t in "${targets[@]}"; do

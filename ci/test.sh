@@ -27,6 +27,7 @@ done
 
 step "node library (stormpi-lwk) for x86_64 and aarch64 musl, installed as libmpi.a"
 bash ci/lwk-build.sh x86_64-unknown-linux-musl aarch64-unknown-linux-musl
+bash ci/lwk-build.sh --defmt
 export STORMPI_REQUIRE_CROSS=1
 
 step "C ABI: mpi.h against MPICH's, and the libraries define all of it"

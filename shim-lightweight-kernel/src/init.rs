@@ -99,6 +99,16 @@ pub fn engine() -> Result<Engine> {
         params.u32(&platform::LOG_LEVEL),
         params.u32(&platform::SPIN_ROUNDS),
     );
+    crate::log::open_output(job.rank);
+    crate::node_log!(
+        Info,
+        "node start: rank {=u32} of {=u32} ({=str}), job {=str}, pml {=str}",
+        job.rank,
+        job.size,
+        job.source,
+        job.job_id.as_str(),
+        if use_mtl(&params) { "cm" } else { "ob1" }
+    );
     let portals = Portals::open(job.rank, job.size).map_err(|e| runtime("Portals", &e))?;
     let ni = portals.ni;
     let (rank, size) = (job.rank, job.size);

@@ -749,6 +749,12 @@ impl PortalsMtl {
         }
         self.stats.recoveries += 1;
         self.epoch += 1;
+        crate::node_log!(
+            Debug,
+            "rank {=u32}: portal disabled, flow-control recovery {=u64}",
+            self.rank,
+            self.epoch
+        );
         self.recovery = Some(Recovery {
             epoch: self.epoch,
             drained: vec![false; self.size as usize],

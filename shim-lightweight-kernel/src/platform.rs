@@ -72,6 +72,7 @@ impl LwkPlatform {
         self.yield_when_idle
             .store(yield_when_idle, Ordering::Relaxed);
         self.log_level.store(log_level, Ordering::Relaxed);
+        crate::log::LEVEL.store(log_level, Ordering::Relaxed);
         self.spin_rounds.store(spin, Ordering::Relaxed);
     }
 }

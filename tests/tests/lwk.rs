@@ -268,3 +268,86 @@ fn lwk_slurm_srun() {
         );
     }
 }
+
+/// The node build with the `defmt` feature (`bash ci/lwk-build.sh --defmt`): its library and a
+/// copy of defmt's linker script that a Linux link can take (`INSERT AFTER .comment`); `None`
+/// (said) when it was not built.
+fn defmt_build() -> Option<(PathBuf, PathBuf)> {
+    let dir = workspace_dir().join("target/lwk/defmt");
+    let (lib, script) = (dir.join("lib/libmpi.a"), dir.join("lib/defmt-host.x"));
+    if lib.exists() && script.exists() {
+        return Some((lib, script));
+    }
+    let why = format!(
+        "SKIPPED: {} or {} missing: build them with `bash ci/lwk-build.sh --defmt`",
+        lib.display(),
+        script.display()
+    );
+    assert!(std::env::var_os("STORMPI_REQUIRE_CROSS").is_none(), "{why}");
+    eprintln!("{why}");
+    None
+}
+
+/// Log records of the node build as defmt frames, decoded with the program's ELF: the start
+/// record of every rank, and the flow-control recovery a tiny overflow list forces.
+#[test]
+fn lwk_defmt_frames_decode() {
+    let Some((lib, script)) = defmt_build() else {
+        return;
+    };
+    let src = c_source("wildcard");
+    let prog = stormpi_tests::build_once("lwk-defmt-wildcard", |out| {
+        let mut cmd = std::process::Command::new("cc");
+        cmd.args(stormpi_tests::C_FLAGS)
+            .args(["-static", "-no-pie", "-I"])
+            .arg(workspace_dir().join("core/include"))
+            .arg("-o")
+            .arg(out)
+            .arg(&src)
+            .arg(&lib)
+            .arg(format!("-Wl,-T,{}", script.display()))
+            .args(["-lgcc_eh", "-lpthread", "-lm", "-ldl", "-lc"]);
+        cmd
+    });
+    let frames = stormpi_tests::scratch_subdir("defmt").join("frames");
+    let mut job = LwkJob::new(4, Pml::Cm)
+        .param("mpi_log_level", "3")
+        .param("mtl_portals_eager_limit", "512")
+        .param("mtl_portals_block_bytes", "2048")
+        .param("mtl_portals_blocks", "1")
+        .param("mtl_portals_max_blocks", "2");
+    job.env
+        .push(("STORMPI_DEFMT_LOG".into(), frames.display().to_string()));
+    job.run(&prog, &[]).assert_ok("wildcard");
+
+    let elf = std::fs::read(&prog).unwrap();
+    let table = defmt_decoder::Table::parse(&elf)
+        .expect("the program's defmt table parses")
+        .expect("the program has a defmt table");
+    let mut all = Vec::new();
+    for rank in 0..4 {
+        let path = format!("{}.{rank}", frames.display());
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!bytes.is_empty(), "rank {rank} wrote no frames");
+        let mut dec = table.new_stream_decoder();
+        dec.received(&bytes);
+        let mut msgs = Vec::new();
+        loop {
+            match dec.decode() {
+                Ok(f) => msgs.push(f.display_message().to_string()),
+                Err(defmt_decoder::DecodeError::UnexpectedEof) => break,
+                Err(e) => panic!("rank {rank}: frame {} does not decode: {e:?}", msgs.len()),
+            }
+        }
+        let start = format!("node start: rank {rank} of 4 (STORMPI_RANK/STORMPI_SIZE)");
+        assert!(
+            msgs.iter().any(|m| m.starts_with(&start)),
+            "rank {rank}: no '{start}' record in {msgs:?}"
+        );
+        all.extend(msgs);
+    }
+    assert!(
+        all.iter().any(|m| m.contains("flow-control recovery")),
+        "no flow-control record in {all:?}"
+    );
+}
