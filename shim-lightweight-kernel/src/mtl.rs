@@ -251,6 +251,10 @@ pub struct PortalsMtl {
     draining: u32,
     /// Peers our sends are held for.
     blocked: u32,
+    /// Long sends not finished (their gets complete them: the send queue must be read).
+    long_sends: u32,
+    /// Slots of each event queue.
+    eq_len: u64,
     spare_bufs: Vec<Vec<u8>>,
     /// Counters.
     pub stats: MtlStats,
@@ -304,6 +308,8 @@ impl PortalsMtl {
             getting: 0,
             draining: 0,
             blocked: 0,
+            long_sends: 0,
+            eq_len,
             spare_bufs: Vec::new(),
             stats: MtlStats::default(),
         };
@@ -411,8 +417,9 @@ impl PortalsMtl {
     }
 
     fn new_op(&mut self, op: Op) -> usize {
-        if matches!(op, Op::Send(_)) {
+        if let Op::Send(s) = &op {
             self.sends += 1;
+            self.long_sends += u32::from(s.long);
         }
         match self.free_ops.pop() {
             Some(i) => {
@@ -431,7 +438,7 @@ impl PortalsMtl {
         self.free_ops.push(id);
         if let Op::Send(s) = &op {
             self.sends -= 1;
-            let _ = s;
+            self.long_sends -= u32::from(s.long);
         }
         Some(op)
     }
@@ -470,6 +477,10 @@ impl PortalsMtl {
 
     /// Starts send `id`, or holds it behind earlier ones to a blocked peer.
     fn start(&mut self, id: usize) -> Result<()> {
+        // Every put is acknowledged on the send queue: never let them outgrow it.
+        if self.sends as u64 > self.eq_len / 2 {
+            self.drain_eq(0, false);
+        }
         let dest = match self.send_op(id) {
             Some(s) => s.dest as usize,
             None => return Ok(()),
@@ -856,8 +867,10 @@ impl PortalsMtl {
     }
 
     /// Handles every queued event; returns how many.
-    /// Handles the events of queue `q` (0 send, 1 receive, 2 control); returns how many.
-    fn drain_eq(&mut self, q: usize) -> usize {
+    /// Handles the events of queue `q` (0 send, 1 receive, 2 control); returns how many. With
+    /// `quick`, stops at the first event that completes an operation: its request goes back to
+    /// the waiter one interface call sooner, and the rest waits for the next poll.
+    fn drain_eq(&mut self, q: usize, quick: bool) -> usize {
         let mut n = 0;
         loop {
             let mut ev = ptl_event_t::default();
@@ -866,6 +879,9 @@ impl PortalsMtl {
                 PTL_OK | PTL_EQ_DROPPED => {
                     n += 1;
                     self.on_event(&ev);
+                    if quick && !self.done.is_empty() {
+                        return n;
+                    }
                 }
                 _ => return n,
             }
@@ -878,13 +894,21 @@ impl PortalsMtl {
     /// control is at work.
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
-        let mut n = self.drain_eq(1);
-        if self.sends > 0 || self.getting > 0 {
-            n += self.drain_eq(0);
+        let mut n = self.drain_eq(1, true);
+        // Acknowledgments of short sends only free their copies: read them now and then, and
+        // before they could fill the queue; anything else on the send queue completes requests.
+        if self.long_sends > 0
+            || self.getting > 0
+            || self.draining > 0
+            || self.blocked > 0
+            || self.sends - self.long_sends >= 64
+            || (self.sends > 0 && self.polls % 16 == 0)
+        {
+            n += self.drain_eq(0, false);
         }
         if self.polls % 32 == 0 || self.recovery.is_some() || self.draining > 0 || self.blocked > 0
         {
-            n += self.drain_eq(2);
+            n += self.drain_eq(2, false);
         }
         // Answer drain requests once nothing is in flight to the asker.
         if self.draining > 0 {

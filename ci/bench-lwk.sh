@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# bench-lwk.sh - the Red Storm paper's Figures 4 and 5 on the software Portals NI: 0 B and 1 B
+# ping-pong latency and bandwidth by size for
+#   raw     raw Portals puts (portals4-shmem's lwk-ptl-pingpong: counting events, no full events)
+#   btl     MPI over the ordinary PML and the Portals BTL   (pml=ob1)
+#   offload MPI over the Portals MTL, matching in Portals   (pml=cm, the node default)
+# The MPI figures come from bench/p2p.c linked statically against the node library and started
+# with environment variables only (STORMPI_RANK/SIZE/JOBID), like a vendor launcher starts them.
+# Runs are interleaved and repeated; the table shows the best of them (the VM's timing is noisy).
+#
+# usage: ci/bench-lwk.sh [--reps R] [--max BYTES] [--scale S]
+#        ci/bench-lwk.sh --sizes   text/data/bss of the static MPI hello and the heat2d demo for
+#                                  the host (glibc), x86_64 and aarch64 musl (llvm-size from
+#                                  cargo-binutils, installed if missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--sizes" ]; then
+    if ! command -v rust-size > /dev/null; then
+        rustup component add llvm-tools
+        cargo install cargo-binutils --locked
+    fi
+    bash ci/lwk-build.sh
+    out=target/bench-lwk/sizes
+    mkdir -p "$out"
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    echo "| program | target | text | data | bss |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+    for src in tests/c/hello.c examples/heat2d/heat2d.c; do
+        n=$(basename "$src" .c)
+        for t in "$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+            d=target/lwk/$t
+            case $t in
+                "$host") cc -O2 -static -I "$d/include" -o "$out/$n-$t" "$src" "$d/lib/libmpi.a" \
+                    -lgcc_eh -lpthread -lm -ldl -lc 2> /dev/null ;;
+                x86_64-unknown-linux-musl) musl-gcc -O2 -static -I "$d/include" -o "$out/$n-$t" \
+                    "$src" "$d/lib/libmpi.a" "$d/lib/libunwind.a" -lm ;;
+                aarch64-unknown-linux-musl) aarch64-linux-gnu-gcc \
+                    -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -O2 -static -I "$d/include" \
+                    -o "$out/$n-$t" "$src" "$d/lib/libmpi.a" "$d/lib/libunwind.a" -lm ;;
+            esac
+            rust-size "$out/$n-$t" | awk -v n="$n" -v t="$t" 'NR == 2 {
+                printf "| %s | %s | %d | %d | %d |\n", n, t, $1, $2, $3 }'
+        done
+    done
+    exit 0
+fi
+
+reps=3
+max=1048576
+scale=0.5
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --reps) reps=$2; shift 2 ;;
+        --max) max=$2; shift 2 ;;
+        --scale) scale=$2; shift 2 ;;
+        *) echo "usage: $0 [--reps R] [--max BYTES] [--scale S]" >&2; exit 2 ;;
+    esac
+done
+
+cargo build --release -q -p stormpi-lwk -p portals4-shmem --bin lwk-ptl-pingpong
+out=target/bench-lwk
+mkdir -p "$out"
+cc -O2 -static -I core/include -o "$out/p2p" bench/p2p.c target/release/libstormpi_lwk.a \
+    -lgcc_eh -lpthread -lm -ldl -lc 2> "$out/cc.log" || { cat "$out/cc.log"; exit 1; }
+
+# run_mpi PML FILE: two ranks of p2p over PML.
+run_mpi() {
+    local pml=$1 file=$2 pids=() r
+    for r in 0 1; do
+        STORMPI_RANK=$r STORMPI_SIZE=2 STORMPI_JOBID="benchlwk$$-$pml" STORMPI_MCA_pml=$pml \
+            timeout 300 "$out/p2p" -m "$max" -i "$scale" > "$file.$r" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r"; done
+    mv "$file.0" "$file"
+    rm -f "$file.1"
+}
+
+echo "# load before: $(uptime)" >&2
+for ((i = 0; i < reps; i++)); do
+    timeout 300 target/release/lwk-ptl-pingpong --reps 1 --max "$max" > "$out/raw.$i"
+    run_mpi ob1 "$out/btl.$i"
+    run_mpi cm "$out/offload.$i"
+done
+echo "# load after: $(uptime)" >&2
+
+python3 - "$out" "$reps" <<'EOF'
+import sys, glob, math
+out, reps = sys.argv[1], int(sys.argv[2])
+lat = {k: {} for k in ("raw", "btl", "offload")}
+bw = {k: {} for k in ("raw", "btl", "offload")}
+def keep(d, size, v, better):
+    if v is None: return
+    d[size] = v if size not in d else better(d[size], v)
+for i in range(reps):
+    for line in open(f"{out}/raw.{i}"):
+        f = line.split()
+        if len(f) == 3 and f[0].isdigit():
+            keep(lat["raw"], int(f[0]), float(f[1]), min)
+            if f[2] != "-": keep(bw["raw"], int(f[0]), float(f[2]), max)
+    for k in ("btl", "offload"):
+        for line in open(f"{out}/{k}.{i}"):
+            f = line.split()
+            if len(f) == 3 and f[0] == "lat": keep(lat[k], int(f[1]), float(f[2]), min)
+            if len(f) == 3 and f[0] == "bw": keep(bw[k], int(f[1]), float(f[2]), max)
+def name(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0: return f"{n >> 20} Mi"
+    if n >= 1024 and n % 1024 == 0: return f"{n >> 10} Ki"
+    return str(n)
+def fmt(v, unit):
+    if v is None: return "–"
+    if unit == "us": return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    return f"{v:.1f}" if v < 100 else f"{v:.0f}"
+sizes = sorted(set(lat["raw"]) & set(lat["btl"]) & set(lat["offload"]))
+sizes = [s for s in sizes if s in (0, 1) or (s & (s - 1) == 0 and (s.bit_length() - 1) % 2 == 1) or s == 8]
+print(f"| bytes | latency µs: raw Portals | BTL (ob1) | offload (cm) | offload / raw | bandwidth MB/s: raw | BTL | offload |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for s in sizes:
+    r, b, o = lat["raw"].get(s), lat["btl"].get(s), lat["offload"].get(s)
+    ratio = f"{o / r:.2f}" if r and o else "–"
+    print(f"| {name(s)} | {fmt(r,'us')} | {fmt(b,'us')} | {fmt(o,'us')} | {ratio} | "
+          f"{fmt(bw['raw'].get(s),'bw')} | {fmt(bw['btl'].get(s),'bw')} | {fmt(bw['offload'].get(s),'bw')} |")
+EOF
