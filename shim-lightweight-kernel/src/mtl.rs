@@ -20,13 +20,22 @@
 //!   match.
 //! - **Probes** are `PtlMESearch` (`PTL_SEARCH_ONLY`; `PTL_SEARCH_DELETE` for a matched probe,
 //!   whose bytes are copied out at once).
-//! - **Flow control.** [`pt::MTL`] is flow-controlled. When it is disabled (no overflow room, or
-//!   a full event queue), the receiver posts more blocks and tells every rank
-//!   (`DISABLED(epoch)` on [`pt::MTL_CTRL`]); a sender holds further messages to it, waits until
-//!   all its puts to it are acknowledged (the refused ones come back with `PTL_NI_PT_DISABLED`
-//!   and are kept in order), answers `DRAINED(epoch)`; when every rank has answered, the
-//!   receiver calls `PtlPTEnable` and says `ENABLED(epoch)`, and each sender re-sends what was
-//!   refused, then what it held, in the original order. So no message overtakes another.
+//! - **Flow control.** [`pt::MTL`] is flow-controlled, and puts carry no acknowledgment: a
+//!   sender keeps each message (its copy, or the user's buffer of a long one) until it is known
+//!   to be accepted — by the acknowledgment of a zero-byte *confirmation* put (flag `CONTROL`,
+//!   taken by a sink entry no receive can match) sent after every 32 puts to a peer and for the
+//!   tail of a burst, by the receiver's get of a long message, or by a recovery's count. An
+//!   accepted put proves every earlier one to that peer accepted: a disabled entry refuses
+//!   everything until the sender has drained. When this process's entry is disabled (no
+//!   overflow room, or a full event queue), it moves its unexpected messages out of the overflow
+//!   blocks (deleting searches, oldest first, into a list receives and probes look at first),
+//!   posts more blocks and sends `DISABLED(epoch)` on [`pt::MTL_CTRL`] to every rank. A sender
+//!   holds further messages to it and answers `DRAINED` at once — messages between a pair stay in
+//!   order, so everything it sent before arrives before that answer. With every answer in, the
+//!   receiver counts the messages it accepted from each sender (its put events, also on the
+//!   overflow blocks), calls `PtlPTEnable` and sends `ENABLED(epoch, count)`; each sender drops
+//!   the first `count` kept messages as delivered and sends the rest again, then what it held,
+//!   in the original order. So nothing is lost and no message overtakes another.
 
 use std::collections::VecDeque;
 use std::ptr;
@@ -95,7 +104,7 @@ pub static EQ_LEN: ParamDef = ParamDef {
 /// Parameters of the Portals MTL.
 pub static PARAMS: [&ParamDef; 5] = [&EAGER_LIMIT, &BLOCK_BYTES, &BLOCKS, &MAX_BLOCKS, &EQ_LEN];
 
-const K_SEND: usize = 0;
+const K_CONFIRM: usize = 0;
 const K_READ: usize = 1;
 const K_GET: usize = 2;
 const K_RECV: usize = 3;
@@ -105,6 +114,9 @@ const K_CTRL: usize = 6;
 const K_BITS: u32 = 3;
 /// Ids of operations whose events are ignored.
 const NO_OP: usize = (usize::MAX >> K_BITS) - 1;
+
+/// Puts to a peer between two confirmation requests.
+const CONFIRM_EVERY: u32 = 32;
 
 const LEN_BITS: u32 = 40;
 const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
@@ -136,7 +148,8 @@ struct SendOp {
     buf: Vec<u8>,
     /// The user's data (a held type), kept until done.
     _conv: Option<Packer>,
-    acked: bool,
+    /// Known to have been accepted by the receiver.
+    accepted: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -178,16 +191,26 @@ struct Taken {
 
 #[derive(Default)]
 struct Peer {
-    /// Puts not yet acknowledged.
-    inflight: u32,
-    /// Sends are held (a put was refused, or the peer is recovering).
+    // ---- as a sender to this peer
+    /// Puts to the peer so far, in the numbering the peer counts in.
+    sent: u32,
+    /// Puts not known to be accepted (op id, number), in order.
+    unconfirmed: VecDeque<(usize, u32)>,
+    /// Puts since the last confirmation request.
+    since_confirm: u32,
+    /// A confirmation put is unacknowledged: it covers numbers below `confirm_upto`.
+    confirm_pending: bool,
+    confirm_upto: u32,
+    confirm_gen: u32,
+    /// Incremented at every recovery the peer ends (stale confirmations are ignored).
+    gen: u32,
+    /// Sends are held: the peer is recovering.
     blocked: bool,
-    /// The peer asked us to drain for this epoch; answer once `inflight` is 0.
-    drain: Option<u64>,
-    /// Refused puts, in order.
-    refused: VecDeque<usize>,
     /// Sends held while blocked, in order.
     queued: VecDeque<usize>,
+    // ---- as a receiver from this peer
+    /// Messages from the peer this process's portal accepted.
+    accepted: u32,
 }
 
 struct Recovery {
@@ -208,6 +231,8 @@ pub struct MtlStats {
     pub puts: u64,
     /// Puts refused by a disabled portal and sent again.
     pub refused: u64,
+    /// Confirmation puts.
+    pub confirms: u64,
     /// Times this process's portal was disabled and recovered.
     pub recoveries: u64,
     /// Receives matched from the overflow list.
@@ -247,8 +272,8 @@ pub struct PortalsMtl {
     polls: u32,
     /// Receives waiting for their get.
     getting: u32,
-    /// Peers that asked us to drain and were not answered yet.
-    draining: u32,
+    /// Confirmation puts unacknowledged.
+    confirming: u32,
     /// Peers our sends are held for.
     blocked: u32,
     /// Long sends not finished (their gets complete them: the send queue must be read).
@@ -306,7 +331,7 @@ impl PortalsMtl {
             moved: VecDeque::new(),
             polls: 0,
             getting: 0,
-            draining: 0,
+            confirming: 0,
             blocked: 0,
             long_sends: 0,
             eq_len,
@@ -363,6 +388,35 @@ impl PortalsMtl {
             .map_err(e)?;
         }
         m.md = ptl::bind_all(ni, m.eqs[0], PTL_MD_EVENT_SEND_DISABLE).map_err(e)?;
+        // First on the priority list: the sink of confirmation puts (`CONTROL` set, which no
+        // receive matches), zero bytes, no events.
+        let sink = ptl_me_t {
+            start: ptr::null_mut(),
+            length: 0,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: MatchBits::CONTROL,
+            ignore_bits: !MatchBits::CONTROL,
+            min_free: 0,
+        };
+        let mut h = PTL_INVALID_HANDLE;
+        // SAFETY: a zero-length entry.
+        check(
+            unsafe {
+                PtlMEAppend(
+                    ni,
+                    pt::MTL,
+                    &sink,
+                    PTL_PRIORITY_LIST,
+                    ptr::null_mut(),
+                    &mut h,
+                )
+            },
+            "PtlMEAppend (MTL confirmation sink)",
+        )
+        .map_err(e)?;
         for _ in 0..m.want_linked {
             m.add_block().map_err(e)?;
         }
@@ -391,7 +445,6 @@ impl PortalsMtl {
             options: PTL_ME_OP_PUT
                 | PTL_ME_MANAGE_LOCAL
                 | PTL_ME_NO_TRUNCATE
-                | PTL_ME_EVENT_COMM_DISABLE
                 | PTL_ME_EVENT_LINK_DISABLE,
             match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
             match_bits: 0,
@@ -457,7 +510,8 @@ impl PortalsMtl {
         }
     }
 
-    fn ctrl(&mut self, to: u32, kind: u64, epoch: u64) {
+    /// A control message: `kind` << 56 | (`epoch` mod 2^24) << 32 | `count`.
+    fn ctrl(&mut self, to: u32, kind: u64, epoch: u64, count: u32) {
         // SAFETY: a zero-length put.
         unsafe {
             PtlPut(
@@ -470,15 +524,60 @@ impl PortalsMtl {
                 0,
                 0,
                 ptr::null_mut(),
-                (kind << 56) | epoch,
+                (kind << 56) | ((epoch & 0xff_ffff) << 32) | count as u64,
             )
         };
     }
 
+    /// Asks peer `dest` to acknowledge a zero-byte put on the matching entry: accepted, it proves
+    /// every earlier put to the peer accepted (a disabled entry refuses everything until the
+    /// sender has drained), so their copies can go.
+    fn confirm(&mut self, dest: u32) {
+        let p = &mut self.peers[dest as usize];
+        if p.confirm_pending || p.unconfirmed.is_empty() {
+            return;
+        }
+        p.confirm_pending = true;
+        p.confirm_upto = p.sent;
+        p.confirm_gen = p.gen;
+        p.since_confirm = 0;
+        self.confirming += 1;
+        self.stats.confirms += 1;
+        // SAFETY: a zero-length put.
+        unsafe {
+            PtlPut(
+                self.md,
+                0,
+                0,
+                PTL_ACK_REQ,
+                ptl_process_t::from_rank(dest),
+                pt::MTL,
+                MatchBits::CONTROL,
+                0,
+                uptr(dest as usize, K_CONFIRM),
+                0,
+            )
+        };
+    }
+
+    /// The first `k` unconfirmed puts to `dest` were accepted.
+    fn accepted(&mut self, dest: usize, k: usize) {
+        for _ in 0..k {
+            let Some((id, _)) = self.peers[dest].unconfirmed.pop_front() else {
+                break;
+            };
+            match self.send_op(id) {
+                Some(s) if s.long => s.accepted = true,
+                Some(_) => self.finish_send(id),
+                None => {}
+            }
+        }
+    }
+
     /// Starts send `id`, or holds it behind earlier ones to a blocked peer.
     fn start(&mut self, id: usize) -> Result<()> {
-        // Every put is acknowledged on the send queue: never let them outgrow it.
-        if self.sends as u64 > self.eq_len / 2 {
+        // Long sends end with an event on the send queue: never let them outgrow it.
+        if self.long_sends as u64 > self.eq_len / 2 {
             self.drain_eq(0, false);
         }
         let dest = match self.send_op(id) {
@@ -531,19 +630,21 @@ impl PortalsMtl {
             s.read_me = true;
         }
         let (dest, data, len, bits, hdr) = (s.dest, s.data, s.put_len, s.bits, s.hdr);
-        // SAFETY: the op keeps the bytes until its acknowledgment.
+        // No acknowledgment: the op keeps its bytes until a confirmation (or the receiver's
+        // get, or a recovery's count) says the put was accepted.
+        // SAFETY: the op keeps the bytes until then.
         check(
             unsafe {
                 PtlPut(
                     md,
                     ptl::offset_of(data, len),
                     len as u64,
-                    PTL_ACK_REQ,
+                    PTL_NO_ACK_REQ,
                     ptl_process_t::from_rank(dest),
                     pt::MTL,
                     bits,
                     0,
-                    uptr(id, K_SEND),
+                    ptr::null_mut(),
                     hdr,
                 )
             },
@@ -551,7 +652,13 @@ impl PortalsMtl {
         )
         .map_err(|e| ptl_fail("Portals MTL send", e))?;
         self.stats.puts += 1;
-        self.peers[dest as usize].inflight += 1;
+        let p = &mut self.peers[dest as usize];
+        p.unconfirmed.push_back((id, p.sent));
+        p.sent = p.sent.wrapping_add(1);
+        p.since_confirm += 1;
+        if p.since_confirm >= CONFIRM_EVERY {
+            self.confirm(dest);
+        }
         Ok(())
     }
 
@@ -580,7 +687,7 @@ impl PortalsMtl {
             read_me: false,
             buf,
             _conv: None,
-            acked: false,
+            accepted: false,
         };
         let id = self.new_op(Op::Send(op));
         self.start(id)
@@ -657,30 +764,42 @@ impl PortalsMtl {
     fn on_event(&mut self, ev: &ptl_event_t) {
         let (id, kind) = split(ev.user_ptr);
         match (ev.type_, kind) {
-            (PTL_EVENT_ACK, K_SEND) => {
-                let Some(s) = self.send_op(id) else { return };
-                let dest = s.dest as usize;
-                let ok = ev.ni_fail_type == PTL_NI_OK;
-                if ok {
-                    s.acked = true;
+            (PTL_EVENT_ACK, K_CONFIRM) => {
+                let dest = id;
+                let Some(p) = self.peers.get_mut(dest) else {
+                    return;
+                };
+                if !p.confirm_pending {
+                    return;
                 }
-                let long = s.long;
-                let p = &mut self.peers[dest];
-                p.inflight -= 1;
-                if !ok {
-                    // Refused by a disabled portal: hold everything to that peer until it says
-                    // it is enabled again, then send this first.
-                    self.stats.refused += 1;
-                    if !p.blocked {
-                        p.blocked = true;
-                        self.blocked += 1;
-                    }
-                    p.refused.push_back(id);
-                } else if !long {
-                    self.finish_send(id);
+                p.confirm_pending = false;
+                self.confirming -= 1;
+                if ev.ni_fail_type != PTL_NI_OK || p.confirm_gen != p.gen {
+                    // Refused (a recovery will say what was accepted) or from before one.
+                    return;
                 }
+                let k = match p.unconfirmed.front() {
+                    Some(&(_, first)) => p.confirm_upto.wrapping_sub(first) as usize,
+                    None => 0,
+                };
+                let k = k.min(p.unconfirmed.len());
+                self.accepted(dest, k);
             }
-            (PTL_EVENT_GET, K_READ) => self.finish_send(id),
+            (PTL_EVENT_GET, K_READ) => {
+                // The receiver matched it: it and everything sent to that receiver before it
+                // were accepted.
+                let Some(dest) = self.send_op(id).map(|s| s.dest as usize) else {
+                    return;
+                };
+                if let Some(k) = self.peers[dest]
+                    .unconfirmed
+                    .iter()
+                    .position(|&(o, _)| o == id)
+                {
+                    self.accepted(dest, k + 1);
+                }
+                self.finish_send(id);
+            }
             (PTL_EVENT_REPLY, K_GET) if id != NO_OP => {
                 if let Some(r) = self.recv_op(id) {
                     r.got += ev.mlength as usize;
@@ -688,7 +807,18 @@ impl PortalsMtl {
                     self.done.push_back(Done::Recv(id));
                 }
             }
+            (PTL_EVENT_PUT, K_BLOCK) => {
+                // An unexpected message accepted into the overflow list.
+                let from = ev.initiator.rank() as usize;
+                if let Some(p) = self.peers.get_mut(from) {
+                    p.accepted = p.accepted.wrapping_add(1);
+                }
+            }
             (PTL_EVENT_PUT, K_RECV) => {
+                let from = ev.initiator.rank() as usize;
+                if let Some(p) = self.peers.get_mut(from) {
+                    p.accepted = p.accepted.wrapping_add(1);
+                }
                 if let Some(r) = self.recv_op(id) {
                     r.me = PTL_INVALID_HANDLE;
                 }
@@ -745,8 +875,8 @@ impl PortalsMtl {
             }
             (PTL_EVENT_PUT, K_CTRL) => {
                 let from = ev.initiator.rank();
-                let (kind, epoch) = (ev.hdr_data >> 56, ev.hdr_data & ((1 << 56) - 1));
-                self.on_ctrl(from, kind, epoch);
+                let h = ev.hdr_data;
+                self.on_ctrl(from, h >> 56, (h >> 32) & 0xff_ffff, h as u32);
             }
             _ => {}
         }
@@ -799,56 +929,70 @@ impl PortalsMtl {
             }
         }
         for p in 0..self.size {
-            self.ctrl(p, CTRL_DISABLED, self.epoch);
+            self.ctrl(p, CTRL_DISABLED, self.epoch, 0);
         }
     }
 
-    fn on_ctrl(&mut self, from: u32, kind: u64, epoch: u64) {
-        let Some(p) = self.peers.get_mut(from as usize) else {
+    fn on_ctrl(&mut self, from: u32, kind: u64, epoch: u64, count: u32) {
+        if from >= self.size {
             return;
-        };
+        }
         match kind {
             CTRL_DISABLED => {
+                // Hold further sends; everything sent so far reaches the peer before this answer
+                // (messages between a pair stay in order), so the peer can count what it took.
+                let p = &mut self.peers[from as usize];
                 if !p.blocked {
                     p.blocked = true;
                     self.blocked += 1;
                 }
-                if p.drain.replace(epoch).is_none() {
-                    self.draining += 1;
-                }
+                self.ctrl(from, CTRL_DRAINED, epoch, 0);
             }
             CTRL_DRAINED => {
                 let Some(r) = self.recovery.as_mut() else {
                     return;
                 };
-                if r.epoch != epoch || r.drained[from as usize] {
+                if r.epoch & 0xff_ffff != epoch || r.drained[from as usize] {
                     return;
                 }
                 r.drained[from as usize] = true;
                 r.left -= 1;
                 if r.left == 0 {
                     self.recovery = None;
+                    // Count every accepted message: their events are queued by now.
+                    self.drain_eq(1, false);
                     // SAFETY: our own portal table entry.
                     unsafe { PtlPTEnable(self.ni, pt::MTL) };
                     for q in 0..self.size {
-                        self.ctrl(q, CTRL_ENABLED, epoch);
+                        let n = self.peers[q as usize].accepted;
+                        self.ctrl(q, CTRL_ENABLED, epoch, n);
                     }
                 }
             }
             CTRL_ENABLED => {
+                // The peer took the first `count` of our puts to it: the rest were refused.
+                let dest = from as usize;
+                let k = match self.peers[dest].unconfirmed.front() {
+                    Some(&(_, first)) => count.wrapping_sub(first) as usize,
+                    None => 0,
+                };
+                self.accepted(dest, k.min(self.peers[dest].unconfirmed.len()));
+                let p = &mut self.peers[dest];
+                p.gen = p.gen.wrapping_add(1);
+                p.sent = count;
+                p.since_confirm = 0;
                 if p.blocked {
                     p.blocked = false;
                     self.blocked -= 1;
                 }
-                if p.drain.take().is_some() {
-                    self.draining -= 1;
-                }
-                let mut again: VecDeque<usize> = p.refused.drain(..).collect();
+                let mut again: VecDeque<usize> =
+                    p.unconfirmed.drain(..).map(|(id, _)| id).collect();
+                self.stats.refused += again.len() as u64;
                 again.append(&mut p.queued);
                 for id in again {
-                    if self.peers[from as usize].blocked {
-                        // Refused again meanwhile: keep the order.
-                        self.peers[from as usize].queued.push_back(id);
+                    if self.peers[dest].blocked {
+                        // Disabled again meanwhile: keep the order.
+                        self.peers[dest].queued.push_back(id);
                     } else if let Err(e) = self.put(id) {
                         self.fail_send(id, e);
                     }
@@ -890,36 +1034,21 @@ impl PortalsMtl {
 
     /// Handles queued events; returns how many. Every call into the interface moves its traffic,
     /// so one queue read per call is the fast path: the receive queue always, the send queue
-    /// while sends or gets are outstanding, the control queue every so often and while flow
-    /// control is at work.
+    /// while something there completes a request (long sends, gets, confirmations), the control
+    /// queue every so often and while flow control is at work. Now and then, peers with
+    /// unconfirmed puts and no confirmation under way get one (the tail of a burst).
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let mut n = self.drain_eq(1, true);
-        // Acknowledgments of short sends only free their copies: read them now and then, and
-        // before they could fill the queue; anything else on the send queue completes requests.
-        if self.long_sends > 0
-            || self.getting > 0
-            || self.draining > 0
-            || self.blocked > 0
-            || self.sends - self.long_sends >= 64
-            || (self.sends > 0 && self.polls % 16 == 0)
-        {
+        if self.long_sends > 0 || self.getting > 0 || self.confirming > 0 {
             n += self.drain_eq(0, false);
         }
-        if self.polls % 32 == 0 || self.recovery.is_some() || self.draining > 0 || self.blocked > 0
-        {
+        if self.polls % 32 == 0 || self.recovery.is_some() || self.blocked > 0 {
             n += self.drain_eq(2, false);
         }
-        // Answer drain requests once nothing is in flight to the asker.
-        if self.draining > 0 {
-            for p in 0..self.size as usize {
-                if let Some(epoch) = self.peers[p].drain {
-                    if self.peers[p].inflight == 0 {
-                        self.peers[p].drain = None;
-                        self.draining -= 1;
-                        self.ctrl(p as u32, CTRL_DRAINED, epoch);
-                    }
-                }
+        if self.polls % 64 == 0 && self.sends > self.long_sends {
+            for p in 0..self.size {
+                self.confirm(p);
             }
         }
         n
@@ -1102,7 +1231,7 @@ impl Mtl for PortalsMtl {
             read_me: false,
             buf,
             _conv: Some(conv),
-            acked: false,
+            accepted: false,
         };
         let id = self.new_op(Op::Send(op));
         if let Some(s) = self.send_op(id) {

@@ -16,8 +16,8 @@
 //!
 //! [`MatchBits`] is the usual packing of an envelope into 64 match bits (the Portals 4 MTL's, also
 //! how Open MPI's portals4 MTL does it): tag in the low 32 bits, the source rank in the next 16,
-//! the context id in the next 14, two protocol bits on top. A receive's selector becomes match
-//! and ignore bits; `MPI_ANY_TAG` ignores the tag's low 31 bits but not its sign, so library
+//! the context id in the next 14, two protocol bits on top (`LONG`, which receives ignore, and
+//! `CONTROL`, which they do not). A receive's selector becomes match and ignore bits; `MPI_ANY_TAG` ignores the tag's low 31 bits but not its sign, so library
 //! tags (negative) never match it.
 
 use crate::btl::{PeerInfo, Token};
@@ -186,10 +186,10 @@ impl MatchBits {
     /// Protocol flag: the message is longer than what the put carried (or synchronous): the
     /// receiver fetches the rest (possibly nothing) from the sender with a get.
     pub const LONG: u64 = 1 << 63;
-    /// Spare protocol flag.
-    pub const SPARE: u64 = 1 << 62;
-    /// Both protocol flags (ignored by every receive).
-    pub const FLAGS: u64 = Self::LONG | Self::SPARE;
+    /// The transport's own messages (never matched by a receive: receives do not ignore it).
+    pub const CONTROL: u64 = 1 << 62;
+    /// Both protocol flags.
+    pub const FLAGS: u64 = Self::LONG | Self::CONTROL;
     const SRC_MASK: u64 = ((1 << Self::SRC_BITS) - 1) << Self::SRC_SHIFT;
     const CTX_MASK: u64 = ((1 << Self::CTX_BITS) - 1) << Self::CTX_SHIFT;
 
@@ -217,7 +217,7 @@ impl MatchBits {
     /// Match and ignore bits of a receive with selector `sel`.
     pub const fn selector(sel: &MtlSelector) -> (u64, u64) {
         let mut bits = ((sel.ctx as u64) << Self::CTX_SHIFT) & Self::CTX_MASK;
-        let mut ignore = Self::FLAGS;
+        let mut ignore = Self::LONG;
         match sel.src {
             Source::Rank(r) => bits |= ((r as u64) << Self::SRC_SHIFT) & Self::SRC_MASK,
             Source::Any => ignore |= Self::SRC_MASK,
@@ -307,6 +307,8 @@ mod tests {
                         sel.accepts(env),
                         "{sel:?} against {env:?}"
                     );
+                    let control = MatchBits::encode(env) | MatchBits::CONTROL;
+                    assert!(!MatchBits::matches(control, bits, ignore));
                 }
             }
         }
