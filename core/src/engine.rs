@@ -22,7 +22,6 @@ use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
-use crate::topo::{self, TopoTable};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
 use crate::pml::request::{
@@ -30,6 +29,7 @@ use crate::pml::request::{
 };
 use crate::pml::{self, Incoming, MsgId, Ob1};
 use crate::rte::{ProcId, Rte};
+use crate::topo::{self, TopoTable};
 
 /// `btl`: which BTL components to use.
 pub static BTL_SELECT: ParamDef = ParamDef {
