@@ -28,6 +28,7 @@ use stormpi_core::btl::{
 };
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
+use stormpi_core::platform::Level;
 use stormpi_core::rte::ProcId;
 
 use crate::ptl::{self, check, pt};
@@ -150,6 +151,7 @@ pub struct PortalsBtl {
     /// Progress calls so far, and the one from which rejected fragments may go again.
     pass: u64,
     resend_at: u64,
+    rank: u32,
     /// Counters.
     pub stats: BtlStats,
 }
@@ -169,7 +171,7 @@ fn ptl_err(e: ptl::PtlError) -> Error {
 
 impl PortalsBtl {
     /// Allocates the BTL's portal table entry, posts its blocks and the reject entry.
-    pub fn new(params: &Params, ni: ptl_handle_ni_t) -> Result<PortalsBtl> {
+    pub fn new(params: &Params, ni: ptl_handle_ni_t, rank: u32) -> Result<PortalsBtl> {
         let max_send = params.usize(&MAX_SEND_SIZE);
         let eager = params.usize(&EAGER_LIMIT).min(max_send);
         let block_bytes = params.usize(&BLOCK_BYTES).max(2 * max_send);
@@ -199,6 +201,7 @@ impl PortalsBtl {
             resend: VecDeque::new(),
             pass: 0,
             resend_at: 0,
+            rank,
             stats: BtlStats::default(),
         };
         // SAFETY: Portals calls with valid out-pointers.
@@ -505,6 +508,17 @@ impl Btl for PortalsBtl {
             }
             self.progress(&mut Drop);
             spins += 1;
+        }
+        let st = self.stats;
+        if crate::log::enabled(Level::Info) {
+            crate::log::record(
+                Level::Info,
+                self.rank,
+                format_args!(
+                    "Portals BTL: {} fragments put, {} rejected and retransmitted, {} receive blocks posted again",
+                    st.puts, st.retransmits, st.reposts
+                ),
+            );
         }
     }
 }

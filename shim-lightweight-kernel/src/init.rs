@@ -119,7 +119,7 @@ pub fn engine() -> Result<Engine> {
     if use_mtl(&params) {
         mtl_module = Some(leak(PortalsMtl::new(&params, ni, rank, size)?));
     } else if btl_selected(params.str(&BTL_SELECT), "portals") {
-        let module: &'static mut dyn Btl = leak(PortalsBtl::new(&params, ni)?);
+        let module: &'static mut dyn Btl = leak(PortalsBtl::new(&params, ni, rank)?);
         let _ = btls.push(module);
     }
     Engine::with_mtl(
