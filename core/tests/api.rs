@@ -304,7 +304,11 @@ fn split_and_cartesian_communicators_rank_as_asked() {
         })
         .unwrap();
         let from_row_rank = (row.rank() + 2) % 3;
-        assert_eq!(got[0], (r / 3) * 3 + (2 - from_row_rank), "message from the row");
+        assert_eq!(
+            got[0],
+            (r / 3) * 3 + (2 - from_row_rank),
+            "message from the row"
+        );
         assert!(world.split_by_color(None).unwrap().is_none());
         assert_eq!(world.split_shared(0).unwrap().size(), 6);
         // A 2 x 2 grid, periodic in the first dimension: ranks 4 and 5 are left out.
@@ -322,4 +326,3 @@ fn split_and_cartesian_communicators_rank_as_asked() {
         }
     });
 }
-

@@ -162,7 +162,11 @@ impl Platform for LinuxPlatform {
             }
             "wdir" => {
                 use std::os::unix::ffi::OsStrExt;
-                std::env::current_dir().ok()?.as_os_str().as_bytes().to_vec()
+                std::env::current_dir()
+                    .ok()?
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec()
             }
             _ => return None,
         };

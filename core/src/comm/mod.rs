@@ -11,9 +11,9 @@ pub mod create;
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupTable};
-use crate::topo::{TopoId, TopoTable};
 use crate::params::{Default, Kind, ParamDef};
 use crate::rte::ProcId;
+use crate::topo::{TopoId, TopoTable};
 
 /// `comm_max`.
 pub static COMM_MAX: ParamDef = ParamDef {
