@@ -183,7 +183,7 @@ fn grp(rank: u32, size: u32) -> Grp {
     Grp { rank, size }
 }
 
-const SIZES: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16];
+const SIZES: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 31, 32, 33];
 
 fn pattern(r: u32, i: usize) -> i32 {
     (r as i32 + 1) * 1000 + i as i32
