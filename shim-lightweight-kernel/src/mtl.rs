@@ -263,7 +263,10 @@ pub struct PortalsMtl {
     recovery: Option<Recovery>,
     epoch: u64,
     done: VecDeque<Done>,
-    search: Option<(ptl_event_t, Option<Vec<u8>>)>,
+    /// Results of searches, by search number (a search may run inside another's wait: a
+    /// recovery starting there moves messages out with searches of its own).
+    searches: Vec<(usize, ptl_event_t, Option<Vec<u8>>)>,
+    next_search: usize,
     taken: Vec<Option<Taken>>,
     /// Unexpected messages moved out of the overflow blocks by a flow-control recovery, oldest
     /// first; all older than any still in the interface's unexpected list.
@@ -326,7 +329,8 @@ impl PortalsMtl {
             recovery: None,
             epoch: 0,
             done: VecDeque::new(),
-            search: None,
+            searches: Vec::new(),
+            next_search: 0,
             taken: Vec::new(),
             moved: VecDeque::new(),
             polls: 0,
@@ -871,7 +875,7 @@ impl PortalsMtl {
                     }
                     .to_vec()
                 });
-                self.search = Some((*ev, data));
+                self.searches.push((id, *ev, data));
             }
             (PTL_EVENT_PUT, K_CTRL) => {
                 let from = ev.initiator.rank();
@@ -1087,16 +1091,18 @@ impl PortalsMtl {
         me: &ptl_me_t,
         op: ptl_search_op_t,
     ) -> Result<Option<(ptl_event_t, Option<Vec<u8>>)>> {
-        self.search = None;
+        let id = self.next_search;
+        self.next_search = (self.next_search + 1) % (1 << 40);
         // SAFETY: a search entry, copied by the call.
         check(
-            unsafe { PtlMESearch(self.ni, pt::MTL, me, op, uptr(0, K_SEARCH)) },
+            unsafe { PtlMESearch(self.ni, pt::MTL, me, op, uptr(id, K_SEARCH)) },
             "PtlMESearch",
         )
         .map_err(|e| ptl_fail("Portals MTL probe", e))?;
         loop {
             self.poll();
-            if let Some((ev, data)) = self.search.take() {
+            if let Some(i) = self.searches.iter().position(|s| s.0 == id) {
+                let (_, ev, data) = self.searches.swap_remove(i);
                 return Ok((ev.ni_fail_type == PTL_NI_OK).then_some((ev, data)));
             }
         }
