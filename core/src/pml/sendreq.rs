@@ -164,7 +164,13 @@ impl Ob1 {
             self.stats.eager_sent += 1;
             return Attempt::Finished;
         }
-        let first = len.min(eager_limit.saturating_sub(RNDV_LEN));
+        let mut first = len.min(eager_limit.saturating_sub(RNDV_LEN));
+        if let Some(head) = bml.rndv_head(s.proc, len as u64) {
+            // The rest will be striped: the data the rendezvous carries delays the ACK, and
+            // with it every other route.
+            first = first.min(head);
+        }
+        let btl = bml.btl(route.btl);
         let Some(space) = btl.reserve(route.ep, RNDV_LEN + first) else {
             return Attempt::Blocked;
         };
