@@ -916,6 +916,26 @@ impl Unpacker {
         self.local
     }
 
+    /// Where stream bytes `pos..pos + len` go in user memory, when a transport may write them
+    /// there itself: the message is stored contiguously in native form and the range is inside
+    /// the capacity. The transport reports what it wrote with [`Unpacker::placed`].
+    #[inline]
+    pub fn dest_ref(&self, pos: usize, len: usize) -> Option<*mut u8> {
+        let Layout::Dense { at, len: total, .. } = self.layout else {
+            return None;
+        };
+        if pos.checked_add(len)? > total || self.carry.len > 0 {
+            return None;
+        }
+        Some(self.base.wrapping_offset(at).wrapping_add(pos))
+    }
+
+    /// Counts `len` bytes a transport wrote where [`Unpacker::dest_ref`] said.
+    #[inline]
+    pub fn placed(&mut self, len: usize) {
+        self.local += len as u64;
+    }
+
     /// Writes `data`, which sits at stream offset `pos` of the message. Bytes beyond the
     /// capacity are dropped (the caller reports the truncation); returns how many were taken.
     ///
