@@ -538,7 +538,9 @@ impl PortalsMtl {
     /// sender has drained), so their copies can go.
     fn confirm(&mut self, dest: u32) {
         let p = &mut self.peers[dest as usize];
-        if p.confirm_pending || p.unconfirmed.is_empty() {
+        // Not while the peer recovers: sent after our DRAINED, it could be accepted after the
+        // peer re-enables and seem to vouch for puts that were refused.
+        if p.confirm_pending || p.blocked || p.unconfirmed.is_empty() {
             return;
         }
         p.confirm_pending = true;
