@@ -31,12 +31,12 @@ if [ "${1:-}" = "--sizes" ]; then
         for t in "$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
             d=target/lwk/$t
             case $t in
-                "$host") cc -O2 -static -I "$d/include" -o "$out/$n-$t" "$src" "$d/lib/libmpi.a" \
+                "$host") cc -O2 -static -Wl,--gc-sections -I "$d/include" -o "$out/$n-$t" "$src" "$d/lib/libmpi.a" \
                     -lgcc_eh -lpthread -lm -ldl -lc 2> /dev/null ;;
-                x86_64-unknown-linux-musl) musl-gcc -O2 -static -I "$d/include" -o "$out/$n-$t" \
+                x86_64-unknown-linux-musl) musl-gcc -O2 -static -Wl,--gc-sections -I "$d/include" -o "$out/$n-$t" \
                     "$src" "$d/lib/libmpi.a" "$d/lib/libunwind.a" -lm ;;
                 aarch64-unknown-linux-musl) aarch64-linux-gnu-gcc \
-                    -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -O2 -static -I "$d/include" \
+                    -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -O2 -static -Wl,--gc-sections -I "$d/include" \
                     -o "$out/$n-$t" "$src" "$d/lib/libmpi.a" "$d/lib/libunwind.a" -lm ;;
             esac
             rust-size "$out/$n-$t" | awk -v n="$n" -v t="$t" 'NR == 2 {

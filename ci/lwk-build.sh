@@ -10,7 +10,7 @@
 # already called mpi in the same workspace.
 #
 # Link a C program for a musl target with the musl C compiler and the unwinder Rust ships:
-#   musl-gcc -static -I target/lwk/x86_64-unknown-linux-musl/include prog.c \
+#   musl-gcc -static -Wl,--gc-sections -I target/lwk/x86_64-unknown-linux-musl/include prog.c \
 #       target/lwk/x86_64-unknown-linux-musl/lib/libmpi.a target/lwk/x86_64-unknown-linux-musl/lib/libunwind.a
 #   aarch64-linux-gnu-gcc -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -static ... (same)
 # and for the host (glibc): cc -static prog.c libmpi.a -lgcc_eh -lpthread -lm -ldl -lc
