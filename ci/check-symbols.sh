@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-symbols.sh - the built libmpi.so and libmpi.a define every function and object mpi.h
 # declares (each MPI_X with its PMPI_X twin), so any MPI program links and MPICH-built binaries
-# load. Run after `cargo build --release -p stormpi-linux`.
+# load. Run after `cargo build --release -p stormpi-linux`. With a second argument `--static`, only
+# DIR/libmpi.a is checked (the node build of ci/lwk-build.sh has no shared library).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-target/release}
@@ -21,7 +22,9 @@ print("\n".join(sorted(names)))
 PY
 )
 status=0
-for lib in "$dir/libmpi.so" "$dir/libmpi.a"; do
+libs=("$dir/libmpi.so" "$dir/libmpi.a")
+[ "${2:-}" != "--static" ] || libs=("$dir/libmpi.a")
+for lib in "${libs[@]}"; do
     [ -f "$lib" ] || { echo "check-symbols: $lib not built" >&2; exit 1; }
     if [[ $lib == *.so ]]; then flags=(-D --defined-only); else flags=(--defined-only); fi
     have=$(nm "${flags[@]}" --format=posix "$lib" 2>/dev/null | awk '{print $1}' | sort -u)

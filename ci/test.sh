@@ -33,6 +33,9 @@ export STORMPI_REQUIRE_CROSS=1
 step "C ABI: mpi.h against MPICH's, and the libraries define all of it"
 bash tests/abi/check.sh
 bash ci/check-symbols.sh target/release
+for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+    bash ci/check-symbols.sh "target/lwk/$t/lib" --static
+done
 
 step "unit and multi-process tests"
 STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
