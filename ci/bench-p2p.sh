@@ -2,8 +2,13 @@
 # bench-p2p.sh - point-to-point latency and bandwidth of stormpi against Open MPI and MPICH,
 # measured on this machine in the same invocation, reported as a table with ratios.
 #
-# usage: ci/bench-p2p.sh [--quick] [--reps N] [--max BYTES] [--scale S]
+# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S]
 #   --quick     one repetition, 1 MiB max, iteration counts x0.2 (a smoke test, noisy numbers)
+#   --tcp       every library over TCP only, on the loopback interface (one interface, so
+#               nobody stripes over whatever other interfaces happen to be up; $BENCH_TCP_IF
+#               names another): stormpi with --mca btl tcp,self; Open MPI with --mca pml ob1
+#               --mca btl tcp,self; MPICH (Debian's is ch4:ucx, whose default on one node is
+#               shared memory) with UCX_TLS=tcp,self, UCX's TCP transport
 #   --reps N    repetitions; the runs of the three libraries are interleaved per repetition and
 #               the best figure of each is kept (lowest latency, highest bandwidth); default 3
 #   --max BYTES largest message size (default 4194304)
@@ -24,13 +29,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 reps=3
 max=4194304
 scale=1
+tcp=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=1048576; scale=0.2 ;;
+        --tcp) tcp=1 ;;
         --reps) shift; reps=$1 ;;
         --max) shift; max=$1 ;;
         --scale) shift; scale=$1 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -78,11 +85,22 @@ else
     notes+=("MPICH: build with mpicc.mpich failed or not installed")
 fi
 
+# Transport selection per library (empty: each library's default, shared memory on one node).
+storm_opts=() ompi_opts=() mpich_opts=()
+transports="each library's default (shared memory)"
+if [ "$tcp" = 1 ]; then
+    tcp_if=${BENCH_TCP_IF:-lo}
+    storm_opts=(--mca btl tcp,self --mca btl_tcp_if_include "$tcp_if")
+    ompi_opts=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$tcp_if")
+    mpich_opts=(-genv UCX_TLS tcp,self -genv UCX_NET_DEVICES "$tcp_if")
+    transports="TCP only, interface $tcp_if: stormpi ${storm_opts[*]}; Open MPI ${ompi_opts[*]}; MPICH (ch4:ucx) UCX_TLS=tcp,self UCX_NET_DEVICES=$tcp_if"
+fi
+
 launch() { # launch IMPL
     case "$1" in
-        stormpi) "$stormrun" -n 2 "$work/p2p-stormpi" $args ;;
-        openmpi) mpirun.openmpi -n 2 "$work/p2p-openmpi" $args ;;
-        mpich) mpiexec.mpich -n 2 "$work/p2p-mpich" $args ;;
+        stormpi) "$stormrun" -n 2 "${storm_opts[@]}" "$work/p2p-stormpi" $args ;;
+        openmpi) mpirun.openmpi -n 2 "${ompi_opts[@]}" "$work/p2p-openmpi" $args ;;
+        mpich) mpiexec.mpich -n 2 "${mpich_opts[@]}" "$work/p2p-mpich" $args ;;
     esac
 }
 
@@ -92,7 +110,7 @@ for rep in $(seq 1 "$reps"); do
     for impl in "${impls[@]}"; do
         [ -n "${failed[$impl]:-}" ] && continue
         echo "# rep $rep/$reps: $impl" >&2
-        if ! timeout "$run_timeout" bash -c "$(declare -f launch); work='$work'; stormrun='$stormrun'; args='$args'; launch $impl" \
+        if ! timeout "$run_timeout" bash -c "$(declare -f launch); $(declare -p storm_opts ompi_opts mpich_opts); work='$work'; stormrun='$stormrun'; args='$args'; launch $impl" \
                 >"$work/$impl.$rep.out" 2>"$work/$impl.$rep.err" </dev/null \
             || ! grep -q '^bw \|^lat ' "$work/$impl.$rep.out"; then
             failed[$impl]=1
@@ -144,6 +162,7 @@ done | awk '
     }'
 echo
 echo "runs: $reps repetition(s), interleaved; max $max bytes; iteration scale $scale; libraries: ${ok[*]}"
+echo "transports: $transports"
 for impl in "${ok[@]}"; do
     echo "  $impl: $(grep -h '^# library:' "$work/$impl".*.out | head -n 1 | sed 's/^# library: //')"
 done

@@ -15,7 +15,10 @@
 //!
 //! Receiving is by progress: [`Btl::progress`] delivers each arrived fragment to the sink, which
 //! may answer [`Delivery::Retry`] when it has no room for it yet; the module then keeps that
-//! fragment (and the ones behind it from the same peer) for a later progress call.
+//! fragment (and the ones behind it from the same peer) for a later progress call. A module that
+//! learns a fragment's header before its payload (a byte stream) may first offer it to
+//! [`Sink::place`]: the sink can name where the payload goes (the user's buffer), so the module
+//! reads it straight there instead of through its own buffer and a copy.
 
 pub mod loopback;
 
@@ -99,6 +102,8 @@ impl BtlFlags {
     pub const GET: BtlFlags = BtlFlags(4);
     /// Can send a fragment's payload straight from user memory ([`Btl::send_ref`]).
     pub const SEND_REF: BtlFlags = BtlFlags(8);
+    /// [`Btl::send_inline`] avoids copying data it can send at once.
+    pub const SEND_INLINE: BtlFlags = BtlFlags(16);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: BtlFlags) -> bool {
@@ -160,6 +165,27 @@ pub trait ModexPut {
     fn put(&mut self, key: &str, value: &[u8]) -> Result<()>;
 }
 
+/// Bytes of a fragment's start a module hands to [`Sink::place`] (all of a shorter fragment):
+/// enough for any header of the upper layers.
+pub const PLACE_HEAD: usize = 64;
+
+/// Where a fragment's payload goes, as [`Sink::place`] names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Placement {
+    /// Bytes at the fragment's start that are the upper layer's header (at most the `head`
+    /// handed to [`Sink::place`]); the module writes them nowhere.
+    pub skip: usize,
+    /// Where the fragment's bytes from `skip` on go: writable for the rest of the fragment's
+    /// length until the module calls [`Sink::placed`].
+    pub dest: *mut u8,
+    /// Names the placement in [`Sink::placed`].
+    pub token: Token,
+}
+
+// SAFETY: a Placement is a loan of user memory for the life of a request (see `Sink::place`);
+// whichever thread progresses the module may write it.
+unsafe impl Send for Placement {}
+
 /// What a sink did with a delivered fragment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
@@ -177,6 +203,23 @@ pub trait Sink {
     /// A zero-copy send or RDMA operation finished.
     fn completed(&mut self, token: Token, result: Result<()>) {
         let _ = (token, result);
+    }
+
+    /// A fragment of `len` bytes from `from`, tagged `tag`, is arriving; `head` is its start
+    /// (its first [`PLACE_HEAD`] bytes, or all of a shorter fragment). `Some` takes the fragment
+    /// as it is: the module writes its bytes from `skip` on to `dest` and then calls
+    /// [`Sink::placed`] — with an error if it cannot (the connection ended first) — and never
+    /// delivers the fragment through [`Sink::deliver`]. `None` (the default): deliver it as
+    /// usual. For modules that can read a payload into a given place ([`Btl::progress`]).
+    fn place(&mut self, from: ProcId, tag: AmTag, head: &[u8], len: usize) -> Option<Placement> {
+        let _ = (from, tag, head, len);
+        None
+    }
+
+    /// The `len` payload bytes of the placement `token` from `from` are written (`Ok`), or will
+    /// not all be (`Err`); either way the module no longer touches the placement's memory.
+    fn placed(&mut self, from: ProcId, token: Token, len: usize, result: Result<()>) {
+        let _ = (from, token, len, result);
     }
 }
 
@@ -207,6 +250,22 @@ pub trait Btl: Send {
     /// Sends the first `len` bytes of the space just reserved for `ep`, tagged `tag`. Once this
     /// returns, the fragment is the module's: the caller's data may be reused.
     fn commit(&mut self, ep: Endpoint, tag: AmTag, len: usize);
+
+    /// Sends `header` followed by `data` as one fragment to `ep`, tagged `tag`, as
+    /// [`Btl::reserve`], a copy and [`Btl::commit`] would (this default does just that): once
+    /// it returns, `data` may be reused. Modules with [`BtlFlags::SEND_INLINE`] write what they
+    /// can at once straight from `data` (a socket write gathering it) and copy only the rest.
+    /// False when the module cannot take the fragment now (back-pressure).
+    fn send_inline(&mut self, ep: Endpoint, tag: AmTag, header: &[u8], data: &[u8]) -> bool {
+        let len = header.len() + data.len();
+        let Some(space) = self.reserve(ep, len) else {
+            return false;
+        };
+        space[..header.len()].copy_from_slice(header);
+        space[header.len()..len].copy_from_slice(data);
+        self.commit(ep, tag, len);
+        true
+    }
 
     /// Sends `header` (copied now) followed by `data` (not copied: read from user memory until
     /// the send completes) as one fragment to `ep`, for modules with [`BtlFlags::SEND_REF`].

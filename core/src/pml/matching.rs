@@ -130,6 +130,21 @@ impl PostedQueue {
 
     /// Takes the earliest-posted receive that accepts `env`.
     pub fn take_match(&mut self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+        let (s, i) = self.best_match(reqs, env)?;
+        self.list(s).remove(reqs, i, queue_link);
+        self.len -= 1;
+        if let Some(c) = self.counter(s) {
+            *c -= 1;
+        }
+        Some(i)
+    }
+
+    /// The receive [`PostedQueue::take_match`] would take, left posted.
+    pub fn find_match(&self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+        self.best_match(reqs, env).map(|(_, i)| i)
+    }
+
+    fn best_match(&self, reqs: &Pool<Request>, env: &Envelope) -> Option<(Slot, u32)> {
         if self.len == 0 {
             return None;
         }
@@ -162,13 +177,7 @@ impl PostedQueue {
             }
             consider(Slot::Any, &self.any);
         }
-        let (_, s, i) = best?;
-        self.list(s).remove(reqs, i, queue_link);
-        self.len -= 1;
-        if let Some(c) = self.counter(s) {
-            *c -= 1;
-        }
-        Some(i)
+        best.map(|(_, s, i)| (s, i))
     }
 }
 

@@ -9,7 +9,7 @@
 use super::request::{work_link, Op, RecvState, SendState};
 use super::unexpected::{unex_link, UnexKind, UnexMsg};
 use super::Ob1;
-use crate::btl::{AmTag, Delivery, Sink};
+use crate::btl::{AmTag, Delivery, Placement, Sink, Token};
 use crate::comm::{CommId, CommTable, ContextId};
 use crate::datatype::convertor::Unpacker;
 use crate::datatype::table::TypeTable;
@@ -94,8 +94,40 @@ impl Sink for Incoming<'_> {
         }
     }
 
-    fn completed(&mut self, token: crate::btl::Token, result: crate::error::Result<()>) {
+    fn completed(&mut self, token: Token, result: crate::error::Result<()>) {
         self.pml.on_send_done(token, result);
+    }
+
+    fn place(&mut self, from: ProcId, tag: AmTag, head: &[u8], len: usize) -> Option<Placement> {
+        if tag != AmTag::PML {
+            return None;
+        }
+        // Messages that match a posted receive now, and rendezvous fragments; anything else
+        // (and anything that does not check out) goes the usual way, which logs what is wrong.
+        let (hdr, payload) = Header::parse(head).ok()?;
+        let skip = head.len() - payload.len();
+        let n = len.checked_sub(skip)?;
+        match hdr {
+            Header::Frag { offset, dreq } => self.pml.place_frag(from, offset, dreq, skip, n),
+            Header::Match(env) => {
+                self.pml
+                    .place_msg(self.comms, self.types, from, env, UnexKind::Eager, skip, n)
+            }
+            Header::Rndv { env, msg_len, sreq } => self.pml.place_msg(
+                self.comms,
+                self.types,
+                from,
+                env,
+                UnexKind::Rndv { msg_len, sreq },
+                skip,
+                n,
+            ),
+            Header::Ack { .. } => None,
+        }
+    }
+
+    fn placed(&mut self, from: ProcId, token: Token, len: usize, result: crate::error::Result<()>) {
+        self.pml.on_placed(from, token, len, result);
     }
 }
 
@@ -302,6 +334,7 @@ impl Ob1 {
                     proc: from,
                     msg_len,
                     received: len as u64,
+                    placing: 0,
                     sreq,
                     acked: false,
                 };
@@ -358,6 +391,7 @@ impl Ob1 {
             proc,
             msg_len,
             received,
+            placing,
             acked,
             ..
         } = &mut r.state
@@ -365,8 +399,8 @@ impl Ob1 {
             return self.reject(from, "fragment for a receive that is not matched");
         };
         let n = payload.len() as u64;
-        let in_range =
-            offset.checked_add(n).is_some_and(|end| end <= *msg_len) && *received + n <= *msg_len;
+        let in_range = offset.checked_add(n).is_some_and(|end| end <= *msg_len)
+            && *received + *placing + n <= *msg_len;
         if *proc != from || !*acked || !in_range {
             return self.reject(from, "fragment does not fit the receive it names");
         }
@@ -381,6 +415,188 @@ impl Ob1 {
             self.complete(key.index);
         }
         Delivery::Consumed
+    }
+}
+
+impl Ob1 {
+    /// Where the `n` payload bytes of a rendezvous fragment (`skip` header bytes, then data for
+    /// stream offset `offset` of receive `dreq`) can go straight into the user's buffer: the
+    /// same checks as [`Ob1::on_frag`], and the receive's buffer must take the range as it is.
+    pub(crate) fn place_frag(
+        &mut self,
+        from: ProcId,
+        offset: u64,
+        dreq: u64,
+        skip: usize,
+        n: usize,
+    ) -> Option<Placement> {
+        let req = self.requests.get_mut(Key::from_u64(dreq))?;
+        let Op::Recv(r) = &mut req.op else {
+            return None;
+        };
+        let RecvState::Matched {
+            proc,
+            msg_len,
+            received,
+            placing,
+            acked,
+            ..
+        } = &mut r.state
+        else {
+            return None;
+        };
+        let len = n as u64;
+        let in_range = offset.checked_add(len).is_some_and(|end| end <= *msg_len)
+            && *received + *placing + len <= *msg_len;
+        if *proc != from || !*acked || !in_range || n == 0 {
+            return None;
+        }
+        let dest = r.conv.dest_ref(usize::try_from(offset).ok()?, n)?;
+        // The receive cannot complete (and its buffer cannot be released) until these bytes
+        // are reported.
+        *placing += len;
+        Some(Placement {
+            skip,
+            dest,
+            token: Token(dreq),
+        })
+    }
+
+    /// Where the `n` payload bytes of a message (eager, or the start of a rendezvous) can go
+    /// straight into the buffer of the receive it matches now: the message is next in order
+    /// from its sender, in native form, and the first posted receive that accepts it takes
+    /// the bytes as they are. Then it is matched at once (the payload's arrival completes the
+    /// receive or sends the ACK: [`Ob1::on_placed`]); otherwise nothing changes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn place_msg(
+        &mut self,
+        comms: &CommTable,
+        types: &TypeTable,
+        from: ProcId,
+        env: Envelope,
+        kind: UnexKind,
+        skip: usize,
+        n: usize,
+    ) -> Option<Placement> {
+        let comm = comms.by_cid(ContextId(env.ctx))?;
+        let c = comms.get(comm).ok()?;
+        if n == 0
+            || env.src < 0
+            || env.src as u32 >= c.peers().size()
+            || comms.peer_proc(c, env.src as u32) != from
+            || !self.same_form(from)
+        {
+            return None;
+        }
+        let (msg_len, sreq, acked) = match kind {
+            UnexKind::Eager => (n as u64, 0, true),
+            UnexKind::Rndv { msg_len, sreq } if n as u64 <= msg_len => (msg_len, sreq, false),
+            UnexKind::Rndv { .. } => return None,
+        };
+        let si = self.seq_index(comm, env.src as u32);
+        if env.seq != self.seqs[si].expect {
+            return None;
+        }
+        let posted = &mut self.comms[comm.0 as usize].posted;
+        let r = posted.find_match(&self.requests, &env)?;
+        let Some(Op::Recv(rr)) = self.requests.at(r).map(|q| &q.op) else {
+            return None;
+        };
+        let dest = rr.conv.dest_ref(0, n)?;
+        // Matched: from here on as `accept_in_order` and `deliver_matched`, but the payload is
+        // on its way.
+        let taken = posted.take_match(&self.requests, &env);
+        debug_assert_eq!(taken, Some(r));
+        let key = self.requests.key_at(r)?;
+        let req = self.requests.at_mut(r)?;
+        let Op::Recv(rr) = &mut req.op else {
+            unreachable!("only receives are posted")
+        };
+        let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
+        rr.state = RecvState::Matched {
+            proc: from,
+            msg_len,
+            received: 0,
+            placing: n as u64,
+            sreq,
+            acked,
+        };
+        req.status.source = env.src;
+        req.status.tag = env.tag;
+        self.seqs[si].expect = env.seq.wrapping_add(1);
+        self.drain_out_of_order(types, comm, env.src);
+        Some(Placement {
+            skip,
+            dest,
+            token: Token(key.to_u64()),
+        })
+    }
+
+    /// A transport finished (or gave up) writing a placement of [`Ob1::place_frag`] or
+    /// [`Ob1::place_msg`].
+    pub(crate) fn on_placed(
+        &mut self,
+        from: ProcId,
+        token: Token,
+        len: usize,
+        result: crate::error::Result<()>,
+    ) {
+        let key = Key::from_u64(token.0);
+        let Some(req) = self.requests.get_mut(key) else {
+            self.warn(format_args!(
+                "placement for no live receive ({:#x})",
+                token.0
+            ));
+            return;
+        };
+        let Op::Recv(r) = &mut req.op else {
+            self.warn(format_args!(
+                "placement for a request that is not a receive"
+            ));
+            return;
+        };
+        let RecvState::Matched {
+            proc,
+            msg_len,
+            received,
+            placing,
+            acked,
+            ..
+        } = &mut r.state
+        else {
+            self.warn(format_args!("placement for a receive that is not matched"));
+            return;
+        };
+        let n = len as u64;
+        if *proc != from || n > *placing {
+            self.warn(format_args!("placement report does not fit its receive"));
+            return;
+        }
+        *placing -= n;
+        // Bytes that will never arrive count as arrived, so the receive completes — with the
+        // transport's error.
+        *received += n;
+        match result {
+            Ok(()) => r.conv.placed(len),
+            Err(e) => {
+                req.status.error.get_or_insert(e);
+            }
+        }
+        if !*acked {
+            // The start of a rendezvous: the ACK says how much arrived (and completes the
+            // receive if that was all).
+            if *placing == 0 {
+                self.pending_ack
+                    .push_back(&self.requests, key.index, work_link);
+            }
+            return;
+        }
+        if *received == *msg_len {
+            let total = *msg_len;
+            r.state = RecvState::Done;
+            finish_status(&mut req.status, total, &r.conv);
+            self.complete(key.index);
+        }
     }
 }
 

@@ -140,6 +140,9 @@ pub enum RecvState {
         msg_len: u64,
         /// Bytes arrived so far.
         received: u64,
+        /// Bytes a transport is writing straight into the buffer (`Sink::place`), not yet
+        /// reported: the receive cannot complete before they are.
+        placing: u64,
         /// Sender's request id, for the ACK.
         sreq: u64,
         /// Whether the ACK went out.

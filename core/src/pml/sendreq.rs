@@ -4,7 +4,7 @@ use super::recvfrag::finish_status;
 use super::request::{work_link, Op, RecvState, ReqId, Request, SendMode, SendReq, SendState};
 use super::Ob1;
 use crate::bml::Bml;
-use crate::btl::{AmTag, BtlFlags, Sent, Token};
+use crate::btl::{AmTag, Btl, BtlFlags, Endpoint, Sent, Token};
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Packer;
 use crate::datatype::table::TypeTable;
@@ -28,6 +28,36 @@ enum Attempt {
 
 /// Fragments at least this big go zero-copy where the BTL can (smaller ones are cheaper to copy).
 const ZERO_COPY_MIN: usize = 4096;
+/// Message heads at least this big go through `Btl::send_inline` where the BTL saves a copy
+/// that way (smaller ones are as cheap to copy).
+const INLINE_MIN: usize = 1024;
+
+/// Sends `header` and packed bytes `0..want` of `conv` as one fragment: gathered from the
+/// user's memory by modules that can ([`BtlFlags::SEND_INLINE`]), else packed into reserved
+/// space. How many bytes went (fewer than `want` to end on an element), or `None`: no room.
+fn send_head(
+    btl: &mut dyn Btl,
+    ep: Endpoint,
+    header: &[u8],
+    conv: &mut Packer,
+    types: &TypeTable,
+    want: usize,
+) -> Option<usize> {
+    if want >= INLINE_MIN && btl.attrs().flags.contains(BtlFlags::SEND_INLINE) {
+        if let Some(d) = conv.data_ref(0, want) {
+            // SAFETY: DataRef's contract: the bytes are readable while the packer's loan lasts,
+            // which spans this call; send_inline is done with them when it returns.
+            let data = unsafe { core::slice::from_raw_parts(d.as_ptr(), d.len()) };
+            return btl.send_inline(ep, AmTag::PML, header, data).then_some(want);
+        }
+    }
+    let h = header.len();
+    let space = btl.reserve(ep, h + want)?;
+    space[..h].copy_from_slice(header);
+    let n = conv.pack(types, 0, &mut space[h..h + want]);
+    btl.commit(ep, AmTag::PML, h + n);
+    Some(n)
+}
 
 impl Ob1 {
     /// The envelope of the next message to communicator rank `dest`, and the process it is.
@@ -77,13 +107,12 @@ impl Ob1 {
         if len > btl.attrs().eager_limit {
             return Ok(false);
         }
-        let Some(space) = btl.reserve(route.ep, len) else {
+        let mut hdr = [0u8; MATCH_LEN];
+        Header::Match(env).emit(&mut hdr);
+        if send_head(btl, route.ep, &hdr, conv, types, len - MATCH_LEN).is_none() {
             self.stats.send_stalls += 1;
             return Ok(false);
-        };
-        Header::Match(env).emit(space);
-        conv.pack(types, 0, &mut space[MATCH_LEN..len]);
-        btl.commit(route.ep, AmTag::PML, len);
+        }
         self.seqs[si].send = env.seq.wrapping_add(1);
         self.stats.eager_sent += 1;
         Ok(true)
@@ -153,13 +182,11 @@ impl Ob1 {
         let eager_limit = btl.attrs().eager_limit;
         let len = s.conv.packed_len();
         if s.mode != SendMode::Synchronous && MATCH_LEN + len <= eager_limit {
-            let Some(space) = btl.reserve(route.ep, MATCH_LEN + len) else {
+            let mut hdr = [0u8; MATCH_LEN];
+            Header::Match(s.env).emit(&mut hdr);
+            if send_head(btl, route.ep, &hdr, &mut s.conv, types, len).is_none() {
                 return Attempt::Blocked;
-            };
-            Header::Match(s.env).emit(space);
-            s.conv
-                .pack(types, 0, &mut space[MATCH_LEN..MATCH_LEN + len]);
-            btl.commit(route.ep, AmTag::PML, MATCH_LEN + len);
+            }
             s.state = SendState::Done;
             self.stats.eager_sent += 1;
             return Attempt::Finished;
@@ -171,19 +198,16 @@ impl Ob1 {
             first = first.min(head);
         }
         let btl = bml.btl(route.btl);
-        let Some(space) = btl.reserve(route.ep, RNDV_LEN + first) else {
-            return Attempt::Blocked;
-        };
+        let mut hdr = [0u8; RNDV_LEN];
         Header::Rndv {
             env: s.env,
             msg_len: len as u64,
             sreq: key.to_u64(),
         }
-        .emit(space);
-        let first = s
-            .conv
-            .pack(types, 0, &mut space[RNDV_LEN..RNDV_LEN + first]);
-        btl.commit(route.ep, AmTag::PML, RNDV_LEN + first);
+        .emit(&mut hdr);
+        if send_head(btl, route.ep, &hdr, &mut s.conv, types, first).is_none() {
+            return Attempt::Blocked;
+        }
         s.state = SendState::AwaitAck;
         self.stats.rndv_sent += 1;
         Attempt::Sent
@@ -202,6 +226,7 @@ impl Ob1 {
             received,
             sreq,
             acked,
+            ..
         } = &mut r.state
         else {
             unreachable!("only matched receives are acked")

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use stormpi_core::api::{EngineLock, Universe};
 use stormpi_core::btl::{
-    AmTag, Btl, BtlAttrs, BtlFlags, Delivery, Endpoint, Modex, PeerInfo, Sink,
+    AmTag, Btl, BtlAttrs, BtlFlags, Delivery, Endpoint, Modex, PeerInfo, Sink, Token, PLACE_HEAD,
 };
 use stormpi_core::engine::{Engine, Init};
 use stormpi_core::params::Params;
@@ -76,6 +76,13 @@ pub struct FabricConfig {
     pub latency_ns: u32,
     /// Take zero-copy sends, reporting them complete at the sender's next progress call.
     pub send_ref: bool,
+    /// Advertise `BtlFlags::SEND_INLINE` (with the trait's own `send_inline`).
+    pub send_inline: bool,
+    /// Offer every fragment to `Sink::place` first: a placed payload is written at once and
+    /// reported at the receiver's next progress call — as failed, with only half of it
+    /// written, if `place_fails`.
+    pub place: bool,
+    pub place_fails: bool,
 }
 
 impl Default for FabricConfig {
@@ -90,6 +97,9 @@ impl Default for FabricConfig {
             bandwidth_mbps: 10_000,
             latency_ns: 1000,
             send_ref: false,
+            send_inline: false,
+            place: false,
+            place_fails: false,
         }
     }
 }
@@ -107,6 +117,8 @@ pub struct Fabric {
     rng: Mutex<u64>,
     /// Bytes of PML fragments this fabric carried.
     pub bytes: std::sync::atomic::AtomicU64,
+    /// Payload bytes the receivers placed (`FabricConfig::place`).
+    pub placed: std::sync::atomic::AtomicU64,
 }
 
 impl Fabric {
@@ -141,6 +153,8 @@ pub struct FabricBtl {
     staging: Vec<u8>,
     /// Zero-copy sends to report complete at the next progress call.
     done: Vec<stormpi_core::btl::Token>,
+    /// Placements to report at the next progress call: sender, token, length, success.
+    placed: Vec<(ProcId, Token, usize, bool)>,
 }
 
 impl FabricBtl {
@@ -226,6 +240,21 @@ impl Btl for FabricBtl {
             sink.completed(token, Ok(()));
             n += 1;
         }
+        for (from, token, len, ok) in std::mem::take(&mut self.placed) {
+            let result = if ok {
+                Ok(())
+            } else {
+                Err(stormpi_core::error::Error::new(
+                    stormpi_core::error::ErrorClass::Other,
+                    stormpi_core::error::Reason::Transport {
+                        btl: "fabric",
+                        what: "placement lost",
+                    },
+                ))
+            };
+            sink.placed(from, token, len, result);
+            n += 1;
+        }
         loop {
             let (idx, frag) = {
                 let mut q = self.fabric.queues[self.me as usize].lock().unwrap();
@@ -239,6 +268,27 @@ impl Btl for FabricBtl {
                 };
                 (idx, q.remove(idx).unwrap())
             };
+            if self.fabric.cfg.place {
+                let head = &frag.data[..frag.data.len().min(PLACE_HEAD)];
+                let (from, len) = (ProcId(frag.from), frag.data.len());
+                if let Some(p) = sink.place(from, AmTag(frag.tag), head, len) {
+                    assert!(p.skip <= head.len(), "placement skips more than its head");
+                    let payload = &frag.data[p.skip..];
+                    let ok = !self.fabric.cfg.place_fails;
+                    let n_write = if ok { payload.len() } else { payload.len() / 2 };
+                    // SAFETY: Sink::place's contract: `dest` is writable for the payload's
+                    // length until the placement is reported.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(payload.as_ptr(), p.dest, n_write);
+                    }
+                    self.fabric
+                        .placed
+                        .fetch_add(payload.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    self.placed.push((from, p.token, payload.len(), ok));
+                    n += 1;
+                    continue;
+                }
+            }
             match sink.deliver(ProcId(frag.from), AmTag(frag.tag), &frag.data) {
                 Delivery::Consumed => n += 1,
                 Delivery::Retry => {
@@ -328,6 +378,9 @@ fn make_engine(
         if fabric.cfg.send_ref {
             flags = flags.union(BtlFlags::SEND_REF);
         }
+        if fabric.cfg.send_inline {
+            flags = flags.union(BtlFlags::SEND_INLINE);
+        }
         let attrs = BtlAttrs {
             component: "fabric",
             eager_limit: fabric.cfg.eager_limit,
@@ -343,6 +396,7 @@ fn make_engine(
             attrs,
             staging: Vec::new(),
             done: Vec::new(),
+            placed: Vec::new(),
         }));
         let _ = btls.push(btl);
     }
@@ -362,6 +416,7 @@ fn make_fabric(n: u32, cfg: FabricConfig) -> Arc<Fabric> {
         rng: Mutex::new(cfg.seed | 1),
         cfg,
         bytes: std::sync::atomic::AtomicU64::new(0),
+        placed: std::sync::atomic::AtomicU64::new(0),
     })
 }
 

@@ -34,9 +34,19 @@
 //! **Frames.** `[u32 length][u8 tag][3 zero bytes]` then the fragment ([`wire::Frame`]).
 //! `reserve`/`commit` copy into a bounded ring per connection; `send_ref` queues the headers and
 //! a reference to the user's payload, which `sendmsg` gathers straight from user memory
-//! (`send::SendQueue`). Both are written at once when the socket has room (lowest latency);
-//! what is left goes out when epoll says the socket is writable, and zero-copy frames are then
-//! reported through [`Sink::completed`].
+//! (`send::SendQueue`); `send_inline` (eager messages and the start of a rendezvous) writes
+//! header and user data with one `sendmsg` when nothing else waits, and copies into the ring
+//! only what the socket did not take. All are written at once when the socket has room
+//! (lowest latency); what is left goes out when epoll says the socket is writable, and
+//! zero-copy frames are then reported through [`Sink::completed`].
+//!
+//! **Receiving** (`recv::Reader`): frames are read into a buffer per connection and handed to
+//! the sink from there. A large frame whose header has arrived but not its payload is first
+//! offered to [`Sink::place`]: when the PML knows where the payload goes (a matched receive's
+//! contiguous buffer), the rest of the frame is read straight into it, and the sink learns
+//! through [`Sink::placed`] — so the payload crosses memory once, from the kernel to the user's
+//! buffer. A read beyond a frame's start takes at most 16 KiB, so little of a large frame lands
+//! in the buffer first.
 //!
 //! **Back-pressure.** Every queue is bounded: a full send queue makes `reserve`/`send_ref` return
 //! `None`; a sink answering [`Delivery::Retry`] leaves the frame in the connection's buffer and
@@ -329,6 +339,9 @@ struct Conn {
     /// Our connection that lost to the peer's (see the module docs): closed once its queue is
     /// written.
     retiring: bool,
+    /// Epoll said the peer shut its side (or the connection failed): reads go on to the end of
+    /// stream, however short the last one (that edge will not come again).
+    hup: bool,
 }
 
 impl Conn {
@@ -409,6 +422,8 @@ pub struct Tcp {
     to_report: Vec<usize>,
     /// Zero-copy frames of closed connections: written (reported as done) or not (failed).
     failed: Vec<(Token, bool)>,
+    /// Placements of closed connections, to be reported as failed.
+    lost: Vec<(ProcId, Token, usize)>,
     rejects: u32,
     added: bool,
     finalized: bool,
@@ -526,7 +541,9 @@ impl Tcp {
                 latency_ns: latency,
                 bandwidth_mbps: bandwidth,
                 exclusivity: EXCLUSIVITY,
-                flags: BtlFlags::SEND.union(BtlFlags::SEND_REF),
+                flags: BtlFlags::SEND
+                    .union(BtlFlags::SEND_REF)
+                    .union(BtlFlags::SEND_INLINE),
             },
             me,
             iface,
@@ -550,6 +567,7 @@ impl Tcp {
             next_idle_poll: Instant::now(),
             to_report: Vec::new(),
             failed: Vec::new(),
+            lost: Vec::new(),
             rejects: 0,
             added: false,
             finalized: false,
@@ -695,7 +713,7 @@ impl Tcp {
     /// Unfiles a connection (closing its socket when the result is dropped).
     fn remove(&mut self, slot: usize) -> Option<Box<Conn>> {
         let s = self.conns.get_mut(slot)?;
-        let c = s.conn.take()?;
+        let mut c = s.conn.take()?;
         s.gen = s.gen.wrapping_add(1) & GEN_MASK;
         self.free.push(slot);
         self.active -= 1;
@@ -712,6 +730,11 @@ impl Tcp {
             }
             if self.peers[ep].held == Some(slot) {
                 self.peers[ep].held = None;
+            }
+        }
+        if let Rx::Frames(r) = &mut c.rx {
+            if let Some((token, len)) = r.abandon() {
+                self.lost.push((r.peer, token, len));
             }
         }
         Some(c)
@@ -857,6 +880,7 @@ impl Tcp {
                 listed: false,
                 hold: false,
                 retiring: false,
+                hup: false,
             })
         });
         match conn {
@@ -942,6 +966,10 @@ impl Tcp {
             sink.completed(t, result);
             n += 1;
         }
+        for (from, t, len) in self.lost.drain(..) {
+            sink.placed(from, t, len, Err(transport("connection lost")));
+            n += 1;
+        }
         while let Some(slot) = self.to_report.pop() {
             n += self.report(slot, sink);
         }
@@ -1000,6 +1028,7 @@ impl Tcp {
                     listed: false,
                     hold: false,
                     retiring: false,
+                    hup: false,
                 })
             });
             match conn {
@@ -1106,6 +1135,11 @@ impl Tcp {
             n += self.report(slot, sink);
         }
         if events & (sys::IN | sys::RDHUP | sys::ERR_HUP) != 0 {
+            if events & (sys::RDHUP | sys::ERR_HUP) != 0 {
+                if let Some(c) = self.conn(slot) {
+                    c.hup = true;
+                }
+            }
             n += self.read(slot, sink);
         }
         n
@@ -1216,7 +1250,7 @@ impl Tcp {
         let Rx::Frames(r) = &mut c.rx else {
             return 0;
         };
-        let p = r.pump(fd, sink);
+        let p = r.pump(fd, sink, c.hup);
         let now = c.stalled();
         if now != was {
             if now {
@@ -1269,7 +1303,7 @@ impl Tcp {
     /// reports (waiting up to `timeout_ms` for it).
     fn poll(&mut self, sink: &mut dyn Sink, timeout_ms: i32) -> usize {
         let mut n = 0;
-        if !self.failed.is_empty() || !self.to_report.is_empty() {
+        if !self.failed.is_empty() || !self.to_report.is_empty() || !self.lost.is_empty() {
             n += self.report_pending(sink);
         }
         if self.stalled > 0 {
@@ -1426,6 +1460,39 @@ impl Btl for Tcp {
         }
     }
 
+    fn send_inline(&mut self, ep: Endpoint, tag: AmTag, header: &[u8], data: &[u8]) -> bool {
+        let total = header.len() + data.len();
+        if total > self.attrs.max_send_size {
+            debug_assert!(false, "tcp: fragment above max_send_size");
+            return false;
+        }
+        if header.len() > INLINE_HEADER {
+            // Not the PML's header: copy the whole fragment.
+            let Some(space) = self.reserve(ep, total) else {
+                return false;
+            };
+            space[..header.len()].copy_from_slice(header);
+            space[header.len()..].copy_from_slice(data);
+            self.commit(ep, tag, total);
+            return true;
+        }
+        let Some(slot) = self.tx_slot(ep.0 as usize) else {
+            return false;
+        };
+        let Some(c) = self.conn(slot) else {
+            return false;
+        };
+        let fd = c.connected.then(|| c.stream.as_raw_fd());
+        match c.queue().send_inline(fd, tag.0, header, data) {
+            Ok(taken) => taken,
+            Err(e) => {
+                // The frame is the module's now; it fails with the connection.
+                self.close(slot, &format!("write failed: {e}"), true);
+                true
+            }
+        }
+    }
+
     fn send_ref(
         &mut self,
         ep: Endpoint,
@@ -1476,7 +1543,7 @@ impl Btl for Tcp {
         if !self.added || self.finalized {
             return 0;
         }
-        if self.active == 0 && self.failed.is_empty() {
+        if self.active == 0 && self.failed.is_empty() && self.lost.is_empty() {
             self.idle_calls += 1;
             if self.idle_calls < IDLE_CHECK_EVERY {
                 return 0;
@@ -1530,6 +1597,7 @@ impl Btl for Tcp {
         self.free.clear();
         self.to_report.clear();
         self.failed.clear();
+        self.lost.clear();
         self.listener = None;
         self.active = 0;
         self.pending = 0;

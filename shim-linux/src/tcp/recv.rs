@@ -5,12 +5,17 @@
 //! connection reads into one buffer of at least one largest frame plus its header; each complete
 //! frame is handed to the sink straight from that buffer. When the sink answers `Retry`, the
 //! frame stays where it is and the connection is not read until the sink takes it: the socket's
-//! receive buffer fills, and TCP's flow control stops the sender.
+//! receive buffer fills, and TCP's flow control stops the sender. An incomplete large frame is
+//! offered to the sink's placement once its head is in: if the sink names a destination, the
+//! rest of the frame is read straight there (with what follows it into the buffer, so that a
+//! short read still tells that the socket is drained).
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 
-use stormpi_core::btl::{AmTag, Delivery, Sink};
+#[cfg(test)]
+use stormpi_core::btl::Placement;
+use stormpi_core::btl::{AmTag, Delivery, Sink, Token, PLACE_HEAD};
 use stormpi_core::rte::ProcId;
 
 use super::sys;
@@ -91,11 +96,29 @@ impl std::fmt::Display for ReadEnd {
     }
 }
 
-/// Frames at least this big are read to their end and no further, so the next frame starts at
-/// the front of the buffer and is never moved.
+/// Frames at least this big are read to their end and at most [`READ_AHEAD`] bytes further
+/// (so little of a next frame is ever moved); they are also offered to the sink for placement.
 const READ_TO_END: usize = 4096;
+/// Most bytes read into the buffer beyond the start of a frame that is small or not known yet:
+/// a large frame behind it is then mostly still in the socket, from where it can be read
+/// straight into its destination.
+const READ_AHEAD: usize = 16 << 10;
 /// Bytes one connection may read in one progress call before others get their turn.
 const READ_BUDGET: usize = 1 << 20;
+
+/// A fragment whose payload is being read straight into its destination ([`Sink::place`]).
+struct Placing {
+    dest: *mut u8,
+    /// Payload bytes in all.
+    len: usize,
+    /// Payload bytes written.
+    done: usize,
+    token: Token,
+}
+
+// SAFETY: `dest` is a loan of user memory for the life of a request (Sink::place's contract),
+// written by whichever thread progresses the module.
+unsafe impl Send for Placing {}
 
 /// The reading side of an authenticated connection.
 pub struct Reader {
@@ -112,12 +135,16 @@ pub struct Reader {
     /// Reading stopped at the budget: the socket may hold more (epoll, edge-triggered, will
     /// not say so again).
     pub more: bool,
+    /// The payload of the frame under way goes straight to its destination.
+    placing: Option<Placing>,
+    /// The sink did not place the frame at `start`: it is read into the buffer.
+    declined: bool,
 }
 
 /// What one [`Reader::pump`] did.
 #[derive(Debug)]
 pub struct Pumped {
-    /// Frames delivered.
+    /// Frames delivered (or placed).
     pub delivered: usize,
     /// Set when the connection is finished (closed by the peer, refused, failed) and everything
     /// buffered has been delivered.
@@ -138,6 +165,8 @@ impl Reader {
             paused: false,
             eof: false,
             more: false,
+            placing: None,
+            declined: false,
         }
     }
 
@@ -152,10 +181,19 @@ impl Reader {
         Frame::parse(h, self.max).map(|f| Some(FRAME_LEN + f.len as usize))
     }
 
-    /// Delivers buffered frames until one is incomplete or refused.
+    /// Whether a frame of `total` bytes at `start` may still be offered for placement.
+    fn placeable(&self, total: usize) -> bool {
+        total >= READ_TO_END && !self.declined
+    }
+
+    /// Delivers buffered frames until one is incomplete or refused; offers an incomplete large
+    /// one for placement.
     fn deliver(&mut self, sink: &mut dyn Sink, delivered: &mut usize) -> Result<(), FrameError> {
         while let Some(total) = self.current()? {
             if self.end - self.start < total {
+                if self.placeable(total) {
+                    self.offer(sink, total);
+                }
                 break;
             }
             let tag = AmTag(self.buf[self.start + 4]);
@@ -165,6 +203,7 @@ impl Reader {
                 return Ok(());
             }
             self.start += total;
+            self.declined = false;
             *delivered += 1;
         }
         self.paused = false;
@@ -175,9 +214,53 @@ impl Reader {
         Ok(())
     }
 
+    /// Offers the incomplete frame of `total` bytes at `start` to the sink's placement, once
+    /// its head is buffered.
+    fn offer(&mut self, sink: &mut dyn Sink, total: usize) {
+        let frag_len = total - FRAME_LEN;
+        let have = self.end - self.start - FRAME_LEN;
+        if have < PLACE_HEAD {
+            // `frag_len` is above PLACE_HEAD: the head is still on its way.
+            return;
+        }
+        let tag = AmTag(self.buf[self.start + 4]);
+        let at = self.start + FRAME_LEN;
+        let Some(p) = sink.place(self.peer, tag, &self.buf[at..at + PLACE_HEAD], frag_len) else {
+            self.declined = true;
+            return;
+        };
+        debug_assert!(
+            p.skip <= PLACE_HEAD,
+            "tcp: placement skips more than its head"
+        );
+        let skip = p.skip.min(PLACE_HEAD);
+        let buffered = have - skip;
+        // SAFETY: Sink::place's contract makes `dest` writable for `frag_len - skip` bytes, more
+        // than the `buffered` ones (the frame is incomplete); the buffer is ours, not the loan.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.buf[at + skip..].as_ptr(), p.dest, buffered);
+        }
+        self.placing = Some(Placing {
+            dest: p.dest,
+            len: frag_len - skip,
+            done: buffered,
+            token: p.token,
+        });
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Gives up the placement under way, if any: its token and payload length, for the sink's
+    /// [`Sink::placed`] with an error. The destination is not touched again.
+    pub fn abandon(&mut self) -> Option<(Token, usize)> {
+        self.placing.take().map(|p| (p.token, p.len))
+    }
+
     /// Delivers what is buffered, then reads from `fd` and delivers until the socket is drained
     /// (unless the sink refuses a frame, or the budget runs out: then [`Reader::more`] is set).
-    pub fn pump(&mut self, fd: RawFd, sink: &mut dyn Sink) -> Pumped {
+    /// A short read means drained, except after `hup` (the peer shut its side): then only the
+    /// end of stream or `WouldBlock` does, so the end is never missed.
+    pub fn pump(&mut self, fd: RawFd, sink: &mut dyn Sink, hup: bool) -> Pumped {
         let mut out = Pumped {
             delivered: 0,
             end: None,
@@ -186,19 +269,29 @@ impl Reader {
         let mut drained = false;
         self.more = false;
         loop {
-            if let Err(e) = self.deliver(sink, &mut out.delivered) {
-                out.end = Some(ReadEnd::Frame(e));
-                return out;
-            }
-            if self.paused {
-                return out;
+            if self.placing.is_none() {
+                if let Err(e) = self.deliver(sink, &mut out.delivered) {
+                    out.end = Some(ReadEnd::Frame(e));
+                    return out;
+                }
+                if self.paused {
+                    return out;
+                }
             }
             if self.eof {
-                out.end = Some(if self.start == self.end {
+                out.end = Some(if self.start == self.end && self.placing.is_none() {
                     ReadEnd::Closed
                 } else {
                     ReadEnd::Truncated
                 });
+                if let Some((token, len)) = self.abandon() {
+                    sink.placed(
+                        self.peer,
+                        token,
+                        len,
+                        Err(super::transport("connection lost")),
+                    );
+                }
                 return out;
             }
             if drained {
@@ -209,36 +302,84 @@ impl Reader {
                 self.more = true;
                 return out;
             }
-            // Room for the frame under way, and how far to read.
-            let need = match self.current() {
-                Ok(Some(total)) => total,
-                Ok(None) => FRAME_LEN,
-                Err(e) => {
-                    out.end = Some(ReadEnd::Frame(e));
-                    return out;
+            let (got, want) = if let Some(p) = &mut self.placing {
+                let rest = p.len - p.done;
+                let want = rest.min(budget);
+                // SAFETY: Sink::place's contract: `dest` is writable for `len` bytes until we
+                // report the placement; `done + want <= len`.
+                let dst = unsafe { std::slice::from_raw_parts_mut(p.dest.add(p.done), want) };
+                if want < rest {
+                    (sys::recv(fd, dst), want)
+                } else {
+                    // And what follows into the (empty) buffer, so that a short read tells
+                    // that the socket is drained.
+                    let ahead = READ_AHEAD.min(self.buf.len());
+                    let mut iov = [
+                        IoSliceMut::new(dst),
+                        IoSliceMut::new(&mut self.buf[..ahead]),
+                    ];
+                    (sys::recv_vectored(fd, &mut iov), want + ahead)
                 }
-            };
-            if self.start + need > self.buf.len() {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            let limit = if need >= READ_TO_END {
-                self.start + need
             } else {
-                self.buf.len()
+                // Room for the frame under way, and how far to read.
+                let need = match self.current() {
+                    Ok(Some(total)) => total,
+                    Ok(None) => FRAME_LEN,
+                    Err(e) => {
+                        out.end = Some(ReadEnd::Frame(e));
+                        return out;
+                    }
+                };
+                if self.start + need > self.buf.len() {
+                    self.buf.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                }
+                let limit = if self.placeable(need) {
+                    // Just the head, which decides where the rest goes.
+                    self.start + FRAME_LEN + PLACE_HEAD
+                } else if need >= READ_TO_END {
+                    // To its end, and a little beyond: a short read then tells that the socket
+                    // is drained.
+                    (self.start + need + READ_AHEAD).min(self.buf.len())
+                } else {
+                    (self.start + READ_AHEAD).min(self.buf.len())
+                };
+                // The frame under way is incomplete (else it was delivered), and its head is
+                // not all here if it was not offered.
+                debug_assert!(limit > self.end, "tcp: nothing to read into");
+                let want = (limit.max(self.end + 1) - self.end).min(budget);
+                (
+                    sys::recv(fd, &mut self.buf[self.end..self.end + want]),
+                    want,
+                )
             };
-            let want = (limit - self.end).min(budget);
-            match sys::recv(fd, &mut self.buf[self.end..self.end + want]) {
+            match got {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
-                    self.end += n;
                     budget -= n;
-                    // A short read means the socket is empty now.
-                    drained = n < want;
+                    // A short read means the socket is empty now (the end of stream, which
+                    // only the next read reports, aside).
+                    drained = n < want && !hup;
+                    match &mut self.placing {
+                        Some(p) => {
+                            let rest = p.len - p.done;
+                            p.done += n.min(rest);
+                            self.end = n.saturating_sub(rest);
+                            if p.done == p.len {
+                                let p = self.placing.take().expect("placing");
+                                sink.placed(self.peer, p.token, p.len, Ok(()));
+                                out.delivered += 1;
+                            }
+                        }
+                        None => self.end += n,
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
                 Err(e) => {
+                    if let Some((token, len)) = self.abandon() {
+                        sink.placed(self.peer, token, len, Err(super::transport("read failed")));
+                    }
                     out.end = Some(ReadEnd::Io(e));
                     return out;
                 }
@@ -296,7 +437,7 @@ mod tests {
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
         while s.got.len() < n {
             assert!(Instant::now() < deadline, "frames did not arrive");
-            let p = r.pump(fd.as_raw_fd(), s);
+            let p = r.pump(fd.as_raw_fd(), s, false);
             if p.end.is_some() {
                 return p.end;
             }
@@ -400,7 +541,7 @@ mod tests {
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
         loop {
             assert!(Instant::now() < deadline);
-            if let Some(end) = r.pump(b.as_raw_fd(), &mut s).end {
+            if let Some(end) = r.pump(b.as_raw_fd(), &mut s, false).end {
                 assert!(matches!(end, ReadEnd::Closed), "{end}");
                 break;
             }
@@ -420,7 +561,7 @@ mod tests {
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
         while s.refuse > 0 {
             assert!(Instant::now() < deadline);
-            let p = r.pump(b.as_raw_fd(), &mut s);
+            let p = r.pump(b.as_raw_fd(), &mut s, false);
             assert_eq!(p.delivered, 0);
             assert!(p.end.is_none());
         }
@@ -459,5 +600,180 @@ mod tests {
         drop(a);
         let end = pump_until(&mut r, &b, &mut Sink1::default(), 1).expect("ended");
         assert!(matches!(end, ReadEnd::Truncated), "{end}");
+    }
+
+    /// A sink that places fragments starting with `P` (a 4-byte header, then payload) into
+    /// one destination buffer, at the offset given in the header's bytes 1..4, and takes the
+    /// rest as usual.
+    struct Placer {
+        dest: Vec<u8>,
+        got: Vec<(u8, Vec<u8>)>,
+        placed: Vec<(u64, usize, bool)>,
+        /// Frames starting with `P`, placed (true) or delivered: offset, length.
+        landed: Vec<(u64, usize, bool)>,
+        offered: usize,
+    }
+
+    impl Placer {
+        fn new(bytes: usize) -> Placer {
+            Placer {
+                dest: vec![0; bytes],
+                got: Vec::new(),
+                placed: Vec::new(),
+                landed: Vec::new(),
+                offered: 0,
+            }
+        }
+    }
+
+    impl Sink for Placer {
+        fn deliver(&mut self, from: ProcId, tag: AmTag, frag: &[u8]) -> Delivery {
+            assert_eq!(from, ProcId(3));
+            if frag[0] == b'P' {
+                // What the sink does with a frame it would have placed: the same bytes land.
+                let at = u32::from_be_bytes([0, frag[1], frag[2], frag[3]]) as usize;
+                self.dest[at..at + frag.len() - 4].copy_from_slice(&frag[4..]);
+                self.landed.push((at as u64, frag.len() - 4, false));
+            } else {
+                self.got.push((tag.0, frag.to_vec()));
+            }
+            Delivery::Consumed
+        }
+        fn place(
+            &mut self,
+            from: ProcId,
+            _tag: AmTag,
+            head: &[u8],
+            len: usize,
+        ) -> Option<Placement> {
+            assert_eq!(from, ProcId(3));
+            assert_eq!(head.len(), PLACE_HEAD.min(len));
+            self.offered += 1;
+            if head[0] != b'P' {
+                return None;
+            }
+            let at = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
+            assert!(at + len - 4 <= self.dest.len());
+            Some(Placement {
+                skip: 4,
+                dest: self.dest[at..].as_mut_ptr(),
+                token: Token(at as u64),
+            })
+        }
+        fn placed(
+            &mut self,
+            from: ProcId,
+            token: Token,
+            len: usize,
+            result: stormpi_core::error::Result<()>,
+        ) {
+            assert_eq!(from, ProcId(3));
+            self.placed.push((token.0, len, result.is_ok()));
+            self.landed.push((token.0, len, true));
+        }
+    }
+
+    fn placed_frag(at: usize, data: &[u8]) -> Vec<u8> {
+        let mut f = vec![b'P', (at >> 16) as u8, (at >> 8) as u8, at as u8];
+        f.extend_from_slice(data);
+        f
+    }
+
+    #[test]
+    fn large_frames_are_placed_and_the_rest_delivered_in_order() {
+        let (mut a, b) = pair();
+        let max = 400_000u32;
+        let mut r = Reader::new(ProcId(3), max, 0);
+        // Placed frames of many sizes (some below the placement threshold, which are
+        // delivered), declined large frames and small frames, interleaved; written in uneven
+        // pieces so that every read boundary occurs.
+        let mut stream = Vec::new();
+        let mut expect_got = Vec::new();
+        let mut expect_dest = vec![0u8; 4 << 20];
+        let mut expect_landed = Vec::new();
+        let mut at = 0usize;
+        for i in 0..60usize {
+            let len = [10, 5000, 70_000, 299_990, 4090, 17_000][i % 6] + i;
+            let data: Vec<u8> = (0..len).map(|k| (k * 13 + i * 7) as u8).collect();
+            if i % 4 == 3 {
+                // Declined: delivered whole.
+                let mut f = vec![b'D'];
+                f.extend_from_slice(&data);
+                stream.extend(frame(2, &f));
+                expect_got.push((2, f));
+            } else {
+                let f = placed_frag(at, &data);
+                stream.extend(frame(1, &f));
+                expect_dest[at..at + len].copy_from_slice(&data);
+                expect_landed.push((at as u64, len));
+                at += len;
+            }
+        }
+        let frames = expect_got.len() + expect_landed.len();
+        let writer = std::thread::spawn(move || {
+            let mut k = 0;
+            let mut i = 0;
+            while k < stream.len() {
+                let n = [1, 7, 100, 4093, 65536, 200_000][i % 6].min(stream.len() - k);
+                a.write_all(&stream[k..k + n]).unwrap();
+                k += n;
+                i += 1;
+            }
+            a
+        });
+        let mut s = Placer::new(4 << 20);
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        let mut delivered = 0;
+        while delivered < frames {
+            assert!(Instant::now() < deadline, "frames did not arrive");
+            let p = r.pump(b.as_raw_fd(), &mut s, false);
+            assert!(p.end.is_none());
+            delivered += p.delivered;
+        }
+        let landed: Vec<(u64, usize)> = s.landed.iter().map(|&(a, n, _)| (a, n)).collect();
+        assert_eq!(landed, expect_landed);
+        assert!(s.got == expect_got, "delivered frames differ");
+        assert!(s.dest == expect_dest, "placed bytes differ");
+        // Only frames from READ_TO_END bytes are placed, and they are whenever they are not
+        // all buffered at once (the largest never are: they exceed READ_AHEAD).
+        for &(_, n, placed) in &s.landed {
+            assert!(!placed || FRAME_LEN + 4 + n >= READ_TO_END);
+            assert!(placed || n < 200_000);
+        }
+        assert!(s.placed.iter().all(|p| p.2));
+        drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn a_connection_ending_inside_a_placed_frame_reports_the_placement_failed() {
+        let (mut a, b) = pair();
+        let mut r = Reader::new(ProcId(3), 100_000, 0);
+        let f = frame(1, &placed_frag(0, &[9u8; 50_000]));
+        a.write_all(&f[..30_000]).unwrap();
+        drop(a);
+        let mut s = Placer::new(50_000);
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let end = loop {
+            assert!(Instant::now() < deadline);
+            if let Some(end) = r.pump(b.as_raw_fd(), &mut s, false).end {
+                break end;
+            }
+        };
+        assert!(matches!(end, ReadEnd::Truncated), "{end}");
+        assert_eq!(s.placed, [(0, 50_000, false)]);
+        assert!(r.abandon().is_none());
+        assert!(s.dest[..30_000 - FRAME_LEN - 4].iter().all(|&x| x == 9));
+
+        // Given up by the module instead (the connection closed for another reason).
+        let (mut a, b) = pair();
+        let mut r = Reader::new(ProcId(3), 100_000, 0);
+        a.write_all(&f[..30_000]).unwrap();
+        let mut s = Placer::new(50_000);
+        while s.offered == 0 {
+            assert!(Instant::now() < deadline);
+            r.pump(b.as_raw_fd(), &mut s, false);
+        }
+        assert_eq!(r.abandon().map(|(t, n)| (t.0, n)), Some((0, 50_000)));
+        assert!(s.placed.is_empty());
     }
 }

@@ -193,6 +193,63 @@ impl SendQueue {
             tag,
         }
         .emit(&mut self.ring[slot.pos..slot.pos + FRAME_LEN]);
+        self.queue_slot(slot, len, 0);
+    }
+
+    /// Sends `header` (at most [`INLINE_HEADER`] bytes) and `data` as one frame tagged `tag`:
+    /// when nothing else waits and `fd` (the connected socket) is given, written at once
+    /// straight from `data`; whatever the socket does not take is copied into the ring and
+    /// queued. False, with nothing sent, when the ring has no room for the frame.
+    pub fn send_inline(
+        &mut self,
+        fd: Option<RawFd>,
+        tag: u8,
+        header: &[u8],
+        data: &[u8],
+    ) -> io::Result<bool> {
+        let h = FRAME_LEN + header.len();
+        let len = header.len() + data.len();
+        if header.len() > INLINE_HEADER {
+            return Ok(false);
+        }
+        // Room first: what the socket does not take must fit.
+        let Some(slot) = self.place(FRAME_LEN + len) else {
+            return Ok(false);
+        };
+        self.reserved = None;
+        let mut head = [0u8; FRAME_LEN + INLINE_HEADER];
+        Frame {
+            len: len as u32,
+            tag,
+        }
+        .emit(&mut head);
+        head[FRAME_LEN..h].copy_from_slice(header);
+        let mut sent = 0;
+        if let Some(fd) = fd.filter(|_| self.is_empty()) {
+            match sys::send_vectored(fd, &[IoSlice::new(&head[..h]), IoSlice::new(data)]) {
+                Ok(n) => sent = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if sent == h + data.len() {
+                self.last_is_ref = false;
+                return Ok(true);
+            }
+        }
+        // The rest goes through the ring, at the place the whole frame would have had.
+        let at = slot.pos;
+        if sent < h {
+            self.ring[at + sent..at + h].copy_from_slice(&head[sent..h]);
+        }
+        let from = sent.saturating_sub(h);
+        self.ring[at + h + from..at + h + data.len()].copy_from_slice(&data[from..]);
+        self.queue_slot(slot, len, sent);
+        Ok(true)
+    }
+
+    /// Queues the frame of `len` bytes (header excluded) written at `slot`, of which `sent`
+    /// bytes have left already.
+    fn queue_slot(&mut self, slot: Slot, len: usize, sent: usize) {
         if slot.wraps {
             self.wrap_at = Some(self.tail);
         }
@@ -204,7 +261,7 @@ impl SendQueue {
             ..
         }) = self.descs.back_mut()
         {
-            if *start + *len == slot.pos {
+            if *start + *len == slot.pos && sent == 0 {
                 *len += total;
                 return;
             }
@@ -214,7 +271,7 @@ impl SendQueue {
                 start: slot.pos,
                 len: total,
             },
-            sent: 0,
+            sent,
         });
     }
 
@@ -598,6 +655,64 @@ mod tests {
         // Further copies merge into the last descriptor.
         assert!(put(&mut q, 1, b"c"));
         assert_eq!(q.descs.len(), 3);
+    }
+
+    #[test]
+    fn inline_frames_go_at_once_or_their_rest_through_the_ring() {
+        let (a, mut b) = pair();
+        let mut q = SendQueue::new(64 << 10, 4, HS);
+        b.set_nonblocking(true).unwrap();
+        // The handshake is still queued: the frame waits behind it, copied.
+        assert!(q
+            .send_inline(Some(a.as_raw_fd()), 1, b"H1", b"behind")
+            .unwrap());
+        assert!(!q.is_empty());
+        q.flush(a.as_raw_fd()).unwrap();
+        let mut want = HS.to_vec();
+        want.extend(frame(1, b"H1behind"));
+        assert_eq!(read_all(&mut b, want.len()), want);
+        // Nothing queued: written at once, nothing left in the queue.
+        assert!(q
+            .send_inline(Some(a.as_raw_fd()), 2, b"H2", b"now")
+            .unwrap());
+        assert!(q.is_empty());
+        assert_eq!(read_all(&mut b, 13), frame(2, b"H2now"));
+        // Larger than the socket takes: the rest is copied and leaves on later flushes, in
+        // order with what follows.
+        let big: Vec<u8> = (0..50_000u32).map(|i| (i * 7) as u8).collect();
+        assert!(q
+            .send_inline(Some(a.as_raw_fd()), 3, &[9; 24], &big)
+            .unwrap());
+        assert!(!q.is_empty());
+        assert!(put(&mut q, 4, b"after"));
+        // Not connected yet: no write, all of it copied.
+        assert!(q.send_inline(None, 5, b"", b"late").unwrap());
+        let mut want = frame(3, &[&[9u8; 24][..], &big].concat());
+        want.extend(frame(4, b"after"));
+        want.extend(frame(5, b"late"));
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while got.len() < want.len() {
+            assert!(std::time::Instant::now() < deadline, "flush stalled");
+            q.flush(a.as_raw_fd()).unwrap();
+            match b.read(&mut buf) {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(got == want, "stream differs");
+        assert!(q.is_idle());
+        // No room for the frame: refused, nothing written.
+        assert!(!q
+            .send_inline(Some(a.as_raw_fd()), 6, b"", &vec![0; 64 << 10])
+            .unwrap());
+        assert!(q.is_idle());
+        assert_eq!(
+            b.read(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
     }
 
     #[test]

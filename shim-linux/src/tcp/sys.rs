@@ -2,7 +2,7 @@
 //! non-blocking connect from a chosen address, socket options set before `listen`, and random
 //! bytes. Each wrapper checks the result and returns `io::Result`.
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -106,6 +106,27 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         // SAFETY: `buf` is writable for its length.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Reads into the scattered `bufs` from a non-blocking socket (filling each before the next):
+/// `Ok(0)` is end of stream, `WouldBlock` nothing to read.
+pub fn recv_vectored(fd: RawFd, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSliceMut is ABI-compatible with iovec on Unix (std guarantees it).
+    msg.msg_iov = bufs.as_mut_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    loop {
+        // SAFETY: `msg` points at `bufs`, which are valid for writes for their lengths.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
         if n >= 0 {
             return Ok(n as usize);
         }
