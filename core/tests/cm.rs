@@ -1,0 +1,359 @@
+//! The `cm` path of the PML over a matching transport, with an in-memory MTL that matches like a
+//! network would (posted receives in order, unexpected messages in arrival order): sends,
+//! receives, wildcards, truncation, probes, matched probes, cancel, synchronous sends, and the
+//! parameter that chooses the path.
+
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+
+use stormpi_core::btl::Token;
+use stormpi_core::comm::CommId;
+use stormpi_core::datatype::convertor::{Packer, Unpacker};
+use stormpi_core::datatype::table::TypeTable;
+use stormpi_core::engine::{Engine, Init};
+use stormpi_core::error::{ErrorClass, Result};
+use stormpi_core::mtl::{
+    MatchBits, Mtl, MtlAttrs, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+};
+use stormpi_core::params::Params;
+use stormpi_core::platform::{Level, Platform};
+use stormpi_core::pml::request::{SendMode, ANY_SOURCE, ANY_TAG};
+use stormpi_core::rte::{ProcId, Rte, Singleton};
+
+struct Plat;
+
+impl Platform for Plat {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn relax(&self, _idle: u32) {}
+    fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        eprintln!("{}: {args}", level.name());
+    }
+}
+
+static PLAT: Plat = Plat;
+
+/// A message in flight or waiting.
+struct Msg {
+    bits: u64,
+    data: Vec<u8>,
+    /// The send's token, completed when matched (synchronous sends).
+    sync: Option<Token>,
+}
+
+/// A one-process MTL: every send goes to this process, matched by match bits.
+#[derive(Default)]
+struct LoopMtl {
+    posted: Vec<(u64, u64, Unpacker, Token)>,
+    unexpected: VecDeque<Msg>,
+    taken: Vec<Option<Msg>>,
+    done_recv: VecDeque<(Token, Unpacker, MtlMatch)>,
+    done_send: VecDeque<Token>,
+}
+
+const ATTRS: MtlAttrs = MtlAttrs {
+    component: "loop",
+    max_contexts: MatchBits::MAX_CONTEXTS,
+    max_ranks: MatchBits::MAX_RANKS,
+};
+
+impl LoopMtl {
+    fn deliver(&mut self, types: &TypeTable, m: Msg, mut conv: Unpacker, token: Token) {
+        conv.unpack(types, 0, &m.data);
+        let env = MatchBits::decode(m.bits);
+        if let Some(t) = m.sync {
+            self.done_send.push_back(t);
+        }
+        self.done_recv.push_back((
+            token,
+            conv,
+            MtlMatch {
+                src: env.src,
+                tag: env.tag,
+                len: m.data.len() as u64,
+            },
+        ));
+    }
+
+    fn find(&self, sel: &MtlSelector) -> Option<usize> {
+        let (bits, ignore) = MatchBits::selector(sel);
+        self.unexpected
+            .iter()
+            .position(|m| MatchBits::matches(m.bits, bits, ignore))
+    }
+}
+
+impl Mtl for LoopMtl {
+    fn attrs(&self) -> &MtlAttrs {
+        &ATTRS
+    }
+
+    fn isend(
+        &mut self,
+        types: &TypeTable,
+        _dest: ProcId,
+        env: MtlEnvelope,
+        mut conv: Packer,
+        mode: SendMode,
+        token: Token,
+    ) -> Result<bool> {
+        let mut data = vec![0u8; conv.packed_len()];
+        let n = conv.pack(types, 0, &mut data);
+        data.truncate(n);
+        let sync = mode == SendMode::Synchronous;
+        let m = Msg {
+            bits: MatchBits::encode(&env),
+            data,
+            sync: sync.then_some(token),
+        };
+        let hit = self
+            .posted
+            .iter()
+            .position(|(b, i, _, _)| MatchBits::matches(m.bits, *b, *i));
+        match hit {
+            Some(p) => {
+                let (_, _, conv, t) = self.posted.remove(p);
+                self.deliver(types, m, conv, t);
+            }
+            None => self.unexpected.push_back(m),
+        }
+        Ok(!sync)
+    }
+
+    fn irecv(
+        &mut self,
+        types: &TypeTable,
+        sel: MtlSelector,
+        conv: Unpacker,
+        token: Token,
+    ) -> Result<()> {
+        match self.find(&sel) {
+            Some(i) => {
+                let m = self.unexpected.remove(i).unwrap();
+                self.deliver(types, m, conv, token);
+            }
+            None => {
+                let (b, i) = MatchBits::selector(&sel);
+                self.posted.push((b, i, conv, token));
+            }
+        }
+        Ok(())
+    }
+
+    fn iprobe(&mut self, sel: MtlSelector) -> Result<Option<MtlMatch>> {
+        Ok(self.find(&sel).map(|i| {
+            let m = &self.unexpected[i];
+            let env = MatchBits::decode(m.bits);
+            MtlMatch {
+                src: env.src,
+                tag: env.tag,
+                len: m.data.len() as u64,
+            }
+        }))
+    }
+
+    fn improbe(&mut self, sel: MtlSelector) -> Result<Option<(MtlMessage, MtlMatch)>> {
+        let Some(found) = self.iprobe(sel)? else {
+            return Ok(None);
+        };
+        let m = self.unexpected.remove(self.find(&sel).unwrap()).unwrap();
+        self.taken.push(Some(m));
+        Ok(Some((MtlMessage(self.taken.len() as u64 - 1), found)))
+    }
+
+    fn imrecv(
+        &mut self,
+        types: &TypeTable,
+        msg: MtlMessage,
+        conv: Unpacker,
+        token: Token,
+    ) -> Result<()> {
+        let m = self.taken[msg.0 as usize].take().unwrap();
+        self.deliver(types, m, conv, token);
+        Ok(())
+    }
+
+    fn cancel(&mut self, token: Token) -> Option<Unpacker> {
+        let p = self.posted.iter().position(|(_, _, _, t)| *t == token)?;
+        Some(self.posted.remove(p).2)
+    }
+
+    fn progress(&mut self, _types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
+        let mut n = 0;
+        while let Some(t) = self.done_send.pop_front() {
+            sink.send_done(t, Ok(()));
+            n += 1;
+        }
+        while let Some((t, conv, m)) = self.done_recv.pop_front() {
+            sink.recv_done(t, conv, m, None);
+            n += 1;
+        }
+        n
+    }
+}
+
+fn no_abort(code: i32, msg: &str) -> ! {
+    panic!("abort {code}: {msg}")
+}
+
+fn engine(pml: &str, with_mtl: bool) -> Result<Engine> {
+    let mut params = Params::new(&[]);
+    Engine::register_params(&mut params)?;
+    params.set("pml", pml)?;
+    let memory: &'static mut [MaybeUninit<u8>] = Box::leak(
+        vec![MaybeUninit::uninit(); Engine::memory_needed(&params, 1)].into_boxed_slice(),
+    );
+    let rte: &'static mut dyn Rte = Box::leak(Box::new(Singleton::<8>::new(no_abort)));
+    let mtl: Option<&'static mut dyn Mtl> = if with_mtl {
+        Some(Box::leak(Box::new(LoopMtl::default())))
+    } else {
+        None
+    };
+    Engine::with_mtl(
+        Init {
+            memory,
+            params,
+            platform: &PLAT,
+            rte,
+            btls: heapless::Vec::new(),
+        },
+        mtl,
+    )
+}
+
+fn send(
+    e: &mut Engine,
+    data: &'static [u8],
+    tag: i32,
+    mode: SendMode,
+) -> stormpi_core::pml::request::ReqId {
+    e.isend(Packer::from_slice(data), 0, tag, CommId::WORLD, mode, 0)
+        .unwrap()
+}
+
+fn recv_into(
+    e: &mut Engine,
+    buf: &'static mut [u8],
+    src: i32,
+    tag: i32,
+) -> stormpi_core::pml::request::ReqId {
+    e.irecv(Unpacker::from_slice(buf), src, tag, CommId::WORLD, 0)
+        .unwrap()
+}
+
+fn leak(n: usize) -> &'static mut [u8] {
+    Box::leak(vec![0u8; n].into_boxed_slice())
+}
+
+#[test]
+fn cm_sends_and_receives_match_in_order_with_wildcards() {
+    let mut e = engine("cm", true).unwrap();
+    // Unexpected first, then receives: per-tag order, ANY_TAG takes the earliest.
+    let a = send(&mut e, b"first", 5, SendMode::Standard);
+    let b = send(&mut e, b"second", 6, SendMode::Standard);
+    let c = send(&mut e, b"third", 5, SendMode::Standard);
+    for id in [a, b, c] {
+        e.wait(id).unwrap();
+    }
+    let r1 = leak(16);
+    let p1 = r1.as_ptr();
+    let id = recv_into(&mut e, r1, 0, 5);
+    let st = e.wait(id).unwrap();
+    assert_eq!((st.source, st.tag, st.bytes), (0, 5, 5));
+    // SAFETY: the receive completed; the buffer is leaked.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p1, 5) }, b"first");
+    let id = recv_into(&mut e, leak(16), ANY_SOURCE, ANY_TAG);
+    assert_eq!(e.wait(id).unwrap().tag, 6);
+    let id = recv_into(&mut e, leak(16), 0, ANY_TAG);
+    assert_eq!(e.wait(id).unwrap().bytes, 5);
+    // Posted first: the earliest posted matching receive takes the message.
+    let any = recv_into(&mut e, leak(16), ANY_SOURCE, ANY_TAG);
+    let seven = recv_into(&mut e, leak(16), 0, 7);
+    let s = send(&mut e, b"x", 7, SendMode::Standard);
+    e.wait(s).unwrap();
+    assert_eq!(e.wait(any).unwrap().tag, 7);
+    assert!(e.test(seven).unwrap().is_none());
+    e.cancel(seven).unwrap();
+    assert!(e.wait(seven).unwrap().cancelled);
+    assert_eq!(e.requests_in_use(), 0);
+}
+
+#[test]
+fn cm_truncation_probes_and_matched_probes() {
+    let mut e = engine("cm", true).unwrap();
+    let s = send(&mut e, b"0123456789", 1, SendMode::Standard);
+    e.wait(s).unwrap();
+    let st = e.iprobe(ANY_SOURCE, 1, CommId::WORLD).unwrap().unwrap();
+    assert_eq!((st.tag, st.bytes), (1, 10));
+    assert!(e.iprobe(0, 2, CommId::WORLD).unwrap().is_none());
+    let id = recv_into(&mut e, leak(4), 0, 1);
+    let st = e.wait(id).unwrap();
+    assert_eq!(st.error.map(|e| e.class), Some(ErrorClass::Truncate));
+    assert_eq!((st.bytes, st.message_bytes), (4, 10));
+
+    let s = send(&mut e, b"matched", 3, SendMode::Standard);
+    e.wait(s).unwrap();
+    let (msg, st) = e
+        .improbe(ANY_SOURCE, ANY_TAG, CommId::WORLD)
+        .unwrap()
+        .unwrap();
+    assert_eq!((st.tag, st.bytes), (3, 7));
+    // Taken: no longer visible to probes.
+    assert!(e
+        .iprobe(ANY_SOURCE, ANY_TAG, CommId::WORLD)
+        .unwrap()
+        .is_none());
+    let buf = leak(8);
+    let p = buf.as_ptr();
+    let id = e.imrecv(Unpacker::from_slice(buf), msg, 0).unwrap();
+    assert_eq!(e.wait(id).unwrap().bytes, 7);
+    // SAFETY: the receive completed.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p, 7) }, b"matched");
+}
+
+#[test]
+fn cm_synchronous_send_completes_at_the_match() {
+    let mut e = engine("cm", true).unwrap();
+    let s = send(&mut e, b"sync", 9, SendMode::Synchronous);
+    for _ in 0..10 {
+        e.progress();
+    }
+    assert!(
+        e.test(s).unwrap().is_none(),
+        "a synchronous send completed before its match"
+    );
+    let r = recv_into(&mut e, leak(8), 0, 9);
+    e.wait(r).unwrap();
+    e.wait(s).unwrap();
+    // The blocking forms and a collective (barrier over the PML) run over the MTL too.
+    e.send(
+        Packer::from_slice(b"blocking"),
+        0,
+        4,
+        CommId::WORLD,
+        SendMode::Standard,
+    )
+    .unwrap();
+    let st = e
+        .recv(Unpacker::from_slice(leak(8)), 0, 4, CommId::WORLD)
+        .unwrap();
+    assert_eq!(st.bytes, 8);
+    e.barrier(CommId::WORLD).unwrap();
+}
+
+#[test]
+fn cm_is_chosen_by_the_pml_parameter() {
+    // ob1 ignores an MTL; cm without one is an error naming the way out; junk is a bad value.
+    let mut e = engine("ob1", true).unwrap();
+    let s = send(&mut e, b"ob1", 1, SendMode::Standard);
+    let r = recv_into(&mut e, leak(4), 0, 1);
+    e.wait(s).unwrap();
+    assert_eq!(e.wait(r).unwrap().bytes, 3);
+    let err = engine("cm", false).err().expect("cm without an MTL");
+    assert!(err.to_string().contains("pml ob1"), "{err}");
+    assert!(engine("fast", true).is_err());
+    // Empty: the platform's choice (cm when it brings an MTL, ob1 otherwise).
+    assert!(engine("", false).is_ok());
+    assert!(engine("", true).is_ok());
+}
