@@ -60,6 +60,10 @@ lwk_c_tests! {
     cancel,
     many_requests,
     bsend,
+    groups,
+    topo,
+    coll,
+    attrs_info,
 }
 
 #[test]
