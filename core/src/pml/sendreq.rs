@@ -48,7 +48,9 @@ fn send_head(
             // SAFETY: DataRef's contract: the bytes are readable while the packer's loan lasts,
             // which spans this call; send_inline is done with them when it returns.
             let data = unsafe { core::slice::from_raw_parts(d.as_ptr(), d.len()) };
-            return btl.send_inline(ep, AmTag::PML, header, data).then_some(want);
+            return btl
+                .send_inline(ep, AmTag::PML, header, data)
+                .then_some(want);
         }
     }
     let h = header.len();
