@@ -110,6 +110,14 @@ fn lwk_cm_flow_control_recovers() {
             )
             .assert_ok(prog);
     }
+    // Eight ranks: recoveries of several receivers overlap.
+    LwkJob::new(8, Pml::Cm)
+        .param("mtl_portals_eager_limit", "512")
+        .param("mtl_portals_block_bytes", "2048")
+        .param("mtl_portals_blocks", "1")
+        .param("mtl_portals_max_blocks", "2")
+        .run(&program("many_requests"), &["500"])
+        .assert_ok("many_requests");
 }
 
 #[test]
