@@ -14,6 +14,22 @@ pub struct Slurm {
     dir: PathBuf,
     conf: PathBuf,
     daemons: Vec<Child>,
+    /// Step daemons that existed before this Slurm started (not ours to end).
+    steps_before: Vec<i32>,
+}
+
+/// Process ids of the running `slurmstepd`s (they detach from slurmd).
+fn step_daemons() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "slurmstepd")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn spawn(cmd: &mut Command) -> Result<Child, String> {
@@ -65,6 +81,7 @@ impl Slurm {
             conf: dir.join("slurm.conf"),
             dir: dir.clone(),
             daemons: Vec::new(),
+            steps_before: step_daemons(),
         };
         slurm.daemons.push(spawn(
             Command::new("runuser")
@@ -157,6 +174,18 @@ impl Slurm {
 
 impl Drop for Slurm {
     fn drop(&mut self) {
+        // Let finished steps report before their daemons go.
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            let out = Command::new("squeue")
+                .arg("-h")
+                .env("SLURM_CONF", &self.conf)
+                .output();
+            if out.map_or(true, |o| o.stdout.is_empty()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         for c in self.daemons.iter_mut().rev() {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
@@ -165,6 +194,13 @@ impl Drop for Slurm {
         for c in self.daemons.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // Step daemons this Slurm started and that outlived it.
+        for pid in step_daemons() {
+            if !self.steps_before.contains(&pid) {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
         }
         // munged runs under runuser: end it by its pid file too.
         if let Ok(pid) = std::fs::read_to_string(self.dir.join("munge/munged.pid")) {
