@@ -113,9 +113,10 @@ impl Stripe {
     /// A lane takes only its share, so that all lanes finish together however large the
     /// modules' fragments are (a whole 512 KiB fragment too many on the slower route of a 1 MiB
     /// message would make it finish a third later than the other). Among lanes with share left,
-    /// the one that would start sending its next fragment first comes first, so every lane gets
-    /// its first fragment at once and they take turns by bandwidth. When no lane has share left
-    /// (the slack of element boundaries), every lane may take the rest.
+    /// the one that would start sending its next fragment first comes first (the slower of two
+    /// that would start together), so every lane gets its first fragment at once and they take
+    /// turns by bandwidth. When no lane has share left (the slack of element boundaries), every
+    /// lane may take the rest.
     pub fn next(&self, remaining: u64) -> Vec<(usize, u64), MAX_ROUTES> {
         let open = self.lanes.iter().any(|l| l.left() >= SLACK);
         let mut order: Vec<(usize, u64), MAX_ROUTES> = Vec::new();
@@ -126,11 +127,16 @@ impl Stripe {
                 let _ = order.push((i, l.left().min(remaining)));
             }
         }
-        // When each lane would start sending the next fragment; ties to the plan's order
-        // (fastest first).
+        // When each lane would start sending the next fragment; among lanes that would start
+        // together (at first, all of them), the slowest first. Its share is the smallest, so
+        // its first write is short, and the first write is the one a sender gets through at
+        // once: later ones can be held up while the kernel moves the bytes already written
+        // (on Linux the sending core does the protocol work of the packets that leave, and a
+        // shaped link paces them), so the large share goes last rather than keeping the small
+        // one from its link.
         order.sort_unstable_by_key(|&(i, _)| {
             let l = &self.lanes[i];
-            (l.latency_ns as u64 + wire_ns(l.assigned, l.mbps), i)
+            (l.latency_ns as u64 + wire_ns(l.assigned, l.mbps), l.mbps, i)
         });
         order
     }
