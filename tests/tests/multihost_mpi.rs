@@ -367,12 +367,12 @@ fn two_networks_between_two_hosts() {
     }
 }
 
-/// A wrong-secret handshake: magic, version 1, flags 0, a secret that is not the job's,
+/// A wrong-secret handshake: magic, this build's version, flags 0, a secret that is not the job's,
 /// "from rank 0 to rank `to`", largest fragment 512 KiB.
 fn wrong_secret_handshake(to: u32) -> Vec<u8> {
     let mut b = Vec::with_capacity(36);
     b.extend_from_slice(b"STCP");
-    b.extend_from_slice(&1u16.to_be_bytes());
+    b.extend_from_slice(&mpi::tcp::wire::VERSION.to_be_bytes());
     b.extend_from_slice(&0u16.to_be_bytes());
     b.extend_from_slice(&[0x5a; 16]);
     b.extend_from_slice(&0u32.to_be_bytes());

@@ -31,7 +31,9 @@
 //! frames from one peer are always delivered in the order they were sent, and every pair settles
 //! on one connection.
 //!
-//! **Frames.** `[u32 length][u8 tag][3 zero bytes]` then the fragment ([`wire::Frame`]).
+//! **Frames.** `[u32 length][u8 tag][u8 pad][2 zero bytes]`, `pad` bytes, then the fragment
+//! ([`wire::Frame`]; the pad puts a payload sent from user memory at the user buffer's offset
+//! within a 64-byte line, where this CPU's copies run at full speed).
 //! `reserve`/`commit` copy into a bounded ring per connection; `send_ref` queues the headers and
 //! a reference to the user's payload, which `sendmsg` gathers straight from user memory
 //! (`send::SendQueue`); `send_inline` (eager messages and the start of a rendezvous) writes

@@ -19,7 +19,7 @@ use stormpi_core::btl::{AmTag, Delivery, Sink, Token, PLACE_HEAD};
 use stormpi_core::rte::ProcId;
 
 use super::sys;
-use super::wire::{Frame, FrameError, Handshake, FRAME_LEN, HANDSHAKE_LEN};
+use super::wire::{Frame, FrameError, Handshake, FRAME_LEN, HANDSHAKE_LEN, PAD_MAX};
 
 /// The handshake of a connection, as far as it has arrived.
 pub struct HsBuf {
@@ -124,7 +124,7 @@ unsafe impl Send for Placing {}
 pub struct Reader {
     /// The process at the other end.
     pub peer: ProcId,
-    buf: Box<[u8]>,
+    buf: sys::PageBuf,
     start: usize,
     end: usize,
     max: u32,
@@ -153,12 +153,12 @@ pub struct Pumped {
 
 impl Reader {
     /// A reader for frames of at most `max` bytes, with a buffer of `buf_bytes` (raised to one
-    /// largest frame and header).
+    /// largest frame, header and pad).
     pub fn new(peer: ProcId, max: u32, buf_bytes: usize) -> Reader {
-        let bytes = buf_bytes.max(FRAME_LEN + max as usize);
+        let bytes = buf_bytes.max(FRAME_LEN + PAD_MAX as usize + max as usize);
         Reader {
             peer,
-            buf: vec![0; bytes].into_boxed_slice(),
+            buf: sys::PageBuf::new(bytes),
             start: 0,
             end: 0,
             max,
@@ -170,15 +170,15 @@ impl Reader {
         }
     }
 
-    /// Length of the frame at `start` with its header, if its header has arrived.
-    fn current(&self) -> Result<Option<usize>, FrameError> {
+    /// The frame at `start`, if its header has arrived.
+    fn current(&self) -> Result<Option<Frame>, FrameError> {
         if self.end - self.start < FRAME_LEN {
             return Ok(None);
         }
         let h: &[u8; FRAME_LEN] = self.buf[self.start..self.start + FRAME_LEN]
             .try_into()
             .expect("8 bytes");
-        Frame::parse(h, self.max).map(|f| Some(FRAME_LEN + f.len as usize))
+        Frame::parse(h, self.max).map(Some)
     }
 
     /// Whether a frame of `total` bytes at `start` may still be offered for placement.
@@ -189,15 +189,16 @@ impl Reader {
     /// Delivers buffered frames until one is incomplete or refused; offers an incomplete large
     /// one for placement.
     fn deliver(&mut self, sink: &mut dyn Sink, delivered: &mut usize) -> Result<(), FrameError> {
-        while let Some(total) = self.current()? {
+        while let Some(f) = self.current()? {
+            let total = f.total();
             if self.end - self.start < total {
                 if self.placeable(total) {
-                    self.offer(sink, total);
+                    self.offer(sink, f);
                 }
                 break;
             }
-            let tag = AmTag(self.buf[self.start + 4]);
-            let frag = &self.buf[self.start + FRAME_LEN..self.start + total];
+            let frag = &self.buf[self.start + f.skip()..self.start + total];
+            let tag = AmTag(f.tag);
             if sink.deliver(self.peer, tag, frag) == Delivery::Retry {
                 self.paused = true;
                 return Ok(());
@@ -214,17 +215,17 @@ impl Reader {
         Ok(())
     }
 
-    /// Offers the incomplete frame of `total` bytes at `start` to the sink's placement, once
-    /// its head is buffered.
-    fn offer(&mut self, sink: &mut dyn Sink, total: usize) {
-        let frag_len = total - FRAME_LEN;
-        let have = self.end - self.start - FRAME_LEN;
+    /// Offers the incomplete frame `f` at `start` to the sink's placement, once its head is
+    /// buffered.
+    fn offer(&mut self, sink: &mut dyn Sink, f: Frame) {
+        let frag_len = f.len as usize;
+        let have = (self.end - self.start).saturating_sub(f.skip());
         if have < PLACE_HEAD {
             // `frag_len` is above PLACE_HEAD: the head is still on its way.
             return;
         }
-        let tag = AmTag(self.buf[self.start + 4]);
-        let at = self.start + FRAME_LEN;
+        let tag = AmTag(f.tag);
+        let at = self.start + f.skip();
         let Some(p) = sink.place(self.peer, tag, &self.buf[at..at + PLACE_HEAD], frag_len) else {
             self.declined = true;
             return;
@@ -322,9 +323,9 @@ impl Reader {
                 }
             } else {
                 // Room for the frame under way, and how far to read.
-                let need = match self.current() {
-                    Ok(Some(total)) => total,
-                    Ok(None) => FRAME_LEN,
+                let (need, skip) = match self.current() {
+                    Ok(Some(f)) => (f.total(), f.skip()),
+                    Ok(None) => (FRAME_LEN, FRAME_LEN),
                     Err(e) => {
                         out.end = Some(ReadEnd::Frame(e));
                         return out;
@@ -337,7 +338,7 @@ impl Reader {
                 }
                 let limit = if self.placeable(need) {
                     // Just the head, which decides where the rest goes.
-                    self.start + FRAME_LEN + PLACE_HEAD
+                    self.start + skip + PLACE_HEAD
                 } else if need >= READ_TO_END {
                     // To its end, and a little beyond: a short read then tells that the socket
                     // is drained.
@@ -425,6 +426,7 @@ mod tests {
         let mut v = Frame {
             len: data.len() as u32,
             tag,
+            pad: 0,
         }
         .to_bytes()
         .to_vec();
@@ -549,6 +551,34 @@ mod tests {
     }
 
     #[test]
+    fn padded_frames_skip_their_pad() {
+        let (mut a, b) = pair();
+        let mut r = Reader::new(ProcId(3), 100, 0);
+        for (pad, data) in [(0u8, &b"plain"[..]), (17, b"after 17"), (PAD_MAX, b"")] {
+            let mut f = Frame {
+                len: data.len() as u32,
+                tag: pad,
+                pad,
+            }
+            .to_bytes()
+            .to_vec();
+            f.extend(std::iter::repeat(0xee).take(pad as usize));
+            f.extend_from_slice(data);
+            a.write_all(&f).unwrap();
+        }
+        let mut s = Sink1::default();
+        assert!(pump_until(&mut r, &b, &mut s, 3).is_none());
+        assert_eq!(
+            s.got,
+            [
+                (0, b"plain".to_vec()),
+                (17, b"after 17".to_vec()),
+                (PAD_MAX, Vec::new())
+            ]
+        );
+    }
+
+    #[test]
     fn retry_keeps_the_frame_and_stops_reading() {
         let (mut a, b) = pair();
         let mut r = Reader::new(ProcId(3), 100, 0);
@@ -590,7 +620,7 @@ mod tests {
 
         let (mut a, b) = pair();
         let mut r = Reader::new(ProcId(3), 100, 0);
-        a.write_all(&[0, 0, 0, 1, 1, 9, 0, 0]).unwrap();
+        a.write_all(&[0, 0, 0, 1, 1, 0, 9, 0]).unwrap();
         let end = pump_until(&mut r, &b, &mut Sink1::default(), 1).expect("refused");
         assert!(matches!(end, ReadEnd::Frame(FrameError::Padding)), "{end}");
 
@@ -703,7 +733,18 @@ mod tests {
                 expect_got.push((2, f));
             } else {
                 let f = placed_frag(at, &data);
-                stream.extend(frame(1, &f));
+                // Some with a pad between frame header and fragment.
+                let pad = (i * 13 % 64) as u8;
+                let mut fr = Frame {
+                    len: f.len() as u32,
+                    tag: 1,
+                    pad,
+                }
+                .to_bytes()
+                .to_vec();
+                fr.extend(std::iter::repeat(0xee).take(pad as usize));
+                fr.extend_from_slice(&f);
+                stream.extend(fr);
                 expect_dest[at..at + len].copy_from_slice(&data);
                 expect_landed.push((at as u64, len));
                 at += len;
@@ -737,7 +778,7 @@ mod tests {
         // Only frames from READ_TO_END bytes are placed, and they are whenever they are not
         // all buffered at once (the largest never are: they exceed READ_AHEAD).
         for &(_, n, placed) in &s.landed {
-            assert!(!placed || FRAME_LEN + 4 + n >= READ_TO_END);
+            assert!(!placed || FRAME_LEN + PAD_MAX as usize + 4 + n >= READ_TO_END);
             assert!(placed || n < 200_000);
         }
         assert!(s.placed.iter().all(|p| p.2));

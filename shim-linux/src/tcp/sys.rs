@@ -270,6 +270,61 @@ pub fn wait_writable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Zeroed bytes starting on a page boundary.
+///
+/// The socket buffers live here: this CPU copies (`rep movsb`, the kernel's socket copies
+/// included) at a fraction of its speed when the destination lies 1 to 31 bytes past the
+/// source's offset within a page, and a socket's data starts at a page boundary whenever the
+/// kernel reuses a free page for it; a page-aligned buffer then agrees with it.
+pub struct PageBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: PageBuf owns its bytes exclusively, like a Box<[u8]>.
+unsafe impl Send for PageBuf {}
+
+impl PageBuf {
+    const ALIGN: usize = 4096;
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len.max(1), Self::ALIGN).expect("buffer size")
+    }
+
+    /// `len` zero bytes.
+    pub fn new(len: usize) -> PageBuf {
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(p) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        PageBuf { ptr, len }
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` is an allocation of at least `len` initialised bytes that we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `deref`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
 /// Fills `buf` with random bytes from the kernel.
 pub fn random(buf: &mut [u8]) -> io::Result<()> {
     let mut done = 0;
@@ -360,6 +415,18 @@ mod tests {
                 assert_eq!(ep.wait(&mut evs, 5000).unwrap(), 1);
                 assert!(s.take_error().unwrap().is_some());
             }
+        }
+    }
+
+    #[test]
+    fn page_buffers_are_aligned_and_zeroed() {
+        for len in [0, 1, 4096, 100_000] {
+            let mut b = PageBuf::new(len);
+            assert_eq!(b.len(), len);
+            assert_eq!(b.as_ptr() as usize % 4096, 0);
+            assert!(b.iter().all(|&x| x == 0));
+            b.fill(7);
+            assert!(b.iter().all(|&x| x == 7));
         }
     }
 
