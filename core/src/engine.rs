@@ -7,6 +7,7 @@
 //! Entry points validate their arguments (the MPI layer's job) and call into the PML; blocking
 //! ones loop on [`Engine::progress`], relaxing the core through the platform when nothing moved.
 
+use core::fmt::Write as _;
 use core::mem::MaybeUninit;
 
 use heapless::Vec;
@@ -412,6 +413,9 @@ impl Engine {
             comms: &self.comms,
             types: &self.types,
         });
+        if let Some(peer) = self.pml.unreachable {
+            self.peer_unreachable(peer);
+        }
         n += self.pml.progress_work(&mut self.bml, &self.types);
         n += self.pml.progress_mtl(&self.types);
         n += self.coll_progress();
@@ -419,6 +423,23 @@ impl Engine {
             self.idle = 0;
         }
         n
+    }
+
+    /// Ends the job: a BTL lost the network to `peer`, so messages to and from it are gone and
+    /// whoever waits for them would wait forever. Open MPI ends the job here too, whatever the
+    /// error handler.
+    #[cold]
+    #[inline(never)]
+    fn peer_unreachable(&mut self, peer: ProcId) -> ! {
+        let mut msg: heapless::String<160> = heapless::String::new();
+        let _ = write!(
+            msg,
+            "the network to rank {} failed (see the transport's message); messages to and from \
+             it are lost, ending the job",
+            peer.0
+        );
+        self.platform.log(Level::Error, format_args!("{msg}"));
+        self.rte.abort(1, &msg)
     }
 
     /// Lets the core go for a moment after a round that moved nothing.

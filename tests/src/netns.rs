@@ -52,6 +52,8 @@ pub struct NetnsHosts {
     /// The direct links between hosts made by [`NetnsHosts::add_link`], in order.
     pub links: Vec<Link>,
     bridge: String,
+    /// The root namespace's ends of the hosts' bridge ports.
+    veths: Vec<String>,
 }
 
 /// A network of its own between two hosts: a veth pair whose two ends have the same name, one in
@@ -114,6 +116,7 @@ impl NetnsHosts {
             bridge_addr: format!("{subnet}.1"),
             links: Vec::new(),
             bridge: format!("{BRIDGE_PREFIX}{pid}"),
+            veths: Vec::new(),
         };
         // The first namespace tells whether we may do this at all.
         let first = format!("{PREFIX}1-{pid}");
@@ -147,6 +150,7 @@ impl NetnsHosts {
             ip_ok(&[
                 "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
             ]);
+            hosts.veths.push(veth.clone());
             ip_ok(&["link", "set", &veth, "master", &bridge, "up"]);
             ip_ok(&[
                 "-n",
@@ -357,10 +361,15 @@ pub fn socket_inodes(pid: i32) -> HashSet<u64> {
 
 impl Drop for NetnsHosts {
     fn drop(&mut self) {
+        // The bridge ports first: the kernel deletes a namespace's interfaces some time after
+        // `ip netns del` returns, and the next test of this process reuses these names.
+        for veth in &self.veths {
+            let _ = ip(&["link", "del", veth]);
+        }
         for ns in &self.names {
             remove_namespace(ns);
         }
-        // The veth pairs went with their namespace ends; the bridge is ours to remove.
+        // The links went with their namespace ends; the bridge is ours to remove.
         let _ = ip(&["link", "del", &self.bridge]);
     }
 }

@@ -580,3 +580,74 @@ fn stray_connections_are_rejected_while_a_job_runs() {
             .collect::<Vec<_>>()
     );
 }
+
+/// A network that fails under a running job ends the job with a message, not a hang: two
+/// hosts joined by `n1`, one rank on each sending 64 KiB + 1 back and forth (`busy_until`), with
+/// `btl_tcp_user_timeout 2000`; then host 2's end of `n1` goes down. Data sent across stays
+/// unacknowledged and the connection times out after 2 s (or host 2 finds the network
+/// unreachable at once); the tcp BTL names the connection, the engine ends the job naming the
+/// peer, and stormrun exits non-zero long before its timeout.
+#[test]
+fn a_network_failing_under_a_job_ends_it_with_a_message() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut hosts) = hosts("a_network_failing_under_a_job_ends_it_with_a_message", 2) else {
+        return;
+    };
+    hosts.add_link("n1", 0, 1);
+    let list = host_list(&hosts, 1);
+    let go = scratch_subdir("netfail").join("go");
+    let go_arg = go.to_str().unwrap().to_string();
+    let prog = c_extra_program("busy_until");
+    let cmd = stormrun_on(
+        &hosts,
+        &list,
+        2,
+        &[NO_MGMT, ("btl_tcp_user_timeout", "2000")],
+        &prog,
+        &[&go_arg, "65537", "50"],
+    );
+    let proc = Proc::spawn(cmd, JOB_TIMEOUT + Duration::from_secs(20));
+    assert!(
+        proc.wait_for_stdout(Duration::from_secs(30), |s| ready_pids(s, 2).is_some()),
+        "the ranks did not both report READY\nstdout:\n{}\nstderr:\n{}",
+        proc.stdout(),
+        proc.stderr()
+    );
+    // Let the ranks connect and exchange a while first.
+    std::thread::sleep(Duration::from_millis(500));
+    let down = Instant::now();
+    let out = stormpi_tests::netns::ip(&["-n", &hosts.names[1], "link", "set", "n1", "down"]);
+    assert!(out.success(), "ip link set down failed\n{}", out.report());
+    let out = proc.wait();
+    let after = down.elapsed();
+    assert!(
+        !out.status.success() && !out.timed_out,
+        "the job should have failed on its own\n{}",
+        out.report()
+    );
+    assert!(
+        after < Duration::from_secs(30),
+        "the job took {after:?} to end after the network failed\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr.lines().any(|l| l.contains("tcp (rank")
+            && l.contains("connection with rank")
+            && (l.contains("timed out") || l.contains("unreachable"))),
+        "no line from the tcp BTL naming the failed connection\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.contains("the network to rank") && l.contains("failed")),
+        "no line naming the unreachable peer\n{}",
+        out.report()
+    );
+    assert!(out.leftover_shm.is_empty(), "{}", out.report());
+    assert_namespaces_empty(&hosts, &out);
+    eprintln!(
+        "multihost_mpi: network failure ended the job {:.1} s after the link went down",
+        after.as_secs_f64()
+    );
+}

@@ -221,6 +221,14 @@ pub trait Sink {
     fn placed(&mut self, from: ProcId, token: Token, len: usize, result: Result<()>) {
         let _ = (from, token, len, result);
     }
+
+    /// The network between this process and `peer` failed under a connection (no
+    /// acknowledgment within the module's timeout, host or network unreachable): what was under
+    /// way to or from `peer` is lost and nothing more will arrive from it. Not for a peer that
+    /// ended (the launcher reports that) nor for a stranger's connection.
+    fn unreachable(&mut self, peer: ProcId) {
+        let _ = peer;
+    }
 }
 
 /// A BTL module: one per usable device (a shared-memory segment, a network interface, a NIC).

@@ -183,6 +183,9 @@ pub struct Ob1 {
     cm_posted: &'static mut [u32],
     /// Counters.
     pub stats: Stats,
+    /// The first peer a BTL reported unreachable ([`crate::btl::Sink::unreachable`]): the
+    /// engine ends the job at its next progress.
+    pub unreachable: Option<crate::rte::ProcId>,
 }
 
 impl Ob1 {
@@ -235,6 +238,7 @@ impl Ob1 {
             mtl: None,
             cm_posted: arena.slice(comms as usize, |_| 0)?,
             stats: Stats::default(),
+            unreachable: None,
         })
     }
 

@@ -47,6 +47,10 @@ pub struct Incoming<'a> {
 }
 
 impl Sink for Incoming<'_> {
+    fn unreachable(&mut self, peer: ProcId) {
+        self.pml.unreachable.get_or_insert(peer);
+    }
+
     fn deliver(&mut self, from: ProcId, tag: AmTag, frag: &[u8]) -> Delivery {
         if tag != AmTag::PML {
             return self

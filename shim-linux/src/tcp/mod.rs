@@ -241,8 +241,21 @@ pub static FINALIZE_TIMEOUT: ParamDef = ParamDef {
     description: "Milliseconds finalize waits for queued tcp fragments to leave",
 };
 
+/// `btl_tcp_user_timeout`.
+pub static USER_TIMEOUT: ParamDef = ParamDef {
+    name: "btl_tcp_user_timeout",
+    kind: Kind::Int {
+        min: 0,
+        max: 3_600_000,
+    },
+    default: Default::Int(30_000),
+    description: "Milliseconds sent data may stay unacknowledged before the tcp BTL declares the \
+                  network to that peer failed and ends the job (TCP_USER_TIMEOUT; 0 keeps the \
+                  kernel's limit of about 15 minutes)",
+};
+
 /// Parameters of the tcp BTL.
-pub static PARAMS: [&ParamDef; 15] = [
+pub static PARAMS: [&ParamDef; 16] = [
     &IF_INCLUDE,
     &IF_EXCLUDE,
     &EAGER_LIMIT,
@@ -258,6 +271,7 @@ pub static PARAMS: [&ParamDef; 15] = [
     &RECV_BUFFER,
     &CONNECT_TIMEOUT,
     &FINALIZE_TIMEOUT,
+    &USER_TIMEOUT,
 ];
 
 /// Exclusivity of tcp modules: below `sm` (1000), so node-local peers use shared memory.
@@ -305,6 +319,7 @@ struct Config {
     recv_buf: usize,
     connect_timeout: Duration,
     finalize_timeout: Duration,
+    user_timeout_ms: u32,
 }
 
 /// The reading side of a connection.
@@ -426,6 +441,8 @@ pub struct Tcp {
     failed: Vec<(Token, bool)>,
     /// Placements of closed connections, to be reported as failed.
     lost: Vec<(ProcId, Token, usize)>,
+    /// Peers whose connection the network failed under, to be reported to the sink.
+    unreachable: Vec<ProcId>,
     rejects: u32,
     added: bool,
     finalized: bool,
@@ -508,6 +525,7 @@ impl Tcp {
             recv_buf,
             connect_timeout: Duration::from_millis(params.int(&CONNECT_TIMEOUT) as u64),
             finalize_timeout: Duration::from_millis(params.int(&FINALIZE_TIMEOUT) as u64),
+            user_timeout_ms: params.u32(&USER_TIMEOUT),
         };
         let port_min = params.u32(&PORT_MIN) as u16;
         let ports = if port_min == 0 {
@@ -569,6 +587,7 @@ impl Tcp {
             next_idle_poll: Instant::now(),
             to_report: Vec::new(),
             failed: Vec::new(),
+            unreachable: Vec::new(),
             lost: Vec::new(),
             rejects: 0,
             added: false,
@@ -817,6 +836,18 @@ impl Tcp {
         }
     }
 
+    /// Closes connection `slot` after `what` failed with `e`; a network failure under a
+    /// connection with a job peer makes that peer unreachable (the engine ends the job).
+    fn fail(&mut self, slot: usize, what: &str, e: &std::io::Error) {
+        if sys::network_failed(e) {
+            let ep = self.conn(slot).and_then(|c| c.ep);
+            if let Some(p) = ep.and_then(|ep| self.peers.get(ep)) {
+                self.unreachable.push(p.proc);
+            }
+        }
+        self.close(slot, &format!("{what}: {e}"), true);
+    }
+
     /// The connection to send to endpoint `ep` on, choosing one at the first send.
     #[inline]
     fn tx_slot(&mut self, ep: usize) -> Option<usize> {
@@ -860,7 +891,9 @@ impl Tcp {
         }
         let addr = self.peers[ep].addr;
         let proc = self.peers[ep].proc;
+        let user_timeout = self.cfg.user_timeout_ms;
         let started = sys::connect(self.iface.addr, addr, self.cfg.sndbuf).and_then(|(s, c)| {
+            sys::set_user_timeout(s.as_raw_fd(), user_timeout)?;
             if c || !sys::wait_writable(s.as_raw_fd(), CONNECT_WAIT_MS)? {
                 return Ok((s, c));
             }
@@ -935,7 +968,7 @@ impl Tcp {
                     self.to_report.push(slot);
                 }
             }
-            Err(e) => self.close(slot, &format!("write failed: {e}"), true),
+            Err(e) => self.fail(slot, "write failed", &e),
         }
     }
 
@@ -970,6 +1003,10 @@ impl Tcp {
         }
         for (from, t, len) in self.lost.drain(..) {
             sink.placed(from, t, len, Err(transport("connection lost")));
+            n += 1;
+        }
+        for peer in self.unreachable.drain(..) {
+            sink.unreachable(peer);
             n += 1;
         }
         while let Some(slot) = self.to_report.pop() {
@@ -1016,7 +1053,8 @@ impl Tcp {
             // We may answer on it: no Nagle delay for small frames here either.
             let ready = stream
                 .set_nonblocking(true)
-                .and_then(|_| stream.set_nodelay(true));
+                .and_then(|_| stream.set_nodelay(true))
+                .and_then(|_| sys::set_user_timeout(stream.as_raw_fd(), self.cfg.user_timeout_ms));
             let conn = ready.and_then(|_| {
                 self.insert(Conn {
                     stream,
@@ -1183,7 +1221,7 @@ impl Tcp {
                 return 1;
             }
             Err(e) if initiated => {
-                self.close(slot, &format!("read failed: {e}"), true);
+                self.fail(slot, "read failed", &e);
                 return 1;
             }
             Err(e) => {
@@ -1265,6 +1303,7 @@ impl Tcp {
             None => {}
             // The peer's finalize: quiet unless we still had frames for it.
             Some(ReadEnd::Closed) => self.close(slot, "closed by the peer", false),
+            Some(ReadEnd::Io(e)) => self.fail(slot, "read failed", &e),
             Some(end) => self.close(slot, &format!("{end}; closing it"), true),
         }
         p.delivered
@@ -1305,7 +1344,11 @@ impl Tcp {
     /// reports (waiting up to `timeout_ms` for it).
     fn poll(&mut self, sink: &mut dyn Sink, timeout_ms: i32) -> usize {
         let mut n = 0;
-        if !self.failed.is_empty() || !self.to_report.is_empty() || !self.lost.is_empty() {
+        if !self.failed.is_empty()
+            || !self.to_report.is_empty()
+            || !self.lost.is_empty()
+            || !self.unreachable.is_empty()
+        {
             n += self.report_pending(sink);
         }
         if self.stalled > 0 {
@@ -1489,7 +1532,7 @@ impl Btl for Tcp {
             Ok(taken) => taken,
             Err(e) => {
                 // The frame is the module's now; it fails with the connection.
-                self.close(slot, &format!("write failed: {e}"), true);
+                self.fail(slot, "write failed", &e);
                 true
             }
         }

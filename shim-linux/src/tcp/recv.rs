@@ -562,7 +562,7 @@ mod tests {
             }
             .to_bytes()
             .to_vec();
-            f.extend(std::iter::repeat(0xee).take(pad as usize));
+            f.extend(std::iter::repeat_n(0xee, pad as usize));
             f.extend_from_slice(data);
             a.write_all(&f).unwrap();
         }
@@ -742,7 +742,7 @@ mod tests {
                 }
                 .to_bytes()
                 .to_vec();
-                fr.extend(std::iter::repeat(0xee).take(pad as usize));
+                fr.extend(std::iter::repeat_n(0xee, pad as usize));
                 fr.extend_from_slice(&f);
                 stream.extend(fr);
                 expect_dest[at..at + len].copy_from_slice(&data);

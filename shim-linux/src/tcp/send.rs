@@ -524,7 +524,7 @@ mod tests {
         }
         .to_bytes()
         .to_vec();
-        v.extend(std::iter::repeat(0).take(pad as usize));
+        v.extend(std::iter::repeat_n(0, pad as usize));
         v.extend_from_slice(header);
         v.extend_from_slice(data);
         v

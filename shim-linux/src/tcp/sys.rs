@@ -225,6 +225,33 @@ pub fn listen(
     Ok(TcpListener::from(fd))
 }
 
+/// Sets `TCP_USER_TIMEOUT`: the connection fails with `ETIMEDOUT` when sent data stays
+/// unacknowledged for `ms` milliseconds (0 keeps the kernel's retransmission limit, about 15
+/// minutes). A live peer's kernel acknowledges even when its process is busy, so this fires
+/// only when the network (or the peer's host) is gone.
+pub fn set_user_timeout(fd: RawFd, ms: u32) -> io::Result<()> {
+    set_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_USER_TIMEOUT,
+        ms.min(i32::MAX as u32) as libc::c_int,
+    )
+}
+
+/// Whether `e` says the network under a connection failed (rather than the peer ending it).
+pub fn network_failed(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ETIMEDOUT
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::ENETDOWN
+                | libc::EHOSTDOWN
+        )
+    )
+}
+
 /// Starts a non-blocking connection from `local` (port chosen by the kernel) to `remote`, with
 /// `TCP_NODELAY` and the given send buffer; the boolean says whether it is connected already
 /// (else it completes when the socket becomes writable; see [`TcpStream::take_error`]).
