@@ -66,6 +66,16 @@ fn communicators_created_and_freed_100000_times() {
     run_job(2, &[], &c_program("groups"), &["50000"]).assert_ok("groups");
 }
 
+/// Issue 7: every collective on intercommunicators, blocking and non-blocking, checked against
+/// locally computed values (tests/c/intercoll.c), with groups of 1 + 1, 1 + 2, 1 + 4 and 2 + 6
+/// (and odd/even splits); np 8 is oversubscribed.
+#[test]
+fn intercoll() {
+    for np in [2, 3, 5, 8] {
+        check("intercoll", np);
+    }
+}
+
 /// Info objects, attributes with copy/delete callbacks across dup and free, names, user error
 /// handlers and error codes, MPI_Alloc_mem (tests/c/attrs_info.c), alone and with peers.
 #[test]

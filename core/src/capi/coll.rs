@@ -113,8 +113,46 @@ fn send_ptr(p: *const c_void) -> Option<*const u8> {
     (!in_place(p)).then_some(p.cast())
 }
 
-fn is_root(e: &Engine, c: CommId, root: c_int) -> Result<bool> {
-    Ok(e.comm(c)?.rank as c_int == root)
+/// Where this process stands in a rooted collective.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// The root (`MPI_ROOT` on an intercommunicator).
+    Root,
+    /// Another participant (on an intercommunicator: a member of the other group).
+    Other,
+    /// `MPI_PROC_NULL` on an intercommunicator: a member of the root's group that takes no part;
+    /// none of its buffer arguments is significant.
+    Idle,
+}
+
+fn at(e: &Engine, c: CommId, root: c_int) -> Result<At> {
+    let comm = e.comm(c)?;
+    Ok(match (comm.is_inter(), root) {
+        (true, abi::MPI_ROOT) => At::Root,
+        (true, abi::MPI_PROC_NULL) => At::Idle,
+        (true, _) => At::Other,
+        (false, r) if comm.rank as c_int == r => At::Root,
+        (false, _) => At::Other,
+    })
+}
+
+/// A buffer of nothing (arguments that are not significant).
+fn nothing() -> Buf {
+    Buf {
+        ptr: core::ptr::null_mut(),
+        count: 0,
+        dt: Datatype::BYTE,
+    }
+}
+
+/// A v-buffer of nothing.
+fn vnothing() -> VBuf {
+    VBuf {
+        ptr: core::ptr::null_mut(),
+        counts: core::ptr::null(),
+        displs: core::ptr::null(),
+        dt: Datatype::BYTE,
+    }
 }
 
 /// Runs collective `func` blocking (`request` NULL) or starts it, writing its request.
@@ -160,11 +198,12 @@ unsafe fn bcast(
     comm: abi::MPI_Comm,
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
-    start(func, comm, rq, |e, _| {
-        Ok(Call::Bcast {
-            buf: buf(e, b, count, dt)?,
-            root,
-        })
+    start(func, comm, rq, |e, c| {
+        let buf = match at(e, c, root)? {
+            At::Idle => nothing(),
+            _ => buf(e, b, count, dt)?,
+        };
+        Ok(Call::Bcast { buf, root })
     })
 }
 
@@ -182,20 +221,11 @@ unsafe fn gather(
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
     start(func, comm, rq, |e, c| {
-        let at_root = is_root(e, c, root)?;
-        let recv = if at_root {
-            buf(e, rb, rc, rt)?
-        } else {
-            Buf {
-                ptr: core::ptr::null_mut(),
-                count: 0,
-                dt: Datatype::BYTE,
-            }
-        };
-        let send = if at_root {
-            send_buf(e, sb, sc, st)?
-        } else {
-            Some(buf(e, sb, sc, st)?)
+        let (send, recv) = match at(e, c, root)? {
+            At::Idle => (Some(nothing()), nothing()),
+            At::Root if e.comm(c)?.is_inter() => (Some(nothing()), buf(e, rb, rc, rt)?),
+            At::Root => (send_buf(e, sb, sc, st)?, buf(e, rb, rc, rt)?),
+            At::Other => (send_buf(e, sb, sc, st)?, nothing()),
         };
         Ok(Call::Gather { send, recv, root })
     })
@@ -216,21 +246,11 @@ unsafe fn gatherv(
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
     start(func, comm, rq, |e, c| {
-        let at_root = is_root(e, c, root)?;
-        let recv = if at_root {
-            vbuf(e, rb, rcs, displs, rt)?
-        } else {
-            VBuf {
-                ptr: core::ptr::null_mut(),
-                counts: core::ptr::null(),
-                displs: core::ptr::null(),
-                dt: Datatype::BYTE,
-            }
-        };
-        let send = if at_root {
-            send_buf(e, sb, sc, st)?
-        } else {
-            Some(buf(e, sb, sc, st)?)
+        let (send, recv) = match at(e, c, root)? {
+            At::Idle => (Some(nothing()), vnothing()),
+            At::Root if e.comm(c)?.is_inter() => (Some(nothing()), vbuf(e, rb, rcs, displs, rt)?),
+            At::Root => (send_buf(e, sb, sc, st)?, vbuf(e, rb, rcs, displs, rt)?),
+            At::Other => (send_buf(e, sb, sc, st)?, vnothing()),
         };
         Ok(Call::Gatherv { send, recv, root })
     })
@@ -250,20 +270,11 @@ unsafe fn scatter(
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
     start(func, comm, rq, |e, c| {
-        let at_root = is_root(e, c, root)?;
-        let send = if at_root {
-            buf(e, sb, sc, st)?
-        } else {
-            Buf {
-                ptr: core::ptr::null_mut(),
-                count: 0,
-                dt: Datatype::BYTE,
-            }
-        };
-        let recv = if at_root {
-            send_buf(e, rb, rc, rt)?
-        } else {
-            Some(buf(e, rb, rc, rt)?)
+        let (send, recv) = match at(e, c, root)? {
+            At::Idle => (nothing(), Some(nothing())),
+            At::Root if e.comm(c)?.is_inter() => (buf(e, sb, sc, st)?, Some(nothing())),
+            At::Root => (buf(e, sb, sc, st)?, send_buf(e, rb, rc, rt)?),
+            At::Other => (nothing(), send_buf(e, rb, rc, rt)?),
         };
         Ok(Call::Scatter { send, recv, root })
     })
@@ -284,21 +295,11 @@ unsafe fn scatterv(
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
     start(func, comm, rq, |e, c| {
-        let at_root = is_root(e, c, root)?;
-        let send = if at_root {
-            vbuf(e, sb, scs, displs, st)?
-        } else {
-            VBuf {
-                ptr: core::ptr::null_mut(),
-                counts: core::ptr::null(),
-                displs: core::ptr::null(),
-                dt: Datatype::BYTE,
-            }
-        };
-        let recv = if at_root {
-            send_buf(e, rb, rc, rt)?
-        } else {
-            Some(buf(e, rb, rc, rt)?)
+        let (send, recv) = match at(e, c, root)? {
+            At::Idle => (vnothing(), Some(nothing())),
+            At::Root if e.comm(c)?.is_inter() => (vbuf(e, sb, scs, displs, st)?, Some(nothing())),
+            At::Root => (vbuf(e, sb, scs, displs, st)?, send_buf(e, rb, rc, rt)?),
+            At::Other => (vnothing(), send_buf(e, rb, rc, rt)?),
         };
         Ok(Call::Scatterv { send, recv, root })
     })
@@ -480,12 +481,32 @@ unsafe fn reduce(
     rq: Option<*mut abi::MPI_Request>,
 ) -> c_int {
     start(func, comm, rq, |e, c| {
+        let at = at(e, c, root)?;
+        let inter = e.comm(c)?.is_inter();
+        if at == At::Idle {
+            return Ok(Call::Reduce {
+                send: Some(core::ptr::null()),
+                recv: core::ptr::null_mut(),
+                count: 0,
+                dt: Datatype::BYTE,
+                op: Op::Sum,
+                root,
+            });
+        }
         let op = handles::op(op)?;
-        let at_root = is_root(e, c, root)?;
-        let bufs: &[*const c_void] = if at_root { &[sb, rb] } else { &[sb] };
+        let at_root = at == At::Root;
+        let bufs: &[*const c_void] = match (at_root, inter) {
+            (true, true) => &[rb],
+            (true, false) => &[sb, rb],
+            (false, _) => &[sb],
+        };
         let (dt, count) = red_args(e, count, dt, bufs)?;
         Ok(Call::Reduce {
-            send: send_ptr(sb),
+            send: if at_root && inter {
+                Some(core::ptr::null())
+            } else {
+                send_ptr(sb)
+            },
             recv: if at_root {
                 rb.cast()
             } else {

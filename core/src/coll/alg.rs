@@ -1792,6 +1792,8 @@ pub(crate) enum Alg {
     Alltoall(Alltoall),
     AlltoallBruck(AlltoallBruck),
     AlltoallInPlace(AlltoallInPlace),
+    /// Point-to-point with the remote group of an intercommunicator.
+    Inter(super::inter::Exchange),
 }
 
 macro_rules! then {
@@ -1847,6 +1849,7 @@ impl Alg {
             Alg::Alltoall(x) => x.step(k, a),
             Alg::AlltoallBruck(x) => x.step(k, a),
             Alg::AlltoallInPlace(x) => x.step(k, a, types),
+            Alg::Inter(x) => x.step(k, a),
         }
     }
 }

@@ -368,6 +368,23 @@ pub(crate) enum Scratch {
     },
 }
 
+/// A later phase of a collective composed of several (intercommunicator collectives): an
+/// algorithm planned in advance on a communicator of its own (the intercommunicator, or its local
+/// intracommunicator), started when the phase before it has finished at this process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Phase {
+    pub comm: CommId,
+    pub tag: i32,
+    pub alg: Alg,
+    pub red: Option<Red>,
+    pub segs: Option<Segs>,
+}
+
+/// Most phases after the first.
+pub(crate) const MAX_PHASES: usize = 2;
+/// Most scratch ranges besides the first phase's (staging and the later phases' own).
+pub(crate) const MORE_SCRATCH: usize = 6;
+
 /// One collective in flight.
 pub(crate) struct Coll {
     pub comm: CommId,
@@ -383,6 +400,10 @@ pub(crate) struct Coll {
     pub req: Option<ReqId>,
     /// Derived types held until the collective completes.
     pub holds: [Option<&'static core::sync::atomic::AtomicU32>; 3],
+    /// Phases still to run after the current one, in order (`None` once started or unused).
+    pub phases: [Option<Phase>; MAX_PHASES],
+    /// Scratch of the later phases (released with `scratch` when the collective ends).
+    pub more_scratch: [Scratch; MORE_SCRATCH],
     done: bool,
 }
 
@@ -400,8 +421,34 @@ impl Coll {
             scratch: Scratch::None,
             req: None,
             holds: [None; 3],
+            phases: [None; MAX_PHASES],
+            more_scratch: [Scratch::None; MORE_SCRATCH],
             done: false,
         }
+    }
+
+    /// Every scratch range the collective holds.
+    pub(crate) fn scratches(&self) -> impl Iterator<Item = Scratch> + '_ {
+        core::iter::once(self.scratch).chain(self.more_scratch.iter().copied())
+    }
+
+    /// Starts the next phase, if there is one; false when the collective has none left.
+    fn next_phase(&mut self, types: &TypeTable) -> Result<bool> {
+        let Some(ph) = self.phases.iter_mut().find_map(Option::take) else {
+            return Ok(false);
+        };
+        self.comm = ph.comm;
+        self.tag = ph.tag;
+        self.alg = ph.alg;
+        self.red = ph.red;
+        self.segs = ph.segs;
+        self.step = 0;
+        if self.segs.is_some() {
+            // Converts the phase's first segment in now that the phases before it have
+            // produced its input.
+            self.start_segment(types)?;
+        }
+        Ok(true)
     }
 
     fn fail(&mut self, net: &mut Net, e: Error) {
@@ -547,13 +594,13 @@ impl Coll {
     /// the next segment if there is one, else marks the collective done.
     fn end_segment(&mut self, net: &mut Net) -> Result<()> {
         let Some(mut s) = self.segs else {
-            self.done = true;
+            self.done = !self.next_phase(net.types)?;
             return Ok(());
         };
         // SAFETY: the plan's buffers are the user's and the collective's scratch.
         unsafe { s.plan.convert_out(net.types, s.a, s.b)? };
         if s.b >= s.plan.total {
-            self.done = true;
+            self.done = !self.next_phase(net.types)?;
             return Ok(());
         }
         s.a = s.b;

@@ -35,6 +35,7 @@
 
 pub(crate) mod alg;
 pub(crate) mod exec;
+mod inter;
 pub(crate) mod red;
 
 #[cfg(test)]
@@ -677,7 +678,8 @@ impl Engine {
     ) -> Result<Option<ReqId>> {
         let c = self.check_comm(comm)?;
         if c.is_inter() {
-            return Err(Error::unsupported("collectives on intercommunicators"));
+            // SAFETY: the caller's contract.
+            return unsafe { self.inter_collective(comm, call, mode) };
         }
         let g = Grp {
             rank: c.rank,
@@ -765,8 +767,10 @@ impl Engine {
         let key = coll.pool.key_at(i).expect("occupied");
         let c = coll.pool.remove(key).expect("occupied");
         coll.active -= 1;
-        if let Scratch::Pool { start, len } = c.scratch {
-            coll.ranges.release(start, len);
+        for sc in c.scratches() {
+            if let Scratch::Pool { start, len } = sc {
+                coll.ranges.release(start, len);
+            }
         }
         for h in c.holds.iter().flatten() {
             h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);

@@ -1,0 +1,798 @@
+//! Collectives on intercommunicators.
+//!
+//! Every collective the standard defines on an intercommunicator (barrier, broadcast, gather(v),
+//! scatter(v), allgather(v), all-to-all (v, w), reduce, allreduce, reduce-scatter (block)) is a
+//! short sequence of *phases* run by the ordinary executor ([`super::exec`]): each phase is an
+//! algorithm on one communicator, either the intercommunicator itself (point-to-point with remote
+//! ranks: an [`Exchange`]) or its hidden local intracommunicator (any of the intracommunicator
+//! algorithms, planned as usual). The phases are all planned when the call starts, so the
+//! non-blocking forms need nothing but the engine's progress: when one phase has finished at this
+//! process the executor starts the next.
+//!
+//! The shapes are those of Open MPI's `coll/inter`:
+//!
+//! | call | phases |
+//! | --- | --- |
+//! | barrier | local barrier; leaders swap empty messages; local barrier |
+//! | bcast | root to the remote leader; broadcast in the receiving group |
+//! | gather(v), scatter(v) | the root and every remote rank, directly |
+//! | allgather(v), all-to-all(v, w) | every rank and every remote rank, directly, in batches |
+//! | reduce | reduce in the non-root group to its leader; leader to root |
+//! | allreduce | reduce in each group to its leader; leaders swap; broadcast in each group |
+//! | reduce-scatter (block) | reduce in each group to its leader; leaders swap; scatter in each group |
+//!
+//! A group's leader is its rank 0. Staging at the leaders (the reductions' results) comes from the
+//! non-blocking collectives' scratch pool, so a reduction's vector must fit `coll_scratch_bytes`
+//! (twice, for a reduce-scatter).
+//!
+//! **Tags.** Each call takes one collective sequence number from the intercommunicator (its
+//! remote phases' tag) and one from the local communicator (its local phases' tag), at every
+//! member whatever its role, so both sides of every pair agree. Phases of one call that run on the
+//! same communicator share its tag: a process starts a phase only when its previous one has
+//! finished, and messages between a pair under one tag match in the order they were posted, so
+//! phase `k` traffic never meets phase `k + 1` traffic.
+//!
+//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`); scans are not defined
+//! there (`MPI_ERR_COMM`).
+
+use super::alg::{Alg, Blocks, Grp};
+use super::exec::{Acts, Coll, Phase, Scratch, Span, BATCH, MAX_PHASES, MORE_SCRATCH};
+use super::{
+    check_counts, span_bytes, uniform, vblocks, wblocks, Buf, Call, Mode, Planned, GRANULE,
+    MAX_ACTIVE, TAG_BASE,
+};
+use crate::comm::CommId;
+use crate::datatype::Datatype;
+use crate::engine::Engine;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::op::Op;
+use crate::pml::request::{ReqId, PROC_NULL};
+
+/// `MPI_ROOT`: the root of a rooted collective on an intercommunicator, in the root's group.
+pub const ROOT: i32 = -3;
+
+/// One side (sends or receives) of an [`Exchange`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Side {
+    /// Nothing.
+    Nothing,
+    /// One message with remote rank `rank`.
+    One { rank: u32, span: Span },
+    /// Block `i` with remote rank `i`, for `i < n`.
+    Each { n: u32, blocks: Blocks },
+    /// The same span to every remote rank `i < n` (sends only).
+    Same { n: u32, span: Span },
+}
+
+impl Side {
+    /// Remote ranks addressed (one past the highest).
+    fn reach(&self) -> u32 {
+        match *self {
+            Side::Nothing => 0,
+            Side::One { .. } => 1,
+            Side::Each { n, .. } | Side::Same { n, .. } => n,
+        }
+    }
+
+    /// The message with remote rank `i`, if `i` is addressed in the batch `lo..hi`.
+    fn yield_batch(&self, lo: u32, hi: u32, mut f: impl FnMut(u32, Span)) {
+        match *self {
+            Side::Nothing => {}
+            Side::One { rank, span } => {
+                if lo == 0 {
+                    f(rank, span)
+                }
+            }
+            Side::Each { n, blocks } => (lo..hi.min(n)).for_each(|i| f(i, blocks.block(i))),
+            Side::Same { n, span } => (lo..hi.min(n)).for_each(|i| f(i, span)),
+        }
+    }
+}
+
+/// Point-to-point between this process and ranks of the remote group, in batches of
+/// [`BATCH`] remote ranks per step (batch `k` of the sends and of the receives in step `k`).
+///
+/// No cycle of waits can form: the messages between batch `i` of one group and batch `j` of the
+/// other are posted in step `j` on the first side and step `i` on the other, so they can all
+/// complete once every pair of batches `(i', j')` with `i' + j' < i + j` has.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Exchange {
+    pub send: Side,
+    pub recv: Side,
+}
+
+impl Exchange {
+    const NOTHING: Exchange = Exchange {
+        send: Side::Nothing,
+        recv: Side::Nothing,
+    };
+
+    pub(crate) fn step(&mut self, k: u32, a: &mut Acts) -> bool {
+        let steps = self.send.reach().max(self.recv.reach()).div_ceil(BATCH);
+        if k >= steps {
+            return false;
+        }
+        let (lo, hi) = (k * BATCH, (k + 1) * BATCH);
+        self.recv.yield_batch(lo, hi, |i, s| a.recv(i, s));
+        self.send.yield_batch(lo, hi, |i, s| a.send(i, s));
+        true
+    }
+}
+
+/// What a process does in a rooted collective on an intercommunicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// `MPI_ROOT`: the root itself.
+    Root,
+    /// `MPI_PROC_NULL`: another member of the root's group; takes no part.
+    Idle,
+    /// A member of the other group; the root is remote rank `.0`.
+    Leaf(u32),
+}
+
+fn role(root: i32, remote: u32) -> Result<Role> {
+    match root {
+        ROOT => Ok(Role::Root),
+        PROC_NULL => Ok(Role::Idle),
+        r if r >= 0 && (r as u32) < remote => Ok(Role::Leaf(r as u32)),
+        r => Err(Error::new(
+            ErrorClass::Root,
+            Reason::RankOutOfRange {
+                rank: r,
+                size: remote,
+            },
+        )),
+    }
+}
+
+fn no_in_place<T>(b: Option<T>) -> Result<T> {
+    b.ok_or(Error::new(
+        ErrorClass::Buffer,
+        Reason::BadArgument {
+            what: "MPI_IN_PLACE is not allowed on an intercommunicator",
+        },
+    ))
+}
+
+fn span(b: &Buf) -> Span {
+    Span::new(b.ptr, b.count, b.dt)
+}
+
+/// An intercommunicator collective planned: its first phase, the later ones, their scratch.
+struct Plan {
+    first: Planned,
+    first_comm: CommId,
+    first_tag: i32,
+    later: [Option<Phase>; MAX_PHASES],
+    scratch: [Scratch; MORE_SCRATCH],
+    n_later: usize,
+    n_scratch: usize,
+}
+
+impl Plan {
+    fn keep(&mut self, s: Scratch) {
+        if s != Scratch::None {
+            self.scratch[self.n_scratch] = s;
+            self.n_scratch += 1;
+        }
+    }
+
+    fn push(&mut self, comm: CommId, tag: i32, p: Planned) {
+        self.keep(p.scratch);
+        self.later[self.n_later] = Some(Phase {
+            comm,
+            tag,
+            alg: p.alg,
+            red: p.red,
+            segs: p.segs,
+        });
+        self.n_later += 1;
+    }
+}
+
+/// The communicators and tags of one call.
+#[derive(Clone, Copy)]
+struct Ctx {
+    inter: CommId,
+    local: CommId,
+    /// This process in its (local) group.
+    g: Grp,
+    /// Size of the remote group.
+    q: u32,
+    ti: i32,
+    tl: i32,
+}
+
+fn exchange(e: Exchange) -> Planned {
+    Planned::new(Alg::Inter(e))
+}
+
+impl Engine {
+    /// Runs or starts collective `call` on intercommunicator `comm` (see the module doc).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    pub(super) unsafe fn inter_collective(
+        &mut self,
+        comm: CommId,
+        call: Call,
+        mode: Mode,
+    ) -> Result<Option<ReqId>> {
+        let c = self.check_comm(comm)?;
+        let local = c.local_comm.ok_or(Error::new(
+            ErrorClass::Intern,
+            Reason::BadArgument {
+                what: "intercommunicator without its local communicator",
+            },
+        ))?;
+        let g = Grp {
+            rank: c.rank,
+            size: c.size(),
+        };
+        let q = c.peers().size();
+        if matches!(call, Call::Scan { .. } | Call::Exscan { .. }) {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                Reason::BadArgument {
+                    what: "MPI_Scan and MPI_Exscan are not defined on intercommunicators",
+                },
+            ));
+        }
+        if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
+            return Err(Error::exhausted(
+                "non-blocking collectives in flight",
+                self.coll.pool.capacity(),
+                MAX_ACTIVE.name,
+            ));
+        }
+        // Every member takes both sequence numbers whatever its role (see the module doc).
+        let ti = TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32;
+        let tl = TAG_BASE - (self.pml.next_coll_seq(local) & 0x3fff_ffff) as i32;
+        let cx = Ctx {
+            inter: comm,
+            local,
+            g,
+            q,
+            ti,
+            tl,
+        };
+        let mut plan = Plan {
+            first: Planned::new(Alg::Nothing),
+            first_comm: cx.inter,
+            first_tag: cx.ti,
+            later: [None; MAX_PHASES],
+            scratch: [Scratch::None; MORE_SCRATCH],
+            n_later: 0,
+            n_scratch: 0,
+        };
+        // SAFETY: the caller's contract.
+        if let Err(e) = unsafe { self.inter_phases(cx, call, &mut plan) } {
+            self.ungrab(plan.first.scratch);
+            plan.scratch.iter().for_each(|s| self.ungrab(*s));
+            return Err(e);
+        }
+        let mut c = Coll::new(plan.first_comm, plan.first_tag, plan.first.alg);
+        c.red = plan.first.red;
+        c.segs = plan.first.segs;
+        c.scratch = plan.first.scratch;
+        c.phases = plan.later;
+        c.more_scratch = plan.scratch;
+        match mode {
+            Mode::Blocking => {
+                self.run(&mut c);
+                c.scratches().for_each(|s| self.ungrab(s));
+                c.err.map_or(Ok(None), Err)
+            }
+            Mode::NonBlocking { scope } => {
+                let req = match self.pml.pending_request(scope) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        c.scratches().for_each(|s| self.ungrab(s));
+                        return Err(e);
+                    }
+                };
+                c.req = Some(req);
+                for (h, d) in c.holds.iter_mut().zip(plan.first.holds) {
+                    *h = d.and_then(|d| self.types.hold(d));
+                }
+                let Ok(key) = self.coll.pool.insert(c) else {
+                    unreachable!("checked for room above")
+                };
+                self.coll.active += 1;
+                self.advance_one(key.index);
+                Ok(Some(req))
+            }
+        }
+    }
+
+    /// Scratch from the pool (never the blocking region, which a later phase's own planning may
+    /// take while this is still in use).
+    fn inter_grab(&mut self, need: usize, plan: &mut Plan) -> Result<*mut u8> {
+        let (sc, p) = self.grab(need, Mode::NonBlocking { scope: 0 })?;
+        plan.keep(sc);
+        Ok(p)
+    }
+
+    /// Plans an intracommunicator collective on the local group (scratch from the pool).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn local_plan(&mut self, cx: Ctx, call: Call) -> Result<Planned> {
+        // SAFETY: the caller's contract.
+        unsafe { self.plan(cx.local, cx.g, call, Mode::NonBlocking { scope: 0 }) }
+    }
+
+    /// Fills `plan` with the phases of `call`.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn inter_phases(&mut self, cx: Ctx, call: Call, plan: &mut Plan) -> Result<()> {
+        let (q, leader) = (cx.q, cx.g.rank == 0);
+        let first = |plan: &mut Plan, comm: CommId, tag: i32, p: Planned| {
+            plan.first = p;
+            plan.first_comm = comm;
+            plan.first_tag = tag;
+        };
+        match call {
+            Call::Barrier => {
+                // SAFETY: a barrier has no buffers.
+                let b = unsafe { self.local_plan(cx, Call::Barrier)? };
+                first(plan, cx.local, cx.tl, b);
+                let swap = if leader {
+                    Exchange {
+                        send: Side::One {
+                            rank: 0,
+                            span: Span::empty(),
+                        },
+                        recv: Side::One {
+                            rank: 0,
+                            span: Span::empty(),
+                        },
+                    }
+                } else {
+                    Exchange::NOTHING
+                };
+                plan.push(cx.inter, cx.ti, exchange(swap));
+                // SAFETY: as above.
+                let b = unsafe { self.local_plan(cx, Call::Barrier)? };
+                plan.push(cx.local, cx.tl, b);
+            }
+            Call::Bcast { buf, root } => match role(root, q)? {
+                Role::Idle => {}
+                Role::Root => {
+                    self.types.check_committed(buf.dt)?;
+                    let mut p = exchange(Exchange {
+                        send: Side::One {
+                            rank: 0,
+                            span: span(&buf),
+                        },
+                        recv: Side::Nothing,
+                    });
+                    p.holds[0] = Some(buf.dt);
+                    first(plan, cx.inter, cx.ti, p);
+                }
+                Role::Leaf(r) => {
+                    self.types.check_committed(buf.dt)?;
+                    let e = if leader {
+                        Exchange {
+                            send: Side::Nothing,
+                            recv: Side::One {
+                                rank: r,
+                                span: span(&buf),
+                            },
+                        }
+                    } else {
+                        Exchange::NOTHING
+                    };
+                    let mut p = exchange(e);
+                    p.holds[0] = Some(buf.dt);
+                    first(plan, cx.inter, cx.ti, p);
+                    // SAFETY: the caller's contract.
+                    let b = unsafe { self.local_plan(cx, Call::Bcast { buf, root: 0 })? };
+                    plan.push(cx.local, cx.tl, b);
+                }
+            },
+            Call::Gather { send, recv, root }
+            | Call::Scatter {
+                send: recv,
+                recv: send,
+                root,
+            } => {
+                let gather = matches!(call, Call::Gather { .. });
+                let (blocks, dt) = match role(root, q)? {
+                    Role::Idle => return Ok(()),
+                    Role::Root => (
+                        Side::Each {
+                            n: q,
+                            blocks: uniform(&self.types, &recv)?,
+                        },
+                        recv.dt,
+                    ),
+                    Role::Leaf(r) => {
+                        let s = no_in_place(send)?;
+                        self.types.check_committed(s.dt)?;
+                        (
+                            Side::One {
+                                rank: r,
+                                span: span(&s),
+                            },
+                            s.dt,
+                        )
+                    }
+                };
+                let mut p = exchange(one_way(gather, blocks));
+                p.holds[0] = Some(dt);
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Gatherv { send, recv, root } => {
+                let (side, dt) = match role(root, q)? {
+                    Role::Idle => return Ok(()),
+                    Role::Root => (
+                        Side::Each {
+                            n: q,
+                            blocks: vblocks(&self.types, &recv, q)?,
+                        },
+                        recv.dt,
+                    ),
+                    Role::Leaf(r) => {
+                        let s = no_in_place(send)?;
+                        self.types.check_committed(s.dt)?;
+                        (
+                            Side::One {
+                                rank: r,
+                                span: span(&s),
+                            },
+                            s.dt,
+                        )
+                    }
+                };
+                let mut p = exchange(one_way(true, side));
+                p.holds[0] = Some(dt);
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Scatterv { send, recv, root } => {
+                let (side, dt) = match role(root, q)? {
+                    Role::Idle => return Ok(()),
+                    Role::Root => (
+                        Side::Each {
+                            n: q,
+                            blocks: vblocks(&self.types, &send, q)?,
+                        },
+                        send.dt,
+                    ),
+                    Role::Leaf(r) => {
+                        let s = no_in_place(recv)?;
+                        self.types.check_committed(s.dt)?;
+                        (
+                            Side::One {
+                                rank: r,
+                                span: span(&s),
+                            },
+                            s.dt,
+                        )
+                    }
+                };
+                let mut p = exchange(one_way(false, side));
+                p.holds[0] = Some(dt);
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Allgather { send, recv } => {
+                let s = no_in_place(send)?;
+                self.types.check_committed(s.dt)?;
+                let mut p = exchange(Exchange {
+                    send: Side::Same {
+                        n: q,
+                        span: span(&s),
+                    },
+                    recv: Side::Each {
+                        n: q,
+                        blocks: uniform(&self.types, &recv)?,
+                    },
+                });
+                p.holds = [Some(s.dt), Some(recv.dt), None];
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Allgatherv { send, recv } => {
+                let s = no_in_place(send)?;
+                self.types.check_committed(s.dt)?;
+                let mut p = exchange(Exchange {
+                    send: Side::Same {
+                        n: q,
+                        span: span(&s),
+                    },
+                    recv: Side::Each {
+                        n: q,
+                        blocks: vblocks(&self.types, &recv, q)?,
+                    },
+                });
+                p.holds = [Some(s.dt), Some(recv.dt), None];
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Alltoall { send, recv } => {
+                let s = no_in_place(send)?;
+                let mut p = exchange(Exchange {
+                    send: Side::Each {
+                        n: q,
+                        blocks: uniform(&self.types, &s)?,
+                    },
+                    recv: Side::Each {
+                        n: q,
+                        blocks: uniform(&self.types, &recv)?,
+                    },
+                });
+                p.holds = [Some(s.dt), Some(recv.dt), None];
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Alltoallv { send, recv } => {
+                let s = no_in_place(send)?;
+                let mut p = exchange(Exchange {
+                    send: Side::Each {
+                        n: q,
+                        blocks: vblocks(&self.types, &s, q)?,
+                    },
+                    recv: Side::Each {
+                        n: q,
+                        blocks: vblocks(&self.types, &recv, q)?,
+                    },
+                });
+                p.holds = [Some(s.dt), Some(recv.dt), None];
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Alltoallw { send, recv } => {
+                let s = no_in_place(send)?;
+                let p = exchange(Exchange {
+                    send: Side::Each {
+                        n: q,
+                        blocks: wblocks(&self.types, &s, q)?,
+                    },
+                    recv: Side::Each {
+                        n: q,
+                        blocks: wblocks(&self.types, &recv, q)?,
+                    },
+                });
+                first(plan, cx.inter, cx.ti, p);
+            }
+            Call::Reduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+                root,
+            } => match role(root, q)? {
+                Role::Idle => {}
+                Role::Root => {
+                    self.types.check_committed(dt)?;
+                    let mut p = exchange(Exchange {
+                        send: Side::Nothing,
+                        recv: Side::One {
+                            rank: 0,
+                            span: Span::new(recv, count, dt),
+                        },
+                    });
+                    p.holds[0] = Some(dt);
+                    first(plan, cx.inter, cx.ti, p);
+                }
+                Role::Leaf(r) => {
+                    let send = no_in_place(send)?;
+                    // SAFETY: the caller's contract.
+                    let (red, staged) =
+                        unsafe { self.reduce_to_leader(cx, send, count, dt, op, plan)? };
+                    first(plan, cx.local, cx.tl, red);
+                    let e = if leader {
+                        Exchange {
+                            send: Side::One {
+                                rank: r,
+                                span: staged,
+                            },
+                            recv: Side::Nothing,
+                        }
+                    } else {
+                        Exchange::NOTHING
+                    };
+                    plan.push(cx.inter, cx.ti, exchange(e));
+                }
+            },
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                let send = no_in_place(send)?;
+                // SAFETY: the caller's contract.
+                let (red, staged) =
+                    unsafe { self.reduce_to_leader(cx, send, count, dt, op, plan)? };
+                first(plan, cx.local, cx.tl, red);
+                plan.push(
+                    cx.inter,
+                    cx.ti,
+                    exchange(swap(leader, staged, Span::new(recv, count, dt))),
+                );
+                let buf = Buf {
+                    ptr: recv,
+                    count,
+                    dt,
+                };
+                // SAFETY: the caller's contract.
+                let b = unsafe { self.local_plan(cx, Call::Bcast { buf, root: 0 })? };
+                plan.push(cx.local, cx.tl, b);
+            }
+            Call::ReduceScatterBlock {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                let send = no_in_place(send)?;
+                let total = count * cx.g.size as u64;
+                // SAFETY: the caller's contract.
+                let (red, staged) =
+                    unsafe { self.reduce_to_leader(cx, send, total, dt, op, plan)? };
+                first(plan, cx.local, cx.tl, red);
+                let theirs = self.leader_stage(leader, total, dt, plan)?;
+                plan.push(cx.inter, cx.ti, exchange(swap(leader, staged, theirs)));
+                let call = Call::Scatter {
+                    send: Buf {
+                        ptr: theirs.ptr,
+                        count,
+                        dt,
+                    },
+                    recv: Some(Buf {
+                        ptr: recv,
+                        count,
+                        dt,
+                    }),
+                    root: 0,
+                };
+                // SAFETY: the caller's contract; the staging lives as long as the collective.
+                let s = unsafe { self.local_plan(cx, call)? };
+                plan.push(cx.local, cx.tl, s);
+            }
+            Call::ReduceScatter {
+                send,
+                recv,
+                counts,
+                dt,
+                op,
+            } => {
+                let send = no_in_place(send)?;
+                let p = cx.g.size;
+                check_counts(counts, p)?;
+                // SAFETY: checked: an entry per member of the local group.
+                let counts_of = |i: u32| unsafe { *counts.add(i as usize) };
+                let total: u64 = (0..p).map(|i| counts_of(i) as u64).sum();
+                if total > i32::MAX as u64 {
+                    return Err(Error::new(ErrorClass::Count, Reason::CountTooLarge));
+                }
+                // SAFETY: the caller's contract.
+                let (red, staged) =
+                    unsafe { self.reduce_to_leader(cx, send, total, dt, op, plan)? };
+                first(plan, cx.local, cx.tl, red);
+                let theirs = self.leader_stage(leader, total, dt, plan)?;
+                plan.push(cx.inter, cx.ti, exchange(swap(leader, staged, theirs)));
+                // The leader scatters with displacements it computes into scratch.
+                let displs = if leader {
+                    let d = self.inter_grab(4 * p as usize, plan)?.cast::<i32>();
+                    let mut at = 0i32;
+                    for i in 0..p {
+                        // SAFETY: `d` is scratch for `p` ints, 64-byte aligned.
+                        unsafe { d.add(i as usize).write(at) };
+                        at += counts_of(i);
+                    }
+                    d.cast_const()
+                } else {
+                    core::ptr::null()
+                };
+                let call = Call::Scatterv {
+                    send: super::VBuf {
+                        ptr: theirs.ptr,
+                        counts,
+                        displs,
+                        dt,
+                    },
+                    recv: Some(Buf {
+                        ptr: recv,
+                        count: counts_of(cx.g.rank) as u64,
+                        dt,
+                    }),
+                    root: 0,
+                };
+                // SAFETY: the caller's contract; the staging lives as long as the collective.
+                let s = unsafe { self.local_plan(cx, call)? };
+                plan.push(cx.local, cx.tl, s);
+            }
+            Call::Scan { .. } | Call::Exscan { .. } => {
+                unreachable!("rejected before planning")
+            }
+        }
+        Ok(())
+    }
+
+    /// At the leader, scratch for `count` instances of `dt` laid out as a user buffer would be
+    /// (a span of them); elsewhere an empty span.
+    fn leader_stage(
+        &mut self,
+        leader: bool,
+        count: u64,
+        dt: Datatype,
+        plan: &mut Plan,
+    ) -> Result<Span> {
+        if !leader {
+            return Ok(Span::new(core::ptr::null_mut(), 0, dt));
+        }
+        let info = *self.types.check_committed(dt)?;
+        let s = Span::new(core::ptr::null_mut(), count, dt);
+        let need = span_bytes(&self.types, &s).next_multiple_of(GRANULE);
+        let p = self.inter_grab(need, plan)?;
+        Ok(Span::new(p.wrapping_offset(-info.true_lb), count, dt))
+    }
+
+    /// Plans the reduction of every local member's `send` to the leader, into staging there;
+    /// returns the phase and the staging (an empty span elsewhere).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn reduce_to_leader(
+        &mut self,
+        cx: Ctx,
+        send: *const u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+        plan: &mut Plan,
+    ) -> Result<(Planned, Span)> {
+        let staged = self.leader_stage(cx.g.rank == 0, count, dt, plan)?;
+        let call = Call::Reduce {
+            send: Some(send),
+            recv: staged.ptr,
+            count,
+            dt,
+            op,
+            root: 0,
+        };
+        // SAFETY: the caller's contract; the staging lives as long as the collective.
+        let p = unsafe { self.local_plan(cx, call)? };
+        let staged = if cx.g.rank == 0 {
+            staged
+        } else {
+            Span::new(core::ptr::null_mut(), 0, dt)
+        };
+        Ok((p, staged))
+    }
+}
+
+/// A rooted one-way exchange: `side` is what the root receives (gather) or sends (scatter),
+/// or a leaf's one message the other way.
+fn one_way(gather: bool, side: Side) -> Exchange {
+    let at_root = matches!(side, Side::Each { .. });
+    match (gather, at_root) {
+        (true, true) | (false, false) => Exchange {
+            send: Side::Nothing,
+            recv: side,
+        },
+        _ => Exchange {
+            send: side,
+            recv: Side::Nothing,
+        },
+    }
+}
+
+/// The leaders' swap: this group's staged result out, the other group's in.
+fn swap(leader: bool, mine: Span, theirs: Span) -> Exchange {
+    if !leader {
+        return Exchange::NOTHING;
+    }
+    Exchange {
+        send: Side::One {
+            rank: 0,
+            span: mine,
+        },
+        recv: Side::One {
+            rank: 0,
+            span: theirs,
+        },
+    }
+}
