@@ -419,6 +419,7 @@ impl Engine {
         n += self.pml.progress_work(&mut self.bml, &self.types);
         n += self.pml.progress_mtl(&self.types);
         n += self.coll_progress();
+        n += self.idup_progress();
         if n > 0 {
             self.idle = 0;
         }

@@ -76,6 +76,16 @@ fn intercoll() {
     }
 }
 
+/// Issue 7: MPI_Comm_idup and MPI_Comm_idup_with_info (tests/c/idup.c): of world, a split and
+/// an intercommunicator; a send overlapping one rank's idup; several in flight; across blocking
+/// constructions; attributes as at the call.
+#[test]
+fn idup() {
+    for np in [2, 4] {
+        check("idup", np);
+    }
+}
+
 /// Info objects, attributes with copy/delete callbacks across dup and free, names, user error
 /// handlers and error codes, MPI_Alloc_mem (tests/c/attrs_info.c), alone and with peers.
 #[test]

@@ -1,5 +1,5 @@
-//! Communicator queries, duplication and freeing (error handlers are in `errors`, attributes
-//! and names in `attr`).
+//! Communicator queries, duplication (blocking and non-blocking) and freeing (error handlers
+//! are in `errors`, attributes and names in `attr`).
 
 use core::ffi::c_int;
 
@@ -7,7 +7,57 @@ use super::abi;
 use super::env::{code, run_comm};
 use super::errors::report;
 use super::handles::out;
+use crate::comm::CommId;
 use crate::error::Error;
+use crate::info::InfoId;
+
+/// `MPI_Comm_idup` and `MPI_Comm_idup_with_info` (`hints`: `None` to inherit the parent's).
+///
+/// The new handle is written at the call (usable once the request completes), and the
+/// attributes are copied at the call too: MPI-4 §7.4.2 makes `MPI_Comm_idup` behave as if
+/// `MPI_Comm_dup` ran at the time of the call, so attributes set later are not copied.
+///
+/// # Safety
+/// `newcomm` and `request` are NULL or point to an `MPI_Comm` and an `MPI_Request`.
+unsafe fn idup(
+    func: &'static str,
+    comm: abi::MPI_Comm,
+    hints: Option<abi::MPI_Info>,
+    newcomm: *mut abi::MPI_Comm,
+    request: *mut abi::MPI_Request,
+) -> c_int {
+    let r = run_comm(func, comm, |e, c| {
+        if newcomm.is_null() || request.is_null() {
+            return Err(Error::bad_arg("newcomm or request is NULL"));
+        }
+        let hints = match hints {
+            None => None,
+            Some(h) => {
+                let id: Option<InfoId> = super::info::info_or_null(h)?;
+                if let Some(i) = id {
+                    e.objects.infos.check(i)?;
+                }
+                Some(id)
+            }
+        };
+        let (new, req): (CommId, _) = e.comm_idup(c, 0)?;
+        // SAFETY: checked non-null above.
+        unsafe { *request = super::handles::request_handle(req) };
+        Ok((c, hints, new))
+    });
+    match r {
+        Ok((c, hints, new)) => {
+            let hints = match hints {
+                None => super::attr::Hints::Inherit,
+                Some(h) => super::attr::Hints::Set(h),
+            };
+            // Attributes are copied with no lock held (copy callbacks may call MPI); that
+            // writes the new handle. SAFETY: `newcomm` was checked non-null.
+            unsafe { super::attr::comm_duplicated(func, c, new, hints, newcomm) }
+        }
+        Err(code) => code,
+    }
+}
 
 super::mpi! {
     fn MPI_Comm_rank / PMPI_Comm_rank(comm: abi::MPI_Comm, rank: *mut c_int) {
@@ -39,6 +89,16 @@ super::mpi! {
             Ok((c, new)) => unsafe { super::attr::comm_duplicated("MPI_Comm_dup", c, new, super::attr::Hints::Inherit, newcomm) },
             Err(code) => code,
         }
+    }
+
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: abi::MPI_Comm, newcomm: *mut abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        // SAFETY: MPI's contract for the pointers; `idup` checks them for NULL.
+        unsafe { idup("MPI_Comm_idup", comm, None, newcomm, request) }
+    }
+
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: abi::MPI_Comm, info_: abi::MPI_Info, newcomm: *mut abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        // SAFETY: as above.
+        unsafe { idup("MPI_Comm_idup_with_info", comm, Some(info_), newcomm, request) }
     }
 
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut abi::MPI_Comm) {

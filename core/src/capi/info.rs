@@ -50,7 +50,7 @@ fn info(h: abi::MPI_Info) -> Result<InfoId> {
 }
 
 /// An info argument that may be `MPI_INFO_NULL`.
-fn info_or_null(h: abi::MPI_Info) -> Result<Option<InfoId>> {
+pub(crate) fn info_or_null(h: abi::MPI_Info) -> Result<Option<InfoId>> {
     match h {
         abi::MPI_INFO_NULL => Ok(None),
         _ => info(h).map(Some),

@@ -212,11 +212,15 @@ impl Engine {
     ///
     /// # Safety
     /// As for [`Engine::collective`].
+    ///
+    /// `tags` gives the remote and the local phases' tags instead of the next collective
+    /// sequence numbers (see [`Engine::collective_tagged`]).
     pub(super) unsafe fn inter_collective(
         &mut self,
         comm: CommId,
         call: Call,
         mode: Mode,
+        tags: Option<(i32, i32)>,
     ) -> Result<Option<ReqId>> {
         let c = self.check_comm(comm)?;
         let local = c.local_comm.ok_or(Error::new(
@@ -246,8 +250,13 @@ impl Engine {
             ));
         }
         // Every member takes both sequence numbers whatever its role (see the module doc).
-        let ti = TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32;
-        let tl = TAG_BASE - (self.pml.next_coll_seq(local) & 0x3fff_ffff) as i32;
+        let (ti, tl) = match tags {
+            Some(t) => t,
+            None => (
+                TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32,
+                TAG_BASE - (self.pml.next_coll_seq(local) & 0x3fff_ffff) as i32,
+            ),
+        };
         let cx = Ctx {
             inter: comm,
             local,
@@ -277,6 +286,17 @@ impl Engine {
         c.scratch = plan.first.scratch;
         c.phases = plan.later;
         c.more_scratch = plan.scratch;
+        self.launch(c, plan.first.holds, mode)
+    }
+
+    /// Runs collective `c` to its end (blocking) or hands it to the engine's progress with a
+    /// request (non-blocking), holding datatypes `holds` until it completes.
+    fn launch(
+        &mut self,
+        mut c: Coll,
+        holds: [Option<Datatype>; 3],
+        mode: Mode,
+    ) -> Result<Option<ReqId>> {
         match mode {
             Mode::Blocking => {
                 self.run(&mut c);
@@ -292,17 +312,73 @@ impl Engine {
                     }
                 };
                 c.req = Some(req);
-                for (h, d) in c.holds.iter_mut().zip(plan.first.holds) {
+                for (h, d) in c.holds.iter_mut().zip(holds) {
                     *h = d.and_then(|d| self.types.hold(d));
                 }
                 let Ok(key) = self.coll.pool.insert(c) else {
-                    unreachable!("checked for room above")
+                    unreachable!("checked for room before planning")
                 };
                 self.coll.active += 1;
                 self.advance_one(key.index);
                 Ok(Some(req))
             }
         }
+    }
+
+    /// Starts non-blocking collective `call` on `comm` under tags the caller chose instead of
+    /// the communicator's next collective sequence numbers: `tag` (an intercommunicator's remote
+    /// phases) and `local_tag` (its local phases; unused on an intracommunicator). For
+    /// collectives the library runs for itself from progress (`MPI_Comm_idup`'s agreement),
+    /// whose start order at each member is not the user's call order, so they cannot take
+    /// sequence numbers as they start; the caller took them at the user's call instead.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    pub(crate) unsafe fn collective_tagged(
+        &mut self,
+        comm: CommId,
+        call: Call,
+        scope: u32,
+        tag: i32,
+        local_tag: i32,
+    ) -> Result<ReqId> {
+        let mode = Mode::NonBlocking { scope };
+        let c = self.check_comm(comm)?;
+        let req = if c.is_inter() {
+            // SAFETY: the caller's contract.
+            unsafe { self.inter_collective(comm, call, mode, Some((tag, local_tag)))? }
+        } else {
+            let g = Grp {
+                rank: c.rank,
+                size: c.size(),
+            };
+            if self.coll.pool.is_full() {
+                return Err(Error::exhausted(
+                    "non-blocking collectives in flight",
+                    self.coll.pool.capacity(),
+                    MAX_ACTIVE.name,
+                ));
+            }
+            // SAFETY: the caller's contract.
+            let pl = unsafe { self.plan(comm, g, call, mode)? };
+            let mut c = Coll::new(comm, tag, pl.alg);
+            c.red = pl.red;
+            c.segs = pl.segs;
+            c.scratch = pl.scratch;
+            self.launch(c, pl.holds, mode)?
+        };
+        req.ok_or(Error::new(
+            ErrorClass::Intern,
+            Reason::BadArgument {
+                what: "a non-blocking collective without a request",
+            },
+        ))
+    }
+
+    /// The tag of the next collective on `comm` (taking its sequence number), for
+    /// [`Engine::collective_tagged`].
+    pub(crate) fn next_coll_tag(&mut self, comm: CommId) -> i32 {
+        TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32
     }
 
     /// Scratch from the pool (never the blocking region, which a later phase's own planning may

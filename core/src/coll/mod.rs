@@ -679,7 +679,7 @@ impl Engine {
         let c = self.check_comm(comm)?;
         if c.is_inter() {
             // SAFETY: the caller's contract.
-            return unsafe { self.inter_collective(comm, call, mode) };
+            return unsafe { self.inter_collective(comm, call, mode, None) };
         }
         let g = Grp {
             rank: c.rank,

@@ -17,6 +17,7 @@ use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::Group;
+use crate::pml::request::{ReqId, Status};
 use crate::rte::ProcId;
 
 /// Internal tags of construction (apart from those of the collectives).
@@ -34,23 +35,98 @@ const CID_WORDS: usize = (1 << 16) / 64 + 1;
 pub const UNDEFINED: i32 = -32766;
 
 /// Per-process memory for construction: three ints per process of the job (a split's
-/// (color, key, rank) triples; an intercommunicator's two process lists).
+/// (color, key, rank) triples; an intercommunicator's two process lists), and the
+/// `MPI_Comm_idup`s in flight.
 pub struct Scratch {
     ints: &'static mut [i32],
+    /// Non-blocking duplications in flight (their buffers must not move: the slots do not).
+    idups: &'static mut [Option<Idup>],
+    /// How many of `idups` are in use.
+    idups_active: u32,
+    /// A blocking context-id agreement is under way here (see [`Idup`]).
+    blocking: bool,
 }
 
 impl Scratch {
     /// Arena bytes for a job of `procs` processes.
     pub fn size(sizer: &mut Sizer, procs: u32) {
-        sizer.slice::<i32>(3 * procs as usize);
+        sizer
+            .slice::<i32>(3 * procs as usize)
+            .slice::<Option<Idup>>(MAX_IDUPS);
     }
 
     /// Scratch for a job of `procs` processes.
     pub fn new(arena: &mut Arena, procs: u32) -> Result<Scratch> {
         Ok(Scratch {
             ints: arena.slice(3 * procs as usize, |_| 0)?,
+            idups: arena.slice(MAX_IDUPS, |_| None)?,
+            idups_active: 0,
+            blocking: false,
         })
     }
+}
+
+/// Most `MPI_Comm_idup`s in flight in one process.
+pub const MAX_IDUPS: usize = 16;
+
+/// A proposal of "no id free here from the start on".
+const NO_CID: u64 = u64::MAX;
+
+/// Where an [`Idup`]'s agreement stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    /// Every member proposes the lowest id free here from `start` on and holds it; the
+    /// maximum is the candidate.
+    Propose,
+    /// Every member holds the candidate if it is free here and says whether it could.
+    Confirm,
+}
+
+/// An `MPI_Comm_idup` in flight: a context-id agreement that never blocks, run as rounds of
+/// non-blocking MAX-allreduces (the engine's collectives) started from progress.
+///
+/// The blocking agreement ORs bitmaps and takes the lowest id free everywhere, which is only
+/// right if nothing else takes ids in between; with agreements in flight that start and end at
+/// different times at each member that no longer holds. So, in the manner of Open MPI's
+/// non-blocking id allocation, each member *holds* ids locally for an agreement (no other
+/// agreement here may take them): in a propose round each member holds the lowest id free here
+/// from `start` on and the maximum becomes the candidate; in a confirm round each holds the
+/// candidate if it can, and the agreement succeeds when every member could. When one could not,
+/// all try again from the candidate + 1 (ids only go up, so the agreement ends). A blocking
+/// agreement here includes held ids in its bitmap, and while one is under way the non-blocking
+/// rounds here neither hold nor confirm anything (they say "busy", and the round is repeated),
+/// so the two never choose the same id at a member.
+///
+/// Tags: each round's allreduce uses tags taken from the parent's collective sequence at the
+/// user's call (rounds start from progress, at different moments at each member, so they
+/// cannot take sequence numbers then); rounds of one agreement run one after the other at each
+/// member, so they share them.
+#[derive(Clone, Copy)]
+pub(crate) struct Idup {
+    parent: CommId,
+    /// The reserved slot of the new communicator (its handle is the user's at the call).
+    new: CommId,
+    /// The user's request.
+    req: ReqId,
+    /// Tags: the parent's (an intercommunicator's remote phases), its local communicator's
+    /// (local phases), the local group's own allreduce, the hidden local side's agreement.
+    tags: [i32; 4],
+    round: Round,
+    /// 0: the new communicator's id; 1: (intercommunicators) its hidden local side's.
+    stage: u8,
+    start: u64,
+    /// The candidate of the confirm round.
+    candidate: u64,
+    /// The id held here for the current agreement.
+    held: Option<u16>,
+    /// Stage 1: the id agreed in stage 0, still held.
+    main: Option<u16>,
+    input: [u64; 2],
+    out: [[u64; 2]; 2],
+    reqs: [Option<ReqId>; 2],
+    /// A round's allreduce failed: the agreement ends with this once the other has finished
+    /// (its buffers are this slot's).
+    failed: Option<Error>,
 }
 
 /// Which ranks of a parent communicator take part in a construction step, in "virtual rank"
@@ -203,9 +279,27 @@ impl Engine {
     /// intercommunicator's other side, whose leader this side's leader reaches over the channel
     /// (`Some` at the leader); fails at all members alike when one has no room.
     fn agree_cid(&mut self, m: &Members, inter: Option<Option<Channel>>) -> Result<ContextId> {
+        // Non-blocking agreements here hold and confirm nothing until this one has ended.
+        let was = core::mem::replace(&mut self.creation.blocking, true);
+        let r = self.agree_cid_blocking(m, inter);
+        self.creation.blocking = was;
+        r
+    }
+
+    fn agree_cid_blocking(
+        &mut self,
+        m: &Members,
+        inter: Option<Option<Channel>>,
+    ) -> Result<ContextId> {
         let nw = self.comms.used_cids().len();
         let mut words = [0u64; CID_WORDS];
         words[..nw].copy_from_slice(self.comms.used_cids());
+        // Ids held by non-blocking agreements here are not free.
+        for c in self.held_cids() {
+            if (c as usize) < nw * 64 {
+                words[c as usize / 64] |= 1 << (c % 64);
+            }
+        }
         words[nw] = u64::from(!self.comms.has_room());
         self.or_among(m, &mut words[..nw + 1])?;
         if let Some(channel) = inter {
@@ -776,4 +870,360 @@ fn group_not_subset() -> Error {
             what: "the group is not a subset of the communicator's group",
         },
     )
+}
+
+// ---- MPI_Comm_idup ---------------------------------------------------------------------------
+
+impl Engine {
+    /// Ids held by the non-blocking agreements in flight here.
+    fn held_cids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.creation
+            .idups
+            .iter()
+            .flatten()
+            .flat_map(|d| [d.held, d.main])
+            .flatten()
+    }
+
+    /// Whether id `c` is free here: not in use, not held by an agreement.
+    fn cid_free_here(&self, c: u64) -> bool {
+        let used = self.comms.used_cids();
+        (c as usize) < used.len() * 64
+            && used[c as usize / 64] & (1 << (c % 64)) == 0
+            && self.held_cids().all(|h| h as u64 != c)
+    }
+
+    /// `MPI_Comm_idup`: starts duplicating `parent` (intra- or intercommunicator) and returns
+    /// at once with the new communicator's handle — usable only once the request (of `scope`)
+    /// has completed — and the request. The agreement on the new context id never blocks (see
+    /// [`Idup`]); the engine's progress runs it. Collective over `parent`, in the same order
+    /// as its other collectives.
+    pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
+        let p = self.check_comm(parent)?.clone();
+        let slot =
+            self.creation
+                .idups
+                .iter()
+                .position(Option::is_none)
+                .ok_or(Error::unsupported(
+                    "more than 16 MPI_Comm_idup in flight in one process",
+                ))?;
+        // Tags: taken now, in the user's order of collectives on the parent (see `Idup`).
+        let tags = match p.local_comm {
+            None => [self.next_coll_tag(parent), 0, 0, 0],
+            Some(l) => [
+                self.next_coll_tag(parent),
+                self.next_coll_tag(l),
+                self.next_coll_tag(l),
+                self.next_coll_tag(l),
+            ],
+        };
+        let new = self.comms.reserve(Comm {
+            local_comm: None,
+            hidden: false,
+            ..p
+        })?;
+        let req = match self.pml.pending_request(scope) {
+            Ok(r) => r,
+            Err(e) => {
+                self.comms.unreserve(new);
+                return Err(e);
+            }
+        };
+        self.creation.idups[slot] = Some(Idup {
+            parent,
+            new,
+            req,
+            tags,
+            round: Round::Propose,
+            stage: 0,
+            start: 0,
+            candidate: 0,
+            held: None,
+            main: None,
+            input: [0; 2],
+            out: [[0; 2]; 2],
+            reqs: [None; 2],
+            failed: None,
+        });
+        self.creation.idups_active += 1;
+        self.idup_round(slot);
+        Ok((new, req))
+    }
+
+    /// Advances the `MPI_Comm_idup`s in flight; returns how many rounds or agreements ended.
+    pub(crate) fn idup_progress(&mut self) -> usize {
+        if self.creation.idups_active == 0 {
+            return 0;
+        }
+        let mut n = 0;
+        for i in 0..MAX_IDUPS {
+            let Some(d) = self.creation.idups[i] else {
+                continue;
+            };
+            let mut err = None;
+            let mut pending = false;
+            for k in 0..2 {
+                let Some(id) = d.reqs[k] else { continue };
+                match self.pml.test(id) {
+                    Ok(None) => pending = true,
+                    Ok(Some(st)) => {
+                        self.idup_mut(i).reqs[k] = None;
+                        err = err.or(st.error);
+                    }
+                    Err(e) => {
+                        self.idup_mut(i).reqs[k] = None;
+                        err = err.or(Some(e));
+                    }
+                }
+            }
+            if let Some(e) = err {
+                self.idup_mut(i).failed.get_or_insert(e);
+            }
+            if pending {
+                continue;
+            }
+            n += 1;
+            match self.idup_mut(i).failed {
+                Some(e) => self.idup_end(i, Err(e)),
+                None => self.idup_next(i),
+            }
+        }
+        n
+    }
+
+    fn idup_mut(&mut self, i: usize) -> &mut Idup {
+        self.creation.idups[i].as_mut().expect("live idup")
+    }
+
+    /// The members' answer to the round that has just ended: the maximum of both results.
+    fn idup_next(&mut self, i: usize) {
+        let d = *self.idup_mut(i);
+        let inter = d.stage == 0 && self.comms.get_any(d.parent).is_some_and(Comm::is_inter);
+        let r = if inter {
+            [d.out[0][0].max(d.out[1][0]), d.out[0][1].max(d.out[1][1])]
+        } else {
+            d.out[0]
+        };
+        let busy = r[1] != 0;
+        match d.round {
+            Round::Propose if busy => {
+                self.idup_release(i);
+            }
+            Round::Propose if r[0] == NO_CID => {
+                let nw = self.comms.used_cids().len();
+                self.idup_end(
+                    i,
+                    Err(Error::exhausted(
+                        "context ids",
+                        (nw * 64) as u32,
+                        super::MAX_CIDS.name,
+                    )),
+                );
+                return;
+            }
+            Round::Propose => {
+                let x = self.idup_mut(i);
+                x.candidate = r[0];
+                x.round = Round::Confirm;
+            }
+            Round::Confirm if busy => {
+                self.idup_release(i);
+                self.idup_mut(i).round = Round::Propose;
+            }
+            Round::Confirm if r[0] != 0 => {
+                self.idup_release(i);
+                let x = self.idup_mut(i);
+                x.start = d.candidate + 1;
+                x.round = Round::Propose;
+            }
+            Round::Confirm => {
+                let inter_parent = self.comms.get_any(d.parent).is_some_and(Comm::is_inter);
+                if d.stage == 0 && inter_parent {
+                    // The intercommunicator's id is agreed and stays held; now its hidden
+                    // local side's, among the local group.
+                    let x = self.idup_mut(i);
+                    x.main = x.held.take();
+                    x.stage = 1;
+                    x.start = 0;
+                    x.round = Round::Propose;
+                } else {
+                    let r = self.idup_install(i);
+                    self.idup_end(i, r);
+                    return;
+                }
+            }
+        }
+        self.idup_round(i);
+    }
+
+    /// Lets go of the id held for the current agreement.
+    fn idup_release(&mut self, i: usize) {
+        self.idup_mut(i).held = None;
+    }
+
+    /// Starts agreement `i`'s current round: this member's contribution, then the allreduce(s).
+    fn idup_round(&mut self, i: usize) {
+        let d = *self.idup_mut(i);
+        let busy = self.creation.blocking;
+        let input = match d.round {
+            _ if busy => [0, 1],
+            Round::Propose => {
+                let nw = self.comms.used_cids().len() as u64 * 64;
+                match (d.start..nw).find(|&c| self.cid_free_here(c)) {
+                    Some(c) => {
+                        self.idup_mut(i).held = Some(c as u16);
+                        [c, 0]
+                    }
+                    None => [NO_CID, 0],
+                }
+            }
+            Round::Confirm => {
+                let ok = if d.held == Some(d.candidate as u16) {
+                    true
+                } else {
+                    self.idup_release(i);
+                    let free = self.cid_free_here(d.candidate);
+                    if free {
+                        self.idup_mut(i).held = Some(d.candidate as u16);
+                    }
+                    free
+                };
+                [u64::from(!ok), 0]
+            }
+        };
+        let x = self.idup_mut(i);
+        x.input = input;
+        let inp = x.input.as_ptr();
+        let out0 = x.out[0].as_mut_ptr();
+        let out1 = x.out[1].as_mut_ptr();
+        let allreduce = |recv: *mut u64| crate::coll::Call::Allreduce {
+            send: Some(inp.cast()),
+            recv: recv.cast(),
+            count: 2,
+            dt: Datatype::UINT64_T,
+            op: crate::op::Op::Max,
+        };
+        let parent = self.comms.get_any(d.parent).cloned();
+        let started = (|| -> Result<[Option<ReqId>; 2]> {
+            let parent = parent.ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+            // SAFETY: the buffers are the idup slot's, which stays put until both allreduces
+            // have completed (the slot is only emptied after its requests are tested done).
+            unsafe {
+                match (d.stage, parent.local_comm) {
+                    (0, None) => Ok([
+                        Some(self.collective_tagged(d.parent, allreduce(out0), 0, d.tags[0], 0)?),
+                        None,
+                    ]),
+                    // Across the groups (each gets the other's maximum) and within this one.
+                    (0, Some(l)) => Ok([
+                        Some(self.collective_tagged(
+                            d.parent,
+                            allreduce(out0),
+                            0,
+                            d.tags[0],
+                            d.tags[1],
+                        )?),
+                        Some(self.collective_tagged(l, allreduce(out1), 0, d.tags[2], 0)?),
+                    ]),
+                    (_, Some(l)) => Ok([
+                        Some(self.collective_tagged(l, allreduce(out0), 0, d.tags[3], 0)?),
+                        None,
+                    ]),
+                    (_, None) => Err(Error::new(
+                        ErrorClass::Intern,
+                        Reason::BadArgument {
+                            what: "idup of an intracommunicator in its second stage",
+                        },
+                    )),
+                }
+            }
+        })();
+        match started {
+            Ok(reqs) => self.idup_mut(i).reqs = reqs,
+            Err(e) => self.idup_end(i, Err(e)),
+        }
+    }
+
+    /// Installs agreement `i`'s communicator (and an intercommunicator's hidden local side).
+    fn idup_install(&mut self, i: usize) -> Result<()> {
+        let d = *self.idup_mut(i);
+        let parent = self
+            .comms
+            .get_any(d.parent)
+            .cloned()
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+        let (cid, local_cid) = match d.main {
+            Some(m) => (m, d.held),
+            None => (d.held.expect("held after a confirm"), None),
+        };
+        let local = match (parent.local_comm, local_cid) {
+            (Some(l), Some(lc)) => {
+                let lp = self
+                    .comms
+                    .get_any(l)
+                    .cloned()
+                    .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+                let group = self.comms.groups.for_comm(lp.group);
+                Some(self.install(Comm {
+                    cid: ContextId(lc),
+                    group,
+                    remote: None,
+                    local_comm: None,
+                    hidden: true,
+                    topo: None,
+                    freed: false,
+                    ..lp
+                })?)
+            }
+            _ => None,
+        };
+        let group = self.comms.groups.for_comm(parent.group);
+        let remote = parent.remote.map(|r| self.comms.groups.for_comm(r));
+        if let Some(t) = parent.topo {
+            self.comms.topos.retain(t);
+        }
+        let comm = Comm {
+            cid: ContextId(cid),
+            group,
+            remote,
+            local_comm: local,
+            hidden: false,
+            freed: false,
+            ..parent
+        };
+        self.idup_mut(i).held = None;
+        self.idup_mut(i).main = None;
+        if let Err(e) = self.comms.fill(d.new, comm) {
+            self.comms.groups.release(group);
+            if let Some(r) = remote {
+                self.comms.groups.release(r);
+            }
+            if let Some(l) = local {
+                let _ = self.comm_free(l);
+            }
+            return Err(e);
+        }
+        self.pml.comm_added(&self.comms, &self.types, d.new);
+        Ok(())
+    }
+
+    /// Ends agreement `i`: completes the user's request with `r`; on failure the reserved
+    /// slot is given back.
+    fn idup_end(&mut self, i: usize, r: Result<()>) {
+        let Some(d) = self.creation.idups[i].take() else {
+            return;
+        };
+        self.creation.idups_active -= 1;
+        if r.is_err() {
+            self.comms.unreserve(d.new);
+        }
+        self.pml.finish(
+            d.req,
+            Status {
+                error: r.err(),
+                ..Status::EMPTY
+            },
+        );
+    }
 }

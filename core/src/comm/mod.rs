@@ -31,7 +31,8 @@ pub static MAX_CIDS: ParamDef = ParamDef {
     name: "comm_max_cids",
     kind: Kind::Int {
         min: 64,
-        max: 1 << 16,
+        // The last id stays free: `ContextId::PENDING` marks slots of communicators being made.
+        max: (1 << 16) - 64,
     },
     default: Default::Int(1024),
     description:
@@ -55,6 +56,12 @@ impl CommId {
 /// A context id, agreed by all members and carried in match headers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ContextId(pub u16);
+
+impl ContextId {
+    /// No context id yet: the placeholder in a slot reserved for a communicator still being made
+    /// (`MPI_Comm_idup`), outside the context-id space.
+    pub const PENDING: ContextId = ContextId(u16::MAX);
+}
 
 /// How two communicators compare (`MPI_Comm_compare`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,7 +201,10 @@ impl CommTable {
         self.slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.as_ref().is_some_and(|c| c.freed))
+            .filter(|(_, s)| {
+                s.as_ref()
+                    .is_some_and(|c| c.freed && c.cid != ContextId::PENDING)
+            })
             .map(|(i, _)| CommId(i as u32))
     }
 
@@ -265,6 +275,55 @@ impl CommTable {
         self.by_cid[cid] = slot as u16;
         self.used[cid / 64] |= 1 << (cid % 64);
         Ok(CommId(slot as u32))
+    }
+
+    /// Reserves a slot for a communicator still being made (`MPI_Comm_idup` hands out its handle
+    /// at the call). The slot holds `placeholder` marked with [`ContextId::PENDING`] and freed, so
+    /// that nothing can use it, nor reap it, until [`CommTable::fill`] installs the communicator.
+    /// The placeholder's groups are not referenced: they are never released.
+    pub fn reserve(&mut self, placeholder: Comm) -> Result<CommId> {
+        let slot = self
+            .slots
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::exhausted(
+                "communicator table",
+                self.slots.len() as u32,
+                COMM_MAX.name,
+            ))?;
+        self.slots[slot] = Some(Comm {
+            cid: ContextId::PENDING,
+            freed: true,
+            ..placeholder
+        });
+        Ok(CommId(slot as u32))
+    }
+
+    /// Whether `id` is a slot reserved by [`CommTable::reserve`] and not yet filled.
+    pub fn is_reserved(&self, id: CommId) -> bool {
+        self.get_any(id)
+            .is_some_and(|c| c.cid == ContextId::PENDING)
+    }
+
+    /// Installs `comm` in reserved slot `id`.
+    pub fn fill(&mut self, id: CommId, comm: Comm) -> Result<()> {
+        if !self.is_reserved(id) {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "filling a communicator slot that is not reserved",
+                },
+            ));
+        }
+        self.slots[id.0 as usize] = None;
+        self.insert(comm, Some(id)).map(|_| ())
+    }
+
+    /// Gives a reserved slot back unused.
+    pub fn unreserve(&mut self, id: CommId) {
+        if self.is_reserved(id) {
+            self.slots[id.0 as usize] = None;
+        }
     }
 
     /// The process with point-to-point rank `rank` of `comm` (below its peers' size).
