@@ -872,3 +872,226 @@ fn swap(leader: bool, mine: Span, theirs: Span) -> Exchange {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The exchanges of every rank of two groups run in one process over an in-memory network
+    //! with *rendezvous* semantics (a send completes only when a receive has matched it, in order
+    //! per pair), so a cycle of waits between batches would show as a deadlock.
+
+    #![allow(clippy::needless_range_loop)]
+
+    extern crate std;
+
+    use std::collections::{HashMap, VecDeque};
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::coll::exec::{self, copy_stream, type_size};
+    use crate::datatype::table::tests::table;
+
+    struct R {
+        ex: Exchange,
+        /// Global index of remote rank 0 (the other group's first).
+        remote_base: u32,
+        step: u32,
+        open: usize,
+        done: bool,
+    }
+
+    /// Runs every rank's exchange to its end; panics on a deadlock or a size mismatch.
+    fn run(ranks: &mut [R]) {
+        let t = table();
+        type Key = (u32, u32);
+        let mut sends: HashMap<Key, VecDeque<Vec<u8>>> = HashMap::new();
+        let mut recvs: HashMap<Key, VecDeque<Span>> = HashMap::new();
+        loop {
+            let mut progressed = false;
+            for me in 0..ranks.len() {
+                let r = &mut ranks[me];
+                if r.done || r.open > 0 {
+                    continue;
+                }
+                let mut acts = Acts::new();
+                let more = r.ex.step(r.step, &mut acts);
+                r.step += 1;
+                progressed = true;
+                if !more {
+                    r.done = true;
+                    continue;
+                }
+                for a in acts.list() {
+                    match *a {
+                        exec::Act::Recv(from, s) => {
+                            let key = (r.remote_base + from, me as u32);
+                            recvs.entry(key).or_default().push_back(s);
+                            r.open += 1;
+                        }
+                        exec::Act::Send(to, s) => {
+                            let len = s.count * type_size(&t, s.dt);
+                            let mut m = vec![0u8; len as usize];
+                            let dst = Span::bytes(m.as_mut_ptr(), len);
+                            // SAFETY: the test's buffers.
+                            unsafe { copy_stream(&t, dst, 0, s, 0, len).unwrap() };
+                            let key = (me as u32, r.remote_base + to);
+                            sends.entry(key).or_default().push_back(m);
+                            r.open += 1;
+                        }
+                        _ => panic!("an exchange yields only sends and receives"),
+                    }
+                }
+            }
+            for (&(from, to), q) in sends.iter_mut() {
+                let Some(rq) = recvs.get_mut(&(from, to)) else {
+                    continue;
+                };
+                while !q.is_empty() && !rq.is_empty() {
+                    let mut m = q.pop_front().unwrap();
+                    let s = rq.pop_front().unwrap();
+                    assert_eq!(m.len() as u64, s.count * type_size(&t, s.dt), "size");
+                    let src = Span::bytes(m.as_mut_ptr(), m.len() as u64);
+                    // SAFETY: the test's buffers.
+                    unsafe { copy_stream(&t, s, 0, src, 0, m.len() as u64).unwrap() };
+                    ranks[from as usize].open -= 1;
+                    ranks[to as usize].open -= 1;
+                    progressed = true;
+                }
+            }
+            if ranks.iter().all(|r| r.done) {
+                return;
+            }
+            assert!(progressed, "deadlock");
+        }
+    }
+
+    fn ints(v: &mut [i32], count: u64) -> Blocks {
+        Blocks::Uniform {
+            base: v.as_mut_ptr().cast(),
+            count,
+            dt: Datatype::INT,
+            ext: 4,
+        }
+    }
+
+    /// An all-to-all between groups of `p` and `q` (several batches when large).
+    fn alltoall(p: u32, q: u32) {
+        const N: u64 = 2;
+        let n = (p + q) as usize;
+        let size = |g: usize| if g < p as usize { q } else { p };
+        let val = |from: usize, to: usize, i: u64| (from * 1000 + to) as i32 * 10 + i as i32;
+        let mut send: Vec<Vec<i32>> = (0..n)
+            .map(|g| {
+                let base = if g < p as usize { p as usize } else { 0 };
+                (0..size(g) as usize)
+                    .flat_map(|j| (0..N).map(move |i| val(g, base + j, i)))
+                    .collect()
+            })
+            .collect();
+        let mut recv: Vec<Vec<i32>> = (0..n)
+            .map(|g| vec![-1; size(g) as usize * N as usize])
+            .collect();
+        let mut ranks: Vec<R> = (0..n)
+            .map(|g| R {
+                ex: Exchange {
+                    send: Side::Each {
+                        n: size(g),
+                        blocks: ints(&mut send[g], N),
+                    },
+                    recv: Side::Each {
+                        n: size(g),
+                        blocks: ints(&mut recv[g], N),
+                    },
+                },
+                remote_base: if g < p as usize { p } else { 0 },
+                step: 0,
+                open: 0,
+                done: false,
+            })
+            .collect();
+        run(&mut ranks);
+        for g in 0..n {
+            let base = if g < p as usize { p as usize } else { 0 };
+            for j in 0..size(g) as usize {
+                for i in 0..N {
+                    assert_eq!(
+                        recv[g][j * N as usize + i as usize],
+                        val(base + j, g, i),
+                        "rank {g} block {j}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn alltoall_between_unequal_groups() {
+        alltoall(1, 1);
+        alltoall(1, 3);
+        alltoall(3, 2);
+    }
+
+    /// Past one batch on either side: steps pair batches without a cycle of waits.
+    #[test]
+    fn alltoall_in_many_batches_has_no_deadlock() {
+        alltoall(2, 2 * BATCH + 5);
+        alltoall(BATCH + 1, BATCH + 3);
+    }
+
+    /// A gather: the root (group 0) gets a block from each of many remote ranks, the root's
+    /// group's other member takes no part.
+    #[test]
+    fn gather_to_a_root_of_the_other_group() {
+        let q = BATCH * 2 + 3;
+        let mut got = vec![-1i32; q as usize];
+        let mut mine: Vec<[i32; 1]> = (0..q).map(|j| [j as i32 * 7]).collect();
+        let mut ranks = vec![
+            R {
+                ex: one_way(
+                    true,
+                    Side::Each {
+                        n: q,
+                        blocks: ints(&mut got, 1),
+                    },
+                ),
+                remote_base: 2,
+                step: 0,
+                open: 0,
+                done: false,
+            },
+            R {
+                ex: Exchange::NOTHING,
+                remote_base: 2,
+                step: 0,
+                open: 0,
+                done: false,
+            },
+        ];
+        for m in mine.iter_mut() {
+            ranks.push(R {
+                ex: one_way(
+                    true,
+                    Side::One {
+                        rank: 0,
+                        span: Span::new(m.as_mut_ptr().cast(), 1, Datatype::INT),
+                    },
+                ),
+                remote_base: 0,
+                step: 0,
+                open: 0,
+                done: false,
+            });
+        }
+        run(&mut ranks);
+        assert_eq!(got, (0..q).map(|j| j as i32 * 7).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn roots_are_read_as_the_standard_says() {
+        assert_eq!(role(ROOT, 3).unwrap(), Role::Root);
+        assert_eq!(role(PROC_NULL, 3).unwrap(), Role::Idle);
+        assert_eq!(role(2, 3).unwrap(), Role::Leaf(2));
+        assert_eq!(role(3, 3).unwrap_err().class, ErrorClass::Root);
+        assert_eq!(role(-5, 3).unwrap_err().class, ErrorClass::Root);
+    }
+}

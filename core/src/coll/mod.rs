@@ -30,8 +30,11 @@
 //! in flight on one communicator never mix. The range `-(2^20 + 2^30 - 1) ..= -2^20` is the
 //! collectives'; other internal tags live outside it.
 //!
-//! **Intercommunicators** will need only "send to / receive from remote rank r" plus a local
-//! intracommunicator from the executor; until they exist nothing here checks for them.
+//! **Intercommunicators** ([`inter`]): each collective is a chain of phases planned at the call —
+//! algorithms on the hidden local intracommunicator and point-to-point exchanges with the remote
+//! group — that the executor runs one after another (`Coll::phases`), blocking or from progress.
+//! Each call takes one sequence number of the intercommunicator and one of its local
+//! communicator at every member.
 
 pub(crate) mod alg;
 pub(crate) mod exec;

@@ -420,6 +420,39 @@ mod tests {
         ));
     }
 
+    /// A slot reserved for a communicator being made (MPI_Comm_idup) is unusable and never
+    /// reaped until filled; unreserved, it is free again.
+    #[test]
+    fn reserved_slots_are_held_until_filled() {
+        let mut t = table(4, 128).unwrap();
+        t.insert(comm(0), Some(CommId::WORLD)).unwrap();
+        let r = t.reserve(comm(0)).unwrap();
+        assert!(t.is_reserved(r));
+        assert!(t.get(r).is_err(), "not usable before it is filled");
+        assert_eq!(
+            t.draining().count(),
+            0,
+            "not taken for a freed communicator"
+        );
+        assert_eq!(
+            t.by_cid(ContextId(0)),
+            Some(CommId::WORLD),
+            "cid map untouched"
+        );
+        assert!(
+            t.fill(CommId::WORLD, comm(5)).is_err(),
+            "only reserved slots are filled"
+        );
+        t.fill(r, comm(5)).unwrap();
+        assert!(!t.is_reserved(r));
+        assert_eq!(t.by_cid(ContextId(5)), Some(r));
+        assert_eq!(t.get(r).unwrap().cid, ContextId(5));
+        let r2 = t.reserve(comm(0)).unwrap();
+        t.unreserve(r2);
+        assert!(t.get_any(r2).is_none());
+        assert_eq!(t.reserve(comm(0)).unwrap(), r2, "the slot is free again");
+    }
+
     #[test]
     fn lowest_free_spans_words() {
         assert_eq!(
