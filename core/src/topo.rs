@@ -338,6 +338,15 @@ impl Engine {
 
     /// The topology of `comm`, which must have one.
     fn topo_of(&self, comm: CommId) -> Result<(Shape, &[i32])> {
+        if self.check_comm(comm)?.is_inter() {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                Reason::BadArgument {
+                    what: "topologies and neighbourhood collectives are not defined on \
+                           intercommunicators",
+                },
+            ));
+        }
         self.topology(comm)?
             .ok_or(topo_error("the communicator has no topology"))
     }

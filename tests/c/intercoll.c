@@ -13,10 +13,12 @@
  * predefined operations on predefined types only).  Several non-blocking ones in
  * flight at once.  MPI_IN_PLACE must be rejected (MPI_ERR_BUFFER or MPI_ERR_ARG; checked for
  * Allreduce, where MPICH checks it too) and MPI_Scan and MPI_Exscan on an intercommunicator too
- * (MPI_ERR_COMM).  Finally MPI_Intercomm_merge and an Allreduce on
+ * (MPI_ERR_COMM), and a neighbourhood collective (MPI_ERR_COMM, or MPI_ERR_TOPOLOGY as MPICH
+ * says).  Finally MPI_Intercomm_merge and an Allreduce on
  * the merged communicator.
  *
- * usage: intercoll [--no-ibcast] [--no-rejections] [large_ints]   (default 262144: 1 MiB of ints)
+ * usage: intercoll [--no-ibcast] [--no-rejections] [--no-neighbor] [large_ints]
+ *        (large_ints: default 262144, 1 MiB of ints)
  */
 #include "stormtest.h"
 
@@ -30,6 +32,7 @@ static MPI_Datatype vec;  /* ints 0 and 2 of four: two holes */
 static const char *what = "";
 static int no_ibcast; /* --no-ibcast: see run-reference.sh (MPICH 4.0.2 bugs) */
 static int no_rejections; /* --no-rejections: see run-reference.sh (Open MPI 4.1.4) */
+static int no_neighbor; /* --no-neighbor: see run-reference.sh (MPICH 4.0.2) */
 
 /* The value element i of a buffer of process (g, r) holds, in test k. */
 static int val(int g, int r, int k, long i)
@@ -459,6 +462,12 @@ static void t_rejected(void)
     rc = MPI_Exscan(x, y, 4, MPI_INT, MPI_SUM, ic);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_COMM, "MPI_Exscan on an intercommunicator: %d (class %d)", rc, cls);
+    if (!no_neighbor) {
+        rc = MPI_Neighbor_allgather(x, 1, MPI_INT, y, 1, MPI_INT, ic);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_COMM || cls == MPI_ERR_TOPOLOGY,
+              "MPI_Neighbor_allgather on an intercommunicator: %d (class %d)", rc, cls);
+    }
     CHECK_MPI(MPI_Comm_set_errhandler(ic, MPI_ERRORS_ARE_FATAL));
     /* the intercommunicator still works */
     t_barrier();
@@ -566,11 +575,15 @@ int main(int argc, char **argv)
             no_ibcast = 1;
         else if (strcmp(argv[i], "--no-rejections") == 0)
             no_rejections = 1;
+        else if (strcmp(argv[i], "--no-neighbor") == 0)
+            no_neighbor = 1;
         else
             large = atol(argv[i]);
     }
     if (no_ibcast && rank == 0)
         printf("note: MPI_Ibcast on an intercommunicator skipped\n");
+    if (no_neighbor && rank == 0)
+        printf("note: MPI_Neighbor_allgather on an intercommunicator skipped\n");
     if (no_rejections && rank == 0)
         printf("note: MPI_IN_PLACE and MPI_Scan rejections on an intercommunicator skipped\n");
     CHECK(size >= 2, "needs at least 2 processes");
