@@ -928,6 +928,10 @@ impl Engine {
     /// Frees communicator `id` (`MPI_Comm_free`). Receives still posted on it complete normally;
     /// its slot and context id are released once they have.
     pub fn comm_free(&mut self, id: CommId) -> Result<()> {
+        // A communicator an MPI_Comm_idup is still making is freed when it is made.
+        if self.comms.is_reserved(id) && self.idup_discard(id) {
+            return Ok(());
+        }
         let local = self.check_comm(id)?.local_comm;
         if id == CommId::WORLD || id == CommId::SELF {
             return Err(Error::new(

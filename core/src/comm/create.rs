@@ -127,6 +127,8 @@ pub(crate) struct Idup {
     /// A round's allreduce failed: the agreement ends with this once the other has finished
     /// (its buffers are this slot's).
     failed: Option<Error>,
+    /// Freed before it was made (a failed attribute copy at the call): freed once installed.
+    discard: bool,
 }
 
 /// Which ranks of a parent communicator take part in a construction step, in "virtual rank"
@@ -945,6 +947,7 @@ impl Engine {
             out: [[0; 2]; 2],
             reqs: [None; 2],
             failed: None,
+            discard: false,
         });
         self.creation.idups_active += 1;
         self.idup_round(slot);
@@ -1208,6 +1211,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Marks the idup making `new` to free it once made (`MPI_Comm_free` of its handle before
+    /// then); false if no idup is making it.
+    pub(crate) fn idup_discard(&mut self, new: CommId) -> bool {
+        match self
+            .creation
+            .idups
+            .iter_mut()
+            .flatten()
+            .find(|d| d.new == new)
+        {
+            Some(d) => {
+                d.discard = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Ends agreement `i`: completes the user's request with `r`; on failure the reserved
     /// slot is given back.
     fn idup_end(&mut self, i: usize, r: Result<()>) {
@@ -1217,6 +1238,8 @@ impl Engine {
         self.creation.idups_active -= 1;
         if r.is_err() {
             self.comms.unreserve(d.new);
+        } else if d.discard {
+            let _ = self.comm_free(d.new);
         }
         self.pml.finish(
             d.req,
