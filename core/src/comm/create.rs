@@ -898,8 +898,8 @@ impl Engine {
     /// `MPI_Comm_idup`: starts duplicating `parent` (intra- or intercommunicator) and returns
     /// at once with the new communicator's handle — usable only once the request (of `scope`)
     /// has completed — and the request. The agreement on the new context id never blocks (see
-    /// [`Idup`]); the engine's progress runs it. Collective over `parent`, in the same order
-    /// as its other collectives.
+    /// `Idup` in this module); the engine's progress runs it. Collective over `parent`, in the
+    /// same order as its other collectives.
     pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
         let p = self.check_comm(parent)?.clone();
         let slot =
