@@ -76,6 +76,23 @@ fn intercoll() {
     }
 }
 
+/// Intercommunicator collectives with their local phases forced through other paths: reductions
+/// cut into many segments (4 KiB), pipelined reduce and broadcast in 1 KiB windows.
+#[test]
+fn intercoll_small_segments_and_pipelines() {
+    let opts = [
+        "-x",
+        "STORMPI_MCA_coll_segment_bytes=4096",
+        "-x",
+        "STORMPI_MCA_coll_pipeline_bytes=1024",
+        "-x",
+        "STORMPI_MCA_coll_bcast_algorithm=pipeline",
+        "-x",
+        "STORMPI_MCA_coll_reduce_algorithm=pipeline",
+    ];
+    run_job(5, &opts, &c_program("intercoll"), &[]).assert_ok("intercoll");
+}
+
 /// Issue 7: MPI_Comm_idup and MPI_Comm_idup_with_info (tests/c/idup.c): of world, a split and
 /// an intercommunicator; a send overlapping one rank's idup; several in flight; across blocking
 /// constructions; attributes as at the call.
