@@ -58,7 +58,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build --release -q -p stormpi-lwk -p portals4-shmem --bin lwk-ptl-pingpong
+# Two builds: with --bin, cargo would build only that binary, not the node library.
+cargo build --release -q -p stormpi-lwk
+cargo build --release -q -p portals4-shmem --bin lwk-ptl-pingpong
 out=target/bench-lwk
 mkdir -p "$out"
 cc -O2 -static -I core/include -o "$out/p2p" bench/p2p.c target/release/libstormpi_lwk.a \

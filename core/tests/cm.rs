@@ -13,7 +13,7 @@ use stormpi_core::datatype::table::TypeTable;
 use stormpi_core::engine::{Engine, Init};
 use stormpi_core::error::{ErrorClass, Result};
 use stormpi_core::mtl::{
-    MatchBits, Mtl, MtlAttrs, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
 };
 use stormpi_core::params::Params;
 use stormpi_core::platform::{Level, Platform};
@@ -45,10 +45,12 @@ struct Msg {
 /// A one-process MTL: every send goes to this process, matched by match bits.
 #[derive(Default)]
 struct LoopMtl {
-    posted: Vec<(u64, u64, Unpacker, Token)>,
+    /// Posted receives: match bits, ignore bits, capacity, token.
+    posted: Vec<(u64, u64, usize, Token)>,
     unexpected: VecDeque<Msg>,
     taken: Vec<Option<Msg>>,
-    done_recv: VecDeque<(Token, Unpacker, MtlMatch)>,
+    /// Finished receives: token, the bytes for the convertor (cut to its capacity), match.
+    done_recv: VecDeque<(Token, Vec<u8>, MtlMatch)>,
     done_send: VecDeque<Token>,
 }
 
@@ -59,19 +61,21 @@ const ATTRS: MtlAttrs = MtlAttrs {
 };
 
 impl LoopMtl {
-    fn deliver(&mut self, types: &TypeTable, m: Msg, mut conv: Unpacker, token: Token) {
-        conv.unpack(types, 0, &m.data);
+    fn deliver(&mut self, m: Msg, cap: usize, token: Token) {
         let env = MatchBits::decode(m.bits);
         if let Some(t) = m.sync {
             self.done_send.push_back(t);
         }
+        let len = m.data.len() as u64;
+        let mut data = m.data;
+        data.truncate(cap);
         self.done_recv.push_back((
             token,
-            conv,
+            data,
             MtlMatch {
                 src: env.src,
                 tag: env.tag,
-                len: m.data.len() as u64,
+                len,
             },
         ));
     }
@@ -113,8 +117,8 @@ impl Mtl for LoopMtl {
             .position(|(b, i, _, _)| MatchBits::matches(m.bits, *b, *i));
         match hit {
             Some(p) => {
-                let (_, _, conv, t) = self.posted.remove(p);
-                self.deliver(types, m, conv, t);
+                let (_, _, cap, t) = self.posted.remove(p);
+                self.deliver(m, cap, t);
             }
             None => self.unexpected.push_back(m),
         }
@@ -123,19 +127,19 @@ impl Mtl for LoopMtl {
 
     fn irecv(
         &mut self,
-        types: &TypeTable,
+        _types: &TypeTable,
         sel: MtlSelector,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()> {
         match self.find(&sel) {
             Some(i) => {
                 let m = self.unexpected.remove(i).unwrap();
-                self.deliver(types, m, conv, token);
+                self.deliver(m, conv.capacity(), token);
             }
             None => {
                 let (b, i) = MatchBits::selector(&sel);
-                self.posted.push((b, i, conv, token));
+                self.posted.push((b, i, conv.capacity(), token));
             }
         }
         Ok(())
@@ -164,29 +168,32 @@ impl Mtl for LoopMtl {
 
     fn imrecv(
         &mut self,
-        types: &TypeTable,
+        _types: &TypeTable,
         msg: MtlMessage,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()> {
         let m = self.taken[msg.0 as usize].take().unwrap();
-        self.deliver(types, m, conv, token);
+        self.deliver(m, conv.capacity(), token);
         Ok(())
     }
 
-    fn cancel(&mut self, token: Token) -> Option<Unpacker> {
-        let p = self.posted.iter().position(|(_, _, _, t)| *t == token)?;
-        Some(self.posted.remove(p).2)
+    fn cancel(&mut self, token: Token) -> bool {
+        let Some(p) = self.posted.iter().position(|(_, _, _, t)| *t == token) else {
+            return false;
+        };
+        self.posted.remove(p);
+        true
     }
 
-    fn progress(&mut self, _types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
+    fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
         let mut n = 0;
         while let Some(t) = self.done_send.pop_front() {
             sink.send_done(t, Ok(()));
             n += 1;
         }
-        while let Some((t, conv, m)) = self.done_recv.pop_front() {
-            sink.recv_done(t, conv, m, None);
+        while let Some((t, data, m)) = self.done_recv.pop_front() {
+            sink.recv_done(types, t, MtlData::Packed(&data), m, None);
             n += 1;
         }
         n

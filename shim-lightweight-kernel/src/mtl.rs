@@ -24,7 +24,8 @@
 //!   sender keeps each message (its copy, or the user's buffer of a long one) until it is known
 //!   to be accepted — by the acknowledgment of a zero-byte *confirmation* put (flag `CONTROL`,
 //!   taken by a sink entry no receive can match) sent after every 32 puts to a peer and for the
-//!   tail of a burst, by the receiver's get of a long message, or by a recovery's count. An
+//!   tail of a burst (after `TAIL_POLLS` polls without a put), by the receiver's get of a long
+//!   message, or by a recovery's count. An
 //!   accepted put proves every earlier one to that peer accepted: a disabled entry refuses
 //!   everything until the sender has drained. When this process's entry is disabled (no
 //!   overflow room, or a full event queue), it moves its unexpected messages out of the overflow
@@ -46,7 +47,7 @@ use stormpi_core::datatype::convertor::{Packer, Unpacker};
 use stormpi_core::datatype::table::TypeTable;
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::mtl::{
-    MatchBits, Mtl, MtlAttrs, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
 };
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::pml::request::SendMode;
@@ -118,6 +119,16 @@ const NO_OP: usize = (usize::MAX >> K_BITS) - 1;
 /// Puts to a peer between two confirmation requests.
 const CONFIRM_EVERY: u32 = 32;
 
+/// Polls between two looks at the control queue (flow-control messages; every poll while a
+/// recovery is under way). Each look is an interface call: in a ping-pong a poll is a few dozen
+/// nanoseconds, so a look every few polls would be a good part of the latency.
+const CTRL_POLLS: u32 = 256;
+
+/// Polls without a put after which the tail of a burst (puts since the last confirmation) gets
+/// its confirmation. Counting idle polls, not all polls, keeps confirmations off a steady
+/// exchange (a ping-pong polls a few times per message), where `CONFIRM_EVERY` covers them.
+const TAIL_POLLS: u32 = 512;
+
 const LEN_BITS: u32 = 40;
 const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
 
@@ -146,8 +157,9 @@ struct SendOp {
     read_me: bool,
     /// The copied bytes or the packed bounce buffer, kept until done.
     buf: Vec<u8>,
-    /// The user's data (a held type), kept until done.
-    _conv: Option<Packer>,
+    /// The user's data (a held type), kept until done. Boxed: only long sends have one, and
+    /// a convertor inline would make every operation hundreds of bytes to move.
+    _conv: Option<Box<Packer>>,
     /// Known to have been accepted by the receiver.
     accepted: bool,
 }
@@ -158,9 +170,9 @@ enum RecvState {
     Getting,
 }
 
+/// A receive: where its bytes go (the convertor stays with the PML's request).
 struct RecvOp {
     token: Token,
-    conv: Option<Unpacker>,
     buf: *mut u8,
     cap: usize,
     bounce: Vec<u8>,
@@ -273,6 +285,8 @@ pub struct PortalsMtl {
     moved: VecDeque<Taken>,
     /// Calls of `poll`.
     polls: u32,
+    /// `polls` at the last put.
+    last_put: u32,
     /// Receives waiting for their get.
     getting: u32,
     /// Confirmation puts unacknowledged.
@@ -334,6 +348,7 @@ impl PortalsMtl {
             taken: Vec::new(),
             moved: VecDeque::new(),
             polls: 0,
+            last_put: 0,
             getting: 0,
             confirming: 0,
             blocked: 0,
@@ -658,6 +673,7 @@ impl PortalsMtl {
         )
         .map_err(|e| ptl_fail("Portals MTL send", e))?;
         self.stats.puts += 1;
+        self.last_put = self.polls;
         let p = &mut self.peers[dest as usize];
         p.unconfirmed.push_back((id, p.sent));
         p.sent = p.sent.wrapping_add(1);
@@ -682,6 +698,12 @@ impl PortalsMtl {
         buf.resize(len, 0);
         let n = conv.pack(types, 0, &mut buf);
         buf.truncate(n);
+        self.send_buf(dest, env, buf)
+    }
+
+    /// A short send of the bytes in `buf` (a spare buffer, kept until the put is accepted).
+    fn send_buf(&mut self, dest: ProcId, env: MtlEnvelope, buf: Vec<u8>) -> Result<()> {
+        let n = buf.len();
         let op = SendOp {
             token: None,
             dest: dest.0,
@@ -705,7 +727,8 @@ impl PortalsMtl {
                 self.done.push_back(Done::Send(t, Ok(())));
             }
             let mut buf = s.buf;
-            if buf.capacity() <= self.eager.max(64) && self.spare_bufs.len() < 64 {
+            let cap = buf.capacity();
+            if cap > 0 && cap <= self.eager.max(64) && self.spare_bufs.len() < 64 {
                 buf.clear();
                 self.spare_bufs.push(buf);
             }
@@ -1049,10 +1072,13 @@ impl PortalsMtl {
         if self.long_sends > 0 || self.getting > 0 || self.confirming > 0 {
             n += self.drain_eq(0, false);
         }
-        if self.polls % 32 == 0 || self.recovery.is_some() || self.blocked > 0 {
+        if self.polls % CTRL_POLLS == 0 || self.recovery.is_some() || self.blocked > 0 {
             n += self.drain_eq(2, false);
         }
-        if self.polls % 64 == 0 && self.sends > self.long_sends {
+        if self.sends > self.long_sends
+            && self.polls % (TAIL_POLLS / 4) == 0
+            && self.polls.wrapping_sub(self.last_put) >= TAIL_POLLS
+        {
             for p in 0..self.size {
                 self.confirm(p);
             }
@@ -1111,7 +1137,7 @@ impl PortalsMtl {
     }
 
     /// Receives a message already taken off the interface into `conv`.
-    fn receive_taken(&mut self, types: &TypeTable, t: Taken, conv: Unpacker, token: Token) {
+    fn receive_taken(&mut self, types: &TypeTable, t: Taken, conv: &Unpacker, token: Token) {
         let id = self.recv_op_new(types, conv, token);
         let r = self.recv_op(id).expect("just made");
         let n = t.data.len().min(r.cap);
@@ -1121,7 +1147,7 @@ impl PortalsMtl {
         self.matched(id, t.bits, t.hdr, t.rlength, t.from, n);
     }
 
-    fn recv_op_new(&mut self, types: &TypeTable, conv: Unpacker, token: Token) -> usize {
+    fn recv_op_new(&mut self, types: &TypeTable, conv: &Unpacker, token: Token) -> usize {
         let _ = types;
         let cap = conv.capacity();
         let (buf, bounce) = match conv.dest_ref(0, cap) {
@@ -1133,7 +1159,6 @@ impl PortalsMtl {
         };
         self.new_op(Op::Recv(RecvOp {
             token,
-            conv: Some(conv),
             buf,
             cap,
             bounce,
@@ -1190,13 +1215,19 @@ impl Mtl for PortalsMtl {
         if conv.packed_len() > self.eager {
             return Ok(false);
         }
-        // A packer is only read: pack from a copy of its position.
-        // SAFETY: the same loan, used only within this call.
-        let mut c = match conv.data_ref(0, conv.packed_len()) {
-            Some(d) => unsafe { Packer::contiguous(d.as_ptr(), d.len()) },
-            None => return Ok(false),
+        let _ = types;
+        // A packer is only read: contiguous data is copied straight from the user's buffer.
+        let Some(d) = conv.data_ref(0, conv.packed_len()) else {
+            return Ok(false);
         };
-        self.send_copy(types, dest, env, &mut c)?;
+        let mut buf = Vec::new();
+        if !d.is_empty() {
+            buf = self.spare_bufs.pop().unwrap_or_default();
+            buf.clear();
+            // SAFETY: the packer's loan of `d.len()` bytes, valid for this call.
+            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(d.as_ptr(), d.len()) });
+        }
+        self.send_buf(dest, env, buf)?;
         Ok(true)
     }
 
@@ -1238,7 +1269,7 @@ impl Mtl for PortalsMtl {
             long: true,
             read_me: false,
             buf,
-            _conv: Some(conv),
+            _conv: Some(Box::new(conv)),
             accepted: false,
         };
         let id = self.new_op(Op::Send(op));
@@ -1264,7 +1295,7 @@ impl Mtl for PortalsMtl {
         &mut self,
         types: &TypeTable,
         sel: MtlSelector,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()> {
         if let Some(i) = self.find_moved(&sel) {
@@ -1372,7 +1403,7 @@ impl Mtl for PortalsMtl {
         &mut self,
         types: &TypeTable,
         msg: MtlMessage,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()> {
         let Some(t) = self.taken.get_mut(msg.0 as usize).and_then(Option::take) else {
@@ -1387,20 +1418,21 @@ impl Mtl for PortalsMtl {
         Ok(())
     }
 
-    fn cancel(&mut self, token: Token) -> Option<Unpacker> {
-        let id = self.ops.iter().position(|o| {
+    fn cancel(&mut self, token: Token) -> bool {
+        let Some(id) = self.ops.iter().position(|o| {
             matches!(o, Some(Op::Recv(r)) if r.token == token && r.state == RecvState::Posted
                 && r.me != PTL_INVALID_HANDLE)
-        })?;
-        let me = self.recv_op(id)?.me;
+        }) else {
+            return false;
+        };
+        let Some(me) = self.recv_op(id).map(|r| r.me) else {
+            return false;
+        };
         // SAFETY: our own entry; it is linked until it matches.
         if unsafe { PtlMEUnlink(me) } != PTL_OK {
-            return None;
+            return false;
         }
-        match self.free_op(id) {
-            Some(Op::Recv(mut r)) => r.conv.take(),
-            _ => None,
-        }
+        self.free_op(id).is_some()
     }
 
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
@@ -1410,19 +1442,16 @@ impl Mtl for PortalsMtl {
             match d {
                 Done::Send(t, r) => sink.send_done(t, r),
                 Done::Recv(id) => {
-                    let Some(Op::Recv(mut r)) = self.free_op(id) else {
-                        continue;
-                    };
-                    let Some(mut conv) = r.conv.take() else {
+                    let Some(Op::Recv(r)) = self.free_op(id) else {
                         continue;
                     };
                     let got = r.got.min(r.cap);
-                    if r.bounce.is_empty() {
-                        conv.placed(got);
+                    let data = if r.bounce.is_empty() {
+                        MtlData::Placed(got)
                     } else {
-                        conv.unpack(types, 0, &r.bounce[..got]);
-                    }
-                    sink.recv_done(r.token, conv, r.m, None);
+                        MtlData::Packed(&r.bounce[..got])
+                    };
+                    sink.recv_done(types, r.token, data, r.m, None);
                 }
             }
         }
@@ -1431,5 +1460,108 @@ impl Mtl for PortalsMtl {
 
     fn busy(&self) -> bool {
         self.sends > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::MaybeUninit;
+    use stormpi_core::arena::{Arena, Sizer};
+    use stormpi_core::pml::request::{Source, TagSel};
+
+    /// Collects what the MTL reports.
+    #[derive(Default)]
+    struct Sink {
+        recvs: Vec<(Token, usize, MtlMatch)>,
+    }
+
+    impl MtlSink for Sink {
+        fn send_done(&mut self, _token: Token, _result: Result<()>) {}
+
+        fn recv_done(
+            &mut self,
+            _types: &TypeTable,
+            token: Token,
+            data: MtlData<'_>,
+            m: MtlMatch,
+            error: Option<Error>,
+        ) {
+            assert!(error.is_none());
+            let n = match data {
+                MtlData::Placed(n) => n,
+                MtlData::Packed(b) => b.len(),
+            };
+            self.recvs.push((token, n, m));
+        }
+    }
+
+    /// A one-rank job of this process: a steady exchange (each message waited for over several
+    /// polls, as a ping-pong does) asks for one confirmation per `CONFIRM_EVERY` puts and no
+    /// more; the tail of the burst is confirmed once the process idles, which lets `busy` clear.
+    #[test]
+    fn lwk_mtl_confirmations_stay_off_a_steady_exchange() {
+        std::env::set_var("STORMPI_RANK", "0");
+        std::env::set_var("STORMPI_SIZE", "1");
+        std::env::set_var("STORMPI_JOBID", format!("mtltest{}", std::process::id()));
+        let params = crate::init::params().expect("parameters");
+        let mut sizer = Sizer::default();
+        TypeTable::size(&params, &mut sizer);
+        let mem: &'static mut [MaybeUninit<u8>] =
+            Box::leak(vec![MaybeUninit::uninit(); sizer.bytes()].into_boxed_slice());
+        let types = TypeTable::new(&params, &mut Arena::new(mem)).expect("type table");
+        let mut portals = crate::ptl::Portals::open(0, 1).expect("Portals");
+        let mut mtl = PortalsMtl::new(&params, portals.ni, 0, 1).expect("MTL");
+        let env = MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag: 7,
+        };
+        let sel = MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(7),
+        };
+        let mut sink = Sink::default();
+        let msgs = 3 * CONFIRM_EVERY as u64 + 5;
+        let mut rbuf = [0u8; 4];
+        let sbuf = [1u8, 2, 3, 4];
+        for i in 0..msgs {
+            // SAFETY: both buffers outlive the operations (each is waited for below).
+            let (conv, send) = unsafe {
+                (
+                    Unpacker::contiguous(rbuf.as_mut_ptr(), rbuf.len()),
+                    Packer::contiguous(sbuf.as_ptr(), (i % 5) as usize),
+                )
+            };
+            mtl.irecv(&types, sel, &conv, Token(i)).expect("irecv");
+            assert!(mtl
+                .send_now(&types, ProcId(0), env, &send)
+                .expect("send_now"));
+            let mut polls = 0;
+            while sink.recvs.len() as u64 <= i {
+                mtl.progress(&types, &mut sink);
+                polls += 1;
+                assert!(polls < 1_000_000, "message {i} never arrived");
+            }
+            // Poll on a while, as a ping-pong's wait for the answer does.
+            for _ in 0..20 {
+                mtl.progress(&types, &mut sink);
+            }
+            let (t, n, m) = sink.recvs[i as usize];
+            assert_eq!((t, n, m.len, m.tag), (Token(i), (i % 5) as usize, i % 5, 7));
+        }
+        assert_eq!(&rbuf[..4], &sbuf[..4]);
+        assert_eq!(mtl.stats.confirms, msgs / CONFIRM_EVERY as u64);
+        assert!(mtl.busy(), "the tail of the burst is not confirmed yet");
+        let mut polls = 0;
+        while mtl.busy() {
+            mtl.progress(&types, &mut sink);
+            polls += 1;
+            assert!(polls <= 4 * TAIL_POLLS, "the tail was never confirmed");
+        }
+        assert_eq!(mtl.stats.confirms, msgs / CONFIRM_EVERY as u64 + 1);
+        assert_eq!(mtl.stats.unexpected, 0);
+        portals.close();
     }
 }

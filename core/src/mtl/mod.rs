@@ -8,11 +8,15 @@
 //!
 //! An MTL gets whole messages: an envelope ([`MtlEnvelope`]: context id, sender's rank in the
 //! communicator, tag), a convertor over the user's data and a [`Token`] naming the request. It
-//! reports completions through an [`MtlSink`] from [`Mtl::progress`]. It owns the convertors
-//! while it works on them: contiguous data goes straight between user buffers and the network
-//! (`Packer::data_ref`, `Unpacker::dest_ref`), anything else is packed into a bounce buffer first
-//! or unpacked from one afterwards. It never refuses an operation for lack of room: what it
-//! cannot start now it queues and starts from `progress`.
+//! reports completions through an [`MtlSink`] from [`Mtl::progress`]. A send's convertor it owns
+//! while it works on it; a receive's stays in the PML's request, lent for the call: the MTL takes
+//! the memory it may write ([`Unpacker::dest_ref`]) or makes a bounce buffer, and reports what
+//! arrived ([`MtlData`]) for the PML to account or unpack (a convertor is hundreds of bytes:
+//! moving it in and out on every receive was a good part of the path's cost). Contiguous data
+//! goes straight between user buffers and the network (`Packer::data_ref`,
+//! `Unpacker::dest_ref`), anything else is packed into a bounce buffer first or unpacked from one
+//! afterwards. It never refuses an operation for lack of room: what it cannot start now it queues
+//! and starts from `progress`.
 //!
 //! [`MatchBits`] is the usual packing of an envelope into 64 match bits (the Portals 4 MTL's, also
 //! how Open MPI's portals4 MTL does it): tag in the low 32 bits, the source rank in the next 16,
@@ -68,6 +72,15 @@ pub struct MtlMatch {
     pub len: u64,
 }
 
+/// What a finished receive brought, for its convertor.
+#[derive(Clone, Copy, Debug)]
+pub enum MtlData<'a> {
+    /// This many bytes were written where the convertor's [`Unpacker::dest_ref`] said.
+    Placed(usize),
+    /// These packed bytes are to be unpacked (a bounce buffer).
+    Packed(&'a [u8]),
+}
+
 /// A message taken by [`Mtl::improbe`], for [`Mtl::imrecv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtlMessage(pub u64);
@@ -89,9 +102,16 @@ pub trait MtlSink {
     /// receive has matched), or it failed.
     fn send_done(&mut self, token: Token, result: Result<()>);
 
-    /// The receive `token` finished: `conv` (handed back) holds what arrived of the message
-    /// `m`, or the receive failed with `error`.
-    fn recv_done(&mut self, token: Token, conv: Unpacker, m: MtlMatch, error: Option<Error>);
+    /// The receive `token` finished: `data` is what arrived of the message `m` for the receive's
+    /// convertor, or the receive failed with `error`.
+    fn recv_done(
+        &mut self,
+        types: &TypeTable,
+        token: Token,
+        data: MtlData<'_>,
+        m: MtlMatch,
+        error: Option<Error>,
+    );
 }
 
 /// A matching transport module.
@@ -133,12 +153,13 @@ pub trait Mtl: Send {
         token: Token,
     ) -> Result<bool>;
 
-    /// Posts a receive into `conv` for messages `sel` accepts; [`MtlSink::recv_done`] reports it.
+    /// Posts a receive into `conv`'s memory for messages `sel` accepts; [`MtlSink::recv_done`]
+    /// reports it. The caller keeps `conv` (and its memory) unchanged until then.
     fn irecv(
         &mut self,
         types: &TypeTable,
         sel: MtlSelector,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()>;
 
@@ -148,18 +169,19 @@ pub trait Mtl: Send {
     /// Like [`Mtl::iprobe`], but takes the message for a later [`Mtl::imrecv`].
     fn improbe(&mut self, sel: MtlSelector) -> Result<Option<(MtlMessage, MtlMatch)>>;
 
-    /// Receives a message taken by [`Mtl::improbe`] into `conv`.
+    /// Receives a message taken by [`Mtl::improbe`] into `conv`'s memory (kept as for
+    /// [`Mtl::irecv`]).
     fn imrecv(
         &mut self,
         types: &TypeTable,
         msg: MtlMessage,
-        conv: Unpacker,
+        conv: &Unpacker,
         token: Token,
     ) -> Result<()>;
 
-    /// Cancels receive `token` if it has not matched: `Some(conv)` then (nothing is reported
-    /// later); `None` if it matched (it completes normally).
-    fn cancel(&mut self, token: Token) -> Option<Unpacker>;
+    /// Cancels receive `token` if it has not matched: true then (nothing is reported later);
+    /// false if it matched (it completes normally).
+    fn cancel(&mut self, token: Token) -> bool;
 
     /// Moves messages; reports completions to `sink`. Returns how much happened.
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize;

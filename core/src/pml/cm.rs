@@ -18,7 +18,7 @@ use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::list::Link;
-use crate::mtl::{Mtl, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink};
+use crate::mtl::{Mtl, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink};
 use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::Envelope;
@@ -173,8 +173,9 @@ impl Ob1 {
         scope: u32,
     ) -> Result<ReqId> {
         let sel = Ob1::cm_selector(comms, comm, src, tag)?;
+        // The convertor stays in the request; the MTL borrows it to learn where to write.
         let recv = RecvReq {
-            conv: Unpacker::empty(),
+            conv,
             comm,
             src,
             tag,
@@ -184,7 +185,13 @@ impl Ob1 {
         let key = self.insert(Request::new(Op::Recv(recv), scope))?;
         self.cm_posted[comm.0 as usize] += 1;
         let mtl = self.mtl.as_mut().expect("cm path");
-        if let Err(e) = mtl.irecv(types, sel, conv, Token(key.to_u64())) {
+        let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.requests.get(key)
+        else {
+            unreachable!("just inserted");
+        };
+        if let Err(e) = mtl.irecv(types, sel, &r.conv, Token(key.to_u64())) {
             self.cm_posted[comm.0 as usize] -= 1;
             self.requests.remove(key);
             return Err(e);
@@ -273,7 +280,7 @@ impl Ob1 {
         let comm = comms.by_cid(ContextId(env.ctx)).ok_or(bad)?;
         self.unex.remove(msg.0);
         let recv = RecvReq {
-            conv: Unpacker::empty(),
+            conv,
             comm,
             src: Source::Rank(env.src as u32),
             tag: TagSel::Tag(env.tag),
@@ -284,7 +291,13 @@ impl Ob1 {
         let key = self.insert(Request::new(Op::Recv(recv), scope))?;
         self.cm_posted[comm.0 as usize] += 1;
         let mtl = self.mtl.as_mut().expect("cm path");
-        if let Err(e) = mtl.imrecv(types, MtlMessage(sreq), conv, Token(key.to_u64())) {
+        let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.requests.get(key)
+        else {
+            unreachable!("just inserted");
+        };
+        if let Err(e) = mtl.imrecv(types, MtlMessage(sreq), &r.conv, Token(key.to_u64())) {
             self.cm_posted[comm.0 as usize] -= 1;
             self.requests.remove(key);
             return Err(e);
@@ -301,7 +314,7 @@ impl Ob1 {
         }
         let comm = r.comm;
         let mtl = self.mtl.as_mut().expect("cm path");
-        if mtl.cancel(Token(id.0.to_u64())).is_none() {
+        if !mtl.cancel(Token(id.0.to_u64())) {
             return Ok(());
         }
         self.cm_posted[comm.0 as usize] -= 1;
@@ -349,7 +362,14 @@ impl MtlSink for Ob1 {
         self.complete(key.index);
     }
 
-    fn recv_done(&mut self, token: Token, conv: Unpacker, m: MtlMatch, error: Option<Error>) {
+    fn recv_done(
+        &mut self,
+        types: &TypeTable,
+        token: Token,
+        data: MtlData<'_>,
+        m: MtlMatch,
+        error: Option<Error>,
+    ) {
         let key = Key::from_u64(token.0);
         let Some(req) = self.requests.get_mut(key) else {
             return;
@@ -359,18 +379,23 @@ impl MtlSink for Ob1 {
             return;
         }
         r.state = RecvState::Done;
+        match data {
+            MtlData::Placed(n) => r.conv.placed(n),
+            MtlData::Packed(b) => {
+                r.conv.unpack(types, 0, b);
+            }
+        }
         let comm = r.comm;
         let mut status = Status {
             source: m.src as i32,
             tag: m.tag,
             ..Status::EMPTY
         };
-        finish_status(&mut status, m.len, &conv);
+        finish_status(&mut status, m.len, &r.conv);
         if let Some(e) = error {
             status.error = Some(e);
         }
         req.status = status;
-        drop(conv);
         if let Some(n) = self.cm_posted.get_mut(comm.0 as usize) {
             *n = n.saturating_sub(1);
         }
