@@ -1,5 +1,5 @@
-//! A Rust MPI program on the `mpi` crate (tests/examples/rust_ring.rs) under stormrun, as a
-//! singleton, and under MPICH's Hydra launcher (PMI-1 over PMI_FD).
+//! Rust MPI programs on the `mpi` crate (tests/examples/rust_ring.rs, rust_coll.rs) under
+//! stormrun, as a singleton, and under MPICH's Hydra launcher (PMI-1 over PMI_FD).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,6 +10,10 @@ use stormpi_tests::{artifact, in_path, run, run_job, shm_files, SHM_DIR};
 
 fn rust_ring() -> PathBuf {
     artifact("examples/rust_ring")
+}
+
+fn rust_coll() -> PathBuf {
+    artifact("examples/rust_coll")
 }
 
 /// Held by every test here: the Hydra test tells its job's shared-memory files from others' by
@@ -27,6 +31,22 @@ fn under_stormrun() {
         let out = run_job(np, &[], &rust_ring(), &[]);
         assert!(
             out.success() && out.has_line(&format!("OK rust_ring {np}")),
+            "{}",
+            out.report()
+        );
+        assert!(out.leftover_shm.is_empty(), "{}", out.report());
+    }
+}
+
+/// Every collective of the Rust API on world, a duplicate and a split, 1 to 8 ranks
+/// (oversubscribed from 3), against locally computed values (tests/examples/rust_coll.rs).
+#[test]
+fn collectives_under_stormrun() {
+    let _serial = serial();
+    for np in [1, 2, 3, 5, 8] {
+        let out = run_job(np, &[], &rust_coll(), &[]);
+        assert!(
+            out.success() && out.has_line(&format!("OK rust_coll {np}")),
             "{}",
             out.report()
         );

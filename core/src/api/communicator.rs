@@ -2,6 +2,7 @@
 
 use super::request::{Request, Scope};
 use super::{checked, Equivalence, Rank, Result, Status, Tag, Universe};
+use crate::coll::{Buf, Call, Mode};
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::op::Op;
@@ -87,6 +88,168 @@ impl<'u> Communicator<'u> {
                 id,
             )
         })
+    }
+
+    /// Gathers every process's `send` into every process's `recv`, in rank order
+    /// (`MPI_Allgather`); `recv` holds `size` times `send`'s elements.
+    pub fn all_gather_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        check_blocks(
+            send.len(),
+            recv.len(),
+            self.size,
+            "all_gather_into: recv must hold size times send's elements",
+        )?;
+        let call = Call::Allgather {
+            send: Some(buf(send)),
+            recv: Buf {
+                count: send.len() as u64,
+                ..buf_mut(recv)
+            },
+        };
+        // SAFETY: both slices hold what the call's counts say and are borrowed for the call.
+        unsafe { self.blocking(call) }
+    }
+
+    /// Sends block `i` of `send` to process `i` and receives process `i`'s block for this
+    /// process into block `i` of `recv` (`MPI_Alltoall`); both hold `size` equal blocks.
+    pub fn all_to_all_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let block = send.len() / (self.size.max(1) as usize);
+        let what = "all_to_all_into: send and recv must hold size equal blocks";
+        check_blocks(block, send.len(), self.size, what)?;
+        check_blocks(block, recv.len(), self.size, what)?;
+        let call = Call::Alltoall {
+            send: Some(Buf {
+                count: block as u64,
+                ..buf(send)
+            }),
+            recv: Buf {
+                count: block as u64,
+                ..buf_mut(recv)
+            },
+        };
+        // SAFETY: both slices hold `size` blocks and are borrowed for the call.
+        unsafe { self.blocking(call) }
+    }
+
+    /// Combines `send` of processes `0..=rank` with `op` into `recv` (`MPI_Scan`).
+    pub fn scan_into<T: Equivalence>(&self, send: &[T], recv: &mut [T], op: Op) -> Result<()> {
+        check_lengths(send.len(), recv.len())?;
+        let call = Call::Scan {
+            send: Some(send.as_ptr().cast()),
+            recv: recv.as_mut_ptr().cast(),
+            count: send.len() as u64,
+            dt: T::DATATYPE,
+            op,
+        };
+        // SAFETY: both slices hold `send.len()` elements and are borrowed for the call.
+        unsafe { self.blocking(call) }
+    }
+
+    /// Combines `send` of processes `0..rank` with `op` into `recv` (`MPI_Exscan`); at rank 0
+    /// `recv` is left as it was.
+    pub fn exclusive_scan_into<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        check_lengths(send.len(), recv.len())?;
+        let call = Call::Exscan {
+            send: Some(send.as_ptr().cast()),
+            recv: recv.as_mut_ptr().cast(),
+            count: send.len() as u64,
+            dt: T::DATATYPE,
+            op,
+        };
+        // SAFETY: both slices hold `send.len()` elements and are borrowed for the call.
+        unsafe { self.blocking(call) }
+    }
+
+    /// Combines every process's `send` with `op` and leaves block `rank` of the result in
+    /// `recv` (`MPI_Reduce_scatter_block`); `send` holds `size` blocks of `recv`'s length.
+    pub fn reduce_scatter_block_into<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        check_blocks(
+            recv.len(),
+            send.len(),
+            self.size,
+            "reduce_scatter_block_into: send must hold size times recv's elements",
+        )?;
+        let call = Call::ReduceScatterBlock {
+            send: Some(send.as_ptr().cast()),
+            recv: recv.as_mut_ptr().cast(),
+            count: recv.len() as u64,
+            dt: T::DATATYPE,
+            op,
+        };
+        // SAFETY: `send` holds `size` blocks of `recv.len()` elements; both are borrowed for
+        // the call.
+        unsafe { self.blocking(call) }
+    }
+
+    /// Starts a barrier (`MPI_Ibarrier`).
+    pub fn immediate_barrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<Request<'s>> {
+        // SAFETY: a barrier has no buffers.
+        unsafe { self.immediate_collective(scope, Call::Barrier) }
+    }
+
+    /// Starts combining every process's `send` with `op` into every process's `recv`
+    /// (`MPI_Iallreduce`).
+    pub fn immediate_all_reduce_into<'s, T: Equivalence>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: Op,
+    ) -> Result<Request<'s>> {
+        check_lengths(send.len(), recv.len())?;
+        let call = Call::Allreduce {
+            send: Some(send.as_ptr().cast()),
+            recv: recv.as_mut_ptr().cast(),
+            count: send.len() as u64,
+            dt: T::DATATYPE,
+            op,
+        };
+        // SAFETY: both slices are borrowed for the scope, which waits for the request.
+        unsafe { self.immediate_collective(scope, call) }
+    }
+
+    /// Runs `call` here to its local end.
+    ///
+    /// # Safety
+    /// The buffers `call` names hold what its counts and types describe, for the call.
+    unsafe fn blocking(&self, call: Call) -> Result<()> {
+        let id = self.id;
+        // SAFETY: the caller's contract.
+        self.universe
+            .with(|e| unsafe { e.collective(id, call, Mode::Blocking) })
+            .map(|_| ())
+    }
+
+    /// Starts `call` with a request of `scope`.
+    ///
+    /// # Safety
+    /// The buffers `call` names hold what its counts and types describe, and live as long as
+    /// the scope.
+    unsafe fn immediate_collective<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        call: Call,
+    ) -> Result<Request<'s>> {
+        let (id, sid) = (self.id, scope.id);
+        let req = scope.universe.with(|e| {
+            // SAFETY: the caller's contract.
+            let req = unsafe { e.collective(id, call, Mode::NonBlocking { scope: sid }) }?;
+            match req {
+                Some(r) => Ok(r),
+                None => e.completed_request(Status::EMPTY),
+            }
+        })?;
+        Ok(Request::new(scope.universe, req, None))
     }
 
     /// A duplicate with its own message context (`MPI_Comm_dup`, collective).
@@ -368,6 +531,70 @@ impl<'c, 'u> Process<'c, 'u> {
             .with(|e| e.reduce(Some(send.as_bytes()), None, n, T::DATATYPE, op, rank, id))
     }
 
+    /// At this process (the root): gathers every process's `send` into `recv`, in rank order
+    /// (`MPI_Gather`); `recv` holds `size` times `send`'s elements.
+    pub fn gather_into_root<T: Equivalence>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        check_blocks(
+            send.len(),
+            recv.len(),
+            self.comm.size,
+            "gather_into_root: recv must hold size times send's elements",
+        )?;
+        let call = Call::Gather {
+            send: Some(buf(send)),
+            recv: Buf {
+                count: send.len() as u64,
+                ..buf_mut(recv)
+            },
+            root: self.rank,
+        };
+        // SAFETY: both slices hold what the call's counts say and are borrowed for the call.
+        unsafe { self.comm.blocking(call) }
+    }
+
+    /// At any other process: sends `send` to this process's gather.
+    pub fn gather_into<T: Equivalence>(&self, send: &[T]) -> Result<()> {
+        let call = Call::Gather {
+            send: Some(buf(send)),
+            recv: NO_BUF,
+            root: self.rank,
+        };
+        // SAFETY: `send` is borrowed for the call; the receive buffer is the root's only.
+        unsafe { self.comm.blocking(call) }
+    }
+
+    /// At this process (the root): sends block `i` of `send` to process `i`, its own block to
+    /// `recv` (`MPI_Scatter`); `send` holds `size` blocks of `recv`'s length.
+    pub fn scatter_into_root<T: Equivalence>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
+        check_blocks(
+            recv.len(),
+            send.len(),
+            self.comm.size,
+            "scatter_into_root: send must hold size times recv's elements",
+        )?;
+        let call = Call::Scatter {
+            send: Buf {
+                count: recv.len() as u64,
+                ..buf(send)
+            },
+            recv: Some(buf_mut(recv)),
+            root: self.rank,
+        };
+        // SAFETY: both slices hold what the call's counts say and are borrowed for the call.
+        unsafe { self.comm.blocking(call) }
+    }
+
+    /// At any other process: receives this process's block of its scatter into `recv`.
+    pub fn scatter_into<T: Equivalence>(&self, recv: &mut [T]) -> Result<()> {
+        let call = Call::Scatter {
+            send: NO_BUF,
+            recv: Some(buf_mut(recv)),
+            root: self.rank,
+        };
+        // SAFETY: `recv` is borrowed for the call; the send buffer is the root's only.
+        unsafe { self.comm.blocking(call) }
+    }
+
     /// Receives into `buf` with any tag (`MPI_Recv`).
     pub fn receive_into<T: Equivalence>(&self, buf: &mut [T]) -> Result<Status> {
         self.comm.receive(self.rank, ANY_TAG, buf)
@@ -470,6 +697,44 @@ impl Message<'_, '_> {
         let req = u.with(|e| e.imrecv(conv, msg, 0))?;
         checked(u.block(|e| e.test(req))?, cap)
     }
+}
+
+/// A slice as a collective's buffer.
+fn buf<T: Equivalence>(s: &[T]) -> Buf {
+    Buf {
+        // Only ever read through: the collective reads send buffers.
+        ptr: s.as_ptr().cast_mut().cast(),
+        count: s.len() as u64,
+        dt: T::DATATYPE,
+    }
+}
+
+/// A mutable slice as a collective's buffer.
+fn buf_mut<T: Equivalence>(s: &mut [T]) -> Buf {
+    Buf {
+        ptr: s.as_mut_ptr().cast(),
+        count: s.len() as u64,
+        dt: T::DATATYPE,
+    }
+}
+
+/// The buffer of an argument that is significant at the root only.
+const NO_BUF: Buf = Buf {
+    ptr: core::ptr::null_mut(),
+    count: 0,
+    dt: crate::datatype::Datatype::BYTE,
+};
+
+/// Checks that `whole` elements are `size` blocks of `block` elements; `what` says which
+/// argument must be how long.
+fn check_blocks(block: usize, whole: usize, size: Rank, what: &'static str) -> Result<()> {
+    if (size as usize).checked_mul(block) != Some(whole) {
+        return Err(crate::error::Error::new(
+            crate::error::ErrorClass::Count,
+            crate::error::Reason::BadArgument { what },
+        ));
+    }
+    Ok(())
 }
 
 fn check_lengths(send: usize, recv: usize) -> Result<()> {
