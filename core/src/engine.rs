@@ -17,7 +17,7 @@ use crate::arena::{Arena, Sizer};
 use crate::bml::{Bml, MAX_BTLS};
 use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
-use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler};
+use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler, Levels};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
@@ -949,6 +949,13 @@ impl Engine {
         }
         if let Some(l) = local {
             self.comm_free(l)?;
+        }
+        // The hidden node levels go with it (every member frees them at the same call).
+        if let Levels::Nodes { node, leaders } = self.comms.levels(id) {
+            self.comms.set_levels(id, Levels::Flat);
+            for c in leaders.into_iter().chain([node]) {
+                self.comm_free(c)?;
+            }
         }
         self.reap_comms();
         Ok(())

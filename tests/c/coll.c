@@ -14,10 +14,14 @@
  *   communicators, completed by Waitall, Testall and Waitany.
  *   Everything runs on MPI_COMM_WORLD and on a duplicate.
  *
- * usage: coll [--only NAME] [--large INTS]
+ * usage: coll [--only NAME] [--large INTS] [--split]
  *   --only NAME   run one group: barrier bcast gather scatter allgather alltoall reduce
  *                 allreduce reduce_scatter scan nonblocking local
  *   --large INTS  the large count (default 262144 ints = 1 MiB)
+ *   --split       also run everything on a split of MPI_COMM_WORLD: from 3 ranks on without
+ *                 world rank 1 (which gets a communicator of its own), ranks in reverse order,
+ *                 so that on several nodes the node leaders are not world's and a node may hold
+ *                 members of non-adjacent ranks
  *
  * Every rank computes every rank's input from a formula, so every check is local.
  */
@@ -28,6 +32,7 @@
 static int rank, size;
 static long large_ints = 262144;
 static const char *only;
+static int split;
 static MPI_Comm comm;
 static MPI_Datatype vec_t, affine_t;
 static MPI_Op affine_op, user_sum_op;
@@ -983,6 +988,8 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--large") == 0 && i + 1 < argc)
             large_ints = atol(argv[++i]);
+        else if (strcmp(argv[i], "--split") == 0)
+            split = 1;
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -1033,6 +1040,25 @@ int main(int argc, char **argv)
         test_nonblocking(MPI_COMM_WORLD);
     }
     CHECK_MPI(MPI_Comm_free(&dup));
+    if (split) {
+        MPI_Comm sub, sub_dup;
+        int world_rank = rank, world_size = size;
+        CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, (size >= 3 && rank == 1) ? 1 : 0, size - rank, &sub));
+        MPI_Comm_rank(sub, &rank);
+        MPI_Comm_size(sub, &size);
+        CHECK(rank == (world_size >= 3 && world_rank == 1 ? 0 : size - 1 - (world_rank > 1 && world_size >= 3 ? world_rank - 1 : world_rank)),
+              "rank in the split communicator");
+        comm = sub;
+        run_all();
+        if (want("nonblocking")) {
+            CHECK_MPI(MPI_Comm_dup(sub, &sub_dup));
+            test_nonblocking(sub_dup);
+            CHECK_MPI(MPI_Comm_free(&sub_dup));
+        }
+        CHECK_MPI(MPI_Comm_free(&sub));
+        rank = world_rank;
+        size = world_size;
+    }
     CHECK_MPI(MPI_Op_free(&affine_op));
     CHECK(affine_op == MPI_OP_NULL, "MPI_Op_free did not reset the handle");
     CHECK_MPI(MPI_Op_free(&user_sum_op));

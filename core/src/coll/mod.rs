@@ -38,6 +38,7 @@
 
 pub(crate) mod alg;
 pub(crate) mod exec;
+pub(crate) mod hier;
 mod inter;
 pub(crate) mod red;
 
@@ -184,7 +185,7 @@ algorithm_param!(SCAN_ALG, "coll_scan_algorithm", "MPI_Scan and MPI_Exscan", Sca
     RecDbl = "recursive_doubling", Linear = "linear");
 
 /// Parameters of the collectives.
-pub static PARAMS: [&ParamDef; 17] = [
+pub static PARAMS: [&ParamDef; 18] = [
     &SEGMENT_BYTES,
     &PIPELINE_BYTES,
     &SCRATCH_BYTES,
@@ -202,6 +203,7 @@ pub static PARAMS: [&ParamDef; 17] = [
     &ALLTOALLV_ALG,
     &REDUCE_SCATTER_ALG,
     &SCAN_ALG,
+    &hier::HIER,
 ];
 
 /// Bytes of a reduction segment (a multiple of 64).
@@ -277,6 +279,7 @@ pub struct CollState {
     blocking_len: usize,
     user_ops: &'static mut [Option<UserOp>],
     tune: Tuning,
+    hier: hier::HierState,
 }
 
 // SAFETY: the scratch pointers are the engine's own memory (carved from its arena at init); the
@@ -296,6 +299,7 @@ impl CollState {
         sizer
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
             .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
+        hier::HierState::size(params, sizer);
     }
 
     /// The collectives' state, carved from `arena`.
@@ -315,6 +319,7 @@ impl CollState {
             blocking_len: blocking,
             user_ops: arena.slice(params.usize(&MAX_USER_OPS), |_| None)?,
             tune,
+            hier: hier::HierState::new(params, arena)?,
         })
     }
 
@@ -688,6 +693,10 @@ impl Engine {
             rank: c.rank,
             size: c.size(),
         };
+        // SAFETY: the caller's contract.
+        if mode == Mode::Blocking && unsafe { self.hier_collective(comm, &call)? } {
+            return Ok(None);
+        }
         if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
             return Err(Error::exhausted(
                 "non-blocking collectives in flight",

@@ -10,7 +10,7 @@
 //! `MPI_Comm_create_group` and intercommunicator construction involve only part of a parent, or
 //! the union of two groups. They use their own internal tags.
 
-use super::{Comm, CommId, CommTable, ContextId};
+use super::{Comm, CommId, CommTable, ContextId, ErrHandler, Levels};
 use crate::arena::{Arena, Sizer};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::Datatype;
@@ -523,6 +523,116 @@ impl Engine {
             }
         };
         self.comm_split(comm, color, key)
+    }
+
+    /// The node levels of `comm` for the node-aware collectives: hidden communicators over each
+    /// node's members and over the nodes' leaders, made the first time this is asked (every
+    /// member asks at the same collective call, so all agree on their context ids) and freed with
+    /// `comm`. They are made only when the members span more than one node and some node holds
+    /// more than one of them; otherwise, and when no context id or slot is left, the answer is
+    /// [`Levels::Flat`] (alike at every member: the agreement fails everywhere or nowhere).
+    ///
+    /// The node layout comes from [`crate::btl::PeerInfo::node`], known to every process, so
+    /// the groups are computed locally; only the two context ids are agreed.
+    pub(crate) fn comm_levels(&mut self, comm: CommId) -> Result<Levels> {
+        let known = self.comms.levels(comm);
+        if known != Levels::Unknown {
+            return Ok(known);
+        }
+        let c = self.check_comm(comm)?;
+        if c.is_inter() || c.hidden || c.size() < 3 {
+            self.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        }
+        let (g, n, me) = (c.group, c.size() as usize, c.rank as i32);
+        // (node, rank) sorted: each node's members form a run, in rank order.
+        for r in 0..n {
+            let p = self.comms.groups.proc_of(g, r as u32);
+            let node = self.procs[p.0 as usize].node as i32;
+            self.creation.ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
+        }
+        let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
+        triples.sort_unstable_by_key(|e| (e[0], e[1]));
+        let (mut nodes, mut widest, mut run) = (0, 0, 0);
+        let (mut start, mut len, mut node_rank) = (0, 0, 0);
+        for i in 0..n {
+            if i == 0 || triples[i][0] != triples[i - 1][0] {
+                nodes += 1;
+                run = 0;
+            }
+            run += 1;
+            widest = widest.max(run);
+            if triples[i][1] == me {
+                (start, node_rank) = (i + 1 - run, run - 1);
+            }
+        }
+        if nodes < 2 || widest < 2 {
+            self.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        }
+        while start + len < n && triples[start + len][0] == triples[start][0] {
+            len += 1;
+        }
+        let m = self.whole(comm, TAG_CID)?;
+        let Ok(cid) = self.agree_cid(&m, None) else {
+            self.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        };
+        let ints = &*self.creation.ints;
+        let group = self.comms.groups.gather(len as u32, |t, i| {
+            t.proc_of(g, ints[3 * (start + i as usize) + 1] as u32)
+        })?;
+        let node = self.install_hidden(cid, group, node_rank as u32)?;
+        // The leaders (first of each run), in rank order.
+        let mut k = 0;
+        let mut prev = None;
+        for i in 0..n {
+            let (nd, r) = (self.creation.ints[3 * i], self.creation.ints[3 * i + 1]);
+            if prev != Some(nd) {
+                self.creation.ints[k] = r;
+                k += 1;
+            }
+            prev = Some(nd);
+        }
+        self.creation.ints[..k].sort_unstable();
+        let leader_rank = self.creation.ints[..k].iter().position(|&r| r == me);
+        let Ok(cid) = self.agree_cid(&m, None) else {
+            self.comm_free(node)?;
+            self.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        };
+        let leaders = match leader_rank {
+            Some(lr) => {
+                let ints = &*self.creation.ints;
+                let group = self
+                    .comms
+                    .groups
+                    .gather(k as u32, |t, i| t.proc_of(g, ints[i as usize] as u32))?;
+                Some(self.install_hidden(cid, group, lr as u32)?)
+            }
+            None => None,
+        };
+        let l = Levels::Nodes { node, leaders };
+        self.comms.set_levels(comm, l);
+        Ok(l)
+    }
+
+    /// Installs a hidden intracommunicator of the library's own (flat itself; errors go back to
+    /// the call that used it).
+    fn install_hidden(&mut self, cid: ContextId, group: Group, rank: u32) -> Result<CommId> {
+        let id = self.install(Comm {
+            cid,
+            group,
+            remote: None,
+            local_comm: None,
+            hidden: true,
+            topo: None,
+            rank,
+            errhandler: ErrHandler::Return,
+            freed: false,
+        })?;
+        self.comms.set_levels(id, Levels::Flat);
+        Ok(id)
     }
 
     /// `MPI_Comm_create`: a communicator over `group` (a subset of `comm`'s members; disjoint

@@ -89,6 +89,28 @@ pub enum ErrHandler {
     User(u16),
 }
 
+/// A communicator's node levels for the node-aware collectives (`coll/hier.rs`), kept beside
+/// it in the [`CommTable`] rather than in [`Comm`] (a duplicate must not inherit them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Levels {
+    /// Not looked at yet: decided at the first blocking collective that could use them, which
+    /// every member reaches at the same point.
+    #[default]
+    Unknown,
+    /// The collectives stay flat: one node, no node with two members, a hidden communicator, or
+    /// `coll_hier` off.
+    Flat,
+    /// Hidden communicators over the members on this process's node (its leader, the member of
+    /// lowest rank, is rank 0 there) and, at a leader, over the leaders of all nodes in rank
+    /// order.
+    Nodes {
+        /// This node's members, in the communicator's rank order.
+        node: CommId,
+        /// The leaders, at a leader.
+        leaders: Option<CommId>,
+    },
+}
+
 /// A communicator.
 #[derive(Clone, Debug)]
 pub struct Comm {
@@ -143,6 +165,7 @@ pub struct CommTable {
     /// The topologies communicators carry.
     pub topos: TopoTable,
     slots: &'static mut [Option<Comm>],
+    levels: &'static mut [Levels],
     by_cid: &'static mut [u16],
     used: &'static mut [u64],
 }
@@ -152,6 +175,7 @@ impl CommTable {
     pub fn size(sizer: &mut Sizer, capacity: u32, max_cids: u32) {
         sizer
             .slice::<Option<Comm>>(capacity as usize)
+            .slice::<Levels>(capacity as usize)
             .slice::<u16>(max_cids as usize)
             .slice::<u64>(max_cids.div_ceil(64) as usize);
     }
@@ -168,6 +192,7 @@ impl CommTable {
             groups,
             topos,
             slots: arena.slice(capacity as usize, |_| None)?,
+            levels: arena.slice(capacity as usize, |_| Levels::Unknown)?,
             by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
             used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
         })
@@ -194,6 +219,21 @@ impl CommTable {
             .and_then(Option::as_mut)
             .filter(|c| !c.freed)
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
+    /// The node levels of communicator `id` as known so far.
+    pub fn levels(&self, id: CommId) -> Levels {
+        self.levels
+            .get(id.0 as usize)
+            .copied()
+            .unwrap_or(Levels::Flat)
+    }
+
+    /// Records the node levels of communicator `id`.
+    pub fn set_levels(&mut self, id: CommId, l: Levels) {
+        if let Some(s) = self.levels.get_mut(id.0 as usize) {
+            *s = l;
+        }
     }
 
     /// Communicators freed by the user that still hold their slot.
@@ -272,6 +312,7 @@ impl CommTable {
             ));
         }
         self.slots[slot] = Some(comm);
+        self.levels[slot] = Levels::Unknown;
         self.by_cid[cid] = slot as u16;
         self.used[cid / 64] |= 1 << (cid % 64);
         Ok(CommId(slot as u32))

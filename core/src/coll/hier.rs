@@ -1,0 +1,359 @@
+//! Node-aware collectives: within each node to or from a leader (over shared memory), among the
+//! leaders across nodes, then within the node again.
+//!
+//! A communicator whose members span more than one node, with more than one member on some node,
+//! gets two hidden communicators the first time a blocking collective could use them
+//! ([`Engine::comm_levels`]): one over the members on this process's node (the *node*
+//! communicator; its rank 0, the member of lowest rank there, is the node's *leader*) and, at
+//! the leaders, one over the leaders of all nodes in rank order. They are freed with the
+//! communicator. Communicators on one node (such as those of the 100,000 create/free test) or
+//! with one member per node never get them.
+//!
+//! The phases are ordinary blocking collectives on those communicators, each choosing its own
+//! flat algorithm by size (so each node's traffic stays on `sm`, and only the leaders' traffic
+//! crosses the network — for an allreduce, one vector per node instead of one per rank):
+//!
+//! - **Barrier**: node barrier, leaders' barrier, node barrier.
+//! - **Bcast**: on the root's node, a node broadcast from the root, then the leaders' broadcast
+//!   from that node's leader; on the other nodes, the leaders' broadcast, then a node broadcast
+//!   from the leader. Any root.
+//! - **Allreduce**: node reduce to the leader (into its receive buffer), leaders' allreduce in
+//!   place, node broadcast.
+//! - **Reduce**: node reduce to the leaders, leaders' reduce to the root. Only when the root is a
+//!   leader (rank 0 always is) and the message fits the leaders' staging region of
+//!   `coll_segment_bytes` (reserved at init unless `coll_hier` is `off`); other calls run flat.
+//!
+//! Reductions go node-first only for commutative operations; a non-commutative one keeps the
+//! flat, rank-ordered algorithms. Every member decides alike, from the call's arguments, the
+//! communicator's node layout and the parameters: `coll_hier` = `off` never, `on` always where
+//! the shape allows, `auto` likewise unless `coll_<name>_algorithm` forces a flat algorithm for
+//! that collective (then the forced algorithm runs on the whole communicator, as without the
+//! node layer; with `on`, a forced algorithm runs inside each level).
+//!
+//! *Non-blocking collectives stay flat*: they run the flat algorithm on the whole communicator
+//! (a composed schedule would need the executor to switch communicators between steps). Both
+//! kinds may be mixed freely: the node layer uses the hidden communicators' own contexts and
+//! collective sequence numbers, the flat layer the communicator's.
+
+use core::mem::MaybeUninit;
+
+use super::{
+    extent, parse, span_bytes, AllreduceAlg, BarrierAlg, BcastAlg, Buf, Call, Mode, ReduceAlg,
+};
+use crate::arena::{Arena, Sizer};
+use crate::coll::exec::Span;
+use crate::comm::{CommId, Levels};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::params::{Default, Kind, ParamDef, Params};
+
+/// `coll_hier`.
+pub static HIER: ParamDef = ParamDef {
+    name: "coll_hier",
+    kind: Kind::Str,
+    default: Default::Str("auto"),
+    description: "Node-aware Barrier, Bcast, Reduce and Allreduce on communicators spanning nodes \
+                  with several members on one: auto (unless coll_<name>_algorithm forces a flat \
+                  one), on, off",
+};
+
+/// Whether the node layer runs (`coll_hier`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HierMode {
+    /// Where the shape allows, unless a flat algorithm is forced for that collective.
+    Auto,
+    /// Where the shape allows; forced algorithms run inside the levels.
+    On,
+    /// Never.
+    Off,
+}
+
+impl HierMode {
+    fn parse(text: &str) -> Option<HierMode> {
+        match text.trim() {
+            "" | "auto" => Some(HierMode::Auto),
+            "on" | "1" | "yes" | "true" => Some(HierMode::On),
+            "off" | "0" | "no" | "false" => Some(HierMode::Off),
+            _ => None,
+        }
+    }
+
+    /// The mode the parameters ask for (`Auto` when unreadable; [`HierState::new`] reports it).
+    fn of(params: &Params) -> HierMode {
+        HierMode::parse(params.str(&HIER)).unwrap_or(HierMode::Auto)
+    }
+}
+
+/// The node layer's state: its mode and the leaders' staging region for a reduce.
+pub(crate) struct HierState {
+    pub(crate) mode: HierMode,
+    tmp: *mut u8,
+    tmp_len: usize,
+}
+
+impl HierState {
+    fn staging(params: &Params) -> usize {
+        match HierMode::of(params) {
+            HierMode::Off => 0,
+            _ => super::scratch_len(params),
+        }
+    }
+
+    /// Arena bytes of the staging region.
+    pub(crate) fn size(params: &Params, sizer: &mut Sizer) {
+        sizer.slice::<MaybeUninit<u64>>(HierState::staging(params) / 8);
+    }
+
+    /// The state, its staging region carved from `arena`.
+    pub(crate) fn new(params: &Params, arena: &mut Arena) -> Result<HierState> {
+        let mode = parse(params, &HIER, HierMode::parse)?;
+        let len = HierState::staging(params);
+        let mem = arena.slice(len / 8, |_| MaybeUninit::<u64>::uninit())?;
+        Ok(HierState {
+            mode,
+            tmp: mem.as_mut_ptr().cast(),
+            tmp_len: len,
+        })
+    }
+}
+
+impl Engine {
+    /// Runs blocking collective `call` on `comm` over its node levels when it should (see the
+    /// module doc); `Ok(false)` when the flat layer is to run it — also for every call whose
+    /// arguments are wrong, so that the flat layer reports the error as it always does.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    pub(super) unsafe fn hier_collective(&mut self, comm: CommId, call: &Call) -> Result<bool> {
+        let mode = self.coll.hier.mode;
+        if mode == HierMode::Off || self.comms.levels(comm) == Levels::Flat {
+            return Ok(false);
+        }
+        let tune = self.coll.tune;
+        let auto = mode == HierMode::Auto;
+        let eligible = match *call {
+            Call::Barrier => !(auto && tune.barrier != BarrierAlg::Auto),
+            Call::Bcast { buf, .. } => {
+                !(auto && tune.bcast != BcastAlg::Auto) && extent(&self.types, buf.dt).is_ok()
+            }
+            Call::Reduce { dt, op, .. } | Call::Allreduce { dt, op, .. } => {
+                let forced = match call {
+                    Call::Reduce { .. } => tune.reduce != ReduceAlg::Auto,
+                    _ => tune.allreduce != AllreduceAlg::Auto,
+                };
+                !(auto && forced)
+                    && self
+                        .working_form(dt, op)
+                        .is_ok_and(|(red, _, _)| red.op.commutes())
+            }
+            _ => false,
+        };
+        if !eligible {
+            return Ok(false);
+        }
+        let Levels::Nodes { node, leaders } = self.comm_levels(comm)? else {
+            return Ok(false);
+        };
+        let c = self.check_comm(comm)?;
+        let (g, size) = (c.group, c.size());
+        let my_node = self.procs[self.me.0 as usize].node;
+        let node_of = |e: &Engine, r: u32| {
+            let p = e.comms.groups.proc_of(g, r);
+            e.procs[p.0 as usize].node
+        };
+        let node_rank = self.check_comm(node)?.rank;
+        // SAFETY (of every `sub` below): the caller's contract covers the buffers, which each
+        // phase uses as the whole call would; the staging region is the engine's own.
+        match *call {
+            Call::Barrier => unsafe {
+                self.sub(node, Call::Barrier)?;
+                if let Some(l) = leaders {
+                    self.sub(l, Call::Barrier)?;
+                }
+                self.sub(node, Call::Barrier)?;
+            },
+            Call::Bcast { buf, root } => {
+                if root < 0 || root as u32 >= size {
+                    return Ok(false);
+                }
+                let root_node = node_of(self, root as u32);
+                if root_node == my_node {
+                    let p = self.comms.groups.proc_of(g, root as u32);
+                    let node_group = self.check_comm(node)?.group;
+                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
+                    unsafe { self.sub(node, Call::Bcast { buf, root: nr })? };
+                    if let Some(l) = leaders {
+                        let me = self.check_comm(l)?.rank as i32;
+                        unsafe { self.sub(l, Call::Bcast { buf, root: me })? };
+                    }
+                } else {
+                    if let Some(l) = leaders {
+                        let lr = self.leader_of(l, root_node)?;
+                        unsafe { self.sub(l, Call::Bcast { buf, root: lr })? };
+                    }
+                    unsafe { self.sub(node, Call::Bcast { buf, root: 0 })? };
+                }
+            }
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // The leader reduces into its own receive buffer (in place if the user's call
+                // was), the others contribute their input.
+                let send = match node_rank {
+                    0 => send,
+                    _ => Some(send.unwrap_or(recv)),
+                };
+                unsafe {
+                    self.sub(
+                        node,
+                        Call::Reduce {
+                            send,
+                            recv,
+                            count,
+                            dt,
+                            op,
+                            root: 0,
+                        },
+                    )?;
+                    if let Some(l) = leaders {
+                        self.sub(
+                            l,
+                            Call::Allreduce {
+                                send: None,
+                                recv,
+                                count,
+                                dt,
+                                op,
+                            },
+                        )?;
+                    }
+                    let buf = Buf {
+                        ptr: recv,
+                        count,
+                        dt,
+                    };
+                    self.sub(node, Call::Bcast { buf, root: 0 })?;
+                }
+            }
+            Call::Reduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+                root,
+            } => {
+                if root < 0 || root as u32 >= size {
+                    return Ok(false);
+                }
+                let root = root as u32;
+                let root_node = node_of(self, root);
+                // A leader is the member of lowest rank on its node.
+                if (0..root).any(|r| node_of(self, r) == root_node) {
+                    return Ok(false);
+                }
+                let true_lb = self.types.info(dt)?.true_lb;
+                let span = span_bytes(&self.types, &Span::new(recv, count, dt));
+                if span > self.coll.hier.tmp_len || (send.is_none() && c_rank(self, comm)? != root)
+                {
+                    return Ok(false);
+                }
+                if root_node == my_node {
+                    // The root is this node's leader: the node's result and then everyone's
+                    // land in its receive buffer.
+                    unsafe {
+                        self.sub(
+                            node,
+                            Call::Reduce {
+                                send,
+                                recv,
+                                count,
+                                dt,
+                                op,
+                                root: 0,
+                            },
+                        )?;
+                        if let Some(l) = leaders {
+                            let me = self.check_comm(l)?.rank as i32;
+                            self.sub(
+                                l,
+                                Call::Reduce {
+                                    send: None,
+                                    recv,
+                                    count,
+                                    dt,
+                                    op,
+                                    root: me,
+                                },
+                            )?;
+                        }
+                    }
+                } else {
+                    // Another node's leader stages its node's result (laid out like `dt`).
+                    let stage = match node_rank {
+                        0 => self.coll.hier.tmp.wrapping_offset(-true_lb),
+                        _ => recv,
+                    };
+                    unsafe {
+                        self.sub(
+                            node,
+                            Call::Reduce {
+                                send,
+                                recv: stage,
+                                count,
+                                dt,
+                                op,
+                                root: 0,
+                            },
+                        )?;
+                        if let Some(l) = leaders {
+                            let lr = self.leader_of(l, root_node)?;
+                            self.sub(
+                                l,
+                                Call::Reduce {
+                                    send: Some(stage),
+                                    recv: stage,
+                                    count,
+                                    dt,
+                                    op,
+                                    root: lr,
+                                },
+                            )?;
+                        }
+                    }
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// One blocking phase on a hidden communicator.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn sub(&mut self, comm: CommId, call: Call) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
+    }
+
+    /// The rank, in leaders' communicator `l`, of the leader of node `node`.
+    fn leader_of(&self, l: CommId, node: u32) -> Result<i32> {
+        let g = self.check_comm(l)?.group;
+        Ok(self
+            .comms
+            .groups
+            .members(g)
+            .position(|p| self.procs[p.0 as usize].node == node)
+            .unwrap_or(0) as i32)
+    }
+}
+
+/// My rank in `comm`.
+fn c_rank(e: &Engine, comm: CommId) -> Result<u32> {
+    Ok(e.check_comm(comm)?.rank)
+}
