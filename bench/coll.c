@@ -17,8 +17,10 @@
  *     coll <name> <bytes> <usec>
  * Results are spot-checked after each size.
  *
- * usage: coll [-m MAX] [-t SECONDS] [-o NAME]
+ * usage: coll [-m MAX] [-s SIZES] [-t SECONDS] [-o NAME]
  *   -m MAX      largest size in bytes (default 1048576)
+ *   -s SIZES    exactly these sizes in bytes, comma-separated (e.g. 8,1048576), instead of the
+ *               factors of 8 up to MAX
  *   -t SECONDS  time per batch (default 0.05)
  *   -o NAME     only this collective (e.g. Allreduce)
  */
@@ -128,9 +130,9 @@ static void fill(long bytes)
 
 int main(int argc, char **argv)
 {
-    long max = 1048576, bytes;
+    long max = 1048576, bytes, list[32];
     const char *only = NULL;
-    int c, i;
+    int c, i, nlist = 0, k;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -141,6 +143,19 @@ int main(int argc, char **argv)
             batch_time = atof(argv[++i]);
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
+            char *p = argv[++i];
+            while (*p && nlist < 32) {
+                list[nlist] = strtol(p, &p, 10);
+                if (list[nlist] < 4 || list[nlist] % 4 != 0)
+                    die("-s: sizes are multiples of 4 bytes");
+                nlist++;
+                if (*p == ',')
+                    p++;
+            }
+            for (max = 0, k = 0; k < nlist; k++)
+                max = list[k] > max ? list[k] : max;
+        }
     }
     sbuf = (char *)malloc((size_t)max * (size_t)size + 64);
     rbuf = (char *)malloc((size_t)max * (size_t)size + 64);
@@ -163,10 +178,11 @@ int main(int argc, char **argv)
     for (c = 0; c < NCOLL; c++) {
         if (only && strcmp(only, names[c]) != 0)
             continue;
-        for (bytes = 8; bytes <= max; bytes *= 8) {
+        for (k = 0, bytes = nlist ? list[0] : 8; nlist ? k < nlist : bytes <= max;
+             k++, bytes = nlist ? (k < nlist ? list[k] : 0) : bytes * 8) {
             long iters, b, j;
             double per, best = 1e30;
-            if (c == BARRIER && bytes > 8)
+            if (c == BARRIER && k > 0)
                 break;
             fill(bytes);
             for (j = 0; j < 3; j++) /* warm-up */

@@ -357,3 +357,17 @@ impl Engine {
 fn c_rank(e: &Engine, comm: CommId) -> Result<u32> {
     Ok(e.check_comm(comm)?.rank)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::HierMode;
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(HierMode::parse(""), Some(HierMode::Auto));
+        assert_eq!(HierMode::parse(" on "), Some(HierMode::On));
+        assert_eq!(HierMode::parse("off"), Some(HierMode::Off));
+        assert_eq!(HierMode::parse("0"), Some(HierMode::Off));
+        assert_eq!(HierMode::parse("sometimes"), None);
+    }
+}

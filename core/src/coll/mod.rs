@@ -11,6 +11,9 @@
 //!   all-to-all; ring, recursive halving and reduce-then-scatter reduce-scatter; recursive doubling
 //!   and linear scans).
 //! - `red`: reductions — working form, segments, conversion of derived types.
+//! - [`hier`]: the node-aware layer — blocking Barrier, Bcast, Reduce and Allreduce on a
+//!   communicator spanning several nodes run as phases on hidden node and leader communicators
+//!   (`coll_hier`); checked first by [`Engine::collective`], everything else runs flat.
 //!
 //! **Choice.** Each collective picks its algorithm from the message size, the communicator's
 //! size and the operation's commutativity, by the same rule at every member (so every member

@@ -552,27 +552,10 @@ impl Engine {
             self.creation.ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
         }
         let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
-        triples.sort_unstable_by_key(|e| (e[0], e[1]));
-        let (mut nodes, mut widest, mut run) = (0, 0, 0);
-        let (mut start, mut len, mut node_rank) = (0, 0, 0);
-        for i in 0..n {
-            if i == 0 || triples[i][0] != triples[i - 1][0] {
-                nodes += 1;
-                run = 0;
-            }
-            run += 1;
-            widest = widest.max(run);
-            if triples[i][1] == me {
-                (start, node_rank) = (i + 1 - run, run - 1);
-            }
-        }
-        if nodes < 2 || widest < 2 {
+        let Some((start, len, node_rank)) = node_runs(triples, me) else {
             self.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
-        }
-        while start + len < n && triples[start + len][0] == triples[start][0] {
-            len += 1;
-        }
+        };
         let m = self.whole(comm, TAG_CID)?;
         let Ok(cid) = self.agree_cid(&m, None) else {
             self.comms.set_levels(comm, Levels::Flat);
@@ -583,18 +566,7 @@ impl Engine {
             t.proc_of(g, ints[3 * (start + i as usize) + 1] as u32)
         })?;
         let node = self.install_hidden(cid, group, node_rank as u32)?;
-        // The leaders (first of each run), in rank order.
-        let mut k = 0;
-        let mut prev = None;
-        for i in 0..n {
-            let (nd, r) = (self.creation.ints[3 * i], self.creation.ints[3 * i + 1]);
-            if prev != Some(nd) {
-                self.creation.ints[k] = r;
-                k += 1;
-            }
-            prev = Some(nd);
-        }
-        self.creation.ints[..k].sort_unstable();
+        let k = leaders_in_order(&mut self.creation.ints[..3 * n]);
         let leader_rank = self.creation.ints[..k].iter().position(|&r| r == me);
         let Ok(cid) = self.agree_cid(&m, None) else {
             self.comm_free(node)?;
@@ -955,6 +927,52 @@ impl Engine {
             Some(e) => Err(e),
         }
     }
+}
+
+/// Sorts `(node, rank, _)` triples by node, then rank, so that each node's members form a run;
+/// `None` unless they span more than one node with more than one member on some node, else
+/// where rank `me`'s run starts, its length, and `me`'s place in it.
+fn node_runs(triples: &mut [[i32; 3]], me: i32) -> Option<(usize, usize, usize)> {
+    triples.sort_unstable_by_key(|e| (e[0], e[1]));
+    let (mut nodes, mut widest, mut run) = (0, 0, 0);
+    let (mut start, mut node_rank) = (0, 0);
+    for i in 0..triples.len() {
+        if i == 0 || triples[i][0] != triples[i - 1][0] {
+            nodes += 1;
+            run = 0;
+        }
+        run += 1;
+        widest = widest.max(run);
+        if triples[i][1] == me {
+            (start, node_rank) = (i + 1 - run, run - 1);
+        }
+    }
+    if nodes < 2 || widest < 2 {
+        return None;
+    }
+    let len = triples[start..]
+        .iter()
+        .take_while(|e| e[0] == triples[start][0])
+        .count();
+    Some((start, len, node_rank))
+}
+
+/// Given the triples [`node_runs`] sorted (flattened), writes the ranks of the runs' first
+/// members — the nodes' leaders — in ascending order to the front; returns how many.
+fn leaders_in_order(ints: &mut [i32]) -> usize {
+    let mut k = 0;
+    let mut prev = None;
+    for i in 0..ints.len() / 3 {
+        // Read before the write: `k <= i <= 3 i`, so no unread triple is overwritten.
+        let (nd, r) = (ints[3 * i], ints[3 * i + 1]);
+        if prev != Some(nd) {
+            ints[k] = r;
+            k += 1;
+        }
+        prev = Some(nd);
+    }
+    ints[..k].sort_unstable();
+    k
 }
 
 fn not_inter() -> Error {
@@ -1358,5 +1376,48 @@ impl Engine {
                 ..Status::EMPTY
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn triples<const N: usize>(nodes: [i32; N]) -> [[i32; 3]; N] {
+        core::array::from_fn(|r| [nodes[r], r as i32, 0])
+    }
+
+    #[test]
+    fn runs_of_an_interleaved_layout() {
+        // Ranks 0..6 round robin over nodes 7 and 3: node 3 holds 1, 3, 5.
+        let mut t = triples([7, 3, 7, 3, 7, 3]);
+        assert_eq!(node_runs(&mut t, 3), Some((0, 3, 1)));
+        assert_eq!(node_runs(&mut t, 4), Some((3, 3, 2)));
+        let flat = t.as_flattened_mut();
+        assert_eq!(leaders_in_order(flat), 2);
+        assert_eq!(&flat[..2], &[0, 1]);
+    }
+
+    #[test]
+    fn uneven_and_three_nodes() {
+        // 3 + 1: the lone member is its node's leader.
+        let mut t = triples([0, 0, 0, 1]);
+        assert_eq!(node_runs(&mut t, 3), Some((3, 1, 0)));
+        assert_eq!(node_runs(&mut t, 2), Some((0, 3, 2)));
+        let flat = t.as_flattened_mut();
+        assert_eq!(leaders_in_order(flat), 2);
+        assert_eq!(&flat[..2], &[0, 3]);
+        // Nodes listed out of order: leaders are still in rank order.
+        let mut t = triples([5, 2, 9, 2, 5, 9, 9]);
+        assert_eq!(node_runs(&mut t, 6), Some((4, 3, 2)));
+        let flat = t.as_flattened_mut();
+        assert_eq!(leaders_in_order(flat), 3);
+        assert_eq!(&flat[..3], &[0, 1, 2]);
+    }
+
+    #[test]
+    fn no_levels_on_one_node_or_one_member_per_node() {
+        assert_eq!(node_runs(&mut triples([4, 4, 4]), 0), None);
+        assert_eq!(node_runs(&mut triples([1, 2, 3, 4]), 2), None);
     }
 }
