@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-coll-hier.sh - the node-aware collectives against the flat ones on two "hosts": network
 # namespaces h1 and h2 joined by one veth pair (`hl`, 10.78.1.0/24), with a bridge in the root
-# namespace (10.78.0.0/24, `eth0` in the hosts) for stormrun's PMI traffic only. bench/coll.c
+# namespace (a /24 in 10.200-249.x.0 chosen by process id, `eth0` in the hosts) for stormrun's
+# PMI traffic only. bench/coll.c
 # (osu-style latency) runs PER_HOST ranks on each host (sm inside a host, tcp across), with
 # `--mca coll_hier on` and `--mca coll_hier off`, interleaved per repetition; for each
 # (collective, size) the lowest latency of all repetitions is kept.
@@ -10,13 +11,14 @@
 #     <collective> <bytes> flat <usec> hier <usec> hier/flat <ratio>
 #
 # usage: sudo ci/bench-coll-hier.sh [--reps N] [--per-host K] [--sizes LIST] [--only "A B"]
-#                                   [--time SECONDS] [--rate MBIT]
+#                                   [--time SECONDS] [--rate MBIT] [--round-robin]
 #   --reps N       repetitions (default 3)
 #   --per-host K   ranks per host (default 2)
 #   --sizes LIST   message sizes in bytes, comma-separated (default 8,1048576)
 #   --only "A B"   collectives (default "Barrier Bcast Allreduce Reduce")
 #   --time S       time per timed batch in bench/coll.c (default 0.05)
 #   --rate MBIT    shape the link with tbf at this rate, both ends (default: unshaped veth)
+#   --round-robin  place ranks alternately on h1 and h2 (default: the first PER_HOST on h1)
 # Needs root (namespaces), iproute2, and target/release/{stormrun,stormcc} (cargo build
 # --release; or set STORMRUN and STORMCC). The namespaces and links are deleted on exit, however
 # it ends. Exit status: 0 when every run passed, 2 on a setup or run failure.
@@ -29,6 +31,8 @@ sizes=8,1048576
 only="Barrier Bcast Allreduce Reduce"
 btime=0.05
 rate=
+hosts_of() { echo "$1:$per_host,$2:$per_host"; }
+placement="by host"
 while [ $# -gt 0 ]; do
     case "$1" in
         --reps) shift; reps=$1 ;;
@@ -37,7 +41,8 @@ while [ $# -gt 0 ]; do
         --only) shift; only=$1 ;;
         --time) shift; btime=$1 ;;
         --rate) shift; rate=$1 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        --round-robin) hosts_of() { echo "$1:1,$2:1"; }; placement="round robin" ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "bench-coll-hier.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -52,14 +57,12 @@ stormcc=${STORMCC:-$root/target/release/stormcc}
 [ -x "$stormrun" ] && [ -x "$stormcc" ] ||
     die "no $stormrun or $stormcc: run cargo build --release first"
 
-exec 9>/run/stormpi-bench-coll-hier.lock
-flock -n 9 || die "another bench-coll-hier.sh is running (the addresses are fixed)"
-
 tag=$$
 ns1="hier-h1-$tag"
 ns2="hier-h2-$tag"
 br="hibr$tag"
-mgmt=10.78.0
+# A management subnet of this run's own (other jobs on the machine may have bridges too).
+mgmt=10.$((200 + tag % 50)).$(((tag / 50) % 256))
 work=$(mktemp -d /tmp/stormpi-coll-hier.XXXXXX)
 job=
 cleanup() {
@@ -107,13 +110,13 @@ run "$stormcc" -O2 -o "$work/coll" "$root/bench/coll.c"
 np=$((2 * per_host))
 echo "# bench-coll-hier: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -r), $(nproc) cores," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# 2 hosts (netns) x $per_host ranks, link hl ${rate:+tbf ${rate} Mbit/s}${rate:-unshaped veth};" \
+echo "# 2 hosts (netns) x $per_host ranks placed $placement, link hl ${rate:+tbf ${rate} Mbit/s}${rate:-unshaped veth};" \
      "$reps repetitions of (flat, hier), best kept; bench/coll.c -s $sizes -t $btime"
 for rep in $(seq "$reps"); do
     for mode in off on; do
         for c in $only; do
-            "$stormrun" --host "$ns1:$per_host,$ns2:$per_host" --launch-agent "ip netns exec" \
-                --pmi-address "$mgmt.1" --timeout 600 -n "$np" \
+            "$stormrun" --host "$(hosts_of "$ns1" "$ns2")" --launch-agent "ip netns exec" \
+                --pmi-address "$mgmt.1" --timeout 600 --oversubscribe -n "$np" \
                 --mca btl_tcp_if_exclude eth0 --mca coll_hier "$mode" \
                 "$work/coll" -s "$sizes" -t "$btime" -o "$c" \
                 >"$work/$mode.$c.$rep.out" 2>"$work/$mode.$c.$rep.err" &
