@@ -951,7 +951,7 @@ impl Engine {
             self.comm_free(l)?;
         }
         // The hidden node levels go with it (every member frees them at the same call).
-        if let Levels::Nodes { node, leaders } = self.comms.levels(id) {
+        if let Levels::Nodes { node, leaders, .. } = self.comms.levels(id) {
             self.comms.set_levels(id, Levels::Flat);
             for c in leaders.into_iter().chain([node]) {
                 self.comm_free(c)?;

@@ -5,7 +5,7 @@
 //!
 //! - `coll.c --split` (every collective against local references, on world, a duplicate and a
 //!   split in reverse rank order without world rank 1) on two hosts (2+2 and the uneven 3+1
-//!   ranks) and three hosts (2+1+2), with `coll_hier` on and off.
+//!   ranks by host, 2+2 round robin) and three hosts (2+1+2), with `coll_hier` on and off.
 //! - The hierarchy is used: the bytes six ranks' allreduces of 1 MiB send over the link between
 //!   two hosts, with three ranks per host. Flat, every rank's ring or recursive-doubling traffic
 //!   that crosses the link counts; node-aware, only the two leaders exchange one vector.
@@ -114,7 +114,8 @@ fn run_ok(cmd: Command, name: &str, what: &str) -> Output {
 }
 
 /// Every collective of `coll.c` (world, duplicate, split; blocking and non-blocking) against its
-/// references, with the node layer on and off, on two hosts with 2+2 and 3+1 ranks.
+/// references, with the node layer on and off, on two hosts with 2+2 and 3+1 ranks placed by host
+/// and 2+2 round robin.
 #[test]
 fn collectives_on_two_hosts_even_and_uneven() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -123,7 +124,8 @@ fn collectives_on_two_hosts_even_and_uneven() {
     };
     hosts.add_link("n1", 0, 1);
     let prog = c_program("coll");
-    for slots in [[2, 2], [3, 1]] {
+    // [1, 1]: four ranks round robin (wrapping around), so nodes hold ranks 0, 2 and 1, 3.
+    for slots in [[2, 2], [3, 1], [1, 1]] {
         let list = host_list(&hosts, &slots);
         for hier in ["on", "off"] {
             run_ok(

@@ -1,5 +1,7 @@
 //! Node-aware collectives: within each node to or from a leader (over shared memory), among the
-//! leaders across nodes, then within the node again.
+//! leaders across nodes, then within the node again. Barrier, Bcast, Reduce, Allreduce and
+//! Allgather; the others (Gather, Scatter, the v- and all-to-all forms, scans, reduce-scatter)
+//! run flat.
 //!
 //! A communicator whose members span more than one node, with more than one member on some node,
 //! gets two hidden communicators the first time a blocking collective could use them
@@ -22,6 +24,10 @@
 //! - **Reduce**: node reduce to the leaders, leaders' reduce to the root. Only when the root is a
 //!   leader (rank 0 always is) and the message fits the leaders' staging region of
 //!   `coll_segment_bytes` (reserved at init unless `coll_hier` is `off`); other calls run flat.
+//! - **Allgather**: when each node's members have consecutive ranks (ranks placed by node), a
+//!   node gather straight into the node's stretch of the leader's receive buffer, the leaders'
+//!   allgatherv of the stretches in place, a node broadcast of the whole buffer. Otherwise flat
+//!   (a node's blocks would be scattered over the buffer).
 //!
 //! Reductions go node-first only for commutative operations; a non-commutative one keeps the
 //! flat, rank-ordered algorithms. Every member decides alike, from the call's arguments, the
@@ -38,7 +44,8 @@
 use core::mem::MaybeUninit;
 
 use super::{
-    extent, parse, span_bytes, AllreduceAlg, BarrierAlg, BcastAlg, Buf, Call, Mode, ReduceAlg,
+    extent, parse, span_bytes, AllgatherAlg, AllreduceAlg, BarrierAlg, BcastAlg, Buf, Call, Mode,
+    ReduceAlg, VBuf,
 };
 use crate::arena::{Arena, Sizer};
 use crate::coll::exec::Span;
@@ -52,7 +59,7 @@ pub static HIER: ParamDef = ParamDef {
     name: "coll_hier",
     kind: Kind::Str,
     default: Default::Str("auto"),
-    description: "Node-aware Barrier, Bcast, Reduce and Allreduce on communicators spanning nodes \
+    description: "Node-aware Barrier, Bcast, Reduce, Allreduce and Allgather on communicators spanning nodes \
                   with several members on one: auto (unless coll_<name>_algorithm forces a flat \
                   one), on, off",
 };
@@ -146,12 +153,22 @@ impl Engine {
                         .working_form(dt, op)
                         .is_ok_and(|(red, _, _)| red.op.commutes())
             }
+            Call::Allgather { send, recv } => {
+                !(auto && tune.allgather != AllgatherAlg::Auto)
+                    && extent(&self.types, recv.dt).is_ok()
+                    && send.is_none_or(|s| self.types.check_committed(s.dt).is_ok())
+            }
             _ => false,
         };
         if !eligible {
             return Ok(false);
         }
-        let Levels::Nodes { node, leaders } = self.comm_levels(comm)? else {
+        let Levels::Nodes {
+            node,
+            leaders,
+            blocked,
+        } = self.comm_levels(comm)?
+        else {
             return Ok(false);
         };
         let c = self.check_comm(comm)?;
@@ -326,6 +343,85 @@ impl Engine {
                         }
                     }
                 }
+            }
+            Call::Allgather { send, recv } => {
+                let (c, p) = (recv.count, size as u64);
+                if !blocked || c.checked_mul(p).is_none_or(|t| t > i32::MAX as u64) {
+                    return Ok(false);
+                }
+                let ext = extent(&self.types, recv.dt)? as i64;
+                let me = c_rank(self, comm)? as i64;
+                let block = |r: i64| recv.ptr.wrapping_offset((r * c as i64 * ext) as isize);
+                // This node's ranks are first .. first + node size: its blocks are one stretch,
+                // which the node's gather fills at the leader.
+                let first = me - node_rank as i64;
+                let own = match (send, node_rank) {
+                    (None, 0) => None,
+                    (None, _) => Some(Buf {
+                        ptr: block(me),
+                        count: c,
+                        dt: recv.dt,
+                    }),
+                    (s, _) => s,
+                };
+                let stretch = Buf {
+                    ptr: block(first),
+                    count: c,
+                    dt: recv.dt,
+                };
+                unsafe {
+                    self.sub(
+                        node,
+                        Call::Gather {
+                            send: own,
+                            recv: stretch,
+                            root: 0,
+                        },
+                    )?
+                };
+                if let Some(l) = leaders {
+                    // The leaders swap their stretches in place: one per node, in rank order
+                    // (the leaders' order), counts then displacements in the creation scratch,
+                    // which nothing else uses while a collective runs.
+                    let k = self.check_comm(l)?.size() as usize;
+                    let mut j = 0;
+                    for r in 0..size {
+                        if j < k && (r == 0 || node_of(self, r) != node_of(self, r - 1)) {
+                            self.creation.ints()[k + j] = (r as u64 * c) as i32;
+                            j += 1;
+                        }
+                    }
+                    for j in 0..k {
+                        let ints = self.creation.ints();
+                        let end = match j + 1 < k {
+                            true => ints[k + j + 1],
+                            false => (p * c) as i32,
+                        };
+                        ints[j] = end - ints[k + j];
+                    }
+                    let ints = self.creation.ints().as_ptr();
+                    let v = VBuf {
+                        ptr: recv.ptr,
+                        counts: ints,
+                        displs: ints.wrapping_add(k),
+                        dt: recv.dt,
+                    };
+                    unsafe {
+                        self.sub(
+                            l,
+                            Call::Allgatherv {
+                                send: None,
+                                recv: v,
+                            },
+                        )?
+                    };
+                }
+                let all = Buf {
+                    ptr: recv.ptr,
+                    count: c * p,
+                    dt: recv.dt,
+                };
+                unsafe { self.sub(node, Call::Bcast { buf: all, root: 0 })? };
             }
             _ => return Ok(false),
         }

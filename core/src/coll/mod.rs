@@ -11,7 +11,7 @@
 //!   all-to-all; ring, recursive halving and reduce-then-scatter reduce-scatter; recursive doubling
 //!   and linear scans).
 //! - `red`: reductions — working form, segments, conversion of derived types.
-//! - [`hier`]: the node-aware layer — blocking Barrier, Bcast, Reduce and Allreduce on a
+//! - [`hier`]: the node-aware layer — blocking Barrier, Bcast, Reduce, Allreduce and Allgather on a
 //!   communicator spanning several nodes run as phases on hidden node and leader communicators
 //!   (`coll_hier`); checked first by [`Engine::collective`], everything else runs flat.
 //!

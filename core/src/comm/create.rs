@@ -64,6 +64,11 @@ impl Scratch {
             blocking: false,
         })
     }
+
+    /// The ints, for another user between constructions (the node-aware allgather's counts).
+    pub(crate) fn ints(&mut self) -> &mut [i32] {
+        self.ints
+    }
 }
 
 /// Most `MPI_Comm_idup`s in flight in one process.
@@ -552,6 +557,8 @@ impl Engine {
             self.creation.ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
         }
         let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
+        // Runs of one node in rank order; as many as nodes when each node's ranks are one run.
+        let runs = 1 + triples.windows(2).filter(|w| w[0][0] != w[1][0]).count();
         let Some((start, len, node_rank)) = node_runs(triples, me) else {
             self.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
@@ -584,7 +591,11 @@ impl Engine {
             }
             None => None,
         };
-        let l = Levels::Nodes { node, leaders };
+        let l = Levels::Nodes {
+            node,
+            leaders,
+            blocked: runs == k,
+        };
         self.comms.set_levels(comm, l);
         Ok(l)
     }

@@ -108,6 +108,9 @@ pub enum Levels {
         node: CommId,
         /// The leaders, at a leader.
         leaders: Option<CommId>,
+        /// Each node's members have consecutive ranks (a node's blocks of an allgather are
+        /// one stretch of the buffer).
+        blocked: bool,
     },
 }
 
