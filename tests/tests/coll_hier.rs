@@ -10,6 +10,10 @@
 //!   two hosts, with three ranks per host. Flat, every rank's ring or recursive-doubling traffic
 //!   that crosses the link counts; node-aware, only the two leaders exchange one vector.
 //!
+//! - The same collectives on the lightweight-kernel node build (`libstormpi_lwk.a`, both
+//!   Portals transports), whose node layout comes from `STORMPI_NIDS`: no namespaces needed, so
+//!   this one always runs.
+//!
 //! Needs root; without it (or kernel support for namespaces) each test prints `SKIPPED: ...`
 //! and returns. The tests run one at a time, each job under stormrun's `--timeout`.
 
@@ -18,8 +22,11 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
+use stormpi_tests::lwk::{node_program, LwkJob, Pml, Target};
 use stormpi_tests::netns::{interface_bytes, NetnsHosts, Traffic};
-use stormpi_tests::{c_extra_program, c_program, run_stormrun, stormrun, Output, JOB_TIMEOUT};
+use stormpi_tests::{
+    c_extra_program, c_program, c_source, run_stormrun, stormrun, Output, JOB_TIMEOUT,
+};
 
 /// Serialises the tests of this binary.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -269,6 +276,29 @@ fn allreduce_crosses_the_link_once_per_node() {
                 h + 1,
                 n1.name,
             );
+        }
+    }
+}
+
+/// `coll.c --split` on the node build, five ranks, nodes named by `STORMPI_NIDS` as the
+/// launcher of a real machine would: blocked and uneven (`0*2,7,3*2`: nodes of 2, 1 and 2
+/// ranks, ids not in order) and round robin (`1,0,1,0,1`), over the Portals MTL (`cm`) and the
+/// Portals BTL (`ob1`), with the node layer on and off.
+#[test]
+fn collectives_on_the_node_build() {
+    let prog = node_program(&Target::host(), &c_source("coll"), &[]);
+    for pml in [Pml::Cm, Pml::Ob1] {
+        for nids in ["0*2,7,3*2", "1,0,1,0,1"] {
+            for hier in ["on", "off"] {
+                let mut job = LwkJob::new(5, pml).param("coll_hier", hier);
+                job.env.push(("STORMPI_NIDS".into(), nids.into()));
+                let out = job.run(&prog, &["--split", "--large", "65536"]);
+                out.assert_ok("coll");
+                eprintln!(
+                    "coll_hier: node build, pml {}, STORMPI_NIDS={nids}, coll_hier={hier}: OK",
+                    pml.name()
+                );
+            }
         }
     }
 }
