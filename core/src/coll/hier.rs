@@ -21,9 +21,10 @@
 //!   from the leader. Any root.
 //! - **Allreduce**: node reduce to the leader (into its receive buffer), leaders' allreduce in
 //!   place, node broadcast.
-//! - **Reduce**: node reduce to the leaders, leaders' reduce to the root. Only when the root is a
-//!   leader (rank 0 always is) and the message fits the leaders' staging region of
-//!   `coll_segment_bytes` (reserved at init unless `coll_hier` is `off`); other calls run flat.
+//! - **Reduce**: node reduce to the leaders, leaders' reduce to the root's leader, which hands the
+//!   result to the root when that is another member of its node. Only when the message fits the
+//!   leaders' staging region of `coll_segment_bytes` (reserved at init unless `coll_hier` is
+//!   `off`); larger ones run flat.
 //! - **Allgather**: when each node's members have consecutive ranks (ranks placed by node), a
 //!   node gather straight into the node's stretch of the leader's receive buffer, the leaders'
 //!   allgatherv of the stretches in place, a node broadcast of the whole buffer. Otherwise flat
@@ -50,9 +51,14 @@ use super::{
 use crate::arena::{Arena, Sizer};
 use crate::coll::exec::Span;
 use crate::comm::{CommId, Levels};
+use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::params::{Default, Kind, ParamDef, Params};
+
+/// The tag of the hand-over from a node's leader to a reduce's root that is not the leader
+/// (outside the collectives' range; used on the hidden node communicators only).
+const TAG_ROOT: i32 = -0x180;
 
 /// `coll_hier`.
 pub static HIER: ParamDef = ParamDef {
@@ -270,77 +276,66 @@ impl Engine {
                 let root = root as u32;
                 let root_node = node_of(self, root);
                 // A leader is the member of lowest rank on its node.
-                if (0..root).any(|r| node_of(self, r) == root_node) {
-                    return Ok(false);
-                }
+                let root_leads = !(0..root).any(|r| node_of(self, r) == root_node);
                 let true_lb = self.types.info(dt)?.true_lb;
                 let span = span_bytes(&self.types, &Span::new(recv, count, dt));
-                if span > self.coll.hier.tmp_len || (send.is_none() && c_rank(self, comm)? != root)
-                {
+                let me = c_rank(self, comm)?;
+                if span > self.coll.hier.tmp_len || (send.is_none() && me != root) {
                     return Ok(false);
                 }
-                if root_node == my_node {
-                    // The root is this node's leader: the node's result and then everyone's
-                    // land in its receive buffer.
-                    unsafe {
+                // A leader that is not the root stages its node's result (laid out like `dt`);
+                // the root's leader then everyone's.
+                let stage = self.coll.hier.tmp.wrapping_offset(-true_lb);
+                let (input, out) = match (node_rank, me == root) {
+                    (0, true) => (send, recv),
+                    (0, false) => (send, stage),
+                    (_, true) => (Some(send.unwrap_or(recv)), recv),
+                    (_, false) => (send, recv),
+                };
+                unsafe {
+                    self.sub(
+                        node,
+                        Call::Reduce {
+                            send: input,
+                            recv: out,
+                            count,
+                            dt,
+                            op,
+                            root: 0,
+                        },
+                    )?;
+                    if let Some(l) = leaders {
+                        let (send, lr) = match root_node == my_node {
+                            true => (None, self.check_comm(l)?.rank as i32),
+                            false => (Some(out as *const u8), self.leader_of(l, root_node)?),
+                        };
                         self.sub(
-                            node,
+                            l,
                             Call::Reduce {
                                 send,
-                                recv,
+                                recv: out,
                                 count,
                                 dt,
                                 op,
-                                root: 0,
+                                root: lr,
                             },
                         )?;
-                        if let Some(l) = leaders {
-                            let me = self.check_comm(l)?.rank as i32;
-                            self.sub(
-                                l,
-                                Call::Reduce {
-                                    send: None,
-                                    recv,
-                                    count,
-                                    dt,
-                                    op,
-                                    root: me,
-                                },
-                            )?;
-                        }
                     }
-                } else {
-                    // Another node's leader stages its node's result (laid out like `dt`).
-                    let stage = match node_rank {
-                        0 => self.coll.hier.tmp.wrapping_offset(-true_lb),
-                        _ => recv,
-                    };
-                    unsafe {
-                        self.sub(
-                            node,
-                            Call::Reduce {
-                                send,
-                                recv: stage,
-                                count,
-                                dt,
-                                op,
-                                root: 0,
-                            },
-                        )?;
-                        if let Some(l) = leaders {
-                            let lr = self.leader_of(l, root_node)?;
-                            self.sub(
-                                l,
-                                Call::Reduce {
-                                    send: Some(stage),
-                                    recv: stage,
-                                    count,
-                                    dt,
-                                    op,
-                                    root: lr,
-                                },
-                            )?;
-                        }
+                }
+                if !root_leads && root_node == my_node && count > 0 {
+                    // The root's leader hands the result over (on the node communicator, with
+                    // a tag of its own: nothing else but collectives runs there).
+                    let node_group = self.check_comm(node)?.group;
+                    let p = self.comms.groups.proc_of(g, root);
+                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0);
+                    if node_rank == 0 {
+                        // SAFETY: the staging region holds the result, laid out like `dt`.
+                        let conv = unsafe { Packer::new(stage, count, dt, &self.types)? };
+                        self.send_internal(conv, nr, TAG_ROOT, node)?;
+                    } else if me == root {
+                        // SAFETY: the caller's contract: `recv` holds `count` instances of `dt`.
+                        let conv = unsafe { Unpacker::new(recv, count, dt, &self.types)? };
+                        self.recv_internal(conv, 0, TAG_ROOT, node)?;
                     }
                 }
             }
