@@ -3,7 +3,8 @@
 //! so ranks of one host share memory (`sm`) and ranks of different hosts talk `tcp` over veth
 //! links. The management network (`eth0`, the bridge) carries PMI only.
 //!
-//! - `coll.c --split` (every collective against local references, on world, a duplicate and a
+//! - `coll.c --split` (every collective, blocking and non-blocking — many in flight at once, on
+//!   two communicators — against local references, on world, a duplicate and a
 //!   split in reverse rank order without world rank 1) on two hosts (2+2 and the uneven 3+1
 //!   ranks by host, 2+2 round robin) and three hosts (2+1+2), with `coll_hier` on and off.
 //! - The hierarchy is used: the bytes six ranks' allreduces of 1 MiB send over the link between

@@ -37,24 +37,31 @@
 //! that collective (then the forced algorithm runs on the whole communicator, as without the
 //! node layer; with `on`, a forced algorithm runs inside each level).
 //!
-//! *Non-blocking collectives stay flat*: they run the flat algorithm on the whole communicator
-//! (a composed schedule would need the executor to switch communicators between steps). Both
-//! kinds may be mixed freely: the node layer uses the hidden communicators' own contexts and
-//! collective sequence numbers, the flat layer the communicator's.
+//! *Non-blocking* Barrier, Bcast and Allreduce go node-aware too, once a blocking collective has
+//! made the levels (making them is a blocking agreement a non-blocking call must not wait for):
+//! the same phases, each started as a non-blocking collective on its hidden communicator when
+//! the one before has completed ([`Chain`], advanced by the engine's progress). The tags of all
+//! phases are reserved when the call starts, in call order, so that several in flight meet their
+//! peers whatever order their phases complete in; the user's request completes after the last
+//! phase. Non-blocking Reduce and Allgather run flat (their staging region and counts arrays
+//! are the blocking form's, one at a time). Both layers may be mixed freely: the node layer uses
+//! the hidden communicators' own contexts and collective sequence numbers, the flat layer the
+//! communicator's.
 
 use core::mem::MaybeUninit;
 
 use super::{
-    extent, parse, span_bytes, AllgatherAlg, AllreduceAlg, BarrierAlg, BcastAlg, Buf, Call, Mode,
-    ReduceAlg, VBuf,
+    coll_tag, extent, parse, span_bytes, AllgatherAlg, AllreduceAlg, BarrierAlg, BcastAlg, Buf,
+    Call, Mode, ReduceAlg, VBuf, MAX_ACTIVE,
 };
 use crate::arena::{Arena, Sizer};
 use crate::coll::exec::Span;
 use crate::comm::{CommId, Levels};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
+use crate::pml::request::{ReqId, Status};
 
 /// The tag of the hand-over from a node's leader to a reduce's root that is not the leader
 /// (outside the collectives' range; used on the hidden node communicators only).
@@ -97,11 +104,38 @@ impl HierMode {
     }
 }
 
-/// The node layer's state: its mode and the leaders' staging region for a reduce.
+/// One phase of a non-blocking node-aware collective: a collective on a hidden communicator
+/// under the tag reserved for it when the whole was started.
+#[derive(Clone, Copy, Debug)]
+struct Phase {
+    comm: CommId,
+    call: Call,
+    tag: i32,
+}
+
+/// A non-blocking node-aware collective in flight: its phases, started one after the other as
+/// non-blocking collectives of their own, and the user's request, finished after the last.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    req: ReqId,
+    phases: [Option<Phase>; 3],
+    next: usize,
+    cur: Option<ReqId>,
+    err: Option<Error>,
+    hold: Option<&'static core::sync::atomic::AtomicU32>,
+}
+
+/// The node layer's state: its mode, the leaders' staging region for a reduce, and the
+/// non-blocking node-aware collectives in flight.
 pub(crate) struct HierState {
     pub(crate) mode: HierMode,
     tmp: *mut u8,
     tmp_len: usize,
+    /// The tag the next collective started must use (a phase's reserved one), taken by
+    /// [`Engine::collective`].
+    pub(crate) tag: Option<i32>,
+    chains: &'static mut [Option<Chain>],
+    active: u32,
 }
 
 impl HierState {
@@ -114,7 +148,9 @@ impl HierState {
 
     /// Arena bytes of the staging region.
     pub(crate) fn size(params: &Params, sizer: &mut Sizer) {
-        sizer.slice::<MaybeUninit<u64>>(HierState::staging(params) / 8);
+        sizer
+            .slice::<MaybeUninit<u64>>(HierState::staging(params) / 8)
+            .slice::<Option<Chain>>(params.usize(&MAX_ACTIVE));
     }
 
     /// The state, its staging region carved from `arena`.
@@ -122,29 +158,50 @@ impl HierState {
         let mode = parse(params, &HIER, HierMode::parse)?;
         let len = HierState::staging(params);
         let mem = arena.slice(len / 8, |_| MaybeUninit::<u64>::uninit())?;
+        let tmp = mem.as_mut_ptr().cast();
         Ok(HierState {
             mode,
-            tmp: mem.as_mut_ptr().cast(),
+            tmp,
             tmp_len: len,
+            tag: None,
+            chains: arena.slice(params.usize(&MAX_ACTIVE), |_| None)?,
+            active: 0,
         })
     }
 }
 
 impl Engine {
-    /// Runs blocking collective `call` on `comm` over its node levels when it should (see the
-    /// module doc); `Ok(false)` when the flat layer is to run it — also for every call whose
-    /// arguments are wrong, so that the flat layer reports the error as it always does.
+    /// Runs or starts collective `call` on `comm` over its node levels when it should (see the
+    /// module doc): `Some` with what [`Engine::collective`] returns, or `None` when the flat
+    /// layer is to run it — also for every call whose arguments are wrong, so that the flat layer
+    /// reports the error as it always does.
     ///
     /// # Safety
     /// As for [`Engine::collective`].
-    pub(super) unsafe fn hier_collective(&mut self, comm: CommId, call: &Call) -> Result<bool> {
-        let mode = self.coll.hier.mode;
-        if mode == HierMode::Off || self.comms.levels(comm) == Levels::Flat {
-            return Ok(false);
+    pub(super) unsafe fn hier_collective(
+        &mut self,
+        comm: CommId,
+        call: &Call,
+        mode: Mode,
+    ) -> Result<Option<Option<ReqId>>> {
+        if self.coll.hier.mode == HierMode::Off || self.comms.levels(comm) == Levels::Flat {
+            return Ok(None);
         }
+        match mode {
+            // SAFETY: the caller's contract.
+            Mode::Blocking => Ok(unsafe { self.hier_blocking(comm, call)? }.then_some(None)),
+            // SAFETY: the caller's contract.
+            Mode::NonBlocking { scope } => {
+                Ok(unsafe { self.hier_start(comm, call, scope)? }.map(Some))
+            }
+        }
+    }
+
+    /// Whether `call` may go node-aware at all (before the layout is looked at).
+    fn hier_eligible(&self, call: &Call) -> bool {
         let tune = self.coll.tune;
-        let auto = mode == HierMode::Auto;
-        let eligible = match *call {
+        let auto = self.coll.hier.mode == HierMode::Auto;
+        match *call {
             Call::Barrier => !(auto && tune.barrier != BarrierAlg::Auto),
             Call::Bcast { buf, .. } => {
                 !(auto && tune.bcast != BcastAlg::Auto) && extent(&self.types, buf.dt).is_ok()
@@ -165,8 +222,15 @@ impl Engine {
                     && send.is_none_or(|s| self.types.check_committed(s.dt).is_ok())
             }
             _ => false,
-        };
-        if !eligible {
+        }
+    }
+
+    /// The blocking form: `Ok(false)` when the flat layer is to run `call`.
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn hier_blocking(&mut self, comm: CommId, call: &Call) -> Result<bool> {
+        if !self.hier_eligible(call) {
             return Ok(false);
         }
         let Levels::Nodes {
@@ -421,6 +485,225 @@ impl Engine {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// The non-blocking form, for Barrier, Bcast and Allreduce: the phases the blocking form
+    /// runs, each started as a non-blocking collective when the one before has completed. Their
+    /// tags are reserved now, in call order, so that every member's phases meet whatever order
+    /// the phases of several collectives in flight complete in. `None` when the flat layer is to
+    /// run `call` — also when the levels are not made yet (making them is a blocking agreement,
+    /// which a non-blocking call must not wait for; every member knows alike whether a blocking
+    /// collective made them before).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn hier_start(
+        &mut self,
+        comm: CommId,
+        call: &Call,
+        scope: u32,
+    ) -> Result<Option<ReqId>> {
+        let Levels::Nodes { node, leaders, .. } = self.comms.levels(comm) else {
+            return Ok(None);
+        };
+        if !matches!(
+            call,
+            Call::Barrier | Call::Bcast { .. } | Call::Allreduce { .. }
+        ) || !self.hier_eligible(call)
+        {
+            return Ok(None);
+        }
+        let c = self.check_comm(comm)?;
+        let (g, size) = (c.group, c.size());
+        let my_node = self.procs[self.me.0 as usize].node;
+        let node_rank = self.check_comm(node)?.rank;
+        let ph = |comm: CommId, call: Call| Some(Phase { comm, call, tag: 0 });
+        let (phases, dt): ([Option<Phase>; 3], _) = match *call {
+            Call::Barrier => (
+                [
+                    ph(node, Call::Barrier),
+                    leaders.and_then(|l| ph(l, Call::Barrier)),
+                    ph(node, Call::Barrier),
+                ],
+                None,
+            ),
+            Call::Bcast { buf, root } => {
+                if root < 0 || root as u32 >= size {
+                    return Ok(None);
+                }
+                let p = self.comms.groups.proc_of(g, root as u32);
+                let root_node = self.procs[p.0 as usize].node;
+                if root_node == my_node {
+                    let node_group = self.check_comm(node)?.group;
+                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
+                    let me = match leaders {
+                        Some(l) => self.check_comm(l)?.rank as i32,
+                        None => 0,
+                    };
+                    (
+                        [
+                            ph(node, Call::Bcast { buf, root: nr }),
+                            leaders.and_then(|l| ph(l, Call::Bcast { buf, root: me })),
+                            None,
+                        ],
+                        Some(buf.dt),
+                    )
+                } else {
+                    let lr = match leaders {
+                        Some(l) => self.leader_of(l, root_node)?,
+                        None => 0,
+                    };
+                    (
+                        [
+                            leaders.and_then(|l| ph(l, Call::Bcast { buf, root: lr })),
+                            ph(node, Call::Bcast { buf, root: 0 }),
+                            None,
+                        ],
+                        Some(buf.dt),
+                    )
+                }
+            }
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                let send = match node_rank {
+                    0 => send,
+                    _ => Some(send.unwrap_or(recv)),
+                };
+                let buf = Buf {
+                    ptr: recv,
+                    count,
+                    dt,
+                };
+                (
+                    [
+                        ph(
+                            node,
+                            Call::Reduce {
+                                send,
+                                recv,
+                                count,
+                                dt,
+                                op,
+                                root: 0,
+                            },
+                        ),
+                        leaders.and_then(|l| {
+                            ph(
+                                l,
+                                Call::Allreduce {
+                                    send: None,
+                                    recv,
+                                    count,
+                                    dt,
+                                    op,
+                                },
+                            )
+                        }),
+                        ph(node, Call::Bcast { buf, root: 0 }),
+                    ],
+                    Some(dt),
+                )
+            }
+            _ => return Ok(None),
+        };
+        let h = &mut self.coll.hier;
+        let Some(slot) = h.chains.iter().position(Option::is_none) else {
+            return Err(Error::exhausted(
+                "non-blocking collectives in flight",
+                h.chains.len() as u32,
+                MAX_ACTIVE.name,
+            ));
+        };
+        let req = self.pml.pending_request(scope)?;
+        let mut phases = phases;
+        for p in phases.iter_mut().flatten() {
+            p.tag = coll_tag(self.pml.next_coll_seq(p.comm));
+        }
+        let hold = dt.and_then(|d| self.types.hold(d));
+        self.coll.hier.chains[slot] = Some(Chain {
+            req,
+            phases,
+            next: 0,
+            cur: None,
+            err: None,
+            hold,
+        });
+        self.coll.hier.active += 1;
+        self.advance_chain(slot);
+        Ok(Some(req))
+    }
+
+    /// Moves chain `slot` on: collects its phase in flight if done, starts the next one, or
+    /// finishes the user's request after the last. True if it finished.
+    fn advance_chain(&mut self, slot: usize) -> bool {
+        loop {
+            let Some(ch) = self.coll.hier.chains[slot].as_mut() else {
+                return false;
+            };
+            if let Some(id) = ch.cur {
+                match self.pml.test(id) {
+                    Ok(None) => return false,
+                    Ok(Some(st)) => {
+                        ch.cur = None;
+                        ch.err = ch.err.or(st.error);
+                    }
+                    Err(e) => {
+                        ch.cur = None;
+                        ch.err = ch.err.or(Some(e));
+                    }
+                }
+            }
+            while ch.next < 3 && ch.phases[ch.next].is_none() {
+                ch.next += 1;
+            }
+            if ch.err.is_none() && ch.next < 3 {
+                let p = ch.phases[ch.next].expect("skipped the empty ones");
+                ch.next += 1;
+                self.coll.hier.tag = Some(p.tag);
+                // SAFETY: the buffers are the user's, under the contract of the non-blocking
+                // call that started the chain (valid until its request completes).
+                let r = unsafe { self.collective(p.comm, p.call, Mode::NonBlocking { scope: 0 }) };
+                self.coll.hier.tag = None;
+                let ch = self.coll.hier.chains[slot].as_mut().expect("in flight");
+                match r {
+                    Ok(id) => ch.cur = id,
+                    Err(e) => ch.err = Some(e),
+                }
+                continue;
+            }
+            let ch = self.coll.hier.chains[slot].take().expect("in flight");
+            self.coll.hier.active -= 1;
+            if let Some(h) = ch.hold {
+                h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+            }
+            self.pml.finish(
+                ch.req,
+                Status {
+                    error: ch.err,
+                    ..Status::EMPTY
+                },
+            );
+            return true;
+        }
+    }
+
+    /// Advances the non-blocking node-aware collectives in flight; returns how many finished.
+    pub(super) fn hier_progress(&mut self) -> usize {
+        if self.coll.hier.active == 0 {
+            return 0;
+        }
+        let mut finished = 0;
+        for slot in 0..self.coll.hier.chains.len() {
+            if self.coll.hier.chains[slot].is_some() {
+                finished += self.advance_chain(slot) as usize;
+            }
+        }
+        finished
     }
 
     /// One blocking phase on a hidden communicator.

@@ -11,9 +11,10 @@
 //!   all-to-all; ring, recursive halving and reduce-then-scatter reduce-scatter; recursive doubling
 //!   and linear scans).
 //! - `red`: reductions — working form, segments, conversion of derived types.
-//! - [`hier`]: the node-aware layer — blocking Barrier, Bcast, Reduce, Allreduce and Allgather on a
-//!   communicator spanning several nodes run as phases on hidden node and leader communicators
-//!   (`coll_hier`); checked first by [`Engine::collective`], everything else runs flat.
+//! - [`hier`]: the node-aware layer — Barrier, Bcast, Reduce, Allreduce and Allgather (blocking)
+//!   and Ibarrier, Ibcast, Iallreduce on a communicator spanning several nodes run as phases on
+//!   hidden node and leader communicators (`coll_hier`); checked first by
+//!   [`Engine::collective`], everything else runs flat.
 //!
 //! **Choice.** Each collective picks its algorithm from the message size, the communicator's
 //! size and the operation's commutativity, by the same rule at every member (so every member
@@ -485,6 +486,11 @@ pub enum Call {
 
 const TAG_BASE: i32 = -(1 << 20);
 
+/// The tag of a communicator's collective number `seq`.
+fn coll_tag(seq: u32) -> i32 {
+    TAG_BASE - (seq & 0x3fff_ffff) as i32
+}
+
 fn root_error(root: i32, size: u32) -> Error {
     Error::new(
         ErrorClass::Root,
@@ -697,8 +703,8 @@ impl Engine {
             size: c.size(),
         };
         // SAFETY: the caller's contract.
-        if mode == Mode::Blocking && unsafe { self.hier_collective(comm, &call)? } {
-            return Ok(None);
+        if let Some(done) = unsafe { self.hier_collective(comm, &call, mode)? } {
+            return Ok(done);
         }
         if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
             return Err(Error::exhausted(
@@ -712,7 +718,10 @@ impl Engine {
             // SAFETY: the caller's contract.
             _ => unsafe { self.plan(comm, g, call, mode)? },
         };
-        let tag = TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32;
+        let tag = match self.coll.hier.tag.take() {
+            Some(t) => t,
+            None => coll_tag(self.pml.next_coll_seq(comm)),
+        };
         let mut c = Coll::new(comm, tag, planned.alg);
         c.red = planned.red;
         c.segs = planned.segs;
@@ -805,7 +814,7 @@ impl Engine {
     /// Advances the non-blocking collectives in flight; returns how many finished.
     pub(crate) fn coll_progress(&mut self) -> usize {
         if self.coll.active == 0 {
-            return 0;
+            return self.hier_progress();
         }
         let mut finished = 0;
         let mut seen = 0;
@@ -820,7 +829,7 @@ impl Engine {
             seen += 1;
             finished += self.advance_one(i) as usize;
         }
-        finished
+        finished + self.hier_progress()
     }
 
     /// Plans a small blocking broadcast, reduce or allreduce of a predefined type with a
@@ -1571,7 +1580,9 @@ impl Engine {
                 _ => RedAlg::RecDbl,
             },
         };
-        let per = ((tune.segment / red.ext as usize) as u64).max(1);
+        // A segment never exceeds the message, so small non-blocking reductions take little of
+        // the shared scratch (every rank computes the same `total`, hence the same segments).
+        let per = ((tune.segment / red.ext as usize) as u64).max(1).min(total);
         let unit = red.bytes(per).next_multiple_of(GRANULE);
         let conv = if direct.is_some() { 0 } else { 2 };
         let nbufs = alg.buffers(&kind) + conv;
