@@ -952,6 +952,8 @@ impl Engine {
         }
         // The hidden node levels go with it (every member frees them at the same call).
         if let Levels::Nodes { node, leaders, .. } = self.comms.levels(id) {
+            // Non-blocking node-aware collectives still to start phases on them finish first.
+            self.hier_drain(node, leaders);
             self.comms.set_levels(id, Levels::Flat);
             for c in leaders.into_iter().chain([node]) {
                 self.comm_free(c)?;

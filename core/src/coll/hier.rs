@@ -692,6 +692,28 @@ impl Engine {
         }
     }
 
+    /// Drives the engine until no non-blocking node-aware collective in flight has phases on
+    /// `node` or `leaders` (hidden communicators about to be freed with their communicator: MPI
+    /// lets a communicator be freed while collectives on it are pending, and they complete
+    /// normally). Every other member started the same collectives, and any MPI call progresses
+    /// them, so this ends.
+    pub(crate) fn hier_drain(&mut self, node: CommId, leaders: Option<CommId>) {
+        loop {
+            let busy = self.coll.hier.chains.iter().flatten().any(|c| {
+                c.phases
+                    .iter()
+                    .flatten()
+                    .any(|p| p.comm == node || Some(p.comm) == leaders)
+            });
+            if !busy {
+                return;
+            }
+            if self.progress() == 0 {
+                self.relax();
+            }
+        }
+    }
+
     /// Advances the non-blocking node-aware collectives in flight; returns how many finished.
     pub(super) fn hier_progress(&mut self) -> usize {
         if self.coll.hier.active == 0 {
