@@ -13,8 +13,8 @@
 //! - `red`: reductions — working form, segments, conversion of derived types.
 //! - [`hier`]: the node-aware layer — Barrier, Bcast, Reduce, Allreduce and Allgather (blocking)
 //!   and Ibarrier, Ibcast, Iallreduce on a communicator spanning several nodes run as phases on
-//!   hidden node and leader communicators (`coll_hier`); checked first by
-//!   [`Engine::collective`], everything else runs flat.
+//!   hidden node and leader communicators (`coll_hier`); [`Engine::collective`] asks it before
+//!   planning a flat algorithm on an intracommunicator.
 //!
 //! **Choice.** Each collective picks its algorithm from the message size, the communicator's
 //! size and the operation's commutativity, by the same rule at every member (so every member
@@ -26,7 +26,8 @@
 //! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight; their scratch
 //! comes from a pool of `coll_scratch_bytes` (a first-fit range allocator), blocking ones use a
 //! reserved region of four `coll_segment_bytes`. Reductions run in segments of
-//! `coll_segment_bytes`, so their scratch is bounded whatever the message size. A collective that
+//! `coll_segment_bytes` (or one segment of the message's size, when smaller), so their scratch is
+//! bounded whatever the message size. A collective that
 //! cannot get what it needs fails with `MPI_ERR_NO_MEM` naming the parameter to raise.
 //!
 //! **Tags.** Each communicator numbers its collectives (every member starts them in the same
