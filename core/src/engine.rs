@@ -87,6 +87,8 @@ pub struct Engine {
     finalized: bool,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
     idle: u32,
+    /// Some freed communicator waits for its receives or collectives to end.
+    pub(crate) comms_draining: bool,
     /// Collectives: non-blocking ones in flight, scratch, user-defined operations.
     pub(crate) coll: crate::coll::CollState,
     /// Memory for building communicators.
@@ -353,6 +355,7 @@ impl Engine {
             next_scope: 0,
             finalized: false,
             idle: 0,
+            comms_draining: false,
         })
     }
 
@@ -941,8 +944,9 @@ impl Engine {
                 },
             ));
         }
-        if self.pml.comm_busy(id) {
+        if self.pml.comm_busy(id) || self.coll_uses(id) {
             self.comms.get_mut(id)?.freed = true;
+            self.comms_draining = true;
         } else {
             self.pml.comm_removed(id);
             self.comms.remove(id)?;
@@ -963,19 +967,21 @@ impl Engine {
         Ok(())
     }
 
-    /// Releases freed communicators whose receives have all completed.
-    fn reap_comms(&mut self) {
+    /// Releases freed communicators whose receives and non-blocking collectives have all
+    /// completed.
+    pub(crate) fn reap_comms(&mut self) {
         let mut cur = 0;
         loop {
             let Some(id) = self.comms.draining().find(|c| c.0 >= cur) else {
                 break;
             };
             cur = id.0 + 1;
-            if !self.pml.comm_busy(id) {
+            if !self.pml.comm_busy(id) && !self.coll_uses(id) {
                 self.pml.comm_removed(id);
                 let _ = self.comms.remove(id);
             }
         }
+        self.comms_draining = self.comms.draining().next().is_some();
     }
 
     // ---- scopes of the Rust API -------------------------------------------------------------------

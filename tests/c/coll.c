@@ -23,9 +23,8 @@
  *                 so that on several nodes the node leaders are not world's and a node may hold
  *                 members of non-adjacent ranks
  *   --free-pending  with --split: also free a duplicate of the split while an MPI_Iallreduce on
- *                 it is pending (legal MPI: it completes normally). stormpi's flat layer cannot
- *                 yet (a freed communicator refuses the collective's later steps); its node-aware
- *                 layer can, so the multi-host tests pass this with coll_hier=on only.
+ *                 it is pending (legal MPI: it completes normally, and the communicator goes
+ *                 when it has).
  *
  * Every rank computes every rank's input from a formula, so every check is local.
  */

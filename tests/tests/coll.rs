@@ -30,6 +30,22 @@ fn coll_all_automatic() {
     coll(&[], None);
 }
 
+/// On a split of world too (ranks reordered, one rank alone), with a duplicate freed while a
+/// non-blocking allreduce on it is pending: it completes, and the communicator goes after.
+#[test]
+fn coll_on_a_split_with_a_communicator_freed_while_busy() {
+    let prog = c_program("coll");
+    for np in [2, 3, 5] {
+        let args = ["--split", "--free-pending", "--large", "65536"];
+        let out = run_job(np, &[], &prog, &args);
+        assert!(
+            out.success() && out.has_line("OK coll") && out.leftover_shm.is_empty(),
+            "coll {args:?} at {np} ranks:\n{}",
+            out.report()
+        );
+    }
+}
+
 /// Reductions cut into many segments (4 KiB of scratch per buffer) and pipelines into 1 KiB
 /// windows, set through `--mca`.
 #[test]

@@ -121,15 +121,10 @@ fn run_ok(cmd: Command, name: &str, what: &str) -> Output {
     out
 }
 
-/// `coll.c`'s arguments: `--split` on a 64K-int large size, and with the node layer on
-/// `--free-pending` (a communicator freed while an Iallreduce on it is pending; the flat layer
-/// cannot do that yet, see coll.c).
-fn split_args(hier: &str) -> Vec<&'static str> {
-    let mut a = vec!["--split", "--large", "65536"];
-    if hier == "on" {
-        a.push("--free-pending");
-    }
-    a
+/// `coll.c`'s arguments: `--split` on a 64K-int large size, and `--free-pending` (a
+/// communicator freed while an Iallreduce on it is pending).
+fn split_args() -> Vec<&'static str> {
+    vec!["--split", "--large", "65536", "--free-pending"]
 }
 
 /// Every collective of `coll.c` (world, duplicate, split; blocking and non-blocking) against its
@@ -154,7 +149,7 @@ fn collectives_on_two_hosts_even_and_uneven() {
                     4,
                     &[NO_MGMT, ("coll_hier", hier)],
                     &prog,
-                    &split_args(hier),
+                    &split_args(),
                 ),
                 "coll",
                 &format!("coll.c --split on {list}, coll_hier={hier}"),
@@ -203,11 +198,7 @@ fn collectives_on_three_hosts() {
     for (mca, groups) in runs {
         let all: &[&str] = &[""];
         for g in if groups.is_empty() { all } else { groups } {
-            let hier = mca
-                .iter()
-                .find(|(k, _)| *k == "coll_hier")
-                .map_or("auto", |m| m.1);
-            let mut args = split_args(hier);
+            let mut args = split_args();
             if !g.is_empty() {
                 args.extend(["--only", g]);
             }
@@ -308,7 +299,7 @@ fn collectives_on_the_node_build() {
             for hier in ["on", "off"] {
                 let mut job = LwkJob::new(5, pml).param("coll_hier", hier);
                 job.env.push(("STORMPI_NIDS".into(), nids.into()));
-                let out = job.run(&prog, &split_args(hier));
+                let out = job.run(&prog, &split_args());
                 out.assert_ok("coll");
                 eprintln!(
                     "coll_hier: node build, pml {}, STORMPI_NIDS={nids}, coll_hier={hier}: OK",

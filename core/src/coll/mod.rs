@@ -812,6 +812,17 @@ impl Engine {
         true
     }
 
+    /// Whether a non-blocking collective in flight still uses `comm`: freeing it then waits
+    /// (messages of the collective's later steps must still find it).
+    pub(crate) fn coll_uses(&self, comm: CommId) -> bool {
+        self.coll.active > 0
+            && (0..self.coll.pool.capacity()).any(|i| {
+                self.coll.pool.at(i).is_some_and(|c| {
+                    c.comm == comm || c.phases.iter().flatten().any(|p| p.comm == comm)
+                })
+            })
+    }
+
     /// Advances the non-blocking collectives in flight; returns how many finished.
     pub(crate) fn coll_progress(&mut self) -> usize {
         if self.coll.active == 0 {
@@ -829,6 +840,10 @@ impl Engine {
             }
             seen += 1;
             finished += self.advance_one(i) as usize;
+        }
+        if finished > 0 && self.comms_draining {
+            // A communicator freed while they ran may go now.
+            self.reap_comms();
         }
         finished + self.hier_progress()
     }

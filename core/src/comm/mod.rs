@@ -209,6 +209,14 @@ impl CommTable {
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
     }
 
+    /// The communicator `id`, live or draining: for the protocol work of operations started
+    /// before it was freed (a user's call is checked with [`CommTable::get`] first).
+    #[inline]
+    pub fn get_in_use(&self, id: CommId) -> Result<&Comm> {
+        self.get_any(id)
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
     /// The communicator `id`, live or draining.
     #[inline]
     pub fn get_any(&self, id: CommId) -> Option<&Comm> {

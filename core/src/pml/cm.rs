@@ -80,7 +80,7 @@ impl Ob1 {
         dest: u32,
         tag: i32,
     ) -> Result<(MtlEnvelope, ProcId)> {
-        let c = comms.get(comm)?;
+        let c = comms.get_in_use(comm)?;
         let env = MtlEnvelope {
             ctx: c.cid.0,
             src: c.rank,
@@ -95,7 +95,7 @@ impl Ob1 {
         src: Source,
         tag: TagSel,
     ) -> Result<MtlSelector> {
-        let c = comms.get(comm)?;
+        let c = comms.get_in_use(comm)?;
         Ok(MtlSelector {
             ctx: c.cid.0,
             src,

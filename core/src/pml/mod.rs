@@ -417,7 +417,9 @@ impl Ob1 {
         self.comms[comm.0 as usize] = PmlComm::default();
         let base = self.seq_index(comm, 0);
         self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
-        let Ok(c) = comms.get(comm) else { return };
+        let Ok(c) = comms.get_in_use(comm) else {
+            return;
+        };
         let cid = c.cid.0;
         let mut cur = self.orphans.head();
         while let Some(i) = cur {

@@ -173,7 +173,7 @@ impl Ob1 {
             }
             return self.hold(Hold::Orphan, from, env, kind, payload);
         };
-        let c = comms.get(comm).expect("by_cid maps to a live slot");
+        let c = comms.get_any(comm).expect("by_cid maps to a slot in use");
         if env.src < 0
             || env.src as u32 >= c.peers().size()
             || comms.peer_proc(c, env.src as u32) != from
@@ -483,7 +483,7 @@ impl Ob1 {
         n: usize,
     ) -> Option<Placement> {
         let comm = comms.by_cid(ContextId(env.ctx))?;
-        let c = comms.get(comm).ok()?;
+        let c = comms.get_in_use(comm).ok()?;
         if n == 0
             || env.src < 0
             || env.src as u32 >= c.peers().size()

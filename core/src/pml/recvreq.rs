@@ -37,7 +37,7 @@ impl Ob1 {
         if self.mtl.is_some() {
             return self.cm_irecv(comms, types, conv, src, tag, comm, scope);
         }
-        comms.get(comm)?;
+        comms.get_in_use(comm)?;
         let recv = RecvReq {
             conv,
             comm,
@@ -72,7 +72,7 @@ impl Ob1 {
         if self.mtl.is_some() {
             return self.cm_iprobe(comms, src, tag, comm);
         }
-        comms.get(comm)?;
+        comms.get_in_use(comm)?;
         Ok(self
             .find_unexpected(comm, src, tag)
             .map(|i| probe_status(self, i)))
@@ -89,7 +89,7 @@ impl Ob1 {
         if self.mtl.is_some() {
             return self.cm_improbe(comms, src, tag, comm);
         }
-        comms.get(comm)?;
+        comms.get_in_use(comm)?;
         let Some(i) = self.find_unexpected(comm, src, tag) else {
             return Ok(None);
         };

@@ -70,7 +70,7 @@ impl Ob1 {
         dest: u32,
         tag: i32,
     ) -> Result<(Envelope, ProcId, usize)> {
-        let c = comms.get(comm)?;
+        let c = comms.get_in_use(comm)?;
         let si = self.seq_index(comm, dest);
         let env = Envelope {
             ctx: c.cid.0,
