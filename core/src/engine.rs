@@ -753,7 +753,32 @@ impl Engine {
 
     /// Receives into `conv` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error in
     /// the status.
+    ///
+    /// Over an MTL the receive needs no pooled request: it is posted as the PML's one blocking
+    /// receive and waited for here.
     pub fn recv(&mut self, conv: Unpacker, src: i32, tag: i32, comm: CommId) -> Result<Status> {
+        let conv = if self.pml.uses_mtl() {
+            let tag = Engine::check_recv_tag(tag)?;
+            let Some(s) = self.check_src(comm, src)? else {
+                return Ok(Status::PROC_NULL);
+            };
+            match self
+                .pml
+                .cm_recv_post(&self.comms, &self.types, conv, s, tag, comm)?
+            {
+                None => loop {
+                    if let Some(st) = self.pml.cm_recv_done() {
+                        return Ok(st);
+                    }
+                    if self.progress() == 0 {
+                        self.relax();
+                    }
+                },
+                Some(conv) => conv,
+            }
+        } else {
+            conv
+        };
         let id = self.irecv(conv, src, tag, comm, 0)?;
         self.wait(id)
     }

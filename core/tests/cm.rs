@@ -350,6 +350,80 @@ fn cm_synchronous_send_completes_at_the_match() {
 }
 
 #[test]
+fn cm_blocking_receive_keeps_order_status_and_truncation_without_a_request() {
+    let mut e = engine("cm", true).unwrap();
+    // A receive posted earlier takes the first message; the blocking one the next.
+    let early = recv_into(&mut e, leak(8), 0, 5);
+    for (data, tag) in [
+        (&b"one"[..], 5),
+        (b"two", 5),
+        (b"three", 6),
+        (b"0123456789", 7),
+    ] {
+        let s = send(&mut e, data, tag, SendMode::Standard);
+        e.wait(s).unwrap();
+    }
+    let buf = leak(8);
+    let p = buf.as_ptr();
+    let st = e
+        .recv(Unpacker::from_slice(buf), 0, 5, CommId::WORLD)
+        .unwrap();
+    assert_eq!((st.source, st.tag, st.bytes, st.error), (0, 5, 3, None));
+    // SAFETY: the receive completed; the buffer is leaked.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p, 3) }, b"two");
+    assert_eq!(e.wait(early).unwrap().bytes, 3);
+    // Wildcards report the message's source and tag.
+    let st = e
+        .recv(
+            Unpacker::from_slice(leak(8)),
+            ANY_SOURCE,
+            ANY_TAG,
+            CommId::WORLD,
+        )
+        .unwrap();
+    assert_eq!((st.source, st.tag, st.bytes), (0, 6, 5));
+    // Truncation is the status's error, with what was received and what was sent.
+    let st = e
+        .recv(Unpacker::from_slice(leak(4)), 0, 7, CommId::WORLD)
+        .unwrap();
+    assert_eq!(st.error.map(|e| e.class), Some(ErrorClass::Truncate));
+    assert_eq!((st.bytes, st.message_bytes), (4, 10));
+    // MPI_PROC_NULL: done at once with the empty status; a bad tag or rank is an error.
+    let st = e
+        .recv(Unpacker::from_slice(leak(4)), -1, 3, CommId::WORLD)
+        .unwrap();
+    assert_eq!((st.source, st.bytes), (-1, 0));
+    let err = e
+        .recv(Unpacker::from_slice(leak(4)), 0, -5, CommId::WORLD)
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Tag);
+    let err = e
+        .recv(Unpacker::from_slice(leak(4)), 3, 1, CommId::WORLD)
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Rank);
+    // A synchronous send completes when the blocking receive matches it.
+    let s = send(&mut e, b"sync", 9, SendMode::Synchronous);
+    assert!(e.test(s).unwrap().is_none());
+    assert_eq!(
+        e.recv(Unpacker::from_slice(leak(8)), 0, 9, CommId::WORLD)
+            .unwrap()
+            .bytes,
+        4
+    );
+    e.wait(s).unwrap();
+    // Nothing was left behind, and the next receive still works.
+    assert_eq!(e.requests_in_use(), 0);
+    let s = send(&mut e, b"again", 1, SendMode::Standard);
+    e.wait(s).unwrap();
+    assert_eq!(
+        e.recv(Unpacker::from_slice(leak(8)), 0, 1, CommId::WORLD)
+            .unwrap()
+            .bytes,
+        5
+    );
+}
+
+#[test]
 fn cm_is_chosen_by_the_pml_parameter() {
     // ob1 ignores an MTL; cm without one is an error naming the way out; junk is a bad value.
     let mut e = engine("ob1", true).unwrap();

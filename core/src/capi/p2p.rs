@@ -12,6 +12,65 @@ use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::pml::request::{SendMode, Status};
 
+/// A packer over a user's send buffer. A predefined contiguous type (the common small-message
+/// case) needs no look at the type table: the layout is `count` elements from `buf`.
+///
+/// # Safety
+/// As for [`handles::packer`].
+#[inline]
+unsafe fn packer(
+    e: &Engine,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<Packer> {
+    match contiguous(buf, count, dt) {
+        // SAFETY: the caller's contract; `n` elements of `d` are `count * d.size()` bytes.
+        Some((d, n)) => Ok(unsafe { Packer::elements(buf.cast(), n, d) }),
+        // SAFETY: the caller's contract.
+        None => unsafe { handles::packer(e, buf, count, dt) },
+    }
+}
+
+/// An unpacker over a user's receive buffer, without the type table for a predefined
+/// contiguous type (see [`packer`]).
+///
+/// # Safety
+/// As for [`handles::unpacker`].
+#[inline]
+unsafe fn unpacker(
+    e: &Engine,
+    buf: *mut c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Result<Unpacker> {
+    match contiguous(buf, count, dt) {
+        // SAFETY: as in `packer`.
+        Some((d, n)) => Ok(unsafe { Unpacker::elements(buf.cast(), n, d) }),
+        // SAFETY: the caller's contract.
+        None => unsafe { handles::unpacker(e, buf, count, dt) },
+    }
+}
+
+/// `(type, count)` when `dt` is a valid predefined contiguous type and the call's buffer and
+/// count are valid for it; `None` sends every other case (errors included) to the general
+/// constructors, which check in the standard's order and report.
+#[inline]
+fn contiguous(
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+) -> Option<(crate::datatype::Datatype, usize)> {
+    let d = handles::datatype(dt).ok()?;
+    if count < 0 || !d.is_contiguous() || (buf.is_null() && count > 0) {
+        return None;
+    }
+    // Elements of a predefined type are never empty, so a NULL buffer with a count is the
+    // general path's MPI_ERR_BUFFER; the size must fit the address space (32-bit targets).
+    (count as usize).checked_mul(d.size())?;
+    Some((d, count as usize))
+}
+
 unsafe fn send(
     func: &'static str,
     buf: *const c_void,
@@ -24,7 +83,7 @@ unsafe fn send(
 ) -> c_int {
     code(run_comm(func, comm, |e, c| {
         // SAFETY: MPI lends the send buffer for the call.
-        let conv = unsafe { handles::packer(e, buf, count, dt)? };
+        let conv = unsafe { packer(e, buf, count, dt)? };
         e.send(conv, dest, tag, c, mode)
     }))
 }
@@ -45,7 +104,7 @@ unsafe fn isend(
             return Err(Error::bad_arg("request is NULL"));
         }
         // SAFETY: MPI lends the send buffer until the request completes.
-        let conv = unsafe { handles::packer(e, buf, count, dt)? };
+        let conv = unsafe { packer(e, buf, count, dt)? };
         let id = e.isend(conv, dest, tag, c, mode, 0)?;
         // SAFETY: checked non-null above.
         unsafe { out(request, handles::request_handle(id)) }
@@ -227,7 +286,7 @@ super::mpi! {
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Recv", comm, |e, c| {
             // SAFETY: MPI lends the receive buffer for the call.
-            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+            let conv = unsafe { unpacker(e, buf, count, datatype)? };
             Ok((e.recv(conv, source, tag, c)?, c))
         });
         match r {
@@ -246,7 +305,7 @@ super::mpi! {
                 return Err(Error::bad_arg("request is NULL"));
             }
             // SAFETY: MPI lends the receive buffer until the request completes.
-            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+            let conv = unsafe { unpacker(e, buf, count, datatype)? };
             let id = e.irecv(conv, source, tag, c, 0)?;
             // SAFETY: checked non-null above.
             unsafe { out(request, handles::request_handle(id)) }
@@ -256,7 +315,7 @@ super::mpi! {
     fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Sendrecv", comm, |e, c| {
             // SAFETY: MPI lends both buffers for the call; the receive is waited for below.
-            let (send, recv) = unsafe { (handles::packer(e, sendbuf, sendcount, sendtype)?, handles::unpacker(e, recvbuf, recvcount, recvtype)?) };
+            let (send, recv) = unsafe { (packer(e, sendbuf, sendcount, sendtype)?, unpacker(e, recvbuf, recvcount, recvtype)?) };
             let r = e.irecv(recv, source, recvtag, c, 0)?;
             e.send(send, dest, sendtag, c, SendMode::Standard)?;
             Ok((e.wait(r)?, c))
@@ -382,7 +441,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
             let m = handles::message(e, unsafe { *message })?;
             // SAFETY: MPI lends the receive buffer for the call; it is waited for below.
-            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+            let conv = unsafe { unpacker(e, buf, count, datatype)? };
             let id = e.imrecv(conv, m, 0)?;
             let comm = e.request_comm(id);
             // SAFETY: as above.
@@ -407,7 +466,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Message.
             let m = handles::message(e, unsafe { *message })?;
             // SAFETY: MPI lends the receive buffer until the request completes.
-            let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+            let conv = unsafe { unpacker(e, buf, count, datatype)? };
             let id = e.imrecv(conv, m, 0)?;
             // SAFETY: both checked non-null above.
             unsafe {

@@ -23,6 +23,19 @@ use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::Envelope;
 
+/// The token of the blocking receive ([`Ob1::cm_recv_post`]): no pool key has it (pool indices
+/// stay far below `u32::MAX`).
+const BLOCKING: Token = Token(u64::MAX);
+
+/// A blocking receive over the MTL: `MPI_Recv` waits for it with the engine held, so it needs
+/// none of a request's bookkeeping (pool slot, scope, cancel, the per-communicator count that
+/// keeps a communicator from being freed under a receive).
+pub(crate) struct BlockingRecv {
+    conv: Unpacker,
+    /// Set when the MTL reports it.
+    status: Option<Status>,
+}
+
 fn bad_request() -> Error {
     Error::new(ErrorClass::Request, Reason::InvalidRequest)
 }
@@ -199,6 +212,39 @@ impl Ob1 {
         Ok(ReqId(key))
     }
 
+    /// Posts the blocking receive (`MPI_Recv`) over the MTL; [`Ob1::cm_recv_done`] says when
+    /// it has finished. `Ok(Some(conv))`: another one is under way (not expected: a blocking
+    /// receive holds the engine until it is done), the caller posts an ordinary request.
+    pub(crate) fn cm_recv_post(
+        &mut self,
+        comms: &CommTable,
+        types: &TypeTable,
+        conv: Unpacker,
+        src: Source,
+        tag: TagSel,
+        comm: CommId,
+    ) -> Result<Option<Unpacker>> {
+        if self.cm_blocking.is_some() {
+            return Ok(Some(conv));
+        }
+        let sel = Ob1::cm_selector(comms, comm, src, tag)?;
+        let b = self.cm_blocking.insert(BlockingRecv { conv, status: None });
+        let mtl = self.mtl.as_mut().expect("cm path");
+        if let Err(e) = mtl.irecv(types, sel, &b.conv, BLOCKING) {
+            self.cm_blocking = None;
+            return Err(e);
+        }
+        Ok(None)
+    }
+
+    /// The status of the blocking receive once it has finished (it is then forgotten).
+    #[inline]
+    pub(crate) fn cm_recv_done(&mut self) -> Option<Status> {
+        let status = self.cm_blocking.as_ref()?.status?;
+        self.cm_blocking = None;
+        Some(status)
+    }
+
     /// `iprobe` over the MTL.
     pub(crate) fn cm_iprobe(
         &mut self,
@@ -336,6 +382,32 @@ impl Ob1 {
     }
 }
 
+/// Accounts or unpacks what a receive got into `conv`; the receive's status.
+fn recv_status(
+    types: &TypeTable,
+    conv: &mut Unpacker,
+    data: MtlData<'_>,
+    m: MtlMatch,
+    error: Option<Error>,
+) -> Status {
+    match data {
+        MtlData::Placed(n) => conv.placed(n),
+        MtlData::Packed(b) => {
+            conv.unpack(types, 0, b);
+        }
+    }
+    let mut status = Status {
+        source: m.src as i32,
+        tag: m.tag,
+        ..Status::EMPTY
+    };
+    finish_status(&mut status, m.len, conv);
+    if let Some(e) = error {
+        status.error = Some(e);
+    }
+    status
+}
+
 fn probe_status(m: &MtlMatch) -> Status {
     Status {
         source: m.src as i32,
@@ -370,6 +442,12 @@ impl MtlSink for Ob1 {
         m: MtlMatch,
         error: Option<Error>,
     ) {
+        if token == BLOCKING {
+            if let Some(b) = self.cm_blocking.as_mut().filter(|b| b.status.is_none()) {
+                b.status = Some(recv_status(types, &mut b.conv, data, m, error));
+            }
+            return;
+        }
         let key = Key::from_u64(token.0);
         let Some(req) = self.requests.get_mut(key) else {
             return;
@@ -379,23 +457,8 @@ impl MtlSink for Ob1 {
             return;
         }
         r.state = RecvState::Done;
-        match data {
-            MtlData::Placed(n) => r.conv.placed(n),
-            MtlData::Packed(b) => {
-                r.conv.unpack(types, 0, b);
-            }
-        }
         let comm = r.comm;
-        let mut status = Status {
-            source: m.src as i32,
-            tag: m.tag,
-            ..Status::EMPTY
-        };
-        finish_status(&mut status, m.len, &r.conv);
-        if let Some(e) = error {
-            status.error = Some(e);
-        }
-        req.status = status;
+        req.status = recv_status(types, &mut r.conv, data, m, error);
         if let Some(n) = self.cm_posted.get_mut(comm.0 as usize) {
             *n = n.saturating_sub(1);
         }

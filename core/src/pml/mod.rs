@@ -181,6 +181,9 @@ pub struct Ob1 {
     mtl: Option<&'static mut dyn crate::mtl::Mtl>,
     /// Per communicator slot: receives posted in the MTL and not finished.
     cm_posted: &'static mut [u32],
+    /// The blocking receive under way over the MTL (`MPI_Recv` on the `cm` path), which needs no
+    /// pooled request (see [`Ob1::cm_recv_post`]).
+    cm_blocking: Option<cm::BlockingRecv>,
     /// Counters.
     pub stats: Stats,
     /// The first peer a BTL reported unreachable ([`crate::btl::Sink::unreachable`]): the
@@ -237,6 +240,7 @@ impl Ob1 {
             platform,
             mtl: None,
             cm_posted: arena.slice(comms as usize, |_| 0)?,
+            cm_blocking: None,
             stats: Stats::default(),
             unreachable: None,
         })

@@ -367,7 +367,20 @@ impl Ob1 {
     }
 
     /// Retries the work that waited for room in the BTLs; returns how much got done.
+    #[inline]
     pub fn progress_work(&mut self, bml: &mut Bml, types: &TypeTable) -> usize {
+        // Every progress round asks; nearly always there is nothing (and never on the cm path).
+        if self.pending_ack.is_empty()
+            && self.pending_start.is_empty()
+            && self.pending_frags.is_empty()
+        {
+            return 0;
+        }
+        self.progress_lists(bml, types)
+    }
+
+    #[inline(never)]
+    fn progress_lists(&mut self, bml: &mut Bml, types: &TypeTable) -> usize {
         let mut done = 0;
         if !self.pending_ack.is_empty() {
             let mut cur = self.pending_ack.head();
