@@ -610,7 +610,21 @@ impl Engine {
     /// `MPI_Ssend`).
     pub fn send(
         &mut self,
-        mut conv: Packer,
+        conv: Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
+        self.send_with(|| conv, dest, tag, comm, mode)
+    }
+
+    /// [`Engine::send`] of the convertor `make` builds once the arguments are checked (built
+    /// where it is used, not moved: a convertor is a few hundred bytes).
+    #[inline]
+    pub fn send_with(
+        &mut self,
+        make: impl FnOnce() -> Packer,
         dest: i32,
         tag: i32,
         comm: CommId,
@@ -620,6 +634,7 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return Ok(());
         };
+        let mut conv = make();
         if mode != SendMode::Synchronous
             && self.pml.send_now(
                 &mut self.bml,
@@ -753,34 +768,47 @@ impl Engine {
 
     /// Receives into `conv` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error in
     /// the status.
+    pub fn recv(&mut self, conv: Unpacker, src: i32, tag: i32, comm: CommId) -> Result<Status> {
+        self.recv_with(|| conv, src, tag, comm)
+    }
+
+    /// [`Engine::recv`] into the convertor `make` builds, once the arguments are checked (where
+    /// the receive keeps it, without moving it there: a convertor is a few hundred bytes).
     ///
     /// Over an MTL the receive needs no pooled request: it is posted as the PML's one blocking
     /// receive and waited for here.
-    pub fn recv(&mut self, conv: Unpacker, src: i32, tag: i32, comm: CommId) -> Result<Status> {
-        let conv = if self.pml.uses_mtl() {
+    #[inline]
+    pub fn recv_with(
+        &mut self,
+        make: impl FnOnce() -> Unpacker,
+        src: i32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<Status> {
+        if self.pml.uses_mtl() && self.pml.cm_blocking_free() {
             let tag = Engine::check_recv_tag(tag)?;
             let Some(s) = self.check_src(comm, src)? else {
                 return Ok(Status::PROC_NULL);
             };
-            match self
-                .pml
-                .cm_recv_post(&self.comms, &self.types, conv, s, tag, comm)?
-            {
-                None => loop {
-                    if let Some(st) = self.pml.cm_recv_done() {
-                        return Ok(st);
-                    }
-                    if self.progress() == 0 {
-                        self.relax();
-                    }
-                },
-                Some(conv) => conv,
-            }
-        } else {
-            conv
-        };
-        let id = self.irecv(conv, src, tag, comm, 0)?;
+            self.pml
+                .cm_recv_post(&self.comms, &self.types, make, s, tag, comm)?;
+            return self.wait_blocking();
+        }
+        let id = self.irecv(make(), src, tag, comm, 0)?;
         self.wait(id)
+    }
+
+    /// Waits for the PML's blocking receive.
+    #[inline(never)]
+    fn wait_blocking(&mut self) -> Result<Status> {
+        loop {
+            if let Some(st) = self.pml.cm_recv_done() {
+                return Ok(st);
+            }
+            if self.progress() == 0 {
+                self.relax();
+            }
+        }
     }
 
     /// Completes and frees request `id` if it is done (`MPI_Test`).

@@ -82,9 +82,21 @@ unsafe fn send(
     mode: SendMode,
 ) -> c_int {
     code(run_comm(func, comm, |e, c| {
-        // SAFETY: MPI lends the send buffer for the call.
-        let conv = unsafe { packer(e, buf, count, dt)? };
-        e.send(conv, dest, tag, c, mode)
+        match contiguous(buf, count, dt) {
+            // SAFETY: MPI lends the send buffer for the call; `n` elements of `d`.
+            Some((d, n)) => e.send_with(
+                || unsafe { Packer::elements(buf.cast(), n, d) },
+                dest,
+                tag,
+                c,
+                mode,
+            ),
+            None => {
+                // SAFETY: as above.
+                let conv = unsafe { handles::packer(e, buf, count, dt)? };
+                e.send(conv, dest, tag, c, mode)
+            }
+        }
     }))
 }
 
@@ -285,9 +297,16 @@ super::mpi! {
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm("MPI_Recv", comm, |e, c| {
-            // SAFETY: MPI lends the receive buffer for the call.
-            let conv = unsafe { unpacker(e, buf, count, datatype)? };
-            Ok((e.recv(conv, source, tag, c)?, c))
+            let st = match contiguous(buf, count, datatype) {
+                // SAFETY: MPI lends the receive buffer for the call; `n` elements of `d`.
+                Some((d, n)) => e.recv_with(|| unsafe { Unpacker::elements(buf.cast(), n, d) }, source, tag, c)?,
+                None => {
+                    // SAFETY: as above.
+                    let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+                    e.recv(conv, source, tag, c)?
+                }
+            };
+            Ok((st, c))
         });
         match r {
             Ok((st, c)) => {

@@ -212,29 +212,38 @@ impl Ob1 {
         Ok(ReqId(key))
     }
 
-    /// Posts the blocking receive (`MPI_Recv`) over the MTL; [`Ob1::cm_recv_done`] says when
-    /// it has finished. `Ok(Some(conv))`: another one is under way (not expected: a blocking
-    /// receive holds the engine until it is done), the caller posts an ordinary request.
+    /// Whether the blocking receive is free (it is, unless a receive is posted from inside a
+    /// blocking receive's wait, which nothing does today).
+    #[inline]
+    pub(crate) fn cm_blocking_free(&self) -> bool {
+        self.cm_blocking.is_none()
+    }
+
+    /// Posts the blocking receive (`MPI_Recv`) over the MTL into the convertor `make` builds
+    /// (in place: a convertor is a few hundred bytes); [`Ob1::cm_recv_done`] says when it has
+    /// finished. The caller checked [`Ob1::cm_blocking_free`].
+    #[inline]
     pub(crate) fn cm_recv_post(
         &mut self,
         comms: &CommTable,
         types: &TypeTable,
-        conv: Unpacker,
+        make: impl FnOnce() -> Unpacker,
         src: Source,
         tag: TagSel,
         comm: CommId,
-    ) -> Result<Option<Unpacker>> {
-        if self.cm_blocking.is_some() {
-            return Ok(Some(conv));
-        }
+    ) -> Result<()> {
+        debug_assert!(self.cm_blocking.is_none());
         let sel = Ob1::cm_selector(comms, comm, src, tag)?;
-        let b = self.cm_blocking.insert(BlockingRecv { conv, status: None });
+        let b = self.cm_blocking.insert(BlockingRecv {
+            conv: make(),
+            status: None,
+        });
         let mtl = self.mtl.as_mut().expect("cm path");
         if let Err(e) = mtl.irecv(types, sel, &b.conv, BLOCKING) {
             self.cm_blocking = None;
             return Err(e);
         }
-        Ok(None)
+        Ok(())
     }
 
     /// The status of the blocking receive once it has finished (it is then forgotten).
