@@ -260,6 +260,9 @@ impl Ob1 {
         comm.0 as usize * self.world as usize + rank as usize
     }
 
+    // Inline: built in place in the pool's slot, a request (with its convertor, a few hundred
+    // bytes) is not copied once more.
+    #[inline(always)]
     fn insert(&mut self, req: Request) -> Result<Key> {
         self.requests.insert(req).map_err(|_| {
             Error::exhausted("request pool", self.requests.capacity(), MAX_REQUESTS.name)
