@@ -624,7 +624,7 @@ impl Coll {
 ///
 /// # Safety
 /// The span's data stays readable and unchanged until the send completes.
-unsafe fn packer(types: &TypeTable, s: Span) -> Result<Packer> {
+pub(crate) unsafe fn packer(types: &TypeTable, s: Span) -> Result<Packer> {
     if s.dt.is_contiguous() {
         // SAFETY: the caller's contract.
         Ok(unsafe { Packer::elements(s.ptr, s.count as usize, s.dt) })
@@ -638,7 +638,7 @@ unsafe fn packer(types: &TypeTable, s: Span) -> Result<Packer> {
 ///
 /// # Safety
 /// The span's data stays writable and otherwise unused until the receive completes.
-unsafe fn unpacker(types: &TypeTable, s: Span) -> Result<Unpacker> {
+pub(crate) unsafe fn unpacker(types: &TypeTable, s: Span) -> Result<Unpacker> {
     if s.dt.is_contiguous() {
         // SAFETY: the caller's contract.
         Ok(unsafe { Unpacker::elements(s.ptr, s.count as usize, s.dt) })

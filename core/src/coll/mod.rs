@@ -58,7 +58,7 @@ use alg::{
     GatherLinear, Grp, RecDblBarrier, ScatterBinomial, ScatterLinear,
 };
 pub use exec::UserOp;
-use exec::{Coll, Net, ROp, Red, Scratch, Segs, Span};
+use exec::{Act, Acts, Coll, Net, ROp, Red, Scratch, Segs, Span, MAX_ACTS};
 use red::{RedAlg, RedKind, RedPlan};
 
 use crate::arena::{Arena, Sizer};
@@ -72,6 +72,15 @@ use crate::params::{parse_int, Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, Status};
 use crate::pool::Pool;
 use crate::ranges::Ranges;
+
+/// Whether a blocking `alg` may run by [`Engine::direct`]: it only sends and receives whole
+/// buffers (barriers, the binomial broadcast).
+fn direct_alg(alg: &Alg) -> bool {
+    matches!(
+        alg,
+        Alg::BcastBinomial(_) | Alg::Dissemination(_) | Alg::RecDblBarrier(_)
+    )
+}
 
 /// `coll_segment_bytes`.
 pub static SEGMENT_BYTES: ParamDef = ParamDef {
@@ -723,6 +732,12 @@ impl Engine {
             Some(t) => t,
             None => coll_tag(self.pml.next_coll_seq(comm)),
         };
+        if mode == Mode::Blocking && direct_alg(&planned.alg) {
+            let mut alg = planned.alg;
+            let r = self.direct(comm, tag, &mut alg);
+            self.ungrab(planned.scratch);
+            return r.map(|_| None);
+        }
         let mut c = Coll::new(comm, tag, planned.alg);
         c.red = planned.red;
         c.segs = planned.segs;
@@ -753,6 +768,54 @@ impl Engine {
                 Ok(Some(req))
             }
         }
+    }
+
+    /// Runs a blocking broadcast or barrier (see [`direct_alg`]) step by step straight through
+    /// the point-to-point engine: the same messages, in the same order and with the same tag, as
+    /// the executor sends for `alg` — so members may take either path — without building a
+    /// schedule (its setup is most of a small broadcast's cost).
+    fn direct(&mut self, comm: CommId, tag: i32, alg: &mut Alg) -> Result<()> {
+        let mut recvs = [None; MAX_ACTS];
+        for k in 0.. {
+            let mut posted = 0;
+            let mut acts = Acts::new();
+            if !alg.step(k, &mut acts, &self.types) {
+                return Ok(());
+            }
+            if acts.overflow {
+                return Err(Error::new(
+                    ErrorClass::Intern,
+                    Reason::BadArgument {
+                        what: "a collective step yielded more actions than its bound",
+                    },
+                ));
+            }
+            for a in acts.list() {
+                if let Act::Recv(from, sp) = *a {
+                    // SAFETY: the span is the caller's buffer (or nothing), borrowed for the
+                    // call, which waits for the receive below.
+                    let conv = unsafe { exec::unpacker(&self.types, sp)? };
+                    recvs[posted] = Some(self.irecv_internal(conv, from, tag, comm)?);
+                    posted += 1;
+                }
+            }
+            for a in acts.list() {
+                if let Act::Send(to, sp) = *a {
+                    // SAFETY: as above; `send_internal` returns when the data is sent or copied.
+                    let conv = unsafe { exec::packer(&self.types, sp)? };
+                    self.send_internal(conv, to, tag, comm)?;
+                }
+            }
+            for slot in recvs[..posted].iter_mut() {
+                if let Some(id) = slot.take() {
+                    let st = self.wait(id)?;
+                    if let Some(e) = st.error {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Drives a blocking collective to its end.
