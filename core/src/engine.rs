@@ -634,6 +634,31 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return Ok(());
         };
+        self.send_to(make, d, tag, comm, mode)
+    }
+
+    /// Sends with a library-internal (negative) tag, for collectives.
+    pub(crate) fn send_internal(
+        &mut self,
+        conv: Packer,
+        dest: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<()> {
+        self.send_to(|| conv, dest, tag, comm, SendMode::Standard)
+    }
+
+    /// Sends to the checked rank `d`: at once if the PML can, else through a request it waits
+    /// for. Inlined, so the convertor is built where it is used.
+    #[inline(always)]
+    fn send_to(
+        &mut self,
+        make: impl FnOnce() -> Packer,
+        d: u32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
         let mut conv = make();
         if mode != SendMode::Synchronous
             && self.pml.send_now(
@@ -657,39 +682,6 @@ impl Engine {
             tag,
             comm,
             mode,
-            0,
-        )?;
-        self.wait(id).map(|_| ())
-    }
-
-    /// Sends with a library-internal (negative) tag, for collectives.
-    pub(crate) fn send_internal(
-        &mut self,
-        mut conv: Packer,
-        dest: u32,
-        tag: i32,
-        comm: CommId,
-    ) -> Result<()> {
-        if self.pml.send_now(
-            &mut self.bml,
-            &self.comms,
-            &self.types,
-            &mut conv,
-            dest,
-            tag,
-            comm,
-        )? {
-            return Ok(());
-        }
-        let id = self.pml.isend(
-            &mut self.bml,
-            &self.comms,
-            &self.types,
-            conv,
-            dest,
-            tag,
-            comm,
-            SendMode::Standard,
             0,
         )?;
         self.wait(id).map(|_| ())

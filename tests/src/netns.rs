@@ -96,6 +96,44 @@ fn ip_ok(args: &[&str]) {
 }
 
 impl NetnsHosts {
+    /// `n` namespaces, or `None` after printing loudly why `test` is skipped.
+    pub fn create_or_skip(test: &str, n: usize) -> Option<NetnsHosts> {
+        match NetnsHosts::create(n) {
+            Ok(h) => Some(h),
+            Err(why) => {
+                eprintln!("\n*** SKIPPED: {test}: {why} ***\n");
+                None
+            }
+        }
+    }
+
+    /// `stormrun --host LIST --launch-agent 'ip netns exec' --pmi-address BRIDGE --timeout 60
+    /// [--oversubscribe] -n NP [--mca K V]... PROGRAM ARGS`.
+    pub fn stormrun(
+        &self,
+        host_list: &str,
+        np: u32,
+        oversubscribe: bool,
+        mca: &[(&str, &str)],
+        program: &std::path::Path,
+        args: &[&str],
+    ) -> Command {
+        let mut cmd = Command::new(crate::stormrun());
+        cmd.args(["--host", host_list])
+            .args(["--launch-agent", "ip netns exec"])
+            .args(["--pmi-address", &self.bridge_addr])
+            .args(["--timeout", &crate::JOB_TIMEOUT.as_secs().to_string()]);
+        if oversubscribe {
+            cmd.arg("--oversubscribe");
+        }
+        cmd.args(["-n", &np.to_string()]);
+        for (k, v) in mca {
+            cmd.args(["--mca", k, v]);
+        }
+        cmd.arg(program).args(args);
+        cmd
+    }
+
     /// Creates `n` connected namespaces, or says why it cannot (no root, no kernel support, no
     /// `ip`): the caller skips its test then.
     ///

@@ -25,9 +25,7 @@ use std::sync::Mutex;
 
 use stormpi_tests::lwk::{node_program, LwkJob, Pml, Target};
 use stormpi_tests::netns::{interface_bytes, NetnsHosts, Traffic};
-use stormpi_tests::{
-    c_extra_program, c_program, c_source, run_stormrun, stormrun, Output, JOB_TIMEOUT,
-};
+use stormpi_tests::{c_extra_program, c_program, c_source, run_stormrun, Output};
 
 /// Serialises the tests of this binary.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -42,17 +40,10 @@ const NO_MGMT: Mca = ("btl_tcp_if_exclude", "eth0");
 
 /// `n` namespaces, or `None` after printing why the test is skipped.
 fn hosts(test: &str, n: usize) -> Option<NetnsHosts> {
-    match NetnsHosts::create(n) {
-        Ok(h) => Some(h),
-        Err(why) => {
-            eprintln!("\n*** SKIPPED: {test}: {why} ***\n");
-            None
-        }
-    }
+    NetnsHosts::create_or_skip(test, n)
 }
 
-/// `stormrun --host LIST --launch-agent 'ip netns exec' --pmi-address BRIDGE --timeout 60
-/// --oversubscribe -n NP [--mca K V]... PROGRAM ARGS`.
+/// A job on `hosts` (see [`NetnsHosts::stormrun`]).
 fn stormrun_on(
     hosts: &NetnsHosts,
     host_list: &str,
@@ -61,18 +52,7 @@ fn stormrun_on(
     program: &Path,
     args: &[&str],
 ) -> Command {
-    let mut cmd = Command::new(stormrun());
-    cmd.args(["--host", host_list])
-        .args(["--launch-agent", "ip netns exec"])
-        .args(["--pmi-address", &hosts.bridge_addr])
-        .args(["--timeout", &JOB_TIMEOUT.as_secs().to_string()])
-        .arg("--oversubscribe")
-        .args(["-n", &np.to_string()]);
-    for (k, v) in mca {
-        cmd.args(["--mca", k, v]);
-    }
-    cmd.arg(program).args(args);
-    cmd
+    hosts.stormrun(host_list, np, true, mca, program, args)
 }
 
 /// `host1:s1,host2:s2,...`.

@@ -25,7 +25,7 @@ use stormpi_tests::netns::{
     in_netns, interface_bytes, socket_inodes, tcp_sockets, Link, NetnsHosts, Traffic, TCP_LISTEN,
 };
 use stormpi_tests::{
-    c_extra_program, c_program, run_stormrun, scratch_subdir, stormrun, Output, Proc, JOB_TIMEOUT,
+    c_extra_program, c_program, run_stormrun, scratch_subdir, Output, Proc, JOB_TIMEOUT,
 };
 
 /// Serialises the tests of this binary.
@@ -42,17 +42,10 @@ const NO_MGMT: (&str, &str) = ("btl_tcp_if_exclude", "eth0");
 
 /// `n` namespaces, or `None` after printing why the test is skipped.
 fn hosts(test: &str, n: usize) -> Option<NetnsHosts> {
-    match NetnsHosts::create(n) {
-        Ok(h) => Some(h),
-        Err(why) => {
-            eprintln!("\n*** SKIPPED: {test}: {why} ***\n");
-            None
-        }
-    }
+    NetnsHosts::create_or_skip(test, n)
 }
 
-/// `stormrun --host LIST --launch-agent 'ip netns exec' --pmi-address BRIDGE --timeout 60
-/// -n NP [--mca K V]... PROGRAM ARGS`.
+/// A job on `hosts` (see [`NetnsHosts::stormrun`]).
 fn stormrun_on(
     hosts: &NetnsHosts,
     host_list: &str,
@@ -61,17 +54,7 @@ fn stormrun_on(
     program: &Path,
     args: &[&str],
 ) -> Command {
-    let mut cmd = Command::new(stormrun());
-    cmd.args(["--host", host_list])
-        .args(["--launch-agent", "ip netns exec"])
-        .args(["--pmi-address", &hosts.bridge_addr])
-        .args(["--timeout", &JOB_TIMEOUT.as_secs().to_string()])
-        .args(["-n", &np.to_string()]);
-    for (k, v) in mca {
-        cmd.args(["--mca", k, v]);
-    }
-    cmd.arg(program).args(args);
-    cmd
+    hosts.stormrun(host_list, np, false, mca, program, args)
 }
 
 /// `host1:SLOTS,host2:SLOTS,...`.

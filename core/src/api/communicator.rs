@@ -133,16 +133,7 @@ impl<'u> Communicator<'u> {
 
     /// Combines `send` of processes `0..=rank` with `op` into `recv` (`MPI_Scan`).
     pub fn scan_into<T: Equivalence>(&self, send: &[T], recv: &mut [T], op: Op) -> Result<()> {
-        check_lengths(send.len(), recv.len())?;
-        let call = Call::Scan {
-            send: Some(send.as_ptr().cast()),
-            recv: recv.as_mut_ptr().cast(),
-            count: send.len() as u64,
-            dt: T::DATATYPE,
-            op,
-        };
-        // SAFETY: both slices hold `send.len()` elements and are borrowed for the call.
-        unsafe { self.blocking(call) }
+        self.scan(send, recv, op, false)
     }
 
     /// Combines `send` of processes `0..rank` with `op` into `recv` (`MPI_Exscan`); at rank 0
@@ -153,15 +144,42 @@ impl<'u> Communicator<'u> {
         recv: &mut [T],
         op: Op,
     ) -> Result<()> {
+        self.scan(send, recv, op, true)
+    }
+
+    /// `MPI_Scan`, or `MPI_Exscan` when `exclusive`.
+    fn scan<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+        exclusive: bool,
+    ) -> Result<()> {
         check_lengths(send.len(), recv.len())?;
-        let call = Call::Exscan {
-            send: Some(send.as_ptr().cast()),
-            recv: recv.as_mut_ptr().cast(),
-            count: send.len() as u64,
-            dt: T::DATATYPE,
-            op,
+        let (send, recv, count, dt) = (
+            Some(send.as_ptr().cast()),
+            recv.as_mut_ptr().cast(),
+            send.len() as u64,
+            T::DATATYPE,
+        );
+        let call = if exclusive {
+            Call::Exscan {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            }
+        } else {
+            Call::Scan {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            }
         };
-        // SAFETY: both slices hold `send.len()` elements and are borrowed for the call.
+        // SAFETY: both slices hold `count` elements and are borrowed for the call.
         unsafe { self.blocking(call) }
     }
 
