@@ -434,12 +434,17 @@ impl Bml {
     /// successive calls go round the modules without skipping any: each is polled at least once
     /// in any `n` calls in a row (`n` modules) however busy the others are.
     pub fn progress(&mut self, sink: &mut dyn Sink) -> usize {
+        // Round robin from `next_poll`, without divisions: this runs in every wait loop.
         let count = self.btls.len();
-        for k in 0..count {
-            let i = (self.next_poll + k) % count;
+        let mut i = self.next_poll;
+        for _ in 0..count {
+            if i >= count {
+                i = 0;
+            }
             let n = self.btls[i].progress(sink);
+            i += 1;
             if n > 0 {
-                self.next_poll = (i + 1) % count;
+                self.next_poll = i;
                 return n;
             }
         }

@@ -107,6 +107,24 @@ impl<T> Pool<T> {
         })
     }
 
+    /// Inserts the value `make` builds, built in its slot rather than moved there (for large
+    /// values on hot paths); `None` when the pool is full (`make` is not called).
+    #[inline(always)]
+    pub fn insert_with(&mut self, make: impl FnOnce() -> T) -> Option<Key> {
+        if self.free == NIL {
+            return None;
+        }
+        let index = self.free;
+        let slot = &mut self.slots[index as usize];
+        self.free = slot.next_free;
+        slot.value = Some(make());
+        self.len += 1;
+        Some(Key {
+            index,
+            gen: slot.gen,
+        })
+    }
+
     /// Removes and returns the value under `key`, if `key` is current.
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let slot = self.slots.get_mut(key.index as usize)?;

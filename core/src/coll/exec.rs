@@ -510,33 +510,9 @@ impl Coll {
             return self.end_segment(net);
         }
         for a in acts.list().iter() {
-            match *a {
-                // SAFETY: the algorithm's buffers are the user's (lent for the collective) and
-                // the collective's scratch, sized by the plan.
-                Act::Copy { dst, src } => unsafe {
-                    let len = src.count * type_size(net.types, src.dt);
-                    copy_stream(net.types, dst, 0, src, 0, len)?
-                },
-                // SAFETY: as above.
-                Act::CopyRange {
-                    dst,
-                    dp,
-                    src,
-                    sp,
-                    len,
-                } => unsafe { copy_stream(net.types, dst, dp, src, sp, len)? },
-                Act::Reduce { inout, input, n } => {
-                    let red = self.red.as_ref().ok_or(Error::new(
-                        ErrorClass::Intern,
-                        Reason::BadArgument {
-                            what: "reduction step without an operation",
-                        },
-                    ))?;
-                    // SAFETY: as above.
-                    unsafe { red.apply(inout, input, n)? }
-                }
-                _ => {}
-            }
+            // SAFETY: the algorithm's buffers are the user's (lent for the collective) and the
+            // collective's scratch, sized by the plan.
+            unsafe { local(net.types, self.red.as_ref(), a)? };
         }
         for a in acts.list().iter() {
             if let Act::Recv(from, s) = *a {
@@ -631,6 +607,39 @@ pub(crate) unsafe fn packer(types: &TypeTable, s: Span) -> Result<Packer> {
     } else {
         // SAFETY: the caller's contract.
         unsafe { Packer::new(s.ptr, s.count, s.dt, types) }
+    }
+}
+
+/// Does `a` if it is local work (a copy or a reduction); sends and receives are the caller's.
+///
+/// # Safety
+/// The spans and pointers of `a` are buffers the collective may read and write now.
+pub(crate) unsafe fn local(types: &TypeTable, red: Option<&Red>, a: &Act) -> Result<()> {
+    match *a {
+        // SAFETY: the caller's contract.
+        Act::Copy { dst, src } => unsafe {
+            let len = src.count * type_size(types, src.dt);
+            copy_stream(types, dst, 0, src, 0, len)
+        },
+        // SAFETY: the caller's contract.
+        Act::CopyRange {
+            dst,
+            dp,
+            src,
+            sp,
+            len,
+        } => unsafe { copy_stream(types, dst, dp, src, sp, len) },
+        Act::Reduce { inout, input, n } => {
+            let red = red.ok_or(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "reduction step without an operation",
+                },
+            ))?;
+            // SAFETY: the caller's contract.
+            unsafe { red.apply(inout, input, n) }
+        }
+        Act::Send(..) | Act::Recv(..) => Ok(()),
     }
 }
 

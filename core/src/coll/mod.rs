@@ -45,6 +45,7 @@ pub(crate) mod alg;
 pub(crate) mod exec;
 pub(crate) mod hier;
 mod inter;
+mod pair;
 pub(crate) mod red;
 
 #[cfg(test)]
@@ -63,13 +64,14 @@ use red::{RedAlg, RedKind, RedPlan};
 
 use crate::arena::{Arena, Sizer};
 use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
-use crate::pml::request::{ReqId, Status};
+use crate::pml::request::{ReqId, SendMode, Source, Status, TagSel};
 use crate::pool::Pool;
 use crate::ranges::Ranges;
 
@@ -80,6 +82,40 @@ fn direct_alg(alg: &Alg) -> bool {
         alg,
         Alg::BcastBinomial(_) | Alg::Dissemination(_) | Alg::RecDblBarrier(_)
     )
+}
+
+/// The barrier algorithm for a group: recursive doubling on powers of two, else dissemination,
+/// unless `forced`.
+fn barrier_alg(forced: BarrierAlg, g: Grp) -> Alg {
+    match (forced, g.size.is_power_of_two()) {
+        (BarrierAlg::Dissemination, _) | (BarrierAlg::Auto, false) => {
+            Alg::Dissemination(Dissemination { g })
+        }
+        _ => Alg::RecDblBarrier(RecDblBarrier {
+            g,
+            fold: Fold::new(g.size),
+        }),
+    }
+}
+
+/// Largest reduction (bytes) the blocking fast paths take.
+const SMALL_REDUCTION: u64 = 4096;
+
+/// The working form of a small reduction of `count` elements of a contiguous predefined type
+/// with a predefined operation; `None` for any other.
+fn small_reduction(dt: Datatype, op: Op, count: u64) -> Option<Red> {
+    let bytes = count * dt.size() as u64;
+    (dt.is_contiguous() && !matches!(op, Op::User(_)) && bytes <= SMALL_REDUCTION && count > 0)
+        .then_some(())?;
+    op::check(op, dt).ok()?;
+    Some(Red {
+        op: ROp::Predef(op),
+        w: dt,
+        ext: dt.extent() as isize,
+        true_lb: 0,
+        true_ext: dt.extent() as isize,
+        size: dt.size() as u64,
+    })
 }
 
 /// `coll_segment_bytes`.
@@ -723,18 +759,25 @@ impl Engine {
                 MAX_ACTIVE.name,
             ));
         }
-        let planned = match (mode, self.fast_plan(g, &call)) {
-            (Mode::Blocking, Some(pl)) => pl,
-            // SAFETY: the caller's contract.
-            _ => unsafe { self.plan(comm, g, call, mode)? },
-        };
-        let tag = match self.coll.hier.tag.take() {
-            Some(t) => t,
-            None => coll_tag(self.pml.next_coll_seq(comm)),
-        };
+        // SAFETY: the caller's contract.
+        if mode == Mode::Blocking && g.size == 2 && unsafe { self.pair_collective(comm, g, &call)? }
+        {
+            return Ok(None);
+        }
+        if mode == Mode::Blocking {
+            if let Some(mut pl) = self.fast_plan(g, &call) {
+                // One segment in the blocking region: nothing to give back after.
+                let tag = self.coll_tag_for(comm);
+                return self
+                    .direct(comm, tag, &mut pl.alg, pl.red.as_ref())
+                    .map(|_| None);
+            }
+        }
+        // SAFETY: the caller's contract.
+        let mut planned = unsafe { self.plan(comm, g, call, mode)? };
+        let tag = self.coll_tag_for(comm);
         if mode == Mode::Blocking && direct_alg(&planned.alg) {
-            let mut alg = planned.alg;
-            let r = self.direct(comm, tag, &mut alg);
+            let r = self.direct(comm, tag, &mut planned.alg, None);
             self.ungrab(planned.scratch);
             return r.map(|_| None);
         }
@@ -774,10 +817,9 @@ impl Engine {
     /// the point-to-point engine: the same messages, in the same order and with the same tag, as
     /// the executor sends for `alg` — so members may take either path — without building a
     /// schedule (its setup is most of a small broadcast's cost).
-    fn direct(&mut self, comm: CommId, tag: i32, alg: &mut Alg) -> Result<()> {
-        let mut recvs = [None; MAX_ACTS];
+    fn direct(&mut self, comm: CommId, tag: i32, alg: &mut Alg, red: Option<&Red>) -> Result<()> {
+        let mut pending: heapless::Vec<ReqId, MAX_ACTS> = heapless::Vec::new();
         for k in 0.. {
-            let mut posted = 0;
             let mut acts = Acts::new();
             if !alg.step(k, &mut acts, &self.types) {
                 return Ok(());
@@ -791,31 +833,104 @@ impl Engine {
                 ));
             }
             for a in acts.list() {
-                if let Act::Recv(from, sp) = *a {
-                    // SAFETY: the span is the caller's buffer (or nothing), borrowed for the
-                    // call, which waits for the receive below.
-                    let conv = unsafe { exec::unpacker(&self.types, sp)? };
-                    recvs[posted] = Some(self.irecv_internal(conv, from, tag, comm)?);
-                    posted += 1;
+                // SAFETY: the algorithm's buffers are the caller's (lent for the call) and the
+                // blocking scratch region, sized by the plan.
+                unsafe { exec::local(&self.types, red, a)? };
+            }
+            // Sends before receives (the executor posts receives first): a message goes out
+            // as early as it can, and posting the receives overlaps its flight. Arrivals are
+            // only taken in by progress, after the receives are posted, so they still find
+            // them; a send that cannot go at once becomes a request, as in the executor.
+            for a in acts.list() {
+                if let Act::Send(to, sp) = *a {
+                    // SAFETY: as above; the call waits for a send left in flight below.
+                    if let Some(id) = unsafe { self.isend_span(sp, to, tag, comm)? } {
+                        let _ = pending.push(id);
+                    }
                 }
             }
             for a in acts.list() {
-                if let Act::Send(to, sp) = *a {
-                    // SAFETY: as above; `send_internal` returns when the data is sent or copied.
-                    let conv = unsafe { exec::packer(&self.types, sp)? };
-                    self.send_internal(conv, to, tag, comm)?;
+                if let Act::Recv(from, sp) = *a {
+                    // SAFETY: as above; the call waits for the receive below.
+                    let id = unsafe { self.irecv_span(sp, from, tag, comm)? };
+                    let _ = pending.push(id);
                 }
             }
-            for slot in recvs[..posted].iter_mut() {
-                if let Some(id) = slot.take() {
-                    let st = self.wait(id)?;
-                    if let Some(e) = st.error {
-                        return Err(e);
-                    }
+            while let Some(id) = pending.pop() {
+                let st = self.wait(id)?;
+                if let Some(e) = st.error {
+                    return Err(e);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Posts a receive into `sp` from `from`.
+    ///
+    /// # Safety
+    /// `sp` stays writable and otherwise unused until the receive completes.
+    unsafe fn irecv_span(&mut self, sp: Span, from: u32, tag: i32, comm: CommId) -> Result<ReqId> {
+        if !sp.dt.is_contiguous() {
+            // SAFETY: the caller's contract.
+            let conv = unsafe { Unpacker::new(sp.ptr, sp.count, sp.dt, &self.types)? };
+            return self.irecv_internal(conv, from, tag, comm);
+        }
+        // SAFETY: the caller's contract.
+        let make = || unsafe { Unpacker::elements(sp.ptr, sp.count as usize, sp.dt) };
+        let (src, sel) = (Source::Rank(from), TagSel::Tag(tag));
+        self.pml
+            .irecv_with(&self.comms, &self.types, make, src, sel, comm, 0)
+    }
+
+    /// Sends `sp` to `to`: at once if the PML can, else by a request, returned.
+    ///
+    /// # Safety
+    /// `sp` stays readable and unchanged until the send completes.
+    unsafe fn isend_span(
+        &mut self,
+        sp: Span,
+        to: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<Option<ReqId>> {
+        let mut conv = if sp.dt.is_contiguous() {
+            // SAFETY: the caller's contract.
+            unsafe { Packer::elements(sp.ptr, sp.count as usize, sp.dt) }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { Packer::new(sp.ptr, sp.count, sp.dt, &self.types)? }
+        };
+        let Engine {
+            pml,
+            bml,
+            comms,
+            types,
+            ..
+        } = self;
+        if pml.send_now(bml, comms, types, &mut conv, to, tag, comm)? {
+            return Ok(None);
+        }
+        let id = pml.isend(
+            bml,
+            comms,
+            types,
+            conv,
+            to,
+            tag,
+            comm,
+            SendMode::Standard,
+            0,
+        )?;
+        Ok(Some(id))
+    }
+
+    /// The next collective's tag on `comm` (or the one the node-aware layer chose for it).
+    fn coll_tag_for(&mut self, comm: CommId) -> i32 {
+        match self.coll.hier.tag.take() {
+            Some(t) => t,
+            None => coll_tag(self.pml.next_coll_seq(comm)),
+        }
     }
 
     /// Drives a blocking collective to its end.
@@ -916,26 +1031,13 @@ impl Engine {
     /// chooses (so the messages are the same at every rank, whichever way each planned), in one
     /// segment, with scratch from the blocking region. `None` when the call is not such a one.
     fn fast_plan(&self, g: Grp, call: &Call) -> Option<Planned> {
-        const SMALL: u64 = 4096;
         let tune = &self.coll.tune;
         let p = g.size;
-        let reduction = |dt: Datatype, op: Op, count: u64| -> Option<Red> {
-            let bytes = count * dt.size() as u64;
-            (dt.is_contiguous() && !matches!(op, Op::User(_)) && bytes <= SMALL && count > 0)
-                .then_some(())?;
-            op::check(op, dt).ok()?;
-            Some(Red {
-                op: ROp::Predef(op),
-                w: dt,
-                ext: dt.extent() as isize,
-                true_lb: 0,
-                true_ext: dt.extent() as isize,
-                size: dt.size() as u64,
-            })
-        };
+        let reduction = small_reduction;
         let region = self.coll.blocking;
         let unit = |n: u64, red: &Red| red.bytes(n).next_multiple_of(GRANULE);
         let alg = match *call {
+            Call::Barrier => return Some(Planned::new(barrier_alg(tune.barrier, g))),
             Call::Bcast { buf, root } => {
                 let bytes = buf.count * buf.dt.size() as u64;
                 let binomial = match tune.bcast {
@@ -1045,15 +1147,7 @@ impl Engine {
         let tune = self.coll.tune;
         let types = &self.types;
         Ok(match call {
-            Call::Barrier => Planned::new(match (tune.barrier, p.is_power_of_two()) {
-                (BarrierAlg::Dissemination, _) | (BarrierAlg::Auto, false) => {
-                    Alg::Dissemination(Dissemination { g })
-                }
-                _ => Alg::RecDblBarrier(RecDblBarrier {
-                    g,
-                    fold: Fold::new(p),
-                }),
-            }),
+            Call::Barrier => Planned::new(barrier_alg(tune.barrier, g)),
             Call::Bcast { buf, root } => {
                 let root = check_root(root, p)?;
                 extent(types, buf.dt)?;

@@ -264,9 +264,15 @@ impl Ob1 {
     // bytes) is not copied once more.
     #[inline(always)]
     fn insert(&mut self, req: Request) -> Result<Key> {
-        self.requests.insert(req).map_err(|_| {
-            Error::exhausted("request pool", self.requests.capacity(), MAX_REQUESTS.name)
-        })
+        self.requests
+            .insert(req)
+            .map_err(|_| self.requests_exhausted())
+    }
+
+    /// The error of a full request pool.
+    #[cold]
+    fn requests_exhausted(&self) -> Error {
+        Error::exhausted("request pool", self.requests.capacity(), MAX_REQUESTS.name)
     }
 
     /// Marks request slot `idx` complete, freeing it if its owner already let go of it.

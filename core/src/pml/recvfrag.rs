@@ -204,6 +204,9 @@ impl Ob1 {
 
     /// Messages from `src` that were waiting for their turn, now that it has come.
     fn drain_out_of_order(&mut self, types: &TypeTable, comm: CommId, src: i32) {
+        if self.comms[comm.0 as usize].cant_match.is_empty() {
+            return;
+        }
         let si = self.seq_index(comm, src as u32);
         loop {
             let expect = self.seqs[si].expect;

@@ -34,19 +34,41 @@ impl Ob1 {
         comm: CommId,
         scope: u32,
     ) -> Result<ReqId> {
+        self.irecv_with(comms, types, || conv, src, tag, comm, scope)
+    }
+
+    /// [`Ob1::irecv`] into the convertor `make` builds, built in the request's slot (a
+    /// convertor is a few hundred bytes; moving it costs more than the rest of the posting).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn irecv_with(
+        &mut self,
+        comms: &CommTable,
+        types: &TypeTable,
+        make: impl FnOnce() -> Unpacker,
+        src: Source,
+        tag: TagSel,
+        comm: CommId,
+        scope: u32,
+    ) -> Result<ReqId> {
         if self.mtl.is_some() {
-            return self.cm_irecv(comms, types, conv, src, tag, comm, scope);
+            return self.cm_irecv(comms, types, make(), src, tag, comm, scope);
         }
         comms.get_in_use(comm)?;
-        let recv = RecvReq {
-            conv,
-            comm,
-            src,
-            tag,
-            state: RecvState::Posted,
-            post: 0,
+        let make = || {
+            let recv = RecvReq {
+                conv: make(),
+                comm,
+                src,
+                tag,
+                state: RecvState::Posted,
+                post: 0,
+            };
+            Request::new(Op::Recv(recv), scope)
         };
-        let key = self.insert(Request::new(Op::Recv(recv), scope))?;
+        let Some(key) = self.requests.insert_with(make) else {
+            return Err(self.requests_exhausted());
+        };
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
                 self.comms[comm.0 as usize].unexpected.remove(&self.unex, m);
