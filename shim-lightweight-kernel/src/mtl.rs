@@ -145,23 +145,21 @@ fn split(p: *mut std::ffi::c_void) -> (usize, usize) {
     (v >> K_BITS, v & ((1 << K_BITS) - 1))
 }
 
+/// A long or synchronous send (short ones are [`Kept::Bytes`], no operation).
 struct SendOp {
-    /// `None`: complete for MPI already (copied).
-    token: Option<Token>,
+    token: Token,
     dest: u32,
     bits: u64,
     hdr: u64,
     data: *const u8,
     put_len: usize,
-    long: bool,
     read_me: bool,
-    /// The copied bytes or the packed bounce buffer, kept until done.
-    buf: Vec<u8>,
-    /// The user's data (a held type), kept until done. Boxed: only long sends have one, and
-    /// a convertor inline would make every operation hundreds of bytes to move.
-    _conv: Option<Box<Packer>>,
-    /// Known to have been accepted by the receiver.
-    accepted: bool,
+    /// The packed bounce buffer of a non-contiguous type (`data` points into it), kept until
+    /// done.
+    _buf: Vec<u8>,
+    /// The user's data (a held type), kept until done. Boxed: a convertor inline would make
+    /// every operation hundreds of bytes to move.
+    _conv: Box<Packer>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -201,13 +199,23 @@ struct Taken {
     data: Vec<u8>,
 }
 
+/// A send kept until the receiver is known to have accepted it (flow control may refuse it and
+/// it is then put again).
+enum Kept {
+    /// A short message, complete for MPI: its match bits and a copy of its bytes (no operation
+    /// and no request: the common small send costs a queue entry, no slab slot).
+    Bytes { bits: u64, buf: Vec<u8> },
+    /// A long or synchronous send (operation id).
+    Op(usize),
+}
+
 #[derive(Default)]
 struct Peer {
     // ---- as a sender to this peer
     /// Puts to the peer so far, in the numbering the peer counts in.
     sent: u32,
-    /// Puts not known to be accepted (op id, number), in order.
-    unconfirmed: VecDeque<(usize, u32)>,
+    /// Puts not known to be accepted (what was put, number), in order.
+    unconfirmed: VecDeque<(Kept, u32)>,
     /// Puts since the last confirmation request.
     since_confirm: u32,
     /// A confirmation put is unacknowledged: it covers numbers below `confirm_upto`.
@@ -219,7 +227,7 @@ struct Peer {
     /// Sends are held: the peer is recovering.
     blocked: bool,
     /// Sends held while blocked, in order.
-    queued: VecDeque<usize>,
+    queued: VecDeque<Kept>,
     // ---- as a receiver from this peer
     /// Messages from the peer this process's portal accepted.
     accepted: u32,
@@ -264,7 +272,8 @@ pub struct PortalsMtl {
     eager: usize,
     ops: Vec<Option<Op>>,
     free_ops: Vec<usize>,
-    sends: u32,
+    /// Short sends kept (unconfirmed or held): complete for MPI, still in flight.
+    kept: u32,
     blocks: Vec<Block>,
     spare: Vec<usize>,
     linked: usize,
@@ -332,7 +341,7 @@ impl PortalsMtl {
             eager,
             ops: Vec::new(),
             free_ops: Vec::new(),
-            sends: 0,
+            kept: 0,
             blocks: Vec::new(),
             spare: Vec::new(),
             linked: 0,
@@ -489,9 +498,8 @@ impl PortalsMtl {
     }
 
     fn new_op(&mut self, op: Op) -> usize {
-        if let Op::Send(s) = &op {
-            self.sends += 1;
-            self.long_sends += u32::from(s.long);
+        if let Op::Send(_) = &op {
+            self.long_sends += 1;
         }
         match self.free_ops.pop() {
             Some(i) => {
@@ -508,9 +516,8 @@ impl PortalsMtl {
     fn free_op(&mut self, id: usize) -> Option<Op> {
         let op = self.ops.get_mut(id)?.take()?;
         self.free_ops.push(id);
-        if let Op::Send(s) = &op {
-            self.sends -= 1;
-            self.long_sends -= u32::from(s.long);
+        if let Op::Send(_) = &op {
+            self.long_sends -= 1;
         }
         Some(op)
     }
@@ -551,6 +558,7 @@ impl PortalsMtl {
     /// Asks peer `dest` to acknowledge a zero-byte put on the matching entry: accepted, it proves
     /// every earlier put to the peer accepted (a disabled entry refuses everything until the
     /// sender has drained), so their copies can go.
+    #[inline(never)]
     fn confirm(&mut self, dest: u32) {
         let p = &mut self.peers[dest as usize];
         // Not while the peer recovers: sent after our DRAINED, it could be accepted after the
@@ -581,21 +589,30 @@ impl PortalsMtl {
         };
     }
 
-    /// The first `k` unconfirmed puts to `dest` were accepted.
+    /// The first `k` unconfirmed puts to `dest` were accepted: short sends are done (their
+    /// copies go back to the spare buffers); long ones finish with the receiver's get.
     fn accepted(&mut self, dest: usize, k: usize) {
         for _ in 0..k {
-            let Some((id, _)) = self.peers[dest].unconfirmed.pop_front() else {
+            let Some((kept, _)) = self.peers[dest].unconfirmed.pop_front() else {
                 break;
             };
-            match self.send_op(id) {
-                Some(s) if s.long => s.accepted = true,
-                Some(_) => self.finish_send(id),
-                None => {}
+            if let Kept::Bytes { buf, .. } = kept {
+                self.kept -= 1;
+                self.recycle(buf);
             }
         }
     }
 
-    /// Starts send `id`, or holds it behind earlier ones to a blocked peer.
+    /// Keeps a short send's copy for reuse.
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if cap > 0 && cap <= self.eager.max(64) && self.spare_bufs.len() < 64 {
+            buf.clear();
+            self.spare_bufs.push(buf);
+        }
+    }
+
+    /// Starts long send `id`, or holds it behind earlier sends to a blocked peer.
     fn start(&mut self, id: usize) -> Result<()> {
         // Long sends end with an event on the send queue: never let them outgrow it.
         if self.long_sends as u64 > self.eq_len / 2 {
@@ -607,16 +624,17 @@ impl PortalsMtl {
         };
         let p = &mut self.peers[dest];
         if p.blocked || !p.queued.is_empty() {
-            p.queued.push_back(id);
+            p.queued.push_back(Kept::Op(id));
             return Ok(());
         }
         self.put(id)
     }
 
+    /// Puts long send `id`'s first part, exposing the whole message for the receiver's get.
     fn put(&mut self, id: usize) -> Result<()> {
-        let (ni, md) = (self.ni, self.md);
+        let ni = self.ni;
         let s = self.send_op(id).expect("send op");
-        if s.long && !s.read_me {
+        if !s.read_me {
             let me = ptl_me_t {
                 start: s.data as *mut _,
                 length: s.hdr & LEN_MASK,
@@ -651,37 +669,90 @@ impl PortalsMtl {
             s.read_me = true;
         }
         let (dest, data, len, bits, hdr) = (s.dest, s.data, s.put_len, s.bits, s.hdr);
-        // No acknowledgment: the op keeps its bytes until a confirmation (or the receiver's
-        // get, or a recovery's count) says the put was accepted.
-        // SAFETY: the op keeps the bytes until then.
-        check(
-            unsafe {
-                PtlPut(
-                    md,
-                    ptl::offset_of(data, len),
-                    len as u64,
-                    PTL_NO_ACK_REQ,
-                    ptl_process_t::from_rank(dest),
-                    pt::MTL,
-                    bits,
-                    0,
-                    ptr::null_mut(),
-                    hdr,
-                )
-            },
-            "PtlPut (MTL)",
-        )
-        .map_err(|e| ptl_fail("Portals MTL send", e))?;
+        // SAFETY: the op keeps the bytes until the receiver's get.
+        unsafe { self.put_raw(dest, data, len, bits, hdr) }?;
+        self.sent(dest, Kept::Op(id));
+        Ok(())
+    }
+
+    /// One put on the matching entry, no acknowledgment: the sender keeps what it put until a
+    /// confirmation (or the receiver's get, or a recovery's count) says it was accepted.
+    ///
+    /// # Safety
+    /// `data..data + len` stays valid until then.
+    #[inline(always)]
+    unsafe fn put_raw(
+        &mut self,
+        dest: u32,
+        data: *const u8,
+        len: usize,
+        bits: u64,
+        hdr: u64,
+    ) -> Result<()> {
+        // SAFETY: the caller's promise.
+        let rc = unsafe {
+            PtlPut(
+                self.md,
+                ptl::offset_of(data, len),
+                len as u64,
+                PTL_NO_ACK_REQ,
+                ptl_process_t::from_rank(dest),
+                pt::MTL,
+                bits,
+                0,
+                ptr::null_mut(),
+                hdr,
+            )
+        };
+        if rc != PTL_OK {
+            return Err(ptl_fail(
+                "Portals MTL send",
+                ptl::PtlError {
+                    what: "PtlPut (MTL)",
+                    rc,
+                },
+            ));
+        }
         self.stats.puts += 1;
         self.last_put = self.polls;
+        Ok(())
+    }
+
+    /// Records a put to `dest` as unconfirmed; asks for a confirmation every `CONFIRM_EVERY`.
+    #[inline(always)]
+    fn sent(&mut self, dest: u32, k: Kept) {
         let p = &mut self.peers[dest as usize];
-        p.unconfirmed.push_back((id, p.sent));
+        p.unconfirmed.push_back((k, p.sent));
         p.sent = p.sent.wrapping_add(1);
         p.since_confirm += 1;
         if p.since_confirm >= CONFIRM_EVERY {
             self.confirm(dest);
         }
-        Ok(())
+    }
+
+    /// Puts a kept short message (again, after a recovery); false if the put failed (the
+    /// message is dropped then: it is complete for MPI, nobody waits for it).
+    #[inline]
+    fn put_kept(&mut self, dest: u32, k: Kept) -> Result<()> {
+        match k {
+            Kept::Op(id) => self.put(id),
+            Kept::Bytes { bits, buf } => {
+                // SAFETY: the kept copy moves into the unconfirmed queue (its heap bytes stay).
+                let r =
+                    unsafe { self.put_raw(dest, buf.as_ptr(), buf.len(), bits, buf.len() as u64) };
+                match r {
+                    Ok(()) => {
+                        self.sent(dest, Kept::Bytes { bits, buf });
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.kept -= 1;
+                        self.recycle(buf);
+                        Err(e)
+                    }
+                }
+            }
+        }
     }
 
     /// A short send: copy and put; done for MPI.
@@ -698,40 +769,24 @@ impl PortalsMtl {
         buf.resize(len, 0);
         let n = conv.pack(types, 0, &mut buf);
         buf.truncate(n);
-        self.send_buf(dest, env, buf)
+        self.send_buf(dest.0, MatchBits::encode(&env), buf)
     }
 
-    /// A short send of the bytes in `buf` (a spare buffer, kept until the put is accepted).
-    fn send_buf(&mut self, dest: ProcId, env: MtlEnvelope, buf: Vec<u8>) -> Result<()> {
-        let n = buf.len();
-        let op = SendOp {
-            token: None,
-            dest: dest.0,
-            bits: MatchBits::encode(&env),
-            hdr: n as u64,
-            data: buf.as_ptr(),
-            put_len: n,
-            long: false,
-            read_me: false,
-            buf,
-            _conv: None,
-            accepted: false,
-        };
-        let id = self.new_op(Op::Send(op));
-        self.start(id)
+    /// A short send of the bytes in `buf` (kept until the put is accepted), complete for MPI.
+    #[inline]
+    fn send_buf(&mut self, dest: u32, bits: u64, buf: Vec<u8>) -> Result<()> {
+        self.kept += 1;
+        let p = &mut self.peers[dest as usize];
+        if p.blocked || !p.queued.is_empty() {
+            p.queued.push_back(Kept::Bytes { bits, buf });
+            return Ok(());
+        }
+        self.put_kept(dest, Kept::Bytes { bits, buf })
     }
 
     fn finish_send(&mut self, id: usize) {
         if let Some(Op::Send(s)) = self.free_op(id) {
-            if let Some(t) = s.token {
-                self.done.push_back(Done::Send(t, Ok(())));
-            }
-            let mut buf = s.buf;
-            let cap = buf.capacity();
-            if cap > 0 && cap <= self.eager.max(64) && self.spare_bufs.len() < 64 {
-                buf.clear();
-                self.spare_bufs.push(buf);
-            }
+            self.done.push_back(Done::Send(s.token, Ok(())));
         }
     }
 
@@ -741,6 +796,7 @@ impl PortalsMtl {
         let (md, ni) = (self.md, self.ni);
         let Some(r) = self.recv_op(id) else { return };
         let env = MatchBits::decode(bits);
+        r.me = PTL_INVALID_HANDLE;
         r.got = got;
         r.m = MtlMatch {
             src: env.src,
@@ -823,7 +879,7 @@ impl PortalsMtl {
                 if let Some(k) = self.peers[dest]
                     .unconfirmed
                     .iter()
-                    .position(|&(o, _)| o == id)
+                    .position(|(o, _)| matches!(o, Kept::Op(o) if *o == id))
                 {
                     self.accepted(dest, k + 1);
                 }
@@ -847,9 +903,6 @@ impl PortalsMtl {
                 let from = ev.initiator.rank() as usize;
                 if let Some(p) = self.peers.get_mut(from) {
                     p.accepted = p.accepted.wrapping_add(1);
-                }
-                if let Some(r) = self.recv_op(id) {
-                    r.me = PTL_INVALID_HANDLE;
                 }
                 self.matched(
                     id,
@@ -1014,15 +1067,20 @@ impl PortalsMtl {
                     p.blocked = false;
                     self.blocked -= 1;
                 }
-                let mut again: VecDeque<usize> =
-                    p.unconfirmed.drain(..).map(|(id, _)| id).collect();
+                let mut again: VecDeque<Kept> = p.unconfirmed.drain(..).map(|(k, _)| k).collect();
                 self.stats.refused += again.len() as u64;
                 again.append(&mut p.queued);
-                for id in again {
+                for k in again {
                     if self.peers[dest].blocked {
                         // Disabled again meanwhile: keep the order.
-                        self.peers[dest].queued.push_back(id);
-                    } else if let Err(e) = self.put(id) {
+                        self.peers[dest].queued.push_back(k);
+                        continue;
+                    }
+                    let op = match k {
+                        Kept::Op(id) => Some(id),
+                        Kept::Bytes { .. } => None,
+                    };
+                    if let (Err(e), Some(id)) = (self.put_kept(from, k), op) {
                         self.fail_send(id, e);
                     }
                 }
@@ -1033,9 +1091,7 @@ impl PortalsMtl {
 
     fn fail_send(&mut self, id: usize, e: Error) {
         if let Some(Op::Send(s)) = self.free_op(id) {
-            if let Some(t) = s.token {
-                self.done.push_back(Done::Send(t, Err(e)));
-            }
+            self.done.push_back(Done::Send(s.token, Err(e)));
         }
     }
 
@@ -1045,13 +1101,15 @@ impl PortalsMtl {
     /// the waiter one interface call sooner, and the rest waits for the next poll.
     fn drain_eq(&mut self, q: usize, quick: bool) -> usize {
         let mut n = 0;
+        let eq = self.eqs[q];
         loop {
-            let mut ev = ptl_event_t::default();
+            let mut ev = std::mem::MaybeUninit::<ptl_event_t>::uninit();
             // SAFETY: a valid event queue and out-pointer.
-            match unsafe { PtlEQGet(self.eqs[q], &mut ev) } {
+            match unsafe { PtlEQGet(eq, ev.as_mut_ptr()) } {
                 PTL_OK | PTL_EQ_DROPPED => {
                     n += 1;
-                    self.on_event(&ev);
+                    // SAFETY: an event was written.
+                    self.on_event(unsafe { ev.assume_init_ref() });
                     if quick && !self.done.is_empty() {
                         return n;
                     }
@@ -1069,18 +1127,20 @@ impl PortalsMtl {
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let mut n = self.drain_eq(1, true);
-        if self.long_sends > 0 || self.getting > 0 || self.confirming > 0 {
+        if self.long_sends | self.getting | self.confirming != 0 {
             n += self.drain_eq(0, false);
         }
+        // Rare work behind one test: the control queue and the tail of a burst are looked at
+        // every `CTRL_POLLS` polls (the control queue at every poll while flow control works).
         if self.polls % CTRL_POLLS == 0 || self.recovery.is_some() || self.blocked > 0 {
             n += self.drain_eq(2, false);
-        }
-        if self.sends > self.long_sends
-            && self.polls % (TAIL_POLLS / 4) == 0
-            && self.polls.wrapping_sub(self.last_put) >= TAIL_POLLS
-        {
-            for p in 0..self.size {
-                self.confirm(p);
+            if self.kept > 0
+                && self.polls % CTRL_POLLS == 0
+                && self.polls.wrapping_sub(self.last_put) >= TAIL_POLLS
+            {
+                for p in 0..self.size {
+                    self.confirm(p);
+                }
             }
         }
         n
@@ -1227,7 +1287,7 @@ impl Mtl for PortalsMtl {
             // SAFETY: the packer's loan of `d.len()` bytes, valid for this call.
             buf.extend_from_slice(unsafe { std::slice::from_raw_parts(d.as_ptr(), d.len()) });
         }
-        self.send_buf(dest, env, buf)?;
+        self.send_buf(dest.0, MatchBits::encode(&env), buf)?;
         Ok(true)
     }
 
@@ -1260,17 +1320,15 @@ impl Mtl for PortalsMtl {
             }
         };
         let op = SendOp {
-            token: Some(token),
+            token,
             dest: dest.0,
             bits: MatchBits::encode(&env) | MatchBits::LONG,
             hdr: 0,
             data,
             put_len: len.min(self.eager),
-            long: true,
             read_me: false,
-            buf,
-            _conv: Some(Box::new(conv)),
-            accepted: false,
+            _buf: buf,
+            _conv: Box::new(conv),
         };
         let id = self.new_op(Op::Send(op));
         if let Some(s) = self.send_op(id) {
@@ -1459,7 +1517,7 @@ impl Mtl for PortalsMtl {
     }
 
     fn busy(&self) -> bool {
-        self.sends > 0
+        self.kept > 0 || self.long_sends > 0
     }
 }
 

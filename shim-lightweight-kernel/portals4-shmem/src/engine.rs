@@ -111,6 +111,14 @@ impl<T> Slab<T> {
     pub fn gen_of(&self, idx: u32) -> u16 {
         self.slots.get(idx as usize).map(|s| s.0).unwrap_or(0)
     }
+    /// Drops the live object in slot `idx`, whatever its generation.
+    pub fn free(&mut self, idx: u32) {
+        if let Some(s) = self.slots.get_mut(idx as usize) {
+            if s.1.take().is_some() {
+                self.free.push(idx);
+            }
+        }
+    }
     pub fn remove(&mut self, idx: u32, gen: u16) -> Option<T> {
         match self.slots.get_mut(idx as usize) {
             Some((g, v)) if *g == gen && v.is_some() => {
@@ -270,6 +278,19 @@ struct SendInfo {
     target: ptl_process_t,
     pt_index: u32,
     match_bits: u64,
+    hdr_data: u64,
+}
+
+/// The arguments of a put ([`State::put_now`]).
+struct Put {
+    md_h: u32,
+    local_offset: u64,
+    length: u64,
+    target: ptl_process_t,
+    pt_index: u32,
+    match_bits: u64,
+    remote_offset: u64,
+    user_ptr: usize,
     hdr_data: u64,
 }
 
@@ -711,6 +732,39 @@ impl State {
             let d = std::mem::take(&mut eq.dropped);
             (ev, d)
         }))
+    }
+
+    /// [`State::eq_take`] straight into `out`: `PTL_OK`, `PTL_EQ_DROPPED`, `PTL_EQ_EMPTY` or
+    /// `PTL_ARG_INVALID` (the event is not copied through a return value on the polling path).
+    ///
+    /// # Safety
+    /// `out` must be valid for a write.
+    #[inline]
+    pub unsafe fn eq_take_into(&mut self, h: u32, out: *mut ptl_event_t) -> i32 {
+        let (k, s, i, g) = split(h);
+        if k != hk::EQ {
+            return PTL_ARG_INVALID;
+        }
+        let Some(eq) = self
+            .nis
+            .get_mut(s)
+            .and_then(|n| n.as_mut())
+            .and_then(|n| n.eqs.get_mut(i, g))
+        else {
+            return PTL_ARG_INVALID;
+        };
+        match eq.q.pop_front() {
+            Some(ev) => {
+                // SAFETY: the caller's promise.
+                unsafe { out.write(ev) };
+                if std::mem::take(&mut eq.dropped) {
+                    PTL_EQ_DROPPED
+                } else {
+                    PTL_OK
+                }
+            }
+            None => PTL_EQ_EMPTY,
+        }
     }
 
     pub fn ct_alloc(&mut self, slot: usize) -> Result<u32, i32> {
@@ -1224,6 +1278,22 @@ impl State {
         atomic: (u8, u8),
         operand: Option<&[u8]>,
     ) -> i32 {
+        if kind_ == kind::PUT && ack_req == PTL_NO_ACK_REQ {
+            let put = Put {
+                md_h,
+                local_offset,
+                length,
+                target,
+                pt_index,
+                match_bits,
+                remote_offset,
+                user_ptr,
+                hdr_data,
+            };
+            if self.put_now(&put) {
+                return PTL_OK;
+            }
+        }
         let (k, slot, i, g) = split(md_h);
         if k != hk::MD {
             return PTL_ARG_INVALID;
@@ -1422,6 +1492,100 @@ impl State {
         PTL_OK
     }
 
+    /// The common put, done at once: valid arguments, no acknowledgment, a record's worth of
+    /// data (below the cross-memory threshold) and room in the target's ring behind nothing
+    /// queued. Writes the record and the send event and returns true; false (nothing done) sends
+    /// the put through [`State::initiate`]'s general path, which checks and reports the rest.
+    #[inline]
+    fn put_now(&mut self, p: &Put) -> bool {
+        let (k, slot, i, g) = split(p.md_h);
+        if k != hk::MD
+            || p.pt_index > MAX_PT_INDEX
+            || p.length > self.max_payload as u64
+            || (self.cfg.cma && p.length as usize >= self.cfg.cma_threshold)
+        {
+            return false;
+        }
+        let Some(ni) = self.nis[slot].as_ref() else {
+            return false;
+        };
+        let dest = if ni.logical() {
+            match ni.map.get(p.target.rank() as usize) {
+                Some(&d) => d as usize,
+                None => return false,
+            }
+        } else {
+            let ph = p.target.phys();
+            if ph.pid < self.job.size && (ph.nid == 0 || ph.nid == PTL_NID_ANY) {
+                ph.pid as usize
+            } else {
+                return false;
+            }
+        };
+        let Some(md) = ni.mds.get(i, g) else {
+            return false;
+        };
+        if p.local_offset
+            .checked_add(p.length)
+            .is_none_or(|e| e > md.region.len())
+        {
+            return false;
+        }
+        let peer = &mut self.peers[dest];
+        let Some(seg) = peer.seg.as_ref() else {
+            return false;
+        };
+        if !peer.txq.is_empty() {
+            return false;
+        }
+        let mut h = Hdr::new(kind::PUT, 0, slot as u8, PTL_NO_ACK_REQ);
+        h.match_bits = p.match_bits;
+        h.hdr_data = p.hdr_data;
+        h.length = p.length;
+        h.offset = p.remote_offset;
+        h.pt_index = p.pt_index;
+        h.uid = self.uid;
+        let region = &md.region;
+        let pushed = peer.prod.push(
+            seg,
+            self.job.rank as usize,
+            &h,
+            kind::PUT,
+            0,
+            p.length as usize,
+            |dst| {
+                // SAFETY: range checked above; `dst` has room for `length` bytes.
+                unsafe { region.read_at(p.local_offset, dst, p.length) }
+            },
+        );
+        if !pushed {
+            return false;
+        }
+        let (eq, ct, opts, start) = (md.eq, md.ct, md.options, md.region.addr_at(p.local_offset));
+        let ni = self.nis[slot].as_mut().unwrap();
+        if opts & (PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE) == 0 {
+            let ev = ptl_event_t {
+                type_: PTL_EVENT_SEND,
+                start: start.cast(),
+                user_ptr: p.user_ptr as *mut c_void,
+                hdr_data: p.hdr_data,
+                match_bits: p.match_bits,
+                rlength: p.length,
+                mlength: p.length,
+                initiator: p.target,
+                pt_index: p.pt_index,
+                ni_fail_type: PTL_NI_OK,
+                ..blank()
+            };
+            Self::post(ni, eq, ev);
+        }
+        if opts & PTL_MD_EVENT_CT_SEND != 0 {
+            let bytes = (opts & PTL_MD_EVENT_CT_BYTES != 0).then_some(p.length);
+            Self::count(ni, ct, true, bytes);
+        }
+        true
+    }
+
     fn release_md_refs(&mut self, slot: usize, md: u32, get_md: u32, kind_: u8) {
         if let Some(ni) = self.nis[slot].as_mut() {
             let (_, _, i, g) = split(md);
@@ -1606,10 +1770,25 @@ impl State {
     // ------------------------------------------------------------------ progress
 
     /// Consumes every inbound record and writes queued outbound ones.
+    ///
+    /// Every Portals call runs this, and most find nothing: the look at each ring is one load
+    /// ([`Consumer::ready`]), and the work is out of line.
+    #[inline]
     pub fn progress(&mut self) {
-        if self.own.is_none() {
+        let Some(own) = self.own.as_ref() else {
             return;
+        };
+        let mut busy = !self.sent_done.is_empty();
+        for (src, p) in self.peers.iter().enumerate() {
+            busy |= p.cons.ready(own, src) || !p.txq.is_empty();
         }
+        if busy {
+            self.progress_work();
+        }
+    }
+
+    #[inline(never)]
+    fn progress_work(&mut self) {
         let n = self.peers.len();
         for src in 0..n {
             loop {
@@ -1632,7 +1811,9 @@ impl State {
                 self.flush(p);
             }
         }
-        self.finish_sends();
+        if !self.sent_done.is_empty() {
+            self.finish_sends();
+        }
     }
 
     fn on_record(&mut self, src: usize, h: &Hdr, payload: &[u8]) {
@@ -1699,39 +1880,31 @@ impl State {
         }
     }
 
-    /// The initiator's id as the target's interface `slot` names it.
-    fn initiator_id(&self, slot: usize, src: usize) -> ptl_process_t {
-        let ni = self.nis[slot].as_ref().unwrap();
-        if ni.logical() {
-            ptl_process_t::from_rank(ni.rev.get(src).copied().unwrap_or(PTL_RANK_ANY))
-        } else {
-            ptl_process_t::from_phys(0, src as u32)
-        }
-    }
-
     /// A request whose data is all here (or reachable): the target side of the operation.
+    ///
+    /// This runs for every message a process receives, so it looks each object up once, borrows
+    /// the entry's region instead of copying it (a get's reply is the exception), and builds an
+    /// acknowledgment only when one is due.
     fn on_request(&mut self, src: usize, h: &Hdr, data: Src) {
         let slot = h.ni() as usize;
         let kind_ = h.kind();
-        let ok_ni = self.nis.get(slot).is_some_and(|n| n.is_some());
-        if !ok_ni {
+        let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
             return self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
-        }
-        let init = self.initiator_id(slot, src);
-        let logical = self.nis[slot].as_ref().unwrap().logical();
-        let ni = self.nis[slot].as_mut().unwrap();
+        };
+        let logical = ni.logical();
+        let init = if logical {
+            ptl_process_t::from_rank(ni.rev.get(src).copied().unwrap_or(PTL_RANK_ANY))
+        } else {
+            ptl_process_t::from_phys(0, src as u32)
+        };
         let pti = h.pt_index as usize;
-        let (enabled, flowctrl, eq) = match ni.pts.get(pti).and_then(|p| p.as_ref()) {
-            Some(p) => (p.enabled, p.options & PTL_PT_FLOWCTRL != 0, p.eq),
-            None => {
+        let (flowctrl, eq) = match ni.pts.get(pti).and_then(|p| p.as_ref()) {
+            Some(p) if p.enabled => (p.options & PTL_PT_FLOWCTRL != 0, p.eq),
+            _ => {
                 ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
         };
-        if !enabled {
-            ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
-            return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
-        }
         if flowctrl {
             let (_, _, i, g) = split(eq);
             let room = ni.eqs.get(i, g).map(|e| e.room()).unwrap_or(usize::MAX);
@@ -1747,21 +1920,12 @@ impl State {
             _ => PTL_ME_OP_PUT | PTL_ME_OP_GET,
         };
         // Priority list first, then (puts and atomics) the overflow list.
-        let mut found = None;
-        for list in [PTL_PRIORITY_LIST, PTL_OVERFLOW_LIST] {
-            if list == PTL_OVERFLOW_LIST && kind_ != kind::PUT && kind_ != kind::ATOMIC {
-                break;
-            }
+        let found = {
             let pt = ni.pts[pti].as_ref().unwrap();
-            let l = if list == PTL_PRIORITY_LIST {
-                &pt.priority
-            } else {
-                &pt.overflow
-            };
-            for (pos, &idx) in l.iter().enumerate() {
+            let fits = |idx: u32| {
                 let e = ni.entries.at(idx).unwrap();
                 if !Self::id_bits_match(e, &init, h.match_bits, logical) {
-                    continue;
+                    return false;
                 }
                 if e.options & PTL_ME_NO_TRUNCATE != 0 && e.is_me {
                     let off = if e.options & PTL_ME_MANAGE_LOCAL != 0 {
@@ -1770,26 +1934,28 @@ impl State {
                         h.offset
                     };
                     if h.length > e.region.len().saturating_sub(off) {
-                        continue;
+                        return false;
                     }
                 }
-                found = Some((list, pos, idx));
-                break;
+                true
+            };
+            match pt.priority.iter().position(|&i| fits(i)) {
+                Some(pos) => Some((PTL_PRIORITY_LIST, pos, pt.priority[pos])),
+                None if is_put => pt
+                    .overflow
+                    .iter()
+                    .position(|&i| fits(i))
+                    .map(|pos| (PTL_OVERFLOW_LIST, pos, pt.overflow[pos])),
+                None => None,
             }
-            if found.is_some() {
-                break;
+        };
+        let Some((list, pos, idx)) = found else {
+            ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+            if flowctrl {
+                Self::disable_pt(ni, h.pt_index);
+                return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
-        }
-        let (list, pos, idx) = match found {
-            Some(f) => f,
-            None => {
-                ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
-                if flowctrl {
-                    Self::disable_pt(ni, h.pt_index);
-                    return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
-                }
-                return self.respond_fail(src, h, PTL_NI_DROPPED);
-            }
+            return self.respond_fail(src, h, PTL_NI_DROPPED);
         };
         let e = ni.entries.at(idx).unwrap();
         if e.uid != PTL_UID_ANY && e.uid != h.uid {
@@ -1807,9 +1973,8 @@ impl State {
             h.offset
         };
         let mlength = h.length.min(e.region.len().saturating_sub(off));
-        let region = e.region.clone();
         let (opts, ct, user_ptr) = (e.options, e.ct, e.user_ptr);
-        let start = region.addr_at(off);
+        let start = e.region.addr_at(off);
 
         // Move the data.
         let mut fail = PTL_NI_OK;
@@ -1817,27 +1982,27 @@ impl State {
         let mut reply_cma = false;
         match kind_ {
             kind::PUT => {
-                if !data.deposit(&region, off, 0, mlength) {
+                if !data.deposit(&e.region, off, 0, mlength) {
                     fail = PTL_NI_UNDELIVERABLE;
                 }
             }
-            kind::GET => {
-                if h.flags() & flag::CMA != 0 {
-                    let pid = if self.attach(src) {
-                        self.peers[src].seg.as_ref().unwrap().owner_pid()
-                    } else {
-                        0
-                    };
-                    if pid == 0 || !region::cma(pid, &region, off, h.addr, mlength, false) {
-                        fail = PTL_NI_UNDELIVERABLE;
-                    }
-                    reply_cma = true;
+            kind::GET if h.flags() & flag::CMA != 0 => {
+                let region = e.region.clone();
+                let pid = if self.attach(src) {
+                    self.peers[src].seg.as_ref().unwrap().owner_pid()
                 } else {
-                    let mut v = vec![0u8; mlength as usize];
-                    // SAFETY: inside the entry (mlength clipped).
-                    unsafe { region.read_at(off, v.as_mut_ptr(), mlength) };
-                    reply = Some(v);
+                    0
+                };
+                if pid == 0 || !region::cma(pid, &region, off, h.addr, mlength, false) {
+                    fail = PTL_NI_UNDELIVERABLE;
                 }
+                reply_cma = true;
+            }
+            kind::GET => {
+                let mut v = vec![0u8; mlength as usize];
+                // SAFETY: inside the entry (mlength clipped).
+                unsafe { e.region.read_at(off, v.as_mut_ptr(), mlength) };
+                reply = Some(v);
             }
             _ => {
                 let (op, dt) = (h.extra as u8, (h.extra >> 8) as u8);
@@ -1854,7 +2019,7 @@ impl State {
                 let n = mlength - mlength % size;
                 let mut cur = vec![0u8; n as usize];
                 // SAFETY: inside the entry.
-                unsafe { region.read_at(off, cur.as_mut_ptr(), n) };
+                unsafe { e.region.read_at(off, cur.as_mut_ptr(), n) };
                 let old = (kind_ == kind::FETCH).then(|| cur.clone());
                 if bytes.len() >= olen + n as usize
                     && atomics::apply(
@@ -1867,52 +2032,53 @@ impl State {
                     .is_ok()
                 {
                     // SAFETY: as above.
-                    unsafe { region.write_at(off, cur.as_ptr(), n) };
+                    unsafe { e.region.write_at(off, cur.as_ptr(), n) };
                 } else {
                     fail = PTL_NI_OP_VIOLATION;
                 }
                 reply = old;
             }
         }
-        let ni = self.nis[slot].as_mut().unwrap();
         if fail == PTL_NI_OK {
+            let ni = self.nis[slot].as_mut().unwrap();
             let e = ni.entries.at_mut(idx).unwrap();
             if manage_local {
                 e.local_offset = off + mlength;
             }
-            let free_left = e.region.len().saturating_sub(e.local_offset);
             let unlink = opts & PTL_ME_USE_ONCE != 0
-                || (manage_local && e.min_free > 0 && free_left < e.min_free);
-            let ev_kind = match kind_ {
-                kind::PUT => PTL_EVENT_PUT,
-                kind::GET => PTL_EVENT_GET,
-                kind::ATOMIC => PTL_EVENT_ATOMIC,
-                _ => PTL_EVENT_FETCH_ATOMIC,
-            };
-            let ev = ptl_event_t {
-                type_: ev_kind,
-                start: start.cast(),
-                user_ptr: user_ptr as *mut c_void,
-                hdr_data: h.hdr_data,
-                match_bits: h.match_bits,
-                rlength: h.length,
-                mlength,
-                remote_offset: h.offset,
-                initiator: init,
-                uid: h.uid,
-                pt_index: h.pt_index,
-                ptl_list: list,
-                ni_fail_type: PTL_NI_OK,
-                atomic_operation: h.extra as u8,
-                atomic_type: (h.extra >> 8) as u8,
-            };
+                || (manage_local
+                    && e.min_free > 0
+                    && e.region.len().saturating_sub(e.local_offset) < e.min_free);
             if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
+                let ev = ptl_event_t {
+                    type_: match kind_ {
+                        kind::PUT => PTL_EVENT_PUT,
+                        kind::GET => PTL_EVENT_GET,
+                        kind::ATOMIC => PTL_EVENT_ATOMIC,
+                        _ => PTL_EVENT_FETCH_ATOMIC,
+                    },
+                    start: start.cast(),
+                    user_ptr: user_ptr as *mut c_void,
+                    hdr_data: h.hdr_data,
+                    match_bits: h.match_bits,
+                    rlength: h.length,
+                    mlength,
+                    remote_offset: h.offset,
+                    initiator: init,
+                    uid: h.uid,
+                    pt_index: h.pt_index,
+                    ptl_list: list,
+                    ni_fail_type: PTL_NI_OK,
+                    atomic_operation: h.extra as u8,
+                    atomic_type: (h.extra >> 8) as u8,
+                };
                 Self::post(ni, eq, ev);
             }
             if opts & PTL_ME_EVENT_CT_COMM != 0 {
                 let bytes = (opts & PTL_ME_EVENT_CT_BYTES != 0).then_some(mlength);
                 Self::count(ni, ct, true, bytes);
             }
+            let mut refs = 0;
             if list == PTL_OVERFLOW_LIST && opts & PTL_ME_UNEXPECTED_HDR_DISABLE == 0 {
                 let u = Unexp {
                     event: if kind_ == kind::PUT {
@@ -1932,8 +2098,12 @@ impl State {
                     op: h.extra as u8,
                     dt: (h.extra >> 8) as u8,
                 };
-                ni.entries.at_mut(idx).unwrap().unexp_refs += 1;
+                let e = ni.entries.at_mut(idx).unwrap();
+                e.unexp_refs += 1;
+                refs = e.unexp_refs;
                 ni.pts[pti].as_mut().unwrap().unexpected.push_back(u);
+            } else if list == PTL_OVERFLOW_LIST {
+                refs = ni.entries.at(idx).unwrap().unexp_refs;
             }
             if unlink {
                 let pt = ni.pts[pti].as_mut().unwrap();
@@ -1942,32 +2112,36 @@ impl State {
                 } else {
                     &mut pt.overflow
                 };
-                l.remove(pos);
-                let gen = ni.entries.gen_of(idx);
-                let e = ni.entries.at_mut(idx).unwrap();
-                e.linked = false;
-                if e.unexp_refs > 0 {
-                    e.free_due = true;
-                    let snapshot_opts = e.options;
-                    let up = e.user_ptr;
-                    if snapshot_opts & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
-                        let ev = ptl_event_t {
-                            type_: PTL_EVENT_AUTO_UNLINK,
-                            user_ptr: up as *mut c_void,
-                            pt_index: h.pt_index,
-                            ptl_list: list,
-                            ..blank()
-                        };
-                        Self::post(ni, eq, ev);
-                    }
+                // Usually the last entry (a receive just posted): no shifting then.
+                if pos + 1 == l.len() {
+                    l.pop();
                 } else {
-                    let e = ni.entries.remove(idx, gen).unwrap();
-                    Self::unlink_event(ni, h.pt_index, &e);
+                    l.remove(pos);
+                }
+                if refs > 0 {
+                    let e = ni.entries.at_mut(idx).unwrap();
+                    e.linked = false;
+                    e.free_due = true;
+                } else {
+                    ni.entries.free(idx);
+                }
+                if opts & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
+                    let ev = ptl_event_t {
+                        type_: PTL_EVENT_AUTO_UNLINK,
+                        user_ptr: user_ptr as *mut c_void,
+                        pt_index: h.pt_index,
+                        ptl_list: list,
+                        ..blank()
+                    };
+                    Self::post(ni, eq, ev);
                 }
             }
         }
         // Answer the initiator.
-        let ack_disabled = opts & PTL_ME_ACK_DISABLE != 0;
+        let cma_put = h.flags() & flag::CMA != 0;
+        if is_put && h.ack_req() == PTL_NO_ACK_REQ && !cma_put {
+            return;
+        }
         let mut r = Hdr::new(
             if is_put { kind::ACK } else { kind::REPLY },
             0,
@@ -1980,12 +2154,12 @@ impl State {
         r.pt_index = h.pt_index;
         r.match_bits = h.match_bits;
         r.extra = (fail as u32) << 16;
-        let cma_put = h.flags() & flag::CMA != 0;
         if is_put {
-            if h.ack_req() == PTL_NO_ACK_REQ && !cma_put {
-                return;
-            }
-            let fl = if ack_disabled { flag::ACK_DISABLED } else { 0 };
+            let fl = if opts & PTL_ME_ACK_DISABLE != 0 {
+                flag::ACK_DISABLED
+            } else {
+                0
+            };
             self.respond(src, r, fl, Payload::Empty, 0);
         } else {
             let fl = if reply_cma { flag::CMA } else { 0 };

@@ -853,11 +853,14 @@ pub unsafe extern "C" fn PtlEQGet(eq_handle: ptl_handle_eq_t, event: *mut ptl_ev
     if event.is_null() {
         return PTL_ARG_INVALID;
     }
-    let r = with(|s| {
-        s.progress();
-        s.eq_take(eq_handle)
-    });
-    eq_result(r, event)
+    let mut g = lock();
+    match g.as_mut() {
+        Some(s) if s.inits > 0 => {
+            s.progress();
+            s.eq_take_into(eq_handle, event)
+        }
+        _ => PTL_NO_INIT,
+    }
 }
 
 #[no_mangle]

@@ -289,6 +289,7 @@ impl Segment {
         word(self.map.ptr, HEADER_BYTES + src * CTRL_STRIDE)
     }
 
+    #[inline]
     fn ring(&self, src: usize) -> *mut u8 {
         // SAFETY: inside the mapping by construction of the geometry.
         unsafe {
@@ -368,6 +369,13 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// Whether a record (or a wrap marker) waits: one load.
+    #[inline]
+    pub fn ready(&self, seg: &Segment, src: usize) -> bool {
+        let pos = (self.head & (seg.geo.ring_bytes as u64 - 1)) as usize;
+        word(seg.ring(src), pos).load(Ordering::Acquire) != 0
+    }
+
     /// The next record, if any: its header and a pointer to its payload, valid until
     /// [`Consumer::advance`].
     pub fn peek(&mut self, seg: &Segment, src: usize) -> Option<(Hdr, *const u8)> {
