@@ -846,6 +846,7 @@ impl PortalsMtl {
         }
     }
 
+    #[inline(never)]
     fn on_event(&mut self, ev: &ptl_event_t) {
         let (id, kind) = split(ev.user_ptr);
         match (ev.type_, kind) {
@@ -1095,10 +1096,10 @@ impl PortalsMtl {
         }
     }
 
-    /// Handles every queued event; returns how many.
     /// Handles the events of queue `q` (0 send, 1 receive, 2 control); returns how many. With
     /// `quick`, stops at the first event that completes an operation: its request goes back to
     /// the waiter one interface call sooner, and the rest waits for the next poll.
+    #[inline(always)]
     fn drain_eq(&mut self, q: usize, quick: bool) -> usize {
         let mut n = 0;
         let eq = self.eqs[q];
@@ -1124,6 +1125,7 @@ impl PortalsMtl {
     /// while something there completes a request (long sends, gets, confirmations), the control
     /// queue every so often and while flow control is at work. Now and then, peers with
     /// unconfirmed puts and no confirmation under way get one (the tail of a burst).
+    #[inline(always)]
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let mut n = self.drain_eq(1, true);
@@ -1277,17 +1279,32 @@ impl Mtl for PortalsMtl {
         }
         let _ = types;
         // A packer is only read: contiguous data is copied straight from the user's buffer.
-        let Some(d) = conv.data_ref(0, conv.packed_len()) else {
+        let len = conv.packed_len();
+        let Some(d) = conv.data_ref(0, len) else {
             return Ok(false);
         };
         let mut buf = Vec::new();
-        if !d.is_empty() {
+        if len > 0 {
             buf = self.spare_bufs.pop().unwrap_or_default();
             buf.clear();
-            // SAFETY: the packer's loan of `d.len()` bytes, valid for this call.
-            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(d.as_ptr(), d.len()) });
+            // SAFETY: the packer's loan of `len` bytes, valid for this call.
+            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(d.as_ptr(), len) });
         }
-        self.send_buf(dest.0, MatchBits::encode(&env), buf)?;
+        // The common case in one piece (no helper layers: this is every small MPI_Send).
+        let (dest, bits) = (dest.0, MatchBits::encode(&env));
+        let p = &mut self.peers[dest as usize];
+        if p.blocked || !p.queued.is_empty() {
+            self.kept += 1;
+            p.queued.push_back(Kept::Bytes { bits, buf });
+            return Ok(true);
+        }
+        // SAFETY: the copy moves into the unconfirmed queue below (its heap bytes stay put).
+        if let Err(e) = unsafe { self.put_raw(dest, buf.as_ptr(), len, bits, len as u64) } {
+            self.recycle(buf);
+            return Err(e);
+        }
+        self.kept += 1;
+        self.sent(dest, Kept::Bytes { bits, buf });
         Ok(true)
     }
 
@@ -1500,7 +1517,8 @@ impl Mtl for PortalsMtl {
             match d {
                 Done::Send(t, r) => sink.send_done(t, r),
                 Done::Recv(id) => {
-                    let Some(Op::Recv(r)) = self.free_op(id) else {
+                    // Reported from its slot, then freed (not moved out first).
+                    let Some(Some(Op::Recv(r))) = self.ops.get(id) else {
                         continue;
                     };
                     let got = r.got.min(r.cap);
@@ -1510,6 +1528,8 @@ impl Mtl for PortalsMtl {
                         MtlData::Packed(&r.bounce[..got])
                     };
                     sink.recv_done(types, r.token, data, r.m, None);
+                    self.ops[id] = None;
+                    self.free_ops.push(id);
                 }
             }
         }

@@ -112,6 +112,7 @@ impl<T> Slab<T> {
         self.slots.get(idx as usize).map(|s| s.0).unwrap_or(0)
     }
     /// Drops the live object in slot `idx`, whatever its generation.
+    #[inline]
     pub fn free(&mut self, idx: u32) {
         if let Some(s) = self.slots.get_mut(idx as usize) {
             if s.1.take().is_some() {
@@ -140,6 +141,7 @@ pub struct Eq {
 }
 
 impl Eq {
+    #[inline(always)]
     fn push(&mut self, ev: ptl_event_t) {
         if self.q.len() >= self.cap + self.reserve {
             self.q.pop_front();
@@ -362,6 +364,7 @@ enum Src<'a> {
 
 impl Src<'_> {
     /// Copies `n` bytes starting at `at` of the message into `region` at `off`.
+    #[inline]
     fn deposit(&self, region: &Region, off: u64, at: u64, n: u64) -> bool {
         if n == 0 {
             return true;
@@ -850,6 +853,7 @@ impl State {
     // ------------------------------------------------------------------ events
 
     /// Posts a full event to `eq` (if any).
+    #[inline(always)]
     fn post(ni: &mut Ni, eq: u32, ev: ptl_event_t) {
         if eq == PTL_EQ_NONE {
             return;
