@@ -849,6 +849,35 @@ impl PortalsMtl {
     #[inline(never)]
     fn on_event(&mut self, ev: &ptl_event_t) {
         let (id, kind) = split(ev.user_ptr);
+        // The common event first: a receive's message arrived (short ones are complete).
+        if ev.type_ == PTL_EVENT_PUT && kind == K_RECV {
+            let from = ev.initiator.rank();
+            if let Some(p) = self.peers.get_mut(from as usize) {
+                p.accepted = p.accepted.wrapping_add(1);
+            }
+            if ev.match_bits & MatchBits::LONG == 0 {
+                if let Some(r) = self.recv_op(id) {
+                    let env = MatchBits::decode(ev.match_bits);
+                    r.me = PTL_INVALID_HANDLE;
+                    r.got = ev.mlength as usize;
+                    r.m = MtlMatch {
+                        src: env.src,
+                        tag: env.tag,
+                        len: ev.rlength,
+                    };
+                    self.done.push_back(Done::Recv(id));
+                }
+                return;
+            }
+            return self.matched(
+                id,
+                ev.match_bits,
+                ev.hdr_data,
+                ev.rlength,
+                from,
+                ev.mlength as usize,
+            );
+        }
         match (ev.type_, kind) {
             (PTL_EVENT_ACK, K_CONFIRM) => {
                 let dest = id;
@@ -899,20 +928,6 @@ impl PortalsMtl {
                 if let Some(p) = self.peers.get_mut(from) {
                     p.accepted = p.accepted.wrapping_add(1);
                 }
-            }
-            (PTL_EVENT_PUT, K_RECV) => {
-                let from = ev.initiator.rank() as usize;
-                if let Some(p) = self.peers.get_mut(from) {
-                    p.accepted = p.accepted.wrapping_add(1);
-                }
-                self.matched(
-                    id,
-                    ev.match_bits,
-                    ev.hdr_data,
-                    ev.rlength,
-                    ev.initiator.rank(),
-                    ev.mlength as usize,
-                );
             }
             (PTL_EVENT_PUT_OVERFLOW, K_RECV) => {
                 self.stats.unexpected += 1;

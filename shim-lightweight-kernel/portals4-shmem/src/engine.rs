@@ -283,17 +283,26 @@ struct SendInfo {
     hdr_data: u64,
 }
 
-/// The arguments of a put ([`State::put_now`]).
-struct Put {
-    md_h: u32,
-    local_offset: u64,
-    length: u64,
-    target: ptl_process_t,
-    pt_index: u32,
-    match_bits: u64,
-    remote_offset: u64,
-    user_ptr: usize,
-    hdr_data: u64,
+/// The arguments of a put ([`State::put_now`]), as `PtlPut` names them.
+pub struct Put {
+    /// The memory descriptor's handle.
+    pub md_h: u32,
+    /// Offset of the data in the descriptor.
+    pub local_offset: u64,
+    /// Bytes to put.
+    pub length: u64,
+    /// The target process.
+    pub target: ptl_process_t,
+    /// The target's portal table entry.
+    pub pt_index: u32,
+    /// Match bits.
+    pub match_bits: u64,
+    /// Offset asked for at the target.
+    pub remote_offset: u64,
+    /// The initiator's value for the send event.
+    pub user_ptr: usize,
+    /// Header data (64 bits delivered with the message).
+    pub hdr_data: u64,
 }
 
 /// A record (or fragmented message) waiting for ring space.
@@ -1282,22 +1291,6 @@ impl State {
         atomic: (u8, u8),
         operand: Option<&[u8]>,
     ) -> i32 {
-        if kind_ == kind::PUT && ack_req == PTL_NO_ACK_REQ {
-            let put = Put {
-                md_h,
-                local_offset,
-                length,
-                target,
-                pt_index,
-                match_bits,
-                remote_offset,
-                user_ptr,
-                hdr_data,
-            };
-            if self.put_now(&put) {
-                return PTL_OK;
-            }
-        }
         let (k, slot, i, g) = split(md_h);
         if k != hk::MD {
             return PTL_ARG_INVALID;
@@ -1501,7 +1494,7 @@ impl State {
     /// queued. Writes the record and the send event and returns true; false (nothing done) sends
     /// the put through [`State::initiate`]'s general path, which checks and reports the rest.
     #[inline]
-    fn put_now(&mut self, p: &Put) -> bool {
+    pub fn put_now(&mut self, p: &Put) -> bool {
         let (k, slot, i, g) = split(p.md_h);
         if k != hk::MD
             || p.pt_index > MAX_PT_INDEX
@@ -1783,7 +1776,7 @@ impl State {
             return;
         };
         let mut busy = !self.sent_done.is_empty();
-        for (src, p) in self.peers.iter().enumerate() {
+        for (src, p) in self.peers.iter_mut().enumerate() {
             busy |= p.cons.ready(own, src) || !p.txq.is_empty();
         }
         if busy {

@@ -620,6 +620,30 @@ pub extern "C" fn PtlPut(
     user_ptr: *mut c_void,
     hdr_data: ptl_hdr_data_t,
 ) -> c_int {
+    // The common put (no acknowledgment, one record, room in the ring) without the general
+    // path's layers: this is every small message's send.
+    if ack_req == PTL_NO_ACK_REQ {
+        let mut g = lock();
+        match g.as_mut() {
+            Some(s) if s.inits > 0 => {
+                let put = engine::Put {
+                    md_h: md_handle,
+                    local_offset,
+                    length,
+                    target: target_id,
+                    pt_index,
+                    match_bits,
+                    remote_offset,
+                    user_ptr: user_ptr as usize,
+                    hdr_data,
+                };
+                if s.put_now(&put) {
+                    return PTL_OK;
+                }
+            }
+            _ => return PTL_NO_INIT,
+        }
+    }
     initiate_rc(|s| {
         s.initiate(
             kind::PUT,

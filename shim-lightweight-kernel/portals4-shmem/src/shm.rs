@@ -363,32 +363,54 @@ impl Producer {
 }
 
 /// The consumer side of one ring (kept by the owner).
-#[derive(Default)]
 pub struct Consumer {
     head: u64,
+    /// The ring's first byte and `ring_bytes - 1`, learned at the first look (every poll looks,
+    /// so the address is not worked out from the geometry each time).
+    ring: *mut u8,
+    mask: u64,
+}
+
+impl Default for Consumer {
+    fn default() -> Self {
+        Consumer {
+            head: 0,
+            ring: ptr::null_mut(),
+            mask: 0,
+        }
+    }
 }
 
 impl Consumer {
+    #[inline(always)]
+    fn ring(&mut self, seg: &Segment, src: usize) -> *mut u8 {
+        if self.ring.is_null() {
+            self.ring = seg.ring(src);
+            self.mask = seg.geo.ring_bytes as u64 - 1;
+        }
+        self.ring
+    }
+
     /// Whether a record (or a wrap marker) waits: one load.
     #[inline]
-    pub fn ready(&self, seg: &Segment, src: usize) -> bool {
-        let pos = (self.head & (seg.geo.ring_bytes as u64 - 1)) as usize;
-        word(seg.ring(src), pos).load(Ordering::Acquire) != 0
+    pub fn ready(&mut self, seg: &Segment, src: usize) -> bool {
+        let ring = self.ring(seg, src);
+        word(ring, (self.head & self.mask) as usize).load(Ordering::Acquire) != 0
     }
 
     /// The next record, if any: its header and a pointer to its payload, valid until
     /// [`Consumer::advance`].
+    #[inline]
     pub fn peek(&mut self, seg: &Segment, src: usize) -> Option<(Hdr, *const u8)> {
-        let cap = seg.geo.ring_bytes as u64;
-        let ring = seg.ring(src);
+        let ring = self.ring(seg, src);
         loop {
-            let pos = (self.head & (cap - 1)) as usize;
+            let pos = (self.head & self.mask) as usize;
             let w = word(ring, pos).load(Ordering::Acquire);
             if w == 0 {
                 return None;
             }
             if w as u8 == kind::WRAP {
-                self.head += cap - pos as u64;
+                self.head += self.mask + 1 - pos as u64;
                 continue;
             }
             // SAFETY: the record was published (Acquire above); its bytes are ours to read.
@@ -400,6 +422,7 @@ impl Consumer {
     }
 
     /// Releases the record returned by the last [`Consumer::peek`].
+    #[inline]
     pub fn advance(&mut self, seg: &Segment, src: usize, h: &Hdr) {
         self.head += record_bytes(h.payload()) as u64;
         seg.head(src).store(self.head, Ordering::Release);
