@@ -23,10 +23,10 @@
 //! - **Flow control.** [`pt::MTL`] is flow-controlled, and puts carry no acknowledgment: a
 //!   sender keeps each message (its copy, or the user's buffer of a long one) until it is known
 //!   to be accepted — by the acknowledgment of a zero-byte *confirmation* put (flag `CONTROL`,
-//!   taken by a sink entry no receive can match) sent after every 32 puts to a peer and for the
-//!   tail of a burst (after `TAIL_POLLS` polls without a put), by the receiver's get of a long
-//!   message, or by a recovery's count. An
-//!   accepted put proves every earlier one to that peer accepted: a disabled entry refuses
+//!   taken by a sink entry no receive can match, first on the overflow list) sent after every 32
+//!   puts to a peer and for the tail of a burst (after `TAIL_POLLS` polls without a put), by the
+//!   receiver's get of a long message, or by a recovery's count. An accepted put proves every
+//!   earlier one to that peer accepted: a disabled entry refuses
 //!   everything until the sender has drained. When this process's entry is disabled (no
 //!   overflow room, or a full event queue), it moves its unexpected messages out of the overflow
 //!   blocks (deleting searches, oldest first, into a list receives and probes look at first),
@@ -416,14 +416,18 @@ impl PortalsMtl {
             .map_err(e)?;
         }
         m.md = ptl::bind_all(ni, m.eqs[0], PTL_MD_EVENT_SEND_DISABLE).map_err(e)?;
-        // First on the priority list: the sink of confirmation puts (`CONTROL` set, which no
-        // receive matches), zero bytes, no events.
+        // The sink of confirmation puts (`CONTROL` set, which no receive matches), zero bytes,
+        // no events, no unexpected header: first on the overflow list, ahead of the blocks, so
+        // a data message, matched against the priority list, never looks at it.
         let sink = ptl_me_t {
             start: ptr::null_mut(),
             length: 0,
             ct_handle: PTL_CT_NONE,
             uid: PTL_UID_ANY,
-            options: PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE,
+            options: PTL_ME_OP_PUT
+                | PTL_ME_EVENT_COMM_DISABLE
+                | PTL_ME_EVENT_LINK_DISABLE
+                | PTL_ME_UNEXPECTED_HDR_DISABLE,
             match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
             match_bits: MatchBits::CONTROL,
             ignore_bits: !MatchBits::CONTROL,
@@ -437,7 +441,7 @@ impl PortalsMtl {
                     ni,
                     pt::MTL,
                     &sink,
-                    PTL_PRIORITY_LIST,
+                    PTL_OVERFLOW_LIST,
                     ptr::null_mut(),
                     &mut h,
                 )
