@@ -1649,6 +1649,9 @@ mod tests {
             assert_eq!((t, n, m.len, m.tag), (Token(i), (i % 5) as usize, i % 5, 7));
         }
         assert_eq!(&rbuf[..4], &sbuf[..4]);
+        // Short sends are no operations: the one slot is the receives', reused each time.
+        assert_eq!(mtl.ops.len(), 1, "a short send took an operation slot");
+        assert!(mtl.kept > 0 && mtl.kept < CONFIRM_EVERY);
         assert_eq!(mtl.stats.confirms, msgs / CONFIRM_EVERY as u64);
         assert!(mtl.busy(), "the tail of the burst is not confirmed yet");
         let mut polls = 0;
@@ -1658,6 +1661,7 @@ mod tests {
             assert!(polls <= 4 * TAIL_POLLS, "the tail was never confirmed");
         }
         assert_eq!(mtl.stats.confirms, msgs / CONFIRM_EVERY as u64 + 1);
+        assert_eq!(mtl.kept, 0);
         assert_eq!(mtl.stats.unexpected, 0);
         portals.close();
     }
