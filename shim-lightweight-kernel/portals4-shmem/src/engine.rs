@@ -115,7 +115,9 @@ impl<T> Slab<T> {
     #[inline]
     pub fn free(&mut self, idx: u32) {
         if let Some(s) = self.slots.get_mut(idx as usize) {
-            if s.1.take().is_some() {
+            if s.1.is_some() {
+                // Dropped where it is, not moved out first.
+                s.1 = None;
                 self.free.push(idx);
             }
         }
@@ -1979,7 +1981,8 @@ impl State {
         let mut reply_cma = false;
         match kind_ {
             kind::PUT => {
-                if !data.deposit(&e.region, off, 0, mlength) {
+                // (A zero-byte put, the common control message, skips the call.)
+                if mlength > 0 && !data.deposit(&e.region, off, 0, mlength) {
                     fail = PTL_NI_UNDELIVERABLE;
                 }
             }
