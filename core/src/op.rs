@@ -149,26 +149,39 @@ macro_rules! float_op {
     }};
 }
 
+/// One function per element type: each stays small enough for the compiler to inline its
+/// loops' iterators (one function holding every type's loops did not, for a call per element run).
+macro_rules! per_type {
+    ($mac:ident: $($name:ident = $t:ty),*) => {$(
+        #[inline(never)]
+        fn $name(op: Op, inout: &mut [u8], input: &[u8]) -> Result<()> {
+            $mac!($t, op, inout, input);
+            Ok(())
+        }
+    )*};
+}
+per_type!(int_op: i8s = i8, i16s = i16, i32s = i32, i64s = i64);
+per_type!(int_op: u8s = u8, u16s = u16, u32s = u32, u64s = u64);
+per_type!(float_op: f32s = f32, f64s = f64);
+
 fn signed(op: Op, bytes: u8, inout: &mut [u8], input: &[u8]) -> Result<()> {
     match bytes {
-        1 => int_op!(i8, op, inout, input),
-        2 => int_op!(i16, op, inout, input),
-        4 => int_op!(i32, op, inout, input),
-        8 => int_op!(i64, op, inout, input),
-        _ => return Err(not_defined()),
+        1 => i8s(op, inout, input),
+        2 => i16s(op, inout, input),
+        4 => i32s(op, inout, input),
+        8 => i64s(op, inout, input),
+        _ => Err(not_defined()),
     }
-    Ok(())
 }
 
 fn unsigned(op: Op, bytes: u8, inout: &mut [u8], input: &[u8]) -> Result<()> {
     match bytes {
-        1 => int_op!(u8, op, inout, input),
-        2 => int_op!(u16, op, inout, input),
-        4 => int_op!(u32, op, inout, input),
-        8 => int_op!(u64, op, inout, input),
-        _ => return Err(not_defined()),
+        1 => u8s(op, inout, input),
+        2 => u16s(op, inout, input),
+        4 => u32s(op, inout, input),
+        8 => u64s(op, inout, input),
+        _ => Err(not_defined()),
     }
-    Ok(())
 }
 
 fn complex<
@@ -302,14 +315,8 @@ pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Resu
         }
         Scalar::Bool if logical_ok => unsigned(op, 1, inout, input),
         Scalar::Logical(b) if logical_ok => signed(op, b, inout, input),
-        Scalar::Float(4) => {
-            float_op!(f32, op, inout, input);
-            Ok(())
-        }
-        Scalar::Float(8) => {
-            float_op!(f64, op, inout, input);
-            Ok(())
-        }
+        Scalar::Float(4) => f32s(op, inout, input),
+        Scalar::Float(8) => f64s(op, inout, input),
         Scalar::Complex(4) => complex::<f32>(op, inout, input),
         Scalar::Complex(8) => complex::<f64>(op, inout, input),
         Scalar::LongDouble | Scalar::Float(16) | Scalar::Complex(16) => Err(Error::unsupported(

@@ -99,7 +99,8 @@ fn red_args(
 ) -> Result<(Datatype, u64)> {
     let mut r = None;
     for &b in bufs {
-        if !in_place(b) {
+        // The type and count need checking once; a further buffer only for being NULL.
+        if !in_place(b) && (r.is_none() || b.is_null()) {
             r = Some(handles::typed(e, b, count, dt)?);
         }
     }

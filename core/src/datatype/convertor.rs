@@ -748,6 +748,15 @@ impl Packer {
                 unsafe { copy(self.base.offset(*at).add(pos), out.as_mut_ptr(), n) };
                 n
             }
+            Layout::Typed { .. } => self.pack_typed(types, pos, out),
+        }
+    }
+
+    // Out of line: the dense case above is the common one and stays small enough to inline.
+    #[inline(never)]
+    fn pack_typed(&mut self, types: &TypeTable, pos: usize, out: &mut [u8]) -> usize {
+        match &mut self.layout {
+            Layout::Dense { .. } => unreachable!("pack takes dense layouts"),
             Layout::Typed { shape, cur } => {
                 let mut flat = [Node::Run {
                     disp: 0,
@@ -886,7 +895,17 @@ impl Unpacker {
 
     /// The message arrives in representation `repr` (its sender's, or `external32`): convert
     /// while unpacking. Byte-only unpackers (no datatype) take bytes as they come.
+    #[inline]
     pub fn set_source(&mut self, types: &TypeTable, repr: &Repr) -> Result<()> {
+        match (&self.typing, &self.layout) {
+            (None, _) => Ok(()),
+            (Some(_), Layout::Dense { .. }) if repr.same_as(&Repr::NATIVE) => Ok(()),
+            _ => self.set_source_typed(types, repr),
+        }
+    }
+
+    #[inline(never)]
+    fn set_source_typed(&mut self, types: &TypeTable, repr: &Repr) -> Result<()> {
         let Some(t) = self.typing else { return Ok(()) };
         let native = repr.same_as(&Repr::NATIVE);
         match self.layout {
@@ -964,6 +983,7 @@ impl Unpacker {
         k + self.unpack_at(types, pos + k, &data[k..])
     }
 
+    #[inline]
     fn unpack_at(&mut self, types: &TypeTable, pos: usize, data: &[u8]) -> usize {
         match &mut self.layout {
             Layout::Dense { at, len, .. } => {
@@ -977,6 +997,15 @@ impl Unpacker {
                 self.local += n as u64;
                 n
             }
+            Layout::Typed { .. } => self.unpack_typed(types, pos, data),
+        }
+    }
+
+    // Out of line, as for packing.
+    #[inline(never)]
+    fn unpack_typed(&mut self, types: &TypeTable, pos: usize, data: &[u8]) -> usize {
+        match &mut self.layout {
+            Layout::Dense { .. } => unreachable!("unpack_at takes dense layouts"),
             Layout::Typed { shape, cur } => {
                 let mut flat = [Node::Run {
                     disp: 0,

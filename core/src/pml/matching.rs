@@ -129,7 +129,21 @@ impl PostedQueue {
     }
 
     /// Takes the earliest-posted receive that accepts `env`.
+    #[inline(always)]
     pub fn take_match(&mut self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        if self.count[0] == self.len {
+            // Only exact receives posted (the common case): one bucket to look in.
+            let e = bucket(env.src as u32, env.tag as u32);
+            let accepts = |r: &Request| r.recv().is_some_and(|rr| rr.accepts(env));
+            let i = self.exact[e].find(reqs, queue_link, accepts)?;
+            self.exact[e].remove(reqs, i, queue_link);
+            self.len -= 1;
+            self.count[0] -= 1;
+            return Some(i);
+        }
         let (s, i) = self.best_match(reqs, env)?;
         self.list(s).remove(reqs, i, queue_link);
         self.len -= 1;

@@ -277,6 +277,7 @@ impl Ob1 {
 
     /// Marks request slot `idx` complete, freeing it if its owner already let go of it.
     /// The request must not be on a work list.
+    #[inline]
     fn complete(&mut self, idx: u32) {
         let Some(key) = self.requests.key_at(idx) else {
             return;

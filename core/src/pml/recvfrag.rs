@@ -203,10 +203,16 @@ impl Ob1 {
     }
 
     /// Messages from `src` that were waiting for their turn, now that it has come.
+    #[inline]
     fn drain_out_of_order(&mut self, types: &TypeTable, comm: CommId, src: i32) {
-        if self.comms[comm.0 as usize].cant_match.is_empty() {
-            return;
+        if !self.comms[comm.0 as usize].cant_match.is_empty() {
+            self.drain_held(types, comm, src);
         }
+    }
+
+    // Out of line: messages overtake each other only across several BTLs.
+    #[inline(never)]
+    fn drain_held(&mut self, types: &TypeTable, comm: CommId, src: i32) {
         let si = self.seq_index(comm, src as u32);
         loop {
             let expect = self.seqs[si].expect;
@@ -226,6 +232,7 @@ impl Ob1 {
     }
 
     /// A message whose turn it is: hand it to the first posted receive that accepts it, or hold it.
+    #[inline]
     fn accept_in_order(
         &mut self,
         types: &TypeTable,

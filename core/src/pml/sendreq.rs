@@ -35,6 +35,7 @@ const INLINE_MIN: usize = 1024;
 /// Sends `header` and packed bytes `0..want` of `conv` as one fragment: gathered from the
 /// user's memory by modules that can ([`BtlFlags::SEND_INLINE`]), else packed into reserved
 /// space. How many bytes went (fewer than `want` to end on an element), or `None`: no room.
+#[inline(always)]
 fn send_head(
     btl: &mut dyn Btl,
     ep: Endpoint,
@@ -63,6 +64,7 @@ fn send_head(
 
 impl Ob1 {
     /// The envelope of the next message to communicator rank `dest`, and the process it is.
+    #[inline(always)]
     fn envelope(
         &self,
         comms: &CommTable,

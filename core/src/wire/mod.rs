@@ -245,6 +245,7 @@ fn fix64(v: u64, swap: bool) -> u64 {
 
 impl Header {
     /// Parses the header at the start of `frag`; returns it and the payload after it.
+    #[inline]
     pub fn parse(frag: &[u8]) -> Result<(Header, &[u8]), WireError> {
         let (&kind, rest) = frag.split_first().ok_or(WireError::Empty)?;
         let fl = *rest.first().ok_or(WireError::Short {
