@@ -436,7 +436,7 @@ impl Btl for PortalsBtl {
                     if deliver {
                         // SAFETY: the NI wrote `mlength` bytes at `start` inside block `b`.
                         let frag = unsafe { std::slice::from_raw_parts(at, len) };
-                        if sink.deliver(from, tag, frag) == Delivery::Consumed {
+                        if sink.deliver(from, tag, frag).consumed() {
                             self.release(b);
                             continue;
                         }

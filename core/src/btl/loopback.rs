@@ -168,11 +168,15 @@ impl Btl for Loopback {
             let len = len as usize;
             let tag = AmTag(self.ring[pos + 4]);
             let frag = &self.ring[pos + REC_HDR..pos + REC_HDR + len];
-            if sink.deliver(self.me, tag, frag) == Delivery::Retry {
+            let d = sink.deliver(self.me, tag, frag);
+            if d == Delivery::Retry {
                 break;
             }
             self.head += REC_HDR + round8(len);
             n += 1;
+            if d == Delivery::Satisfied {
+                break;
+            }
         }
         if self.head == self.tail {
             // Empty: restart at the front so large records rarely need to wrap.

@@ -191,8 +191,20 @@ unsafe impl Send for Placement {}
 pub enum Delivery {
     /// Taken (or rejected as corrupt); the module may reuse its memory.
     Consumed,
+    /// Taken, and it completed an operation the process may be waiting for: a module may stop
+    /// polling here and leave what follows for its next call, so that a message behind it meets
+    /// the receive posted next instead of being stored as unexpected.
+    Satisfied,
     /// No room now: keep it and deliver it again later, before anything behind it from that peer.
     Retry,
+}
+
+impl Delivery {
+    /// Whether the fragment was taken.
+    #[inline]
+    pub fn consumed(self) -> bool {
+        self != Delivery::Retry
+    }
 }
 
 /// Receiver of a module's arrivals and completions: the engine.

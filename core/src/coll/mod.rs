@@ -870,6 +870,7 @@ impl Engine {
     ///
     /// # Safety
     /// `sp` stays writable and otherwise unused until the receive completes.
+    #[inline(always)]
     unsafe fn irecv_span(&mut self, sp: Span, from: u32, tag: i32, comm: CommId) -> Result<ReqId> {
         if !sp.dt.is_contiguous() {
             // SAFETY: the caller's contract.
@@ -887,6 +888,7 @@ impl Engine {
     ///
     /// # Safety
     /// `sp` stays readable and unchanged until the send completes.
+    #[inline(always)]
     unsafe fn isend_span(
         &mut self,
         sp: Span,

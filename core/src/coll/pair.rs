@@ -105,7 +105,7 @@ impl Engine {
     ///
     /// # Safety
     /// `out` stays readable and `into` writable, neither otherwise used, for the call.
-    #[inline]
+    #[inline(always)]
     unsafe fn exchange(
         &mut self,
         out: Span,

@@ -732,7 +732,7 @@ impl Packer {
 
     /// Copies packed bytes starting at `pos` into `out`; returns how many: `out.len()`, fewer at
     /// the end of the message, or fewer to end on an element boundary when the receiver converts.
-    #[inline]
+    #[inline(always)]
     pub fn pack(&mut self, types: &TypeTable, pos: usize, out: &mut [u8]) -> usize {
         match &mut self.layout {
             Layout::Dense { at, len, granule } => {
@@ -960,7 +960,7 @@ impl Unpacker {
     ///
     /// When converting, a piece that ends inside an element (unexpected-message storage cuts
     /// where it likes) keeps that element's start until a piece continuing it arrives.
-    #[inline]
+    #[inline(always)]
     pub fn unpack(&mut self, types: &TypeTable, pos: usize, data: &[u8]) -> usize {
         let c = self.carry;
         if c.len == 0 || pos as u64 != c.pos + c.len as u64 {

@@ -176,6 +176,9 @@ pub struct Ob1 {
     inflight: u32,
     /// Per process: the form its data takes (receiver makes right).
     reprs: &'static mut [Repr],
+    /// Processes whose form differs from ours: none in most jobs, and then no arriving message
+    /// needs its convertor told where it comes from.
+    foreign: u32,
     platform: &'static dyn Platform,
     /// The matching transport when the `cm` path is in use (see `cm.rs`).
     mtl: Option<&'static mut dyn crate::mtl::Mtl>,
@@ -237,6 +240,7 @@ impl Ob1 {
             pass: 1,
             inflight: 0,
             reprs: arena.slice(world as usize, |_| Repr::NATIVE)?,
+            foreign: 0,
             platform,
             mtl: None,
             cm_posted: arena.slice(comms as usize, |_| 0)?,
@@ -248,6 +252,9 @@ impl Ob1 {
 
     /// Records the data representation of process `proc` (from its architecture descriptor).
     pub fn set_repr(&mut self, proc: crate::rte::ProcId, repr: Repr) {
+        let was = self.reprs[proc.0 as usize].same_as(&Repr::NATIVE);
+        let is = repr.same_as(&Repr::NATIVE);
+        self.foreign = self.foreign + u32::from(was && !is) - u32::from(!was && is);
         self.reprs[proc.0 as usize] = repr;
     }
 

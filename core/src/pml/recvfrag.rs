@@ -194,12 +194,13 @@ impl Ob1 {
             self.drop_payload(payload);
             return self.reject(from, "stale or duplicate sequence number");
         }
-        if self.accept_in_order(types, comm, from, env, kind, payload) == Delivery::Retry {
+        let d = self.accept_in_order(types, comm, from, env, kind, payload);
+        if d == Delivery::Retry {
             return Delivery::Retry;
         }
         self.seqs[si].expect = expect.wrapping_add(1);
         self.drain_out_of_order(types, comm, env.src);
-        Delivery::Consumed
+        d
     }
 
     /// Messages from `src` that were waiting for their turn, now that it has come.
@@ -232,7 +233,7 @@ impl Ob1 {
     }
 
     /// A message whose turn it is: hand it to the first posted receive that accepts it, or hold it.
-    #[inline]
+    #[inline(always)]
     fn accept_in_order(
         &mut self,
         types: &TypeTable,
@@ -246,10 +247,10 @@ impl Ob1 {
             .posted
             .take_match(&self.requests, &env);
         match found {
-            Some(r) => {
-                self.deliver_matched(types, r, from, env, kind, payload);
-                Delivery::Consumed
-            }
+            Some(r) => match self.deliver_matched(types, r, from, env, kind, payload) {
+                true => Delivery::Satisfied,
+                false => Delivery::Consumed,
+            },
             None => {
                 let d = self.hold(Hold::Unexpected(comm), from, env, kind, payload);
                 if d == Delivery::Consumed {
@@ -304,7 +305,7 @@ impl Ob1 {
         Delivery::Consumed
     }
 
-    /// Gives a matched message to receive request slot `r`.
+    /// Gives a matched message to receive request slot `r`; whether that completed it.
     pub(crate) fn deliver_matched(
         &mut self,
         types: &TypeTable,
@@ -313,7 +314,7 @@ impl Ob1 {
         env: Envelope,
         kind: UnexKind,
         payload: Payload<'_>,
-    ) {
+    ) -> bool {
         let req = self
             .requests
             .at_mut(r)
@@ -321,8 +322,11 @@ impl Ob1 {
         let Op::Recv(rr) = &mut req.op else {
             unreachable!("only receives are posted")
         };
-        // The message is in its sender's form; converting (if needed) starts here.
-        let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
+        // The message is in its sender's form; converting (if needed) starts here. (A convertor
+        // starts out native: nothing to tell it in a job of one form.)
+        if self.foreign > 0 {
+            let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
+        }
         let len = match payload {
             Payload::Frag(bytes) => {
                 rr.conv.unpack(types, 0, bytes);
@@ -342,6 +346,7 @@ impl Ob1 {
                 finish_status(&mut req.status, len as u64, &rr.conv);
                 self.drop_payload(payload);
                 self.complete(r);
+                true
             }
             UnexKind::Rndv { msg_len, sreq } => {
                 rr.state = RecvState::Matched {
@@ -354,6 +359,7 @@ impl Ob1 {
                 };
                 self.drop_payload(payload);
                 self.pending_ack.push_back(&self.requests, r, work_link);
+                false
             }
         }
     }
@@ -526,7 +532,9 @@ impl Ob1 {
         let Op::Recv(rr) = &mut req.op else {
             unreachable!("only receives are posted")
         };
-        let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
+        if self.foreign > 0 {
+            let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
+        }
         rr.state = RecvState::Matched {
             proc: from,
             msg_len,

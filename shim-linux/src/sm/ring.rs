@@ -301,8 +301,9 @@ impl Consumer {
         }
     }
 
-    /// Hands each record published so far to `deliver`, in order, until the ring is empty or
-    /// `deliver` answers [`Delivery::Retry`] (that record stays for the next call). Returns the
+    /// Hands each record published so far to `deliver`, in order, until the ring is empty,
+    /// `deliver` answers [`Delivery::Retry`] (that record stays for the next call) or
+    /// [`Delivery::Satisfied`] (the rest stays). Returns the
     /// number of records delivered, or the corruption that made the ring stop for good.
     #[inline]
     pub(crate) fn poll(
@@ -345,13 +346,17 @@ impl Consumer {
             let frag = unsafe {
                 core::slice::from_raw_parts(self.mem.data.as_ptr().add(pos + REC_HDR), len)
             };
-            if deliver(tag, frag) == Delivery::Retry {
+            let d = deliver(tag, frag);
+            if d == Delivery::Retry {
                 break;
             }
             self.head += rec as u64;
             // Release: our reads of the record happen-before the producer reuses its space.
             self.mem.head().store(self.head, Ordering::Release);
             n += 1;
+            if d == Delivery::Satisfied {
+                break;
+            }
         }
         Ok(n)
     }
