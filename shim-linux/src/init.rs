@@ -131,16 +131,19 @@ pub fn engine() -> Result<Engine> {
     };
     let me = rte.rank();
     let n = rte.size();
-    let yield_when_idle = match params.int(&platform::YIELD_WHEN_IDLE) {
-        0 => false,
-        1 => true,
-        _ => local_ranks().unwrap_or(n as usize) > cores(),
+    let (yield_when_idle, spin_rounds) = match params.int(&platform::YIELD_WHEN_IDLE) {
+        0 => (false, params.u32(&platform::SPIN_ROUNDS)),
+        1 => (true, 0),
+        _ if local_ranks().unwrap_or(n as usize) > cores() => {
+            (false, params.u32(&platform::OVERSUBSCRIBED_SPIN_ROUNDS))
+        }
+        _ => (false, params.u32(&platform::SPIN_ROUNDS)),
     };
     PLATFORM.configure(
         me.0,
         yield_when_idle,
         params.u32(&platform::LOG_LEVEL),
-        params.u32(&platform::SPIN_ROUNDS),
+        spin_rounds,
     );
 
     let mut btls = heapless::Vec::new();
