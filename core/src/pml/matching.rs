@@ -228,7 +228,12 @@ impl UnexQueue {
     }
 
     /// The first-arrived unclaimed message that `src`/`tag` accept.
+    #[inline]
     pub fn find(&self, msgs: &Pool<UnexMsg>, src: Source, tag: TagSel) -> Option<u32> {
+        if self.arrival.is_empty() {
+            // Every message is on the arrival list too.
+            return None;
+        }
         let ok = |m: &UnexMsg| !m.claimed && src.accepts(m.env.src) && tag.accepts(m.env.tag);
         match (src, tag) {
             (Source::Rank(s), TagSel::Tag(t)) => {
