@@ -23,6 +23,7 @@ use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
+use crate::mtl::{MtlEnvelope, MtlSelector};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
 use crate::pml::request::{
@@ -40,6 +41,19 @@ pub static BTL_SELECT: ParamDef = ParamDef {
     description:
         "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
 };
+
+/// A destination rank checked for a send, with what a message to it carries.
+#[derive(Clone, Copy)]
+struct Dest {
+    /// Rank in the communicator.
+    rank: u32,
+    /// Its process.
+    proc: ProcId,
+    /// The communicator's context id.
+    ctx: u16,
+    /// This process's rank in the communicator (the sender's in the envelope).
+    me: u32,
+}
 
 /// Every parameter the core registers.
 pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
@@ -483,8 +497,9 @@ impl Engine {
         self.comms.get(comm)
     }
 
-    /// Checks a destination rank: `None` for `MPI_PROC_NULL`.
-    fn check_dest(&self, comm: CommId, dest: i32) -> Result<Option<u32>> {
+    /// Checks a destination rank: `None` for `MPI_PROC_NULL`. The one look at the communicator
+    /// also reads what a message to the rank carries, so a send over an MTL needs no second.
+    fn check_dest(&self, comm: CommId, dest: i32) -> Result<Option<Dest>> {
         let c = self.check_comm(comm)?;
         if dest == PROC_NULL {
             return Ok(None);
@@ -496,19 +511,31 @@ impl Engine {
                 Reason::RankOutOfRange { rank: dest, size },
             ));
         }
-        self.check_arch(self.comms.peer_proc(c, dest as u32))?;
-        Ok(Some(dest as u32))
+        let proc = self.comms.peer_proc(c, dest as u32);
+        self.check_arch(proc)?;
+        Ok(Some(Dest {
+            rank: dest as u32,
+            proc,
+            ctx: c.cid.0,
+            me: c.rank,
+        }))
     }
 
     /// Checks a source selector: `None` for `MPI_PROC_NULL`.
     fn check_src(&self, comm: CommId, src: i32) -> Result<Option<Source>> {
+        Ok(self.check_src_ctx(comm, src)?.map(|(s, _)| s))
+    }
+
+    /// [`Engine::check_src`] with the communicator's context id, read in the same look (what a
+    /// receive over an MTL matches on).
+    fn check_src_ctx(&self, comm: CommId, src: i32) -> Result<Option<(Source, u16)>> {
         let c = self.check_comm(comm)?;
         match src {
             PROC_NULL => Ok(None),
-            ANY_SOURCE => Ok(Some(Source::Any)),
+            ANY_SOURCE => Ok(Some((Source::Any, c.cid.0))),
             s if s >= 0 && (s as u32) < c.peers().size() => {
                 self.check_arch(self.comms.peer_proc(c, s as u32))?;
-                Ok(Some(Source::Rank(s as u32)))
+                Ok(Some((Source::Rank(s as u32), c.cid.0)))
             }
             s => Err(Error::new(
                 ErrorClass::Rank,
@@ -597,7 +624,7 @@ impl Engine {
                 &self.comms,
                 &self.types,
                 conv,
-                d,
+                d.rank,
                 tag,
                 comm,
                 mode,
@@ -634,7 +661,21 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return Ok(());
         };
-        self.send_to(make, d, tag, comm, mode)
+        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+            // Straight to the MTL with the envelope the check read: no second look at the
+            // communicator, no PML layers on the way.
+            let conv = make();
+            let env = MtlEnvelope {
+                ctx: d.ctx,
+                src: d.me,
+                tag,
+            };
+            if self.pml.cm_send_env(&self.types, d.proc, env, &conv)? {
+                return Ok(());
+            }
+            return self.send_request(conv, d.rank, tag, comm, mode);
+        }
+        self.send_to(make, d.rank, tag, comm, mode)
     }
 
     /// Sends with a library-internal (negative) tag, for collectives.
@@ -673,6 +714,18 @@ impl Engine {
         {
             return Ok(());
         }
+        self.send_request(conv, d, tag, comm, mode)
+    }
+
+    /// Sends through a request the PML starts and this waits for (what cannot go at once).
+    fn send_request(
+        &mut self,
+        conv: Packer,
+        d: u32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
         let id = self.pml.isend(
             &mut self.bml,
             &self.comms,
@@ -779,11 +832,11 @@ impl Engine {
     ) -> Result<Status> {
         if self.pml.uses_mtl() && self.pml.cm_blocking_free() {
             let tag = Engine::check_recv_tag(tag)?;
-            let Some(s) = self.check_src(comm, src)? else {
+            let Some((src, ctx)) = self.check_src_ctx(comm, src)? else {
                 return Ok(Status::PROC_NULL);
             };
-            self.pml
-                .cm_recv_post(&self.comms, &self.types, make, s, tag, comm)?;
+            let sel = MtlSelector { ctx, src, tag };
+            self.pml.cm_recv_post(&self.types, make, sel)?;
             return self.wait_blocking();
         }
         let id = self.irecv(make(), src, tag, comm, 0)?;

@@ -128,6 +128,19 @@ impl Ob1 {
         comm: CommId,
     ) -> Result<bool> {
         let (env, proc) = Ob1::cm_envelope(comms, comm, dest, tag)?;
+        self.cm_send_env(types, proc, env, conv)
+    }
+
+    /// `send_now` over the MTL for a caller that has the envelope and the process (the engine's
+    /// blocking send, which read both while checking the destination).
+    #[inline]
+    pub(crate) fn cm_send_env(
+        &mut self,
+        types: &TypeTable,
+        proc: ProcId,
+        env: MtlEnvelope,
+        conv: &Packer,
+    ) -> Result<bool> {
         let mtl = self.mtl.as_mut().expect("cm path");
         mtl.send_now(types, proc, env, conv)
     }
@@ -219,21 +232,18 @@ impl Ob1 {
         self.cm_blocking.is_none()
     }
 
-    /// Posts the blocking receive (`MPI_Recv`) over the MTL into the convertor `make` builds
-    /// (in place: a convertor is a few hundred bytes); [`Ob1::cm_recv_done`] says when it has
-    /// finished. The caller checked [`Ob1::cm_blocking_free`].
+    /// Posts the blocking receive (`MPI_Recv`) over the MTL for messages `sel` accepts, into the
+    /// convertor `make` builds (in place: a convertor is a few hundred bytes);
+    /// [`Ob1::cm_recv_done`] says when it has finished. The caller checked
+    /// [`Ob1::cm_blocking_free`] and built `sel` from a live communicator.
     #[inline]
     pub(crate) fn cm_recv_post(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
         make: impl FnOnce() -> Unpacker,
-        src: Source,
-        tag: TagSel,
-        comm: CommId,
+        sel: MtlSelector,
     ) -> Result<()> {
         debug_assert!(self.cm_blocking.is_none());
-        let sel = Ob1::cm_selector(comms, comm, src, tag)?;
         let b = self.cm_blocking.insert(BlockingRecv {
             conv: make(),
             status: None,
