@@ -42,6 +42,10 @@ pub static BTL_SELECT: ParamDef = ParamDef {
         "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
 };
 
+/// While a blocking receive waits over an MTL, every how many empty polls of the MTL the whole
+/// progress round runs (everything else keeps moving, at a sixteenth of the polls).
+const FULL_ROUND_EVERY: u32 = 16;
+
 /// A destination rank checked for a send, with what a message to it carries.
 #[derive(Clone, Copy)]
 struct Dest {
@@ -843,16 +847,26 @@ impl Engine {
         self.wait(id)
     }
 
-    /// Waits for the PML's blocking receive.
+    /// Waits for the PML's blocking receive. Only the MTL can complete it, so a round polls the
+    /// MTL alone, and the rest of progress (BTLs, protocol work, collectives) runs every
+    /// [`FULL_ROUND_EVERY`] rounds that found nothing: the shorter round notices the message
+    /// sooner, and the round that finds it returns without the rest.
     #[inline(never)]
     fn wait_blocking(&mut self) -> Result<Status> {
+        let mut empty = 0u32;
         loop {
             if let Some(st) = self.pml.cm_recv_done() {
                 return Ok(st);
             }
-            if self.progress() == 0 {
-                self.relax();
+            if self.pml.progress_mtl(&self.types) > 0 {
+                self.idle = 0;
+                continue;
             }
+            empty = empty.wrapping_add(1);
+            if empty.is_multiple_of(FULL_ROUND_EVERY) && self.progress() > 0 {
+                continue;
+            }
+            self.relax();
         }
     }
 
