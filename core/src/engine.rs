@@ -682,6 +682,37 @@ impl Engine {
         self.send_to(make, d.rank, tag, comm, mode)
     }
 
+    /// [`Engine::send_with`] of a message that is `data` as it stands (a predefined contiguous
+    /// type in the user's buffer): over an MTL that can copy it now it goes without a convertor;
+    /// `make` builds the convertor for every other case.
+    #[inline]
+    pub fn send_contiguous(
+        &mut self,
+        data: &[u8],
+        make: impl FnOnce() -> Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
+        Engine::check_send_tag(tag)?;
+        let Some(d) = self.check_dest(comm, dest)? else {
+            return Ok(());
+        };
+        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+            let env = MtlEnvelope {
+                ctx: d.ctx,
+                src: d.me,
+                tag,
+            };
+            if self.pml.cm_send_bytes(&self.types, d.proc, env, data)? {
+                return Ok(());
+            }
+            return self.send_request(make(), d.rank, tag, comm, mode);
+        }
+        self.send_to(make, d.rank, tag, comm, mode)
+    }
+
     /// Sends with a library-internal (negative) tag, for collectives.
     pub(crate) fn send_internal(
         &mut self,

@@ -1353,21 +1353,36 @@ impl Mtl for PortalsMtl {
         env: MtlEnvelope,
         conv: &Packer,
     ) -> Result<bool> {
-        if conv.packed_len() > self.eager {
+        let len = conv.packed_len();
+        if len > self.eager {
             return Ok(false);
         }
-        let _ = types;
         // A packer is only read: contiguous data is copied straight from the user's buffer.
-        let len = conv.packed_len();
         let Some(d) = conv.data_ref(0, len) else {
             return Ok(false);
         };
+        // SAFETY: the packer's loan of `len` bytes, valid for this call.
+        let data = unsafe { std::slice::from_raw_parts(d.as_ptr(), len) };
+        self.send_bytes_now(types, dest, env, data)
+    }
+
+    fn send_bytes_now(
+        &mut self,
+        types: &TypeTable,
+        dest: ProcId,
+        env: MtlEnvelope,
+        data: &[u8],
+    ) -> Result<bool> {
+        let _ = types;
+        let len = data.len();
+        if len > self.eager {
+            return Ok(false);
+        }
         let mut buf = Vec::new();
         if len > 0 {
             buf = self.spare_bufs.pop().unwrap_or_default();
             buf.clear();
-            // SAFETY: the packer's loan of `len` bytes, valid for this call.
-            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(d.as_ptr(), len) });
+            buf.extend_from_slice(data);
         }
         // The common case in one piece (no helper layers: this is every small MPI_Send).
         let (dest, bits) = (dest.0, MatchBits::encode(&env));

@@ -83,14 +83,19 @@ unsafe fn send(
 ) -> c_int {
     code(run_comm(func, comm, |e, c| {
         match contiguous(buf, count, dt) {
-            // SAFETY: MPI lends the send buffer for the call; `n` elements of `d`.
-            Some((d, n)) => e.send_with(
-                || unsafe { Packer::elements(buf.cast(), n, d) },
-                dest,
-                tag,
-                c,
-                mode,
-            ),
+            Some((d, n)) => {
+                let len = n * d.size();
+                let data: &[u8] = if len == 0 {
+                    &[]
+                } else {
+                    // SAFETY: MPI lends the send buffer, `n` elements of `d` (`len` bytes,
+                    // checked to fit the address space), unchanged for the call.
+                    unsafe { core::slice::from_raw_parts(buf.cast(), len) }
+                };
+                // SAFETY: as above.
+                let make = || unsafe { Packer::elements(buf.cast(), n, d) };
+                e.send_contiguous(data, make, dest, tag, c, mode)
+            }
             None => {
                 // SAFETY: as above.
                 let conv = unsafe { handles::packer(e, buf, count, dt)? };

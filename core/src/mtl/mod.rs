@@ -139,6 +139,19 @@ pub trait Mtl: Send {
         Ok(false)
     }
 
+    /// [`Mtl::send_now`] of a message that is `data` as it stands (a predefined contiguous type
+    /// in the user's buffer): a blocking send gives it without building a convertor. The default
+    /// wraps it in one.
+    fn send_bytes_now(
+        &mut self,
+        types: &TypeTable,
+        dest: ProcId,
+        env: MtlEnvelope,
+        data: &[u8],
+    ) -> Result<bool> {
+        self.send_now(types, dest, env, &Packer::from_slice(data))
+    }
+
     /// Starts sending `conv`'s message to process `dest` with envelope `env`. `Ok(true)`: done
     /// already (the data was copied; nothing is reported later); `Ok(false)`: the sink's
     /// [`MtlSink::send_done`] reports `token` later. A synchronous send completes only once the

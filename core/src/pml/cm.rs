@@ -131,8 +131,8 @@ impl Ob1 {
         self.cm_send_env(types, proc, env, conv)
     }
 
-    /// `send_now` over the MTL for a caller that has the envelope and the process (the engine's
-    /// blocking send, which read both while checking the destination).
+    /// `send_now` over the MTL of the message `conv` for a caller that has the envelope and the
+    /// process (the engine's blocking send, which read both while checking the destination).
     #[inline]
     pub(crate) fn cm_send_env(
         &mut self,
@@ -143,6 +143,19 @@ impl Ob1 {
     ) -> Result<bool> {
         let mtl = self.mtl.as_mut().expect("cm path");
         mtl.send_now(types, proc, env, conv)
+    }
+
+    /// [`Ob1::cm_send_env`] of a message that is `data` as it stands (no convertor).
+    #[inline]
+    pub(crate) fn cm_send_bytes(
+        &mut self,
+        types: &TypeTable,
+        proc: ProcId,
+        env: MtlEnvelope,
+        data: &[u8],
+    ) -> Result<bool> {
+        let mtl = self.mtl.as_mut().expect("cm path");
+        mtl.send_bytes_now(types, proc, env, data)
     }
 
     /// `isend` over the MTL.
