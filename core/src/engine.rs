@@ -42,8 +42,8 @@ pub static BTL_SELECT: ParamDef = ParamDef {
         "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
 };
 
-/// While a blocking receive waits over an MTL, every how many empty polls of the MTL the whole
-/// progress round runs (everything else keeps moving, at a sixteenth of the polls).
+/// While a blocking receive waits over an MTL, every how many rounds one is the whole progress
+/// round (everything else keeps moving, at a sixteenth of the rounds).
 const FULL_ROUND_EVERY: u32 = 16;
 
 /// A destination rank checked for a send, with what a message to it carries.
@@ -879,25 +879,28 @@ impl Engine {
     }
 
     /// Waits for the PML's blocking receive. Only the MTL can complete it, so a round polls the
-    /// MTL alone, and the rest of progress (BTLs, protocol work, collectives) runs every
-    /// [`FULL_ROUND_EVERY`] rounds that found nothing: the shorter round notices the message
-    /// sooner, and the round that finds it returns without the rest.
+    /// MTL alone, and every [`FULL_ROUND_EVERY`]th round is the whole progress round (BTLs,
+    /// protocol work, collectives): the shorter round notices the message sooner, and the round
+    /// that finds it returns without the rest. Counted in rounds, busy or not, so that a stream
+    /// of other MTL traffic cannot hold the rest of progress off.
     #[inline(never)]
     fn wait_blocking(&mut self) -> Result<Status> {
-        let mut empty = 0u32;
+        let mut rounds = 0u32;
         loop {
             if let Some(st) = self.pml.cm_recv_done() {
                 return Ok(st);
             }
-            if self.pml.progress_mtl(&self.types) > 0 {
+            rounds = rounds.wrapping_add(1);
+            let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
+                self.progress()
+            } else {
+                self.pml.progress_mtl(&self.types)
+            };
+            if n > 0 {
                 self.idle = 0;
-                continue;
+            } else {
+                self.relax();
             }
-            empty = empty.wrapping_add(1);
-            if empty.is_multiple_of(FULL_ROUND_EVERY) && self.progress() > 0 {
-                continue;
-            }
-            self.relax();
         }
     }
 
