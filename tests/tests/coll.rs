@@ -81,6 +81,7 @@ macro_rules! forced {
 forced! {
     coll_barrier_dissemination: "barrier" = "dissemination" on "barrier";
     coll_barrier_recursive_doubling: "barrier" = "recursive_doubling" on "barrier";
+    coll_barrier_linear: "barrier" = "linear" on "barrier";
     coll_bcast_binomial: "bcast" = "binomial" on "bcast";
     coll_bcast_pipeline: "bcast" = "pipeline" on "bcast";
     coll_bcast_scatter_allgather: "bcast" = "scatter_allgather" on "bcast";

@@ -319,6 +319,43 @@ impl RecDblBarrier {
     }
 }
 
+/// Linear (fan-in, fan-out): every rank signals rank 0, which answers each once all have come.
+/// A rank other than 0 waits once; with more ranks than cores, fewer waits are fewer handoffs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinearBarrier {
+    pub g: Grp,
+}
+
+impl LinearBarrier {
+    fn step(&mut self, k: u32, a: &mut Acts) -> bool {
+        let (r, e) = (self.g.rank, Span::empty());
+        if r != 0 {
+            match k {
+                0 => a.send(0, e),
+                1 => a.recv(0, e),
+                _ => return false,
+            }
+            return true;
+        }
+        // Rank 0: the others' signals a batch at a time, then the answers.
+        let (others, per) = (self.g.size - 1, 2 * BATCH);
+        let hear = others.div_ceil(per).max(1);
+        if k < hear {
+            for j in batch(k, others, per).into_iter().flatten() {
+                a.recv(1 + j, e);
+            }
+            return true;
+        }
+        let Some(peers) = batch(k - hear, others, per) else {
+            return false;
+        };
+        for j in peers {
+            a.send(1 + j, e);
+        }
+        true
+    }
+}
+
 // ---- broadcast ----------------------------------------------------------------------------------
 
 /// Binomial tree: receive from the parent, then send to every child at once.
@@ -1770,6 +1807,7 @@ pub(crate) enum Alg {
     Local(Local),
     Dissemination(Dissemination),
     RecDblBarrier(RecDblBarrier),
+    LinearBarrier(LinearBarrier),
     BcastBinomial(BcastBinomial),
     BcastChain(BcastChain),
     BcastScatterAllgather(BcastScatterAllgather),
@@ -1827,6 +1865,7 @@ impl Alg {
             }
             Alg::Dissemination(x) => x.step(k, a),
             Alg::RecDblBarrier(x) => x.step(k, a),
+            Alg::LinearBarrier(x) => x.step(k, a),
             Alg::BcastBinomial(x) => x.step(k, a),
             Alg::BcastChain(x) => x.step(k, a),
             Alg::BcastScatterAllgather(x) => x.step(k, a),

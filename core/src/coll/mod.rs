@@ -56,7 +56,7 @@ use core::mem::MaybeUninit;
 use alg::{
     AaKind, AgKind, Alg, Allgather, Alltoall, AlltoallBruck, AlltoallInPlace, BcastBinomial,
     BcastChain, BcastScatterAllgather, Blocks, Counts, Dissemination, Fold, GatherBinomial,
-    GatherLinear, Grp, RecDblBarrier, ScatterBinomial, ScatterLinear,
+    GatherLinear, Grp, LinearBarrier, RecDblBarrier, ScatterBinomial, ScatterLinear,
 };
 pub use exec::UserOp;
 use exec::{Act, Acts, Coll, Net, ROp, Red, Scratch, Segs, Span, MAX_ACTS};
@@ -80,7 +80,10 @@ use crate::ranges::Ranges;
 fn direct_alg(alg: &Alg) -> bool {
     matches!(
         alg,
-        Alg::BcastBinomial(_) | Alg::Dissemination(_) | Alg::RecDblBarrier(_)
+        Alg::BcastBinomial(_)
+            | Alg::Dissemination(_)
+            | Alg::RecDblBarrier(_)
+            | Alg::LinearBarrier(_)
     )
 }
 
@@ -88,6 +91,7 @@ fn direct_alg(alg: &Alg) -> bool {
 /// unless `forced`.
 fn barrier_alg(forced: BarrierAlg, g: Grp) -> Alg {
     match (forced, g.size.is_power_of_two()) {
+        (BarrierAlg::Linear, _) => Alg::LinearBarrier(LinearBarrier { g }),
         (BarrierAlg::Dissemination, _) | (BarrierAlg::Auto, false) => {
             Alg::Dissemination(Dissemination { g })
         }
@@ -208,7 +212,7 @@ macro_rules! algorithm_param {
 }
 
 algorithm_param!(BARRIER_ALG, "coll_barrier_algorithm", "MPI_Barrier", BarrierAlg:
-    Dissemination = "dissemination", RecDbl = "recursive_doubling");
+    Dissemination = "dissemination", RecDbl = "recursive_doubling", Linear = "linear");
 algorithm_param!(BCAST_ALG, "coll_bcast_algorithm", "MPI_Bcast", BcastAlg:
     Binomial = "binomial", Pipeline = "pipeline", ScatterAllgather = "scatter_allgather");
 algorithm_param!(REDUCE_ALG, "coll_reduce_algorithm", "MPI_Reduce", ReduceAlg:

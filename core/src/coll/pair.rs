@@ -32,7 +32,7 @@ impl Engine {
         let tune = self.coll.tune;
         match *call {
             Call::Barrier => {
-                // Either barrier algorithm is one empty exchange at two ranks.
+                // Every barrier algorithm is one empty exchange at two ranks.
                 let tag = self.coll_tag_for(comm);
                 let e = Span::empty();
                 // SAFETY: empty spans.

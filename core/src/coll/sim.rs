@@ -207,6 +207,10 @@ fn barriers_complete_and_leave_no_messages() {
             })
             .collect();
         run(&mut rd);
+        let mut lin: Vec<_> = (0..p)
+            .map(|r| Rank::new(Alg::LinearBarrier(LinearBarrier { g: grp(r, p) })))
+            .collect();
+        run(&mut lin);
     }
 }
 
