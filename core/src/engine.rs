@@ -661,25 +661,7 @@ impl Engine {
         comm: CommId,
         mode: SendMode,
     ) -> Result<()> {
-        Engine::check_send_tag(tag)?;
-        let Some(d) = self.check_dest(comm, dest)? else {
-            return Ok(());
-        };
-        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
-            // Straight to the MTL with the envelope the check read: no second look at the
-            // communicator, no PML layers on the way.
-            let conv = make();
-            let env = MtlEnvelope {
-                ctx: d.ctx,
-                src: d.me,
-                tag,
-            };
-            if self.pml.cm_send_env(&self.types, d.proc, env, &conv)? {
-                return Ok(());
-            }
-            return self.send_request(conv, d.rank, tag, comm, mode);
-        }
-        self.send_to(make, d.rank, tag, comm, mode)
+        self.send_by(None, make, dest, tag, comm, mode)
     }
 
     /// [`Engine::send_with`] of a message that is `data` as it stands (a predefined contiguous
@@ -695,20 +677,48 @@ impl Engine {
         comm: CommId,
         mode: SendMode,
     ) -> Result<()> {
+        self.send_by(Some(data), make, dest, tag, comm, mode)
+    }
+
+    /// The body of both: the message is `data` when given, else what `make` builds.
+    #[inline(always)]
+    fn send_by(
+        &mut self,
+        data: Option<&[u8]>,
+        make: impl FnOnce() -> Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
         Engine::check_send_tag(tag)?;
         let Some(d) = self.check_dest(comm, dest)? else {
             return Ok(());
         };
         if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+            // Straight to the MTL with the envelope the check read: no second look at the
+            // communicator, no PML layers on the way.
             let env = MtlEnvelope {
                 ctx: d.ctx,
                 src: d.me,
                 tag,
             };
-            if self.pml.cm_send_bytes(&self.types, d.proc, env, data)? {
-                return Ok(());
-            }
-            return self.send_request(make(), d.rank, tag, comm, mode);
+            let conv = match data {
+                Some(bytes) => {
+                    if self.pml.cm_send_bytes(&self.types, d.proc, env, bytes)? {
+                        return Ok(());
+                    }
+                    make()
+                }
+                None => {
+                    let conv = make();
+                    if self.pml.cm_send_env(&self.types, d.proc, env, &conv)? {
+                        return Ok(());
+                    }
+                    conv
+                }
+            };
+            return self.send_request(conv, d.rank, tag, comm, mode);
         }
         self.send_to(make, d.rank, tag, comm, mode)
     }
