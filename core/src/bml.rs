@@ -23,7 +23,7 @@
 use heapless::Vec;
 
 use crate::arena::{Arena, Sizer};
-use crate::btl::{Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink};
+use crate::btl::{AreaState, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef};
 use crate::rte::ProcId;
@@ -449,6 +449,34 @@ impl Bml {
             }
         }
         0
+    }
+
+    /// The collective area of `proc` (see [`Btl::coll_area`]), through the modules that reach
+    /// it; this process's own when `proc` is `me`.
+    pub fn coll_area(&mut self, proc: ProcId, me: ProcId) -> AreaState {
+        let mut any_pending = false;
+        if proc == me {
+            for btl in self.btls.iter_mut() {
+                match btl.coll_area(None) {
+                    AreaState::Mapped(a) => return AreaState::Mapped(a),
+                    AreaState::Pending => any_pending = true,
+                    AreaState::Absent => {}
+                }
+            }
+        } else if let Some(routes) = self.peers.get(proc.0 as usize) {
+            for r in routes.eager.iter() {
+                match self.btls[r.btl as usize].coll_area(Some(r.ep)) {
+                    AreaState::Mapped(a) => return AreaState::Mapped(a),
+                    AreaState::Pending => any_pending = true,
+                    AreaState::Absent => {}
+                }
+            }
+        }
+        if any_pending {
+            AreaState::Pending
+        } else {
+            AreaState::Absent
+        }
     }
 
     /// Finalizes every module.

@@ -104,7 +104,7 @@ pub struct Engine {
     next_scope: u32,
     finalized: bool,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
-    idle: u32,
+    pub(crate) idle: u32,
     /// Some freed communicator waits for its receives or collectives to end.
     pub(crate) comms_draining: bool,
     /// Collectives: non-blocking ones in flight, scratch, user-defined operations.
@@ -1100,6 +1100,8 @@ impl Engine {
                 },
             ));
         }
+        // Done with its shared-memory collectives' cells (while its context id is still its).
+        self.sm_release(id);
         if self.pml.comm_busy(id) || self.coll_uses(id) {
             self.comms.get_mut(id)?.freed = true;
             self.comms_draining = true;

@@ -46,6 +46,47 @@ fn coll_on_a_split_with_a_communicator_freed_while_busy() {
     }
 }
 
+/// The shared-memory collectives (`tests/c/coll_sm.c`: context ids reused communicator after
+/// communicator, more communicators than cells, a broadcasting root running ahead, sizes on both
+/// sides of the slot, unlike receive types, a non-blocking broadcast in flight across them) at
+/// 2, 3, 4 and 8 ranks; the log shows communicators bound to shared memory. With `coll_sm` off
+/// the same program passes and none is.
+#[test]
+fn coll_shared_memory_reuse_run_ahead_and_mixed() {
+    let prog = c_program("coll_sm");
+    const BOUND: &str = "runs its small collectives in shared memory";
+    for np in [2, 3, 4, 8] {
+        // Room for the 70 duplicates held at once.
+        let options = ["--mca", "mpi_log_level", "2", "--mca", "comm_max", "128"];
+        let out = run_job(np, &options, &prog, &[]);
+        assert!(
+            out.success()
+                && out.has_line("OK coll_sm")
+                && out.leftover_shm.is_empty()
+                && out.stderr.contains(BOUND),
+            "coll_sm at {np} ranks:\n{}",
+            out.report()
+        );
+    }
+    let options = [
+        "--mca",
+        "mpi_log_level",
+        "2",
+        "--mca",
+        "comm_max",
+        "128",
+        "--mca",
+        "coll_sm",
+        "off",
+    ];
+    let out = run_job(4, &options, &prog, &["20"]);
+    assert!(
+        out.success() && out.has_line("OK coll_sm") && !out.stderr.contains("coll sm:"),
+        "coll_sm with coll_sm off:\n{}",
+        out.report()
+    );
+}
+
 /// Reductions cut into many segments (4 KiB of scratch per buffer) and pipelines into 1 KiB
 /// windows, set through `--mca`.
 #[test]

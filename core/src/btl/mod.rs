@@ -243,6 +243,28 @@ pub trait Sink {
     }
 }
 
+/// A process's area of node-shared memory for the collectives: `len` bytes at `base`, 64-byte
+/// aligned, mapped in this process until the module is finalized (or dropped), written only by
+/// the process it belongs to and read by the other processes of its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Area {
+    /// First byte.
+    pub base: core::ptr::NonNull<u8>,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// Whether a process's collective [`Area`] can be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AreaState {
+    /// Mapped.
+    Mapped(Area),
+    /// Not mapped yet (the peer may still be setting up); ask again after progress.
+    Pending,
+    /// Never: the module has none for that process (or refused its memory).
+    Absent,
+}
+
 /// A BTL module: one per usable device (a shared-memory segment, a network interface, a NIC).
 pub trait Btl: Send {
     /// Limits and capabilities.
@@ -304,6 +326,14 @@ pub trait Btl: Send {
 
     /// Delivers arrived fragments and completions; returns how many events it handled.
     fn progress(&mut self, sink: &mut dyn Sink) -> usize;
+
+    /// The node-shared memory of the shared-memory collectives (`coll::sm`): that of the process
+    /// at `ep`, or this process's own for `None`. Modules without such memory (every one but
+    /// `sm`) answer [`AreaState::Absent`].
+    fn coll_area(&mut self, ep: Option<Endpoint>) -> AreaState {
+        let _ = ep;
+        AreaState::Absent
+    }
 
     /// Tears the module down at finalize.
     fn finalize(&mut self) {}

@@ -47,6 +47,7 @@ pub(crate) mod hier;
 mod inter;
 mod pair;
 pub(crate) mod red;
+pub mod sm;
 
 #[cfg(test)]
 mod sim;
@@ -239,7 +240,7 @@ algorithm_param!(SCAN_ALG, "coll_scan_algorithm", "MPI_Scan and MPI_Exscan", Sca
     RecDbl = "recursive_doubling", Linear = "linear");
 
 /// Parameters of the collectives.
-pub static PARAMS: [&ParamDef; 18] = [
+pub static PARAMS: [&ParamDef; 20] = [
     &SEGMENT_BYTES,
     &PIPELINE_BYTES,
     &SCRATCH_BYTES,
@@ -258,6 +259,8 @@ pub static PARAMS: [&ParamDef; 18] = [
     &REDUCE_SCATTER_ALG,
     &SCAN_ALG,
     &hier::HIER,
+    &sm::SM,
+    &sm::CONTEXTS,
 ];
 
 /// Bytes of a reduction segment (a multiple of 64).
@@ -334,6 +337,7 @@ pub struct CollState {
     user_ops: &'static mut [Option<UserOp>],
     tune: Tuning,
     hier: hier::HierState,
+    sm: sm::SmState,
 }
 
 // SAFETY: the scratch pointers are the engine's own memory (carved from its arena at init); the
@@ -354,6 +358,7 @@ impl CollState {
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
             .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
         hier::HierState::size(params, sizer);
+        sm::SmState::size(params, sizer);
     }
 
     /// The collectives' state, carved from `arena`.
@@ -374,6 +379,7 @@ impl CollState {
             user_ops: arena.slice(params.usize(&MAX_USER_OPS), |_| None)?,
             tune,
             hier: hier::HierState::new(params, arena)?,
+            sm: sm::SmState::new(params, arena)?,
         })
     }
 
@@ -762,6 +768,10 @@ impl Engine {
                 self.coll.pool.capacity(),
                 MAX_ACTIVE.name,
             ));
+        }
+        // SAFETY: the caller's contract.
+        if mode == Mode::Blocking && unsafe { self.sm_collective(comm, g, &call)? } {
+            return Ok(None);
         }
         // SAFETY: the caller's contract.
         if mode == Mode::Blocking && g.size == 2 && unsafe { self.pair_collective(comm, g, &call)? }

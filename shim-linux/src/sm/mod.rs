@@ -20,7 +20,9 @@ mod segment;
 use std::path::PathBuf;
 
 use stormpi_core::arch::Arch;
-use stormpi_core::btl::{AmTag, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink};
+use stormpi_core::btl::{
+    AmTag, AreaState, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink,
+};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::rte::ProcId;
@@ -91,6 +93,8 @@ pub struct Sm {
     job: String,
     dir: PathBuf,
     ring_bytes: usize,
+    /// Bytes of each segment's collective area.
+    coll_bytes: usize,
     /// Processes of this node by local index (empty until `add_procs`); the endpoint of a peer is
     /// its local index.
     peers: Vec<Peer>,
@@ -118,8 +122,9 @@ enum Tx {
     Attaching(Attaching),
     /// Mapped; `prod` writes into our ring in `_seg`, which stays mapped as long as `prod` lives.
     Ready { prod: Producer, _seg: Segment },
-    /// Refused (corrupt or foreign segment); logged once.
-    Failed,
+    /// Refused (corrupt or foreign segment); logged once. A segment that was mapped stays
+    /// mapped: the collectives may hold pointers into its collective area.
+    Failed { _mapped: Option<Segment> },
 }
 
 impl Sm {
@@ -169,6 +174,7 @@ impl Sm {
             job: job.to_owned(),
             dir: PathBuf::from(dir),
             ring_bytes,
+            coll_bytes: stormpi_core::coll::sm::area_bytes(params),
             peers: Vec::new(),
             inbound: Vec::new(),
             own: None,
@@ -191,7 +197,7 @@ impl Sm {
             return false;
         };
         match &mut peer.tx {
-            Tx::Me | Tx::Failed => false,
+            Tx::Me | Tx::Failed { .. } => false,
             Tx::Ready { prod, .. } => {
                 if let Some(c) = prod.fault() {
                     eprintln!(
@@ -199,7 +205,12 @@ impl Sm {
                          sending to it through sm",
                         me.0, peer.proc.0
                     );
-                    peer.tx = Tx::Failed;
+                    let Tx::Ready { _seg: seg, .. } =
+                        std::mem::replace(&mut peer.tx, Tx::Failed { _mapped: None })
+                    else {
+                        unreachable!("matched Ready above")
+                    };
+                    peer.tx = Tx::Failed { _mapped: Some(seg) };
                     return false;
                 }
                 true
@@ -216,7 +227,7 @@ impl Sm {
                             "stormpi sm (rank {}): refusing the segment of rank {}: {c}",
                             me.0, peer.proc.0
                         );
-                        peer.tx = Tx::Failed;
+                        peer.tx = Tx::Failed { _mapped: None };
                         false
                     }
                 },
@@ -225,7 +236,7 @@ impl Sm {
                         "stormpi sm (rank {}): refusing the segment of rank {}: {e}",
                         me.0, peer.proc.0
                     );
-                    peer.tx = Tx::Failed;
+                    peer.tx = Tx::Failed { _mapped: None };
                     false
                 }
             },
@@ -322,6 +333,7 @@ impl Btl for Sm {
             nrings: nlocal - 1,
             ring_bytes: self.ring_bytes,
             max_frag: max_send as u32,
+            coll_bytes: self.coll_bytes,
         };
         let path = self.segment_path(me);
         let seg = Segment::create(&path, me.0, geo).map_err(|e| transport(e, me))?;
@@ -345,6 +357,7 @@ impl Btl for Sm {
                         nrings: nlocal - 1,
                         ring: if r == mine { 0 } else { ring_index(mine, r) },
                         max_len: max_send,
+                        coll_bytes: self.coll_bytes,
                     },
                     tx: if r == mine {
                         Tx::Me
@@ -406,6 +419,26 @@ impl Btl for Sm {
             }
         }
         n
+    }
+
+    fn coll_area(&mut self, ep: Option<Endpoint>) -> AreaState {
+        let Some(ep) = ep else {
+            return match &self.own {
+                Some((seg, _)) => seg.coll_area().map_or(AreaState::Absent, AreaState::Mapped),
+                None => AreaState::Absent,
+            };
+        };
+        let i = ep.0 as usize;
+        if matches!(self.peers.get(i).map(|p| &p.tx), Some(Tx::Attaching(_))) {
+            self.connect(i);
+        }
+        match self.peers.get(i).map(|p| &p.tx) {
+            Some(Tx::Ready { _seg: seg, .. }) => {
+                seg.coll_area().map_or(AreaState::Absent, AreaState::Mapped)
+            }
+            Some(Tx::Attaching(_)) => AreaState::Pending,
+            _ => AreaState::Absent,
+        }
     }
 
     fn finalize(&mut self) {

@@ -8,6 +8,7 @@
 //! 0                     header (field offsets in `field`), the ready word at 64
 //! HEADER_BYTES          nrings control blocks of CTL_BYTES (tail, head)
 //! data_base (page)      nrings data areas of ring_bytes each
+//! coll_base             the collective area of coll_bytes (`stormpi_core::coll::sm`)
 //! ```
 //!
 //! The creator fills in the header and stores the ready word with Release last; a peer reads
@@ -23,13 +24,15 @@ use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use stormpi_core::btl::Area;
+
 use super::ring::{min_ring_bytes, RingMem, CTL_BYTES};
 
 /// Bytes of the segment header (one page, so rings start page-aligned).
 pub(crate) const HEADER_BYTES: usize = 4096;
 const PAGE: usize = 4096;
 const MAGIC: [u8; 8] = *b"STORM-SM";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Value of the ready word once the segment is usable (not just "non-zero", so that a stray
 /// write is unlikely to pass for it).
 const READY: u32 = 0x5245_4459;
@@ -50,8 +53,10 @@ mod field {
     pub const MAX_FRAG: Range<usize> = 20..24;
     pub const RING_BYTES: Range<usize> = 24..32;
     pub const TOTAL: Range<usize> = 32..40;
+    /// Bytes of the collective area.
+    pub const COLL_BYTES: Range<usize> = 40..48;
     /// Bytes a peer copies and checks.
-    pub const LEN: usize = 40;
+    pub const LEN: usize = 48;
     /// The ready word (an AtomicU32), on its own cache line.
     pub const READY: usize = 64;
 }
@@ -65,6 +70,8 @@ pub(crate) struct Geometry {
     pub ring_bytes: usize,
     /// Longest payload a record may carry.
     pub max_frag: u32,
+    /// Bytes of the collective area after the rings (a multiple of 64).
+    pub coll_bytes: usize,
 }
 
 impl Geometry {
@@ -84,11 +91,20 @@ impl Geometry {
         if self.ring_bytes < min_ring_bytes(self.max_frag as usize) {
             return Err("rings are too small for two records of the largest fragment");
         }
+        if !self.coll_bytes.is_multiple_of(64) || self.coll_bytes > MAX_RING_BYTES {
+            return Err("collective area is not a multiple of 64 bytes up to 1 GiB");
+        }
+        self.coll_base()
+            .and_then(|d| d.checked_add(self.coll_bytes))
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or("segment size overflows")
+    }
+
+    /// Offset of the collective area: the end of the rings.
+    fn coll_base(&self) -> Option<usize> {
         (self.nrings as usize)
             .checked_mul(self.ring_bytes)
             .and_then(|d| d.checked_add(self.data_base()))
-            .filter(|&t| t <= isize::MAX as usize)
-            .ok_or("segment size overflows")
     }
 
     fn encode(&self, owner: u32, total: usize) -> [u8; field::LEN] {
@@ -100,6 +116,7 @@ impl Geometry {
         h[field::MAX_FRAG].copy_from_slice(&self.max_frag.to_ne_bytes());
         h[field::RING_BYTES].copy_from_slice(&(self.ring_bytes as u64).to_ne_bytes());
         h[field::TOTAL].copy_from_slice(&(total as u64).to_ne_bytes());
+        h[field::COLL_BYTES].copy_from_slice(&(self.coll_bytes as u64).to_ne_bytes());
         h
     }
 
@@ -123,9 +140,14 @@ impl Geometry {
             nrings: u32_at(field::NRINGS),
             ring_bytes: usize::try_from(u64_at(field::RING_BYTES)).map_err(|_| "ring size")?,
             max_frag: u32_at(field::MAX_FRAG),
+            coll_bytes: usize::try_from(u64_at(field::COLL_BYTES))
+                .map_err(|_| "collective area size")?,
         };
         if geo.nrings != want.nrings {
             return Err("ring count differs from the node's process count");
+        }
+        if geo.coll_bytes != want.coll_bytes {
+            return Err("collective area differs from ours (coll_sm or coll_sm_contexts differs)");
         }
         if want.ring >= geo.nrings {
             return Err("our ring index is outside the segment");
@@ -154,6 +176,8 @@ pub(crate) struct Expect {
     pub ring: u32,
     /// Longest payload we send.
     pub max_len: usize,
+    /// Bytes of the collective area (alike at every process of the job).
+    pub coll_bytes: usize,
 }
 
 /// Why a segment could not be created or attached.
@@ -314,6 +338,19 @@ impl Segment {
         // as long as this Segment, and its owner keeps the Segment beside the rings it hands out.
         unsafe { RingMem::new(self.map.at(ctl), self.map.at(data), self.geo.ring_bytes) }
     }
+
+    /// The collective area; `None` when it is empty.
+    pub(crate) fn coll_area(&self) -> Option<Area> {
+        let off = self.geo.coll_base()?;
+        if self.geo.coll_bytes == 0 {
+            return None;
+        }
+        assert!(off + self.geo.coll_bytes <= self.map.len);
+        Some(Area {
+            base: NonNull::new(self.map.at(off))?,
+            len: self.geo.coll_bytes,
+        })
+    }
 }
 
 /// Removes a file when dropped, unless disarmed.
@@ -467,6 +504,7 @@ mod tests {
         nrings: 3,
         ring_bytes: 8192,
         max_frag: 1024,
+        coll_bytes: 4096,
     };
 
     fn want(owner: u32) -> Expect {
@@ -475,6 +513,7 @@ mod tests {
             nrings: 3,
             ring: 2,
             max_len: 1024,
+            coll_bytes: 4096,
         }
     }
 
@@ -504,7 +543,32 @@ mod tests {
         })
         .unwrap();
         assert_eq!(got, vec![(9, b"abc".to_vec())]);
+        // The collective areas: after the rings, the same memory in both mappings.
+        let (a, b) = (seg.coll_area().unwrap(), peer.coll_area().unwrap());
+        assert_eq!(a.len, 4096);
+        assert_eq!(a.base.as_ptr() as usize % 64, 0);
+        // SAFETY: both areas are 4096 bytes of live mappings of the same file.
+        unsafe {
+            a.base.as_ptr().add(4095).write(0x5a);
+            assert_eq!(b.base.as_ptr().add(4095).read(), 0x5a);
+        }
         drop((seg, peer));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_peer_with_another_collective_area_is_refused() {
+        let path = scratch("coll");
+        let seg = Segment::create(&path, 7, GEO).unwrap();
+        seg.publish();
+        let mut a = Attaching::default();
+        let other = Expect {
+            coll_bytes: 8192,
+            ..want(7)
+        };
+        let e = a.step(&path, &other).err().expect("refused");
+        assert!(e.what.contains("collective area"), "{e}");
+        drop(seg);
         std::fs::remove_file(&path).unwrap();
     }
 

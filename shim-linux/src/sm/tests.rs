@@ -197,7 +197,7 @@ fn a_forged_peer_segment_is_refused_without_harm() {
     bytes[64..68].copy_from_slice(&0x5245_4459u32.to_ne_bytes());
     std::fs::write(job.path(1), &bytes).unwrap();
     assert!(m.reserve(ep, 8).is_none());
-    assert!(matches!(m.peers[1].tx, Tx::Failed));
+    assert!(matches!(m.peers[1].tx, Tx::Failed { .. }));
     assert!(m.reserve(ep, 8).is_none());
     m.finalize();
 }
@@ -211,10 +211,12 @@ fn a_corrupt_record_stops_that_ring_only() {
     let (mut c, ec) = module(&job, 2, &[0, 0, 0], &p);
     assert!(send(&mut b, eb[0].unwrap(), 1, b"from b"));
     assert!(send(&mut c, ec[0].unwrap(), 1, b"from c"));
-    // Rank 1's record in rank 0's segment (ring 0: the data areas end the file) gets an
-    // impossible length, written through the file as a corrupt peer could.
-    let ring_bytes = a.own.as_ref().unwrap().0.geometry().ring_bytes;
-    let rec = std::fs::metadata(job.path(0)).unwrap().len() - 2 * ring_bytes as u64;
+    // Rank 1's record in rank 0's segment (ring 0: the data areas, then the collective area,
+    // end the file) gets an impossible length, written through the file as a corrupt peer could.
+    let geo = a.own.as_ref().unwrap().0.geometry();
+    let rec = std::fs::metadata(job.path(0)).unwrap().len()
+        - 2 * geo.ring_bytes as u64
+        - geo.coll_bytes as u64;
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new()
