@@ -1,6 +1,7 @@
 /*
- * coll_sm.c - the shared-memory collectives (Barrier, Bcast and Allreduce of at most 256 bytes
- * on a communicator within one node) where they can go wrong:
+ * coll_sm.c - the shared-memory collectives (Barrier and the small forms of Bcast, Gather,
+ * Scatter, Allgather, Alltoall, Reduce, Allreduce, Reduce_scatter_block on a communicator within
+ * one node: at most 256 bytes in a member's slot) where they can go wrong:
  *
  *   - Context ids reused: ITERATIONS rounds of split + dup, collectives on both, freed in
  *     alternating order, so the same cells serve communicator after communicator.
@@ -12,6 +13,8 @@
  *     (a contiguous type of n ints, a strided vector with holes that must stay untouched).
  *   - Allreduce in place and not, of ints and of doubles (every rank must get the same bits),
  *     mixed with a non-blocking Ibcast in flight (point-to-point) on the same communicator.
+ *   - Gather and Reduce with rotating roots (members that only write run ahead of the root),
+ *     Scatter, Allgather, Alltoall and Reduce_scatter_block, in a loop, each checked at once.
  *
  * usage: coll_sm [ITERATIONS]   (default 150)
  */
@@ -154,6 +157,46 @@ int main(int argc, char **argv)
     /* A root running ahead of its readers. */
     for (i = 0; i < 200; i++)
         bcast_check(MPI_COMM_WORLD, 1 + i % 5, i % wsize, i, i % 3);
+
+    /* Members running ahead of a root that collects: Gather and Reduce with rotating roots,
+     * then Scatter, Allgather, Alltoall and Reduce_scatter_block, each checked at once. */
+    for (i = 0; i < 100; i++) {
+        int root = i % wsize, in[4], got[4 * 64], one, sum, q;
+        for (k = 0; k < 4; k++)
+            in[k] = val(wrank, k, i);
+        CHECK_MPI(MPI_Gather(in, 2, MPI_INT, got, 2, MPI_INT, root, MPI_COMM_WORLD));
+        if (wrank == root)
+            for (q = 0; q < wsize; q++)
+                for (k = 0; k < 2; k++)
+                    CHECK(got[2 * q + k] == val(q, k, i), "gather: block %d element %d", q, k);
+        CHECK_MPI(MPI_Reduce(in, &sum, 1, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD));
+        if (wrank == root) {
+            int want = 0;
+            for (q = 0; q < wsize; q++)
+                want += val(q, 0, i);
+            CHECK(sum == want, "reduce: %d, want %d", sum, want);
+        }
+        for (q = 0; q < wsize; q++)
+            got[q] = val(root, q, i);
+        CHECK_MPI(MPI_Scatter(got, 1, MPI_INT, &one, 1, MPI_INT, root, MPI_COMM_WORLD));
+        CHECK(one == val(root, wrank, i), "scatter: %d", one);
+        CHECK_MPI(MPI_Allgather(in, 1, MPI_INT, got, 1, MPI_INT, MPI_COMM_WORLD));
+        for (q = 0; q < wsize; q++)
+            CHECK(got[q] == val(q, 0, i), "allgather: block %d", q);
+        {
+            int a_in[64], a_out[64];
+            for (q = 0; q < wsize; q++)
+                a_in[q] = val(wrank, q, i);
+            CHECK_MPI(MPI_Alltoall(a_in, 1, MPI_INT, a_out, 1, MPI_INT, MPI_COMM_WORLD));
+            for (q = 0; q < wsize; q++)
+                CHECK(a_out[q] == val(q, wrank, i), "alltoall: block %d", q);
+            CHECK_MPI(MPI_Reduce_scatter_block(a_in, &one, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+            sum = 0;
+            for (q = 0; q < wsize; q++)
+                sum += val(q, wrank, i);
+            CHECK(one == sum, "reduce_scatter_block: %d, want %d", one, sum);
+        }
+    }
 
     /* A non-blocking broadcast (point-to-point) in flight across shared-memory ones. */
     for (i = 0; i < 20; i++) {

@@ -1,6 +1,6 @@
-//! Shared-memory collectives: Barrier, and Bcast and Allreduce of small messages, on a
-//! communicator whose members all share this node, through flags and buffers in node-shared
-//! memory instead of messages.
+//! Shared-memory collectives: Barrier, and the small forms of Bcast, Gather, Scatter, Allgather,
+//! Alltoall, Reduce, Allreduce and Reduce_scatter_block, on a communicator whose members all
+//! share this node, through flags and buffers in node-shared memory instead of messages.
 //!
 //! Every process has an *area* of node-shared memory (the `sm` BTL puts it in the process's
 //! segment, [`crate::btl::Btl::coll_area`]) that only it writes and its node's other processes
@@ -19,23 +19,30 @@
 //! others wait, with Acquire, for the epochs they need:
 //!
 //! - **Barrier**: store, then wait for every member's `k`.
-//! - **Bcast**: the root packs into its slot `(base + k) mod SLOTS` and stores, then returns;
-//!   the others wait for the root's `k`, unpack from that slot, then store their own.
-//! - **Allreduce**: write the input into one's slot, store, wait for every member's `k`, then
-//!   combine every member's slot in rank order (so every member computes the same bits).
+//! - **Bcast**, **Scatter**: the root packs (all blocks) into its slot `(base + k) mod SLOTS`
+//!   and stores, then returns; the others wait for the root's `k`, unpack (their block) from
+//!   that slot, then store their own.
+//! - **Gather**, **Reduce**: the others pack their input into their slot and store, then
+//!   return; the root stores, waits for every member's `k` and reads (combines) their slots.
+//! - **Allgather**, **Alltoall** (a block per member in the slot), **Allreduce**,
+//!   **Reduce_scatter_block**: pack the input into one's slot, store, wait for every member's
+//!   `k`, then read (combine) every member's slot.
 //!
-//! A member writes a slot again [`SLOTS`] calls later. Before it writes at call `k` it waits
-//! until every member has reached `k - SLOTS + 1` (usually long since true): a member stores
-//! that epoch only after it has read everything of call `k - SLOTS`, so nothing still reads the
-//! slot. A broadcasting root thus runs up to `SLOTS - 1` calls ahead of the slowest member, as
-//! eager messages would let it.
+//! Reductions combine the members' inputs in rank order from member 0, so every member computes
+//! the same bits. A member writes a slot again [`SLOTS`] calls later. Before it writes at call
+//! `k` it waits until every member has reached `k - SLOTS + 1` (usually long since true): a
+//! member stores that epoch only after it has read everything of call `k - SLOTS`, so nothing
+//! still reads the slot. A root that only writes (broadcast, scatter) or members that only
+//! write (gather, reduce) thus run up to `SLOTS - 1` calls ahead of the slowest reader, as eager
+//! messages would let them.
 //!
 //! **Choice.** All members decide alike from the call's arguments, the communicator and the
 //! parameters: `coll_sm` `on`, or `auto` and no `coll_<name>_algorithm` forcing an algorithm;
-//! a blocking call of an intracommunicator
-//! whose members are all on this node (at most [`MAX_MEMBERS`]); a context id below
-//! `coll_sm_contexts`; a Bcast of at most [`SLOT_BYTES`] packed bytes, an Allreduce of a
-//! predefined operation on a contiguous predefined type of at most [`SLOT_BYTES`]. The first
+//! a blocking call of an intracommunicator whose members are all on this node (at most
+//! [`MAX_MEMBERS`]); a context id below `coll_sm_contexts`; what one member puts in its slot at
+//! most [`SLOT_BYTES`] packed bytes (a Bcast's buffer; a Gather's or Allgather's block; all
+//! blocks of a Scatter or Alltoall; a reduction's input, of a predefined operation on a
+//! contiguous predefined type). The first
 //! such call on a communicator *binds* it: every member learns whether it can map every other
 //! member's area, and an allgather over point-to-point agrees on the answer and exchanges the
 //! bases. A communicator that cannot (a member on another architecture, a peer's memory
@@ -51,19 +58,22 @@
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::{parse, small_reduction, AllreduceAlg, BarrierAlg, BcastAlg, Buf, Call, Grp, Mode};
+use super::{
+    parse, small_reduction, AllgatherAlg, AllreduceAlg, AlltoallAlg, BarrierAlg, BcastAlg, Buf,
+    Call, GatherAlg, Grp, Mode, ReduceAlg, ReduceScatterAlg, ScatterAlg,
+};
 use crate::arena::{Arena, Sizer};
 use crate::btl::AreaState;
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
-use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::op::Op;
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::Level;
 
-/// Bytes of each of a cell's slots: the largest Bcast or Allreduce taken.
+/// Bytes of each of a cell's slots: the most one member's part of a call may take.
 pub const SLOT_BYTES: usize = 256;
 /// Slots of a cell, used in turn.
 pub const SLOTS: u64 = 8;
@@ -216,6 +226,55 @@ impl SmState {
     }
 }
 
+/// One call's place in the protocol: the communicator's members, the call's number `k`, this
+/// member and the member count.
+struct Step {
+    m: Members,
+    k: u64,
+    me: u32,
+    n: u32,
+}
+
+impl Step {
+    /// Stores our epoch of this call: our part is done.
+    fn arrive(&self) {
+        let me = self.me as usize;
+        self.m
+            .cell(self.me)
+            .epoch()
+            .store(self.m.base[me] + self.k, Ordering::Release);
+    }
+
+    /// Whether everyone is done with what our slot of this call last held.
+    fn slots_free(&self) -> bool {
+        self.m.all_reached(self.k.saturating_sub(SLOTS - 1))
+    }
+
+    /// Byte `i * bb` of our slot of this call.
+    fn out(&self, i: u32, bb: usize) -> *mut u8 {
+        let e = self.m.base[self.me as usize] + self.k;
+        self.m.cell(self.me).slot(e).wrapping_add(i as usize * bb)
+    }
+
+    /// Byte `i * bb` of member `r`'s slot of this call.
+    fn input(&self, r: u32, i: u32, bb: usize) -> *const u8 {
+        let e = self.m.base[r as usize] + self.k;
+        self.m
+            .cell(r)
+            .slot(e)
+            .wrapping_add(i as usize * bb)
+            .cast_const()
+    }
+}
+
+/// Rank `r`'s block of `b` (blocks of `b.count` instances, `ext` bytes apart each).
+fn block(b: Buf, r: u32, ext: isize) -> Buf {
+    Buf {
+        ptr: b.ptr.wrapping_offset(r as isize * b.count as isize * ext),
+        ..b
+    }
+}
+
 /// Epoch stored by a member that frees a bound communicator after `calls` calls.
 fn final_call(calls: u64) -> u64 {
     calls + 1
@@ -245,44 +304,123 @@ impl Engine {
             return Ok(false);
         };
         let k = m.calls + 1;
-        let me = g.rank;
-        let mine = m.cell(me);
-        let my_epoch = m.base[me as usize] + k;
+        let s = Step {
+            m,
+            k,
+            me: g.rank,
+            n: g.size,
+        };
+        // SAFETY: the caller's contract covers the call's buffers; the steps keep to the slots'
+        // protocol (module doc).
+        unsafe { self.sm_run(&s, call)? };
+        if let Binding::On(_, b) = &mut self.coll.sm.bind[cid] {
+            b.calls = k;
+        }
+        Ok(true)
+    }
+
+    /// The steps of `call` (eligible, on a bound communicator).
+    ///
+    /// # Safety
+    /// As for [`Engine::collective`].
+    unsafe fn sm_run(&mut self, s: &Step, call: &Call) -> Result<()> {
+        let (m, k, me, n) = (s.m, s.k, s.me, s.n);
         match *call {
             Call::Barrier => {
-                mine.epoch().store(my_epoch, Ordering::Release);
+                s.arrive();
                 self.sm_wait(|| m.all_reached(k));
             }
             Call::Bcast { buf, root } => {
-                let bytes = super::exec::type_size(&self.types, buf.dt) * buf.count;
                 let root = root as u32;
-                if bytes == 0 {
-                    // Nothing moves; the epochs still count the call.
-                    mine.epoch().store(my_epoch, Ordering::Release);
-                } else if me == root {
-                    self.sm_wait(|| m.all_reached(k.saturating_sub(SLOTS - 1)));
-                    // SAFETY: the caller's buffer holds `count` instances (MPI's rules); the
-                    // slot is ours, SLOT_BYTES long, and no member reads it now (above).
-                    unsafe {
-                        let mut p = sm_packer(buf, &self.types)?;
-                        let out =
-                            core::slice::from_raw_parts_mut(mine.slot(my_epoch), bytes as usize);
-                        p.pack(&self.types, 0, out);
-                    }
-                    mine.epoch().store(my_epoch, Ordering::Release);
+                if me == root {
+                    self.sm_wait(|| s.slots_free());
+                    // SAFETY: the caller's buffer (MPI's rules); our free slot.
+                    unsafe { self.sm_pack(buf, s.out(0, 0))? };
+                    s.arrive();
                 } else {
                     self.sm_wait(|| m.reached(root, k));
-                    let from = m.cell(root);
-                    let e = m.base[root as usize] + k;
-                    // SAFETY: the root filled this call's slot before storing the epoch
-                    // seen above and leaves it alone until we store ours; the caller's buffer
-                    // takes `count` instances.
-                    unsafe {
-                        let mut u = sm_unpacker(buf, &self.types)?;
-                        let data = core::slice::from_raw_parts(from.slot(e), bytes as usize);
-                        u.unpack(&self.types, 0, data);
+                    // SAFETY: the root's slot of this call, filled before its epoch was stored.
+                    unsafe { self.sm_unpack(s.input(root, 0, 0), buf)? };
+                    s.arrive();
+                }
+            }
+            Call::Gather { send, recv, root } => {
+                let root = root as u32;
+                if me != root {
+                    let send = send.expect("checked eligible");
+                    self.sm_wait(|| s.slots_free());
+                    // SAFETY: as for Bcast.
+                    unsafe { self.sm_pack(send, s.out(0, 0))? };
+                    s.arrive();
+                } else {
+                    let ext = super::extent(&self.types, recv.dt)?;
+                    if let Some(send) = send {
+                        // SAFETY: the caller's buffers; the slot serves as the staging copy.
+                        unsafe { self.sm_copy(send, block(recv, me, ext))? };
                     }
-                    mine.epoch().store(my_epoch, Ordering::Release);
+                    // Arrive first: the wait below counts us too.
+                    s.arrive();
+                    self.sm_wait(|| m.all_reached(k));
+                    for r in (0..n).filter(|&r| r != me) {
+                        // SAFETY: member r's slot of this call, filled before its epoch.
+                        unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
+                    }
+                }
+            }
+            Call::Scatter { send, recv, root } => {
+                let root = root as u32;
+                if me == root {
+                    let ext = super::extent(&self.types, send.dt)?;
+                    let bb = self.packed_bytes(block(send, 0, ext));
+                    self.sm_wait(|| s.slots_free());
+                    for r in 0..n {
+                        // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
+                        unsafe { self.sm_pack(block(send, r, ext), s.out(r, bb))? };
+                    }
+                    if let Some(recv) = recv {
+                        // SAFETY: our own block, just written.
+                        unsafe { self.sm_unpack(s.input(me, me, bb), recv)? };
+                    }
+                    s.arrive();
+                } else {
+                    let recv = recv.expect("checked eligible");
+                    let bb = self.packed_bytes(recv);
+                    self.sm_wait(|| m.reached(root, k));
+                    // SAFETY: the root's slot of this call.
+                    unsafe { self.sm_unpack(s.input(root, me, bb), recv)? };
+                    s.arrive();
+                }
+            }
+            Call::Allgather { send, recv } => {
+                let ext = super::extent(&self.types, recv.dt)?;
+                let mine = send.unwrap_or(block(recv, me, ext));
+                self.sm_wait(|| s.slots_free());
+                // SAFETY: the caller's buffer; our free slot.
+                unsafe { self.sm_pack(mine, s.out(0, 0))? };
+                s.arrive();
+                self.sm_wait(|| m.all_reached(k));
+                for r in 0..n {
+                    // SAFETY: member r's slot of this call.
+                    unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
+                }
+            }
+            Call::Alltoall { send, recv } => {
+                let rext = super::extent(&self.types, recv.dt)?;
+                let bb = self.packed_bytes(block(recv, 0, rext));
+                let (src, sext) = match send {
+                    Some(b) => (b, super::extent(&self.types, b.dt)?),
+                    None => (recv, rext),
+                };
+                self.sm_wait(|| s.slots_free());
+                for r in 0..n {
+                    // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
+                    unsafe { self.sm_pack(block(src, r, sext), s.out(r, bb))? };
+                }
+                s.arrive();
+                self.sm_wait(|| m.all_reached(k));
+                for r in 0..n {
+                    // SAFETY: member r's slot of this call.
+                    unsafe { self.sm_unpack(s.input(r, me, bb), block(recv, r, rext))? };
                 }
             }
             Call::Allreduce {
@@ -292,57 +430,228 @@ impl Engine {
                 dt,
                 op,
             } => {
-                let red = small_reduction(dt, op, count).expect("checked eligible");
-                let bytes = (count * red.size) as usize;
-                self.sm_wait(|| m.all_reached(k.saturating_sub(SLOTS - 1)));
-                let input = send.unwrap_or(recv.cast_const());
-                // SAFETY: MPI's rules for the caller's buffers (`count` elements each); our slot
-                // is free (above) and SLOT_BYTES long.
-                unsafe { core::ptr::copy_nonoverlapping(input, mine.slot(my_epoch), bytes) };
-                mine.epoch().store(my_epoch, Ordering::Release);
+                // SAFETY: the caller's buffers (`count` elements each).
+                unsafe { self.sm_contribute(s, send, recv, count, dt)? };
                 self.sm_wait(|| m.all_reached(k));
-                // In rank order from member 0, so that every member gets the same bits.
-                // SAFETY: every member filled this call's slot before storing the epoch seen
-                // above and leaves it alone until we have stored a later epoch; `recv`
-                // takes `count` elements and is not any member's slot.
-                unsafe {
-                    let first = m.cell(0);
-                    core::ptr::copy_nonoverlapping(
-                        first.slot(m.base[0] + k).cast_const(),
-                        recv,
-                        bytes,
-                    );
-                    for r in 1..m.n {
-                        let c = m.cell(r);
-                        red.apply(recv, c.slot(m.base[r as usize] + k), count)?;
-                    }
+                // SAFETY: every member's slot of this call; `recv` takes `count` elements.
+                unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
+            }
+            Call::Reduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+                root,
+            } => {
+                // SAFETY: the caller's buffers; the input is `count` elements (in `recv` at
+                // the root for MPI_IN_PLACE).
+                unsafe { self.sm_contribute(s, send, recv, count, dt)? };
+                if me == root as u32 {
+                    self.sm_wait(|| m.all_reached(k));
+                    // SAFETY: as for Allreduce.
+                    unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
                 }
+            }
+            Call::ReduceScatterBlock {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                // SAFETY: the caller's buffers: `n * count` elements of input.
+                unsafe { self.sm_contribute(s, send, recv, n as u64 * count, dt)? };
+                self.sm_wait(|| m.all_reached(k));
+                // SAFETY: every member's slot of this call; our block of it into `recv`.
+                unsafe { self.sm_combine(s, recv, count, dt, op, me as u64 * count) }?;
             }
             _ => unreachable!("sm_eligible admits only these"),
         }
-        if let Binding::On(_, b) = &mut self.coll.sm.bind[cid] {
-            b.calls = k;
+        Ok(())
+    }
+
+    /// Waits until our slot of this call is free, writes a reduction's input (`send`, or
+    /// `recv` for MPI_IN_PLACE: `elems` elements of `dt`) into it, and arrives.
+    ///
+    /// # Safety
+    /// The input holds `elems` elements of `dt` (a contiguous predefined type, eligible: they
+    /// fit a slot).
+    unsafe fn sm_contribute(
+        &mut self,
+        s: &Step,
+        send: Option<*const u8>,
+        recv: *mut u8,
+        elems: u64,
+        dt: Datatype,
+    ) -> Result<()> {
+        self.sm_wait(|| s.slots_free());
+        let input = send.unwrap_or(recv.cast_const());
+        let bytes = elems as usize * dt.size();
+        // SAFETY: the caller's contract; our slot is free (above) and holds `bytes`.
+        unsafe { core::ptr::copy_nonoverlapping(input, s.out(0, 0), bytes) };
+        s.arrive();
+        Ok(())
+    }
+
+    /// `out = slot_0 op slot_1 op ...` over `count` elements from element `at` of every
+    /// member's slot of this call, in rank order, so that every member computes the same bits.
+    ///
+    /// # Safety
+    /// Every member has arrived; `out` takes `count` elements and is no member's slot.
+    unsafe fn sm_combine(
+        &mut self,
+        s: &Step,
+        out: *mut u8,
+        count: u64,
+        dt: Datatype,
+        op: Op,
+        at: u64,
+    ) -> Result<()> {
+        let red = small_reduction(dt, op, count).expect("checked eligible");
+        let (bytes, off) = (count as usize * dt.size(), at as usize * dt.size());
+        // SAFETY: each member filled this call's slot before storing the epoch we saw and
+        // leaves it alone until we have stored a later one (module doc); the caller's contract.
+        unsafe {
+            core::ptr::copy_nonoverlapping(s.input(0, 0, 0).add(off), out, bytes);
+            for r in 1..s.n {
+                red.apply(out, s.input(r, 0, 0).add(off), count)?;
+            }
         }
-        Ok(true)
+        Ok(())
+    }
+
+    /// Packed bytes of `b`.
+    fn packed_bytes(&self, b: Buf) -> usize {
+        (super::exec::type_size(&self.types, b.dt) * b.count) as usize
+    }
+
+    /// Packs all of `b` to `dst`.
+    ///
+    /// # Safety
+    /// `b` is readable as MPI's rules say; `dst` takes its packed bytes.
+    unsafe fn sm_pack(&self, b: Buf, dst: *mut u8) -> Result<()> {
+        let len = self.packed_bytes(b);
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut p = if b.dt.is_contiguous() {
+                Packer::elements(b.ptr, b.count as usize, b.dt)
+            } else {
+                Packer::new(b.ptr, b.count, b.dt, &self.types)?
+            };
+            p.pack(&self.types, 0, core::slice::from_raw_parts_mut(dst, len));
+        }
+        Ok(())
+    }
+
+    /// Unpacks `b`'s packed bytes from `src` into `b`.
+    ///
+    /// # Safety
+    /// `b` is writable as MPI's rules say; `src` holds its packed bytes, unchanged meanwhile.
+    unsafe fn sm_unpack(&self, src: *const u8, b: Buf) -> Result<()> {
+        let len = self.packed_bytes(b);
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut u = if b.dt.is_contiguous() {
+                Unpacker::elements(b.ptr, b.count as usize, b.dt)
+            } else {
+                Unpacker::new(b.ptr, b.count, b.dt, &self.types)?
+            };
+            u.unpack(&self.types, 0, core::slice::from_raw_parts(src, len));
+        }
+        Ok(())
+    }
+
+    /// Copies `from` into `to` (same type signature) through the blocking scratch region.
+    ///
+    /// # Safety
+    /// As for [`Engine::sm_pack`] and [`Engine::sm_unpack`]; the packed bytes fit a slot.
+    unsafe fn sm_copy(&self, from: Buf, to: Buf) -> Result<()> {
+        debug_assert!(self.packed_bytes(from) <= self.coll.blocking_len);
+        // SAFETY: the caller's contract; the blocking region is the engine's own, unused by
+        // anything else during a blocking collective.
+        unsafe {
+            self.sm_pack(from, self.coll.blocking)?;
+            self.sm_unpack(self.coll.blocking, to)
+        }
     }
 
     /// Whether `call` may run in shared memory (before the communicator is looked at); alike at
-    /// every member.
+    /// every member (each derives the block size from its own buffers, which MPI's rules make
+    /// agree).
     fn sm_eligible(&self, g: Grp, call: &Call) -> bool {
         let tune = self.coll.tune;
         let auto = self.coll.sm.mode == SmMode::Auto;
+        let (n, me) = (g.size as u64, g.rank);
+        let slot = SLOT_BYTES as u64;
+        let ok = |b: &Buf| self.types.check_committed(b.dt).is_ok();
+        let bytes = |b: &Buf| super::exec::type_size(&self.types, b.dt) * b.count;
+        let root_ok = |root: i32| (0..g.size as i32).contains(&root);
+        let red = |count: u64, dt: Datatype, op: Op, per_slot: u64| {
+            small_reduction(dt, op, count)
+                .is_some_and(|r| r.op.commutes() && per_slot * r.size <= slot)
+        };
         match *call {
             Call::Barrier => !(auto && tune.barrier != BarrierAlg::Auto),
             Call::Bcast { buf, root } => {
                 !(auto && tune.bcast != BcastAlg::Auto)
-                    && (0..g.size as i32).contains(&root)
-                    && self.types.check_committed(buf.dt).is_ok()
-                    && super::exec::type_size(&self.types, buf.dt) * buf.count <= SLOT_BYTES as u64
+                    && root_ok(root)
+                    && ok(&buf)
+                    && bytes(&buf) <= slot
+            }
+            Call::Gather { send, recv, root } => {
+                let at_root = me as i32 == root;
+                let block = if at_root { Some(recv) } else { send };
+                !(auto && tune.gather != GatherAlg::Auto)
+                    && root_ok(root)
+                    && block.is_some_and(|b| ok(&b) && bytes(&b) <= slot)
+                    && (!at_root || send.is_none_or(|b| ok(&b)))
+            }
+            Call::Scatter { send, recv, root } => {
+                let at_root = me as i32 == root;
+                let block = if at_root { Some(send) } else { recv };
+                !(auto && tune.scatter != ScatterAlg::Auto)
+                    && root_ok(root)
+                    && block.is_some_and(|b| ok(&b) && n * bytes(&b) <= slot)
+                    && (!at_root || recv.is_none_or(|b| ok(&b)))
+            }
+            Call::Allgather { send, recv } => {
+                !(auto && tune.allgather != AllgatherAlg::Auto)
+                    && ok(&recv)
+                    && bytes(&recv) <= slot
+                    && send.is_none_or(|b| ok(&b))
+            }
+            Call::Alltoall { send, recv } => {
+                !(auto && tune.alltoall != AlltoallAlg::Auto)
+                    && ok(&recv)
+                    && n * bytes(&recv) <= slot
+                    && send.is_none_or(|b| ok(&b))
             }
             Call::Allreduce { count, dt, op, .. } => {
-                !(auto && tune.allreduce != AllreduceAlg::Auto)
-                    && small_reduction(dt, op, count)
-                        .is_some_and(|r| r.op.commutes() && count * r.size <= SLOT_BYTES as u64)
+                !(auto && tune.allreduce != AllreduceAlg::Auto) && red(count, dt, op, count)
+            }
+            Call::Reduce {
+                recv,
+                count,
+                dt,
+                op,
+                root,
+                ..
+            } => {
+                !(auto && tune.reduce != ReduceAlg::Auto)
+                    && root_ok(root)
+                    && (me as i32 != root || !recv.is_null())
+                    && red(count, dt, op, count)
+            }
+            Call::ReduceScatterBlock { count, dt, op, .. } => {
+                !(auto && tune.reduce_scatter != ReduceScatterAlg::Auto)
+                    && red(count, dt, op, n * count)
             }
             _ => false,
         }
@@ -369,6 +678,8 @@ impl Engine {
             Some(Binding::Off(c)) if *c == comm => return Ok(None),
             Some(_) => {}
         }
+        // Off while binding: the agreement's own allgather runs on point-to-point.
+        self.coll.sm.bind[cid] = Binding::Off(comm);
         let m = self.sm_bind(comm, cid)?;
         crate::log!(
             self.platform,
@@ -451,7 +762,8 @@ impl Engine {
             },
         };
         // SAFETY: both arrays hold what the call describes (two u64 per member, at most
-        // MAX_MEMBERS members) and live across it; an allgather never comes back here.
+        // MAX_MEMBERS members) and live across it; it runs on point-to-point (the binding is
+        // Off meanwhile), so it does not come back here.
         unsafe { self.collective(comm, call, Mode::Blocking)? };
         if (0..n as usize).any(|r| all[2 * r] != 1) {
             return Ok(None);
@@ -486,34 +798,6 @@ impl Engine {
             Binding::Off(owner) if owner == comm => *b = Binding::Free,
             _ => {}
         }
-    }
-}
-
-/// A packer over the broadcast buffer.
-///
-/// # Safety
-/// As for [`Packer::new`].
-unsafe fn sm_packer(buf: Buf, types: &TypeTable) -> Result<Packer> {
-    if buf.dt.is_contiguous() {
-        // SAFETY: the caller's contract.
-        Ok(unsafe { Packer::elements(buf.ptr, buf.count as usize, buf.dt) })
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { Packer::new(buf.ptr, buf.count, buf.dt, types) }
-    }
-}
-
-/// An unpacker into the broadcast buffer.
-///
-/// # Safety
-/// As for [`Unpacker::new`].
-unsafe fn sm_unpacker(buf: Buf, types: &TypeTable) -> Result<Unpacker> {
-    if buf.dt.is_contiguous() {
-        // SAFETY: the caller's contract.
-        Ok(unsafe { Unpacker::elements(buf.ptr, buf.count as usize, buf.dt) })
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { Unpacker::new(buf.ptr, buf.count, buf.dt, types) }
     }
 }
 
