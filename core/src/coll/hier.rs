@@ -52,7 +52,7 @@ use core::mem::MaybeUninit;
 
 use super::{
     coll_tag, extent, parse, span_bytes, AllgatherAlg, AllreduceAlg, BarrierAlg, BcastAlg, Buf,
-    Call, Mode, ReduceAlg, VBuf, MAX_ACTIVE,
+    Call, LayerMode, Mode, ReduceAlg, VBuf, MAX_ACTIVE,
 };
 use crate::arena::{Arena, Sizer};
 use crate::coll::exec::Span;
@@ -77,30 +77,16 @@ pub static HIER: ParamDef = ParamDef {
                   one), on, off",
 };
 
-/// Whether the node layer runs (`coll_hier`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HierMode {
-    /// Where the shape allows, unless a flat algorithm is forced for that collective.
-    Auto,
-    /// Where the shape allows; forced algorithms run inside the levels.
-    On,
-    /// Never.
-    Off,
-}
+/// Whether the node layer runs (`coll_hier`): `Auto` where the shape allows, unless a flat
+/// algorithm is forced for that collective; `On` where the shape allows, forced algorithms
+/// running inside the levels; `Off` never.
+pub(crate) type HierMode = LayerMode;
 
-impl HierMode {
-    fn parse(text: &str) -> Option<HierMode> {
-        match text.trim() {
-            "" | "auto" => Some(HierMode::Auto),
-            "on" | "1" | "yes" | "true" => Some(HierMode::On),
-            "off" | "0" | "no" | "false" => Some(HierMode::Off),
-            _ => None,
-        }
-    }
-
-    /// The mode the parameters ask for (`Auto` when unreadable; [`HierState::new`] reports it).
-    fn of(params: &Params) -> HierMode {
-        HierMode::parse(params.str(&HIER)).unwrap_or(HierMode::Auto)
+impl LayerMode {
+    /// The node layer's mode the parameters ask for (`Auto` when unreadable; [`HierState::new`]
+    /// reports it).
+    fn of(params: &Params) -> LayerMode {
+        LayerMode::parse(params.str(&HIER)).unwrap_or(LayerMode::Auto)
     }
 }
 

@@ -103,6 +103,28 @@ fn barrier_alg(forced: BarrierAlg, g: Grp) -> Alg {
     }
 }
 
+/// Whether an optional layer of the collectives runs (`coll_hier`, `coll_sm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LayerMode {
+    /// Where it applies, unless `coll_<name>_algorithm` forces an algorithm for the collective.
+    Auto,
+    /// Where it applies.
+    On,
+    /// Never.
+    Off,
+}
+
+impl LayerMode {
+    fn parse(text: &str) -> Option<LayerMode> {
+        match text.trim() {
+            "" | "auto" => Some(LayerMode::Auto),
+            "on" | "1" | "yes" | "true" => Some(LayerMode::On),
+            "off" | "0" | "no" | "false" => Some(LayerMode::Off),
+            _ => None,
+        }
+    }
+}
+
 /// Largest reduction (bytes) the blocking fast paths take.
 const SMALL_REDUCTION: u64 = 4096;
 

@@ -60,7 +60,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::{
     parse, small_reduction, AllgatherAlg, AllreduceAlg, AlltoallAlg, BarrierAlg, BcastAlg, Buf,
-    Call, GatherAlg, Grp, Mode, ReduceAlg, ReduceScatterAlg, ScatterAlg,
+    Call, GatherAlg, Grp, LayerMode, Mode, ReduceAlg, ReduceScatterAlg, ScatterAlg,
 };
 use crate::arena::{Arena, Sizer};
 use crate::btl::AreaState;
@@ -103,30 +103,11 @@ pub static CONTEXTS: ParamDef = ParamDef {
                   collectives; each takes a cell of about 2 KiB in every process's segment",
 };
 
-/// Whether the shared-memory collectives run (`coll_sm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SmMode {
-    Auto,
-    On,
-    Off,
-}
-
-impl SmMode {
-    fn parse(text: &str) -> Option<SmMode> {
-        match text.trim() {
-            "" | "auto" => Some(SmMode::Auto),
-            "on" | "1" | "yes" | "true" => Some(SmMode::On),
-            "off" | "0" | "no" | "false" => Some(SmMode::Off),
-            _ => None,
-        }
-    }
-}
-
 /// Bytes of the area every process offers: one cell per context id served, none when `coll_sm`
 /// is `off`.
 pub fn area_bytes(params: &Params) -> usize {
-    match SmMode::parse(params.str(&SM)) {
-        Some(SmMode::Off) => 0,
+    match LayerMode::parse(params.str(&SM)) {
+        Some(LayerMode::Off) => 0,
         _ => params.usize(&CONTEXTS) * CELL_BYTES,
     }
 }
@@ -193,7 +174,7 @@ enum Binding {
 /// The shared-memory collectives' state: per context id served, the binding and the final
 /// epochs of the communicator that had it before.
 pub(crate) struct SmState {
-    mode: SmMode,
+    mode: LayerMode,
     bind: &'static mut [Binding],
     /// The last bound communicator's members and the epochs each stores when it frees it
     /// (`base` holds those targets).
@@ -202,8 +183,8 @@ pub(crate) struct SmState {
 
 impl SmState {
     fn contexts(params: &Params) -> usize {
-        match SmMode::parse(params.str(&SM)) {
-            Some(SmMode::Off) => 0,
+        match LayerMode::parse(params.str(&SM)) {
+            Some(LayerMode::Off) => 0,
             _ => params.usize(&CONTEXTS),
         }
     }
@@ -216,7 +197,7 @@ impl SmState {
 
     /// The state, carved from `arena`.
     pub(crate) fn new(params: &Params, arena: &mut Arena) -> Result<SmState> {
-        let mode = parse(params, &SM, SmMode::parse)?;
+        let mode = parse(params, &SM, LayerMode::parse)?;
         let n = SmState::contexts(params);
         Ok(SmState {
             mode,
@@ -293,7 +274,7 @@ impl Engine {
         g: Grp,
         call: &Call,
     ) -> Result<bool> {
-        if self.coll.sm.mode == SmMode::Off
+        if self.coll.sm.mode == LayerMode::Off
             || g.size < 2
             || g.size as usize > MAX_MEMBERS
             || !self.sm_eligible(g, call)
@@ -587,7 +568,7 @@ impl Engine {
     /// agree).
     fn sm_eligible(&self, g: Grp, call: &Call) -> bool {
         let tune = self.coll.tune;
-        let auto = self.coll.sm.mode == SmMode::Auto;
+        let auto = self.coll.sm.mode == LayerMode::Auto;
         let (n, me) = (g.size as u64, g.rank);
         let slot = SLOT_BYTES as u64;
         let ok = |b: &Buf| self.types.check_committed(b.dt).is_ok();
