@@ -5,8 +5,8 @@
  *
  *   - Context ids reused: ITERATIONS rounds of split + dup, collectives on both, freed in
  *     alternating order, so the same cells serve communicator after communicator.
- *   - Many communicators at once (70 duplicates: context ids past the 64 served, which stay on
- *     point-to-point), each used and checked.
+ *   - Many communicators at once (60 duplicates: with coll_sm_contexts lowered, as the test
+ *     does, context ids past those served, which stay on point-to-point), each used and checked.
  *   - A broadcasting root running ahead: 200 Bcasts in a row with rotating roots and no other
  *     synchronisation, each checked at once (a root reuses its slots after 8 calls).
  *   - Sizes on both sides of the limit (64 and 65 ints), receive types unlike the root's
@@ -16,7 +16,7 @@
  *   - Gather and Reduce with rotating roots (members that only write run ahead of the root),
  *     Scatter, Allgather, Alltoall and Reduce_scatter_block, in a loop, each checked at once.
  *
- * usage: coll_sm [ITERATIONS]   (default 150)
+ * usage: coll_sm [ITERATIONS]   (default 60)
  */
 #include "stormtest.h"
 
@@ -38,6 +38,10 @@ static void bcast_check(MPI_Comm comm, int n, int root, int salt, int kind)
     MPI_Comm_rank(comm, &r);
     for (k = 0; k < 2 * MAXN + 2; k++)
         buf[k] = HOLE;
+    /* Open MPI 4.1 waits forever for a root sending 0 ints when a receiver takes 1 instance of
+     * an empty derived type (the same, empty, signature): empty broadcasts use MPI_INT. */
+    if (n == 0)
+        kind = 0;
     if (r == root || kind == 0) {
         if (r == root)
             for (k = 0; k < n; k++)
@@ -118,8 +122,8 @@ static void round_on(MPI_Comm comm, int salt)
 
 int main(int argc, char **argv)
 {
-    int iters = argc > 1 ? atoi(argv[1]) : 150, i, k;
-    MPI_Comm many[70];
+    int iters = argc > 1 ? atoi(argv[1]) : 60, i, k;
+    MPI_Comm many[60];
     MPI_Init(&argc, &argv);
     test_begin("coll_sm");
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
@@ -145,13 +149,13 @@ int main(int argc, char **argv)
     }
 
     /* More communicators at once than context ids served. */
-    for (i = 0; i < 70; i++)
+    for (i = 0; i < 60; i++)
         CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &many[i]));
-    for (i = 0; i < 70; i++) {
+    for (i = 0; i < 60; i++) {
         bcast_check(many[i], 3, i % wsize, i, 0);
         allreduce_check(many[i], 2, i, 0);
     }
-    for (i = 69; i >= 0; i--)
+    for (i = 59; i >= 0; i--)
         CHECK_MPI(MPI_Comm_free(&many[i]));
 
     /* A root running ahead of its readers. */

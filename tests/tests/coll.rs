@@ -56,8 +56,15 @@ fn coll_shared_memory_reuse_run_ahead_and_mixed() {
     let prog = c_program("coll_sm");
     const BOUND: &str = "runs its small collectives in shared memory";
     for np in [2, 3, 4, 8] {
-        // Room for the 70 duplicates held at once.
-        let options = ["--mca", "mpi_log_level", "2", "--mca", "comm_max", "128"];
+        // Fewer cells than the 60 duplicates the program holds at once.
+        let options = [
+            "--mca",
+            "mpi_log_level",
+            "2",
+            "--mca",
+            "coll_sm_contexts",
+            "16",
+        ];
         let out = run_job(np, &options, &prog, &[]);
         assert!(
             out.success()
@@ -68,17 +75,7 @@ fn coll_shared_memory_reuse_run_ahead_and_mixed() {
             out.report()
         );
     }
-    let options = [
-        "--mca",
-        "mpi_log_level",
-        "2",
-        "--mca",
-        "comm_max",
-        "128",
-        "--mca",
-        "coll_sm",
-        "off",
-    ];
+    let options = ["--mca", "mpi_log_level", "2", "--mca", "coll_sm", "off"];
     let out = run_job(4, &options, &prog, &["20"]);
     assert!(
         out.success() && out.has_line("OK coll_sm") && !out.stderr.contains("coll sm:"),
