@@ -618,16 +618,22 @@ impl Engine {
                 !(auto && tune.allreduce != AllreduceAlg::Auto) && red(count, dt, op, count)
             }
             Call::Reduce {
+                send,
                 recv,
                 count,
                 dt,
                 op,
                 root,
-                ..
             } => {
+                // MPI_IN_PLACE only at the root, which needs a receive buffer.
+                let at_root = me as i32 == root;
                 !(auto && tune.reduce != ReduceAlg::Auto)
                     && root_ok(root)
-                    && (me as i32 != root || !recv.is_null())
+                    && if at_root {
+                        !recv.is_null()
+                    } else {
+                        send.is_some()
+                    }
                     && red(count, dt, op, count)
             }
             Call::ReduceScatterBlock { count, dt, op, .. } => {
