@@ -1,7 +1,7 @@
 /*
  * coll_sm.c - the shared-memory collectives (Barrier and the small forms of Bcast, Gather,
  * Scatter, Allgather, Alltoall, Reduce, Allreduce, Reduce_scatter_block on a communicator within
- * one node: at most 256 bytes in a member's slot) where they can go wrong:
+ * one node: at most 1 KiB in a member's slot) where they can go wrong:
  *
  *   - Context ids reused: ITERATIONS rounds of split + dup, collectives on both, freed in
  *     alternating order, so the same cells serve communicator after communicator.
@@ -9,7 +9,7 @@
  *     does, context ids past those served, which stay on point-to-point), each used and checked.
  *   - A broadcasting root running ahead: 200 Bcasts in a row with rotating roots and no other
  *     synchronisation, each checked at once (a root reuses its slots after 8 calls).
- *   - Sizes on both sides of the limit (64 and 65 ints), receive types unlike the root's
+ *   - Sizes on both sides of the limit (256 and 257 ints), receive types unlike the root's
  *     (a contiguous type of n ints, a strided vector with holes that must stay untouched).
  *   - Allreduce in place and not, of ints and of doubles (every rank must get the same bits),
  *     mixed with a non-blocking Ibcast in flight (point-to-point) on the same communicator.
@@ -108,15 +108,15 @@ static void allreduce_check(MPI_Comm comm, int n, int salt, int in_place)
 static void round_on(MPI_Comm comm, int salt)
 {
     int p, i;
-    static const int sizes[] = {0, 1, 2, 64, 65, MAXN};
+    static const int sizes[] = {0, 1, 2, 256, 257, MAXN};
     MPI_Comm_size(comm, &p);
     CHECK_MPI(MPI_Barrier(comm));
     for (i = 0; i < 6; i++)
         bcast_check(comm, sizes[i], (salt + i) % p, salt + i, (salt + i) % 3);
     CHECK_MPI(MPI_Barrier(comm));
     allreduce_check(comm, 1, salt, salt % 2);
-    allreduce_check(comm, 32, salt + 1, (salt + 1) % 2); /* 256 bytes of doubles */
-    allreduce_check(comm, 33, salt + 2, salt % 2);       /* 264: point-to-point */
+    allreduce_check(comm, 128, salt + 1, (salt + 1) % 2); /* 1 KiB of doubles */
+    allreduce_check(comm, 129, salt + 2, salt % 2);      /* point-to-point */
     CHECK_MPI(MPI_Barrier(comm));
 }
 

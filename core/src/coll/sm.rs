@@ -74,7 +74,7 @@ use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::Level;
 
 /// Bytes of each of a cell's slots: the most one member's part of a call may take.
-pub const SLOT_BYTES: usize = 256;
+pub const SLOT_BYTES: usize = 1024;
 /// Slots of a cell, used in turn.
 pub const SLOTS: u64 = 8;
 /// The epoch's cache line.
@@ -100,7 +100,7 @@ pub static CONTEXTS: ParamDef = ParamDef {
     kind: Kind::Int { min: 1, max: 4096 },
     default: Default::Int(64),
     description: "Context ids (lowest first) whose communicators may use node-shared memory \
-                  collectives; each takes a cell of about 2 KiB in every process's segment",
+                  collectives; each takes a cell of about 8 KiB in every process's segment",
 };
 
 /// Bytes of the area every process offers: one cell per context id served, none when `coll_sm`
