@@ -141,6 +141,9 @@ struct Members {
     base: [u64; MAX_MEMBERS],
     /// Shared-memory collectives run on the communicator so far.
     calls: u64,
+    /// A call every member is known to have passed (so that a root need not look at the others'
+    /// epochs, lines they write, before every write of its slot).
+    floor: u64,
 }
 
 impl Members {
@@ -148,13 +151,19 @@ impl Members {
         self.cells[r as usize].expect("a bound member has a cell")
     }
 
-    /// Whether every member's epoch has reached its base plus `k`.
-    fn all_reached(&self, k: u64) -> bool {
-        (0..self.n).all(|r| self.reached(r, k))
-    }
-
     fn reached(&self, r: u32, k: u64) -> bool {
         self.cell(r).epoch().load(Ordering::Acquire) >= self.base[r as usize] + k
+    }
+
+    /// The last call every member has passed, as their epochs say now.
+    fn passed(&self) -> u64 {
+        (0..self.n)
+            .map(|r| {
+                let e = self.cell(r).epoch().load(Ordering::Acquire);
+                e.saturating_sub(self.base[r as usize])
+            })
+            .min()
+            .unwrap_or(0)
     }
 }
 
@@ -214,6 +223,8 @@ struct Step {
     k: u64,
     me: u32,
     n: u32,
+    /// The members' floor, raised as their epochs are read.
+    floor: core::cell::Cell<u64>,
 }
 
 impl Step {
@@ -226,9 +237,18 @@ impl Step {
             .store(self.m.base[me] + self.k, Ordering::Release);
     }
 
+    /// Whether every member has passed call `k` (reading their epochs only when the floor does
+    /// not already say so).
+    fn all_passed(&self, k: u64) -> bool {
+        if self.floor.get() < k {
+            self.floor.set(self.floor.get().max(self.m.passed()));
+        }
+        self.floor.get() >= k
+    }
+
     /// Whether everyone is done with what our slot of this call last held.
     fn slots_free(&self) -> bool {
-        self.m.all_reached(self.k.saturating_sub(SLOTS - 1))
+        self.all_passed(self.k.saturating_sub(SLOTS - 1))
     }
 
     /// Byte `i * bb` of our slot of this call.
@@ -290,12 +310,14 @@ impl Engine {
             k,
             me: g.rank,
             n: g.size,
+            floor: core::cell::Cell::new(m.floor),
         };
         // SAFETY: the caller's contract covers the call's buffers; the steps keep to the slots'
         // protocol (module doc).
         unsafe { self.sm_run(&s, call)? };
         if let Binding::On(_, b) = &mut self.coll.sm.bind[cid] {
             b.calls = k;
+            b.floor = s.floor.get();
         }
         Ok(true)
     }
@@ -309,7 +331,7 @@ impl Engine {
         match *call {
             Call::Barrier => {
                 s.arrive();
-                self.sm_wait(|| m.all_reached(k));
+                self.sm_wait(|| s.all_passed(k));
             }
             Call::Bcast { buf, root } => {
                 let root = root as u32;
@@ -341,7 +363,7 @@ impl Engine {
                     }
                     // Arrive first: the wait below counts us too.
                     s.arrive();
-                    self.sm_wait(|| m.all_reached(k));
+                    self.sm_wait(|| s.all_passed(k));
                     for r in (0..n).filter(|&r| r != me) {
                         // SAFETY: member r's slot of this call, filled before its epoch.
                         unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
@@ -379,7 +401,7 @@ impl Engine {
                 // SAFETY: the caller's buffer; our free slot.
                 unsafe { self.sm_pack(mine, s.out(0, 0))? };
                 s.arrive();
-                self.sm_wait(|| m.all_reached(k));
+                self.sm_wait(|| s.all_passed(k));
                 for r in 0..n {
                     // SAFETY: member r's slot of this call.
                     unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
@@ -398,7 +420,7 @@ impl Engine {
                     unsafe { self.sm_pack(block(src, r, sext), s.out(r, bb))? };
                 }
                 s.arrive();
-                self.sm_wait(|| m.all_reached(k));
+                self.sm_wait(|| s.all_passed(k));
                 for r in 0..n {
                     // SAFETY: member r's slot of this call.
                     unsafe { self.sm_unpack(s.input(r, me, bb), block(recv, r, rext))? };
@@ -413,7 +435,7 @@ impl Engine {
             } => {
                 // SAFETY: the caller's buffers (`count` elements each).
                 unsafe { self.sm_contribute(s, send, recv, count, dt)? };
-                self.sm_wait(|| m.all_reached(k));
+                self.sm_wait(|| s.all_passed(k));
                 // SAFETY: every member's slot of this call; `recv` takes `count` elements.
                 unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
             }
@@ -429,7 +451,7 @@ impl Engine {
                 // the root for MPI_IN_PLACE).
                 unsafe { self.sm_contribute(s, send, recv, count, dt)? };
                 if me == root as u32 {
-                    self.sm_wait(|| m.all_reached(k));
+                    self.sm_wait(|| s.all_passed(k));
                     // SAFETY: as for Allreduce.
                     unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
                 }
@@ -443,7 +465,7 @@ impl Engine {
             } => {
                 // SAFETY: the caller's buffers: `n * count` elements of input.
                 unsafe { self.sm_contribute(s, send, recv, n as u64 * count, dt)? };
-                self.sm_wait(|| m.all_reached(k));
+                self.sm_wait(|| s.all_passed(k));
                 // SAFETY: every member's slot of this call; our block of it into `recv`.
                 unsafe { self.sm_combine(s, recv, count, dt, op, me as u64 * count) }?;
             }
@@ -700,6 +722,7 @@ impl Engine {
             cells: [None; MAX_MEMBERS],
             base: [0; MAX_MEMBERS],
             calls: 0,
+            floor: 0,
         };
         // Everyone on this node: computed alike at every member (the node layout is global).
         let local = (0..n).all(|r| {
@@ -806,7 +829,7 @@ mod tests {
     }
 
     #[test]
-    fn members_reach_an_epoch_only_past_their_own_base() {
+    fn members_pass_a_call_only_past_their_own_base() {
         let mut mem = [[0u64; CELL_BYTES / 8]; 2];
         let cells = [
             Cell(NonNull::new(mem[0].as_mut_ptr().cast()).unwrap()),
@@ -817,6 +840,7 @@ mod tests {
             cells: [None; MAX_MEMBERS],
             base: [0; MAX_MEMBERS],
             calls: 0,
+            floor: 0,
         };
         m.cells[0] = Some(cells[0]);
         m.cells[1] = Some(cells[1]);
@@ -826,10 +850,11 @@ mod tests {
         cells[1].epoch().store(10, Ordering::Release);
         assert!(m.reached(0, 1));
         assert!(!m.reached(1, 1));
-        assert!(!m.all_reached(1));
+        assert_eq!(m.passed(), 0);
         cells[1].epoch().store(11, Ordering::Release);
-        assert!(m.all_reached(1));
-        assert!(!m.all_reached(2));
+        assert_eq!(m.passed(), 1);
+        cells[1].epoch().store(13, Ordering::Release);
+        assert_eq!(m.passed(), 1, "member 0 is still at call 1");
     }
 
     #[test]
