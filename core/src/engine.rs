@@ -904,7 +904,7 @@ impl Engine {
             let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
                 self.progress()
             } else {
-                self.pml.progress_mtl(&self.types)
+                self.pml.cm_wait_round(&self.types)
             };
             if n > 0 {
                 self.idle = 0;

@@ -47,7 +47,8 @@ use stormpi_core::datatype::convertor::{Packer, Unpacker};
 use stormpi_core::datatype::table::TypeTable;
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::mtl::{
-    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlPlaced, MtlSelector,
+    MtlSink,
 };
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::pml::request::SendMode;
@@ -1154,9 +1155,16 @@ impl PortalsMtl {
     /// [`PortalsMtl::poll`] for [`Mtl::progress`], which has the sink: the receive queue's next
     /// event, when it is a short message for a posted receive (the event every small
     /// `MPI_Recv` waits for), is reported at once from the receive's slot, with no stop in the
-    /// completion queue.
+    /// completion queue — or, when it completes the receive `want` with its bytes in place,
+    /// returned instead ([`Mtl::progress_waiting`]).
     #[inline(always)]
-    fn poll_to(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
+    fn poll_to(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        want: Option<Token>,
+        placed: &mut Option<MtlPlaced>,
+    ) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let mut ev = std::mem::MaybeUninit::<ptl_event_t>::uninit();
         // SAFETY: a valid event queue and out-pointer.
@@ -1174,18 +1182,22 @@ impl PortalsMtl {
                     }
                     if let Some(Some(Op::Recv(r))) = self.ops.get(id) {
                         let got = (ev.mlength as usize).min(r.cap);
-                        let data = if r.bounce.is_empty() {
-                            MtlData::Placed(got)
-                        } else {
-                            MtlData::Packed(&r.bounce[..got])
-                        };
                         let env = MatchBits::decode(ev.match_bits);
                         let m = MtlMatch {
                             src: env.src,
                             tag: env.tag,
                             len: ev.rlength,
                         };
-                        sink.recv_done(types, r.token, data, m, None);
+                        if r.bounce.is_empty() && want == Some(r.token) {
+                            *placed = Some(MtlPlaced { got, m });
+                        } else {
+                            let data = if r.bounce.is_empty() {
+                                MtlData::Placed(got)
+                            } else {
+                                MtlData::Packed(&r.bounce[..got])
+                            };
+                            sink.recv_done(types, r.token, data, m, None);
+                        }
                         self.ops[id] = None;
                         self.free_ops.push(id);
                     }
@@ -1202,6 +1214,45 @@ impl PortalsMtl {
             _ => 0,
         };
         n + self.poll_rest()
+    }
+
+    /// Reports the completions `poll` queued to `sink` — but returns the receive `want`'s, if
+    /// it is among them with its bytes in place. Returns how many there were.
+    #[inline(always)]
+    fn report(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        want: Option<Token>,
+        placed: &mut Option<MtlPlaced>,
+    ) -> usize {
+        let mut n = 0;
+        while let Some(d) = self.done.pop_front() {
+            n += 1;
+            match d {
+                Done::Send(t, r) => sink.send_done(t, r),
+                Done::Recv(id) => {
+                    // Reported from its slot, then freed (not moved out first).
+                    let Some(Some(Op::Recv(r))) = self.ops.get(id) else {
+                        continue;
+                    };
+                    let got = r.got.min(r.cap);
+                    if r.bounce.is_empty() && want == Some(r.token) {
+                        *placed = Some(MtlPlaced { got, m: r.m });
+                    } else {
+                        let data = if r.bounce.is_empty() {
+                            MtlData::Placed(got)
+                        } else {
+                            MtlData::Packed(&r.bounce[..got])
+                        };
+                        sink.recv_done(types, r.token, data, r.m, None);
+                    }
+                    self.ops[id] = None;
+                    self.free_ops.push(id);
+                }
+            }
+        }
+        n
     }
 
     /// The send and control queues' share of a poll.
@@ -1605,29 +1656,20 @@ impl Mtl for PortalsMtl {
     }
 
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
-        let mut n = self.poll_to(types, sink);
-        while let Some(d) = self.done.pop_front() {
-            n += 1;
-            match d {
-                Done::Send(t, r) => sink.send_done(t, r),
-                Done::Recv(id) => {
-                    // Reported from its slot, then freed (not moved out first).
-                    let Some(Some(Op::Recv(r))) = self.ops.get(id) else {
-                        continue;
-                    };
-                    let got = r.got.min(r.cap);
-                    let data = if r.bounce.is_empty() {
-                        MtlData::Placed(got)
-                    } else {
-                        MtlData::Packed(&r.bounce[..got])
-                    };
-                    sink.recv_done(types, r.token, data, r.m, None);
-                    self.ops[id] = None;
-                    self.free_ops.push(id);
-                }
-            }
-        }
-        n
+        let mut none = None;
+        let n = self.poll_to(types, sink, None, &mut none);
+        n + self.report(types, sink, None, &mut none)
+    }
+
+    fn progress_waiting(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        token: Token,
+        placed: &mut Option<MtlPlaced>,
+    ) -> usize {
+        let n = self.poll_to(types, sink, Some(token), placed);
+        n + self.report(types, sink, Some(token), placed)
     }
 
     fn busy(&self) -> bool {
@@ -1668,22 +1710,36 @@ mod tests {
         }
     }
 
-    /// A one-rank job of this process: a steady exchange (each message waited for over several
-    /// polls, as a ping-pong does) asks for one confirmation per `CONFIRM_EVERY` puts and no
-    /// more; the tail of the burst is confirmed once the process idles, which lets `busy` clear.
-    #[test]
-    fn lwk_mtl_confirmations_stay_off_a_steady_exchange() {
+    /// One job at a time in this test process (the interface is process-wide).
+    static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A one-rank job of this process (job id from `name`): a type table, the interface and an
+    /// MTL over it.
+    fn one_rank_job(name: &str) -> (TypeTable, crate::ptl::Portals, PortalsMtl) {
         std::env::set_var("STORMPI_RANK", "0");
         std::env::set_var("STORMPI_SIZE", "1");
-        std::env::set_var("STORMPI_JOBID", format!("mtltest{}", std::process::id()));
+        std::env::set_var(
+            "STORMPI_JOBID",
+            format!("mtltest{}-{name}", std::process::id()),
+        );
         let params = crate::init::params().expect("parameters");
         let mut sizer = Sizer::default();
         TypeTable::size(&params, &mut sizer);
         let mem: &'static mut [MaybeUninit<u8>] =
             Box::leak(vec![MaybeUninit::uninit(); sizer.bytes()].into_boxed_slice());
         let types = TypeTable::new(&params, &mut Arena::new(mem)).expect("type table");
-        let mut portals = crate::ptl::Portals::open(0, 1).expect("Portals");
-        let mut mtl = PortalsMtl::new(&params, portals.ni, 0, 1).expect("MTL");
+        let portals = crate::ptl::Portals::open(0, 1).expect("Portals");
+        let mtl = PortalsMtl::new(&params, portals.ni, 0, 1).expect("MTL");
+        (types, portals, mtl)
+    }
+
+    /// A one-rank job of this process: a steady exchange (each message waited for over several
+    /// polls, as a ping-pong does) asks for one confirmation per `CONFIRM_EVERY` puts and no
+    /// more; the tail of the burst is confirmed once the process idles, which lets `busy` clear.
+    #[test]
+    fn lwk_mtl_confirmations_stay_off_a_steady_exchange() {
+        let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+        let (types, mut portals, mut mtl) = one_rank_job("confirm");
         let env = MtlEnvelope {
             ctx: 0,
             src: 0,
@@ -1738,6 +1794,86 @@ mod tests {
         assert_eq!(mtl.stats.confirms, msgs / CONFIRM_EVERY as u64 + 1);
         assert_eq!(mtl.kept, 0);
         assert_eq!(mtl.stats.unexpected, 0);
+        portals.close();
+    }
+    /// [`Mtl::progress_waiting`]: the receive waited for comes back from the round that
+    /// completes it — from the arrival event when it was posted first, from the completion
+    /// queue when its message was unexpected — and never through the sink; other receives
+    /// completing in the same rounds still go to the sink.
+    #[test]
+    fn lwk_mtl_waiting_receive_comes_back_from_the_event() {
+        let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+        let (types, mut portals, mut mtl) = one_rank_job("waiting");
+        let env = |tag| MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag,
+        };
+        let sel = |tag| MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(tag),
+        };
+        let mut sink = Sink::default();
+        let (mut a, mut b, mut c) = ([0u8; 4], [0u8; 4], [0u8; 2]);
+        let sbuf = [5u8, 6, 7];
+        // SAFETY: every buffer outlives its operation (each is waited for below).
+        let (ra, rb, rc, send) = unsafe {
+            (
+                Unpacker::contiguous(a.as_mut_ptr(), a.len()),
+                Unpacker::contiguous(b.as_mut_ptr(), b.len()),
+                Unpacker::contiguous(c.as_mut_ptr(), c.len()),
+                Packer::contiguous(sbuf.as_ptr(), sbuf.len()),
+            )
+        };
+        let wait = |mtl: &mut PortalsMtl, sink: &mut Sink, token| {
+            let mut placed = None;
+            for _ in 0..1_000_000 {
+                mtl.progress_waiting(&types, sink, token, &mut placed);
+                if let Some(p) = placed {
+                    return p;
+                }
+            }
+            panic!("the waited-for receive never completed");
+        };
+        // Posted first, completed by a message sent after another receive's.
+        mtl.irecv(&types, sel(7), &ra, Token(1)).expect("irecv");
+        mtl.irecv(&types, sel(8), &rb, Token(2)).expect("irecv");
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(8), &send)
+            .expect("send"));
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(7), &send)
+            .expect("send"));
+        let p = wait(&mut mtl, &mut sink, Token(1));
+        assert_eq!((p.got, p.m.src, p.m.tag, p.m.len), (3, 0, 7, 3));
+        assert_eq!(&a[..3], &sbuf);
+        while sink.recvs.is_empty() {
+            mtl.progress(&types, &mut sink);
+        }
+        assert_eq!(sink.recvs.len(), 1);
+        assert_eq!((sink.recvs[0].0, sink.recvs[0].1), (Token(2), 3));
+        // Unexpected (in the overflow list before the receive), and truncated: the receive
+        // gets what fits, the match says what was sent.
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(9), &send)
+            .expect("send"));
+        for _ in 0..100 {
+            mtl.progress(&types, &mut sink);
+        }
+        mtl.irecv(&types, sel(9), &rc, Token(3)).expect("irecv");
+        let p = wait(&mut mtl, &mut sink, Token(3));
+        assert_eq!((p.got, p.m.tag, p.m.len), (2, 9, 3));
+        assert_eq!(c, [5, 6]);
+        assert_eq!(
+            sink.recvs.len(),
+            1,
+            "the waited-for receive went to the sink"
+        );
+        assert_eq!(mtl.stats.unexpected, 1);
+        while mtl.busy() {
+            mtl.progress(&types, &mut sink);
+        }
         portals.close();
     }
 }

@@ -81,6 +81,16 @@ pub enum MtlData<'a> {
     Packed(&'a [u8]),
 }
 
+/// A receive that [`Mtl::progress_waiting`] found complete, its bytes already where the
+/// receive's convertor said ([`MtlData::Placed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MtlPlaced {
+    /// Bytes written into the receive's memory.
+    pub got: usize,
+    /// The message it matched.
+    pub m: MtlMatch,
+}
+
 /// A message taken by [`Mtl::improbe`], for [`Mtl::imrecv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtlMessage(pub u64);
@@ -198,6 +208,22 @@ pub trait Mtl: Send {
 
     /// Moves messages; reports completions to `sink`. Returns how much happened.
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize;
+
+    /// [`Mtl::progress`] for a caller that waits for the one receive `token` (a blocking
+    /// `MPI_Recv`): when this round completes that receive with its bytes already in place, it
+    /// is written to `placed` instead of reported to `sink`, so the waiter builds its status
+    /// without a stop in the PML. Everything else goes to `sink` as with `progress`; the return
+    /// value counts both. The default is `progress`.
+    fn progress_waiting(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        token: Token,
+        placed: &mut Option<MtlPlaced>,
+    ) -> usize {
+        let _ = (token, placed);
+        self.progress(types, sink)
+    }
 
     /// Whether sends that completed for MPI are still in flight (unacknowledged), so the process
     /// must keep progressing before it leaves.

@@ -269,6 +269,32 @@ impl Ob1 {
         Ok(())
     }
 
+    /// One MTL round of the blocking receive's wait; returns how much happened. When the round
+    /// completes the receive with its bytes in place, the MTL hands it back here instead of
+    /// through [`MtlSink::recv_done`], and its status goes straight where
+    /// [`Ob1::cm_recv_done`] finds it.
+    #[inline]
+    pub(crate) fn cm_wait_round(&mut self, types: &TypeTable) -> usize {
+        let Some(mtl) = self.mtl.take() else {
+            return 0;
+        };
+        let mut placed = None;
+        let n = mtl.progress_waiting(types, self, BLOCKING, &mut placed);
+        self.mtl = Some(mtl);
+        if let Some(p) = placed {
+            if let Some(b) = self.cm_blocking.as_mut().filter(|b| b.status.is_none()) {
+                b.status = Some(recv_status(
+                    types,
+                    &mut b.conv,
+                    MtlData::Placed(p.got),
+                    p.m,
+                    None,
+                ));
+            }
+        }
+        n
+    }
+
     /// The status of the blocking receive once it has finished (it is then forgotten).
     #[inline]
     pub(crate) fn cm_recv_done(&mut self) -> Option<Status> {
