@@ -23,20 +23,21 @@
 //! - **Flow control.** [`pt::MTL`] is flow-controlled, and puts carry no acknowledgment: a
 //!   sender keeps each message (its copy, or the user's buffer of a long one) until it is known
 //!   to be accepted — by the acknowledgment of a zero-byte *confirmation* put (flag `CONTROL`,
-//!   taken by a sink entry no receive can match, first on the overflow list) sent after every 32
-//!   puts to a peer and for the tail of a burst (after `TAIL_POLLS` polls without a put), by the
-//!   receiver's get of a long message, or by a recovery's count. An accepted put proves every
-//!   earlier one to that peer accepted: a disabled entry refuses
-//!   everything until the sender has drained. When this process's entry is disabled (no
-//!   overflow room, or a full event queue), it moves its unexpected messages out of the overflow
-//!   blocks (deleting searches, oldest first, into a list receives and probes look at first),
-//!   posts more blocks and sends `DISABLED(epoch)` on [`pt::MTL_CTRL`] to every rank. A sender
-//!   holds further messages to it and answers `DRAINED` at once — messages between a pair stay in
-//!   order, so everything it sent before arrives before that answer. With every answer in, the
-//!   receiver counts the messages it accepted from each sender (its put events, also on the
-//!   overflow blocks), calls `PtlPTEnable` and sends `ENABLED(epoch, count)`; each sender drops
-//!   the first `count` kept messages as delivered and sends the rest again, then what it held,
-//!   in the original order. So nothing is lost and no message overtakes another.
+//!   taken by a sink entry no receive can match, first on the overflow list) sent after every
+//!   128 puts to a peer (sooner when their copies reach 256 KiB) and for the tail of a burst
+//!   (after `TAIL_POLLS` polls without a put), by the receiver's get of a long message, or by a
+//!   recovery's count. An accepted put proves every earlier one to that peer accepted: a
+//!   disabled entry refuses everything until the sender has drained. When this process's entry
+//!   is disabled (no overflow room, or a full event queue), it moves its unexpected messages out
+//!   of the overflow blocks (deleting searches, oldest first, into a list receives and probes
+//!   look at first), posts more blocks and sends `DISABLED(epoch)` on [`pt::MTL_CTRL`] to every
+//!   rank. A sender holds further messages to it and answers `DRAINED` at once — messages
+//!   between a pair stay in order, so everything it sent before arrives before that answer. With
+//!   every answer in, the receiver counts the messages it accepted from each sender (its put
+//!   events, also on the overflow blocks), calls `PtlPTEnable` and sends `ENABLED(epoch,
+//!   count)`; each sender drops the first `count` kept messages as delivered and sends the rest
+//!   again, then what it held, in the original order. So nothing is lost and no message
+//!   overtakes another.
 
 use std::collections::VecDeque;
 use std::ptr;
@@ -117,8 +118,15 @@ const K_BITS: u32 = 3;
 /// Ids of operations whose events are ignored.
 const NO_OP: usize = (usize::MAX >> K_BITS) - 1;
 
-/// Puts to a peer between two confirmation requests.
-const CONFIRM_EVERY: u32 = 32;
+/// Puts to a peer between two confirmation requests. Each request costs a put with an
+/// acknowledgment and its handling on both sides, shared by the puts it covers: at 32 it was
+/// ~30 instructions on every small message.
+const CONFIRM_EVERY: u32 = 128;
+
+/// Bytes of short-message copies to a peer between two confirmation requests (what the copies
+/// kept for flow control may add up to, besides those a pending request covers): many large
+/// short messages ask sooner than `CONFIRM_EVERY`.
+const CONFIRM_BYTES: usize = 256 << 10;
 
 /// Polls between two looks at the control queue (flow-control messages; every poll while a
 /// recovery is under way). Each look is an interface call: in a ping-pong a poll is a few dozen
@@ -219,6 +227,8 @@ struct Peer {
     unconfirmed: VecDeque<(Kept, u32)>,
     /// Puts since the last confirmation request.
     since_confirm: u32,
+    /// Bytes of short-message copies put since the last confirmation request.
+    since_confirm_bytes: usize,
     /// A confirmation put is unacknowledged: it covers numbers below `confirm_upto`.
     confirm_pending: bool,
     confirm_upto: u32,
@@ -315,6 +325,16 @@ pub struct PortalsMtl {
 // SAFETY: the raw pointers are loans of user memory for the life of requests (the convertors'
 // contract) and this module's own buffers.
 unsafe impl Send for PortalsMtl {}
+
+/// Keeps a short send's copy `buf` in `spare` for reuse (up to 64, of an eager message's size).
+#[inline(always)]
+fn keep_spare(spare: &mut Vec<Vec<u8>>, eager: usize, mut buf: Vec<u8>) {
+    let cap = buf.capacity();
+    if cap > 0 && cap <= eager.max(64) && spare.len() < 64 {
+        buf.clear();
+        spare.push(buf);
+    }
+}
 
 fn ptl_fail(what: &'static str, e: ptl::PtlError) -> Error {
     crate::platform::eprint_line(&format!("stormpi: Portals MTL: {e}"));
@@ -575,6 +595,7 @@ impl PortalsMtl {
         p.confirm_upto = p.sent;
         p.confirm_gen = p.gen;
         p.since_confirm = 0;
+        p.since_confirm_bytes = 0;
         self.confirming += 1;
         self.stats.confirms += 1;
         // SAFETY: a zero-length put.
@@ -597,24 +618,22 @@ impl PortalsMtl {
     /// The first `k` unconfirmed puts to `dest` were accepted: short sends are done (their
     /// copies go back to the spare buffers); long ones finish with the receiver's get.
     fn accepted(&mut self, dest: usize, k: usize) {
-        for _ in 0..k {
-            let Some((kept, _)) = self.peers[dest].unconfirmed.pop_front() else {
-                break;
-            };
-            if let Kept::Bytes { buf, .. } = kept {
-                self.kept -= 1;
-                self.recycle(buf);
+        let q = &mut self.peers[dest].unconfirmed;
+        let k = k.min(q.len());
+        // In one sweep (this runs for every message, in batches): the fields apart, so the
+        // queue is drained while the counts and the spare copies are updated.
+        let (kept, spare, eager) = (&mut self.kept, &mut self.spare_bufs, self.eager);
+        for (k, _) in q.drain(..k) {
+            if let Kept::Bytes { buf, .. } = k {
+                *kept -= 1;
+                keep_spare(spare, eager, buf);
             }
         }
     }
 
     /// Keeps a short send's copy for reuse.
-    fn recycle(&mut self, mut buf: Vec<u8>) {
-        let cap = buf.capacity();
-        if cap > 0 && cap <= self.eager.max(64) && self.spare_bufs.len() < 64 {
-            buf.clear();
-            self.spare_bufs.push(buf);
-        }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        keep_spare(&mut self.spare_bufs, self.eager, buf);
     }
 
     /// Starts long send `id`, or holds it behind earlier sends to a blocked peer.
@@ -723,14 +742,18 @@ impl PortalsMtl {
         Ok(())
     }
 
-    /// Records a put to `dest` as unconfirmed; asks for a confirmation every `CONFIRM_EVERY`.
+    /// Records a put to `dest` as unconfirmed; asks for a confirmation every `CONFIRM_EVERY`
+    /// puts or `CONFIRM_BYTES` bytes of copies.
     #[inline(always)]
     fn sent(&mut self, dest: u32, k: Kept) {
         let p = &mut self.peers[dest as usize];
+        if let Kept::Bytes { buf, .. } = &k {
+            p.since_confirm_bytes += buf.len();
+        }
         p.unconfirmed.push_back((k, p.sent));
         p.sent = p.sent.wrapping_add(1);
         p.since_confirm += 1;
-        if p.since_confirm >= CONFIRM_EVERY {
+        if p.since_confirm >= CONFIRM_EVERY || p.since_confirm_bytes >= CONFIRM_BYTES {
             self.confirm(dest);
         }
     }
@@ -1084,6 +1107,7 @@ impl PortalsMtl {
                 p.gen = p.gen.wrapping_add(1);
                 p.sent = count;
                 p.since_confirm = 0;
+                p.since_confirm_bytes = 0;
                 if p.blocked {
                     p.blocked = false;
                     self.blocked -= 1;
@@ -1871,6 +1895,52 @@ mod tests {
             "the waited-for receive went to the sink"
         );
         assert_eq!(mtl.stats.unexpected, 1);
+        while mtl.busy() {
+            mtl.progress(&types, &mut sink);
+        }
+        portals.close();
+    }
+    /// Copies kept for flow control stay bounded in bytes: eager-sized messages ask for a
+    /// confirmation every `CONFIRM_BYTES`, long before `CONFIRM_EVERY` puts.
+    #[test]
+    fn lwk_mtl_large_short_messages_confirm_by_bytes() {
+        let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+        let (types, mut portals, mut mtl) = one_rank_job("bytes");
+        let env = MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag: 3,
+        };
+        let sel = MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(3),
+        };
+        let mut sink = Sink::default();
+        let len = mtl.eager;
+        let per = (CONFIRM_BYTES / len) as u64;
+        assert!(per < CONFIRM_EVERY as u64);
+        let sbuf = vec![9u8; len];
+        let mut rbuf = vec![0u8; len];
+        for i in 0..per + 1 {
+            // SAFETY: both buffers outlive the operations (each is waited for below).
+            let (conv, send) = unsafe {
+                (
+                    Unpacker::contiguous(rbuf.as_mut_ptr(), len),
+                    Packer::contiguous(sbuf.as_ptr(), len),
+                )
+            };
+            mtl.irecv(&types, sel, &conv, Token(i)).expect("irecv");
+            assert!(mtl
+                .send_now(&types, ProcId(0), env, &send)
+                .expect("send_now"));
+            while sink.recvs.len() as u64 <= i {
+                mtl.progress(&types, &mut sink);
+            }
+            let want = if i + 1 >= per { 1 } else { 0 };
+            assert_eq!(mtl.stats.confirms, want, "after message {i}");
+        }
+        assert_eq!(rbuf, sbuf);
         while mtl.busy() {
             mtl.progress(&types, &mut sink);
         }
