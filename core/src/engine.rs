@@ -891,7 +891,8 @@ impl Engine {
     /// Waits for the PML's blocking receive. Only the MTL can complete it, so a round polls the
     /// MTL alone, and every [`FULL_ROUND_EVERY`]th round is the whole progress round (BTLs,
     /// protocol work, collectives): the shorter round notices the message sooner, and the round
-    /// that finds it returns without the rest. Counted in rounds, busy or not, so that a stream
+    /// that finds it returns without the rest (the MTL hands that completion straight back,
+    /// [`crate::mtl::Mtl::progress_waiting`]). Counted in rounds, busy or not, so that a stream
     /// of other MTL traffic cannot hold the rest of progress off.
     #[inline(never)]
     fn wait_blocking(&mut self) -> Result<Status> {

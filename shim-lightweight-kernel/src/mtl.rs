@@ -623,8 +623,8 @@ impl PortalsMtl {
         // In one sweep (this runs for every message, in batches): the fields apart, so the
         // queue is drained while the counts and the spare copies are updated.
         let (kept, spare, eager) = (&mut self.kept, &mut self.spare_bufs, self.eager);
-        for (k, _) in q.drain(..k) {
-            if let Kept::Bytes { buf, .. } = k {
+        for (entry, _) in q.drain(..k) {
+            if let Kept::Bytes { buf, .. } = entry {
                 *kept -= 1;
                 keep_spare(spare, eager, buf);
             }
