@@ -268,6 +268,11 @@ impl Step {
     }
 }
 
+/// `b` as the executor's span.
+fn span(b: Buf) -> super::exec::Span {
+    super::exec::Span::new(b.ptr, b.count, b.dt)
+}
+
 /// Rank `r`'s block of `b` (blocks of `b.count` instances, `ext` bytes apart each).
 fn block(b: Buf, r: u32, ext: isize) -> Buf {
     Buf {
@@ -358,8 +363,10 @@ impl Engine {
                 } else {
                     let ext = super::extent(&self.types, recv.dt)?;
                     if let Some(send) = send {
-                        // SAFETY: the caller's buffers; the slot serves as the staging copy.
-                        unsafe { self.sm_copy(send, block(recv, me, ext))? };
+                        let (from, to) = (span(send), span(block(recv, me, ext)));
+                        let len = self.packed_bytes(send) as u64;
+                        // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
+                        unsafe { super::exec::copy_stream(&self.types, to, 0, from, 0, len)? };
                     }
                     // Arrive first: the wait below counts us too.
                     s.arrive();
@@ -569,20 +576,6 @@ impl Engine {
             u.unpack(&self.types, 0, core::slice::from_raw_parts(src, len));
         }
         Ok(())
-    }
-
-    /// Copies `from` into `to` (same type signature) through the blocking scratch region.
-    ///
-    /// # Safety
-    /// As for [`Engine::sm_pack`] and [`Engine::sm_unpack`]; the packed bytes fit a slot.
-    unsafe fn sm_copy(&self, from: Buf, to: Buf) -> Result<()> {
-        debug_assert!(self.packed_bytes(from) <= self.coll.blocking_len);
-        // SAFETY: the caller's contract; the blocking region is the engine's own, unused by
-        // anything else during a blocking collective.
-        unsafe {
-            self.sm_pack(from, self.coll.blocking)?;
-            self.sm_unpack(self.coll.blocking, to)
-        }
     }
 
     /// Whether `call` may run in shared memory (before the communicator is looked at); alike at
