@@ -503,6 +503,8 @@ impl Engine {
 
     /// Checks a destination rank: `None` for `MPI_PROC_NULL`. The one look at the communicator
     /// also reads what a message to the rank carries, so a send over an MTL needs no second.
+    /// Inlined: the caller then reads the result from registers, not from memory.
+    #[inline(always)]
     fn check_dest(&self, comm: CommId, dest: i32) -> Result<Option<Dest>> {
         let c = self.check_comm(comm)?;
         if dest == PROC_NULL {
@@ -531,7 +533,8 @@ impl Engine {
     }
 
     /// [`Engine::check_src`] with the communicator's context id, read in the same look (what a
-    /// receive over an MTL matches on).
+    /// receive over an MTL matches on). Inlined, as [`Engine::check_dest`].
+    #[inline(always)]
     fn check_src_ctx(&self, comm: CommId, src: i32) -> Result<Option<(Source, u16)>> {
         let c = self.check_comm(comm)?;
         match src {
@@ -572,12 +575,21 @@ impl Engine {
     /// A peer of another architecture is served by converting its data (a `long double` in a
     /// format that cannot be converted is an error of the receive that meets it); one whose
     /// descriptor is missing or undecodable gets a clear error at its first message.
+    #[inline(always)]
     fn check_arch(&self, proc: ProcId) -> Result<()> {
-        let arch = self.procs[proc.0 as usize].arch;
-        if arch.is_some_and(|a| a.same_as(Arch::LOCAL)) {
+        if self.procs[proc.0 as usize]
+            .arch
+            .is_some_and(|a| a.same_as(Arch::LOCAL))
+        {
             return Ok(());
         }
-        match arch.and_then(Repr::of) {
+        self.check_other_arch(proc)
+    }
+
+    /// [`Engine::check_arch`] for a peer not like this process (out of line: rare).
+    #[inline(never)]
+    fn check_other_arch(&self, proc: ProcId) -> Result<()> {
+        match self.procs[proc.0 as usize].arch.and_then(Repr::of) {
             None => Err(Error::unsupported(
                 "communication with a process whose architecture descriptor is missing or unknown",
             )),
@@ -896,19 +908,27 @@ impl Engine {
     /// of other MTL traffic cannot hold the rest of progress off.
     #[inline(never)]
     fn wait_blocking(&mut self) -> Result<Status> {
+        // Posting may have matched it at once (a message that was already here).
+        if let Some(st) = self.pml.cm_recv_done() {
+            return Ok(st);
+        }
         let mut rounds = 0u32;
         loop {
-            if let Some(st) = self.pml.cm_recv_done() {
-                return Ok(st);
-            }
             rounds = rounds.wrapping_add(1);
             let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
                 self.progress()
             } else {
-                self.pml.cm_wait_round(&self.types)
+                match self.pml.cm_wait_round(&self.types) {
+                    pml::cm::WaitRound::Done(st) => return Ok(st),
+                    pml::cm::WaitRound::Moved(n) => n,
+                }
             };
+            // Only a round that moved something can have finished it (through the sink).
             if n > 0 {
                 self.idle = 0;
+                if let Some(st) = self.pml.cm_recv_done() {
+                    return Ok(st);
+                }
             } else {
                 self.relax();
             }

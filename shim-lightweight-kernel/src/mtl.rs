@@ -128,6 +128,11 @@ const CONFIRM_EVERY: u32 = 128;
 /// short messages ask sooner than `CONFIRM_EVERY`.
 const CONFIRM_BYTES: usize = 256 << 10;
 
+/// Short-message copies kept for reuse once confirmed: enough for the copies a confirmation
+/// releases at once (`CONFIRM_EVERY` to a peer, twice over), so that a steady stream of small
+/// messages allocates nothing; at most `CONFIRM_BYTES` of them.
+const SPARE_BUFS: usize = 2 * CONFIRM_EVERY as usize;
+
 /// Polls between two looks at the control queue (flow-control messages; every poll while a
 /// recovery is under way). Each look is an interface call: in a ping-pong a poll is a few dozen
 /// nanoseconds, so a look every few polls would be a good part of the latency.
@@ -317,7 +322,8 @@ pub struct PortalsMtl {
     long_sends: u32,
     /// Slots of each event queue.
     eq_len: u64,
-    spare_bufs: Vec<Vec<u8>>,
+    /// Copies of confirmed short messages, for the next ones.
+    copies: SparePool,
     /// Counters.
     pub stats: MtlStats,
 }
@@ -326,13 +332,41 @@ pub struct PortalsMtl {
 // contract) and this module's own buffers.
 unsafe impl Send for PortalsMtl {}
 
-/// Keeps a short send's copy `buf` in `spare` for reuse (up to 64, of an eager message's size).
-#[inline(always)]
-fn keep_spare(spare: &mut Vec<Vec<u8>>, eager: usize, mut buf: Vec<u8>) {
-    let cap = buf.capacity();
-    if cap > 0 && cap <= eager.max(64) && spare.len() < 64 {
-        buf.clear();
-        spare.push(buf);
+/// Buffers for short sends' copies: a confirmed copy comes back here (up to `SPARE_BUFS` of at
+/// most an eager message's size, `CONFIRM_BYTES` in all), and the next short send takes one.
+#[derive(Default)]
+struct SparePool {
+    bufs: Vec<Vec<u8>>,
+    /// Their capacities, summed.
+    bytes: usize,
+}
+
+impl SparePool {
+    /// An empty buffer, reused when there is one.
+    #[inline(always)]
+    fn take(&mut self) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(b) => {
+                self.bytes -= b.capacity();
+                b
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Keeps `buf` for reuse if it is worth keeping and there is room.
+    #[inline(always)]
+    fn keep(&mut self, eager: usize, mut buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if cap > 0
+            && cap <= eager.max(64)
+            && self.bufs.len() < SPARE_BUFS
+            && self.bytes + cap <= CONFIRM_BYTES
+        {
+            buf.clear();
+            self.bytes += cap;
+            self.bufs.push(buf);
+        }
     }
 }
 
@@ -384,7 +418,7 @@ impl PortalsMtl {
             blocked: 0,
             long_sends: 0,
             eq_len,
-            spare_bufs: Vec::new(),
+            copies: SparePool::default(),
             stats: MtlStats::default(),
         };
         // SAFETY: Portals calls with valid out-pointers; entries over memory this module owns.
@@ -622,18 +656,18 @@ impl PortalsMtl {
         let k = k.min(q.len());
         // In one sweep (this runs for every message, in batches): the fields apart, so the
         // queue is drained while the counts and the spare copies are updated.
-        let (kept, spare, eager) = (&mut self.kept, &mut self.spare_bufs, self.eager);
+        let (kept, spare, eager) = (&mut self.kept, &mut self.copies, self.eager);
         for (entry, _) in q.drain(..k) {
             if let Kept::Bytes { buf, .. } = entry {
                 *kept -= 1;
-                keep_spare(spare, eager, buf);
+                spare.keep(eager, buf);
             }
         }
     }
 
     /// Keeps a short send's copy for reuse.
     fn recycle(&mut self, buf: Vec<u8>) {
-        keep_spare(&mut self.spare_bufs, self.eager, buf);
+        self.copies.keep(self.eager, buf);
     }
 
     /// Starts long send `id`, or holds it behind earlier sends to a blocked peer.
@@ -792,8 +826,7 @@ impl PortalsMtl {
         conv: &mut Packer,
     ) -> Result<()> {
         let len = conv.packed_len();
-        let mut buf = self.spare_bufs.pop().unwrap_or_default();
-        buf.clear();
+        let mut buf = self.copies.take();
         buf.resize(len, 0);
         let n = conv.pack(types, 0, &mut buf);
         buf.truncate(n);
@@ -1455,8 +1488,7 @@ impl Mtl for PortalsMtl {
         }
         let mut buf = Vec::new();
         if len > 0 {
-            buf = self.spare_bufs.pop().unwrap_or_default();
-            buf.clear();
+            buf = self.copies.take();
             buf.extend_from_slice(data);
         }
         // The common case in one piece (no helper layers: this is every small MPI_Send).
@@ -1693,6 +1725,9 @@ impl Mtl for PortalsMtl {
         placed: &mut Option<MtlPlaced>,
     ) -> usize {
         let n = self.poll_to(types, sink, Some(token), placed);
+        if self.done.is_empty() {
+            return n;
+        }
         n + self.report(types, sink, Some(token), placed)
     }
 
@@ -1732,6 +1767,44 @@ mod tests {
             };
             self.recvs.push((token, n, m));
         }
+    }
+
+    /// The copies a confirmation releases come back for reuse, up to `SPARE_BUFS` buffers and
+    /// `CONFIRM_BYTES` of capacity; empty and oversized ones are dropped; a taken buffer is empty.
+    #[test]
+    fn lwk_mtl_spare_copies_are_bounded_and_reused() {
+        let eager = 4096;
+        let mut pool = SparePool::default();
+        for _ in 0..SPARE_BUFS + 10 {
+            pool.keep(eager, vec![7u8; 1]);
+        }
+        assert_eq!(pool.bufs.len(), SPARE_BUFS);
+        assert_eq!(
+            pool.bytes,
+            pool.bufs.iter().map(Vec::capacity).sum::<usize>()
+        );
+        pool.keep(eager, Vec::new());
+        pool.keep(eager, vec![0u8; eager + 1]);
+        assert_eq!(pool.bufs.len(), SPARE_BUFS);
+        let b = pool.take();
+        assert!(b.is_empty() && b.capacity() >= 1);
+        assert_eq!(pool.bufs.len(), SPARE_BUFS - 1);
+        assert_eq!(
+            pool.bytes,
+            pool.bufs.iter().map(Vec::capacity).sum::<usize>()
+        );
+
+        let mut big = SparePool::default();
+        for _ in 0..SPARE_BUFS {
+            big.keep(eager, Vec::with_capacity(eager));
+        }
+        assert!(big.bytes <= CONFIRM_BYTES);
+        assert_eq!(big.bufs.len(), CONFIRM_BYTES / eager);
+        while !big.bufs.is_empty() {
+            big.take();
+        }
+        assert_eq!(big.bytes, 0);
+        assert!(big.take().capacity() == 0);
     }
 
     /// One job at a time in this test process (the interface is process-wide).

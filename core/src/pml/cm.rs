@@ -27,6 +27,14 @@ use crate::wire::Envelope;
 /// stay far below `u32::MAX`).
 const BLOCKING: Token = Token(u64::MAX);
 
+/// What one round of the blocking receive's wait did ([`Ob1::cm_wait_round`]).
+pub(crate) enum WaitRound {
+    /// The receive finished with this status.
+    Done(Status),
+    /// It has not (yet); this much else happened.
+    Moved(usize),
+}
+
 /// A blocking receive over the MTL: `MPI_Recv` waits for it with the engine held, so it needs
 /// none of a request's bookkeeping (pool slot, scope, cancel, the per-communicator count that
 /// keeps a communicator from being freed under a receive).
@@ -269,30 +277,27 @@ impl Ob1 {
         Ok(())
     }
 
-    /// One MTL round of the blocking receive's wait; returns how much happened. When the round
-    /// completes the receive with its bytes in place, the MTL hands it back here instead of
-    /// through [`MtlSink::recv_done`], and its status goes straight where
-    /// [`Ob1::cm_recv_done`] finds it.
+    /// One MTL round of the blocking receive's wait. When the round completes the receive with
+    /// its bytes in place, the MTL hands it back here instead of through
+    /// [`MtlSink::recv_done`], and its status comes straight back (the receive is forgotten);
+    /// otherwise says how much happened (a completion through the sink is then for
+    /// [`Ob1::cm_recv_done`]).
     #[inline]
-    pub(crate) fn cm_wait_round(&mut self, types: &TypeTable) -> usize {
+    pub(crate) fn cm_wait_round(&mut self, types: &TypeTable) -> WaitRound {
         let Some(mtl) = self.mtl.take() else {
-            return 0;
+            return WaitRound::Moved(0);
         };
         let mut placed = None;
         let n = mtl.progress_waiting(types, self, BLOCKING, &mut placed);
         self.mtl = Some(mtl);
         if let Some(p) = placed {
             if let Some(b) = self.cm_blocking.as_mut().filter(|b| b.status.is_none()) {
-                b.status = Some(recv_status(
-                    types,
-                    &mut b.conv,
-                    MtlData::Placed(p.got),
-                    p.m,
-                    None,
-                ));
+                let st = recv_status(types, &mut b.conv, MtlData::Placed(p.got), p.m, None);
+                self.cm_blocking = None;
+                return WaitRound::Done(st);
             }
         }
-        n
+        WaitRound::Moved(n)
     }
 
     /// The status of the blocking receive once it has finished (it is then forgotten).

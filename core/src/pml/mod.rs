@@ -25,7 +25,7 @@
 pub mod request;
 pub mod unexpected;
 
-mod cm;
+pub(crate) mod cm;
 mod matching;
 
 mod recvfrag;
