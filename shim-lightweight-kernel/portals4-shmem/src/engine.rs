@@ -133,27 +133,83 @@ impl<T> Slab<T> {
     }
 }
 
-/// An event queue.
+/// An event queue: a ring of full events.
+///
+/// The ring's length is a power of two (an index wraps with a mask); it starts small and doubles
+/// when full, up to the queue's capacity plus its reserve, so a large `PtlEQAlloc` costs no
+/// memory until events fill it. Events are written in place in their slot and read in place.
 pub struct Eq {
     cap: usize,
     /// Slots kept for `PTL_EVENT_PT_DISABLED` (one per flow-controlled portal table entry).
     reserve: usize,
-    q: VecDeque<ptl_event_t>,
+    ring: Vec<ptl_event_t>,
+    /// The oldest event's slot.
+    head: usize,
+    /// Events queued.
+    len: usize,
     dropped: bool,
 }
 
 impl Eq {
-    #[inline(always)]
-    fn push(&mut self, ev: ptl_event_t) {
-        if self.q.len() >= self.cap + self.reserve {
-            self.q.pop_front();
-            self.dropped = true;
+    /// Slots the ring starts with (at most).
+    const FIRST_RING: usize = 64;
+
+    fn new(cap: usize) -> Eq {
+        Eq {
+            cap,
+            reserve: 0,
+            ring: vec![blank(); cap.clamp(1, Self::FIRST_RING).next_power_of_two()],
+            head: 0,
+            len: 0,
+            dropped: false,
         }
-        self.q.push_back(ev);
     }
+
+    /// The slot of a new event, at the back: when the queue is full (capacity and reserve),
+    /// the oldest event is dropped for it and the next take says `PTL_EQ_DROPPED`. The caller
+    /// fills every field.
+    #[inline(always)]
+    fn push_slot(&mut self) -> &mut ptl_event_t {
+        if self.len >= self.cap + self.reserve {
+            self.head = (self.head + 1) & (self.ring.len() - 1);
+            self.len -= 1;
+            self.dropped = true;
+        } else if self.len == self.ring.len() {
+            self.grow();
+        }
+        let at = (self.head + self.len) & (self.ring.len() - 1);
+        self.len += 1;
+        &mut self.ring[at]
+    }
+
+    /// Doubles the ring, the events in order from slot 0.
+    #[inline(never)]
+    fn grow(&mut self) {
+        let n = self.ring.len();
+        let mut ring = Vec::with_capacity(2 * n);
+        ring.extend_from_slice(&self.ring[self.head..]);
+        ring.extend_from_slice(&self.ring[..self.head]);
+        ring.resize(2 * n, blank());
+        self.ring = ring;
+        self.head = 0;
+    }
+
+    /// The oldest event, taken out of the queue (its slot is reused by a later push).
+    #[inline(always)]
+    fn pop(&mut self) -> Option<&ptl_event_t> {
+        if self.len == 0 {
+            return None;
+        }
+        let at = self.head;
+        self.head = (at + 1) & (self.ring.len() - 1);
+        self.len -= 1;
+        Some(&self.ring[at])
+    }
+
     /// Slots free outside the reserve.
+    #[inline(always)]
     fn room(&self) -> usize {
-        self.cap.saturating_sub(self.q.len())
+        self.cap.saturating_sub(self.len)
     }
 }
 
@@ -712,15 +768,7 @@ impl State {
     pub fn eq_alloc(&mut self, slot: usize, count: u64) -> Result<u32, i32> {
         let ni = self.ni_mut(slot)?;
         let cap = count.clamp(1, 1 << 24) as usize;
-        let (i, g) = ni
-            .eqs
-            .insert(Eq {
-                cap,
-                reserve: 0,
-                q: VecDeque::with_capacity(cap.min(4096)),
-                dropped: false,
-            })
-            .ok_or(PTL_NO_SPACE)?;
+        let (i, g) = ni.eqs.insert(Eq::new(cap)).ok_or(PTL_NO_SPACE)?;
         Ok(handle(hk::EQ, slot, i, g))
     }
 
@@ -742,7 +790,7 @@ impl State {
             return Err(PTL_ARG_INVALID);
         }
         let eq = self.ni_mut(s)?.eqs.get_mut(i, g).ok_or(PTL_ARG_INVALID)?;
-        Ok(eq.q.pop_front().map(|ev| {
+        Ok(eq.pop().copied().map(|ev| {
             let d = std::mem::take(&mut eq.dropped);
             (ev, d)
         }))
@@ -767,10 +815,10 @@ impl State {
         else {
             return PTL_ARG_INVALID;
         };
-        match eq.q.pop_front() {
+        match eq.pop() {
             Some(ev) => {
                 // SAFETY: the caller's promise.
-                unsafe { out.write(ev) };
+                unsafe { out.write(*ev) };
                 if std::mem::take(&mut eq.dropped) {
                     PTL_EQ_DROPPED
                 } else {
@@ -871,7 +919,7 @@ impl State {
         }
         let (_, _, i, g) = split(eq);
         if let Some(e) = ni.eqs.get_mut(i, g) {
-            e.push(ev);
+            *e.push_slot() = ev;
         }
     }
 
@@ -2338,5 +2386,73 @@ impl State {
             }
         }
         self.retire(h.op);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(q: &mut Eq, n: u64) {
+        *q.push_slot() = ptl_event_t {
+            type_: PTL_EVENT_PUT,
+            mlength: n,
+            ..blank()
+        };
+    }
+
+    fn take(q: &mut Eq) -> Option<u64> {
+        q.pop().map(|e| e.mlength)
+    }
+
+    #[test]
+    fn lwk_eq_ring_wraps_grows_and_drops_the_oldest() {
+        // Wrapping in the first ring (4 slots for a capacity of 3).
+        let mut q = Eq::new(3);
+        push(&mut q, 1);
+        push(&mut q, 2);
+        assert_eq!(take(&mut q), Some(1));
+        push(&mut q, 3);
+        push(&mut q, 4);
+        assert_eq!(q.room(), 0);
+        // Full: the oldest goes, and the queue says so.
+        push(&mut q, 5);
+        assert!(q.dropped);
+        assert_eq!(
+            (take(&mut q), take(&mut q), take(&mut q)),
+            (Some(3), Some(4), Some(5))
+        );
+        assert_eq!(take(&mut q), None);
+
+        // Growing past the first ring keeps the order, from a head in the middle.
+        let mut q = Eq::new(1000);
+        for n in 0..50 {
+            push(&mut q, n);
+        }
+        for n in 0..40 {
+            assert_eq!(take(&mut q), Some(n));
+        }
+        for n in 50..500 {
+            push(&mut q, n);
+        }
+        assert!(!q.dropped);
+        assert_eq!(q.room(), 1000 - 460);
+        for n in 40..500 {
+            assert_eq!(take(&mut q), Some(n));
+        }
+        assert_eq!(take(&mut q), None);
+
+        // The reserve holds events beyond the capacity (a flow-controlled entry's
+        // PTL_EVENT_PT_DISABLED); room counts the capacity alone.
+        let mut q = Eq::new(2);
+        q.reserve = 1;
+        for n in 0..3 {
+            push(&mut q, n);
+        }
+        assert!(!q.dropped);
+        assert_eq!(q.room(), 0);
+        push(&mut q, 3);
+        assert!(q.dropped);
+        assert_eq!(take(&mut q), Some(1));
     }
 }
