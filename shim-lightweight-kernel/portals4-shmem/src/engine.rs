@@ -1927,12 +1927,123 @@ impl State {
         }
     }
 
+    /// The common arrival at once: an unacknowledged put whose bytes are here, matching the
+    /// first entry of the priority list, which is not locally managed — a posted receive.
+    /// Returns false, having done nothing, for anything else ([`State::on_request`] then runs
+    /// the general path, which also reports every failure). Its effects are the general path's:
+    /// the bytes, the event, the count, the use-once unlink and its event.
+    #[inline(always)]
+    fn put_fast(&mut self, src: usize, h: &Hdr, data: &[u8]) -> bool {
+        if h.kind() != kind::PUT || h.flags() & flag::CMA != 0 || h.ack_req() != PTL_NO_ACK_REQ {
+            return false;
+        }
+        let Some(ni) = self.nis.get_mut(h.ni() as usize).and_then(|n| n.as_mut()) else {
+            return false;
+        };
+        let logical = ni.logical();
+        let pti = h.pt_index as usize;
+        let Some(pt) = ni.pts.get_mut(pti).and_then(|p| p.as_mut()) else {
+            return false;
+        };
+        let Some(&idx) = pt.priority.first() else {
+            return false;
+        };
+        if !pt.enabled {
+            return false;
+        }
+        let Some(e) = ni.entries.at(idx) else {
+            return false;
+        };
+        let init = if logical {
+            ptl_process_t::from_rank(ni.rev.get(src).copied().unwrap_or(PTL_RANK_ANY))
+        } else {
+            ptl_process_t::from_phys(0, src as u32)
+        };
+        let opts = e.options;
+        let avail = e.region.len().saturating_sub(h.offset);
+        if (e.is_me && opts & PTL_ME_MANAGE_LOCAL != 0)
+            || opts & PTL_ME_OP_PUT == 0
+            || (e.uid != PTL_UID_ANY && e.uid != h.uid)
+            || !Self::id_bits_match(e, &init, h.match_bits, logical)
+            || (e.is_me && opts & PTL_ME_NO_TRUNCATE != 0 && h.length > avail)
+        {
+            return false;
+        }
+        // Flow control: a full queue disables the entry (the general path does it).
+        let eq = if pt.eq == PTL_EQ_NONE {
+            None
+        } else {
+            let (_, _, i, g) = split(pt.eq);
+            ni.eqs.get_mut(i, g)
+        };
+        if pt.options & PTL_PT_FLOWCTRL != 0 && eq.as_ref().is_some_and(|q| q.room() == 0) {
+            return false;
+        }
+        let mlength = h.length.min(avail);
+        if mlength > 0 {
+            // SAFETY: the entry's memory is the user's promise; the range is inside it
+            // (mlength clipped to it); the message bytes are inside the slice.
+            unsafe { e.region.write_at(h.offset, data.as_ptr(), mlength) };
+        }
+        let (ct, user_ptr, start) = (e.ct, e.user_ptr, e.region.addr_at(h.offset));
+        let unlink = opts & PTL_ME_USE_ONCE != 0;
+        if let Some(q) = eq {
+            if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
+                *q.push_slot() = ptl_event_t {
+                    type_: PTL_EVENT_PUT,
+                    start: start.cast(),
+                    user_ptr: user_ptr as *mut c_void,
+                    hdr_data: h.hdr_data,
+                    match_bits: h.match_bits,
+                    rlength: h.length,
+                    mlength,
+                    remote_offset: h.offset,
+                    initiator: init,
+                    uid: h.uid,
+                    pt_index: h.pt_index,
+                    ptl_list: PTL_PRIORITY_LIST,
+                    ni_fail_type: PTL_NI_OK,
+                    atomic_operation: h.extra as u8,
+                    atomic_type: (h.extra >> 8) as u8,
+                };
+            }
+            if unlink && opts & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
+                *q.push_slot() = ptl_event_t {
+                    type_: PTL_EVENT_AUTO_UNLINK,
+                    user_ptr: user_ptr as *mut c_void,
+                    pt_index: h.pt_index,
+                    ptl_list: PTL_PRIORITY_LIST,
+                    ..blank()
+                };
+            }
+        }
+        if unlink {
+            // The first entry: usually the only one (no shifting then).
+            if pt.priority.len() == 1 {
+                pt.priority.clear();
+            } else {
+                pt.priority.remove(0);
+            }
+            ni.entries.free(idx);
+        }
+        if opts & PTL_ME_EVENT_CT_COMM != 0 {
+            let bytes = (opts & PTL_ME_EVENT_CT_BYTES != 0).then_some(mlength);
+            Self::count(ni, ct, true, bytes);
+        }
+        true
+    }
+
     /// A request whose data is all here (or reachable): the target side of the operation.
     ///
     /// This runs for every message a process receives, so it looks each object up once, borrows
     /// the entry's region instead of copying it (a get's reply is the exception), and builds an
     /// acknowledgment only when one is due.
     fn on_request(&mut self, src: usize, h: &Hdr, data: Src) {
+        if let Src::Bytes(b) = data {
+            if self.put_fast(src, h, b) {
+                return;
+            }
+        }
         let slot = h.ni() as usize;
         let kind_ = h.kind();
         let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
