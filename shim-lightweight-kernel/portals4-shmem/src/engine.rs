@@ -995,7 +995,8 @@ impl State {
         let logical = ni.logical();
         let (idx, gen) = ni.entries.insert(entry).ok_or(PTL_NO_SPACE)?;
         let h = handle(if is_me { hk::ME } else { hk::LE }, slot, idx, gen);
-        if list == PTL_PRIORITY_LIST {
+        let pt = ni.pts[pt_index as usize].as_ref().unwrap();
+        if list == PTL_PRIORITY_LIST && !pt.unexpected.is_empty() {
             // Search the unexpected list first: every match is an overflow event; a use-once
             // entry takes one and is never linked.
             let consumed = Self::sweep_unexpected(ni, pt_index, idx, logical, true);

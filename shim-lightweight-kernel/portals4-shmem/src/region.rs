@@ -23,6 +23,7 @@ unsafe impl Send for Region {}
 impl Region {
     /// # Safety
     /// With `iovec`, `start` must point to `length` valid `ptl_iovec_t`s.
+    #[inline]
     pub unsafe fn new(start: *mut u8, length: u64, iovec: bool) -> Region {
         if !iovec {
             return Region::Contig {
@@ -30,7 +31,16 @@ impl Region {
                 len: length,
             };
         }
-        let v = std::slice::from_raw_parts(start as *const ptl_iovec_t, length as usize);
+        Self::from_iovecs(start as *const ptl_iovec_t, length as usize)
+    }
+
+    /// A scatter/gather region from `n` iovecs (copied; empty ones left out).
+    ///
+    /// # Safety
+    /// `v` must point to `n` valid `ptl_iovec_t`s.
+    #[inline(never)]
+    unsafe fn from_iovecs(v: *const ptl_iovec_t, n: usize) -> Region {
+        let v = std::slice::from_raw_parts(v, n);
         let segs: Box<[(*mut u8, u64)]> = v
             .iter()
             .filter(|s| s.iov_len > 0)
