@@ -76,6 +76,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    #[inline(always)]
     pub fn insert(&mut self, v: T) -> Option<(u32, u16)> {
         if let Some(i) = self.free.pop() {
             let s = &mut self.slots[i as usize];
@@ -112,7 +113,7 @@ impl<T> Slab<T> {
         self.slots.get(idx as usize).map(|s| s.0).unwrap_or(0)
     }
     /// Drops the live object in slot `idx`, whatever its generation.
-    #[inline]
+    #[inline(always)]
     pub fn free(&mut self, idx: u32) {
         if let Some(s) = self.slots.get_mut(idx as usize) {
             if s.1.is_some() {
@@ -1906,7 +1907,7 @@ impl State {
                     }
                     let pid = self.peers[src].seg.as_ref().unwrap().owner_pid();
                     self.on_request(src, h, Src::Cma { pid, addr: h.addr });
-                } else {
+                } else if !self.put_fast(src, h, payload) {
                     self.on_request(src, h, Src::Bytes(payload));
                 }
             }
@@ -1932,8 +1933,9 @@ impl State {
     /// first entry of the priority list, which is not locally managed — a posted receive.
     /// Returns false, having done nothing, for anything else ([`State::on_request`] then runs
     /// the general path, which also reports every failure). Its effects are the general path's:
-    /// the bytes, the event, the count, the use-once unlink and its event.
-    #[inline(always)]
+    /// the bytes, the event, the count, the use-once unlink and its event. (A function of its
+    /// own: inside `on_request` it would pay that function's frame and spills.)
+    #[inline(never)]
     fn put_fast(&mut self, src: usize, h: &Hdr, data: &[u8]) -> bool {
         if h.kind() != kind::PUT || h.flags() & flag::CMA != 0 || h.ack_req() != PTL_NO_ACK_REQ {
             return false;
@@ -2040,11 +2042,6 @@ impl State {
     /// the entry's region instead of copying it (a get's reply is the exception), and builds an
     /// acknowledgment only when one is due.
     fn on_request(&mut self, src: usize, h: &Hdr, data: Src) {
-        if let Src::Bytes(b) = data {
-            if self.put_fast(src, h, b) {
-                return;
-            }
-        }
         let slot = h.ni() as usize;
         let kind_ = h.kind();
         let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
