@@ -985,14 +985,11 @@ impl State {
         if me.options & !mask != 0 || !Self::check_eq_ct(ni, slot, PTL_EQ_NONE, me.ct_handle) {
             return Err(PTL_ARG_INVALID);
         }
-        if ni
-            .pts
-            .get(pt_index as usize)
-            .and_then(|p| p.as_ref())
-            .is_none()
-        {
+        let Some(pt) = ni.pts.get(pt_index as usize).and_then(|p| p.as_ref()) else {
             return Err(PTL_ARG_INVALID);
-        }
+        };
+        // A priority entry searches the unexpected list first (when there is one).
+        let sweep = list == PTL_PRIORITY_LIST && !pt.unexpected.is_empty();
         // SAFETY: the user's entry description; an iovec array is copied now.
         let region =
             unsafe { Region::new(me.start as *mut u8, me.length, me.options & PTL_IOVEC != 0) };
@@ -1009,7 +1006,8 @@ impl State {
             user_ptr,
             pt: pt_index,
             list,
-            linked: false,
+            // Linked below, unless the sweep consumes it (it is removed then).
+            linked: true,
             unexp_refs: 0,
             free_due: false,
             is_me,
@@ -1017,16 +1015,12 @@ impl State {
         let logical = ni.logical();
         let (idx, gen) = ni.entries.insert(entry).ok_or(PTL_NO_SPACE)?;
         let h = handle(if is_me { hk::ME } else { hk::LE }, slot, idx, gen);
-        let pt = ni.pts[pt_index as usize].as_ref().unwrap();
-        if list == PTL_PRIORITY_LIST && !pt.unexpected.is_empty() {
-            // Search the unexpected list first: every match is an overflow event; a use-once
-            // entry takes one and is never linked.
-            let consumed = Self::sweep_unexpected(ni, pt_index, idx, logical, true);
-            if consumed {
-                let e = ni.entries.remove(idx, gen).unwrap();
-                Self::unlink_event(ni, pt_index, &e);
-                return Ok(h);
-            }
+        // Every match in the unexpected list is an overflow event; a use-once entry takes one
+        // and is never linked.
+        if sweep && Self::sweep_unexpected(ni, pt_index, idx, logical, true) {
+            let e = ni.entries.remove(idx, gen).unwrap();
+            Self::unlink_event(ni, pt_index, &e);
+            return Ok(h);
         }
         let pt = ni.pts[pt_index as usize].as_mut().unwrap();
         if list == PTL_PRIORITY_LIST {
@@ -1034,10 +1028,8 @@ impl State {
         } else {
             pt.overflow.push(idx);
         }
-        let eq = pt.eq;
-        let e = ni.entries.at_mut(idx).unwrap();
-        e.linked = true;
-        if e.options & PTL_ME_EVENT_LINK_DISABLE == 0 {
+        if me.options & PTL_ME_EVENT_LINK_DISABLE == 0 {
+            let eq = pt.eq;
             let ev = ptl_event_t {
                 type_: PTL_EVENT_LINK,
                 user_ptr: user_ptr as *mut c_void,
