@@ -309,8 +309,10 @@ pub struct Producer {
 
 impl Producer {
     /// Writes one record (header `h` with `kind`/`flags`, `payload` bytes filled by `fill`).
-    /// `false` when there is no room now.
+    /// `false` when there is no room now. (Inline: on a small put the call's frame is a
+    /// quarter of its cost.)
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn push(
         &mut self,
         seg: &Segment,
@@ -349,7 +351,10 @@ impl Producer {
             let mut hh = *h;
             hh.word = 0;
             ptr::write(p as *mut Hdr, hh);
-            fill(p.add(HDR));
+            // (A zero-byte record, the common control message, has nothing to fill.)
+            if payload > 0 {
+                fill(p.add(HDR));
+            }
         }
         word(ring, at as usize).store(h.with(kind, flags, payload), Ordering::Release);
         self.tail += need;
