@@ -139,12 +139,13 @@ for s in sizes:
 # all runs, so their ratio can mix a quiet run with a loaded one. Each run's three 0-byte figures
 # are taken back to back; their ratios compare like with like.
 print()
-print("| run | 0 B latency µs: raw | BTL (ob1) | offload (cm) | offload / raw | offload / BTL |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| run | 0 B latency µs: raw | BTL (ob1) | offload (cm) | offload / raw | offload − raw µs | offload / BTL |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, r in enumerate(runs):
     raw, b, o = r.get("raw"), r.get("btl"), r.get("offload")
     print(f"| {i} | {fmt(raw,'us')} | {fmt(b,'us')} | {fmt(o,'us')} | "
-          f"{f'{o / raw:.2f}' if o and raw else '–'} | {f'{o / b:.2f}' if o and b else '–'} |")
+          f"{f'{o / raw:.2f}' if o and raw else '–'} | {f'{o - raw:.3f}' if o and raw else '–'} | "
+          f"{f'{o / b:.2f}' if o and b else '–'} |")
 # Clean runs: every figure within 2x of its column's best (a rank that lost its core for a
 # while shows as several microseconds; such a run says nothing about the paths).
 full = [r for r in runs if all(k in r for k in ("raw", "btl", "offload"))]
@@ -153,6 +154,8 @@ clean = [r for r in full if all(r[k] <= 2 * best[k] for k in best)]
 if clean:
     qr = sorted(r["offload"] / r["raw"] for r in clean)
     qb = sorted(r["offload"] / r["btl"] for r in clean)
+    qd = sorted(r["offload"] - r["raw"] for r in clean)
     print(f"\n{len(clean)} of {len(runs)} runs clean (each figure within 2x of its column's best): "
-          f"offload / raw {qr[0]:.2f}-{qr[-1]:.2f}, offload / BTL {qb[0]:.2f}-{qb[-1]:.2f}")
+          f"offload / raw {qr[0]:.2f}-{qr[-1]:.2f} (median {qr[len(qr) // 2]:.2f}), "
+          f"offload − raw {qd[0]:.3f}-{qd[-1]:.3f} µs, offload / BTL {qb[0]:.2f}-{qb[-1]:.2f}")
 EOF

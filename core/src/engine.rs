@@ -919,7 +919,11 @@ impl Engine {
                 self.progress()
             } else {
                 match self.pml.cm_wait_round(&self.types) {
-                    pml::cm::WaitRound::Done(st) => return Ok(st),
+                    pml::cm::WaitRound::Done(st) => {
+                        // Something moved: the next wait starts spinning afresh, not yielding.
+                        self.idle = 0;
+                        return Ok(st);
+                    }
                     pml::cm::WaitRound::Moved(n) => n,
                 }
             };

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use stormpi_core::btl::Token;
 use stormpi_core::comm::CommId;
@@ -13,7 +14,8 @@ use stormpi_core::datatype::table::TypeTable;
 use stormpi_core::engine::{Engine, Init};
 use stormpi_core::error::{ErrorClass, Result};
 use stormpi_core::mtl::{
-    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink,
+    MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlPlaced, MtlSelector,
+    MtlSink,
 };
 use stormpi_core::params::Params;
 use stormpi_core::platform::{Level, Platform};
@@ -34,6 +36,23 @@ impl Platform for Plat {
 
 static PLAT: Plat = Plat;
 
+/// A platform that remembers the longest idle run a wait reported (one test uses it alone).
+struct CountingPlat(AtomicU32);
+
+impl Platform for CountingPlat {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn relax(&self, idle: u32) {
+        self.0.fetch_max(idle, Ordering::Relaxed);
+    }
+    fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        eprintln!("{}: {args}", level.name());
+    }
+}
+
+static COUNTING: CountingPlat = CountingPlat(AtomicU32::new(0));
+
 /// A message in flight or waiting.
 struct Msg {
     bits: u64,
@@ -52,6 +71,11 @@ struct LoopMtl {
     /// Finished receives: token, the bytes for the convertor (cut to its capacity), match.
     done_recv: VecDeque<(Token, Vec<u8>, MtlMatch)>,
     done_send: VecDeque<Token>,
+    /// Polls that find nothing before a finished receive is reported, as when a peer's message
+    /// is still on its way (0: at once).
+    delay: u32,
+    /// Polls left before the next report.
+    wait: u32,
 }
 
 const ATTRS: MtlAttrs = MtlAttrs {
@@ -187,6 +211,9 @@ impl Mtl for LoopMtl {
     }
 
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
+        if self.late() {
+            return 0;
+        }
         let mut n = 0;
         while let Some(t) = self.done_send.pop_front() {
             sink.send_done(t, Ok(()));
@@ -198,6 +225,44 @@ impl Mtl for LoopMtl {
         }
         n
     }
+
+    /// Hands a finished empty receive `token` back in place, as the Portals MTL does for a
+    /// blocking receive whose bytes are already in its buffer.
+    fn progress_waiting(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        token: Token,
+        placed: &mut Option<MtlPlaced>,
+    ) -> usize {
+        if self.late() {
+            return 0;
+        }
+        match self.done_recv.front() {
+            Some((t, data, m)) if *t == token && data.is_empty() => {
+                *placed = Some(MtlPlaced { got: 0, m: *m });
+                self.done_recv.pop_front();
+                1
+            }
+            _ => self.progress(types, sink),
+        }
+    }
+}
+
+impl LoopMtl {
+    /// Whether this poll finds nothing because the next report is not due yet.
+    fn late(&mut self) -> bool {
+        if self.done_recv.is_empty() {
+            self.wait = self.delay;
+            return false;
+        }
+        if self.wait > 0 {
+            self.wait -= 1;
+            return true;
+        }
+        self.wait = self.delay;
+        false
+    }
 }
 
 fn no_abort(code: i32, msg: &str) -> ! {
@@ -205,6 +270,16 @@ fn no_abort(code: i32, msg: &str) -> ! {
 }
 
 fn engine(pml: &str, with_mtl: bool) -> Result<Engine> {
+    engine_on(pml, with_mtl, &PLAT, 0)
+}
+
+/// [`engine`] on `platform`, its MTL reporting each finished receive `delay` polls late.
+fn engine_on(
+    pml: &str,
+    with_mtl: bool,
+    platform: &'static dyn Platform,
+    delay: u32,
+) -> Result<Engine> {
     let mut params = Params::new(&[]);
     Engine::register_params(&mut params)?;
     params.set("pml", pml)?;
@@ -213,7 +288,10 @@ fn engine(pml: &str, with_mtl: bool) -> Result<Engine> {
     );
     let rte: &'static mut dyn Rte = Box::leak(Box::new(Singleton::<8>::new(no_abort)));
     let mtl: Option<&'static mut dyn Mtl> = if with_mtl {
-        Some(Box::leak(Box::new(LoopMtl::default())))
+        Some(Box::leak(Box::new(LoopMtl {
+            delay,
+            ..LoopMtl::default()
+        })))
     } else {
         None
     };
@@ -221,7 +299,7 @@ fn engine(pml: &str, with_mtl: bool) -> Result<Engine> {
         Init {
             memory,
             params,
-            platform: &PLAT,
+            platform,
             rte,
             btls: heapless::Vec::new(),
         },
@@ -437,4 +515,26 @@ fn cm_is_chosen_by_the_pml_parameter() {
     // Empty: the platform's choice (cm when it brings an MTL, ob1 otherwise).
     assert!(engine("", false).is_ok());
     assert!(engine("", true).is_ok());
+}
+
+#[test]
+fn cm_blocking_receives_each_spin_afresh_before_yielding() {
+    // Each receive waits five idle polls for its message. The idle count, which decides when a
+    // wait starts yielding the core, must start again at every receive — also when the MTL
+    // hands the receive straight back — not pile up over a stream of receives.
+    const LATE: u32 = 5;
+    let mut e = engine_on("cm", true, &COUNTING, LATE).unwrap();
+    for i in 0..50 {
+        let s = send(&mut e, b"", 4, SendMode::Standard);
+        e.wait(s).unwrap();
+        let st = e
+            .recv(Unpacker::from_slice(leak(0)), 0, 4, CommId::WORLD)
+            .unwrap();
+        assert_eq!((st.tag, st.bytes), (4, 0), "receive {i}");
+    }
+    let longest = COUNTING.0.load(Ordering::Relaxed);
+    assert!(
+        (LATE..=LATE + 1).contains(&longest),
+        "longest idle run {longest}, each wait had {LATE}"
+    );
 }
