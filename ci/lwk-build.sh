@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 host=$(rustc -vV | sed -n 's/^host: //p')
 if [ "${1:-}" = "--defmt" ]; then
     # A target directory of its own: the feature would otherwise rebuild the plain library.
-    DEFMT_LOG=debug CARGO_TARGET_DIR=target/lwk-defmt cargo build --release -p stormpi-lwk --features defmt
+    DEFMT_LOG=debug CARGO_TARGET_DIR=target/lwk-defmt cargo build --release -p stormpi-lwk --lib --features defmt
     dest=target/lwk/defmt
     mkdir -p "$dest/lib" "$dest/include"
     cp target/lwk-defmt/release/libstormpi_lwk.a "$dest/lib/libmpi.a"
@@ -41,10 +41,10 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
 for t in "${targets[@]}"; do
     if [ "$t" = "$host" ]; then
-        cargo build --release -p stormpi-lwk
+        cargo build --release -p stormpi-lwk --lib
         lib=target/release/libstormpi_lwk.a
     else
-        cargo build --release -p stormpi-lwk --target "$t"
+        cargo build --release -p stormpi-lwk --lib --target "$t"
         lib=target/$t/release/libstormpi_lwk.a
     fi
     dest=target/lwk/$t
