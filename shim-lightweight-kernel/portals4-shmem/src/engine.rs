@@ -33,6 +33,8 @@ pub const MAX_PT_INDEX: u32 = 255;
 /// Largest atomic operation (bytes).
 pub const MAX_ATOMIC: u64 = 4096;
 const MAX_OBJECTS: usize = 0xfff0;
+/// A slot index no slab reaches ([`Slab::at_mut`] finds nothing there).
+const NO_SLOT: u32 = u32::MAX;
 
 /// Handle kinds (top three bits of a handle).
 pub mod hk {
@@ -61,16 +63,28 @@ pub fn split(h: u32) -> (u32, usize, u32, u16) {
 }
 
 /// Objects with generation-checked keys.
+///
+/// Free slots form a list threaded through the slots themselves, so freeing one is two stores
+/// (no vector to grow on the path that unlinks a matched receive).
 pub struct Slab<T> {
-    slots: Vec<(u16, Option<T>)>,
-    free: Vec<u32>,
+    slots: Vec<Slot<T>>,
+    /// The most recently freed slot ([`NO_SLOT`] when none is free).
+    free_head: u32,
+}
+
+/// One slot of a [`Slab`].
+struct Slot<T> {
+    gen: u16,
+    /// The next free slot, while this one is free.
+    next: u32,
+    val: Option<T>,
 }
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
         Slab {
             slots: Vec::new(),
-            free: Vec::new(),
+            free_head: NO_SLOT,
         }
     }
 }
@@ -78,60 +92,85 @@ impl<T> Default for Slab<T> {
 impl<T> Slab<T> {
     #[inline(always)]
     pub fn insert(&mut self, v: T) -> Option<(u32, u16)> {
-        if let Some(i) = self.free.pop() {
-            let s = &mut self.slots[i as usize];
-            s.0 = (s.0 + 1) & 0x7ff;
-            // A free-list slot is empty (`free` and `remove` empty it): filled without the
-            // drop glue of its old value, a call on this path.
-            let old = s.1.replace(v);
+        if let Some(s) = self.slots.get_mut(self.free_head as usize) {
+            let i = self.free_head;
+            self.free_head = s.next;
+            s.gen = (s.gen + 1) & 0x7ff;
+            // A free slot is empty (`free` and `remove` empty it): filled without the drop
+            // glue of its old value, a call on this path.
+            let old = s.val.replace(v);
             debug_assert!(old.is_none());
             std::mem::forget(old);
-            return Some((i, s.0));
+            return Some((i, s.gen));
         }
         if self.slots.len() >= MAX_OBJECTS {
             return None;
         }
-        self.slots.push((0, Some(v)));
+        self.slots.push(Slot {
+            gen: 0,
+            next: NO_SLOT,
+            val: Some(v),
+        });
         Some(((self.slots.len() - 1) as u32, 0))
     }
     pub fn get(&self, idx: u32, gen: u16) -> Option<&T> {
         match self.slots.get(idx as usize) {
-            Some((g, Some(v))) if *g == gen => Some(v),
+            Some(Slot {
+                gen: g,
+                val: Some(v),
+                ..
+            }) if *g == gen => Some(v),
             _ => None,
         }
     }
     pub fn get_mut(&mut self, idx: u32, gen: u16) -> Option<&mut T> {
         match self.slots.get_mut(idx as usize) {
-            Some((g, Some(v))) if *g == gen => Some(v),
+            Some(Slot {
+                gen: g,
+                val: Some(v),
+                ..
+            }) if *g == gen => Some(v),
             _ => None,
         }
     }
     /// The live object in slot `idx`, whatever its generation.
+    #[inline(always)]
     pub fn at(&self, idx: u32) -> Option<&T> {
-        self.slots.get(idx as usize).and_then(|s| s.1.as_ref())
+        self.slots.get(idx as usize).and_then(|s| s.val.as_ref())
     }
+    #[inline(always)]
     pub fn at_mut(&mut self, idx: u32) -> Option<&mut T> {
-        self.slots.get_mut(idx as usize).and_then(|s| s.1.as_mut())
+        self.slots
+            .get_mut(idx as usize)
+            .and_then(|s| s.val.as_mut())
     }
     pub fn gen_of(&self, idx: u32) -> u16 {
-        self.slots.get(idx as usize).map(|s| s.0).unwrap_or(0)
+        self.slots.get(idx as usize).map(|s| s.gen).unwrap_or(0)
+    }
+    /// Puts emptied slot `idx` on the free list.
+    #[inline(always)]
+    fn push_free(&mut self, idx: u32) {
+        self.slots[idx as usize].next = self.free_head;
+        self.free_head = idx;
     }
     /// Drops the live object in slot `idx`, whatever its generation.
     #[inline(always)]
     pub fn free(&mut self, idx: u32) {
         if let Some(s) = self.slots.get_mut(idx as usize) {
-            if s.1.is_some() {
+            if s.val.is_some() {
                 // Dropped where it is, not moved out first.
-                s.1 = None;
-                self.free.push(idx);
+                s.val = None;
+                s.next = self.free_head;
+                self.free_head = idx;
             }
         }
     }
     pub fn remove(&mut self, idx: u32, gen: u16) -> Option<T> {
         match self.slots.get_mut(idx as usize) {
-            Some((g, v)) if *g == gen && v.is_some() => {
-                self.free.push(idx);
-                v.take()
+            Some(s) if s.gen == gen && s.val.is_some() => {
+                let v = s.val.take();
+                self.push_free(idx);
+                v
             }
             _ => None,
         }
@@ -146,12 +185,13 @@ impl Slab<Entry> {
         let Some(s) = self.slots.get_mut(idx as usize) else {
             return;
         };
-        match &s.1 {
-            Some(e) if e.region.contig().is_some() => std::mem::forget(s.1.take()),
-            Some(_) => s.1 = None,
+        match &s.val {
+            Some(e) if e.region.contig().is_some() => std::mem::forget(s.val.take()),
+            Some(_) => s.val = None,
             None => return,
         }
-        self.free.push(idx);
+        s.next = self.free_head;
+        self.free_head = idx;
     }
 }
 
@@ -285,13 +325,85 @@ struct Unexp {
     dt: u8,
 }
 
+/// A priority or overflow list: the slots of its entries, in order.
+///
+/// The front entry — the one an arrival usually matches — is unlinked in O(1): the list starts
+/// at `head` of the vector, whose earlier slots are gone (reclaimed when the list empties, or
+/// when they are half the vector).
+#[derive(Default)]
+struct List {
+    v: Vec<u32>,
+    head: usize,
+}
+
+impl List {
+    fn is_empty(&self) -> bool {
+        self.v.len() == self.head
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, idx: u32) {
+        self.v.push(idx);
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&u32> {
+        self.v.get(self.head)
+    }
+
+    /// The entries, front first.
+    fn as_slice(&self) -> &[u32] {
+        &self.v[self.head..]
+    }
+
+    /// Unlinks the front entry (the list is not empty).
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        self.head += 1;
+        if self.head >= self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= Self::COMPACT_AT && 2 * self.head >= self.v.len() {
+            self.compact();
+        }
+    }
+
+    /// Gone slots at the front worth moving the rest for.
+    const COMPACT_AT: usize = 64;
+
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.v.drain(..self.head);
+        self.head = 0;
+    }
+
+    /// Unlinks the entry `pos` places from the front.
+    fn remove(&mut self, pos: usize) {
+        if pos == 0 {
+            self.pop_front();
+        } else {
+            self.v.remove(self.head + pos);
+        }
+    }
+
+    /// Keeps the entries `f` approves, in order.
+    fn retain(&mut self, f: impl FnMut(&u32) -> bool) {
+        self.compact();
+        self.v.retain(f);
+    }
+}
+
 /// A portal table entry.
 pub struct Pt {
     options: u32,
     eq: u32,
+    /// The slot of `eq` in the interface's queues, looked up once at `PtlPTAlloc` for the
+    /// arrival path ([`NO_SLOT`] for none). Always names the live queue: `PtlEQFree` clears it
+    /// in every entry that names the queue.
+    eq_slot: u32,
     enabled: bool,
-    priority: Vec<u32>,
-    overflow: Vec<u32>,
+    priority: List,
+    overflow: List,
     unexpected: VecDeque<Unexp>,
 }
 
@@ -730,9 +842,10 @@ impl State {
         ni.pts[idx as usize] = Some(Pt {
             options,
             eq,
+            eq_slot: eq_key.map_or(NO_SLOT, |(i, _)| i),
             enabled: true,
-            priority: Vec::new(),
-            overflow: Vec::new(),
+            priority: List::default(),
+            overflow: List::default(),
             unexpected: VecDeque::new(),
         });
         Ok(idx)
@@ -798,7 +911,15 @@ impl State {
         let (k, s, i, g) = split(h);
         match self.ni_mut(s) {
             Ok(ni) if k == hk::EQ => match ni.eqs.remove(i, g) {
-                Some(_) => PTL_OK,
+                Some(_) => {
+                    // The slot may hold another queue later: no portal table entry keeps it.
+                    for pt in ni.pts.iter_mut().flatten() {
+                        if pt.eq_slot == i {
+                            pt.eq_slot = NO_SLOT;
+                        }
+                    }
+                    PTL_OK
+                }
                 None => PTL_ARG_INVALID,
             },
             _ => PTL_ARG_INVALID,
@@ -1024,9 +1145,9 @@ impl State {
         }
         let pt = ni.pts[pt_index as usize].as_mut().unwrap();
         if list == PTL_PRIORITY_LIST {
-            pt.priority.push(idx);
+            pt.priority.push_back(idx);
         } else {
-            pt.overflow.push(idx);
+            pt.overflow.push_back(idx);
         }
         if me.options & PTL_ME_EVENT_LINK_DISABLE == 0 {
             let eq = pt.eq;
@@ -1962,7 +2083,7 @@ impl State {
         let Some(pt) = ni.pts.get_mut(pti).and_then(|p| p.as_mut()) else {
             return false;
         };
-        let Some(&idx) = pt.priority.first() else {
+        let Some(&idx) = pt.priority.front() else {
             return false;
         };
         if !pt.enabled {
@@ -1987,13 +2108,8 @@ impl State {
             return false;
         }
         // Flow control: a full queue disables the entry (the general path does it).
-        let eq = if pt.eq == PTL_EQ_NONE {
-            None
-        } else {
-            let (_, _, i, g) = split(pt.eq);
-            ni.eqs.get_mut(i, g)
-        };
-        if pt.options & PTL_PT_FLOWCTRL != 0 && eq.as_ref().is_some_and(|q| q.room() == 0) {
+        let eq_slot = pt.eq_slot;
+        if pt.options & PTL_PT_FLOWCTRL != 0 && ni.eqs.at(eq_slot).is_some_and(|q| q.room() == 0) {
             return false;
         }
         let mlength = h.length.min(avail);
@@ -2004,7 +2120,12 @@ impl State {
         }
         let (ct, user_ptr, start) = (e.ct, e.user_ptr, e.region.addr_at(h.offset));
         let unlink = opts & PTL_ME_USE_ONCE != 0;
-        if let Some(q) = eq {
+        // Unlinked before the events are written: fewer values live across the writes.
+        if unlink {
+            pt.priority.pop_front();
+            ni.entries.free_entry(idx);
+        }
+        if let Some(q) = ni.eqs.at_mut(eq_slot) {
             if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
                 *q.push_slot() = ptl_event_t {
                     type_: PTL_EVENT_PUT,
@@ -2033,15 +2154,6 @@ impl State {
                     ..blank()
                 };
             }
-        }
-        if unlink {
-            // The first entry: usually the only one (no shifting then).
-            if pt.priority.len() == 1 {
-                pt.priority.clear();
-            } else {
-                pt.priority.remove(0);
-            }
-            ni.entries.free_entry(idx);
         }
         if opts & PTL_ME_EVENT_CT_COMM != 0 {
             let bytes = (opts & PTL_ME_EVENT_CT_BYTES != 0).then_some(mlength);
@@ -2109,13 +2221,14 @@ impl State {
                 }
                 true
             };
-            match pt.priority.iter().position(|&i| fits(i)) {
-                Some(pos) => Some((PTL_PRIORITY_LIST, pos, pt.priority[pos])),
+            match pt.priority.as_slice().iter().position(|&i| fits(i)) {
+                Some(pos) => Some((PTL_PRIORITY_LIST, pos, pt.priority.as_slice()[pos])),
                 None if is_put => pt
                     .overflow
+                    .as_slice()
                     .iter()
                     .position(|&i| fits(i))
-                    .map(|pos| (PTL_OVERFLOW_LIST, pos, pt.overflow[pos])),
+                    .map(|pos| (PTL_OVERFLOW_LIST, pos, pt.overflow.as_slice()[pos])),
                 None => None,
             }
         };
@@ -2283,12 +2396,7 @@ impl State {
                 } else {
                     &mut pt.overflow
                 };
-                // Usually the last entry (a receive just posted): no shifting then.
-                if pos + 1 == l.len() {
-                    l.pop();
-                } else {
-                    l.remove(pos);
-                }
+                l.remove(pos);
                 if refs > 0 {
                     let e = ni.entries.at_mut(idx).unwrap();
                     e.linked = false;
@@ -2577,5 +2685,168 @@ mod tests {
         push(&mut q, 3);
         assert!(q.dropped);
         assert_eq!(take(&mut q), Some(1));
+    }
+
+    #[test]
+    fn lwk_slab_reuses_freed_slots_with_a_new_generation() {
+        let mut s: Slab<u32> = Slab::default();
+        let (a, ga) = s.insert(10).unwrap();
+        let (b, _) = s.insert(11).unwrap();
+        let (c, _) = s.insert(12).unwrap();
+        s.free(a);
+        assert_eq!(s.remove(c, 0), Some(12));
+        // Freeing an empty slot again changes nothing.
+        s.free(a);
+        assert_eq!(s.get(a, ga), None);
+        // Last freed, first reused; each reuse is a new generation.
+        assert_eq!(s.insert(20), Some((c, 1)));
+        assert_eq!(s.insert(21), Some((a, 1)));
+        assert_eq!(s.insert(22), Some((3, 0)));
+        assert_eq!(
+            (s.get(a, 1), s.at(b), s.at(c)),
+            (Some(&21), Some(&11), Some(&20))
+        );
+    }
+
+    #[test]
+    fn lwk_list_unlinks_at_the_front_and_anywhere_in_order() {
+        let mut l = List::default();
+        assert!(l.is_empty());
+        l.pop_front();
+        assert!(l.is_empty());
+        for i in 0..200 {
+            l.push_back(i);
+        }
+        for i in 0..150 {
+            assert_eq!(l.front(), Some(&i));
+            l.pop_front();
+        }
+        // The gone front slots are reclaimed once they are half the vector.
+        assert!(l.v.len() < 200 && l.head < List::COMPACT_AT);
+        assert_eq!(l.as_slice(), (150..200).collect::<Vec<_>>().as_slice());
+        l.remove(1);
+        l.remove(0);
+        l.retain(|&x| x % 2 == 0);
+        assert_eq!(l.front(), Some(&152));
+        assert_eq!(l.as_slice().len(), 24);
+        l.push_back(7);
+        assert_eq!(l.as_slice().last(), Some(&7));
+        while !l.is_empty() {
+            l.pop_front();
+        }
+        assert_eq!((l.v.len(), l.head), (0, 0));
+    }
+
+    /// A job of one, with a matching logical interface, a portal table entry on an event queue
+    /// and a descriptor over `buf`.
+    fn loopback(id: &str, buf: &mut [u8; 8]) -> (State, usize, u32, u32) {
+        let mut st = State::new(Job {
+            rank: 0,
+            size: 1,
+            id: format!("{id}-{}", std::process::id()),
+        });
+        let (slot, _) = st
+            .ni_init(PTL_NI_MATCHING | PTL_NI_LOGICAL, PTL_PID_ANY, None)
+            .unwrap();
+        let eq = st.eq_alloc(slot, 16).unwrap();
+        assert_eq!(st.pt_alloc(slot, PTL_PT_FLOWCTRL, eq, 0), Ok(0));
+        let md = ptl_md_t {
+            start: buf.as_mut_ptr().cast(),
+            length: 8,
+            options: 0,
+            eq_handle: PTL_EQ_NONE,
+            ct_handle: PTL_CT_NONE,
+        };
+        let md = st.md_bind(slot, &md).unwrap();
+        (st, slot, eq, md)
+    }
+
+    fn receive(st: &mut State, slot: usize, buf: &mut [u8; 8]) -> u32 {
+        let me = ptl_me_t {
+            start: buf.as_mut_ptr().cast(),
+            length: 8,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_USE_ONCE | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 5,
+            ignore_bits: 0,
+            min_free: 0,
+        };
+        st.append(slot, 0, &me, PTL_PRIORITY_LIST, 77, true)
+            .unwrap()
+    }
+
+    fn put(st: &mut State, md: u32) {
+        let p = Put {
+            md_h: md,
+            local_offset: 0,
+            length: 8,
+            target: ptl_process_t::from_rank(0),
+            pt_index: 0,
+            match_bits: 5,
+            remote_offset: 0,
+            user_ptr: 0,
+            hdr_data: 9,
+        };
+        // The first put attaches to the peer's segment (the general path).
+        if !st.put_now(&p) {
+            let r = st.initiate(
+                kind::PUT,
+                md,
+                0,
+                PTL_INVALID_HANDLE,
+                0,
+                8,
+                PTL_NO_ACK_REQ,
+                p.target,
+                0,
+                5,
+                0,
+                0,
+                9,
+                (0, 0),
+                None,
+            );
+            assert_eq!(r, PTL_OK);
+        }
+        st.progress();
+    }
+
+    #[test]
+    fn lwk_fast_put_posts_to_the_cached_queue_and_notices_it_freed() {
+        let (mut src, mut dst) = ([1u8; 8], [0u8; 8]);
+        let (mut st, slot, eq, md) = loopback("cached-eq", &mut src);
+        let me = receive(&mut st, slot, &mut dst);
+        put(&mut st, md);
+        let (ev, dropped) = st.eq_take(eq).unwrap().unwrap();
+        assert!(!dropped);
+        assert_eq!(
+            (ev.type_, ev.user_ptr as usize, ev.mlength, ev.hdr_data),
+            (PTL_EVENT_PUT, 77, 8, 9)
+        );
+        assert_eq!(ev.ptl_list, PTL_PRIORITY_LIST);
+        // The use-once entry is gone (and its unlink event follows the put's).
+        assert_eq!(st.unlink(me), PTL_ARG_INVALID);
+        assert_eq!(
+            st.eq_take(eq).unwrap().unwrap().0.type_,
+            PTL_EVENT_AUTO_UNLINK
+        );
+        assert_eq!(dst, [1; 8]);
+
+        // The queue freed, a new one takes its slot: the entry's arrivals post to neither.
+        assert_eq!(st.eq_free(eq), PTL_OK);
+        let eq2 = st.eq_alloc(slot, 16).unwrap();
+        assert_eq!(split(eq2).2, split(eq).2);
+        let ni = st.ni(slot).unwrap();
+        assert_eq!(ni.pts[0].as_ref().unwrap().eq_slot, NO_SLOT);
+        dst = [0; 8];
+        let me = receive(&mut st, slot, &mut dst);
+        put(&mut st, md);
+        assert_eq!(dst, [1; 8]);
+        assert_eq!(st.unlink(me), PTL_ARG_INVALID);
+        assert!(matches!(st.eq_take(eq2), Ok(None)));
+        assert!(matches!(st.eq_take(eq), Err(PTL_ARG_INVALID)));
+        st.shutdown();
     }
 }
