@@ -70,11 +70,17 @@ pub struct Slab<T> {
     slots: Vec<Slot<T>>,
     /// The most recently freed slot ([`NO_SLOT`] when none is free).
     free_head: u32,
+    /// The kind and interface bits of this slab's handles (0: none, [`Slab::by_handle_mut`]
+    /// not used).
+    tag: u16,
 }
 
 /// One slot of a [`Slab`].
 struct Slot<T> {
     gen: u16,
+    /// In a tagged slab, while the slot is live: its handles' top 16 bits (kind, interface,
+    /// generation), so one comparison checks a handle; 0 when free (no handle has kind 0).
+    key: u16,
     /// The next free slot, while this one is free.
     next: u32,
     val: Option<T>,
@@ -85,17 +91,36 @@ impl<T> Default for Slab<T> {
         Slab {
             slots: Vec::new(),
             free_head: NO_SLOT,
+            tag: 0,
         }
     }
 }
 
 impl<T> Slab<T> {
+    /// A slab of handles of kind `kind` on interface `ni` ([`Slab::by_handle_mut`] works).
+    pub fn tagged(kind: u32, ni: usize) -> Self {
+        Slab {
+            tag: (handle(kind, ni, 0, 0) >> 16) as u16,
+            ..Slab::default()
+        }
+    }
+    /// The live object handle `h` names, checked with one comparison: the kind, the interface
+    /// and the generation are the slot's key (a tagged slab's).
+    #[inline(always)]
+    pub fn by_handle_mut(&mut self, h: u32) -> Option<&mut T> {
+        debug_assert!(self.tag != 0);
+        match self.slots.get_mut((h & 0xffff) as usize) {
+            Some(s) if s.key == (h >> 16) as u16 => s.val.as_mut(),
+            _ => None,
+        }
+    }
     #[inline(always)]
     pub fn insert(&mut self, v: T) -> Option<(u32, u16)> {
         if let Some(s) = self.slots.get_mut(self.free_head as usize) {
             let i = self.free_head;
             self.free_head = s.next;
             s.gen = (s.gen + 1) & 0x7ff;
+            s.key = self.tag | s.gen;
             // A free slot is empty (`free` and `remove` empty it): filled without the drop
             // glue of its old value, a call on this path.
             let old = s.val.replace(v);
@@ -108,6 +133,7 @@ impl<T> Slab<T> {
         }
         self.slots.push(Slot {
             gen: 0,
+            key: self.tag,
             next: NO_SLOT,
             val: Some(v),
         });
@@ -150,6 +176,7 @@ impl<T> Slab<T> {
     /// Puts emptied slot `idx` on the free list.
     #[inline(always)]
     fn push_free(&mut self, idx: u32) {
+        self.slots[idx as usize].key = 0;
         self.slots[idx as usize].next = self.free_head;
         self.free_head = idx;
     }
@@ -160,6 +187,7 @@ impl<T> Slab<T> {
             if s.val.is_some() {
                 // Dropped where it is, not moved out first.
                 s.val = None;
+                s.key = 0;
                 s.next = self.free_head;
                 self.free_head = idx;
             }
@@ -179,7 +207,8 @@ impl<T> Slab<T> {
 
 impl Slab<Entry> {
     /// [`Slab::free`] for a list entry: one with a contiguous region owns nothing, so its slot
-    /// is emptied without the drop glue's call (this is every use-once receive's unlink).
+    /// is emptied without the drop glue's call (this is every use-once receive's unlink). The
+    /// entries' slab is not tagged (MEs and LEs share it): its keys are not kept.
     #[inline(always)]
     fn free_entry(&mut self, idx: u32) {
         let Some(s) = self.slots.get_mut(idx as usize) else {
@@ -187,12 +216,20 @@ impl Slab<Entry> {
         };
         match &s.val {
             Some(e) if e.region.contig().is_some() => std::mem::forget(s.val.take()),
-            Some(_) => s.val = None,
+            Some(_) => drop_cold(s.val.take()),
             None => return,
         }
         s.next = self.free_head;
         self.free_head = idx;
     }
+}
+
+/// Drops `v` out of line: a cold call does not make its caller keep values out of registers on
+/// the path that does not call.
+#[cold]
+#[inline(never)]
+fn drop_cold<T>(v: T) {
+    drop(v);
 }
 
 /// An event queue: a ring of full events.
@@ -245,6 +282,7 @@ impl Eq {
     }
 
     /// Doubles the ring, the events in order from slot 0.
+    #[cold]
     #[inline(never)]
     fn grow(&mut self) {
         let n = self.ring.len();
@@ -683,7 +721,7 @@ impl State {
             refs: 1,
             limits,
             pts: (0..=limits.max_pt_index).map(|_| None).collect(),
-            eqs: Slab::default(),
+            eqs: Slab::tagged(hk::EQ, slot),
             cts: Slab::default(),
             mds: Slab::default(),
             entries: Slab::default(),
@@ -928,11 +966,12 @@ impl State {
 
     /// Takes the next event of `h`: `Ok(None)` when empty; `Ok(Some((ev, dropped)))`.
     pub fn eq_take(&mut self, h: u32) -> Result<Option<(ptl_event_t, bool)>, i32> {
-        let (k, s, i, g) = split(h);
-        if k != hk::EQ {
-            return Err(PTL_ARG_INVALID);
-        }
-        let eq = self.ni_mut(s)?.eqs.get_mut(i, g).ok_or(PTL_ARG_INVALID)?;
+        let eq = self.nis[(h >> 27 & 3) as usize]
+            .as_mut()
+            .ok_or(PTL_ARG_INVALID)?
+            .eqs
+            .by_handle_mut(h)
+            .ok_or(PTL_ARG_INVALID)?;
         Ok(eq.pop().copied().map(|ev| {
             let d = std::mem::take(&mut eq.dropped);
             (ev, d)
@@ -946,15 +985,10 @@ impl State {
     /// `out` must be valid for a write.
     #[inline]
     pub unsafe fn eq_take_into(&mut self, h: u32, out: *mut ptl_event_t) -> i32 {
-        let (k, s, i, g) = split(h);
-        if k != hk::EQ {
-            return PTL_ARG_INVALID;
-        }
-        let Some(eq) = self
-            .nis
-            .get_mut(s)
-            .and_then(|n| n.as_mut())
-            .and_then(|n| n.eqs.get_mut(i, g))
+        // The queue's slab checks the kind, interface and generation at once.
+        let Some(eq) = self.nis[(h >> 27 & 3) as usize]
+            .as_mut()
+            .and_then(|n| n.eqs.by_handle_mut(h))
         else {
             return PTL_ARG_INVALID;
         };
@@ -1959,16 +1993,48 @@ impl State {
     /// ([`Consumer::ready`]), and the work is out of line.
     #[inline]
     pub fn progress(&mut self) {
+        if self.progress_due() {
+            self.progress_work();
+        }
+    }
+
+    /// Whether [`State::progress`] has work: a record in an inbound ring, a record waiting for
+    /// ring space, or a send event due.
+    #[inline(always)]
+    fn progress_due(&mut self) -> bool {
         let Some(own) = self.own.as_ref() else {
-            return;
+            return false;
         };
         let mut busy = !self.sent_done.is_empty();
         for (src, p) in self.peers.iter_mut().enumerate() {
             busy |= p.cons.ready(own, src) || !p.txq.is_empty();
         }
-        if busy {
-            self.progress_work();
+        busy
+    }
+
+    /// `PtlEQGet` under the lock: progress, then [`State::eq_take_into`]. The progress work is
+    /// a call of its own with the take after it, so the round that finds nothing (a waiting
+    /// poller's) keeps its few values in scratch registers and saves none.
+    ///
+    /// # Safety
+    /// `out` must be valid for a write.
+    #[inline(always)]
+    pub unsafe fn eq_get(&mut self, h: u32, out: *mut ptl_event_t) -> i32 {
+        if self.progress_due() {
+            // SAFETY: the caller's promise.
+            return unsafe { self.progress_then_take(h, out) };
         }
+        // SAFETY: the caller's promise.
+        unsafe { self.eq_take_into(h, out) }
+    }
+
+    /// # Safety
+    /// `out` must be valid for a write.
+    #[inline(never)]
+    unsafe fn progress_then_take(&mut self, h: u32, out: *mut ptl_event_t) -> i32 {
+        self.progress_work();
+        // SAFETY: the caller's promise.
+        unsafe { self.eq_take_into(h, out) }
     }
 
     #[inline(never)]
@@ -2706,6 +2772,25 @@ mod tests {
             (s.get(a, 1), s.at(b), s.at(c)),
             (Some(&21), Some(&11), Some(&20))
         );
+    }
+
+    #[test]
+    fn lwk_tagged_slab_checks_kind_interface_and_generation_at_once() {
+        let mut s: Slab<u32> = Slab::tagged(hk::EQ, 2);
+        let (i, g) = s.insert(1).unwrap();
+        let h = handle(hk::EQ, 2, i, g);
+        assert_eq!(s.by_handle_mut(h), Some(&mut 1));
+        assert_eq!(s.by_handle_mut(handle(hk::CT, 2, i, g)), None);
+        assert_eq!(s.by_handle_mut(handle(hk::EQ, 1, i, g)), None);
+        assert_eq!(s.by_handle_mut(handle(hk::EQ, 2, i + 1, g)), None);
+        s.free(i);
+        assert_eq!(s.by_handle_mut(h), None);
+        let (j, g2) = s.insert(2).unwrap();
+        assert_eq!((j, g2), (i, g + 1));
+        assert_eq!(s.by_handle_mut(h), None);
+        assert_eq!(s.by_handle_mut(handle(hk::EQ, 2, j, g2)), Some(&mut 2));
+        assert_eq!(s.remove(j, g2), Some(2));
+        assert_eq!(s.by_handle_mut(handle(hk::EQ, 2, j, g2)), None);
     }
 
     #[test]

@@ -92,8 +92,19 @@ static STATE: StateLock = StateLock {
 
 #[inline]
 fn lock() -> Guard {
+    if STATE.held.swap(true, Ordering::Acquire) {
+        lock_contended();
+    }
+    Guard(&STATE)
+}
+
+/// The wait for a lock another thread holds: out of line, so a call that takes the lock at once
+/// keeps its values in scratch registers (nothing of it lives across this call's yields).
+#[cold]
+#[inline(never)]
+fn lock_contended() {
     let mut spins = 0u32;
-    while STATE.held.swap(true, Ordering::Acquire) {
+    loop {
         while STATE.held.load(Ordering::Relaxed) {
             spins += 1;
             if spins < 100 {
@@ -102,8 +113,10 @@ fn lock() -> Guard {
                 std::thread::yield_now();
             }
         }
+        if !STATE.held.swap(true, Ordering::Acquire) {
+            return;
+        }
     }
-    Guard(&STATE)
 }
 
 /// Runs `f` on the initialised state (`PTL_NO_INIT` otherwise).
@@ -931,10 +944,7 @@ pub unsafe extern "C" fn PtlEQGet(eq_handle: ptl_handle_eq_t, event: *mut ptl_ev
     }
     let mut g = lock();
     match g.as_mut() {
-        Some(s) if s.inits > 0 => {
-            s.progress();
-            s.eq_take_into(eq_handle, event)
-        }
+        Some(s) if s.inits > 0 => s.eq_get(eq_handle, event),
         _ => PTL_NO_INIT,
     }
 }
