@@ -2014,7 +2014,7 @@ impl State {
 
     /// `PtlEQGet` under the lock: progress, then [`State::eq_take_into`]. The progress work is
     /// a call of its own with the take after it, so the round that finds nothing (a waiting
-    /// poller's) keeps its few values in scratch registers and saves none.
+    /// poller's) keeps its values out of the registers a call must save.
     ///
     /// # Safety
     /// `out` must be valid for a write.

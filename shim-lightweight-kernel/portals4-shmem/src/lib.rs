@@ -953,7 +953,7 @@ pub unsafe extern "C" fn PtlEQGet(eq_handle: ptl_handle_eq_t, event: *mut ptl_ev
         return PTL_ARG_INVALID;
     }
     // Contended, the call starts over out of line: nothing of this path lives across a wait,
-    // so the round that finds nothing saves no registers.
+    // so the round that finds nothing saves (almost) no registers.
     let Some(mut g) = try_lock() else {
         return eq_get_contended(eq_handle, event);
     };
