@@ -649,6 +649,48 @@ impl Engine {
         }
     }
 
+    /// [`Engine::isend`] of a message that is `data` as it stands (a predefined contiguous type
+    /// in the user's buffer): over an MTL that copies it now, the request is complete from the
+    /// start and no convertor is built or moved (a convertor is a few hundred bytes, moved
+    /// through every layer on the general path); `make` builds it for every other case.
+    #[allow(clippy::too_many_arguments)]
+    pub fn isend_contiguous(
+        &mut self,
+        data: &[u8],
+        make: impl FnOnce() -> Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+        scope: u32,
+    ) -> Result<ReqId> {
+        Engine::check_send_tag(tag)?;
+        let Some(d) = self.check_dest(comm, dest)? else {
+            return self.pml.completed(Status::PROC_NULL, scope);
+        };
+        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+            let env = MtlEnvelope {
+                ctx: d.ctx,
+                src: d.me,
+                tag,
+            };
+            if self.pml.cm_send_bytes(&self.types, d.proc, env, data)? {
+                return self.pml.completed(Status::EMPTY, scope);
+            }
+        }
+        self.pml.isend(
+            &mut self.bml,
+            &self.comms,
+            &self.types,
+            make(),
+            d.rank,
+            tag,
+            comm,
+            mode,
+            scope,
+        )
+    }
+
     /// Sends `conv`'s message and returns when the buffer may be reused (`MPI_Send`,
     /// `MPI_Ssend`).
     pub fn send(
@@ -859,12 +901,26 @@ impl Engine {
         comm: CommId,
         scope: u32,
     ) -> Result<ReqId> {
+        self.irecv_with(|| conv, src, tag, comm, scope)
+    }
+
+    /// [`Engine::irecv`] into the convertor `make` builds once the arguments are checked, built
+    /// in the request's slot rather than moved there (a convertor is a few hundred bytes).
+    #[inline]
+    pub fn irecv_with(
+        &mut self,
+        make: impl FnOnce() -> Unpacker,
+        src: i32,
+        tag: i32,
+        comm: CommId,
+        scope: u32,
+    ) -> Result<ReqId> {
         let tag = Engine::check_recv_tag(tag)?;
         match self.check_src(comm, src)? {
             None => self.pml.completed(Status::PROC_NULL, scope),
             Some(s) => self
                 .pml
-                .irecv(&self.comms, &self.types, conv, s, tag, comm, scope),
+                .irecv_with(&self.comms, &self.types, make, s, tag, comm, scope),
         }
     }
 

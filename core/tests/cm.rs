@@ -19,7 +19,7 @@ use stormpi_core::mtl::{
 };
 use stormpi_core::params::Params;
 use stormpi_core::platform::{Level, Platform};
-use stormpi_core::pml::request::{SendMode, ANY_SOURCE, ANY_TAG};
+use stormpi_core::pml::request::{SendMode, ANY_SOURCE, ANY_TAG, PROC_NULL};
 use stormpi_core::rte::{ProcId, Rte, Singleton};
 
 struct Plat;
@@ -104,6 +104,21 @@ impl LoopMtl {
         ));
     }
 
+    /// A message arrives: the first posted receive that accepts it takes it, or it waits.
+    fn arrive(&mut self, m: Msg) {
+        let hit = self
+            .posted
+            .iter()
+            .position(|(b, i, _, _)| MatchBits::matches(m.bits, *b, *i));
+        match hit {
+            Some(p) => {
+                let (_, _, cap, t) = self.posted.remove(p);
+                self.deliver(m, cap, t);
+            }
+            None => self.unexpected.push_back(m),
+        }
+    }
+
     fn find(&self, sel: &MtlSelector) -> Option<usize> {
         let (bits, ignore) = MatchBits::selector(sel);
         self.unexpected
@@ -130,23 +145,34 @@ impl Mtl for LoopMtl {
         let n = conv.pack(types, 0, &mut data);
         data.truncate(n);
         let sync = mode == SendMode::Synchronous;
-        let m = Msg {
+        self.arrive(Msg {
             bits: MatchBits::encode(&env),
             data,
             sync: sync.then_some(token),
-        };
-        let hit = self
-            .posted
-            .iter()
-            .position(|(b, i, _, _)| MatchBits::matches(m.bits, *b, *i));
-        match hit {
-            Some(p) => {
-                let (_, _, cap, t) = self.posted.remove(p);
-                self.deliver(m, cap, t);
-            }
-            None => self.unexpected.push_back(m),
-        }
+        });
         Ok(!sync)
+    }
+
+    /// Takes a contiguous message at once, as the Portals MTL does with short ones.
+    fn send_now(
+        &mut self,
+        _types: &TypeTable,
+        _dest: ProcId,
+        env: MtlEnvelope,
+        conv: &Packer,
+    ) -> Result<bool> {
+        let len = conv.packed_len();
+        let Some(d) = conv.data_ref(0, len) else {
+            return Ok(false);
+        };
+        // SAFETY: the packer's loan of `len` bytes, valid for this call.
+        let data = unsafe { std::slice::from_raw_parts(d.as_ptr(), len) }.to_vec();
+        self.arrive(Msg {
+            bits: MatchBits::encode(&env),
+            data,
+            sync: None,
+        });
+        Ok(true)
     }
 
     fn irecv(
@@ -537,4 +563,87 @@ fn cm_blocking_receives_each_spin_afresh_before_yielding() {
         (LATE..=LATE + 1).contains(&longest),
         "longest idle run {longest}, each wait had {LATE}"
     );
+}
+
+#[test]
+fn cm_isend_of_contiguous_bytes_is_complete_at_once() {
+    static DATA: &[u8] = b"bytes";
+    let mut e = engine("cm", true).unwrap();
+    let world = CommId::WORLD;
+    // Taken by the MTL at once: the request is complete from the start, no convertor built.
+    let mut made = false;
+    let s = e
+        .isend_contiguous(
+            DATA,
+            || {
+                made = true;
+                Packer::from_slice(DATA)
+            },
+            0,
+            3,
+            world,
+            SendMode::Standard,
+            0,
+        )
+        .unwrap();
+    assert!(!made);
+    assert!(e.is_complete(s).unwrap());
+    let st = e.wait(s).unwrap();
+    assert!(st.error.is_none() && !st.cancelled);
+    let buf = leak(8);
+    let p = buf.as_ptr();
+    let r = e
+        .irecv_with(|| Unpacker::from_slice(buf), 0, 3, world, 0)
+        .unwrap();
+    let st = e.wait(r).unwrap();
+    assert_eq!((st.source, st.tag, st.bytes), (0, 3, 5));
+    // SAFETY: the receive completed; the buffer is leaked.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p, 5) }, DATA);
+    // Synchronous: the convertor is built and the send completes at the match.
+    let mut made = false;
+    let s = e
+        .isend_contiguous(
+            DATA,
+            || {
+                made = true;
+                Packer::from_slice(DATA)
+            },
+            0,
+            4,
+            world,
+            SendMode::Synchronous,
+            0,
+        )
+        .unwrap();
+    assert!(made);
+    assert!(e.test(s).unwrap().is_none());
+    let r = recv_into(&mut e, leak(8), 0, 4);
+    assert_eq!(e.wait(r).unwrap().bytes, 5);
+    e.wait(s).unwrap();
+    // MPI_PROC_NULL completes at once; a bad rank or tag is an error, nothing is sent.
+    let st = {
+        let s = e
+            .isend_contiguous(
+                DATA,
+                || unreachable!(),
+                PROC_NULL,
+                1,
+                world,
+                SendMode::Standard,
+                0,
+            )
+            .unwrap();
+        e.wait(s).unwrap()
+    };
+    assert_eq!(st.source, PROC_NULL);
+    let err = e
+        .isend_contiguous(DATA, || unreachable!(), 5, 1, world, SendMode::Standard, 0)
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Rank);
+    let err = e
+        .isend_contiguous(DATA, || unreachable!(), 0, -7, world, SendMode::Standard, 0)
+        .unwrap_err();
+    assert_eq!(err.class, ErrorClass::Tag);
+    assert!(e.iprobe(ANY_SOURCE, ANY_TAG, world).unwrap().is_none());
+    assert_eq!(e.requests_in_use(), 0);
 }

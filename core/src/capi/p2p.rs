@@ -120,9 +120,26 @@ unsafe fn isend(
         if request.is_null() {
             return Err(Error::bad_arg("request is NULL"));
         }
-        // SAFETY: MPI lends the send buffer until the request completes.
-        let conv = unsafe { packer(e, buf, count, dt)? };
-        let id = e.isend(conv, dest, tag, c, mode, 0)?;
+        let id = match contiguous(buf, count, dt) {
+            Some((d, n)) => {
+                let len = n * d.size();
+                let data: &[u8] = if len == 0 {
+                    &[]
+                } else {
+                    // SAFETY: MPI lends the send buffer, `n` elements of `d` (`len` bytes,
+                    // checked to fit the address space), until the request completes.
+                    unsafe { core::slice::from_raw_parts(buf.cast(), len) }
+                };
+                // SAFETY: as above.
+                let make = || unsafe { Packer::elements(buf.cast(), n, d) };
+                e.isend_contiguous(data, make, dest, tag, c, mode, 0)?
+            }
+            None => {
+                // SAFETY: as above.
+                let conv = unsafe { handles::packer(e, buf, count, dt)? };
+                e.isend(conv, dest, tag, c, mode, 0)?
+            }
+        };
         // SAFETY: checked non-null above.
         unsafe { out(request, handles::request_handle(id)) }
     }))
@@ -328,9 +345,16 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            // SAFETY: MPI lends the receive buffer until the request completes.
-            let conv = unsafe { unpacker(e, buf, count, datatype)? };
-            let id = e.irecv(conv, source, tag, c, 0)?;
+            let id = match contiguous(buf, count, datatype) {
+                // SAFETY: MPI lends the receive buffer until the request completes; `n`
+                // elements of `d`.
+                Some((d, n)) => e.irecv_with(|| unsafe { Unpacker::elements(buf.cast(), n, d) }, source, tag, c, 0)?,
+                None => {
+                    // SAFETY: as above.
+                    let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
+                    e.irecv(conv, source, tag, c, 0)?
+                }
+            };
             // SAFETY: checked non-null above.
             unsafe { out(request, handles::request_handle(id)) }
         }))

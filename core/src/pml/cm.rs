@@ -207,13 +207,14 @@ impl Ob1 {
         Ok(ReqId(key))
     }
 
-    /// `irecv` over the MTL.
+    /// `irecv` over the MTL, into the convertor `make` builds in the request's slot.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn cm_irecv(
         &mut self,
         comms: &CommTable,
         types: &TypeTable,
-        conv: Unpacker,
+        make: impl FnOnce() -> Unpacker,
         src: Source,
         tag: TagSel,
         comm: CommId,
@@ -221,15 +222,20 @@ impl Ob1 {
     ) -> Result<ReqId> {
         let sel = Ob1::cm_selector(comms, comm, src, tag)?;
         // The convertor stays in the request; the MTL borrows it to learn where to write.
-        let recv = RecvReq {
-            conv,
-            comm,
-            src,
-            tag,
-            state: RecvState::Posted,
-            post: 0,
+        let make = || {
+            let recv = RecvReq {
+                conv: make(),
+                comm,
+                src,
+                tag,
+                state: RecvState::Posted,
+                post: 0,
+            };
+            Request::new(Op::Recv(recv), scope)
         };
-        let key = self.insert(Request::new(Op::Recv(recv), scope))?;
+        let Some(key) = self.requests.insert_with(make) else {
+            return Err(self.requests_exhausted());
+        };
         self.cm_posted[comm.0 as usize] += 1;
         let mtl = self.mtl.as_mut().expect("cm path");
         let Some(Request {

@@ -52,7 +52,7 @@ impl Ob1 {
         scope: u32,
     ) -> Result<ReqId> {
         if self.mtl.is_some() {
-            return self.cm_irecv(comms, types, make(), src, tag, comm, scope);
+            return self.cm_irecv(comms, types, make, src, tag, comm, scope);
         }
         comms.get_in_use(comm)?;
         let make = || {
