@@ -59,6 +59,17 @@ struct Dest {
     me: u32,
 }
 
+impl Dest {
+    /// The envelope of a message to it with `tag`, as an MTL matches it.
+    fn envelope(&self, tag: i32) -> MtlEnvelope {
+        MtlEnvelope {
+            ctx: self.ctx,
+            src: self.me,
+            tag,
+        }
+    }
+}
+
 /// Every parameter the core registers.
 pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
     [&BTL_SELECT]
@@ -668,15 +679,13 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return self.pml.completed(Status::PROC_NULL, scope);
         };
-        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
-            let env = MtlEnvelope {
-                ctx: d.ctx,
-                src: d.me,
-                tag,
-            };
-            if self.pml.cm_send_bytes(&self.types, d.proc, env, data)? {
-                return self.pml.completed(Status::EMPTY, scope);
-            }
+        if mode != SendMode::Synchronous
+            && self.pml.uses_mtl()
+            && self
+                .pml
+                .cm_send_bytes(&self.types, d.proc, d.envelope(tag), data)?
+        {
+            return self.pml.completed(Status::EMPTY, scope);
         }
         self.pml.isend(
             &mut self.bml,
@@ -752,11 +761,7 @@ impl Engine {
         if mode != SendMode::Synchronous && self.pml.uses_mtl() {
             // Straight to the MTL with the envelope the check read: no second look at the
             // communicator, no PML layers on the way.
-            let env = MtlEnvelope {
-                ctx: d.ctx,
-                src: d.me,
-                tag,
-            };
+            let env = d.envelope(tag);
             let conv = match data {
                 Some(bytes) => {
                     if self.pml.cm_send_bytes(&self.types, d.proc, env, bytes)? {

@@ -570,22 +570,20 @@ fn cm_isend_of_contiguous_bytes_is_complete_at_once() {
     static DATA: &[u8] = b"bytes";
     let mut e = engine("cm", true).unwrap();
     let world = CommId::WORLD;
+    // `isend_contiguous` of DATA to rank 0; whether it built a convertor.
+    let isend = |e: &mut Engine, tag: i32, mode: SendMode| {
+        let mut made = false;
+        let make = || {
+            made = true;
+            Packer::from_slice(DATA)
+        };
+        let s = e
+            .isend_contiguous(DATA, make, 0, tag, world, mode, 0)
+            .unwrap();
+        (s, made)
+    };
     // Taken by the MTL at once: the request is complete from the start, no convertor built.
-    let mut made = false;
-    let s = e
-        .isend_contiguous(
-            DATA,
-            || {
-                made = true;
-                Packer::from_slice(DATA)
-            },
-            0,
-            3,
-            world,
-            SendMode::Standard,
-            0,
-        )
-        .unwrap();
+    let (s, made) = isend(&mut e, 3, SendMode::Standard);
     assert!(!made);
     assert!(e.is_complete(s).unwrap());
     let st = e.wait(s).unwrap();
@@ -600,21 +598,7 @@ fn cm_isend_of_contiguous_bytes_is_complete_at_once() {
     // SAFETY: the receive completed; the buffer is leaked.
     assert_eq!(unsafe { std::slice::from_raw_parts(p, 5) }, DATA);
     // Synchronous: the convertor is built and the send completes at the match.
-    let mut made = false;
-    let s = e
-        .isend_contiguous(
-            DATA,
-            || {
-                made = true;
-                Packer::from_slice(DATA)
-            },
-            0,
-            4,
-            world,
-            SendMode::Synchronous,
-            0,
-        )
-        .unwrap();
+    let (s, made) = isend(&mut e, 4, SendMode::Synchronous);
     assert!(made);
     assert!(e.test(s).unwrap().is_none());
     let r = recv_into(&mut e, leak(8), 0, 4);

@@ -71,6 +71,22 @@ fn contiguous(
     Some((d, count as usize))
 }
 
+/// The bytes of `n` elements of the predefined contiguous type `d` at `buf`, as
+/// [`contiguous`] checked them (their size fits the address space).
+///
+/// # Safety
+/// `buf` holds them and they stay valid, unchanged, for `'a`.
+#[inline(always)]
+unsafe fn elements<'a>(buf: *const c_void, n: usize, d: crate::datatype::Datatype) -> &'a [u8] {
+    let len = n * d.size();
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { core::slice::from_raw_parts(buf.cast(), len) }
+    }
+}
+
 unsafe fn send(
     func: &'static str,
     buf: *const c_void,
@@ -84,14 +100,8 @@ unsafe fn send(
     code(run_comm(func, comm, |e, c| {
         match contiguous(buf, count, dt) {
             Some((d, n)) => {
-                let len = n * d.size();
-                let data: &[u8] = if len == 0 {
-                    &[]
-                } else {
-                    // SAFETY: MPI lends the send buffer, `n` elements of `d` (`len` bytes,
-                    // checked to fit the address space), unchanged for the call.
-                    unsafe { core::slice::from_raw_parts(buf.cast(), len) }
-                };
+                // SAFETY: MPI lends the send buffer, `n` elements of `d`, for the call.
+                let data = unsafe { elements(buf, n, d) };
                 // SAFETY: as above.
                 let make = || unsafe { Packer::elements(buf.cast(), n, d) };
                 e.send_contiguous(data, make, dest, tag, c, mode)
@@ -122,14 +132,9 @@ unsafe fn isend(
         }
         let id = match contiguous(buf, count, dt) {
             Some((d, n)) => {
-                let len = n * d.size();
-                let data: &[u8] = if len == 0 {
-                    &[]
-                } else {
-                    // SAFETY: MPI lends the send buffer, `n` elements of `d` (`len` bytes,
-                    // checked to fit the address space), until the request completes.
-                    unsafe { core::slice::from_raw_parts(buf.cast(), len) }
-                };
+                // SAFETY: MPI lends the send buffer, `n` elements of `d`, until the request
+                // completes.
+                let data = unsafe { elements(buf, n, d) };
                 // SAFETY: as above.
                 let make = || unsafe { Packer::elements(buf.cast(), n, d) };
                 e.isend_contiguous(data, make, dest, tag, c, mode, 0)?

@@ -222,20 +222,7 @@ impl Ob1 {
     ) -> Result<ReqId> {
         let sel = Ob1::cm_selector(comms, comm, src, tag)?;
         // The convertor stays in the request; the MTL borrows it to learn where to write.
-        let make = || {
-            let recv = RecvReq {
-                conv: make(),
-                comm,
-                src,
-                tag,
-                state: RecvState::Posted,
-                post: 0,
-            };
-            Request::new(Op::Recv(recv), scope)
-        };
-        let Some(key) = self.requests.insert_with(make) else {
-            return Err(self.requests_exhausted());
-        };
+        let key = self.insert_recv(make, src, tag, comm, scope)?;
         self.cm_posted[comm.0 as usize] += 1;
         let mtl = self.mtl.as_mut().expect("cm path");
         let Some(Request {

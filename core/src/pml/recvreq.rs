@@ -55,20 +55,7 @@ impl Ob1 {
             return self.cm_irecv(comms, types, make, src, tag, comm, scope);
         }
         comms.get_in_use(comm)?;
-        let make = || {
-            let recv = RecvReq {
-                conv: make(),
-                comm,
-                src,
-                tag,
-                state: RecvState::Posted,
-                post: 0,
-            };
-            Request::new(Op::Recv(recv), scope)
-        };
-        let Some(key) = self.requests.insert_with(make) else {
-            return Err(self.requests_exhausted());
-        };
+        let key = self.insert_recv(make, src, tag, comm, scope)?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
                 self.comms[comm.0 as usize].unexpected.remove(&self.unex, m);
@@ -81,6 +68,33 @@ impl Ob1 {
                 .push(&mut self.requests, key.index),
         }
         Ok(ReqId(key))
+    }
+
+    /// A posted receive request for `src`/`tag` on `comm` into the convertor `make` builds,
+    /// built in its pool slot (shared by both paths' `irecv`).
+    #[inline(always)]
+    pub(crate) fn insert_recv(
+        &mut self,
+        make: impl FnOnce() -> Unpacker,
+        src: Source,
+        tag: TagSel,
+        comm: CommId,
+        scope: u32,
+    ) -> Result<Key> {
+        let make = || {
+            let recv = RecvReq {
+                conv: make(),
+                comm,
+                src,
+                tag,
+                state: RecvState::Posted,
+                post: 0,
+            };
+            Request::new(Op::Recv(recv), scope)
+        };
+        self.requests
+            .insert_with(make)
+            .ok_or_else(|| self.requests_exhausted())
     }
 
     /// The status of the first unexpected message `src`/`tag` accept on `comm`, without taking it.

@@ -589,6 +589,37 @@ fn blank() -> ptl_event_t {
     ptl_event_t::default()
 }
 
+/// The target's full event of a successful operation described by `h`: `mlength` bytes at
+/// `start` of the entry with `user_ptr`, on list `list`, from `init`.
+#[inline(always)]
+fn target_event(
+    type_: ptl_event_kind_t,
+    h: &Hdr,
+    start: *mut u8,
+    user_ptr: usize,
+    mlength: u64,
+    init: ptl_process_t,
+    list: ptl_list_t,
+) -> ptl_event_t {
+    ptl_event_t {
+        type_,
+        start: start.cast(),
+        user_ptr: user_ptr as *mut c_void,
+        hdr_data: h.hdr_data,
+        match_bits: h.match_bits,
+        rlength: h.length,
+        mlength,
+        remote_offset: h.offset,
+        initiator: init,
+        uid: h.uid,
+        pt_index: h.pt_index,
+        ptl_list: list,
+        ni_fail_type: PTL_NI_OK,
+        atomic_operation: h.extra as u8,
+        atomic_type: (h.extra >> 8) as u8,
+    }
+}
+
 fn ni_slot(options: u32) -> usize {
     let matching = options & PTL_NI_MATCHING != 0;
     let physical = options & PTL_NI_PHYSICAL != 0;
@@ -2193,23 +2224,15 @@ impl State {
         }
         if let Some(q) = ni.eqs.at_mut(eq_slot) {
             if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
-                *q.push_slot() = ptl_event_t {
-                    type_: PTL_EVENT_PUT,
-                    start: start.cast(),
-                    user_ptr: user_ptr as *mut c_void,
-                    hdr_data: h.hdr_data,
-                    match_bits: h.match_bits,
-                    rlength: h.length,
+                *q.push_slot() = target_event(
+                    PTL_EVENT_PUT,
+                    h,
+                    start,
+                    user_ptr,
                     mlength,
-                    remote_offset: h.offset,
-                    initiator: init,
-                    uid: h.uid,
-                    pt_index: h.pt_index,
-                    ptl_list: PTL_PRIORITY_LIST,
-                    ni_fail_type: PTL_NI_OK,
-                    atomic_operation: h.extra as u8,
-                    atomic_type: (h.extra >> 8) as u8,
-                };
+                    init,
+                    PTL_PRIORITY_LIST,
+                );
             }
             if unlink && opts & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
                 *q.push_slot() = ptl_event_t {
@@ -2400,28 +2423,13 @@ impl State {
                     && e.min_free > 0
                     && e.region.len().saturating_sub(e.local_offset) < e.min_free);
             if opts & (PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_SUCCESS_DISABLE) == 0 {
-                let ev = ptl_event_t {
-                    type_: match kind_ {
-                        kind::PUT => PTL_EVENT_PUT,
-                        kind::GET => PTL_EVENT_GET,
-                        kind::ATOMIC => PTL_EVENT_ATOMIC,
-                        _ => PTL_EVENT_FETCH_ATOMIC,
-                    },
-                    start: start.cast(),
-                    user_ptr: user_ptr as *mut c_void,
-                    hdr_data: h.hdr_data,
-                    match_bits: h.match_bits,
-                    rlength: h.length,
-                    mlength,
-                    remote_offset: h.offset,
-                    initiator: init,
-                    uid: h.uid,
-                    pt_index: h.pt_index,
-                    ptl_list: list,
-                    ni_fail_type: PTL_NI_OK,
-                    atomic_operation: h.extra as u8,
-                    atomic_type: (h.extra >> 8) as u8,
+                let type_ = match kind_ {
+                    kind::PUT => PTL_EVENT_PUT,
+                    kind::GET => PTL_EVENT_GET,
+                    kind::ATOMIC => PTL_EVENT_ATOMIC,
+                    _ => PTL_EVENT_FETCH_ATOMIC,
                 };
+                let ev = target_event(type_, h, start, user_ptr, mlength, init, list);
                 Self::post(ni, eq, ev);
             }
             if opts & PTL_ME_EVENT_CT_COMM != 0 {

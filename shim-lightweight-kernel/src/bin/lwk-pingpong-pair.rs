@@ -203,42 +203,29 @@ fn main() {
     let mut mpi_round = |n: usize| {
         let (sp, rp) = (sbuf.as_ptr().cast(), mbuf.as_mut_ptr().cast());
         // SAFETY: the C API over this program's buffers (8 bytes each).
-        unsafe {
-            if rank == 0 {
-                mpi(
-                    "MPI_Send",
-                    MPI_Send(sp, n as c_int, MPI_BYTE, peer, 1, MPI_COMM_WORLD),
-                );
-                mpi(
-                    "MPI_Recv",
-                    MPI_Recv(
-                        rp,
-                        n as c_int,
-                        MPI_BYTE,
-                        peer,
-                        1,
-                        MPI_COMM_WORLD,
-                        MPI_STATUS_IGNORE,
-                    ),
-                );
-            } else {
-                mpi(
-                    "MPI_Recv",
-                    MPI_Recv(
-                        rp,
-                        n as c_int,
-                        MPI_BYTE,
-                        peer,
-                        1,
-                        MPI_COMM_WORLD,
-                        MPI_STATUS_IGNORE,
-                    ),
-                );
-                mpi(
-                    "MPI_Send",
-                    MPI_Send(sp, n as c_int, MPI_BYTE, peer, 1, MPI_COMM_WORLD),
-                );
-            }
+        let send = || unsafe {
+            let rc = MPI_Send(sp, n as c_int, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            mpi("MPI_Send", rc);
+        };
+        // SAFETY: as above.
+        let recv = || unsafe {
+            let rc = MPI_Recv(
+                rp,
+                n as c_int,
+                MPI_BYTE,
+                peer,
+                1,
+                MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE,
+            );
+            mpi("MPI_Recv", rc);
+        };
+        if rank == 0 {
+            send();
+            recv();
+        } else {
+            recv();
+            send();
         }
     };
     if rank == 0 {
