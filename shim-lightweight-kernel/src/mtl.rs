@@ -1807,6 +1807,22 @@ mod tests {
         assert!(big.take().capacity() == 0);
     }
 
+    /// The envelope of a message to this rank with `tag` on context 0, and the selector of a
+    /// receive that takes it.
+    fn to_self(tag: i32) -> (MtlEnvelope, MtlSelector) {
+        let env = MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag,
+        };
+        let sel = MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(tag),
+        };
+        (env, sel)
+    }
+
     /// One job at a time in this test process (the interface is process-wide).
     static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -1837,16 +1853,7 @@ mod tests {
     fn lwk_mtl_confirmations_stay_off_a_steady_exchange() {
         let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
         let (types, mut portals, mut mtl) = one_rank_job("confirm");
-        let env = MtlEnvelope {
-            ctx: 0,
-            src: 0,
-            tag: 7,
-        };
-        let sel = MtlSelector {
-            ctx: 0,
-            src: Source::Rank(0),
-            tag: TagSel::Tag(7),
-        };
+        let (env, sel) = to_self(7);
         let mut sink = Sink::default();
         let msgs = 3 * CONFIRM_EVERY as u64 + 5;
         let mut rbuf = [0u8; 4];
@@ -1979,16 +1986,7 @@ mod tests {
     fn lwk_mtl_large_short_messages_confirm_by_bytes() {
         let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
         let (types, mut portals, mut mtl) = one_rank_job("bytes");
-        let env = MtlEnvelope {
-            ctx: 0,
-            src: 0,
-            tag: 3,
-        };
-        let sel = MtlSelector {
-            ctx: 0,
-            src: Source::Rank(0),
-            tag: TagSel::Tag(3),
-        };
+        let (env, sel) = to_self(3);
         let mut sink = Sink::default();
         let len = mtl.eager;
         let per = (CONFIRM_BYTES / len) as u64;

@@ -154,10 +154,6 @@ fn no_in_place<T>(b: Option<T>) -> Result<T> {
     ))
 }
 
-fn span(b: &Buf) -> Span {
-    Span::new(b.ptr, b.count, b.dt)
-}
-
 /// An intercommunicator collective planned: its first phase, the later ones, their scratch.
 struct Plan {
     first: Planned,
@@ -440,7 +436,7 @@ impl Engine {
                     let mut p = exchange(Exchange {
                         send: Side::One {
                             rank: 0,
-                            span: span(&buf),
+                            span: buf.span(),
                         },
                         recv: Side::Nothing,
                     });
@@ -454,7 +450,7 @@ impl Engine {
                             send: Side::Nothing,
                             recv: Side::One {
                                 rank: r,
-                                span: span(&buf),
+                                span: buf.span(),
                             },
                         }
                     } else {
@@ -490,7 +486,7 @@ impl Engine {
                         (
                             Side::One {
                                 rank: r,
-                                span: span(&s),
+                                span: s.span(),
                             },
                             s.dt,
                         )
@@ -516,7 +512,7 @@ impl Engine {
                         (
                             Side::One {
                                 rank: r,
-                                span: span(&s),
+                                span: s.span(),
                             },
                             s.dt,
                         )
@@ -542,7 +538,7 @@ impl Engine {
                         (
                             Side::One {
                                 rank: r,
-                                span: span(&s),
+                                span: s.span(),
                             },
                             s.dt,
                         )
@@ -558,7 +554,7 @@ impl Engine {
                 let mut p = exchange(Exchange {
                     send: Side::Same {
                         n: q,
-                        span: span(&s),
+                        span: s.span(),
                     },
                     recv: Side::Each {
                         n: q,
@@ -574,7 +570,7 @@ impl Engine {
                 let mut p = exchange(Exchange {
                     send: Side::Same {
                         n: q,
-                        span: span(&s),
+                        span: s.span(),
                     },
                     recv: Side::Each {
                         n: q,

@@ -434,6 +434,13 @@ pub struct Buf {
     pub dt: Datatype,
 }
 
+impl Buf {
+    /// The buffer as the executor's span.
+    pub(crate) fn span(&self) -> exec::Span {
+        exec::Span::new(self.ptr, self.count, self.dt)
+    }
+}
+
 /// Blocks of `counts[i]` instances of `dt` at `ptr + displs[i] * extent(dt)`, one per rank.
 #[derive(Clone, Copy, Debug)]
 pub struct VBuf {

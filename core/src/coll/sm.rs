@@ -65,7 +65,6 @@ use super::{
 use crate::arena::{Arena, Sizer};
 use crate::btl::AreaState;
 use crate::comm::CommId;
-use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -268,11 +267,6 @@ impl Step {
     }
 }
 
-/// `b` as the executor's span.
-fn span(b: Buf) -> super::exec::Span {
-    super::exec::Span::new(b.ptr, b.count, b.dt)
-}
-
 /// Rank `r`'s block of `b` (blocks of `b.count` instances, `ext` bytes apart each).
 fn block(b: Buf, r: u32, ext: isize) -> Buf {
     Buf {
@@ -363,7 +357,7 @@ impl Engine {
                 } else {
                     let ext = super::extent(&self.types, recv.dt)?;
                     if let Some(send) = send {
-                        let (from, to) = (span(send), span(block(recv, me, ext)));
+                        let (from, to) = (send.span(), block(recv, me, ext).span());
                         let len = self.packed_bytes(send) as u64;
                         // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
                         unsafe { super::exec::copy_stream(&self.types, to, 0, from, 0, len)? };
@@ -547,11 +541,7 @@ impl Engine {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            let mut p = if b.dt.is_contiguous() {
-                Packer::elements(b.ptr, b.count as usize, b.dt)
-            } else {
-                Packer::new(b.ptr, b.count, b.dt, &self.types)?
-            };
+            let mut p = super::exec::packer(&self.types, b.span())?;
             p.pack(&self.types, 0, core::slice::from_raw_parts_mut(dst, len));
         }
         Ok(())
@@ -568,11 +558,7 @@ impl Engine {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            let mut u = if b.dt.is_contiguous() {
-                Unpacker::elements(b.ptr, b.count as usize, b.dt)
-            } else {
-                Unpacker::new(b.ptr, b.count, b.dt, &self.types)?
-            };
+            let mut u = super::exec::unpacker(&self.types, b.span())?;
             u.unpack(&self.types, 0, core::slice::from_raw_parts(src, len));
         }
         Ok(())
