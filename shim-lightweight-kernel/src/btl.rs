@@ -15,16 +15,23 @@
 //! the fragment was rejected (or not delivered). Out of slots is back-pressure (`reserve` says
 //! `None`).
 //!
+//! RDMA get (messages of `btl_portals_get_min` bytes and more): the sender's PML registers the
+//! message ([`Btl::register`]), which appends a persistent match entry over it on
+//! [`pt::BTL_READ`] with a fresh key as its match bits, readable only by the destination and
+//! raising no events; the receiver's PML reads it straight into its buffer ([`Btl::get`]:
+//! `PtlGet` with the key as match bits), and its `PTL_EVENT_REPLY` completes the read. The
+//! sender unlinks the entry when the receiver's FIN comes ([`Btl::deregister`]).
+//!
 //! Two event queues, as in the Red Storm port: one for the receive side (puts into blocks, block
-//! unlinks), one for the send side (acknowledgments). There is no RDMA protocol in the engine's
-//! BTL interface yet, so there is no get here: large messages are fragments of `max_send_size`.
+//! unlinks), one for the send side (acknowledgments of puts, replies of gets).
 
 use std::collections::VecDeque;
 use std::ptr;
 
 use portals4_sys::*;
 use stormpi_core::btl::{
-    AmTag, Btl, BtlAttrs, BtlFlags, Delivery, Endpoint, Modex, PeerInfo, Sink,
+    AmTag, Btl, BtlAttrs, BtlFlags, DataRef, Delivery, DestRef, Endpoint, Modex, PeerInfo,
+    RemoteKey, Sink, Token,
 };
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
@@ -86,17 +93,33 @@ pub static SEND_SLOTS: ParamDef = ParamDef {
     description: "Fragments the Portals BTL can have unacknowledged at once",
 };
 
+/// `btl_portals_get_min`.
+pub static GET_MIN: ParamDef = ParamDef {
+    name: "btl_portals_get_min",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 40,
+    },
+    default: Default::Int(65536),
+    description: "Messages of at least this many bytes are read by the receiver with PtlGet (the RDMA get protocol) instead of sent in fragments; 0 turns gets off",
+};
+
 /// Parameters of the Portals BTL.
-pub static PARAMS: [&ParamDef; 5] = [
+pub static PARAMS: [&ParamDef; 6] = [
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
     &BLOCKS,
     &BLOCK_BYTES,
     &SEND_SLOTS,
+    &GET_MIN,
 ];
 
 /// `user_ptr` of the reject entry's events.
 const REJECT: usize = usize::MAX;
+/// Top bit of a send-side `user_ptr`: a get (the rest is its slot), not a put's send slot.
+const GET_BIT: usize = 1 << (usize::BITS - 1);
+/// Gets one module has under way at once.
+const MAX_GETS: usize = 64;
 
 struct Block {
     mem: Box<[u8]>,
@@ -131,6 +154,8 @@ pub struct BtlStats {
     pub retransmits: u64,
     /// Blocks posted again.
     pub reposts: u64,
+    /// Gets issued.
+    pub gets: u64,
 }
 
 /// The Portals BTL module.
@@ -152,6 +177,12 @@ pub struct PortalsBtl {
     pass: u64,
     resend_at: u64,
     rank: u32,
+    /// Registrations: key (match bits) → entry.
+    regs: std::collections::HashMap<u64, ptl_handle_me_t>,
+    next_key: u64,
+    /// Gets under way: slot → (token, length); free slots.
+    gets: Vec<Option<(Token, u64)>>,
+    free_gets: Vec<usize>,
     /// Counters.
     pub stats: BtlStats,
 }
@@ -177,6 +208,12 @@ impl PortalsBtl {
         let block_bytes = params.usize(&BLOCK_BYTES).max(2 * max_send);
         let nblocks = params.usize(&BLOCKS);
         let nslots = params.usize(&SEND_SLOTS);
+        let get_min = params.usize(&GET_MIN);
+        let flags = if get_min > 0 {
+            BtlFlags::SEND.union(BtlFlags::GET)
+        } else {
+            BtlFlags::SEND
+        };
         let mut b = PortalsBtl {
             attrs: BtlAttrs {
                 component: "portals",
@@ -185,7 +222,8 @@ impl PortalsBtl {
                 latency_ns: 500,
                 bandwidth_mbps: 40_000,
                 exclusivity: 500,
-                flags: BtlFlags::SEND,
+                flags,
+                get_min: if get_min > 0 { get_min } else { usize::MAX },
             },
             ni,
             recv_eq: PTL_EQ_NONE,
@@ -202,6 +240,10 @@ impl PortalsBtl {
             pass: 0,
             resend_at: 0,
             rank,
+            regs: std::collections::HashMap::new(),
+            next_key: 1,
+            gets: vec![None; MAX_GETS],
+            free_gets: (0..MAX_GETS).rev().collect(),
             stats: BtlStats::default(),
         };
         // SAFETY: Portals calls with valid out-pointers.
@@ -215,7 +257,7 @@ impl PortalsBtl {
             )
             .map_err(ptl_err)?;
             check(
-                PtlEQAlloc(ni, (2 * nslots + 16) as u64, &mut b.send_eq),
+                PtlEQAlloc(ni, (2 * nslots + MAX_GETS + 16) as u64, &mut b.send_eq),
                 "PtlEQAlloc (BTL send)",
             )
             .map_err(ptl_err)?;
@@ -223,6 +265,11 @@ impl PortalsBtl {
             check(
                 PtlPTAlloc(ni, 0, b.recv_eq, pt::BTL, &mut idx),
                 "PtlPTAlloc (BTL)",
+            )
+            .map_err(ptl_err)?;
+            check(
+                PtlPTAlloc(ni, 0, PTL_EQ_NONE, pt::BTL_READ, &mut idx),
+                "PtlPTAlloc (BTL read)",
             )
             .map_err(ptl_err)?;
         }
@@ -412,6 +459,84 @@ impl Btl for PortalsBtl {
         self.put(s);
     }
 
+    fn register(&mut self, ep: Endpoint, data: DataRef) -> Option<RemoteKey> {
+        let key = self.next_key;
+        let me = ptl_me_t {
+            start: data.as_ptr() as *mut _,
+            length: data.len() as u64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_GET
+                | PTL_ME_EVENT_COMM_DISABLE
+                | PTL_ME_EVENT_LINK_DISABLE
+                | PTL_ME_EVENT_UNLINK_DISABLE,
+            match_id: ptl_process_t::from_rank(ep.0),
+            match_bits: key,
+            ignore_bits: 0,
+            min_free: 0,
+        };
+        let mut h = PTL_INVALID_HANDLE;
+        // SAFETY: DataRef's contract: the bytes stay readable until the PML withdraws the
+        // registration, which unlinks the entry.
+        let rc = unsafe {
+            PtlMEAppend(
+                self.ni,
+                pt::BTL_READ,
+                &me,
+                PTL_PRIORITY_LIST,
+                ptr::null_mut(),
+                &mut h,
+            )
+        };
+        if rc != PTL_OK {
+            return None;
+        }
+        self.next_key += 1;
+        self.regs.insert(key, h);
+        Some(RemoteKey(key))
+    }
+
+    fn deregister(&mut self, key: RemoteKey) {
+        if let Some(h) = self.regs.remove(&key.0) {
+            // SAFETY: our own entry, linked until now.
+            unsafe { PtlMEUnlink(h) };
+        }
+    }
+
+    fn get(
+        &mut self,
+        ep: Endpoint,
+        key: RemoteKey,
+        offset: u64,
+        dest: DestRef,
+        token: Token,
+    ) -> bool {
+        let Some(g) = self.free_gets.pop() else {
+            return false;
+        };
+        let len = dest.len() as u64;
+        // SAFETY: DestRef's contract: the bytes are ours to write until the reply is reported.
+        let rc = unsafe {
+            PtlGet(
+                self.md,
+                ptl::offset_of(dest.as_ptr(), dest.len()),
+                len,
+                ptl_process_t::from_rank(ep.0),
+                pt::BTL_READ,
+                key.0,
+                offset,
+                (GET_BIT | g) as *mut _,
+            )
+        };
+        if rc != PTL_OK {
+            self.free_gets.push(g);
+            return false;
+        }
+        self.gets[g] = Some((token, len));
+        self.stats.gets += 1;
+        true
+    }
+
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
         let mut deliver = true;
@@ -462,6 +587,27 @@ impl Btl for PortalsBtl {
         // Send side.
         // SAFETY: as above.
         while unsafe { PtlEQGet(self.send_eq, &mut ev) } == PTL_OK {
+            if ev.type_ == PTL_EVENT_REPLY && ev.user_ptr as usize & GET_BIT != 0 {
+                let g = ev.user_ptr as usize & !GET_BIT;
+                let Some((token, len)) = self.gets.get_mut(g).and_then(Option::take) else {
+                    continue;
+                };
+                self.free_gets.push(g);
+                n += 1;
+                let result = if ev.ni_fail_type == PTL_NI_OK && ev.mlength == len {
+                    Ok(())
+                } else {
+                    Err(Error::new(
+                        ErrorClass::Other,
+                        Reason::Transport {
+                            btl: "portals",
+                            what: "a get of registered memory failed",
+                        },
+                    ))
+                };
+                sink.completed(token, result);
+                continue;
+            }
             if ev.type_ != PTL_EVENT_ACK {
                 continue;
             }
@@ -515,8 +661,8 @@ impl Btl for PortalsBtl {
                 Level::Info,
                 self.rank,
                 format_args!(
-                    "Portals BTL: {} fragments put, {} rejected and retransmitted, {} receive blocks posted again",
-                    st.puts, st.retransmits, st.reposts
+                    "Portals BTL: {} fragments put, {} rejected and retransmitted, {} receive blocks posted again, {} gets",
+                    st.puts, st.retransmits, st.reposts, st.gets
                 ),
             );
         }

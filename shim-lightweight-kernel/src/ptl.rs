@@ -13,6 +13,8 @@ use portals4_sys::*;
 pub mod pt {
     /// The Portals BTL's receive blocks.
     pub const BTL: u32 = 8;
+    /// The Portals BTL's registrations, read by peers' gets (match bits: the key).
+    pub const BTL_READ: u32 = 9;
     /// The MTL's matching entry (priority: posted receives; overflow: unexpected blocks).
     pub const MTL: u32 = 16;
     /// The MTL's long-message sources (read by the receiver's get).

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use stormpi_tests::lwk::{node_program, LwkJob, Pml, Sandbox, Target};
+use stormpi_tests::lwk::{node_program, JobOutput, LwkJob, Pml, Sandbox, Target};
 use stormpi_tests::{c_extra_source, c_source, workspace_dir};
 
 fn program(name: &str) -> PathBuf {
@@ -134,18 +134,56 @@ fn lwk_ob1_rejected_fragments_are_retransmitted() {
             .param("mpi_log_level", "2")
             .run(&program(prog), &["65536"]);
         out.assert_ok(prog);
-        // "Portals BTL: N fragments put, M rejected and retransmitted, ..."
-        for r in &out.ranks {
-            for line in r.stderr.lines().filter(|l| l.contains("Portals BTL:")) {
-                let m = line.split(", ").nth(1).and_then(|f| f.split(' ').next());
-                retransmitted += m.and_then(|m| m.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
+        retransmitted += btl_count(&out, "rejected and retransmitted");
     }
     assert!(
         retransmitted > 0,
         "no fragment was rejected: the test tests nothing"
     );
+}
+
+/// The sum over the ranks of one counter of the Portals BTL's closing log line ("Portals BTL:
+/// N fragments put, M rejected and retransmitted, ..., G gets"), named by the words after it.
+fn btl_count(out: &JobOutput, what: &str) -> u64 {
+    let mut lines = 0;
+    let mut sum = 0;
+    for r in &out.ranks {
+        for line in r.stderr.lines().filter(|l| l.contains("Portals BTL:")) {
+            lines += 1;
+            let field = line
+                .split(": ")
+                .last()
+                .into_iter()
+                .flat_map(|l| l.split(", "))
+                .find(|f| f.ends_with(what));
+            sum += field
+                .and_then(|f| f.split(' ').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no \"{what}\" in {line:?}"));
+        }
+    }
+    assert_eq!(
+        lines,
+        out.ranks.len(),
+        "one BTL line a rank:\n{}",
+        out.report()
+    );
+    sum
+}
+
+#[test]
+fn lwk_ob1_large_messages_are_read_by_the_receiver() {
+    // allpairs sends up to 1 MiB: from btl_portals_get_min (64 KiB) on, the receiver reads the
+    // message with PtlGet; with gets turned off the same messages go as fragments.
+    for (get_min, gets) in [("65536", true), ("0", false)] {
+        let out = LwkJob::new(3, Pml::Ob1)
+            .param("btl_portals_get_min", get_min)
+            .param("mpi_log_level", "2")
+            .run(&program("allpairs"), &["1048576"]);
+        out.assert_ok("allpairs");
+        let n = btl_count(&out, "gets");
+        assert_eq!(n > 0, gets, "{n} gets with btl_portals_get_min {get_min}");
+    }
 }
 
 #[test]

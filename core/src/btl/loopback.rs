@@ -99,6 +99,7 @@ impl Loopback {
                 bandwidth_mbps: 100_000,
                 exclusivity: u32::MAX,
                 flags: BtlFlags::SEND,
+                get_min: usize::MAX,
             },
             me,
             ring,

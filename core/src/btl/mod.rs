@@ -9,9 +9,11 @@
 //! (a ring slot in shared memory, a registered send buffer, a socket's send queue), writes the
 //! header and packs the payload straight into it, then [`Btl::commit`]s. A module that cannot take
 //! the fragment now returns `None` from `reserve`: that is back-pressure, never an error; the PML
-//! keeps the work pending and retries after progress. Zero-copy sends and RDMA put/get, which
+//! keeps the work pending and retries after progress. Zero-copy sends and RDMA get, which
 //! complete later and are reported through [`Sink::completed`], are optional capabilities
-//! ([`BtlFlags::PUT`], [`BtlFlags::GET`]).
+//! ([`BtlFlags::SEND_REF`], [`BtlFlags::GET`]): a module with `GET` lets a peer read memory it
+//! [`Btl::register`]ed for it, under a [`RemoteKey`] the upper layer sends along, with
+//! [`Btl::get`].
 //!
 //! Receiving is by progress: [`Btl::progress`] delivers each arrived fragment to the sink, which
 //! may answer [`Delivery::Retry`] when it has no room for it yet; the module then keeps that
@@ -80,6 +82,48 @@ impl DataRef {
     }
 }
 
+/// Memory a [`Btl::get`] writes: the destination of a read.
+#[derive(Clone, Copy, Debug)]
+pub struct DestRef {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a DestRef is a loan of user memory for the life of a request (see `DestRef::new`);
+// whichever thread progresses the module may write it.
+unsafe impl Send for DestRef {}
+
+impl DestRef {
+    /// A destination of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid for writes, and untouched by anyone else, until the get that
+    /// fills them is reported complete. `ptr` may dangle when `len` is 0.
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> DestRef {
+        DestRef { ptr, len }
+    }
+
+    /// Start of the bytes.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Names memory a module exposed to a peer for reading ([`Btl::register`]); meaningful only to
+/// the same component at that peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteKey(pub u64);
+
 /// What [`Btl::send_ref`] did with the data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sent {
@@ -96,9 +140,7 @@ pub struct BtlFlags(u32);
 impl BtlFlags {
     /// Can send fragments.
     pub const SEND: BtlFlags = BtlFlags(1);
-    /// Can write remote memory (RDMA put).
-    pub const PUT: BtlFlags = BtlFlags(2);
-    /// Can read remote memory (RDMA get).
+    /// Can read memory a peer registered ([`Btl::register`], [`Btl::get`]).
     pub const GET: BtlFlags = BtlFlags(4);
     /// Can send a fragment's payload straight from user memory ([`Btl::send_ref`]).
     pub const SEND_REF: BtlFlags = BtlFlags(8);
@@ -140,6 +182,9 @@ pub struct BtlAttrs {
     pub exclusivity: u32,
     /// Capabilities.
     pub flags: BtlFlags,
+    /// Messages of at least this many packed bytes are read by the receiver ([`Btl::get`])
+    /// instead of sent in fragments, where the module has [`BtlFlags::GET`].
+    pub get_min: usize,
 }
 
 /// What a module learns about a peer before connecting.
@@ -212,7 +257,7 @@ pub trait Sink {
     /// A fragment from `from` arrived with active-message tag `tag`.
     fn deliver(&mut self, from: ProcId, tag: AmTag, frag: &[u8]) -> Delivery;
 
-    /// A zero-copy send or RDMA operation finished.
+    /// A zero-copy send or a get finished.
     fn completed(&mut self, token: Token, result: Result<()>) {
         let _ = (token, result);
     }
@@ -322,6 +367,34 @@ pub trait Btl: Send {
     ) -> Option<Sent> {
         let _ = (ep, tag, header, data, token);
         None
+    }
+
+    /// Exposes `data` to the peer at `ep` for [`Btl::get`] until [`Btl::deregister`]; the key
+    /// to send along, or `None` when the module cannot now (the upper layer sends the data
+    /// instead). For modules with [`BtlFlags::GET`].
+    fn register(&mut self, ep: Endpoint, data: DataRef) -> Option<RemoteKey> {
+        let _ = (ep, data);
+        None
+    }
+
+    /// Withdraws a registration of [`Btl::register`]: the peer can no longer read it.
+    fn deregister(&mut self, key: RemoteKey) {
+        let _ = key;
+    }
+
+    /// Reads `dest.len()` bytes from offset `offset` of the memory the peer at `ep` registered
+    /// under `key` into `dest`; [`Sink::completed`] reports `token` once they are there (or
+    /// will not be). False when the module cannot start it now (back-pressure).
+    fn get(
+        &mut self,
+        ep: Endpoint,
+        key: RemoteKey,
+        offset: u64,
+        dest: DestRef,
+        token: Token,
+    ) -> bool {
+        let _ = (ep, key, offset, dest, token);
+        false
     }
 
     /// Delivers arrived fragments and completions; returns how many events it handled.

@@ -193,6 +193,7 @@ impl Ob1 {
             state: SendState::Done,
             stripe: crate::bml::Stripe::default(),
             inflight: 0,
+            reg: None,
         };
         let key = self.insert(Request::new(Op::Send(send), scope))?;
         let mtl = self.mtl.as_mut().expect("cm path");
@@ -346,6 +347,7 @@ impl Ob1 {
             kind: UnexKind::Rndv {
                 msg_len: m.len,
                 sreq: msg.0,
+                read: None,
             },
             len: 0,
             data: u32::MAX,

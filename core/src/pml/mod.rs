@@ -117,6 +117,10 @@ pub struct Stats {
     pub eager_sent: u64,
     /// Rendezvous started.
     pub rndv_sent: u64,
+    /// Rendezvous offering the message for reading (`RGET`) started.
+    pub rget_sent: u64,
+    /// Messages this process read from their senders (gets finished without error).
+    pub reads: u64,
     /// Rendezvous fragments sent.
     pub frags_sent: u64,
     /// ACKs sent.

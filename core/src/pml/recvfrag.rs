@@ -6,7 +6,7 @@
 //! live request in the matching state, talking to that peer, with the offsets inside the message.
 //! A fragment that fails is logged and dropped; the job goes on.
 
-use super::request::{work_link, Op, RecvState, SendState};
+use super::request::{work_link, Op, ReadStep, RecvState, SendState};
 use super::unexpected::{unex_link, UnexKind, UnexMsg};
 use super::Ob1;
 use crate::btl::{AmTag, Delivery, Placement, Sink, Token};
@@ -85,7 +85,36 @@ impl Sink for Incoming<'_> {
                     self.types,
                     from,
                     env,
-                    UnexKind::Rndv { msg_len, sreq },
+                    UnexKind::Rndv {
+                        msg_len,
+                        sreq,
+                        read: None,
+                    },
+                    Payload::Frag(payload),
+                )
+            }
+            Ok((
+                Header::Rget {
+                    env,
+                    msg_len,
+                    sreq,
+                    key,
+                },
+                payload,
+            )) => {
+                if !payload.is_empty() {
+                    return self.pml.reject(from, "RGET carries a payload");
+                }
+                self.pml.arrive(
+                    self.comms,
+                    self.types,
+                    from,
+                    env,
+                    UnexKind::Rndv {
+                        msg_len,
+                        sreq,
+                        read: Some(key),
+                    },
                     Payload::Frag(payload),
                 )
             }
@@ -95,11 +124,16 @@ impl Sink for Incoming<'_> {
             Ok((Header::Frag { offset, dreq }, payload)) => {
                 self.pml.on_frag(self.types, from, offset, dreq, payload)
             }
+            Ok((Header::Fin { sreq, failed }, _)) => self.pml.on_fin(from, sreq, failed),
         }
     }
 
     fn completed(&mut self, token: Token, result: crate::error::Result<()>) {
-        self.pml.on_send_done(token, result);
+        let key = Key::from_u64(token.0);
+        match self.pml.requests.get(key).map(|r| &r.op) {
+            Some(Op::Recv(_)) => self.pml.on_read_done(token, result),
+            _ => self.pml.on_send_done(token, result),
+        }
     }
 
     fn place(&mut self, from: ProcId, tag: AmTag, head: &[u8], len: usize) -> Option<Placement> {
@@ -122,11 +156,15 @@ impl Sink for Incoming<'_> {
                 self.types,
                 from,
                 env,
-                UnexKind::Rndv { msg_len, sreq },
+                UnexKind::Rndv {
+                    msg_len,
+                    sreq,
+                    read: None,
+                },
                 skip,
                 n,
             ),
-            Header::Ack { .. } => None,
+            Header::Ack { .. } | Header::Rget { .. } | Header::Fin { .. } => None,
         }
     }
 
@@ -315,6 +353,7 @@ impl Ob1 {
         kind: UnexKind,
         payload: Payload<'_>,
     ) -> bool {
+        let native = self.same_form(from);
         let req = self
             .requests
             .at_mut(r)
@@ -348,7 +387,25 @@ impl Ob1 {
                 self.complete(r);
                 true
             }
-            UnexKind::Rndv { msg_len, sreq } => {
+            UnexKind::Rndv {
+                msg_len,
+                sreq,
+                read: Some(key),
+            } if len == 0 && msg_len > 0 && native => {
+                // Offered for reading: the answer (`Ob1::send_ack`) reads it straight into the
+                // buffer if the buffer and the route allow, else asks for fragments.
+                rr.state = RecvState::Reading {
+                    proc: from,
+                    msg_len,
+                    sreq,
+                    key,
+                    step: ReadStep::Start,
+                };
+                self.drop_payload(payload);
+                self.pending_ack.push_back(&self.requests, r, work_link);
+                false
+            }
+            UnexKind::Rndv { msg_len, sreq, .. } => {
                 rr.state = RecvState::Matched {
                     proc: from,
                     msg_len,
@@ -374,12 +431,19 @@ impl Ob1 {
             return self.reject(from, "ACK for a request that is not a send");
         };
         let len = s.conv.packed_len() as u64;
-        if s.proc != from || s.state != SendState::AwaitAck || offset > len {
+        let waiting = matches!(s.state, SendState::AwaitAck | SendState::AwaitFin);
+        if s.proc != from || !waiting || offset > len {
             return self.reject(from, "ACK does not fit the send it names");
         }
         if offset == len {
             s.state = SendState::Done;
-            self.complete(key.index);
+            if s.reg.is_some() {
+                // The offer's registration goes first (`send_frags`).
+                self.pending_frags
+                    .push_back(&self.requests, key.index, work_link);
+            } else {
+                self.complete(key.index);
+            }
         } else {
             s.state = SendState::Frags {
                 dreq,
@@ -389,6 +453,75 @@ impl Ob1 {
                 .push_back(&self.requests, key.index, work_link);
         }
         Delivery::Consumed
+    }
+
+    /// The receiver's FIN of one of our `RGET` offers: it has read the message (or failed).
+    pub(crate) fn on_fin(&mut self, from: ProcId, sreq: u64, failed: bool) -> Delivery {
+        let key = Key::from_u64(sreq);
+        let Some(req) = self.requests.get_mut(key) else {
+            return self.reject(from, "FIN for no live request");
+        };
+        let Op::Send(s) = &mut req.op else {
+            return self.reject(from, "FIN for a request that is not a send");
+        };
+        if s.proc != from || s.state != SendState::AwaitFin {
+            return self.reject(from, "FIN does not fit the send it names");
+        }
+        if failed {
+            req.status.error.get_or_insert(Error::new(
+                ErrorClass::Other,
+                Reason::Transport {
+                    btl: "pml",
+                    what: "the receiver could not read the message",
+                },
+            ));
+        }
+        s.state = SendState::Done;
+        // Completes once its registration is withdrawn (`send_frags`).
+        self.pending_frags
+            .push_back(&self.requests, key.index, work_link);
+        Delivery::Consumed
+    }
+
+    /// The get of a receive that matched an `RGET` is over: the FIN goes next.
+    pub(crate) fn on_read_done(&mut self, token: Token, result: crate::error::Result<()>) {
+        let key = Key::from_u64(token.0);
+        let Some(req) = self.requests.get_mut(key) else {
+            self.warn(format_args!("read completion for no live receive"));
+            return;
+        };
+        let Op::Recv(r) = &mut req.op else {
+            self.warn(format_args!(
+                "read completion for a request that is not a receive"
+            ));
+            return;
+        };
+        let RecvState::Reading { msg_len, step, .. } = &mut r.state else {
+            self.warn(format_args!(
+                "read completion for a receive that is not reading"
+            ));
+            return;
+        };
+        if *step != ReadStep::Reading {
+            self.warn(format_args!(
+                "read completion for a receive that is not reading"
+            ));
+            return;
+        }
+        let failed = match result {
+            Ok(()) => {
+                r.conv.placed(*msg_len as usize);
+                false
+            }
+            Err(e) => {
+                req.status.error.get_or_insert(e);
+                true
+            }
+        };
+        *step = ReadStep::Fin { failed };
+        self.stats.reads += u64::from(!failed);
+        self.pending_ack
+            .push_back(&self.requests, key.index, work_link);
     }
 
     /// A fragment of a rendezvous message for one of our receives.
@@ -510,7 +643,11 @@ impl Ob1 {
         }
         let (msg_len, sreq, acked) = match kind {
             UnexKind::Eager => (n as u64, 0, true),
-            UnexKind::Rndv { msg_len, sreq } if n as u64 <= msg_len => (msg_len, sreq, false),
+            UnexKind::Rndv {
+                msg_len,
+                sreq,
+                read: None,
+            } if n as u64 <= msg_len => (msg_len, sreq, false),
             UnexKind::Rndv { .. } => return None,
         };
         let si = self.seq_index(comm, env.src as u32);

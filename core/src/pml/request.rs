@@ -116,6 +116,9 @@ pub enum SendState {
     Queued,
     /// Rendezvous (or synchronous) header sent; waiting for the receiver's ACK.
     AwaitAck,
+    /// The message is registered ([`SendReq::reg`]) and offered for reading (`RGET`); waiting
+    /// for the receiver's FIN (or an ACK: it wants fragments after all).
+    AwaitFin,
     /// ACK received; fragments from `offset` on still to send.
     Frags {
         /// Receiver's request id.
@@ -148,8 +151,35 @@ pub enum RecvState {
         /// Whether the ACK went out.
         acked: bool,
     },
+    /// Matched an `RGET`: the receiver reads the message straight into its buffer.
+    Reading {
+        /// The sending process.
+        proc: ProcId,
+        /// Total packed length.
+        msg_len: u64,
+        /// Sender's request id, for the FIN.
+        sreq: u64,
+        /// The sender's registration.
+        key: u64,
+        /// Where the read is.
+        step: ReadStep,
+    },
     /// Finished.
     Done,
+}
+
+/// Progress of a receive's read of an `RGET` message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStep {
+    /// The get is not started yet (no room in the module).
+    Start,
+    /// The get is under way.
+    Reading,
+    /// The get is over (`failed` or not); the FIN is still to send.
+    Fin {
+        /// Whether the read failed.
+        failed: bool,
+    },
 }
 
 /// A send in flight.
@@ -168,6 +198,8 @@ pub struct SendReq {
     pub stripe: crate::bml::Stripe,
     /// Zero-copy fragments handed to a BTL and not yet reported complete.
     pub inflight: u32,
+    /// The registration of an `RGET` offer still to withdraw: module index and key.
+    pub reg: Option<(u8, u64)>,
 }
 
 /// A receive in flight.

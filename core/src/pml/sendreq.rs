@@ -1,18 +1,21 @@
 //! The send side: starting sends, answering rendezvous, scheduling fragments.
 
 use super::recvfrag::finish_status;
-use super::request::{work_link, Op, RecvState, ReqId, Request, SendMode, SendReq, SendState};
+use super::request::{
+    work_link, Op, ReadStep, RecvState, ReqId, Request, SendMode, SendReq, SendState,
+};
 use super::Ob1;
 use crate::bml::Bml;
-use crate::btl::{AmTag, Btl, BtlFlags, Endpoint, Sent, Token};
+use crate::btl::{AmTag, Btl, BtlFlags, DestRef, Endpoint, RemoteKey, Sent, Token};
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Packer;
+use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::Result;
 use crate::list::List;
 use crate::pool::Key;
 use crate::rte::ProcId;
-use crate::wire::{Envelope, Header, ACK_LEN, FRAG_LEN, MATCH_LEN, RNDV_LEN};
+use crate::wire::{Envelope, Header, ACK_LEN, FIN_LEN, FRAG_LEN, MATCH_LEN, RGET_LEN, RNDV_LEN};
 
 /// What an attempt to put something on the wire did.
 enum Attempt {
@@ -154,6 +157,7 @@ impl Ob1 {
             state: SendState::Queued,
             stripe: crate::bml::Stripe::default(),
             inflight: 0,
+            reg: None,
         };
         let key = self.insert(Request::new(Op::Send(send), scope))?;
         self.seqs[si].send = env.seq.wrapping_add(1);
@@ -195,6 +199,36 @@ impl Ob1 {
             self.stats.eager_sent += 1;
             return Attempt::Finished;
         }
+        let attrs = *btl.attrs();
+        if attrs.flags.contains(BtlFlags::GET)
+            && len >= attrs.get_min
+            && self.reprs[s.proc.0 as usize].same_as(&Repr::NATIVE)
+        {
+            // Offer the whole message for reading where it lies (the Red Storm paper's RDMA get
+            // protocol); a module that cannot register it now gets a plain rendezvous.
+            if let Some(k) = s
+                .conv
+                .data_ref(0, len)
+                .and_then(|d| btl.register(route.ep, d))
+            {
+                let Some(space) = btl.reserve(route.ep, RGET_LEN) else {
+                    btl.deregister(k);
+                    return Attempt::Blocked;
+                };
+                Header::Rget {
+                    env: s.env,
+                    msg_len: len as u64,
+                    sreq: key.to_u64(),
+                    key: k.0,
+                }
+                .emit(space);
+                btl.commit(route.ep, AmTag::PML, RGET_LEN);
+                s.reg = Some((route.btl, k.0));
+                s.state = SendState::AwaitFin;
+                self.stats.rget_sent += 1;
+                return Attempt::Sent;
+            }
+        }
         let mut first = len.min(eager_limit.saturating_sub(RNDV_LEN));
         if let Some(head) = bml.rndv_head(s.proc, len as u64) {
             // The rest will be striped: the data the rendezvous carries delays the ACK, and
@@ -217,8 +251,16 @@ impl Ob1 {
         Attempt::Sent
     }
 
-    /// Sends the ACK of matched receive slot `idx`.
+    /// Answers the rendezvous matched by receive slot `idx`: reads an `RGET` message or sends
+    /// its FIN ([`Ob1::answer_read`]), else sends the ACK.
     fn send_ack(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
+        if let Some(Op::Recv(r)) = self.requests.at(idx).map(|q| &q.op) {
+            if matches!(r.state, RecvState::Reading { .. }) {
+                if let Some(a) = self.answer_read(bml, idx) {
+                    return a;
+                }
+            }
+        }
         let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
         let Op::Recv(r) = &mut req.op else {
@@ -261,13 +303,96 @@ impl Ob1 {
         Attempt::Sent
     }
 
-    /// Sends fragments of send slot `idx` until it is done or its routes are full.
+    /// The next step of receive slot `idx`, which matched an `RGET`: start the get, or send
+    /// the FIN once it is over. `None` when the message cannot be read here (a buffer that does
+    /// not take the bytes as they are, no get on the route back): the receive is then an
+    /// ordinary matched rendezvous, and its ACK asks for fragments.
+    fn answer_read(&mut self, bml: &mut Bml, idx: u32) -> Option<Attempt> {
+        let key = self.requests.key_at(idx).expect("occupied");
+        let req = self.requests.at_mut(idx).expect("occupied");
+        let Op::Recv(r) = &mut req.op else {
+            unreachable!("only receives read")
+        };
+        let RecvState::Reading {
+            proc,
+            msg_len,
+            sreq,
+            key: rkey,
+            step,
+        } = r.state
+        else {
+            unreachable!("only reading receives are answered here")
+        };
+        let Some(route) = bml.eager(proc) else {
+            unreachable!("no route back to a sender")
+        };
+        let btl = bml.btl(route.btl);
+        match step {
+            ReadStep::Start => {
+                let dest = usize::try_from(msg_len)
+                    .ok()
+                    .filter(|_| btl.attrs().flags.contains(BtlFlags::GET))
+                    .and_then(|n| Some((r.conv.dest_ref(0, n)?, n)));
+                let Some((dest, n)) = dest else {
+                    r.state = RecvState::Matched {
+                        proc,
+                        msg_len,
+                        received: 0,
+                        placing: 0,
+                        sreq,
+                        acked: false,
+                    };
+                    return None;
+                };
+                // SAFETY: `dest_ref` says the receive's buffer takes the `n` bytes at `dest` as
+                // they are; the receive cannot complete, nor its buffer be released, before the
+                // module reports the get.
+                let d = unsafe { DestRef::new(dest, n) };
+                if !btl.get(route.ep, RemoteKey(rkey), 0, d, Token(key.to_u64())) {
+                    return Some(Attempt::Blocked);
+                }
+                r.state = RecvState::Reading {
+                    proc,
+                    msg_len,
+                    sreq,
+                    key: rkey,
+                    step: ReadStep::Reading,
+                };
+                Some(Attempt::Sent)
+            }
+            // Back on the list only when the get is over.
+            ReadStep::Reading => Some(Attempt::Sent),
+            ReadStep::Fin { failed } => {
+                let Some(space) = btl.reserve(route.ep, FIN_LEN) else {
+                    return Some(Attempt::Blocked);
+                };
+                Header::Fin { sreq, failed }.emit(space);
+                btl.commit(route.ep, AmTag::PML, FIN_LEN);
+                r.state = RecvState::Done;
+                finish_status(&mut req.status, msg_len, &r.conv);
+                Some(Attempt::Finished)
+            }
+        }
+    }
+
+    /// Sends fragments of send slot `idx` until it is done or its routes are full; first
+    /// withdraws the registration of an `RGET` offer the receiver answered.
     fn send_frags(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
         let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
             unreachable!("only sends have fragments")
         };
+        if let Some((b, k)) = s.reg.take() {
+            bml.btl(b).deregister(RemoteKey(k));
+        }
+        if s.state == SendState::Done {
+            return if s.inflight == 0 {
+                Attempt::Finished
+            } else {
+                Attempt::Issued
+            };
+        }
         let len = s.conv.packed_len();
         if s.stripe.is_empty() {
             let SendState::Frags { offset, .. } = s.state else {

@@ -26,6 +26,9 @@ pub enum UnexKind {
         msg_len: u64,
         /// Sender's request id.
         sreq: u64,
+        /// The sender's registration of the whole message, when it offers it for reading
+        /// (an `RGET`; the receiver may still ask for fragments).
+        read: Option<u64>,
     },
 }
 

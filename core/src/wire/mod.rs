@@ -23,6 +23,11 @@ pub mod kind {
     pub const ACK: u8 = 3;
     /// A later fragment of a rendezvous message.
     pub const FRAG: u8 = 4;
+    /// Rendezvous start offering the whole message for the receiver to read (RDMA get): match
+    /// header, length, sender's request, the key the sender's transport registered it under.
+    pub const RGET: u8 = 5;
+    /// Receiver's answer to an `RGET` once it has read the message (or failed to).
+    pub const FIN: u8 = 6;
 }
 
 /// Bits of the second byte of every header.
@@ -104,7 +109,35 @@ pub struct FragHdr {
     pub dreq: u64,
 }
 
+/// Rendezvous offering the message for reading. 40 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct RgetHdr {
+    /// Envelope with `kind` = [`kind::RGET`], length and sender's request id.
+    pub r: RndvHdr,
+    /// The key of the sender's registration, for the receiver's transport.
+    pub key: u64,
+}
+
+/// The receiver has read an `RGET` message. 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct FinHdr {
+    /// [`kind::FIN`].
+    pub kind: u8,
+    /// [`flags`].
+    pub flags: u8,
+    /// Explicit padding so the fields are 8-aligned.
+    pub pad: [u8; 6],
+    /// The sender's request id, from the `RGET` header.
+    pub sreq: u64,
+    /// 0: every byte read; 1: the read failed.
+    pub failed: u64,
+}
+
 const _: () = assert!(core::mem::size_of::<MatchHdr>() == 16);
+const _: () = assert!(core::mem::size_of::<RgetHdr>() == 40);
+const _: () = assert!(core::mem::size_of::<FinHdr>() == 24);
 const _: () = assert!(core::mem::size_of::<RndvHdr>() == 32);
 const _: () = assert!(core::mem::size_of::<AckHdr>() == 32);
 const _: () = assert!(core::mem::size_of::<FragHdr>() == 24);
@@ -117,6 +150,10 @@ pub const RNDV_LEN: usize = core::mem::size_of::<RndvHdr>();
 pub const ACK_LEN: usize = core::mem::size_of::<AckHdr>();
 /// Bytes of a fragment header.
 pub const FRAG_LEN: usize = core::mem::size_of::<FragHdr>();
+/// Bytes of an `RGET` header.
+pub const RGET_LEN: usize = core::mem::size_of::<RgetHdr>();
+/// Bytes of a `FIN` header.
+pub const FIN_LEN: usize = core::mem::size_of::<FinHdr>();
 
 /// The matching envelope of a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +197,24 @@ pub enum Header {
         offset: u64,
         /// Receiver's request id.
         dreq: u64,
+    },
+    /// Rendezvous offering the message for reading.
+    Rget {
+        /// Envelope.
+        env: Envelope,
+        /// Total packed length.
+        msg_len: u64,
+        /// Sender's request id.
+        sreq: u64,
+        /// Key of the sender's registration.
+        key: u64,
+    },
+    /// The receiver read an `RGET` message.
+    Fin {
+        /// Sender's request id.
+        sreq: u64,
+        /// Whether the read failed.
+        failed: bool,
     },
 }
 
@@ -297,6 +352,28 @@ impl Header {
                     payload,
                 ))
             }
+            kind::RGET => {
+                let (h, payload) = RgetHdr::read_from_prefix(frag).map_err(|_| short)?;
+                Ok((
+                    Header::Rget {
+                        env: h.r.m.envelope(swap),
+                        msg_len: fix64(h.r.msg_len, swap),
+                        sreq: fix64(h.r.sreq, swap),
+                        key: fix64(h.key, swap),
+                    },
+                    payload,
+                ))
+            }
+            kind::FIN => {
+                let (h, payload) = FinHdr::read_from_prefix(frag).map_err(|_| short)?;
+                Ok((
+                    Header::Fin {
+                        sreq: fix64(h.sreq, swap),
+                        failed: h.failed != 0,
+                    },
+                    payload,
+                ))
+            }
             k => Err(WireError::UnknownKind(k)),
         }
     }
@@ -308,6 +385,8 @@ impl Header {
             Header::Rndv { .. } => RNDV_LEN,
             Header::Ack { .. } => ACK_LEN,
             Header::Frag { .. } => FRAG_LEN,
+            Header::Rget { .. } => RGET_LEN,
+            Header::Fin { .. } => FIN_LEN,
         }
     }
 
@@ -349,6 +428,30 @@ impl Header {
             }
             .write_to_prefix(out)
             .is_ok(),
+            Header::Rget {
+                env,
+                msg_len,
+                sreq,
+                key,
+            } => RgetHdr {
+                r: RndvHdr {
+                    m: MatchHdr::new(kind::RGET, &env),
+                    msg_len,
+                    sreq,
+                },
+                key,
+            }
+            .write_to_prefix(out)
+            .is_ok(),
+            Header::Fin { sreq, failed } => FinHdr {
+                kind: kind::FIN,
+                flags: NATIVE_FLAGS,
+                pad: [0; 6],
+                sreq,
+                failed: failed as u64,
+            }
+            .write_to_prefix(out)
+            .is_ok(),
         };
         assert!(res, "emit into a buffer shorter than the header");
         self.len()
@@ -361,7 +464,7 @@ pub fn to_foreign_order(frag: &mut [u8]) -> Result<(), WireError> {
     let (h, _) = Header::parse(frag)?;
     let foreign = NATIVE_FLAGS ^ flags::BIG_ENDIAN;
     match h {
-        Header::Match(env) | Header::Rndv { env, .. } => {
+        Header::Match(env) | Header::Rndv { env, .. } | Header::Rget { env, .. } => {
             let m = MatchHdr {
                 kind: frag[0],
                 flags: foreign,
@@ -372,9 +475,12 @@ pub fn to_foreign_order(frag: &mut [u8]) -> Result<(), WireError> {
                 pad: [0; 2],
             };
             m.write_to_prefix(frag).map_err(|_| WireError::Empty)?;
-            if let Header::Rndv { msg_len, sreq, .. } = h {
+            if let Header::Rndv { msg_len, sreq, .. } | Header::Rget { msg_len, sreq, .. } = h {
                 frag[16..24].copy_from_slice(&msg_len.swap_bytes().to_ne_bytes());
                 frag[24..32].copy_from_slice(&sreq.swap_bytes().to_ne_bytes());
+            }
+            if let Header::Rget { key, .. } = h {
+                frag[32..40].copy_from_slice(&key.swap_bytes().to_ne_bytes());
             }
         }
         Header::Ack { sreq, dreq, offset } => {
@@ -387,6 +493,11 @@ pub fn to_foreign_order(frag: &mut [u8]) -> Result<(), WireError> {
             frag[1] = foreign;
             frag[8..16].copy_from_slice(&offset.swap_bytes().to_ne_bytes());
             frag[16..24].copy_from_slice(&dreq.swap_bytes().to_ne_bytes());
+        }
+        Header::Fin { sreq, failed } => {
+            frag[1] = foreign;
+            frag[8..16].copy_from_slice(&sreq.swap_bytes().to_ne_bytes());
+            frag[16..24].copy_from_slice(&(failed as u64).swap_bytes().to_ne_bytes());
         }
     }
     Ok(())
@@ -442,6 +553,20 @@ mod tests {
                 offset: 4096,
                 dreq: u64::MAX - 1,
             },
+            Header::Rget {
+                env: ENV,
+                msg_len: 1 << 20,
+                sreq: 0x0102_0304_0506_0708,
+                key: 0xa1b2_c3d4_e5f6_0718,
+            },
+            Header::Fin {
+                sreq: 0x1122_3344_5566_7788,
+                failed: true,
+            },
+            Header::Fin {
+                sreq: 5,
+                failed: false,
+            },
         ];
         for h in headers {
             let mut buf = [0u8; 40];
@@ -483,7 +608,7 @@ mod tests {
         .emit(&mut buf);
         assert!(Header::parse(&buf[..31]).is_err());
         // every prefix of every header is rejected or parsed, never a panic
-        for k in 0..=5u8 {
+        for k in 0..=7u8 {
             for len in 0..40 {
                 let mut b = [0u8; 40];
                 b[0] = k;

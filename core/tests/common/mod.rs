@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use stormpi_core::api::{EngineLock, Universe};
 use stormpi_core::btl::{
-    AmTag, Btl, BtlAttrs, BtlFlags, Delivery, Endpoint, Modex, PeerInfo, Sink, Token, PLACE_HEAD,
+    AmTag, Btl, BtlAttrs, BtlFlags, DataRef, Delivery, DestRef, Endpoint, Modex, PeerInfo,
+    RemoteKey, Sink, Token, PLACE_HEAD,
 };
 use stormpi_core::engine::{Engine, Init};
 use stormpi_core::params::Params;
@@ -83,6 +84,11 @@ pub struct FabricConfig {
     /// written, if `place_fails`.
     pub place: bool,
     pub place_fails: bool,
+    /// Advertise `BtlFlags::GET` for messages of at least this many bytes (`None`: no get).
+    /// A get copies at once and is reported at the reader's next progress call — as failed,
+    /// with nothing written, if `get_fails`.
+    pub get_min: Option<usize>,
+    pub get_fails: bool,
 }
 
 impl Default for FabricConfig {
@@ -100,6 +106,8 @@ impl Default for FabricConfig {
             send_inline: false,
             place: false,
             place_fails: false,
+            get_min: None,
+            get_fails: false,
         }
     }
 }
@@ -117,6 +125,11 @@ pub struct Fabric {
     rng: Mutex<u64>,
     /// Bytes of PML fragments this fabric carried.
     pub bytes: std::sync::atomic::AtomicU64,
+    /// Registrations for gets: key → (owner, reader, address, length).
+    regs: Mutex<HashMap<u64, (u32, u32, usize, usize)>>,
+    next_key: std::sync::atomic::AtomicU64,
+    /// Bytes read by gets.
+    pub got: std::sync::atomic::AtomicU64,
     /// Payload bytes the receivers placed (`FabricConfig::place`).
     pub placed: std::sync::atomic::AtomicU64,
 }
@@ -143,6 +156,11 @@ impl Fabric {
     pub fn queued(&self, to: u32) -> usize {
         self.queues[to as usize].lock().unwrap().len()
     }
+
+    /// Registrations not withdrawn.
+    pub fn registered(&self) -> usize {
+        self.regs.lock().unwrap().len()
+    }
 }
 
 /// One engine's module on the fabric.
@@ -155,6 +173,8 @@ pub struct FabricBtl {
     done: Vec<stormpi_core::btl::Token>,
     /// Placements to report at the next progress call: sender, token, length, success.
     placed: Vec<(ProcId, Token, usize, bool)>,
+    /// Gets to report at the next progress call: token, success.
+    gets: Vec<(Token, bool)>,
 }
 
 impl FabricBtl {
@@ -234,10 +254,78 @@ impl Btl for FabricBtl {
         Some(stormpi_core::btl::Sent::Pending)
     }
 
+    fn register(&mut self, ep: Endpoint, data: DataRef) -> Option<RemoteKey> {
+        assert!(self.fabric.cfg.get_min.is_some(), "register without GET");
+        let k = self
+            .fabric
+            .next_key
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fabric
+            .regs
+            .lock()
+            .unwrap()
+            .insert(k, (self.me, ep.0, data.as_ptr() as usize, data.len()));
+        Some(RemoteKey(k))
+    }
+
+    fn deregister(&mut self, key: RemoteKey) {
+        let owner = self.fabric.regs.lock().unwrap().remove(&key.0).map(|r| r.0);
+        assert_eq!(owner, Some(self.me), "withdrawing a registration not ours");
+    }
+
+    fn get(
+        &mut self,
+        ep: Endpoint,
+        key: RemoteKey,
+        offset: u64,
+        dest: DestRef,
+        token: Token,
+    ) -> bool {
+        let regs = self.fabric.regs.lock().unwrap();
+        let ok = !self.fabric.cfg.get_fails
+            && regs.get(&key.0).is_some_and(|&(owner, reader, at, len)| {
+                let fits = offset as usize + dest.len() <= len;
+                if owner == ep.0 && reader == self.me && fits {
+                    // SAFETY: the owner lent `len` bytes at `at` until it withdraws the
+                    // registration (not before our FIN); `dest` is ours to write until reported.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (at + offset as usize) as *const u8,
+                            dest.as_ptr(),
+                            dest.len(),
+                        )
+                    };
+                }
+                owner == ep.0 && reader == self.me && fits
+            });
+        if ok {
+            self.fabric
+                .got
+                .fetch_add(dest.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.gets.push((token, ok));
+        true
+    }
+
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
         for token in std::mem::take(&mut self.done) {
             sink.completed(token, Ok(()));
+            n += 1;
+        }
+        for (token, ok) in std::mem::take(&mut self.gets) {
+            let result = if ok {
+                Ok(())
+            } else {
+                Err(stormpi_core::error::Error::new(
+                    stormpi_core::error::ErrorClass::Other,
+                    stormpi_core::error::Reason::Transport {
+                        btl: "fabric",
+                        what: "get failed",
+                    },
+                ))
+            };
+            sink.completed(token, result);
             n += 1;
         }
         for (from, token, len, ok) in std::mem::take(&mut self.placed) {
@@ -381,6 +469,9 @@ fn make_engine(
         if fabric.cfg.send_inline {
             flags = flags.union(BtlFlags::SEND_INLINE);
         }
+        if fabric.cfg.get_min.is_some() {
+            flags = flags.union(BtlFlags::GET);
+        }
         let attrs = BtlAttrs {
             component: "fabric",
             eager_limit: fabric.cfg.eager_limit,
@@ -389,6 +480,7 @@ fn make_engine(
             bandwidth_mbps: fabric.cfg.bandwidth_mbps,
             exclusivity: 10,
             flags,
+            get_min: fabric.cfg.get_min.unwrap_or(usize::MAX),
         };
         let btl: &'static mut dyn Btl = Box::leak(Box::new(FabricBtl {
             fabric: fabric.clone(),
@@ -397,6 +489,7 @@ fn make_engine(
             staging: Vec::new(),
             done: Vec::new(),
             placed: Vec::new(),
+            gets: Vec::new(),
         }));
         let _ = btls.push(btl);
     }
@@ -417,6 +510,9 @@ fn make_fabric(n: u32, cfg: FabricConfig) -> Arc<Fabric> {
         cfg,
         bytes: std::sync::atomic::AtomicU64::new(0),
         placed: std::sync::atomic::AtomicU64::new(0),
+        regs: Mutex::new(HashMap::new()),
+        next_key: std::sync::atomic::AtomicU64::new(1),
+        got: std::sync::atomic::AtomicU64::new(0),
     })
 }
 

@@ -169,6 +169,7 @@ impl Sm {
                 bandwidth_mbps: 80_000,
                 exclusivity: 1000,
                 flags: BtlFlags::SEND,
+                get_min: usize::MAX,
             },
             me,
             job: job.to_owned(),

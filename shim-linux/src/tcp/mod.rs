@@ -564,6 +564,7 @@ impl Tcp {
                 flags: BtlFlags::SEND
                     .union(BtlFlags::SEND_REF)
                     .union(BtlFlags::SEND_INLINE),
+                get_min: usize::MAX,
             },
             me,
             iface,
