@@ -75,23 +75,7 @@ impl Sink for Incoming<'_> {
                 Payload::Frag(payload),
             ),
             Ok((Header::Rndv { env, msg_len, sreq }, payload)) => {
-                if payload.len() as u64 > msg_len {
-                    return self
-                        .pml
-                        .reject(from, "rendezvous carries more than its message length");
-                }
-                self.pml.arrive(
-                    self.comms,
-                    self.types,
-                    from,
-                    env,
-                    UnexKind::Rndv {
-                        msg_len,
-                        sreq,
-                        read: None,
-                    },
-                    Payload::Frag(payload),
-                )
+                self.rndv(from, env, msg_len, sreq, None, payload)
             }
             Ok((
                 Header::Rget {
@@ -101,23 +85,7 @@ impl Sink for Incoming<'_> {
                     key,
                 },
                 payload,
-            )) => {
-                if !payload.is_empty() {
-                    return self.pml.reject(from, "RGET carries a payload");
-                }
-                self.pml.arrive(
-                    self.comms,
-                    self.types,
-                    from,
-                    env,
-                    UnexKind::Rndv {
-                        msg_len,
-                        sreq,
-                        read: Some(key),
-                    },
-                    Payload::Frag(payload),
-                )
-            }
+            )) => self.rndv(from, env, msg_len, sreq, Some(key), payload),
             Ok((Header::Ack { sreq, dreq, offset }, _)) => {
                 self.pml.on_ack(from, sreq, dreq, offset)
             }
@@ -170,6 +138,41 @@ impl Sink for Incoming<'_> {
 
     fn placed(&mut self, from: ProcId, token: Token, len: usize, result: crate::error::Result<()>) {
         self.pml.on_placed(from, token, len, result);
+    }
+}
+
+impl Incoming<'_> {
+    /// The start of a rendezvous (`read`: the key of an `RGET`, which carries no payload).
+    fn rndv(
+        &mut self,
+        from: ProcId,
+        env: Envelope,
+        msg_len: u64,
+        sreq: u64,
+        read: Option<u64>,
+        payload: &[u8],
+    ) -> Delivery {
+        if read.is_some() && !payload.is_empty() {
+            return self.pml.reject(from, "RGET carries a payload");
+        }
+        if payload.len() as u64 > msg_len {
+            return self
+                .pml
+                .reject(from, "rendezvous carries more than its message length");
+        }
+        let kind = UnexKind::Rndv {
+            msg_len,
+            sreq,
+            read,
+        };
+        self.pml.arrive(
+            self.comms,
+            self.types,
+            from,
+            env,
+            kind,
+            Payload::Frag(payload),
+        )
     }
 }
 

@@ -351,13 +351,9 @@ impl Ob1 {
                 if !btl.get(route.ep, RemoteKey(rkey), 0, d, Token(key.to_u64())) {
                     return Some(Attempt::Blocked);
                 }
-                r.state = RecvState::Reading {
-                    proc,
-                    msg_len,
-                    sreq,
-                    key: rkey,
-                    step: ReadStep::Reading,
-                };
+                if let RecvState::Reading { step, .. } = &mut r.state {
+                    *step = ReadStep::Reading;
+                }
                 Some(Attempt::Sent)
             }
             // Back on the list only when the get is over.

@@ -163,6 +163,20 @@ impl Fabric {
     }
 }
 
+/// `Ok`, or the fabric's transport error `what`.
+fn fabric_result(ok: bool, what: &'static str) -> Result<()> {
+    if ok {
+        return Ok(());
+    }
+    Err(stormpi_core::error::Error::new(
+        stormpi_core::error::ErrorClass::Other,
+        stormpi_core::error::Reason::Transport {
+            btl: "fabric",
+            what,
+        },
+    ))
+}
+
 /// One engine's module on the fabric.
 pub struct FabricBtl {
     fabric: Arc<Fabric>,
@@ -314,33 +328,11 @@ impl Btl for FabricBtl {
             n += 1;
         }
         for (token, ok) in std::mem::take(&mut self.gets) {
-            let result = if ok {
-                Ok(())
-            } else {
-                Err(stormpi_core::error::Error::new(
-                    stormpi_core::error::ErrorClass::Other,
-                    stormpi_core::error::Reason::Transport {
-                        btl: "fabric",
-                        what: "get failed",
-                    },
-                ))
-            };
-            sink.completed(token, result);
+            sink.completed(token, fabric_result(ok, "get failed"));
             n += 1;
         }
         for (from, token, len, ok) in std::mem::take(&mut self.placed) {
-            let result = if ok {
-                Ok(())
-            } else {
-                Err(stormpi_core::error::Error::new(
-                    stormpi_core::error::ErrorClass::Other,
-                    stormpi_core::error::Reason::Transport {
-                        btl: "fabric",
-                        what: "placement lost",
-                    },
-                ))
-            };
-            sink.placed(from, token, len, result);
+            sink.placed(from, token, len, fabric_result(ok, "placement lost"));
             n += 1;
         }
         loop {
