@@ -20,6 +20,10 @@
 #        ci/bench-lwk.sh --get [--reps R]   the Portals BTL's RDMA get against its fragments: p2p
 #                                  over pml ob1 with btl_portals_get_min 65536 and 0, interleaved,
 #                                  best of R each, for 16 KiB to 4 MiB
+#        ci/bench-lwk.sh --floor [--reps R]   0-byte one-way latency at every layer, R runs, each
+#                                  back to back: a bare shared-memory flag ping-pong
+#                                  (bench/shm_pingpong.c), raw Portals, stormpi over Portals (cm),
+#                                  and stormpi, Open MPI and MPICH over shared memory on Linux
 #        ci/bench-lwk.sh --sizes   text/data/bss of the static MPI hello and the heat2d demo for
 #                                  the host (glibc), x86_64 and aarch64 musl (llvm-size from
 #                                  cargo-binutils, installed if missing)
@@ -61,9 +65,11 @@ reps=3
 max=1048576
 scale=0.5
 get=0
+floor=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --get) get=1; max=4194304; shift ;;
+        --floor) floor=1; max=1; shift ;;
         --reps) reps=$2; shift 2 ;;
         --max) max=$2; shift 2 ;;
         --scale) scale=$2; shift 2 ;;
@@ -93,6 +99,53 @@ run_mpi() {
     mv "$file.0" "$file"
     rm -f "$file.1"
 }
+
+if [ "$floor" = 1 ]; then
+    # The same 0-byte message at every layer, each run back to back: the bare shared-memory
+    # floor, raw Portals on the software NI, stormpi over it (pml cm), and stormpi, Open MPI and
+    # MPICH over shared memory on Linux.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    cc -O2 -o "$out/shm_pingpong" bench/shm_pingpong.c
+    cargo build --release -q -p stormpi-linux
+    target/release/stormcc -O2 -o "$out/p2p-stormpi" bench/p2p.c
+    mpicc.openmpi -O2 -o "$out/p2p-openmpi" bench/p2p.c
+    mpicc.mpich -O2 -o "$out/p2p-mpich" bench/p2p.c
+    echo "# load before: $(uptime)" >&2
+    for ((i = 0; i < reps; i++)); do
+        "$out/shm_pingpong" 0 "bench-floor$$-$i" > "$out/floor.$i" &
+        "$out/shm_pingpong" 1 "bench-floor$$-$i"
+        wait
+        timeout 300 target/release/lwk-ptl-pingpong --reps 1 --max 0 > "$out/raw.$i"
+        run_mpi cm "$out/offload.$i"
+        timeout 300 target/release/stormrun -n 2 "$out/p2p-stormpi" -l -m 1 > "$out/sm.$i"
+        timeout 300 mpirun.openmpi -n 2 "$out/p2p-openmpi" -l -m 1 > "$out/ompi.$i" 2>&1
+        timeout 300 mpiexec.mpich -n 2 "$out/p2p-mpich" -l -m 1 > "$out/mpich.$i" 2>&1
+    done
+    echo "# load after: $(uptime)" >&2
+    python3 - "$out" "$reps" <<'EOF'
+import sys
+out, reps = sys.argv[1], int(sys.argv[2])
+def first(path, ok):
+    for line in open(path):
+        v = ok(line.split())
+        if v is not None:
+            return v
+lat0 = lambda f: float(f[2]) if len(f) == 3 and f[0] == "lat" and f[1] == "0" else None
+cols = [("floor", lambda f: float(f[1]) if len(f) == 2 and f[0] == "floor" else None),
+        ("raw", lambda f: float(f[1]) if len(f) == 3 and f[0] == "0" else None),
+        ("offload", lat0), ("sm", lat0), ("ompi", lat0), ("mpich", lat0)]
+print("| run | 0 B one-way µs: shared-memory floor | raw Portals | stormpi cm (Portals) | stormpi sm | Open MPI | MPICH | cm / raw | Open MPI / floor | raw / floor |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for i in range(reps):
+    v = [first(f"{out}/{k}.{i}", ok) for k, ok in cols]
+    if None in v:
+        print(f"| {i} | incomplete run |")
+        continue
+    fl, raw, cm, sm, om, mp = v
+    print(f"| {i} | {fl:.3f} | {raw:.3f} | {cm:.3f} | {sm:.3f} | {om:.3f} | {mp:.3f} | {cm / raw:.2f} | {om / fl:.1f} | {raw / fl:.1f} |")
+EOF
+    exit 0
+fi
 
 if [ "$get" = 1 ]; then
     echo "# load before: $(uptime)" >&2

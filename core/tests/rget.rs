@@ -207,3 +207,40 @@ fn corrupt_offers_and_answers_are_rejected() {
     let (rs, _) = transfer(&mut c, 6, 20_000, 20_000, true);
     assert!(rs.error.is_none());
 }
+
+#[test]
+fn a_strided_receive_of_an_offer_takes_fragments_instead() {
+    let mut c = cluster();
+    // 4096 ints sent contiguous, received every other int of a buffer twice as long.
+    let n = 4096usize;
+    let data = leak_buf(4 * n, |i| pattern(0, 8, i));
+    let buf = leak_buf(8 * n, |_| 0);
+    let bufp = buf.as_ptr();
+    let types = c.e[1].types_mut();
+    let every_other = types
+        .vector(
+            n as i32,
+            1,
+            Some(2),
+            None,
+            stormpi_core::datatype::Datatype::INT,
+        )
+        .unwrap();
+    types.commit(every_other).unwrap();
+    // SAFETY: the leaked buffer covers the vector's extent.
+    let conv = unsafe { Unpacker::new(buf.as_mut_ptr(), 1, every_other, c.e[1].types()) }
+        .expect("committed type");
+    let r = c.e[1].irecv(conv, 0, 1, CommId::WORLD, 0).unwrap();
+    let s = isend(&mut c.e[0], data, SendMode::Standard);
+    let rs = c.wait(1, r);
+    assert!(rs.error.is_none() && c.wait(0, s).error.is_none());
+    assert_eq!(rs.bytes, 4 * n as u64);
+    // SAFETY: the receive is complete.
+    let got = unsafe { std::slice::from_raw_parts(bufp, 8 * n) };
+    for i in 0..n {
+        assert_eq!(&got[8 * i..8 * i + 4], &data[4 * i..4 * i + 4], "int {i}");
+        assert_eq!(&got[8 * i + 4..8 * i + 8], &[0; 4], "gap after int {i}");
+    }
+    assert_eq!(c.fabric.got.load(Ordering::Relaxed), 0, "nothing read");
+    assert_eq!(c.fabric.registered(), 0);
+}
