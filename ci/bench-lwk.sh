@@ -134,15 +134,17 @@ lat0 = lambda f: float(f[2]) if len(f) == 3 and f[0] == "lat" and f[1] == "0" el
 cols = [("floor", lambda f: float(f[1]) if len(f) == 2 and f[0] == "floor" else None),
         ("raw", lambda f: float(f[1]) if len(f) == 3 and f[0] == "0" else None),
         ("offload", lat0), ("sm", lat0), ("ompi", lat0), ("mpich", lat0)]
-print("| run | 0 B one-way µs: shared-memory floor | raw Portals | stormpi cm (Portals) | stormpi sm | Open MPI | MPICH | cm / raw | Open MPI / floor | raw / floor |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+names = ["shared-memory floor", "raw Portals", "stormpi cm (Portals)", "stormpi sm", "Open MPI", "MPICH"]
+print("| run | 0 B one-way µs: " + " | ".join(names) + " |")
+print("| ---: |" + " ---: |" * len(names))
+best = [None] * len(cols)
 for i in range(reps):
     v = [first(f"{out}/{k}.{i}", ok) for k, ok in cols]
-    if None in v:
-        print(f"| {i} | incomplete run |")
-        continue
-    fl, raw, cm, sm, om, mp = v
-    print(f"| {i} | {fl:.3f} | {raw:.3f} | {cm:.3f} | {sm:.3f} | {om:.3f} | {mp:.3f} | {cm / raw:.2f} | {om / fl:.1f} | {raw / fl:.1f} |")
+    print(f"| {i} | " + " | ".join("–" if x is None else f"{x:.3f}" for x in v) + " |")
+    best = [b if x is None else x if b is None else min(b, x) for b, x in zip(best, v)]
+print("| best | " + " | ".join("–" if x is None else f"{x:.3f}" for x in best) + " |")
+if None not in best:
+    print("best / raw Portals: " + ", ".join(f"{n} {b / best[1]:.2f}" for n, b in zip(names, best)))
 EOF
     exit 0
 fi
