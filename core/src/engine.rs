@@ -111,6 +111,9 @@ pub struct Engine {
     /// Info objects, attributes and names, user error handlers (the MPI layer's user state).
     pub(crate) objects: crate::objects::Objects,
     pub(crate) procs: &'static [PeerInfo],
+    /// Every process published this process's architecture: no peer needs
+    /// [`Engine::check_arch`] (the common job, whose receives skip looking the sender up).
+    uniform_arch: bool,
     pub(crate) me: ProcId,
     next_scope: u32,
     finalized: bool,
@@ -368,6 +371,9 @@ impl Engine {
         pml.comm_added(&comms, &types, CommId::WORLD);
         pml.comm_added(&comms, &types, CommId::SELF);
         let coll = crate::coll::CollState::new(&params, &mut arena)?;
+        let uniform_arch = procs
+            .iter()
+            .all(|p| p.arch.is_some_and(|a| a.same_as(Arch::LOCAL)));
         Ok(Engine {
             coll,
             creation,
@@ -380,6 +386,7 @@ impl Engine {
             types,
             objects,
             procs,
+            uniform_arch,
             me,
             next_scope: 0,
             finalized: false,
@@ -529,7 +536,9 @@ impl Engine {
             ));
         }
         let proc = self.comms.peer_proc(c, dest as u32);
-        self.check_arch(proc)?;
+        if !self.uniform_arch {
+            self.check_arch(proc)?;
+        }
         Ok(Some(Dest {
             rank: dest as u32,
             proc,
@@ -539,6 +548,7 @@ impl Engine {
     }
 
     /// Checks a source selector: `None` for `MPI_PROC_NULL`.
+    #[inline(always)]
     fn check_src(&self, comm: CommId, src: i32) -> Result<Option<Source>> {
         Ok(self.check_src_ctx(comm, src)?.map(|(s, _)| s))
     }
@@ -552,7 +562,9 @@ impl Engine {
             PROC_NULL => Ok(None),
             ANY_SOURCE => Ok(Some((Source::Any, c.cid.0))),
             s if s >= 0 && (s as u32) < c.peers().size() => {
-                self.check_arch(self.comms.peer_proc(c, s as u32))?;
+                if !self.uniform_arch {
+                    self.check_arch(self.comms.peer_proc(c, s as u32))?;
+                }
                 Ok(Some((Source::Rank(s as u32), c.cid.0)))
             }
             s => Err(Error::new(
@@ -779,7 +791,21 @@ impl Engine {
             };
             return self.send_request(conv, d.rank, tag, comm, mode);
         }
-        self.send_to(make, d.rank, tag, comm, mode)
+        let mut conv = make();
+        if mode != SendMode::Synchronous
+            && self.pml.send_now_to(
+                &mut self.bml,
+                &self.types,
+                &mut conv,
+                comm,
+                (d.ctx, d.me),
+                (d.rank, d.proc),
+                tag,
+            )?
+        {
+            return Ok(());
+        }
+        self.send_request(conv, d.rank, tag, comm, mode)
     }
 
     /// Sends with a library-internal (negative) tag, for collectives.
@@ -957,7 +983,7 @@ impl Engine {
             self.pml.cm_recv_post(&self.types, make, sel)?;
             return self.wait_blocking();
         }
-        let id = self.irecv(make(), src, tag, comm, 0)?;
+        let id = self.irecv_with(make, src, tag, comm, 0)?;
         self.wait(id)
     }
 

@@ -139,6 +139,24 @@ impl<T> Pool<T> {
         Some(value)
     }
 
+    /// Drops the value under `key` where it lies (no move out, for large values on hot paths);
+    /// whether `key` was current.
+    #[inline]
+    pub fn discard(&mut self, key: Key) -> bool {
+        let Some(slot) = self.slots.get_mut(key.index as usize) else {
+            return false;
+        };
+        if slot.gen != key.gen || slot.value.is_none() {
+            return false;
+        }
+        slot.value = None;
+        slot.gen = slot.gen.wrapping_add(1);
+        slot.next_free = self.free;
+        self.free = key.index;
+        self.len -= 1;
+        true
+    }
+
     /// The value under `key`, if `key` is current.
     pub fn get(&self, key: Key) -> Option<&T> {
         let slot = self.slots.get(key.index as usize)?;
@@ -210,6 +228,19 @@ mod tests {
         assert_eq!(p.insert(3), Err(3));
         assert_eq!(p.remove(a), Some(1));
         assert!(p.insert(3).is_ok());
+    }
+
+    #[test]
+    fn discarded_slots_are_free_and_their_keys_stale() {
+        let mut p = pool(1);
+        let a = p.insert(10).unwrap();
+        assert!(p.discard(a));
+        assert!(!p.discard(a), "a stale key discards nothing");
+        assert_eq!((p.len(), p.get(a)), (0, None));
+        let b = p.insert(20).unwrap();
+        assert_eq!(a.index, b.index);
+        assert!(!p.discard(a));
+        assert_eq!(p.get(b), Some(&20));
     }
 
     #[test]

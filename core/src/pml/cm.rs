@@ -201,7 +201,7 @@ impl Ob1 {
             Ok(true) => self.complete(key.index),
             Ok(false) => {}
             Err(e) => {
-                self.requests.remove(key);
+                self.requests.discard(key);
                 return Err(e);
             }
         }
@@ -234,7 +234,7 @@ impl Ob1 {
         };
         if let Err(e) = mtl.irecv(types, sel, &r.conv, Token(key.to_u64())) {
             self.cm_posted[comm.0 as usize] -= 1;
-            self.requests.remove(key);
+            self.requests.discard(key);
             return Err(e);
         }
         Ok(ReqId(key))
@@ -403,7 +403,7 @@ impl Ob1 {
         };
         if let Err(e) = mtl.imrecv(types, MtlMessage(sreq), &r.conv, Token(key.to_u64())) {
             self.cm_posted[comm.0 as usize] -= 1;
-            self.requests.remove(key);
+            self.requests.discard(key);
             return Err(e);
         }
         Ok(ReqId(key))

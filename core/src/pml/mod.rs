@@ -297,7 +297,7 @@ impl Ob1 {
         debug_assert!(!req.work.is_linked() && !req.queue.is_linked());
         req.complete = true;
         if req.detached {
-            self.requests.remove(key);
+            self.requests.discard(key);
         }
     }
 
@@ -340,7 +340,7 @@ impl Ob1 {
             return Ok(None);
         }
         let status = req.status;
-        self.requests.remove(id.0);
+        self.requests.discard(id.0);
         Ok(Some(status))
     }
 
@@ -378,7 +378,7 @@ impl Ob1 {
             .get_mut(id.0)
             .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
         if req.complete {
-            self.requests.remove(id.0);
+            self.requests.discard(id.0);
         } else {
             req.detached = true;
         }

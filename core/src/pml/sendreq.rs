@@ -103,6 +103,46 @@ impl Ob1 {
             return self.cm_send_now(comms, types, conv, dest, tag, comm);
         }
         let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
+        self.send_eager(bml, types, conv, env, proc, si)
+    }
+
+    /// [`Ob1::send_now`] with what the caller's checks of the communicator already read: its
+    /// context id `ctx`, this process's rank `me` in it, the destination's rank `dest` and
+    /// process `proc` (no second look at the communicator). Not for the MTL path.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn send_now_to(
+        &mut self,
+        bml: &mut Bml,
+        types: &TypeTable,
+        conv: &mut Packer,
+        comm: CommId,
+        (ctx, me): (u16, u32),
+        (dest, proc): (u32, ProcId),
+        tag: i32,
+    ) -> Result<bool> {
+        debug_assert!(self.mtl.is_none(), "send_now_to on the MTL path");
+        let si = self.seq_index(comm, dest);
+        let env = Envelope {
+            ctx,
+            src: me as i32,
+            tag,
+            seq: self.seqs[si].send,
+        };
+        self.send_eager(bml, types, conv, env, proc, si)
+    }
+
+    /// The eager send of [`Ob1::send_now`] once the envelope is known.
+    #[inline(always)]
+    fn send_eager(
+        &mut self,
+        bml: &mut Bml,
+        types: &TypeTable,
+        conv: &mut Packer,
+        env: Envelope,
+        proc: ProcId,
+        si: usize,
+    ) -> Result<bool> {
         if self.queued[proc.0 as usize] > 0 {
             return Ok(false);
         }

@@ -1341,6 +1341,18 @@ impl Tcp {
         }
     }
 
+    /// The idle module's look at its listener, at most every [`IDLE_POLL_INTERVAL`].
+    #[inline(never)]
+    fn idle_poll(&mut self, sink: &mut dyn Sink) -> usize {
+        self.idle_calls = 0;
+        let now = Instant::now();
+        if now < self.next_idle_poll {
+            return 0;
+        }
+        self.next_idle_poll = now + IDLE_POLL_INTERVAL;
+        self.poll(sink, 0)
+    }
+
     /// One round of progress: completions, pushed-back frames, deadlines, then what epoll
     /// reports (waiting up to `timeout_ms` for it).
     fn poll(&mut self, sink: &mut dyn Sink, timeout_ms: i32) -> usize {
@@ -1585,21 +1597,18 @@ impl Btl for Tcp {
         }
     }
 
+    #[inline]
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         if !self.added || self.finalized {
             return 0;
         }
         if self.active == 0 && self.failed.is_empty() && self.lost.is_empty() {
+            // No connection: every progress round of a job on one node comes here.
             self.idle_calls += 1;
             if self.idle_calls < IDLE_CHECK_EVERY {
                 return 0;
             }
-            self.idle_calls = 0;
-            let now = Instant::now();
-            if now < self.next_idle_poll {
-                return 0;
-            }
-            self.next_idle_poll = now + IDLE_POLL_INTERVAL;
+            return self.idle_poll(sink);
         }
         self.poll(sink, 0)
     }
