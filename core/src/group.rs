@@ -145,8 +145,17 @@ impl GroupTable {
     }
 
     /// The process with rank `rank` of `g` (which must be below its size).
-    #[inline]
+    #[inline(always)]
     pub fn proc_of(&self, g: Group, rank: u32) -> ProcId {
+        // The world's rank is the process: every message on MPI_COMM_WORLD asks, twice.
+        if let Group::World { .. } = g {
+            return ProcId(rank);
+        }
+        self.proc_of_other(g, rank)
+    }
+
+    /// [`GroupTable::proc_of`] of a group other than the world's.
+    fn proc_of_other(&self, g: Group, rank: u32) -> ProcId {
         match g {
             Group::World { .. } => ProcId(rank),
             Group::Single(p) => p,
