@@ -691,11 +691,38 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return self.pml.completed(Status::PROC_NULL, scope);
         };
-        if mode != SendMode::Synchronous
-            && self.pml.uses_mtl()
-            && self
+        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+            if self
                 .pml
                 .cm_send_bytes(&self.types, d.proc, d.envelope(tag), data)?
+            {
+                return self.pml.completed(Status::EMPTY, scope);
+            }
+            return self.pml.isend(
+                &mut self.bml,
+                &self.comms,
+                &self.types,
+                make(),
+                d.rank,
+                tag,
+                comm,
+                mode,
+                scope,
+            );
+        }
+        let mut conv = make();
+        // An eager message the route takes now is sent (copied) at once: the request is
+        // complete from the start and carries no convertor.
+        if mode != SendMode::Synchronous
+            && self.pml.send_now_to(
+                &mut self.bml,
+                &self.types,
+                &mut conv,
+                comm,
+                (d.ctx, d.me),
+                (d.rank, d.proc),
+                tag,
+            )?
         {
             return self.pml.completed(Status::EMPTY, scope);
         }
@@ -703,7 +730,7 @@ impl Engine {
             &mut self.bml,
             &self.comms,
             &self.types,
-            make(),
+            conv,
             d.rank,
             tag,
             comm,

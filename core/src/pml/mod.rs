@@ -303,10 +303,16 @@ impl Ob1 {
 
     /// A request that is complete from the start (operations with `MPI_PROC_NULL`).
     pub(crate) fn completed(&mut self, status: Status, scope: u32) -> Result<ReqId> {
-        let mut req = Request::new(Op::Null, scope);
-        req.complete = true;
-        req.status = status;
-        Ok(ReqId(self.insert(req)?))
+        let make = || {
+            let mut req = Request::new(Op::Null, scope);
+            req.complete = true;
+            req.status = status;
+            req
+        };
+        match self.requests.insert_with(make) {
+            Some(key) => Ok(ReqId(key)),
+            None => Err(self.requests_exhausted()),
+        }
     }
 
     /// A request that completes when [`Ob1::finish`] says (a non-blocking collective's).
