@@ -691,41 +691,23 @@ impl Engine {
         let Some(d) = self.check_dest(comm, dest)? else {
             return self.pml.completed(Status::PROC_NULL, scope);
         };
-        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
+        let conv = if mode != SendMode::Synchronous && self.pml.uses_mtl() {
             if self
                 .pml
                 .cm_send_bytes(&self.types, d.proc, d.envelope(tag), data)?
             {
                 return self.pml.completed(Status::EMPTY, scope);
             }
-            return self.pml.isend(
-                &mut self.bml,
-                &self.comms,
-                &self.types,
-                make(),
-                d.rank,
-                tag,
-                comm,
-                mode,
-                scope,
-            );
-        }
-        let mut conv = make();
-        // An eager message the route takes now is sent (copied) at once: the request is
-        // complete from the start and carries no convertor.
-        if mode != SendMode::Synchronous
-            && self.pml.send_now_to(
-                &mut self.bml,
-                &self.types,
-                &mut conv,
-                comm,
-                (d.ctx, d.me),
-                (d.rank, d.proc),
-                tag,
-            )?
-        {
-            return self.pml.completed(Status::EMPTY, scope);
-        }
+            make()
+        } else {
+            // An eager message the route takes now is sent (copied) at once: the request is
+            // complete from the start and carries no convertor.
+            let mut conv = make();
+            if self.ob1_send_now(&mut conv, &d, tag, comm, mode)? {
+                return self.pml.completed(Status::EMPTY, scope);
+            }
+            conv
+        };
         self.pml.isend(
             &mut self.bml,
             &self.comms,
@@ -736,6 +718,32 @@ impl Engine {
             comm,
             mode,
             scope,
+        )
+    }
+
+    /// Sends `conv` over ob1 at once if it is not synchronous, eager and its route has room;
+    /// whether it did. With what the destination check read (no second look at the
+    /// communicator). Not for the MTL path.
+    #[inline(always)]
+    fn ob1_send_now(
+        &mut self,
+        conv: &mut Packer,
+        d: &Dest,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<bool> {
+        if mode == SendMode::Synchronous {
+            return Ok(false);
+        }
+        self.pml.send_now_to(
+            &mut self.bml,
+            &self.types,
+            conv,
+            comm,
+            (d.ctx, d.me),
+            (d.rank, d.proc),
+            tag,
         )
     }
 
@@ -819,17 +827,7 @@ impl Engine {
             return self.send_request(conv, d.rank, tag, comm, mode);
         }
         let mut conv = make();
-        if mode != SendMode::Synchronous
-            && self.pml.send_now_to(
-                &mut self.bml,
-                &self.types,
-                &mut conv,
-                comm,
-                (d.ctx, d.me),
-                (d.rank, d.proc),
-                tag,
-            )?
-        {
+        if self.ob1_send_now(&mut conv, &d, tag, comm, mode)? {
             return Ok(());
         }
         self.send_request(conv, d.rank, tag, comm, mode)
