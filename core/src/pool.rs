@@ -132,10 +132,7 @@ impl<T> Pool<T> {
             return None;
         }
         let value = slot.value.take()?;
-        slot.gen = slot.gen.wrapping_add(1);
-        slot.next_free = self.free;
-        self.free = key.index;
-        self.len -= 1;
+        self.free_slot(key.index);
         Some(value)
     }
 
@@ -150,11 +147,18 @@ impl<T> Pool<T> {
             return false;
         }
         slot.value = None;
+        self.free_slot(key.index);
+        true
+    }
+
+    /// Puts emptied slot `index` on the free list; its old keys go stale.
+    #[inline(always)]
+    fn free_slot(&mut self, index: u32) {
+        let slot = &mut self.slots[index as usize];
         slot.gen = slot.gen.wrapping_add(1);
         slot.next_free = self.free;
-        self.free = key.index;
+        self.free = index;
         self.len -= 1;
-        true
     }
 
     /// The value under `key`, if `key` is current.

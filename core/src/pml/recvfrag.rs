@@ -356,7 +356,9 @@ impl Ob1 {
         kind: UnexKind,
         payload: Payload<'_>,
     ) -> bool {
-        let native = self.same_form(from);
+        // Only an offer to read asks (eager messages skip the look).
+        let readable = matches!(kind, UnexKind::Rndv { read: Some(_), .. })
+            && (self.foreign == 0 || self.same_form(from));
         let req = self
             .requests
             .at_mut(r)
@@ -394,7 +396,7 @@ impl Ob1 {
                 msg_len,
                 sreq,
                 read: Some(key),
-            } if len == 0 && msg_len > 0 && native => {
+            } if len == 0 && msg_len > 0 && readable => {
                 // Offered for reading: the answer (`Ob1::send_ack`) reads it straight into the
                 // buffer if the buffer and the route allow, else asks for fragments.
                 rr.state = RecvState::Reading {

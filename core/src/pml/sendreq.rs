@@ -294,12 +294,12 @@ impl Ob1 {
     /// Answers the rendezvous matched by receive slot `idx`: reads an `RGET` message or sends
     /// its FIN ([`Ob1::answer_read`]), else sends the ACK.
     fn send_ack(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
-        if let Some(Op::Recv(r)) = self.requests.at(idx).map(|q| &q.op) {
-            if matches!(r.state, RecvState::Reading { .. }) {
-                if let Some(a) = self.answer_read(bml, idx) {
-                    return a;
-                }
-            }
+        let reading = matches!(
+            self.requests.at(idx).map(|q| &q.op),
+            Some(Op::Recv(r)) if matches!(r.state, RecvState::Reading { .. })
+        );
+        if let Some(a) = reading.then(|| self.answer_read(bml, idx)).flatten() {
+            return a;
         }
         let key = self.requests.key_at(idx).expect("occupied");
         let req = self.requests.at_mut(idx).expect("occupied");
