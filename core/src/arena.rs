@@ -34,6 +34,12 @@ impl Sizer {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Adds `n` bytes measured by another sizer (already padded for alignment).
+    pub fn bytes_of(&mut self, n: usize) -> &mut Self {
+        self.bytes = self.bytes.saturating_add(n);
+        self
+    }
 }
 
 impl Arena {

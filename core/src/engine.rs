@@ -4,8 +4,10 @@
 //! runtime and its BTL modules — exchanges business cards through the modex, builds the routes to
 //! every peer and the predefined communicators. After that nothing is allocated.
 //!
-//! Entry points validate their arguments (the MPI layer's job) and call into the PML; blocking
-//! ones loop on [`Engine::progress`], relaxing the core through the platform when nothing moved.
+//! Point-to-point lives in [`P2p`]; the engine adds collectives, communicator construction,
+//! the MPI layer's user state and the runtime, and runs everyone's progress. Blocking operations
+//! wait through [`Inside`] (see [`crate::shared`]), which lets other threads in between rounds;
+//! the blocking methods here are for a single-threaded owner of the engine (tests, drivers).
 
 use core::fmt::Write as _;
 use core::mem::MaybeUninit;
@@ -19,18 +21,16 @@ use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
 use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler, Levels};
 use crate::datatype::convertor::{Packer, Unpacker};
-use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
-use crate::mtl::{MtlEnvelope, MtlSelector};
+use crate::p2p::{Bytes, Make, P2p, Posted, RecvRound};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
-use crate::pml::request::{
-    ReqId, SendMode, Source, Status, TagSel, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
-};
-use crate::pml::{self, Incoming, MsgId, Ob1};
+use crate::pml::request::{ReqId, SendMode, Source, Status};
+use crate::pml::{self, Cm, MsgId, Ob1, Pml};
 use crate::rte::{ProcId, Rte};
+use crate::shared::Inside;
 use crate::topo::{self, TopoTable};
 
 /// `btl`: which BTL components to use.
@@ -41,34 +41,6 @@ pub static BTL_SELECT: ParamDef = ParamDef {
     description:
         "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
 };
-
-/// While a blocking receive waits over an MTL, every how many rounds one is the whole progress
-/// round (everything else keeps moving, at a sixteenth of the rounds).
-const FULL_ROUND_EVERY: u32 = 16;
-
-/// A destination rank checked for a send, with what a message to it carries.
-#[derive(Clone, Copy)]
-struct Dest {
-    /// Rank in the communicator.
-    rank: u32,
-    /// Its process.
-    proc: ProcId,
-    /// The communicator's context id.
-    ctx: u16,
-    /// This process's rank in the communicator (the sender's in the envelope).
-    me: u32,
-}
-
-impl Dest {
-    /// The envelope of a message to it with `tag`, as an MTL matches it.
-    fn envelope(&self, tag: i32) -> MtlEnvelope {
-        MtlEnvelope {
-            ctx: self.ctx,
-            src: self.me,
-            tag,
-        }
-    }
-}
 
 /// Every parameter the core registers.
 pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
@@ -104,19 +76,10 @@ pub struct Engine {
     pub(crate) platform: &'static dyn Platform,
     rte: &'static mut dyn Rte,
     params: Params,
-    pub(crate) bml: Bml,
-    pub(crate) pml: Ob1,
-    pub(crate) comms: CommTable,
-    pub(crate) types: TypeTable,
+    /// Point-to-point: the PML, the BML, communicators and datatypes.
+    pub p2p: P2p,
     /// Info objects, attributes and names, user error handlers (the MPI layer's user state).
     pub(crate) objects: crate::objects::Objects,
-    pub(crate) procs: &'static [PeerInfo],
-    /// Every process published this process's architecture: no peer needs
-    /// [`Engine::check_arch`] (the common job, whose receives skip looking the sender up).
-    uniform_arch: bool,
-    pub(crate) me: ProcId,
-    next_scope: u32,
-    finalized: bool,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
     pub(crate) idle: u32,
     /// Some freed communicator waits for its receives or collectives to end.
@@ -163,7 +126,10 @@ impl Engine {
     pub fn memory_needed(params: &Params, procs: u32) -> usize {
         let mut s = Sizer::default();
         let comms = params.u32(&comm::COMM_MAX);
-        Ob1::size(params, &mut s, procs, comms);
+        let (mut ob1, mut cm) = (Sizer::default(), Sizer::default());
+        Ob1::size(params, &mut ob1, procs, comms);
+        Cm::size(params, &mut cm, comms);
+        s.bytes_of(ob1.bytes().max(cm.bytes()));
         CommTable::size(&mut s, comms, params.u32(&comm::MAX_CIDS));
         GroupTable::size(
             &mut s,
@@ -341,7 +307,6 @@ impl Engine {
         comms.insert(selfc, Some(CommId::SELF))?;
         let types = TypeTable::new(&params, &mut arena)?;
         let objects = crate::objects::Objects::new(&params, &mut arena)?;
-        let mut pml = Ob1::new(&params, &mut arena, n, comm_max, platform)?;
         match params.str(&pml::PML_SELECT).trim() {
             "ob1" => mtl = None,
             "cm" | "" => {}
@@ -354,42 +319,26 @@ impl Engine {
                 ))
             }
         }
-        match mtl {
-            Some(m) => pml.use_mtl(m, procs, max_cids)?,
+        let mut pml = match mtl {
+            Some(m) => Pml::Cm(Cm::new(&params, &mut arena, comm_max, m, procs, max_cids)?),
             None if params.str(&pml::PML_SELECT).trim() == "cm" => {
                 return Err(Error::unsupported(
                     "pml cm: this platform has no matching transport (MTL); use pml ob1",
                 ))
             }
-            None => {}
-        }
-        for info in procs.iter() {
-            if let Some(repr) = info.arch.and_then(Repr::of) {
-                pml.set_repr(info.proc, repr);
-            }
-        }
+            None => Pml::Ob1(Ob1::new(&params, &mut arena, n, comm_max, platform)?),
+        };
         pml.comm_added(&comms, &types, CommId::WORLD);
         pml.comm_added(&comms, &types, CommId::SELF);
         let coll = crate::coll::CollState::new(&params, &mut arena)?;
-        let uniform_arch = procs
-            .iter()
-            .all(|p| p.arch.is_some_and(|a| a.same_as(Arch::LOCAL)));
         Ok(Engine {
             coll,
             creation,
             platform,
             rte,
             params,
-            bml,
-            pml,
-            comms,
-            types,
+            p2p: P2p::new(pml, bml, comms, types, procs, me),
             objects,
-            procs,
-            uniform_arch,
-            me,
-            next_scope: 0,
-            finalized: false,
             idle: 0,
             comms_draining: false,
         })
@@ -397,12 +346,12 @@ impl Engine {
 
     /// My rank in `MPI_COMM_WORLD`.
     pub fn rank(&self) -> u32 {
-        self.me.0
+        self.p2p.me.0
     }
 
     /// Size of `MPI_COMM_WORLD`.
     pub fn size(&self) -> u32 {
-        self.procs.len() as u32
+        self.p2p.procs.len() as u32
     }
 
     /// The parameters.
@@ -422,22 +371,22 @@ impl Engine {
 
     /// The PML's counters.
     pub fn stats(&self) -> pml::Stats {
-        self.pml.stats
+        self.p2p.pml.stats()
     }
 
     /// Requests in use (for leak checks).
     pub fn requests_in_use(&self) -> u32 {
-        self.pml.requests_in_use()
+        self.p2p.pml.requests().len()
     }
 
     /// The BTL modules in use.
     pub fn btls(&self) -> impl Iterator<Item = &dyn Btl> {
-        self.bml.btls()
+        self.p2p.bml.btls()
     }
 
     /// What is known about process `proc`.
     pub fn proc_info(&self, proc: ProcId) -> Option<&PeerInfo> {
-        self.procs.get(proc.0 as usize)
+        self.p2p.procs.get(proc.0 as usize)
     }
 
     /// Seconds since an arbitrary point (`MPI_Wtime`).
@@ -445,18 +394,13 @@ impl Engine {
         self.platform.now_ns() as f64 * 1e-9
     }
 
-    /// Runs every BTL's progress and retries pending protocol work; returns how much happened.
+    /// Runs point-to-point progress (every BTL, pending protocol work or the MTL), the
+    /// non-blocking collectives and communicator duplications; returns how much happened.
     pub fn progress(&mut self) -> usize {
-        let mut n = self.bml.progress(&mut Incoming {
-            pml: &mut self.pml,
-            comms: &self.comms,
-            types: &self.types,
-        });
-        if let Some(peer) = self.pml.unreachable {
+        let mut n = self.p2p.progress();
+        if let Some(peer) = self.p2p.pml.unreachable() {
             self.peer_unreachable(peer);
         }
-        n += self.pml.progress_work(&mut self.bml, &self.types);
-        n += self.pml.progress_mtl(&self.types);
         n += self.coll_progress();
         n += self.idup_progress();
         if n > 0 {
@@ -500,150 +444,30 @@ impl Engine {
         &mut self,
         mut done: impl FnMut(&mut Engine) -> Result<bool>,
     ) -> Result<()> {
-        loop {
-            if done(self)? {
-                return Ok(());
-            }
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
+        Inside::of(self).block(|e| Ok(done(e)?.then_some(())))
     }
 
-    // ---- validation -------------------------------------------------------------------------
-
+    /// Communicator `comm`, if it is live (and MPI is).
     pub(crate) fn check_comm(&self, comm: CommId) -> Result<&Comm> {
-        if self.finalized {
-            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
-        }
-        self.comms.get(comm)
+        self.p2p.comm(comm)
     }
 
-    /// Checks a destination rank: `None` for `MPI_PROC_NULL`. The one look at the communicator
-    /// also reads what a message to the rank carries, so a send over an MTL needs no second.
-    /// Inlined: the caller then reads the result from registers, not from memory.
-    #[inline(always)]
-    fn check_dest(&self, comm: CommId, dest: i32) -> Result<Option<Dest>> {
-        let c = self.check_comm(comm)?;
-        if dest == PROC_NULL {
-            return Ok(None);
-        }
-        let size = c.peers().size();
-        if dest < 0 || dest as u32 >= size {
-            return Err(Error::new(
-                ErrorClass::Rank,
-                Reason::RankOutOfRange { rank: dest, size },
-            ));
-        }
-        let proc = self.comms.peer_proc(c, dest as u32);
-        if !self.uniform_arch {
-            self.check_arch(proc)?;
-        }
-        Ok(Some(Dest {
-            rank: dest as u32,
-            proc,
-            ctx: c.cid.0,
-            me: c.rank,
-        }))
-    }
-
-    /// Checks a source selector: `None` for `MPI_PROC_NULL`.
-    #[inline(always)]
-    fn check_src(&self, comm: CommId, src: i32) -> Result<Option<Source>> {
-        Ok(self.check_src_ctx(comm, src)?.map(|(s, _)| s))
-    }
-
-    /// [`Engine::check_src`] with the communicator's context id, read in the same look (what a
-    /// receive over an MTL matches on). Inlined, as [`Engine::check_dest`].
-    #[inline(always)]
-    fn check_src_ctx(&self, comm: CommId, src: i32) -> Result<Option<(Source, u16)>> {
-        let c = self.check_comm(comm)?;
-        match src {
-            PROC_NULL => Ok(None),
-            ANY_SOURCE => Ok(Some((Source::Any, c.cid.0))),
-            s if s >= 0 && (s as u32) < c.peers().size() => {
-                if !self.uniform_arch {
-                    self.check_arch(self.comms.peer_proc(c, s as u32))?;
-                }
-                Ok(Some((Source::Rank(s as u32), c.cid.0)))
-            }
-            s => Err(Error::new(
-                ErrorClass::Rank,
-                Reason::RankOutOfRange {
-                    rank: s,
-                    size: c.peers().size(),
-                },
-            )),
-        }
-    }
-
-    fn check_send_tag(tag: i32) -> Result<()> {
-        if !(0..=TAG_UB).contains(&tag) {
-            return Err(Error::new(
-                ErrorClass::Tag,
-                Reason::TagOutOfRange { tag, ub: TAG_UB },
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_recv_tag(tag: i32) -> Result<TagSel> {
-        if tag == ANY_TAG {
-            return Ok(TagSel::Any);
-        }
-        Engine::check_send_tag(tag)?;
-        Ok(TagSel::Tag(tag))
-    }
-
-    /// A peer of another architecture is served by converting its data (a `long double` in a
-    /// format that cannot be converted is an error of the receive that meets it); one whose
-    /// descriptor is missing or undecodable gets a clear error at its first message.
-    #[inline(always)]
-    fn check_arch(&self, proc: ProcId) -> Result<()> {
-        if self.procs[proc.0 as usize]
-            .arch
-            .is_some_and(|a| a.same_as(Arch::LOCAL))
-        {
-            return Ok(());
-        }
-        self.check_other_arch(proc)
-    }
-
-    /// [`Engine::check_arch`] for a peer not like this process (out of line: rare).
-    #[inline(never)]
-    fn check_other_arch(&self, proc: ProcId) -> Result<()> {
-        match self.procs[proc.0 as usize].arch.and_then(Repr::of) {
-            None => Err(Error::unsupported(
-                "communication with a process whose architecture descriptor is missing or unknown",
-            )),
-            Some(_) => Ok(()),
-        }
-    }
-
-    /// Whether every member of `comm` stores data as this process does (then `MPI_Pack` may use
-    /// the native form; otherwise it packs `external32`, which every member reads).
+    /// Whether every member of `comm` stores data as this process does.
     pub fn comm_homogeneous(&self, comm: CommId) -> Result<bool> {
-        let c = self.check_comm(comm)?;
-        Ok([Some(c.group), c.remote].into_iter().flatten().all(|g| {
-            self.comms.groups.members(g).all(|p| {
-                self.procs[p.0 as usize]
-                    .arch
-                    .is_some_and(|a| a.same_as(Arch::LOCAL))
-            })
-        }))
+        self.p2p.comm_homogeneous(comm)
     }
 
     /// The datatypes.
     pub fn types(&self) -> &TypeTable {
-        &self.types
+        &self.p2p.types
     }
 
     /// The datatypes, for constructors and frees.
     pub fn types_mut(&mut self) -> &mut TypeTable {
-        &mut self.types
+        &mut self.p2p.types
     }
 
-    // ---- point-to-point -----------------------------------------------------------------------
+    // ---- point-to-point, for a single-threaded owner ------------------------------------------
 
     /// Starts a send of `conv`'s message (`MPI_Isend`, `MPI_Issend`, `MPI_Irsend`).
     pub fn isend(
@@ -655,27 +479,19 @@ impl Engine {
         mode: SendMode,
         scope: u32,
     ) -> Result<ReqId> {
-        Engine::check_send_tag(tag)?;
-        match self.check_dest(comm, dest)? {
-            None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(d) => self.pml.isend(
-                &mut self.bml,
-                &self.comms,
-                &self.types,
-                conv,
-                d.rank,
-                tag,
-                comm,
-                mode,
-                scope,
-            ),
+        match self.p2p.check_send(comm, dest, tag)? {
+            None => self
+                .p2p
+                .pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, scope),
+            Some(d) => self.p2p.isend(&d, tag, conv, mode, scope),
         }
     }
 
-    /// [`Engine::isend`] of a message that is `data` as it stands (a predefined contiguous type
-    /// in the user's buffer): over an MTL that copies it now, the request is complete from the
-    /// start and no convertor is built or moved (a convertor is a few hundred bytes, moved
-    /// through every layer on the general path); `make` builds it for every other case.
+    /// [`Engine::isend`] of a message that is `data` as it stands: a path that takes the bytes
+    /// (an MTL that copies them now, an eager message) needs no convertor; `make` builds it for
+    /// every other case.
     #[allow(clippy::too_many_arguments)]
     pub fn isend_contiguous(
         &mut self,
@@ -687,64 +503,33 @@ impl Engine {
         mode: SendMode,
         scope: u32,
     ) -> Result<ReqId> {
-        Engine::check_send_tag(tag)?;
-        let Some(d) = self.check_dest(comm, dest)? else {
-            return self.pml.completed(Status::PROC_NULL, scope);
-        };
-        let conv = if mode != SendMode::Synchronous && self.pml.uses_mtl() {
-            if self
+        match self.p2p.check_send(comm, dest, tag)? {
+            None => self
+                .p2p
                 .pml
-                .cm_send_bytes(&self.types, d.proc, d.envelope(tag), data)?
-            {
-                return self.pml.completed(Status::EMPTY, scope);
-            }
-            make()
-        } else {
-            // An eager message the route takes now is sent (copied) at once: the request is
-            // complete from the start and carries no convertor.
-            let mut conv = make();
-            if self.ob1_send_now(&mut conv, &d, tag, comm, mode)? {
-                return self.pml.completed(Status::EMPTY, scope);
-            }
-            conv
-        };
-        self.pml.isend(
-            &mut self.bml,
-            &self.comms,
-            &self.types,
-            conv,
-            d.rank,
-            tag,
-            comm,
-            mode,
-            scope,
-        )
+                .requests_mut()
+                .completed(Status::PROC_NULL, scope),
+            Some(d) => self.p2p.isend(&d, tag, Bytes { data, make }, mode, scope),
+        }
     }
 
-    /// Sends `conv` over ob1 at once if it is not synchronous, eager and its route has room;
-    /// whether it did. With what the destination check read (no second look at the
-    /// communicator). Not for the MTL path.
-    #[inline(always)]
-    fn ob1_send_now(
+    /// [`Engine::irecv`] into the convertor `make` builds in the request's slot.
+    pub fn irecv_with(
         &mut self,
-        conv: &mut Packer,
-        d: &Dest,
+        make: impl FnOnce() -> Unpacker,
+        src: i32,
         tag: i32,
         comm: CommId,
-        mode: SendMode,
-    ) -> Result<bool> {
-        if mode == SendMode::Synchronous {
-            return Ok(false);
+        scope: u32,
+    ) -> Result<ReqId> {
+        match self.p2p.check_recv(comm, src, tag)? {
+            None => self
+                .p2p
+                .pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, scope),
+            Some(s) => self.p2p.irecv(&s, Make(make), scope),
         }
-        self.pml.send_now_to(
-            &mut self.bml,
-            &self.types,
-            conv,
-            comm,
-            (d.ctx, d.me),
-            (d.rank, d.proc),
-            tag,
-        )
     }
 
     /// Sends `conv`'s message and returns when the buffer may be reused (`MPI_Send`,
@@ -757,83 +542,16 @@ impl Engine {
         comm: CommId,
         mode: SendMode,
     ) -> Result<()> {
-        self.send_with(|| conv, dest, tag, comm, mode)
-    }
-
-    /// [`Engine::send`] of the convertor `make` builds once the arguments are checked (built
-    /// where it is used, not moved: a convertor is a few hundred bytes).
-    #[inline]
-    pub fn send_with(
-        &mut self,
-        make: impl FnOnce() -> Packer,
-        dest: i32,
-        tag: i32,
-        comm: CommId,
-        mode: SendMode,
-    ) -> Result<()> {
-        self.send_by(None, make, dest, tag, comm, mode)
-    }
-
-    /// [`Engine::send_with`] of a message that is `data` as it stands (a predefined contiguous
-    /// type in the user's buffer): over an MTL that can copy it now it goes without a convertor;
-    /// `make` builds the convertor for every other case.
-    #[inline]
-    pub fn send_contiguous(
-        &mut self,
-        data: &[u8],
-        make: impl FnOnce() -> Packer,
-        dest: i32,
-        tag: i32,
-        comm: CommId,
-        mode: SendMode,
-    ) -> Result<()> {
-        self.send_by(Some(data), make, dest, tag, comm, mode)
-    }
-
-    /// The body of both: the message is `data` when given, else what `make` builds.
-    #[inline(always)]
-    fn send_by(
-        &mut self,
-        data: Option<&[u8]>,
-        make: impl FnOnce() -> Packer,
-        dest: i32,
-        tag: i32,
-        comm: CommId,
-        mode: SendMode,
-    ) -> Result<()> {
-        Engine::check_send_tag(tag)?;
-        let Some(d) = self.check_dest(comm, dest)? else {
+        let Some(d) = self.p2p.check_send(comm, dest, tag)? else {
             return Ok(());
         };
-        if mode != SendMode::Synchronous && self.pml.uses_mtl() {
-            // Straight to the MTL with the envelope the check read: no second look at the
-            // communicator, no PML layers on the way.
-            let env = d.envelope(tag);
-            let conv = match data {
-                Some(bytes) => {
-                    if self.pml.cm_send_bytes(&self.types, d.proc, env, bytes)? {
-                        return Ok(());
-                    }
-                    make()
-                }
-                None => {
-                    let conv = make();
-                    if self.pml.cm_send_env(&self.types, d.proc, env, &conv)? {
-                        return Ok(());
-                    }
-                    conv
-                }
-            };
-            return self.send_request(conv, d.rank, tag, comm, mode);
+        match self.p2p.send(&d, tag, conv, mode, 0)? {
+            None => Ok(()),
+            Some(id) => self.wait(id).map(|_| ()),
         }
-        let mut conv = make();
-        if self.ob1_send_now(&mut conv, &d, tag, comm, mode)? {
-            return Ok(());
-        }
-        self.send_request(conv, d.rank, tag, comm, mode)
     }
 
-    /// Sends with a library-internal (negative) tag, for collectives.
+    /// Sends with a library-internal (negative) tag, for collectives and construction.
     pub(crate) fn send_internal(
         &mut self,
         conv: Packer,
@@ -841,61 +559,14 @@ impl Engine {
         tag: i32,
         comm: CommId,
     ) -> Result<()> {
-        self.send_to(|| conv, dest, tag, comm, SendMode::Standard)
-    }
-
-    /// Sends to the checked rank `d`: at once if the PML can, else through a request it waits
-    /// for. Inlined, so the convertor is built where it is used.
-    #[inline(always)]
-    fn send_to(
-        &mut self,
-        make: impl FnOnce() -> Packer,
-        d: u32,
-        tag: i32,
-        comm: CommId,
-        mode: SendMode,
-    ) -> Result<()> {
-        let mut conv = make();
-        if mode != SendMode::Synchronous
-            && self.pml.send_now(
-                &mut self.bml,
-                &self.comms,
-                &self.types,
-                &mut conv,
-                d,
-                tag,
-                comm,
-            )?
-        {
-            return Ok(());
+        let d = self.p2p.dest(comm, dest)?;
+        match self.p2p.send(&d, tag, conv, SendMode::Standard, 0)? {
+            None => Ok(()),
+            Some(id) => self.wait(id).map(|_| ()),
         }
-        self.send_request(conv, d, tag, comm, mode)
     }
 
-    /// Sends through a request the PML starts and this waits for (what cannot go at once).
-    fn send_request(
-        &mut self,
-        conv: Packer,
-        d: u32,
-        tag: i32,
-        comm: CommId,
-        mode: SendMode,
-    ) -> Result<()> {
-        let id = self.pml.isend(
-            &mut self.bml,
-            &self.comms,
-            &self.types,
-            conv,
-            d,
-            tag,
-            comm,
-            mode,
-            0,
-        )?;
-        self.wait(id).map(|_| ())
-    }
-
-    /// Receives with a library-internal (negative) tag, for collectives.
+    /// Receives with a library-internal (negative) tag, for collectives and construction.
     pub(crate) fn recv_internal(
         &mut self,
         conv: Unpacker,
@@ -919,15 +590,8 @@ impl Engine {
         tag: i32,
         comm: CommId,
     ) -> Result<ReqId> {
-        self.pml.irecv(
-            &self.comms,
-            &self.types,
-            conv,
-            Source::Rank(src),
-            TagSel::Tag(tag),
-            comm,
-            0,
-        )
+        let s = self.p2p.sel(comm, Source::Rank(src), tag)?;
+        self.p2p.irecv(&s, conv, 0)
     }
 
     /// Posts a receive from any source with a library-internal (negative) tag.
@@ -937,15 +601,8 @@ impl Engine {
         tag: i32,
         comm: CommId,
     ) -> Result<ReqId> {
-        self.pml.irecv(
-            &self.comms,
-            &self.types,
-            conv,
-            Source::Any,
-            TagSel::Tag(tag),
-            comm,
-            0,
-        )
+        let s = self.p2p.sel(comm, Source::Any, tag)?;
+        self.p2p.irecv(&s, conv, 0)
     }
 
     /// Posts a receive into `conv` (`MPI_Irecv`).
@@ -957,145 +614,64 @@ impl Engine {
         comm: CommId,
         scope: u32,
     ) -> Result<ReqId> {
-        self.irecv_with(|| conv, src, tag, comm, scope)
-    }
-
-    /// [`Engine::irecv`] into the convertor `make` builds once the arguments are checked, built
-    /// in the request's slot rather than moved there (a convertor is a few hundred bytes).
-    #[inline]
-    pub fn irecv_with(
-        &mut self,
-        make: impl FnOnce() -> Unpacker,
-        src: i32,
-        tag: i32,
-        comm: CommId,
-        scope: u32,
-    ) -> Result<ReqId> {
-        let tag = Engine::check_recv_tag(tag)?;
-        match self.check_src(comm, src)? {
-            None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(s) => self
+        match self.p2p.check_recv(comm, src, tag)? {
+            None => self
+                .p2p
                 .pml
-                .irecv_with(&self.comms, &self.types, make, s, tag, comm, scope),
+                .requests_mut()
+                .completed(Status::PROC_NULL, scope),
+            Some(s) => self.p2p.irecv(&s, conv, scope),
         }
     }
 
     /// Receives into `conv` (`MPI_Recv`). A truncated message is an `MPI_ERR_TRUNCATE` error in
     /// the status.
     pub fn recv(&mut self, conv: Unpacker, src: i32, tag: i32, comm: CommId) -> Result<Status> {
-        self.recv_with(|| conv, src, tag, comm)
-    }
-
-    /// [`Engine::recv`] into the convertor `make` builds, once the arguments are checked (where
-    /// the receive keeps it, without moving it there: a convertor is a few hundred bytes).
-    ///
-    /// Over an MTL the receive needs no pooled request: it is posted as the PML's one blocking
-    /// receive and waited for here.
-    #[inline]
-    pub fn recv_with(
-        &mut self,
-        make: impl FnOnce() -> Unpacker,
-        src: i32,
-        tag: i32,
-        comm: CommId,
-    ) -> Result<Status> {
-        if self.pml.uses_mtl() && self.pml.cm_blocking_free() {
-            let tag = Engine::check_recv_tag(tag)?;
-            let Some((src, ctx)) = self.check_src_ctx(comm, src)? else {
-                return Ok(Status::PROC_NULL);
-            };
-            let sel = MtlSelector { ctx, src, tag };
-            self.pml.cm_recv_post(&self.types, make, sel)?;
-            return self.wait_blocking();
-        }
-        let id = self.irecv_with(make, src, tag, comm, 0)?;
-        self.wait(id)
-    }
-
-    /// Waits for the PML's blocking receive. Only the MTL can complete it, so a round polls the
-    /// MTL alone, and every [`FULL_ROUND_EVERY`]th round is the whole progress round (BTLs,
-    /// protocol work, collectives): the shorter round notices the message sooner, and the round
-    /// that finds it returns without the rest (the MTL hands that completion straight back,
-    /// [`crate::mtl::Mtl::progress_waiting`]). Counted in rounds, busy or not, so that a stream
-    /// of other MTL traffic cannot hold the rest of progress off.
-    #[inline(never)]
-    fn wait_blocking(&mut self) -> Result<Status> {
-        // Posting may have matched it at once (a message that was already here).
-        if let Some(st) = self.pml.cm_recv_done() {
-            return Ok(st);
-        }
-        let mut rounds = 0u32;
-        loop {
-            rounds = rounds.wrapping_add(1);
-            let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
-                self.progress()
-            } else {
-                match self.pml.cm_wait_round(&self.types) {
-                    pml::cm::WaitRound::Done(st) => {
-                        // Something moved: the next wait starts spinning afresh, not yielding.
-                        self.idle = 0;
-                        return Ok(st);
-                    }
-                    pml::cm::WaitRound::Moved(n) => n,
-                }
-            };
-            // Only a round that moved something can have finished it (through the sink).
-            if n > 0 {
-                self.idle = 0;
-                if let Some(st) = self.pml.cm_recv_done() {
-                    return Ok(st);
-                }
-            } else {
-                self.relax();
-            }
-        }
+        let Some(s) = self.p2p.check_recv(comm, src, tag)? else {
+            return Ok(Status::PROC_NULL);
+        };
+        let r = self.p2p.recv(&s, conv)?;
+        Inside::of(self).wait_recv(r)
     }
 
     /// Completes and frees request `id` if it is done (`MPI_Test`).
     pub fn test(&mut self, id: ReqId) -> Result<Option<Status>> {
-        if let Some(s) = self.pml.test(id)? {
+        if let Some(s) = self.p2p.pml.requests_mut().test(id)? {
             return Ok(Some(s));
         }
         self.progress();
-        self.pml.test(id)
+        self.p2p.pml.requests_mut().test(id)
     }
 
     /// Waits for request `id` and frees it (`MPI_Wait`). The status carries a truncation error.
     pub fn wait(&mut self, id: ReqId) -> Result<Status> {
-        loop {
-            if let Some(s) = self.pml.test(id)? {
-                return Ok(s);
-            }
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
+        Inside::of(self).wait(id)
     }
 
     /// Whether request `id` is complete, without freeing it.
     pub fn is_complete(&self, id: ReqId) -> Result<bool> {
-        self.pml.is_complete(id)
+        self.p2p.pml.requests().is_complete(id)
     }
 
     /// A request that is already complete with `status` (e.g. a buffered send, whose data was
     /// copied).
     pub fn completed_request(&mut self, status: Status) -> Result<ReqId> {
-        self.pml.completed(status, 0)
+        self.p2p.pml.requests_mut().completed(status, 0)
     }
 
     /// The live request in slot `index` (for handle tables that keep only part of the key).
     pub fn request_at(&self, index: u32) -> Option<ReqId> {
-        self.pml.request_at(index)
+        self.p2p.pml.requests().at(index)
     }
 
     /// The matched-probe message in slot `index`.
     pub fn message_at(&self, index: u32) -> Option<MsgId> {
-        self.pml.message_at(index)
+        self.p2p.pml.message_at(index)
     }
 
     /// The communicator of a receive request.
     pub fn request_comm(&self, id: ReqId) -> Option<CommId> {
-        self.pml.request_comm(id)
+        self.p2p.pml.requests().comm_of(id)
     }
 
     /// The job's size as the runtime knows it, and this process's application number.
@@ -1105,35 +681,29 @@ impl Engine {
 
     /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
-        self.pml.cancel(id)
+        self.p2p.pml.cancel(id)
     }
 
     /// Lets go of request `id` (`MPI_Request_free`).
     pub fn request_free(&mut self, id: ReqId) -> Result<()> {
-        self.pml.release(id)
+        self.p2p.pml.requests_mut().release(id)
     }
 
     /// Checks for a matching message without receiving it (`MPI_Iprobe`).
     pub fn iprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Option<Status>> {
-        let tag = Engine::check_recv_tag(tag)?;
-        let Some(src) = self.check_src(comm, src)? else {
+        let Some(s) = self.p2p.check_recv(comm, src, tag)? else {
             return Ok(Some(Status::PROC_NULL));
         };
-        if let Some(s) = self.pml.iprobe(&self.comms, src, tag, comm)? {
-            return Ok(Some(s));
+        if let Some(st) = self.p2p.iprobe(&s)? {
+            return Ok(Some(st));
         }
         self.progress();
-        self.pml.iprobe(&self.comms, src, tag, comm)
+        self.p2p.iprobe(&s)
     }
 
     /// Waits for a matching message without receiving it (`MPI_Probe`).
     pub fn probe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Status> {
-        loop {
-            if let Some(s) = self.iprobe(src, tag, comm)? {
-                return Ok(s);
-            }
-            self.relax();
-        }
+        Inside::of(self).block(|e| e.iprobe(src, tag, comm))
     }
 
     /// Takes a matching message for [`Engine::imrecv`] (`MPI_Improbe`); `Ok(Some((None, _)))` for
@@ -1144,35 +714,30 @@ impl Engine {
         tag: i32,
         comm: CommId,
     ) -> Result<Option<(Option<MsgId>, Status)>> {
-        let tag = Engine::check_recv_tag(tag)?;
-        let Some(src) = self.check_src(comm, src)? else {
+        let Some(s) = self.p2p.check_recv(comm, src, tag)? else {
             return Ok(Some((None, Status::PROC_NULL)));
         };
-        if let Some((m, s)) = self.pml.improbe(&self.comms, src, tag, comm)? {
-            return Ok(Some((Some(m), s)));
+        if let Some((m, st)) = self.p2p.improbe(&s)? {
+            return Ok(Some((Some(m), st)));
         }
         self.progress();
-        Ok(self
-            .pml
-            .improbe(&self.comms, src, tag, comm)?
-            .map(|(m, s)| (Some(m), s)))
+        Ok(self.p2p.improbe(&s)?.map(|(m, st)| (Some(m), st)))
     }
 
     /// Waits for and takes a matching message (`MPI_Mprobe`).
     pub fn mprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<(Option<MsgId>, Status)> {
-        loop {
-            if let Some(r) = self.improbe(src, tag, comm)? {
-                return Ok(r);
-            }
-            self.relax();
-        }
+        Inside::of(self).block(|e| e.improbe(src, tag, comm))
     }
 
     /// Receives a message taken by a matched probe (`MPI_Imrecv`); `None` is `MPI_MESSAGE_NO_PROC`.
     pub fn imrecv(&mut self, conv: Unpacker, msg: Option<MsgId>, scope: u32) -> Result<ReqId> {
         match msg {
-            None => self.pml.completed(Status::PROC_NULL, scope),
-            Some(m) => self.pml.imrecv(&self.comms, &self.types, conv, m, scope),
+            None => self
+                .p2p
+                .pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, scope),
+            Some(m) => self.p2p.imrecv(m, conv, scope),
         }
     }
 
@@ -1185,12 +750,12 @@ impl Engine {
 
     /// The groups of the process.
     pub fn groups(&self) -> &GroupTable {
-        &self.comms.groups
+        &self.p2p.comms.groups
     }
 
     /// The groups of the process, to make and free them.
     pub fn groups_mut(&mut self) -> &mut GroupTable {
-        &mut self.comms.groups
+        &mut self.p2p.comms.groups
     }
 
     /// `MPI_Comm_compare`.
@@ -1202,7 +767,7 @@ impl Engine {
         if ca.is_inter() != cb.is_inter() {
             return Ok(CommSimilarity::Unequal);
         }
-        let g = &mut self.comms.groups;
+        let g = &mut self.p2p.comms.groups;
         let local = g.compare(ca.group, cb.group);
         let remote = match (ca.remote, cb.remote) {
             (Some(x), Some(y)) => g.compare(x, y),
@@ -1217,7 +782,7 @@ impl Engine {
 
     /// Sets communicator `id`'s error handler.
     pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
-        self.comms.get_mut(id)?.errhandler = eh;
+        self.p2p.comms.get_mut(id)?.errhandler = eh;
         Ok(())
     }
 
@@ -1225,7 +790,7 @@ impl Engine {
     /// its slot and context id are released once they have.
     pub fn comm_free(&mut self, id: CommId) -> Result<()> {
         // A communicator an MPI_Comm_idup is still making is freed when it is made.
-        if self.comms.is_reserved(id) && self.idup_discard(id) {
+        if self.p2p.comms.is_reserved(id) && self.idup_discard(id) {
             return Ok(());
         }
         let local = self.check_comm(id)?.local_comm;
@@ -1239,21 +804,21 @@ impl Engine {
         }
         // Done with its shared-memory collectives' cells (while its context id is still its).
         self.sm_release(id);
-        if self.pml.comm_busy(id) || self.coll_uses(id) {
-            self.comms.get_mut(id)?.freed = true;
+        if self.p2p.pml.comm_busy(id) || self.coll_uses(id) {
+            self.p2p.comms.get_mut(id)?.freed = true;
             self.comms_draining = true;
         } else {
-            self.pml.comm_removed(id);
-            self.comms.remove(id)?;
+            self.p2p.pml.comm_removed(id);
+            self.p2p.comms.remove(id)?;
         }
         if let Some(l) = local {
             self.comm_free(l)?;
         }
         // The hidden node levels go with it (every member frees them at the same call).
-        if let Levels::Nodes { node, leaders, .. } = self.comms.levels(id) {
+        if let Levels::Nodes { node, leaders, .. } = self.p2p.comms.levels(id) {
             // Non-blocking node-aware collectives still to start phases on them finish first.
             self.hier_drain(node, leaders);
-            self.comms.set_levels(id, Levels::Flat);
+            self.p2p.comms.set_levels(id, Levels::Flat);
             for c in leaders.into_iter().chain([node]) {
                 self.comm_free(c)?;
             }
@@ -1267,69 +832,48 @@ impl Engine {
     pub(crate) fn reap_comms(&mut self) {
         let mut cur = 0;
         loop {
-            let Some(id) = self.comms.draining().find(|c| c.0 >= cur) else {
+            let Some(id) = self.p2p.comms.draining().find(|c| c.0 >= cur) else {
                 break;
             };
             cur = id.0 + 1;
-            if !self.pml.comm_busy(id) && !self.coll_uses(id) {
-                self.pml.comm_removed(id);
-                let _ = self.comms.remove(id);
+            if !self.p2p.pml.comm_busy(id) && !self.coll_uses(id) {
+                self.p2p.pml.comm_removed(id);
+                let _ = self.p2p.comms.remove(id);
             }
         }
-        self.comms_draining = self.comms.draining().next().is_some();
+        self.comms_draining = self.p2p.comms.draining().next().is_some();
     }
 
     // ---- scopes of the Rust API -------------------------------------------------------------------
 
     /// A new scope id for requests started inside one `scope` call of the Rust API.
     pub fn open_scope(&mut self) -> u32 {
-        self.next_scope = self.next_scope.wrapping_add(1).max(1);
-        self.next_scope
+        self.p2p.pml.requests_mut().open_scope()
     }
 
     /// Waits for every request started in `scope` and frees them.
     pub fn close_scope(&mut self, scope: u32) {
-        loop {
-            let pending = self
-                .pml
-                .scope_requests(scope)
-                .find(|id| !self.pml.is_complete(*id).unwrap_or(true));
-            if pending.is_none() {
-                break;
-            }
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
-        loop {
-            let Some(id) = self.pml.scope_requests(scope).next() else {
-                break;
-            };
-            let _ = self.pml.test(id);
-        }
+        let _ = Inside::of(self).close_scope(scope);
     }
 
     // ---- life cycle ---------------------------------------------------------------------------
 
     /// Whether [`Engine::finalize`] has run.
     pub fn is_finalized(&self) -> bool {
-        self.finalized
+        self.p2p.finalized
     }
 
     /// Shuts down (`MPI_Finalize`): finishes outgoing protocol work, synchronises with every
     /// process so nothing is in flight, and leaves the runtime.
     pub fn finalize(&mut self) -> Result<()> {
-        if self.finalized {
-            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
-        }
-        while self.pml.has_pending_work() {
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
-        self.barrier(CommId::WORLD)?;
-        self.finalized = true;
-        self.bml.finalize();
+        Inside::of(self).finalize()
+    }
+
+    /// Leaves the transports and the runtime, once everything is done (the end of
+    /// [`Inside::finalize`]).
+    pub(crate) fn shut_down(&mut self) -> Result<()> {
+        self.p2p.finalized = true;
+        self.p2p.bml.finalize();
         self.rte.finalize()
     }
 
@@ -1341,6 +885,84 @@ impl Engine {
     /// Writes the processor name into `out`; returns its length.
     pub fn processor_name(&self, out: &mut [u8]) -> usize {
         self.platform.processor_name(out)
+    }
+}
+
+/// While a blocking receive waits over an MTL, every how many rounds one is the whole progress
+/// round (everything else keeps moving, at a sixteenth of the rounds).
+const FULL_ROUND_EVERY: u32 = 16;
+
+impl Inside<'_> {
+    /// Waits for the receive `r` ([`P2p::recv`]). The PML's blocking receive (cm) can only be
+    /// finished by the MTL, so a round polls the MTL alone, and every [`FULL_ROUND_EVERY`]th
+    /// round is the whole progress round (BTLs, protocol work, collectives): the shorter round
+    /// notices the message sooner, and the round that finds it returns without the rest (the
+    /// MTL hands that completion straight back, [`crate::mtl::Mtl::progress_waiting`]). Counted
+    /// in rounds, busy or not, so that a stream of other MTL traffic cannot hold the rest of
+    /// progress off.
+    #[inline]
+    pub fn wait_recv(&mut self, r: Posted) -> Result<Status> {
+        match r {
+            Posted::Req(id) => self.wait(id),
+            Posted::Blocking => self.wait_blocking(),
+        }
+    }
+
+    #[inline(never)]
+    fn wait_blocking(&mut self) -> Result<Status> {
+        let mut rounds = 0u32;
+        loop {
+            rounds = rounds.wrapping_add(1);
+            let e = self.e();
+            let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
+                let n = e.progress();
+                if n > 0 {
+                    if let Some(st) = e.p2p.recv_finished(Posted::Blocking)? {
+                        return Ok(st);
+                    }
+                }
+                n
+            } else {
+                match e.p2p.recv_round(Posted::Blocking)? {
+                    RecvRound::Done(st) => {
+                        // Something moved: the next wait starts spinning afresh, not yielding.
+                        e.idle = 0;
+                        return Ok(st);
+                    }
+                    RecvRound::Moved(n) => n,
+                }
+            };
+            if n > 0 {
+                e.idle = 0;
+            } else {
+                self.idle();
+            }
+        }
+    }
+
+    /// Waits for every request started in `scope` and frees them.
+    pub fn close_scope(&mut self, scope: u32) -> Result<()> {
+        self.block(|e| {
+            Ok(e.p2p
+                .pml
+                .requests()
+                .scope_pending(scope)
+                .is_none()
+                .then_some(()))
+        })?;
+        self.e().p2p.pml.requests_mut().close_scope(scope);
+        Ok(())
+    }
+
+    /// Shuts down (`MPI_Finalize`): finishes outgoing protocol work, synchronises with every
+    /// process so nothing is in flight, and leaves the runtime.
+    pub fn finalize(&mut self) -> Result<()> {
+        if self.e().p2p.finalized {
+            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
+        }
+        self.block(|e| Ok((!e.p2p.pml.has_pending_work()).then_some(())))?;
+        self.e().barrier(CommId::WORLD)?;
+        self.e().shut_down()
     }
 }
 

@@ -28,12 +28,14 @@ pub mod list;
 pub mod mtl;
 pub mod objects;
 pub mod op;
+pub mod p2p;
 pub mod params;
 pub mod platform;
 pub mod pml;
 pub mod pool;
 pub mod ranges;
 pub mod rte;
+pub mod shared;
 pub mod topo;
 pub mod wire;
 

@@ -47,6 +47,12 @@ pub trait Platform: Sync {
     /// (perhaps the peer it waits for) should run.
     fn relax(&self, idle: u32);
 
+    /// An id of the calling thread, distinct among the process's live threads (which thread
+    /// initialised MPI, for `MPI_Is_thread_main`).
+    fn thread_id(&self) -> u64 {
+        0
+    }
+
     /// Emits a log record.
     fn log(&self, level: Level, args: fmt::Arguments<'_>);
 

@@ -333,7 +333,7 @@ impl Engine {
     /// The topology attached to `comm`.
     pub fn topology(&self, comm: CommId) -> Result<Option<(Shape, &[i32])>> {
         let c = self.check_comm(comm)?;
-        Ok(c.topo.and_then(|t| self.comms.topos.get(t)))
+        Ok(c.topo.and_then(|t| self.p2p.comms.topos.get(t)))
     }
 
     /// The topology of `comm`, which must have one.
@@ -387,15 +387,15 @@ impl Engine {
         let rank = c.rank;
         let color = if (rank as u64) < nodes { 0 } else { UNDEFINED };
         // Checked for room before the collective step, so that all members fail alike.
-        let topo = self.comms.topos.create(shape, fill);
+        let topo = self.p2p.comms.topos.create(shape, fill);
         let new = self.comm_split(comm, if topo.is_ok() { color } else { UNDEFINED }, 0);
         match (topo, new) {
             (Ok(t), Ok(Some(n))) => {
-                self.comms.get_mut(n)?.topo = Some(t);
+                self.p2p.comms.get_mut(n)?.topo = Some(t);
                 Ok(Some(n))
             }
             (Ok(t), other) => {
-                self.comms.topos.release(t);
+                self.p2p.comms.topos.release(t);
                 other
             }
             (Err(e), Ok(Some(n))) => {
@@ -466,7 +466,7 @@ impl Engine {
             }
         }
         let shape = Shape::Cart { ndims: k as u32 };
-        let topo = self.comms.topos.create(shape, |s| {
+        let topo = self.p2p.comms.topos.create(shape, |s| {
             s[..k].copy_from_slice(&dims[..k]);
             s[k..].copy_from_slice(&periods[..k]);
         });
@@ -478,15 +478,15 @@ impl Engine {
         let new = self.comm_split(comm, color, key as i32);
         match (topo, new) {
             (Ok(t), Ok(Some(c))) => {
-                self.comms.get_mut(c)?.topo = Some(t);
+                self.p2p.comms.get_mut(c)?.topo = Some(t);
                 Ok(c)
             }
             (Ok(t), Ok(None)) => {
-                self.comms.topos.release(t);
+                self.p2p.comms.topos.release(t);
                 Err(topo_error("Cart_sub made no communicator"))
             }
             (Ok(t), Err(e)) => {
-                self.comms.topos.release(t);
+                self.p2p.comms.topos.release(t);
                 Err(e)
             }
             (Err(e), Ok(Some(c))) => {
@@ -554,7 +554,7 @@ impl Engine {
             outdegree: no as u32,
             weighted: sweights.is_some() || dweights.is_some(),
         };
-        let topo = self.comms.topos.create(shape, |s| {
+        let topo = self.p2p.comms.topos.create(shape, |s| {
             s[..ni].copy_from_slice(sources);
             s[2 * ni..2 * ni + no].copy_from_slice(dests);
             if let Some(w) = sweights {
@@ -568,11 +568,11 @@ impl Engine {
         let new = self.comm_dup(comm);
         match (topo, new) {
             (Ok(t), Ok(c)) => {
-                self.comms.get_mut(c)?.topo = Some(t);
+                self.p2p.comms.get_mut(c)?.topo = Some(t);
                 Ok(c)
             }
             (Ok(t), Err(e)) => {
-                self.comms.topos.release(t);
+                self.p2p.comms.topos.release(t);
                 Err(e)
             }
             (Err(e), Ok(c)) => {
@@ -644,7 +644,7 @@ impl Engine {
             outdegree: outdeg as u32,
             weighted,
         };
-        let topo = self.comms.topos.create(shape, |_| ());
+        let topo = self.p2p.comms.topos.create(shape, |_| ());
         // Every edge goes to its destination (as an in-edge) and its source (as an out-edge).
         let (ni, no) = (indeg, outdeg);
         let (mut got_in, mut got_out) = (0usize, 0usize);
@@ -669,7 +669,7 @@ impl Engine {
                 let e = edges(i);
                 for (end, tag, inward) in [(e[1], TAG_DIST_IN, true), (e[0], TAG_DIST_OUT, false)] {
                     if end == me {
-                        place(&mut self.comms.topos, topo_id, e, inward);
+                        place(&mut self.p2p.comms.topos, topo_id, e, inward);
                     } else {
                         // SAFETY: `e` lives until the send completes.
                         let conv = unsafe { Packer::elements(e.as_ptr().cast(), 3, Datatype::INT) };
@@ -691,13 +691,13 @@ impl Engine {
                 let conv = unsafe { Unpacker::elements(e.as_mut_ptr().cast(), 3, Datatype::INT) };
                 let r = self.irecv_internal_any(conv, tag, comm)?;
                 self.wait(r)?;
-                place(&mut self.comms.topos, topo_id, e, inward);
+                place(&mut self.p2p.comms.topos, topo_id, e, inward);
             }
         }
         let new = self.comm_dup(comm);
         match (topo, new) {
             (Ok(t), Ok(c)) if !bad => {
-                self.comms.get_mut(c)?.topo = Some(t);
+                self.p2p.comms.get_mut(c)?.topo = Some(t);
                 Ok(c)
             }
             (t, c) => {
@@ -708,7 +708,7 @@ impl Engine {
                     },
                 ));
                 match t {
-                    Ok(t) => self.comms.topos.release(t),
+                    Ok(t) => self.p2p.comms.topos.release(t),
                     Err(e) => err = err.or(Some(e)),
                 }
                 match c {

@@ -159,6 +159,7 @@ pub static HOOKS: Hooks = Hooks {
     init: engine,
     now_ns: platform::now_ns,
     tick_ns: platform::tick_ns,
+    thread_id: platform::thread_id,
     eprint: platform::eprint_line,
     exit,
     temp_alloc,

@@ -83,6 +83,12 @@ impl std::default::Default for LwkPlatform {
     }
 }
 
+/// The calling thread's id (`pthread_self`: distinct among the process's live threads).
+pub fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -106,6 +112,10 @@ pub fn tick_ns() -> u64 {
 }
 
 impl Platform for LwkPlatform {
+    fn thread_id(&self) -> u64 {
+        thread_id()
+    }
+
     fn now_ns(&self) -> u64 {
         now_ns()
     }

@@ -36,17 +36,18 @@ pub use crate::pml::request::Status;
 
 use crate::comm::CommId;
 use crate::engine::Engine;
+use crate::shared::Inside;
 
 /// A rank in a communicator.
 pub type Rank = i32;
 /// A message tag.
 pub type Tag = i32;
 
-/// The lock an engine lives behind when the Rust API (or the C API) drives it.
-pub type EngineLock = spin::Mutex<Option<Engine>>;
+/// Where an engine lives when the Rust API (or the C API) drives it.
+pub type EngineLock = crate::shared::Shared;
 
 /// The process's engine, shared by the C API and the Rust API of a platform shim.
-pub static ENGINE: EngineLock = spin::Mutex::new(None);
+pub static ENGINE: EngineLock = crate::shared::Shared::new();
 
 /// An initialised MPI environment.
 pub struct Universe {
@@ -56,12 +57,15 @@ pub struct Universe {
 impl Universe {
     /// The universe of an initialised engine.
     pub fn new(engine: &'static EngineLock) -> Result<Universe> {
-        if engine.lock().as_ref().is_none_or(Engine::is_finalized) {
+        let live = engine.enter().is_some_and(|mut cx| !cx.e().is_finalized());
+        if !live {
             return Err(Error::new(
                 ErrorClass::Other,
                 crate::error::Reason::NotInitialized,
             ));
         }
+        // Its handles are `Send` and `Sync`: threads may call at once.
+        engine.allow_threads();
         Ok(Universe { engine })
     }
 
@@ -95,37 +99,28 @@ impl Universe {
 
     /// Shuts MPI down (`MPI_Finalize`).
     pub fn finalize(&self) -> Result<()> {
-        self.with(|e| e.finalize())
+        self.inside(|cx| cx.finalize())
     }
 
     /// Runs `f` on the engine.
     pub fn with<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        let mut guard = self.engine.lock();
-        f(guard
-            .as_mut()
-            .expect("Universe exists only for an initialised engine"))
+        self.inside(|cx| f(cx.e()))
+    }
+
+    /// Runs `f` inside the engine, where it may wait (letting other threads in meanwhile).
+    pub fn inside<R>(&self, f: impl FnOnce(&mut Inside) -> R) -> R {
+        // A universe exists only for an installed engine, which is never taken away.
+        let mut cx = self
+            .engine
+            .enter()
+            .expect("Universe exists only for an initialised engine");
+        f(&mut cx)
     }
 
     /// Polls `poll` until it yields, progressing and relaxing in between. The engine's lock is
     /// released while relaxing, so other threads can make progress too.
-    pub(crate) fn block<R>(
-        &self,
-        mut poll: impl FnMut(&mut Engine) -> Result<Option<R>>,
-    ) -> Result<R> {
-        loop {
-            let platform = {
-                let mut guard = self.engine.lock();
-                let e = guard.as_mut().expect("initialised");
-                if let Some(r) = poll(e)? {
-                    return Ok(r);
-                }
-                if e.progress() > 0 {
-                    continue;
-                }
-                e.relax_count()
-            };
-            platform.0.relax(platform.1);
-        }
+    pub(crate) fn block<R>(&self, poll: impl FnMut(&mut Engine) -> Result<Option<R>>) -> Result<R> {
+        self.inside(|cx| cx.block(poll))
     }
 }
 

@@ -34,7 +34,7 @@ use crate::pml::request::TAG_UB;
 
 /// Runs `f` on the engine, if there is one (no error reporting: for the callback steps).
 fn with_engine<T>(f: impl FnOnce(&mut Engine) -> T) -> Option<T> {
-    ENGINE.lock().as_mut().map(f)
+    ENGINE.enter().map(|mut cx| f(cx.e()))
 }
 
 // ---- keyval handles ---------------------------------------------------------------------------

@@ -245,9 +245,8 @@ pub(crate) fn counted(
 
 /// Runs `f` on the engine without reporting (the caller reports).
 fn run_quiet<T>(f: impl FnOnce(&mut Engine) -> Result<T>) -> Result<T> {
-    let mut guard = crate::api::ENGINE.lock();
-    match guard.as_mut() {
-        Some(e) if super::state::active() => f(e),
+    match crate::api::ENGINE.enter() {
+        Some(mut cx) if super::state::active() => f(cx.e()),
         _ => Err(Error::new(ErrorClass::Other, Reason::NotInitialized)),
     }
 }

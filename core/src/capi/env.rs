@@ -12,31 +12,52 @@ use crate::api::ENGINE;
 use crate::comm::CommId;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::shared::Inside;
 
-/// Runs `f` on the engine; an error is reported as raised by `func` on `comm`.
+/// Runs `f` inside the engine (which it may wait in); an error is reported as raised by `func`
+/// on `comm`, once the engine is let go (a user's error handler may call MPI).
+#[inline(always)]
+pub(crate) fn run_inside<T>(
+    func: &'static str,
+    comm: Option<CommId>,
+    f: impl FnOnce(&mut Inside) -> Result<T>,
+) -> core::result::Result<T, c_int> {
+    let r = match ENGINE.enter() {
+        Some(mut cx) if state::active() => f(&mut cx),
+        _ => Err(Error::new(ErrorClass::Other, Reason::NotInitialized)),
+    };
+    r.map_err(|err| report(func, comm, err))
+}
+
+/// Runs `f` on the engine (a call that does not wait); errors as for [`run_inside`].
+#[inline(always)]
 pub(crate) fn run<T>(
     func: &'static str,
     comm: Option<CommId>,
     f: impl FnOnce(&mut Engine) -> Result<T>,
 ) -> core::result::Result<T, c_int> {
-    let r = {
-        let mut guard = ENGINE.lock();
-        match guard.as_mut() {
-            Some(e) if state::active() => f(e),
-            _ => Err(Error::new(ErrorClass::Other, Reason::NotInitialized)),
-        }
-    };
-    r.map_err(|err| report(func, comm, err))
+    run_inside(func, comm, |cx| f(cx.e()))
 }
 
 /// Runs `f` on the engine and communicator handle `comm`.
+#[inline(always)]
 pub(crate) fn run_comm<T>(
     func: &'static str,
     comm: abi::MPI_Comm,
     f: impl FnOnce(&mut Engine, CommId) -> Result<T>,
 ) -> core::result::Result<T, c_int> {
+    run_comm_inside(func, comm, |cx, c| f(cx.e(), c))
+}
+
+/// Runs `f` inside the engine with communicator handle `comm` (a call that may wait).
+#[inline(always)]
+pub(crate) fn run_comm_inside<T>(
+    func: &'static str,
+    comm: abi::MPI_Comm,
+    f: impl FnOnce(&mut Inside, CommId) -> Result<T>,
+) -> core::result::Result<T, c_int> {
     match handles::comm(comm) {
-        Ok(c) => run(func, Some(c), |e| f(e, c)),
+        Ok(c) => run_inside(func, Some(c), |cx| f(cx, c)),
         Err(err) => Err(report(func, None, err)),
     }
 }
@@ -68,8 +89,18 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
         );
     }
     STATE.lock().hooks = Some(hooks);
+    // Every level is provided; only MPI_THREAD_MULTIPLE takes the engine's lock.
+    let level = required.map_or(abi::MPI_THREAD_SINGLE, |r| {
+        r.clamp(abi::MPI_THREAD_SINGLE, abi::MPI_THREAD_MULTIPLE)
+    });
     match (hooks.init)() {
-        Ok(engine) => *ENGINE.lock() = Some(engine),
+        Ok(engine) => {
+            let main = engine.platform().thread_id();
+            ENGINE.install(engine, level == abi::MPI_THREAD_MULTIPLE);
+            let mut st = STATE.lock();
+            st.thread_level = level;
+            st.main_thread = main;
+        }
         Err(err) => {
             let mut line: heapless::String<320> = heapless::String::new();
             let _ = core::fmt::write(&mut line, format_args!("stormpi: MPI_Init failed: {err}"));
@@ -77,12 +108,6 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
             (hooks.exit)(1);
         }
     }
-    // Calls are serialised by the engine's lock; concurrent blocking calls from several threads
-    // are not supported yet.
-    let level = required.map_or(abi::MPI_THREAD_SINGLE, |r| {
-        r.clamp(abi::MPI_THREAD_SINGLE, abi::MPI_THREAD_SERIALIZED)
-    });
-    STATE.lock().thread_level = level;
     super::info::fill_env(level);
     INITIALIZED.store(true, Ordering::Release);
     if !provided.is_null() {
@@ -142,13 +167,13 @@ super::mpi! {
             abi::MPI_COMM_SELF => "MPI_COMM_SELF",
             _ => "a communicator",
         };
-        let mut guard = ENGINE.lock();
-        let Some(e) = guard.as_mut() else {
+        let Some(mut cx) = ENGINE.enter() else {
             if let Some(h) = state::hooks() {
                 (h.exit)(errorcode)
             }
             return errorcode;
         };
+        let e = cx.e();
         let mut msg: heapless::String<128> = heapless::String::new();
         let _ = core::fmt::write(&mut msg, format_args!("MPI_Abort({name}, {errorcode}) called by rank {}", e.rank()));
         e.abort(errorcode, &msg)
@@ -161,9 +186,11 @@ super::mpi! {
     }
 
     fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
-        // Only the thread levels up to SERIALIZED are provided; every caller counts as main.
+        // The thread that initialised MPI is the main thread.
+        let main = STATE.lock().main_thread;
+        let me = state::hooks().map(|h| (h.thread_id)());
         // SAFETY: MPI requires `flag` to point to an int.
-        code(unsafe { out(flag, 1) }.map_err(|e| report("MPI_Is_thread_main", None, e)))
+        code(unsafe { out(flag, (me == Some(main)) as c_int) }.map_err(|e| report("MPI_Is_thread_main", None, e)))
     }
 
     fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) {

@@ -71,7 +71,7 @@ pub(crate) fn class_of(code: c_int) -> Option<c_int> {
     if code < FIRST_USER_CODE {
         return None;
     }
-    ENGINE.lock().as_ref()?.objects.errh.class_of(code)
+    ENGINE.enter()?.e().objects.errh.class_of(code)
 }
 
 /// Records `err` raised by `func` without invoking an error handler; returns its code (for the
@@ -113,8 +113,8 @@ enum Action {
 /// gets the communicator's handle and the code; the code is returned when it returns.
 pub(crate) fn raise(comm: Option<CommId>, code: c_int, text: &str) -> c_int {
     let action = {
-        let guard = ENGINE.lock();
-        match guard.as_ref() {
+        let mut guard = ENGINE.enter();
+        match guard.as_mut().map(|cx| cx.e()) {
             Some(e) if state::active() => {
                 let (id, handler) = comm
                     .and_then(|c| e.comm(c).ok().map(|x| (c, x.errhandler)))
@@ -154,7 +154,7 @@ pub(crate) fn raise(comm: Option<CommId>, code: c_int, text: &str) -> c_int {
 /// Prints `text` and ends the whole job.
 pub(crate) fn fatal(code: c_int, text: &str) -> ! {
     let mut line: heapless::String<320> = heapless::String::new();
-    let rank = ENGINE.lock().as_ref().map(|e| e.rank());
+    let rank = ENGINE.enter().map(|mut cx| cx.e().rank());
     match rank {
         Some(r) => {
             let _ = write!(
@@ -173,8 +173,8 @@ pub(crate) fn fatal(code: c_int, text: &str) -> ! {
     // An exit status is 8 bits: a code that would read as success (or an added code, above
     // MPI_ERR_LASTCODE) ends the job with 1.
     let status = if (1..=255).contains(&code) { code } else { 1 };
-    let mut guard = ENGINE.lock();
-    match (guard.as_mut(), hooks) {
+    let mut guard = ENGINE.enter();
+    match (guard.as_mut().map(|cx| cx.e()), hooks) {
         (Some(e), _) => e.abort(status, text),
         (None, Some(h)) => (h.exit)(status),
         (None, None) => loop {
@@ -248,8 +248,8 @@ super::mpi! {
             // An added code: the string the program gave it (empty if none).
             let mut buf = [0u8; abi::MPI_MAX_ERROR_STRING as usize];
             let n = {
-                let guard = ENGINE.lock();
-                let text = guard.as_ref().and_then(|e| e.objects.errh.string(errorcode)).unwrap_or(&[]);
+                let mut guard = ENGINE.enter();
+                let text = guard.as_mut().and_then(|cx| cx.e().objects.errh.string(errorcode)).unwrap_or(&[]);
                 let n = text.len().min(buf.len() - 1);
                 buf[..n].copy_from_slice(&text[..n]);
                 n
@@ -333,7 +333,7 @@ unsafe fn create_errhandler(
         if eh.is_null() {
             return Err(Error::bad_arg("errhandler is NULL"));
         }
-        let comms = &e.comms;
+        let comms = &e.p2p.comms;
         let id = e
             .objects
             .errh
@@ -416,7 +416,7 @@ super::mpi! {
             // Predefined handlers live forever; the caller's handle is nulled as the standard says.
             Ok(Handler::Predefined(_)) => Ok(()),
             Ok(Handler::User(id)) => run("MPI_Errhandler_free", None, |e| {
-                let comms = &e.comms;
+                let comms = &e.p2p.comms;
                 e.objects.errh.release(id, HandlerKind::Comm, |i| handler_in_use(comms, i))
             }),
             Err(err) => Err(report("MPI_Errhandler_free", None, err)),

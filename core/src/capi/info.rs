@@ -102,8 +102,8 @@ fn arch_name() -> &'static str {
 /// `argv` and `wdir` (from the platform, when it knows them), `maxprocs`, `host`, `arch` and
 /// `thread_level`. (`soft` and `file` describe `mpiexec` options stormrun does not have.)
 pub(crate) fn fill_env(thread_level: c_int) {
-    let mut guard = ENGINE.lock();
-    let Some(e) = guard.as_mut() else { return };
+    let Some(mut cx) = ENGINE.enter() else { return };
+    let e = cx.e();
     let mut buf = [0u8; MAX_VALUE];
     let platform = e.platform();
     for k in ["command", "argv", "wdir"] {

@@ -47,6 +47,8 @@ pub struct Hooks {
     pub now_ns: fn() -> u64,
     /// Resolution of that clock in nanoseconds.
     pub tick_ns: fn() -> u64,
+    /// An id of the calling thread, distinct among the process's live threads.
+    pub thread_id: fn() -> u64,
     /// Writes one line to standard error.
     pub eprint: fn(&str),
     /// Ends the process (when no runtime exists to end the job).

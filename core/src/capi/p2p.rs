@@ -3,14 +3,15 @@
 use core::ffi::{c_int, c_void};
 
 use super::abi;
-use super::env::{code, run, run_comm};
+use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::handles::{self, out, put_status, status_code};
 use super::state::{self, Attached, Bsent, STATE};
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::pml::request::{SendMode, Status};
+use crate::p2p::{Elements, Posted};
+use crate::pml::request::{ReqId, SendMode, Status};
 
 /// A packer over a user's send buffer. A predefined contiguous type (the common small-message
 /// case) needs no look at the type table: the layout is `count` elements from `buf`.
@@ -71,19 +72,41 @@ fn contiguous(
     Some((d, count as usize))
 }
 
-/// The bytes of `n` elements of the predefined contiguous type `d` at `buf`, as
-/// [`contiguous`] checked them (their size fits the address space).
+/// Starts a send of the user's buffer (checked in the standard's order: the buffer and type,
+/// then the destination and tag): `None` if it went at once or to `MPI_PROC_NULL`, else its
+/// request.
 ///
 /// # Safety
-/// `buf` holds them and they stay valid, unchanged, for `'a`.
+/// MPI's rule for send buffers: `buf` holds `count` instances of `dt`, unchanged until the
+/// operation completes.
 #[inline(always)]
-unsafe fn elements<'a>(buf: *const c_void, n: usize, d: crate::datatype::Datatype) -> &'a [u8] {
-    let len = n * d.size();
-    if len == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's promise.
-        unsafe { core::slice::from_raw_parts(buf.cast(), len) }
+unsafe fn start_send(
+    e: &mut Engine,
+    buf: *const c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    c: CommId,
+    mode: SendMode,
+) -> Result<Option<Option<ReqId>>> {
+    match contiguous(buf, count, dt) {
+        Some((d, n)) => {
+            let Some(to) = e.p2p.check_send(c, dest, tag)? else {
+                return Ok(None);
+            };
+            // SAFETY: the caller's contract; `contiguous` checked the type and the size.
+            let data = unsafe { Elements::new(buf.cast(), n, d) };
+            e.p2p.send(&to, tag, data, mode, 0).map(Some)
+        }
+        None => {
+            // SAFETY: the caller's contract.
+            let conv = unsafe { handles::packer(e, buf, count, dt)? };
+            let Some(to) = e.p2p.check_send(c, dest, tag)? else {
+                return Ok(None);
+            };
+            e.p2p.send(&to, tag, conv, mode, 0).map(Some)
+        }
     }
 }
 
@@ -97,20 +120,11 @@ unsafe fn send(
     comm: abi::MPI_Comm,
     mode: SendMode,
 ) -> c_int {
-    code(run_comm(func, comm, |e, c| {
-        match contiguous(buf, count, dt) {
-            Some((d, n)) => {
-                // SAFETY: MPI lends the send buffer, `n` elements of `d`, for the call.
-                let data = unsafe { elements(buf, n, d) };
-                // SAFETY: as above.
-                let make = || unsafe { Packer::elements(buf.cast(), n, d) };
-                e.send_contiguous(data, make, dest, tag, c, mode)
-            }
-            None => {
-                // SAFETY: as above.
-                let conv = unsafe { handles::packer(e, buf, count, dt)? };
-                e.send(conv, dest, tag, c, mode)
-            }
+    code(run_comm_inside(func, comm, |cx, c| {
+        // SAFETY: MPI lends the send buffer for the call, which waits for a request below.
+        match unsafe { start_send(cx.e(), buf, count, dt, dest, tag, c, mode)? } {
+            Some(Some(id)) => cx.wait(id).map(|_| ()),
+            _ => Ok(()),
         }
     }))
 }
@@ -130,24 +144,61 @@ unsafe fn isend(
         if request.is_null() {
             return Err(Error::bad_arg("request is NULL"));
         }
-        let id = match contiguous(buf, count, dt) {
-            Some((d, n)) => {
-                // SAFETY: MPI lends the send buffer, `n` elements of `d`, until the request
-                // completes.
-                let data = unsafe { elements(buf, n, d) };
-                // SAFETY: as above.
-                let make = || unsafe { Packer::elements(buf.cast(), n, d) };
-                e.isend_contiguous(data, make, dest, tag, c, mode, 0)?
-            }
-            None => {
-                // SAFETY: as above.
-                let conv = unsafe { handles::packer(e, buf, count, dt)? };
-                e.isend(conv, dest, tag, c, mode, 0)?
-            }
+        // SAFETY: MPI lends the send buffer until the request completes.
+        let id = match unsafe { start_send(e, buf, count, dt, dest, tag, c, mode)? } {
+            Some(Some(id)) => id,
+            Some(None) => e.p2p.pml.requests_mut().completed(Status::EMPTY, 0)?,
+            None => e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0)?,
         };
         // SAFETY: checked non-null above.
         unsafe { out(request, handles::request_handle(id)) }
     }))
+}
+
+/// Posts a receive into the user's buffer (checked in the standard's order, as sends are):
+/// `None` for `MPI_PROC_NULL`. `blocking`: the caller waits at once (`MPI_Recv`), so the PML
+/// may use its blocking receive.
+///
+/// # Safety
+/// MPI's rule for receive buffers: `buf` holds room for `count` instances of `dt`, otherwise
+/// untouched until the operation completes.
+#[inline(always)]
+unsafe fn start_recv(
+    e: &mut Engine,
+    buf: *mut c_void,
+    count: c_int,
+    dt: abi::MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    c: CommId,
+    blocking: bool,
+) -> Result<Option<Posted>> {
+    match contiguous(buf, count, dt) {
+        Some((d, n)) => {
+            let Some(s) = e.p2p.check_recv(c, source, tag)? else {
+                return Ok(None);
+            };
+            // SAFETY: the caller's contract; `contiguous` checked the type and the size.
+            let data = unsafe { Elements::new(buf.cast_const().cast(), n, d) };
+            if blocking {
+                e.p2p.recv(&s, data).map(Some)
+            } else {
+                e.p2p.irecv(&s, data, 0).map(|id| Some(Posted::Req(id)))
+            }
+        }
+        None => {
+            // SAFETY: the caller's contract.
+            let conv = unsafe { handles::unpacker(e, buf, count, dt)? };
+            let Some(s) = e.p2p.check_recv(c, source, tag)? else {
+                return Ok(None);
+            };
+            if blocking {
+                e.p2p.recv(&s, conv).map(Some)
+            } else {
+                e.p2p.irecv(&s, conv, 0).map(|id| Some(Posted::Req(id)))
+            }
+        }
+    }
 }
 
 /// Reclaims the parts of the attached buffer whose sends have completed.
@@ -323,15 +374,11 @@ super::mpi! {
     }
 
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
-        let r = run_comm("MPI_Recv", comm, |e, c| {
-            let st = match contiguous(buf, count, datatype) {
-                // SAFETY: MPI lends the receive buffer for the call; `n` elements of `d`.
-                Some((d, n)) => e.recv_with(|| unsafe { Unpacker::elements(buf.cast(), n, d) }, source, tag, c)?,
-                None => {
-                    // SAFETY: as above.
-                    let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
-                    e.recv(conv, source, tag, c)?
-                }
+        let r = run_comm_inside("MPI_Recv", comm, |cx, c| {
+            // SAFETY: MPI lends the receive buffer for the call, which waits for it here.
+            let st = match unsafe { start_recv(cx.e(), buf, count, datatype, source, tag, c, true)? } {
+                Some(r) => cx.wait_recv(r)?,
+                None => Status::PROC_NULL,
             };
             Ok((st, c))
         });
@@ -350,15 +397,10 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            let id = match contiguous(buf, count, datatype) {
-                // SAFETY: MPI lends the receive buffer until the request completes; `n`
-                // elements of `d`.
-                Some((d, n)) => e.irecv_with(|| unsafe { Unpacker::elements(buf.cast(), n, d) }, source, tag, c, 0)?,
-                None => {
-                    // SAFETY: as above.
-                    let conv = unsafe { handles::unpacker(e, buf, count, datatype)? };
-                    e.irecv(conv, source, tag, c, 0)?
-                }
+            // SAFETY: MPI lends the receive buffer until the request completes.
+            let id = match unsafe { start_recv(e, buf, count, datatype, source, tag, c, false)? } {
+                Some(Posted::Req(id)) => id,
+                _ => e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0)?,
             };
             // SAFETY: checked non-null above.
             unsafe { out(request, handles::request_handle(id)) }
@@ -366,12 +408,17 @@ super::mpi! {
     }
 
     fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
-        let r = run_comm("MPI_Sendrecv", comm, |e, c| {
-            // SAFETY: MPI lends both buffers for the call; the receive is waited for below.
+        let r = run_comm_inside("MPI_Sendrecv", comm, |cx, c| {
+            let e = cx.e();
+            // SAFETY: MPI lends both buffers for the call; both are waited for below.
             let (send, recv) = unsafe { (packer(e, sendbuf, sendcount, sendtype)?, unpacker(e, recvbuf, recvcount, recvtype)?) };
             let r = e.irecv(recv, source, recvtag, c, 0)?;
-            e.send(send, dest, sendtag, c, SendMode::Standard)?;
-            Ok((e.wait(r)?, c))
+            if let Some(to) = e.p2p.check_send(c, dest, sendtag)? {
+                if let Some(s) = e.p2p.send(&to, sendtag, send, SendMode::Standard, 0)? {
+                    cx.wait(s)?;
+                }
+            }
+            Ok((cx.wait(r)?, c))
         });
         match r {
             Ok((st, c)) => {
@@ -384,7 +431,8 @@ super::mpi! {
     }
 
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
-        let r = run_comm("MPI_Sendrecv_replace", comm, |e, c| {
+        let r = run_comm_inside("MPI_Sendrecv_replace", comm, |cx, c| {
+            let e = cx.e();
             let (d, count64) = handles::typed(e, buf, count, datatype)?;
             let n = (e.types().info(d)?.size * count64) as usize;
             let mut small = [0u8; 4096];
@@ -398,14 +446,19 @@ super::mpi! {
                 // SAFETY: the message is packed out of the user's buffer into `tmp` (`n` bytes
                 // until freed below, after both operations completed), then the buffer
                 // receives the reply.
+                let e = cx.e();
                 let (send, recv) = unsafe {
                     let packed = core::slice::from_raw_parts_mut(tmp, n);
                     Packer::new(buf.cast(), count64, d, e.types())?.pack(e.types(), 0, packed);
                     (Packer::packed(tmp, count64, d, e.types())?, Unpacker::new(buf.cast(), count64, d, e.types())?)
                 };
                 let r = e.irecv(recv, source, recvtag, c, 0)?;
-                e.send(send, dest, sendtag, c, SendMode::Standard)?;
-                e.wait(r)
+                if let Some(to) = e.p2p.check_send(c, dest, sendtag)? {
+                    if let Some(s) = e.p2p.send(&to, sendtag, send, SendMode::Standard, 0)? {
+                        cx.wait(s)?;
+                    }
+                }
+                cx.wait(r)
             })();
             if heap {
                 if let Some(h) = state::hooks() {
@@ -425,7 +478,7 @@ super::mpi! {
     }
 
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
-        match run_comm("MPI_Probe", comm, |e, c| e.probe(source, tag, c)) {
+        match run_comm_inside("MPI_Probe", comm, |cx, c| cx.block(|e| e.iprobe(source, tag, c))) {
             Ok(st) => {
                 put_status(status, &probed(st), abi::MPI_SUCCESS);
                 abi::MPI_SUCCESS
@@ -451,8 +504,8 @@ super::mpi! {
     }
 
     fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: abi::MPI_Comm, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
-        match run_comm("MPI_Mprobe", comm, |e, c| {
-            let (m, st) = e.mprobe(source, tag, c)?;
+        match run_comm_inside("MPI_Mprobe", comm, |cx, c| {
+            let (m, st) = cx.block(|e| e.improbe(source, tag, c))?;
             // SAFETY: MPI requires `message` to point to an MPI_Message.
             unsafe { out(message, handles::message_handle(m))? };
             Ok(st)
@@ -487,7 +540,8 @@ super::mpi! {
     }
 
     fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
-        let r = run("MPI_Mrecv", None, |e| {
+        let r = run_inside("MPI_Mrecv", None, |cx| {
+            let e = cx.e();
             if message.is_null() {
                 return Err(Error::bad_arg("message is NULL"));
             }
@@ -499,7 +553,7 @@ super::mpi! {
             let comm = e.request_comm(id);
             // SAFETY: as above.
             unsafe { *message = abi::MPI_MESSAGE_NULL };
-            Ok((e.wait(id)?, comm))
+            Ok((cx.wait(id)?, comm))
         });
         match r {
             Ok((st, comm)) => {

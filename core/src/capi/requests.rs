@@ -3,7 +3,7 @@
 use core::ffi::{c_int, c_void};
 
 use super::abi;
-use super::env::{code, run, run_comm};
+use super::env::{code, run, run_comm, run_inside};
 use super::errors::{record, report};
 use super::handles::{self, out, put_status, status_at, Req, EMPTY_STATUS};
 use super::state::{Persistent, PersistentOp, MAX_PERSISTENT, STATE};
@@ -11,6 +11,7 @@ use crate::comm::CommId;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::pml::request::{ReqId, SendMode, Status};
+use crate::shared::Inside;
 
 /// A request handle, looked up.
 #[derive(Clone, Copy)]
@@ -72,7 +73,7 @@ unsafe fn retire(h: *mut abi::MPI_Request, persistent: Option<usize>) {
 
 /// Completes the request at `h` if done (`block`: wait until it is).
 unsafe fn complete(
-    e: &mut Engine,
+    cx: &mut Inside,
     h: *mut abi::MPI_Request,
     block: bool,
 ) -> Result<Option<(Status, Option<CommId>)>> {
@@ -80,7 +81,7 @@ unsafe fn complete(
         return Err(Error::bad_arg("request is NULL"));
     }
     // SAFETY: checked non-null; MPI requires it to point to an MPI_Request.
-    match slot(e, unsafe { *h })? {
+    match slot(cx.e(), unsafe { *h })? {
         Slot::Inactive => Ok(Some((EMPTY_STATUS, None))),
         Slot::Active {
             id,
@@ -88,9 +89,9 @@ unsafe fn complete(
             persistent,
         } => {
             let st = if block {
-                Some(e.wait(id)?)
+                Some(cx.wait(id)?)
             } else {
-                e.test(id)?
+                cx.e().test(id)?
             };
             if st.is_some() {
                 // SAFETY: as above.
@@ -132,9 +133,9 @@ fn in_status(func: &'static str) -> c_int {
     )
 }
 
-fn relax(e: &mut Engine) {
-    if e.progress() == 0 {
-        e.relax();
+fn relax(cx: &mut Inside) {
+    if cx.e().progress() == 0 {
+        cx.idle();
     }
 }
 
@@ -250,7 +251,7 @@ unsafe fn init(
 
 super::mpi! {
     fn MPI_Wait / PMPI_Wait(request: *mut abi::MPI_Request, status: *mut abi::MPI_Status) {
-        match run("MPI_Wait", None, |e| complete(e, request, true)) {
+        match run_inside("MPI_Wait", None, |cx| complete(cx, request, true)) {
             Ok(Some((st, comm))) => {
                 let rc = handles::status_code("MPI_Wait", comm, &st);
                 put_status(status, &st, rc);
@@ -262,8 +263,8 @@ super::mpi! {
     }
 
     fn MPI_Test / PMPI_Test(request: *mut abi::MPI_Request, flag: *mut c_int, status: *mut abi::MPI_Status) {
-        match run("MPI_Test", None, |e| {
-            let r = complete(e, request, false)?;
+        match run_inside("MPI_Test", None, |cx| {
+            let r = complete(cx, request, false)?;
             out(flag, r.is_some() as c_int)?;
             Ok(r)
         }) {
@@ -278,11 +279,11 @@ super::mpi! {
     }
 
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut abi::MPI_Request, statuses: *mut abi::MPI_Status) {
-        match run("MPI_Waitall", None, |e| {
+        match run_inside("MPI_Waitall", None, |cx| {
             let reqs = array(requests, count)?;
             let mut failed = false;
             for (i, h) in reqs.iter_mut().enumerate() {
-                let (st, _) = complete(e, h, true)?.expect("blocking");
+                let Some((st, _)) = complete(cx, h, true)? else { continue };
                 failed |= put("MPI_Waitall", status_at(statuses, i), &st);
             }
             Ok(failed)
@@ -294,8 +295,9 @@ super::mpi! {
     }
 
     fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut abi::MPI_Request, flag: *mut c_int, statuses: *mut abi::MPI_Status) {
-        match run("MPI_Testall", None, |e| {
+        match run_inside("MPI_Testall", None, |cx| {
             let reqs = array(requests, count)?;
+            let e = cx.e();
             e.progress();
             // Either all complete (and are completed now) or none is touched.
             for h in reqs.iter() {
@@ -309,7 +311,7 @@ super::mpi! {
             out(flag, 1)?;
             let mut failed = false;
             for (i, h) in reqs.iter_mut().enumerate() {
-                let (st, _) = complete(e, h, true)?.expect("complete");
+                let Some((st, _)) = complete(cx, h, true)? else { continue };
                 failed |= put("MPI_Testall", status_at(statuses, i), &st);
             }
             Ok(failed)
@@ -421,16 +423,16 @@ unsafe fn any(
     status: *mut abi::MPI_Status,
     block: bool,
 ) -> c_int {
-    let r = run(func, None, |e| {
+    let r = run_inside(func, None, |cx| {
         let reqs = array(requests, count)?;
         loop {
             let mut active = false;
             for (i, h) in reqs.iter_mut().enumerate() {
-                if !is_active(e, h)? {
+                if !is_active(cx.e(), h)? {
                     continue;
                 }
                 active = true;
-                if let Some((st, comm)) = complete(e, h, false)? {
+                if let Some((st, comm)) = complete(cx, h, false)? {
                     out(index, i as c_int)?;
                     if !flag.is_null() {
                         *flag = 1;
@@ -450,7 +452,7 @@ unsafe fn any(
                 out(index, abi::MPI_UNDEFINED)?;
                 return Ok(None);
             }
-            relax(e);
+            relax(cx);
         }
     });
     match r {
@@ -473,16 +475,16 @@ unsafe fn some(
     statuses: *mut abi::MPI_Status,
     block: bool,
 ) -> c_int {
-    let r = run(func, None, |e| {
+    let r = run_inside(func, None, |cx| {
         let reqs = array(requests, incount)?;
         loop {
             let (mut active, mut done, mut failed) = (false, 0usize, false);
             for (i, h) in reqs.iter_mut().enumerate() {
-                if !is_active(e, h)? {
+                if !is_active(cx.e(), h)? {
                     continue;
                 }
                 active = true;
-                if let Some((st, _)) = complete(e, h, false)? {
+                if let Some((st, _)) = complete(cx, h, false)? {
                     if indices.is_null() {
                         return Err(Error::bad_arg("indices is NULL"));
                     }
@@ -499,7 +501,7 @@ unsafe fn some(
                 out(outcount, done as c_int)?;
                 return Ok(failed);
             }
-            relax(e);
+            relax(cx);
         }
     });
     match r {

@@ -73,6 +73,8 @@ unsafe impl Send for Attached {}
 pub(crate) struct State {
     pub hooks: Option<&'static Hooks>,
     pub thread_level: c_int,
+    /// The platform's id of the thread that initialised MPI (`MPI_Is_thread_main`).
+    pub main_thread: u64,
     pub errors: ErrorRing,
     pub persistent: [Option<Persistent>; MAX_PERSISTENT],
     pub attached: Option<Attached>,
@@ -81,6 +83,7 @@ pub(crate) struct State {
 pub(crate) static STATE: spin::Mutex<State> = spin::Mutex::new(State {
     hooks: None,
     thread_level: super::abi::MPI_THREAD_SINGLE,
+    main_thread: 0,
     errors: ErrorRing::new(),
     persistent: [None; MAX_PERSISTENT],
     attached: None,

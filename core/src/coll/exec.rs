@@ -24,15 +24,14 @@ use heapless::Vec;
 
 use super::alg::Alg;
 use super::red::RedPlan;
-use crate::bml::Bml;
-use crate::comm::{CommId, CommTable};
+use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
-use crate::pml::request::{ReqId, SendMode, Source, TagSel};
-use crate::pml::Ob1;
+use crate::p2p::P2p;
+use crate::pml::request::{ReqId, SendMode, Source};
 
 /// Most actions one step may yield.
 pub(crate) const MAX_ACTS: usize = 64;
@@ -335,14 +334,6 @@ pub(crate) unsafe fn copy_stream(
     Ok(())
 }
 
-/// What the executor needs of the engine while it runs a step (disjoint borrows of its fields).
-pub(crate) struct Net<'a> {
-    pub pml: &'a mut Ob1,
-    pub bml: &'a mut Bml,
-    pub comms: &'a CommTable,
-    pub types: &'a TypeTable,
-}
-
 /// Most requests one step keeps in flight.
 const MAX_PENDING: usize = MAX_ACTS;
 
@@ -451,7 +442,7 @@ impl Coll {
         Ok(true)
     }
 
-    fn fail(&mut self, net: &mut Net, e: Error) {
+    fn fail(&mut self, net: &mut P2p, e: Error) {
         if self.err.is_none() {
             self.err = Some(e);
         }
@@ -463,11 +454,11 @@ impl Coll {
     }
 
     /// Does what can be done now; true once the collective has finished.
-    pub(crate) fn advance(&mut self, net: &mut Net) -> bool {
+    pub(crate) fn advance(&mut self, net: &mut P2p) -> bool {
         loop {
             let mut i = 0;
             while i < self.pending.len() {
-                match net.pml.test(self.pending[i]) {
+                match net.pml.requests_mut().test(self.pending[i]) {
                     Ok(None) => i += 1,
                     Ok(Some(st)) => {
                         self.pending.swap_remove(i);
@@ -494,9 +485,9 @@ impl Coll {
     }
 
     /// Starts the next step (or segment); marks the collective done after the last.
-    fn next_step(&mut self, net: &mut Net) -> Result<()> {
+    fn next_step(&mut self, net: &mut P2p) -> Result<()> {
         let mut acts = Acts::new();
-        let more = self.alg.step(self.step, &mut acts, net.types);
+        let more = self.alg.step(self.step, &mut acts, &net.types);
         self.step += 1;
         if acts.overflow {
             return Err(Error::new(
@@ -512,42 +503,23 @@ impl Coll {
         for a in acts.list().iter() {
             // SAFETY: the algorithm's buffers are the user's (lent for the collective) and the
             // collective's scratch, sized by the plan.
-            unsafe { local(net.types, self.red.as_ref(), a)? };
+            unsafe { local(&net.types, self.red.as_ref(), a)? };
         }
         for a in acts.list().iter() {
             if let Act::Recv(from, s) = *a {
                 // SAFETY: as above; the receive completes before the collective does.
-                let conv = unsafe { unpacker(net.types, s)? };
-                let id = net.pml.irecv(
-                    net.comms,
-                    net.types,
-                    conv,
-                    Source::Rank(from),
-                    TagSel::Tag(self.tag),
-                    self.comm,
-                    0,
-                )?;
+                let conv = unsafe { unpacker(&net.types, s)? };
+                let sel = net.sel(self.comm, Source::Rank(from), self.tag)?;
+                let id = net.irecv(&sel, conv, 0)?;
                 self.track(id)?;
             }
         }
         for a in acts.list().iter() {
             if let Act::Send(to, s) = *a {
                 // SAFETY: as above; the send completes before the collective does.
-                let mut conv = unsafe { packer(net.types, s)? };
-                if !net.pml.send_now(
-                    net.bml, net.comms, net.types, &mut conv, to, self.tag, self.comm,
-                )? {
-                    let id = net.pml.isend(
-                        net.bml,
-                        net.comms,
-                        net.types,
-                        conv,
-                        to,
-                        self.tag,
-                        self.comm,
-                        SendMode::Standard,
-                        0,
-                    )?;
+                let conv = unsafe { packer(&net.types, s)? };
+                let d = net.dest(self.comm, to)?;
+                if let Some(id) = net.send(&d, self.tag, conv, SendMode::Standard, 0)? {
                     self.track(id)?;
                 }
             }
@@ -568,21 +540,21 @@ impl Coll {
 
     /// The algorithm has finished its steps: converts a reduction segment's result out, starts
     /// the next segment if there is one, else marks the collective done.
-    fn end_segment(&mut self, net: &mut Net) -> Result<()> {
+    fn end_segment(&mut self, net: &mut P2p) -> Result<()> {
         let Some(mut s) = self.segs else {
-            self.done = !self.next_phase(net.types)?;
+            self.done = !self.next_phase(&net.types)?;
             return Ok(());
         };
         // SAFETY: the plan's buffers are the user's and the collective's scratch.
-        unsafe { s.plan.convert_out(net.types, s.a, s.b)? };
+        unsafe { s.plan.convert_out(&net.types, s.a, s.b)? };
         if s.b >= s.plan.total {
-            self.done = !self.next_phase(net.types)?;
+            self.done = !self.next_phase(&net.types)?;
             return Ok(());
         }
         s.a = s.b;
         s.b = (s.a + s.plan.per).min(s.plan.total);
         self.segs = Some(s);
-        self.start_segment(net.types)
+        self.start_segment(&net.types)
     }
 
     /// Builds the algorithm of the current segment (converting its input in).

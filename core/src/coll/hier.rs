@@ -170,7 +170,7 @@ impl Engine {
         call: &Call,
         mode: Mode,
     ) -> Result<Option<Option<ReqId>>> {
-        if self.coll.hier.mode == HierMode::Off || self.comms.levels(comm) == Levels::Flat {
+        if self.coll.hier.mode == HierMode::Off || self.p2p.comms.levels(comm) == Levels::Flat {
             return Ok(None);
         }
         match mode {
@@ -190,7 +190,7 @@ impl Engine {
         match *call {
             Call::Barrier => !(auto && tune.barrier != BarrierAlg::Auto),
             Call::Bcast { buf, .. } => {
-                !(auto && tune.bcast != BcastAlg::Auto) && extent(&self.types, buf.dt).is_ok()
+                !(auto && tune.bcast != BcastAlg::Auto) && extent(&self.p2p.types, buf.dt).is_ok()
             }
             Call::Reduce { dt, op, .. } | Call::Allreduce { dt, op, .. } => {
                 let forced = match call {
@@ -204,8 +204,8 @@ impl Engine {
             }
             Call::Allgather { send, recv } => {
                 !(auto && tune.allgather != AllgatherAlg::Auto)
-                    && extent(&self.types, recv.dt).is_ok()
-                    && send.is_none_or(|s| self.types.check_committed(s.dt).is_ok())
+                    && extent(&self.p2p.types, recv.dt).is_ok()
+                    && send.is_none_or(|s| self.p2p.types.check_committed(s.dt).is_ok())
             }
             _ => false,
         }
@@ -229,10 +229,10 @@ impl Engine {
         };
         let c = self.check_comm(comm)?;
         let (g, size) = (c.group, c.size());
-        let my_node = self.procs[self.me.0 as usize].node;
+        let my_node = self.p2p.procs[self.p2p.me.0 as usize].node;
         let node_of = |e: &Engine, r: u32| {
-            let p = e.comms.groups.proc_of(g, r);
-            e.procs[p.0 as usize].node
+            let p = e.p2p.comms.groups.proc_of(g, r);
+            e.p2p.procs[p.0 as usize].node
         };
         let node_rank = self.check_comm(node)?.rank;
         // SAFETY (of every `sub` below): the caller's contract covers the buffers, which each
@@ -251,9 +251,9 @@ impl Engine {
                 }
                 let root_node = node_of(self, root as u32);
                 if root_node == my_node {
-                    let p = self.comms.groups.proc_of(g, root as u32);
+                    let p = self.p2p.comms.groups.proc_of(g, root as u32);
                     let node_group = self.check_comm(node)?.group;
-                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
+                    let nr = self.p2p.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
                     unsafe { self.sub(node, Call::Bcast { buf, root: nr })? };
                     if let Some(l) = leaders {
                         let me = self.check_comm(l)?.rank as i32;
@@ -327,8 +327,8 @@ impl Engine {
                 let root_node = node_of(self, root);
                 // A leader is the member of lowest rank on its node.
                 let root_leads = !(0..root).any(|r| node_of(self, r) == root_node);
-                let true_lb = self.types.info(dt)?.true_lb;
-                let span = span_bytes(&self.types, &Span::new(recv, count, dt));
+                let true_lb = self.p2p.types.info(dt)?.true_lb;
+                let span = span_bytes(&self.p2p.types, &Span::new(recv, count, dt));
                 let me = c_rank(self, comm)?;
                 if span > self.coll.hier.tmp_len || (send.is_none() && me != root) {
                     return Ok(false);
@@ -376,15 +376,15 @@ impl Engine {
                     // The root's leader hands the result over (on the node communicator, with
                     // a tag of its own: nothing else but collectives runs there).
                     let node_group = self.check_comm(node)?.group;
-                    let p = self.comms.groups.proc_of(g, root);
-                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0);
+                    let p = self.p2p.comms.groups.proc_of(g, root);
+                    let nr = self.p2p.comms.groups.rank_of(node_group, p).unwrap_or(0);
                     if node_rank == 0 {
                         // SAFETY: the staging region holds the result, laid out like `dt`.
-                        let conv = unsafe { Packer::new(stage, count, dt, &self.types)? };
+                        let conv = unsafe { Packer::new(stage, count, dt, &self.p2p.types)? };
                         self.send_internal(conv, nr, TAG_ROOT, node)?;
                     } else if me == root {
                         // SAFETY: the caller's contract: `recv` holds `count` instances of `dt`.
-                        let conv = unsafe { Unpacker::new(recv, count, dt, &self.types)? };
+                        let conv = unsafe { Unpacker::new(recv, count, dt, &self.p2p.types)? };
                         self.recv_internal(conv, 0, TAG_ROOT, node)?;
                     }
                 }
@@ -394,7 +394,7 @@ impl Engine {
                 if !blocked || c.checked_mul(p).is_none_or(|t| t > i32::MAX as u64) {
                     return Ok(false);
                 }
-                let ext = extent(&self.types, recv.dt)? as i64;
+                let ext = extent(&self.p2p.types, recv.dt)? as i64;
                 let me = c_rank(self, comm)? as i64;
                 let block = |r: i64| recv.ptr.wrapping_offset((r * c as i64 * ext) as isize);
                 // This node's ranks are first .. first + node size: its blocks are one stretch,
@@ -489,7 +489,7 @@ impl Engine {
         call: &Call,
         scope: u32,
     ) -> Result<Option<ReqId>> {
-        let Levels::Nodes { node, leaders, .. } = self.comms.levels(comm) else {
+        let Levels::Nodes { node, leaders, .. } = self.p2p.comms.levels(comm) else {
             return Ok(None);
         };
         if !matches!(
@@ -501,7 +501,7 @@ impl Engine {
         }
         let c = self.check_comm(comm)?;
         let (g, size) = (c.group, c.size());
-        let my_node = self.procs[self.me.0 as usize].node;
+        let my_node = self.p2p.procs[self.p2p.me.0 as usize].node;
         let node_rank = self.check_comm(node)?.rank;
         let ph = |comm: CommId, call: Call| Some(Phase { comm, call, tag: 0 });
         let (phases, dt): ([Option<Phase>; 3], _) = match *call {
@@ -517,11 +517,11 @@ impl Engine {
                 if root < 0 || root as u32 >= size {
                     return Ok(None);
                 }
-                let p = self.comms.groups.proc_of(g, root as u32);
-                let root_node = self.procs[p.0 as usize].node;
+                let p = self.p2p.comms.groups.proc_of(g, root as u32);
+                let root_node = self.p2p.procs[p.0 as usize].node;
                 if root_node == my_node {
                     let node_group = self.check_comm(node)?.group;
-                    let nr = self.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
+                    let nr = self.p2p.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
                     let me = match leaders {
                         Some(l) => self.check_comm(l)?.rank as i32,
                         None => 0,
@@ -605,12 +605,12 @@ impl Engine {
                 MAX_ACTIVE.name,
             ));
         };
-        let req = self.pml.pending_request(scope)?;
+        let req = self.p2p.pml.requests_mut().pending(scope)?;
         let mut phases = phases;
         for p in phases.iter_mut().flatten() {
-            p.tag = coll_tag(self.pml.next_coll_seq(p.comm));
+            p.tag = coll_tag(self.p2p.comms.next_coll_seq(p.comm));
         }
-        let hold = dt.and_then(|d| self.types.hold(d));
+        let hold = dt.and_then(|d| self.p2p.types.hold(d));
         self.coll.hier.chains[slot] = Some(Chain {
             req,
             phases,
@@ -632,7 +632,7 @@ impl Engine {
                 return false;
             };
             if let Some(id) = ch.cur {
-                match self.pml.test(id) {
+                match self.p2p.pml.requests_mut().test(id) {
                     Ok(None) => return false,
                     Ok(Some(st)) => {
                         ch.cur = None;
@@ -667,7 +667,7 @@ impl Engine {
             if let Some(h) = ch.hold {
                 h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
             }
-            self.pml.finish(
+            self.p2p.pml.requests_mut().finish(
                 ch.req,
                 Status {
                     error: ch.err,
@@ -727,10 +727,11 @@ impl Engine {
     fn leader_of(&self, l: CommId, node: u32) -> Result<i32> {
         let g = self.check_comm(l)?.group;
         Ok(self
+            .p2p
             .comms
             .groups
             .members(g)
-            .position(|p| self.procs[p.0 as usize].node == node)
+            .position(|p| self.p2p.procs[p.0 as usize].node == node)
             .unwrap_or(0) as i32)
     }
 }

@@ -249,8 +249,8 @@ impl Engine {
         let (ti, tl) = match tags {
             Some(t) => t,
             None => (
-                TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32,
-                TAG_BASE - (self.pml.next_coll_seq(local) & 0x3fff_ffff) as i32,
+                TAG_BASE - (self.p2p.comms.next_coll_seq(comm) & 0x3fff_ffff) as i32,
+                TAG_BASE - (self.p2p.comms.next_coll_seq(local) & 0x3fff_ffff) as i32,
             ),
         };
         let cx = Ctx {
@@ -300,7 +300,7 @@ impl Engine {
                 c.err.map_or(Ok(None), Err)
             }
             Mode::NonBlocking { scope } => {
-                let req = match self.pml.pending_request(scope) {
+                let req = match self.p2p.pml.requests_mut().pending(scope) {
                     Ok(r) => r,
                     Err(e) => {
                         c.scratches().for_each(|s| self.ungrab(s));
@@ -309,7 +309,7 @@ impl Engine {
                 };
                 c.req = Some(req);
                 for (h, d) in c.holds.iter_mut().zip(holds) {
-                    *h = d.and_then(|d| self.types.hold(d));
+                    *h = d.and_then(|d| self.p2p.types.hold(d));
                 }
                 let Ok(key) = self.coll.pool.insert(c) else {
                     unreachable!("checked for room before planning")
@@ -374,7 +374,7 @@ impl Engine {
     /// The tag of the next collective on `comm` (taking its sequence number), for
     /// [`Engine::collective_tagged`].
     pub(crate) fn next_coll_tag(&mut self, comm: CommId) -> i32 {
-        TAG_BASE - (self.pml.next_coll_seq(comm) & 0x3fff_ffff) as i32
+        TAG_BASE - (self.p2p.comms.next_coll_seq(comm) & 0x3fff_ffff) as i32
     }
 
     /// Scratch from the pool (never the blocking region, which a later phase's own planning may
@@ -432,7 +432,7 @@ impl Engine {
             Call::Bcast { buf, root } => match role(root, q)? {
                 Role::Idle => {}
                 Role::Root => {
-                    self.types.check_committed(buf.dt)?;
+                    self.p2p.types.check_committed(buf.dt)?;
                     let mut p = exchange(Exchange {
                         send: Side::One {
                             rank: 0,
@@ -444,7 +444,7 @@ impl Engine {
                     first(plan, cx.inter, cx.ti, p);
                 }
                 Role::Leaf(r) => {
-                    self.types.check_committed(buf.dt)?;
+                    self.p2p.types.check_committed(buf.dt)?;
                     let e = if leader {
                         Exchange {
                             send: Side::Nothing,
@@ -476,13 +476,13 @@ impl Engine {
                     Role::Root => (
                         Side::Each {
                             n: q,
-                            blocks: uniform(&self.types, &recv)?,
+                            blocks: uniform(&self.p2p.types, &recv)?,
                         },
                         recv.dt,
                     ),
                     Role::Leaf(r) => {
                         let s = no_in_place(send)?;
-                        self.types.check_committed(s.dt)?;
+                        self.p2p.types.check_committed(s.dt)?;
                         (
                             Side::One {
                                 rank: r,
@@ -502,13 +502,13 @@ impl Engine {
                     Role::Root => (
                         Side::Each {
                             n: q,
-                            blocks: vblocks(&self.types, &recv, q)?,
+                            blocks: vblocks(&self.p2p.types, &recv, q)?,
                         },
                         recv.dt,
                     ),
                     Role::Leaf(r) => {
                         let s = no_in_place(send)?;
-                        self.types.check_committed(s.dt)?;
+                        self.p2p.types.check_committed(s.dt)?;
                         (
                             Side::One {
                                 rank: r,
@@ -528,13 +528,13 @@ impl Engine {
                     Role::Root => (
                         Side::Each {
                             n: q,
-                            blocks: vblocks(&self.types, &send, q)?,
+                            blocks: vblocks(&self.p2p.types, &send, q)?,
                         },
                         send.dt,
                     ),
                     Role::Leaf(r) => {
                         let s = no_in_place(recv)?;
-                        self.types.check_committed(s.dt)?;
+                        self.p2p.types.check_committed(s.dt)?;
                         (
                             Side::One {
                                 rank: r,
@@ -550,7 +550,7 @@ impl Engine {
             }
             Call::Allgather { send, recv } => {
                 let s = no_in_place(send)?;
-                self.types.check_committed(s.dt)?;
+                self.p2p.types.check_committed(s.dt)?;
                 let mut p = exchange(Exchange {
                     send: Side::Same {
                         n: q,
@@ -558,7 +558,7 @@ impl Engine {
                     },
                     recv: Side::Each {
                         n: q,
-                        blocks: uniform(&self.types, &recv)?,
+                        blocks: uniform(&self.p2p.types, &recv)?,
                     },
                 });
                 p.holds = [Some(s.dt), Some(recv.dt), None];
@@ -566,7 +566,7 @@ impl Engine {
             }
             Call::Allgatherv { send, recv } => {
                 let s = no_in_place(send)?;
-                self.types.check_committed(s.dt)?;
+                self.p2p.types.check_committed(s.dt)?;
                 let mut p = exchange(Exchange {
                     send: Side::Same {
                         n: q,
@@ -574,7 +574,7 @@ impl Engine {
                     },
                     recv: Side::Each {
                         n: q,
-                        blocks: vblocks(&self.types, &recv, q)?,
+                        blocks: vblocks(&self.p2p.types, &recv, q)?,
                     },
                 });
                 p.holds = [Some(s.dt), Some(recv.dt), None];
@@ -585,11 +585,11 @@ impl Engine {
                 let mut p = exchange(Exchange {
                     send: Side::Each {
                         n: q,
-                        blocks: uniform(&self.types, &s)?,
+                        blocks: uniform(&self.p2p.types, &s)?,
                     },
                     recv: Side::Each {
                         n: q,
-                        blocks: uniform(&self.types, &recv)?,
+                        blocks: uniform(&self.p2p.types, &recv)?,
                     },
                 });
                 p.holds = [Some(s.dt), Some(recv.dt), None];
@@ -600,11 +600,11 @@ impl Engine {
                 let mut p = exchange(Exchange {
                     send: Side::Each {
                         n: q,
-                        blocks: vblocks(&self.types, &s, q)?,
+                        blocks: vblocks(&self.p2p.types, &s, q)?,
                     },
                     recv: Side::Each {
                         n: q,
-                        blocks: vblocks(&self.types, &recv, q)?,
+                        blocks: vblocks(&self.p2p.types, &recv, q)?,
                     },
                 });
                 p.holds = [Some(s.dt), Some(recv.dt), None];
@@ -615,11 +615,11 @@ impl Engine {
                 let p = exchange(Exchange {
                     send: Side::Each {
                         n: q,
-                        blocks: wblocks(&self.types, &s, q)?,
+                        blocks: wblocks(&self.p2p.types, &s, q)?,
                     },
                     recv: Side::Each {
                         n: q,
-                        blocks: wblocks(&self.types, &recv, q)?,
+                        blocks: wblocks(&self.p2p.types, &recv, q)?,
                     },
                 });
                 first(plan, cx.inter, cx.ti, p);
@@ -634,7 +634,7 @@ impl Engine {
             } => match role(root, q)? {
                 Role::Idle => {}
                 Role::Root => {
-                    self.types.check_committed(dt)?;
+                    self.p2p.types.check_committed(dt)?;
                     let mut p = exchange(Exchange {
                         send: Side::Nothing,
                         recv: Side::One {
@@ -795,9 +795,9 @@ impl Engine {
         if !leader {
             return Ok(Span::new(core::ptr::null_mut(), 0, dt));
         }
-        let info = *self.types.check_committed(dt)?;
+        let info = *self.p2p.types.check_committed(dt)?;
         let s = Span::new(core::ptr::null_mut(), count, dt);
-        let need = span_bytes(&self.types, &s).next_multiple_of(GRANULE);
+        let need = span_bytes(&self.p2p.types, &s).next_multiple_of(GRANULE);
         let p = self.inter_grab(need, plan)?;
         Ok(Span::new(p.wrapping_offset(-info.true_lb), count, dt))
     }

@@ -60,7 +60,7 @@ use alg::{
     GatherLinear, Grp, LinearBarrier, RecDblBarrier, ScatterBinomial, ScatterLinear,
 };
 pub use exec::UserOp;
-use exec::{Act, Acts, Coll, Net, ROp, Red, Scratch, Segs, Span, MAX_ACTS};
+use exec::{Act, Acts, Coll, ROp, Red, Scratch, Segs, Span, MAX_ACTS};
 use red::{RedAlg, RedKind, RedPlan};
 
 use crate::arena::{Arena, Sizer};
@@ -71,8 +71,9 @@ use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
+use crate::p2p::Elements;
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
-use crate::pml::request::{ReqId, SendMode, Source, Status, TagSel};
+use crate::pml::request::{ReqId, SendMode, Source, Status};
 use crate::pool::Pool;
 use crate::ranges::Ranges;
 
@@ -712,15 +713,6 @@ impl Planned {
 }
 
 impl Engine {
-    fn net(&mut self) -> Net<'_> {
-        Net {
-            pml: &mut self.pml,
-            bml: &mut self.bml,
-            comms: &self.comms,
-            types: &self.types,
-        }
-    }
-
     fn grp(&self, comm: CommId) -> Result<Grp> {
         let c = self.check_comm(comm)?;
         Ok(Grp {
@@ -835,7 +827,7 @@ impl Engine {
                 c.err.map_or(Ok(None), Err)
             }
             Mode::NonBlocking { scope } => {
-                let req = match self.pml.pending_request(scope) {
+                let req = match self.p2p.pml.requests_mut().pending(scope) {
                     Ok(r) => r,
                     Err(e) => {
                         self.ungrab(c.scratch);
@@ -844,7 +836,7 @@ impl Engine {
                 };
                 c.req = Some(req);
                 for (h, d) in c.holds.iter_mut().zip(planned.holds) {
-                    *h = d.and_then(|d| self.types.hold(d));
+                    *h = d.and_then(|d| self.p2p.types.hold(d));
                 }
                 let Ok(key) = self.coll.pool.insert(c) else {
                     unreachable!("checked for room above")
@@ -864,7 +856,7 @@ impl Engine {
         let mut pending: heapless::Vec<ReqId, MAX_ACTS> = heapless::Vec::new();
         for k in 0.. {
             let mut acts = Acts::new();
-            if !alg.step(k, &mut acts, &self.types) {
+            if !alg.step(k, &mut acts, &self.p2p.types) {
                 return Ok(());
             }
             if acts.overflow {
@@ -878,7 +870,7 @@ impl Engine {
             for a in acts.list() {
                 // SAFETY: the algorithm's buffers are the caller's (lent for the call) and the
                 // blocking scratch region, sized by the plan.
-                unsafe { exec::local(&self.types, red, a)? };
+                unsafe { exec::local(&self.p2p.types, red, a)? };
             }
             // Sends before receives (the executor posts receives first): a message goes out
             // as early as it can, and posting the receives overlaps its flight. Arrivals are
@@ -915,16 +907,15 @@ impl Engine {
     /// `sp` stays writable and otherwise unused until the receive completes.
     #[inline(always)]
     unsafe fn irecv_span(&mut self, sp: Span, from: u32, tag: i32, comm: CommId) -> Result<ReqId> {
+        let sel = self.p2p.sel(comm, Source::Rank(from), tag)?;
         if !sp.dt.is_contiguous() {
             // SAFETY: the caller's contract.
-            let conv = unsafe { Unpacker::new(sp.ptr, sp.count, sp.dt, &self.types)? };
-            return self.irecv_internal(conv, from, tag, comm);
+            let conv = unsafe { Unpacker::new(sp.ptr, sp.count, sp.dt, &self.p2p.types)? };
+            return self.p2p.irecv(&sel, conv, 0);
         }
         // SAFETY: the caller's contract.
-        let make = || unsafe { Unpacker::elements(sp.ptr, sp.count as usize, sp.dt) };
-        let (src, sel) = (Source::Rank(from), TagSel::Tag(tag));
-        self.pml
-            .irecv_with(&self.comms, &self.types, make, src, sel, comm, 0)
+        let data = unsafe { Elements::new(sp.ptr, sp.count as usize, sp.dt) };
+        self.p2p.irecv(&sel, data, 0)
     }
 
     /// Sends `sp` to `to`: at once if the PML can, else by a request, returned.
@@ -939,49 +930,30 @@ impl Engine {
         tag: i32,
         comm: CommId,
     ) -> Result<Option<ReqId>> {
-        let mut conv = if sp.dt.is_contiguous() {
+        let d = self.p2p.dest(comm, to)?;
+        if sp.dt.is_contiguous() {
             // SAFETY: the caller's contract.
-            unsafe { Packer::elements(sp.ptr, sp.count as usize, sp.dt) }
+            let data = unsafe { Elements::new(sp.ptr, sp.count as usize, sp.dt) };
+            self.p2p.send(&d, tag, data, SendMode::Standard, 0)
         } else {
             // SAFETY: the caller's contract.
-            unsafe { Packer::new(sp.ptr, sp.count, sp.dt, &self.types)? }
-        };
-        let Engine {
-            pml,
-            bml,
-            comms,
-            types,
-            ..
-        } = self;
-        if pml.send_now(bml, comms, types, &mut conv, to, tag, comm)? {
-            return Ok(None);
+            let conv = unsafe { Packer::new(sp.ptr, sp.count, sp.dt, &self.p2p.types)? };
+            self.p2p.send(&d, tag, conv, SendMode::Standard, 0)
         }
-        let id = pml.isend(
-            bml,
-            comms,
-            types,
-            conv,
-            to,
-            tag,
-            comm,
-            SendMode::Standard,
-            0,
-        )?;
-        Ok(Some(id))
     }
 
     /// The next collective's tag on `comm` (or the one the node-aware layer chose for it).
     fn coll_tag_for(&mut self, comm: CommId) -> i32 {
         match self.coll.hier.tag.take() {
             Some(t) => t,
-            None => coll_tag(self.pml.next_coll_seq(comm)),
+            None => coll_tag(self.p2p.comms.next_coll_seq(comm)),
         }
     }
 
     /// Drives a blocking collective to its end.
     fn run(&mut self, c: &mut Coll) {
         loop {
-            if c.advance(&mut self.net()) {
+            if c.advance(&mut self.p2p) {
                 return;
             }
             if self.progress() == 0 {
@@ -992,24 +964,11 @@ impl Engine {
 
     /// Advances non-blocking collective in slot `i`; finishes it if it is done. True if it was.
     fn advance_one(&mut self, i: u32) -> bool {
-        let Engine {
-            pml,
-            bml,
-            comms,
-            types,
-            coll,
-            ..
-        } = self;
+        let Engine { p2p, coll, .. } = self;
         let Some(c) = coll.pool.at_mut(i) else {
             return false;
         };
-        let mut net = Net {
-            pml,
-            bml,
-            comms,
-            types,
-        };
-        if !c.advance(&mut net) {
+        if !c.advance(p2p) {
             return false;
         }
         let key = coll.pool.key_at(i).expect("occupied");
@@ -1024,7 +983,7 @@ impl Engine {
             h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
         }
         if let Some(req) = c.req {
-            pml.finish(
+            p2p.pml.requests_mut().finish(
                 req,
                 Status {
                     error: c.err,
@@ -1190,7 +1149,7 @@ impl Engine {
     unsafe fn plan(&mut self, comm: CommId, g: Grp, call: Call, mode: Mode) -> Result<Planned> {
         let (p, r) = (g.size, g.rank);
         let tune = self.coll.tune;
-        let types = &self.types;
+        let types = &self.p2p.types;
         Ok(match call {
             Call::Barrier => Planned::new(barrier_alg(tune.barrier, g)),
             Call::Bcast { buf, root } => {
@@ -1650,7 +1609,7 @@ impl Engine {
         let p = g.size;
         let Some(send) = send else {
             let need = (0..p)
-                .map(|i| span_bytes(&self.types, &recv.block(i)))
+                .map(|i| span_bytes(&self.p2p.types, &recv.block(i)))
                 .max()
                 .unwrap_or(0);
             let (sc, tmp) = self.grab(need, mode)?;
@@ -1661,7 +1620,7 @@ impl Engine {
         let total: u64 = (0..p)
             .map(|i| {
                 let b = send.block(i);
-                b.count * exec::type_size(&self.types, b.dt)
+                b.count * exec::type_size(&self.p2p.types, b.dt)
             })
             .sum();
         let kind = match self.coll.tune.alltoallv {
@@ -1682,7 +1641,7 @@ impl Engine {
     /// working elements per instance of `dt`, and the offset at which a user's buffer already
     /// holds that form (`None`: each segment is converted).
     fn working_form(&self, dt: Datatype, op: Op) -> Result<(Red, u64, Option<isize>)> {
-        let info = *self.types.check_committed(dt)?;
+        let info = *self.p2p.types.check_committed(dt)?;
         if let Op::User(_) = op {
             let u = self.user_op(op)?;
             if info.extent <= 0 {
@@ -1700,7 +1659,7 @@ impl Engine {
             };
             return Ok((red, 1, Some(0)));
         }
-        let w = base_type(&self.types, dt, 0).ok_or(Error::unsupported(
+        let w = base_type(&self.p2p.types, dt, 0).ok_or(Error::unsupported(
             "reductions over derived datatypes whose elements are not all one predefined type",
         ))?;
         op::check(op, w)?;
@@ -1829,7 +1788,7 @@ impl Engine {
             b: per.min(total),
         });
         // SAFETY: the caller's contract; the first segment's input is converted now.
-        unsafe { plan.convert_in(&self.types, 0, per.min(total))? };
+        unsafe { plan.convert_in(&self.p2p.types, 0, per.min(total))? };
         pl.alg = plan.segment(0, per.min(total));
         Ok(pl)
     }

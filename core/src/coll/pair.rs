@@ -43,12 +43,12 @@ impl Engine {
                 let binomial = matches!(tune.bcast, BcastAlg::Auto | BcastAlg::Binomial);
                 if !binomial
                     || !(0..2).contains(&root)
-                    || self.types.check_committed(buf.dt).is_err()
+                    || self.p2p.types.check_committed(buf.dt).is_err()
                 {
                     return Ok(false);
                 }
                 let tag = self.coll_tag_for(comm);
-                if buf.count * exec::type_size(&self.types, buf.dt) == 0 {
+                if buf.count * exec::type_size(&self.p2p.types, buf.dt) == 0 {
                     return Ok(true);
                 }
                 let sp = Span::new(buf.ptr, buf.count, buf.dt);

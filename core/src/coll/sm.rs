@@ -355,12 +355,12 @@ impl Engine {
                     unsafe { self.sm_pack(send, s.out(0, 0))? };
                     s.arrive();
                 } else {
-                    let ext = super::extent(&self.types, recv.dt)?;
+                    let ext = super::extent(&self.p2p.types, recv.dt)?;
                     if let Some(send) = send {
                         let (from, to) = (send.span(), block(recv, me, ext).span());
                         let len = self.packed_bytes(send) as u64;
                         // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
-                        unsafe { super::exec::copy_stream(&self.types, to, 0, from, 0, len)? };
+                        unsafe { super::exec::copy_stream(&self.p2p.types, to, 0, from, 0, len)? };
                     }
                     // Arrive first: the wait below counts us too.
                     s.arrive();
@@ -374,7 +374,7 @@ impl Engine {
             Call::Scatter { send, recv, root } => {
                 let root = root as u32;
                 if me == root {
-                    let ext = super::extent(&self.types, send.dt)?;
+                    let ext = super::extent(&self.p2p.types, send.dt)?;
                     let bb = self.packed_bytes(block(send, 0, ext));
                     self.sm_wait(|| s.slots_free());
                     for r in 0..n {
@@ -396,7 +396,7 @@ impl Engine {
                 }
             }
             Call::Allgather { send, recv } => {
-                let ext = super::extent(&self.types, recv.dt)?;
+                let ext = super::extent(&self.p2p.types, recv.dt)?;
                 let mine = send.unwrap_or(block(recv, me, ext));
                 self.sm_wait(|| s.slots_free());
                 // SAFETY: the caller's buffer; our free slot.
@@ -409,10 +409,10 @@ impl Engine {
                 }
             }
             Call::Alltoall { send, recv } => {
-                let rext = super::extent(&self.types, recv.dt)?;
+                let rext = super::extent(&self.p2p.types, recv.dt)?;
                 let bb = self.packed_bytes(block(recv, 0, rext));
                 let (src, sext) = match send {
-                    Some(b) => (b, super::extent(&self.types, b.dt)?),
+                    Some(b) => (b, super::extent(&self.p2p.types, b.dt)?),
                     None => (recv, rext),
                 };
                 self.sm_wait(|| s.slots_free());
@@ -527,7 +527,7 @@ impl Engine {
 
     /// Packed bytes of `b`.
     fn packed_bytes(&self, b: Buf) -> usize {
-        (super::exec::type_size(&self.types, b.dt) * b.count) as usize
+        (super::exec::type_size(&self.p2p.types, b.dt) * b.count) as usize
     }
 
     /// Packs all of `b` to `dst`.
@@ -541,8 +541,12 @@ impl Engine {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            let mut p = super::exec::packer(&self.types, b.span())?;
-            p.pack(&self.types, 0, core::slice::from_raw_parts_mut(dst, len));
+            let mut p = super::exec::packer(&self.p2p.types, b.span())?;
+            p.pack(
+                &self.p2p.types,
+                0,
+                core::slice::from_raw_parts_mut(dst, len),
+            );
         }
         Ok(())
     }
@@ -558,8 +562,8 @@ impl Engine {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            let mut u = super::exec::unpacker(&self.types, b.span())?;
-            u.unpack(&self.types, 0, core::slice::from_raw_parts(src, len));
+            let mut u = super::exec::unpacker(&self.p2p.types, b.span())?;
+            u.unpack(&self.p2p.types, 0, core::slice::from_raw_parts(src, len));
         }
         Ok(())
     }
@@ -572,8 +576,8 @@ impl Engine {
         let auto = self.coll.sm.mode == LayerMode::Auto;
         let (n, me) = (g.size as u64, g.rank);
         let slot = SLOT_BYTES as u64;
-        let ok = |b: &Buf| self.types.check_committed(b.dt).is_ok();
-        let bytes = |b: &Buf| super::exec::type_size(&self.types, b.dt) * b.count;
+        let ok = |b: &Buf| self.p2p.types.check_committed(b.dt).is_ok();
+        let bytes = |b: &Buf| super::exec::type_size(&self.p2p.types, b.dt) * b.count;
         let root_ok = |root: i32| (0..g.size as i32).contains(&root);
         let red = |count: u64, dt: Datatype, op: Op, per_slot: u64| {
             small_reduction(dt, op, count)
@@ -695,7 +699,7 @@ impl Engine {
     fn sm_bind(&mut self, comm: CommId, cid: usize) -> Result<Option<Members>> {
         let c = self.check_comm(comm)?;
         let (group, n, me) = (c.group, c.size(), c.rank);
-        let my_node = self.procs[self.me.0 as usize].node;
+        let my_node = self.p2p.procs[self.p2p.me.0 as usize].node;
         let mut m = Members {
             n,
             cells: [None; MAX_MEMBERS],
@@ -705,17 +709,17 @@ impl Engine {
         };
         // Everyone on this node: computed alike at every member (the node layout is global).
         let local = (0..n).all(|r| {
-            let p = self.comms.groups.proc_of(group, r);
-            self.procs[p.0 as usize].node == my_node
+            let p = self.p2p.comms.groups.proc_of(group, r);
+            self.p2p.procs[p.0 as usize].node == my_node
         });
         if !local {
             return Ok(None);
         }
         let mut ok = true;
         for r in 0..n {
-            let p = self.comms.groups.proc_of(group, r);
+            let p = self.p2p.comms.groups.proc_of(group, r);
             let area = loop {
-                match self.bml.coll_area(p, self.me) {
+                match self.p2p.bml.coll_area(p, self.p2p.me) {
                     AreaState::Pending => {
                         if self.progress() == 0 {
                             self.relax();
@@ -765,7 +769,7 @@ impl Engine {
 
     /// Lets go of `comm`'s cells as it is freed (see the module doc).
     pub(crate) fn sm_release(&mut self, comm: CommId) {
-        let Ok(c) = self.comms.get_in_use(comm) else {
+        let Ok(c) = self.p2p.comms.get_in_use(comm) else {
             return;
         };
         let (cid, me) = (c.cid.0 as usize, c.rank);

@@ -199,9 +199,10 @@ impl Engine {
         match m.group {
             None => i,
             Some(g) => {
-                let p = self.comms.groups.proc_of(g, i);
-                let c = self.comms.get_any(m.comm).expect("parent is live");
-                self.comms
+                let p = self.p2p.comms.groups.proc_of(g, i);
+                let c = self.p2p.comms.get_any(m.comm).expect("parent is live");
+                self.p2p
+                    .comms
                     .groups
                     .rank_of(c.peers(), p)
                     .expect("member of the parent")
@@ -298,16 +299,16 @@ impl Engine {
         m: &Members,
         inter: Option<Option<Channel>>,
     ) -> Result<ContextId> {
-        let nw = self.comms.used_cids().len();
+        let nw = self.p2p.comms.used_cids().len();
         let mut words = [0u64; CID_WORDS];
-        words[..nw].copy_from_slice(self.comms.used_cids());
+        words[..nw].copy_from_slice(self.p2p.comms.used_cids());
         // Ids held by non-blocking agreements here are not free.
         for c in self.held_cids() {
             if (c as usize) < nw * 64 {
                 words[c as usize / 64] |= 1 << (c % 64);
             }
         }
-        words[nw] = u64::from(!self.comms.has_room());
+        words[nw] = u64::from(!self.p2p.comms.has_room());
         self.or_among(m, &mut words[..nw + 1])?;
         if let Some(channel) = inter {
             // Leaders swap their side's result, then share it.
@@ -325,7 +326,7 @@ impl Engine {
         if words[nw] != 0 {
             return Err(Error::exhausted(
                 "communicator table",
-                self.comms.capacity(),
+                self.p2p.comms.capacity(),
                 super::COMM_MAX.name,
             ));
         }
@@ -353,15 +354,17 @@ impl Engine {
     /// Installs a new communicator; takes over one reference on each group.
     fn install(&mut self, comm: Comm) -> Result<CommId> {
         let (group, remote) = (comm.group, comm.remote);
-        match self.comms.insert(comm, None) {
+        match self.p2p.comms.insert(comm, None) {
             Ok(id) => {
-                self.pml.comm_added(&self.comms, &self.types, id);
+                self.p2p
+                    .pml
+                    .comm_added(&self.p2p.comms, &self.p2p.types, id);
                 Ok(id)
             }
             Err(e) => {
-                self.comms.groups.release(group);
+                self.p2p.comms.groups.release(group);
                 if let Some(r) = remote {
-                    self.comms.groups.release(r);
+                    self.p2p.comms.groups.release(r);
                 }
                 Err(e)
             }
@@ -395,10 +398,10 @@ impl Engine {
                 self.agree_cid(&m, Some((m.me == 0).then_some(ch)))?
             }
         };
-        let group = self.comms.groups.for_comm(parent.group);
-        let remote = parent.remote.map(|r| self.comms.groups.for_comm(r));
+        let group = self.p2p.comms.groups.for_comm(parent.group);
+        let remote = parent.remote.map(|r| self.p2p.comms.groups.for_comm(r));
         if let Some(t) = parent.topo {
-            self.comms.topos.retain(t);
+            self.p2p.comms.topos.retain(t);
         }
         let new = self.install(Comm {
             cid,
@@ -419,13 +422,13 @@ impl Engine {
     /// reference for the caller.
     pub fn comm_group(&mut self, comm: CommId) -> Result<Group> {
         let g = self.check_comm(comm)?.group;
-        self.comms.groups.handle_for(g)
+        self.p2p.comms.groups.handle_for(g)
     }
 
     /// The remote group of intercommunicator `comm`, with a reference for the caller.
     pub fn comm_remote_group(&mut self, comm: CommId) -> Result<Group> {
         let g = self.check_comm(comm)?.remote.ok_or(not_inter())?;
-        self.comms.groups.handle_for(g)
+        self.p2p.comms.groups.handle_for(g)
     }
 
     /// `MPI_Comm_split`: members with the same `color` form a communicator, ranked by `key`
@@ -470,7 +473,7 @@ impl Engine {
         let parent = self.check_comm(comm)?.group;
         let eh = self.check_comm(comm)?.errhandler;
         let ints = &*self.creation.ints;
-        let group = self.comms.groups.gather(len as u32, |t, i| {
+        let group = self.p2p.comms.groups.gather(len as u32, |t, i| {
             t.proc_of(parent, ints[3 * i as usize + 2] as u32)
         })?;
         self.install(Comm {
@@ -523,7 +526,7 @@ impl Engine {
         let color = match how {
             None => UNDEFINED,
             Some(SplitType::Shared) => {
-                let node = self.procs[self.me.0 as usize].node;
+                let node = self.p2p.procs[self.p2p.me.0 as usize].node;
                 (node & 0x7fff_ffff) as i32
             }
         };
@@ -540,36 +543,36 @@ impl Engine {
     /// The node layout comes from [`crate::btl::PeerInfo::node`], known to every process, so
     /// the groups are computed locally; only the two context ids are agreed.
     pub(crate) fn comm_levels(&mut self, comm: CommId) -> Result<Levels> {
-        let known = self.comms.levels(comm);
+        let known = self.p2p.comms.levels(comm);
         if known != Levels::Unknown {
             return Ok(known);
         }
         let c = self.check_comm(comm)?;
         if c.is_inter() || c.hidden || c.size() < 3 {
-            self.comms.set_levels(comm, Levels::Flat);
+            self.p2p.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
         }
         let (g, n, me) = (c.group, c.size() as usize, c.rank as i32);
         // (node, rank) sorted: each node's members form a run, in rank order.
         for r in 0..n {
-            let p = self.comms.groups.proc_of(g, r as u32);
-            let node = self.procs[p.0 as usize].node as i32;
+            let p = self.p2p.comms.groups.proc_of(g, r as u32);
+            let node = self.p2p.procs[p.0 as usize].node as i32;
             self.creation.ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
         }
         let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
         // Runs of one node in rank order; as many as nodes when each node's ranks are one run.
         let runs = 1 + triples.windows(2).filter(|w| w[0][0] != w[1][0]).count();
         let Some((start, len, node_rank)) = node_runs(triples, me) else {
-            self.comms.set_levels(comm, Levels::Flat);
+            self.p2p.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
         };
         let m = self.whole(comm, TAG_CID)?;
         let Ok(cid) = self.agree_cid(&m, None) else {
-            self.comms.set_levels(comm, Levels::Flat);
+            self.p2p.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
         };
         let ints = &*self.creation.ints;
-        let group = self.comms.groups.gather(len as u32, |t, i| {
+        let group = self.p2p.comms.groups.gather(len as u32, |t, i| {
             t.proc_of(g, ints[3 * (start + i as usize) + 1] as u32)
         })?;
         let node = self.install_hidden(cid, group, node_rank as u32)?;
@@ -577,13 +580,14 @@ impl Engine {
         let leader_rank = self.creation.ints[..k].iter().position(|&r| r == me);
         let Ok(cid) = self.agree_cid(&m, None) else {
             self.comm_free(node)?;
-            self.comms.set_levels(comm, Levels::Flat);
+            self.p2p.comms.set_levels(comm, Levels::Flat);
             return Ok(Levels::Flat);
         };
         let leaders = match leader_rank {
             Some(lr) => {
                 let ints = &*self.creation.ints;
                 let group = self
+                    .p2p
                     .comms
                     .groups
                     .gather(k as u32, |t, i| t.proc_of(g, ints[i as usize] as u32))?;
@@ -596,7 +600,7 @@ impl Engine {
             leaders,
             blocked: runs == k,
         };
-        self.comms.set_levels(comm, l);
+        self.p2p.comms.set_levels(comm, l);
         Ok(l)
     }
 
@@ -614,14 +618,14 @@ impl Engine {
             errhandler: ErrHandler::Return,
             freed: false,
         })?;
-        self.comms.set_levels(id, Levels::Flat);
+        self.p2p.comms.set_levels(id, Levels::Flat);
         Ok(id)
     }
 
     /// `MPI_Comm_create`: a communicator over `group` (a subset of `comm`'s members; disjoint
     /// subsets may pass different groups); non-members get none. Collective over `comm`.
     pub fn comm_create(&mut self, comm: CommId, group: Group) -> Result<Option<CommId>> {
-        let group = self.comms.groups.check(group)?;
+        let group = self.p2p.comms.groups.check(group)?;
         let c = self.check_comm(comm)?;
         if c.is_inter() {
             return Err(Error::unsupported(
@@ -629,17 +633,17 @@ impl Engine {
             ));
         }
         let parent = c.group;
-        let me = self.me;
-        let my_rank = self.comms.groups.rank_of(group, me);
+        let me = self.p2p.me;
+        let my_rank = self.p2p.comms.groups.rank_of(group, me);
         // Every member must belong to the parent.
-        for p in self.comms.groups.members(group) {
-            if self.comms.groups.rank_of(parent, p).is_none() {
+        for p in self.p2p.comms.groups.members(group) {
+            if self.p2p.comms.groups.rank_of(parent, p).is_none() {
                 return Err(group_not_subset());
             }
         }
         // A split whose color names the group by its first process: disjoint groups differ.
         let color = match my_rank {
-            Some(_) => self.comms.groups.proc_of(group, 0).0 as i32,
+            Some(_) => self.p2p.comms.groups.proc_of(group, 0).0 as i32,
             None => UNDEFINED,
         };
         let key = my_rank.map_or(0, |r| r as i32);
@@ -650,7 +654,7 @@ impl Engine {
     /// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
     /// over the members of `group` only; `tag` separates concurrent calls.
     pub fn comm_create_group(&mut self, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
-        let group = self.comms.groups.check(group)?;
+        let group = self.p2p.comms.groups.check(group)?;
         let c = self.check_comm(comm)?;
         if c.is_inter() {
             return Err(Error::unsupported(
@@ -668,14 +672,19 @@ impl Engine {
         }
         let parent = c.group;
         let eh = c.errhandler;
-        let me = self.comms.groups.rank_of(group, self.me).ok_or(Error::new(
-            ErrorClass::Group,
-            Reason::BadArgument {
-                what: "the calling process is not in the group",
-            },
-        ))?;
-        for p in self.comms.groups.members(group) {
-            if self.comms.groups.rank_of(parent, p).is_none() {
+        let me = self
+            .p2p
+            .comms
+            .groups
+            .rank_of(group, self.p2p.me)
+            .ok_or(Error::new(
+                ErrorClass::Group,
+                Reason::BadArgument {
+                    what: "the calling process is not in the group",
+                },
+            ))?;
+        for p in self.p2p.comms.groups.members(group) {
+            if self.p2p.comms.groups.rank_of(parent, p).is_none() {
                 return Err(group_not_subset());
             }
         }
@@ -688,7 +697,7 @@ impl Engine {
             tag: TAG_GROUP_BASE + (tag & 0xffff),
         };
         let cid = self.agree_cid(&m, None)?;
-        let g = self.comms.groups.for_comm(group);
+        let g = self.p2p.comms.groups.for_comm(group);
         self.install(Comm {
             cid,
             group: g,
@@ -736,7 +745,7 @@ impl Engine {
             me: (c.rank + size - leader) % size,
             tag: TAG_INTER,
         };
-        let world = self.procs.len();
+        let world = self.p2p.procs.len();
         // At the leader: own processes in ints[..size], the remote ones into ints[world..].
         let mut k = [0i32; 1];
         let mut channel = None;
@@ -762,7 +771,8 @@ impl Engine {
                 k[0] = -1;
             } else {
                 for r in 0..size {
-                    self.creation.ints[r as usize] = self.comms.groups.proc_of(c.group, r).0 as i32;
+                    self.creation.ints[r as usize] =
+                        self.p2p.comms.groups.proc_of(c.group, r).0 as i32;
                 }
                 self.swap_ints(ch, size as usize, &[], &mut [])?;
             }
@@ -782,6 +792,7 @@ impl Engine {
             p >= 0
                 && (p as usize) < world
                 && self
+                    .p2p
                     .comms
                     .groups
                     .rank_of(c.group, ProcId(p as u32))
@@ -797,17 +808,18 @@ impl Engine {
         }
         let ints = &*self.creation.ints;
         let remote = self
+            .p2p
             .comms
             .groups
             .gather(k, |_, i| ProcId(ints[world + i as usize] as u32))?;
         let cid = match self.agree_cid(&Members { tag: TAG_CID, ..m }, Some(channel)) {
             Ok(cid) => cid,
             Err(e) => {
-                self.comms.groups.release(remote);
+                self.p2p.comms.groups.release(remote);
                 return Err(e);
             }
         };
-        let group = self.comms.groups.for_comm(c.group);
+        let group = self.p2p.comms.groups.for_comm(c.group);
         let inter = self.install(Comm {
             cid,
             group,
@@ -828,8 +840,8 @@ impl Engine {
     fn attach_local_comm(&mut self, inter: CommId, local: CommId) -> Result<()> {
         match self.comm_dup(local) {
             Ok(l) => {
-                self.comms.get_mut(l)?.hidden = true;
-                self.comms.get_mut(inter)?.local_comm = Some(l);
+                self.p2p.comms.get_mut(l)?.hidden = true;
+                self.p2p.comms.get_mut(inter)?.local_comm = Some(l);
                 Ok(())
             }
             Err(e) => {
@@ -853,7 +865,7 @@ impl Engine {
             peer: 0,
             tag: TAG_INTER,
         };
-        let my_leader = self.comms.groups.proc_of(c.group, 0).0 as i32;
+        let my_leader = self.p2p.comms.groups.proc_of(c.group, 0).0 as i32;
         let mut theirs = [0i32; 2];
         if m.me == 0 {
             self.swap_ints(ch, 0, &[high as i32, my_leader], &mut theirs)?;
@@ -875,7 +887,7 @@ impl Engine {
             (remote, c.group)
         };
         let n = a.size() + b.size();
-        let group = self.comms.groups.gather(n, |t, i| {
+        let group = self.p2p.comms.groups.gather(n, |t, i| {
             if i < a.size() {
                 t.proc_of(a, i)
             } else {
@@ -909,7 +921,7 @@ impl Engine {
         mine: &[i32],
         theirs: &mut [i32],
     ) -> Result<()> {
-        let world = self.procs.len();
+        let world = self.p2p.procs.len();
         let r = if list == 0 {
             // SAFETY: `theirs` is borrowed until the receive completes.
             let conv = unsafe {
@@ -1028,7 +1040,7 @@ impl Engine {
 
     /// Whether id `c` is free here: not in use, not held by an agreement.
     fn cid_free_here(&self, c: u64) -> bool {
-        let used = self.comms.used_cids();
+        let used = self.p2p.comms.used_cids();
         (c as usize) < used.len() * 64
             && used[c as usize / 64] & (1 << (c % 64)) == 0
             && self.held_cids().all(|h| h as u64 != c)
@@ -1059,15 +1071,15 @@ impl Engine {
                 self.next_coll_tag(l),
             ],
         };
-        let new = self.comms.reserve(Comm {
+        let new = self.p2p.comms.reserve(Comm {
             local_comm: None,
             hidden: false,
             ..p
         })?;
-        let req = match self.pml.pending_request(scope) {
+        let req = match self.p2p.pml.requests_mut().pending(scope) {
             Ok(r) => r,
             Err(e) => {
-                self.comms.unreserve(new);
+                self.p2p.comms.unreserve(new);
                 return Err(e);
             }
         };
@@ -1107,7 +1119,7 @@ impl Engine {
             let mut pending = false;
             for k in 0..2 {
                 let Some(id) = d.reqs[k] else { continue };
-                match self.pml.test(id) {
+                match self.p2p.pml.requests_mut().test(id) {
                     Ok(None) => pending = true,
                     Ok(Some(st)) => {
                         self.idup_mut(i).reqs[k] = None;
@@ -1141,7 +1153,7 @@ impl Engine {
     /// The members' answer to the round that has just ended: the maximum of both results.
     fn idup_next(&mut self, i: usize) {
         let d = *self.idup_mut(i);
-        let inter = d.stage == 0 && self.comms.get_any(d.parent).is_some_and(Comm::is_inter);
+        let inter = d.stage == 0 && self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
         let r = if inter {
             [d.out[0][0].max(d.out[1][0]), d.out[0][1].max(d.out[1][1])]
         } else {
@@ -1153,7 +1165,7 @@ impl Engine {
                 self.idup_release(i);
             }
             Round::Propose if r[0] == NO_CID => {
-                let nw = self.comms.used_cids().len();
+                let nw = self.p2p.comms.used_cids().len();
                 self.idup_end(
                     i,
                     Err(Error::exhausted(
@@ -1180,7 +1192,7 @@ impl Engine {
                 x.round = Round::Propose;
             }
             Round::Confirm => {
-                let inter_parent = self.comms.get_any(d.parent).is_some_and(Comm::is_inter);
+                let inter_parent = self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
                 if d.stage == 0 && inter_parent {
                     // The intercommunicator's id is agreed and stays held; now its hidden
                     // local side's, among the local group.
@@ -1211,7 +1223,7 @@ impl Engine {
         let input = match d.round {
             _ if busy => [0, 1],
             Round::Propose => {
-                let nw = self.comms.used_cids().len() as u64 * 64;
+                let nw = self.p2p.comms.used_cids().len() as u64 * 64;
                 match (d.start..nw).find(|&c| self.cid_free_here(c)) {
                     Some(c) => {
                         self.idup_mut(i).held = Some(c as u16);
@@ -1246,7 +1258,7 @@ impl Engine {
             dt: Datatype::UINT64_T,
             op: crate::op::Op::Max,
         };
-        let parent = self.comms.get_any(d.parent).cloned();
+        let parent = self.p2p.comms.get_any(d.parent).cloned();
         let started = (|| -> Result<[Option<ReqId>; 2]> {
             let parent = parent.ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
             // SAFETY: the buffers are the idup slot's, which stays put until both allreduces
@@ -1291,6 +1303,7 @@ impl Engine {
     fn idup_install(&mut self, i: usize) -> Result<()> {
         let d = *self.idup_mut(i);
         let parent = self
+            .p2p
             .comms
             .get_any(d.parent)
             .cloned()
@@ -1302,11 +1315,12 @@ impl Engine {
         let local = match (parent.local_comm, local_cid) {
             (Some(l), Some(lc)) => {
                 let lp = self
+                    .p2p
                     .comms
                     .get_any(l)
                     .cloned()
                     .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
-                let group = self.comms.groups.for_comm(lp.group);
+                let group = self.p2p.comms.groups.for_comm(lp.group);
                 Some(self.install(Comm {
                     cid: ContextId(lc),
                     group,
@@ -1320,10 +1334,10 @@ impl Engine {
             }
             _ => None,
         };
-        let group = self.comms.groups.for_comm(parent.group);
-        let remote = parent.remote.map(|r| self.comms.groups.for_comm(r));
+        let group = self.p2p.comms.groups.for_comm(parent.group);
+        let remote = parent.remote.map(|r| self.p2p.comms.groups.for_comm(r));
         if let Some(t) = parent.topo {
-            self.comms.topos.retain(t);
+            self.p2p.comms.topos.retain(t);
         }
         let comm = Comm {
             cid: ContextId(cid),
@@ -1336,17 +1350,19 @@ impl Engine {
         };
         self.idup_mut(i).held = None;
         self.idup_mut(i).main = None;
-        if let Err(e) = self.comms.fill(d.new, comm) {
-            self.comms.groups.release(group);
+        if let Err(e) = self.p2p.comms.fill(d.new, comm) {
+            self.p2p.comms.groups.release(group);
             if let Some(r) = remote {
-                self.comms.groups.release(r);
+                self.p2p.comms.groups.release(r);
             }
             if let Some(l) = local {
                 let _ = self.comm_free(l);
             }
             return Err(e);
         }
-        self.pml.comm_added(&self.comms, &self.types, d.new);
+        self.p2p
+            .pml
+            .comm_added(&self.p2p.comms, &self.p2p.types, d.new);
         Ok(())
     }
 
@@ -1376,11 +1392,11 @@ impl Engine {
         };
         self.creation.idups_active -= 1;
         if r.is_err() {
-            self.comms.unreserve(d.new);
+            self.p2p.comms.unreserve(d.new);
         } else if d.discard {
             let _ = self.comm_free(d.new);
         }
-        self.pml.finish(
+        self.p2p.pml.requests_mut().finish(
             d.req,
             Status {
                 error: r.err(),

@@ -169,6 +169,8 @@ pub struct CommTable {
     pub topos: TopoTable,
     slots: &'static mut [Option<Comm>],
     levels: &'static mut [Levels],
+    /// Per slot: collectives started on the communicator (their tags derive from it).
+    coll_seq: &'static mut [u32],
     by_cid: &'static mut [u16],
     used: &'static mut [u64],
 }
@@ -179,6 +181,7 @@ impl CommTable {
         sizer
             .slice::<Option<Comm>>(capacity as usize)
             .slice::<Levels>(capacity as usize)
+            .slice::<u32>(capacity as usize)
             .slice::<u16>(max_cids as usize)
             .slice::<u64>(max_cids.div_ceil(64) as usize);
     }
@@ -196,6 +199,7 @@ impl CommTable {
             topos,
             slots: arena.slice(capacity as usize, |_| None)?,
             levels: arena.slice(capacity as usize, |_| Levels::Unknown)?,
+            coll_seq: arena.slice(capacity as usize, |_| 0)?,
             by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
             used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
         })
@@ -238,6 +242,18 @@ impl CommTable {
             .get(id.0 as usize)
             .copied()
             .unwrap_or(Levels::Flat)
+    }
+
+    /// Numbers the next collective on communicator `id` (every member starts collectives in
+    /// the same order, so they agree on the number).
+    pub fn next_coll_seq(&mut self, id: CommId) -> u32 {
+        match self.coll_seq.get_mut(id.0 as usize) {
+            Some(s) => {
+                *s = s.wrapping_add(1);
+                *s
+            }
+            None => 0,
+        }
     }
 
     /// Records the node levels of communicator `id`.
@@ -324,6 +340,7 @@ impl CommTable {
         }
         self.slots[slot] = Some(comm);
         self.levels[slot] = Levels::Unknown;
+        self.coll_seq[slot] = 0;
         self.by_cid[cid] = slot as u16;
         self.used[cid / 64] |= 1 << (cid % 64);
         Ok(CommId(slot as u32))

@@ -1,33 +1,35 @@
-//! The `cm` path: point-to-point over a matching transport ([`crate::mtl::Mtl`]).
+//! cm: point-to-point over a matching transport ([`crate::mtl::Mtl`]).
 //!
-//! With `pml` = `cm` the engine keeps its request pool, scopes, waits and tests, but sends,
-//! receives, probes and cancels go to the MTL, which matches in the network (Portals match
-//! lists) and reports completions back ([`MtlSink`]). The ob1 machinery — sequence numbers, the
-//! posted and unexpected queues, protocols over the BTLs — is not used then. The entry points of
-//! [`Ob1`] call into this module first when an MTL is in use, so every caller (the MPI layer,
-//! collectives, communicator construction) runs over either path unchanged.
+//! With `pml` = `cm` sends, receives, probes and cancels go to the MTL, which matches in the
+//! network (Portals match lists) and reports completions back ([`MtlSink`]). None of ob1's
+//! machinery — sequence numbers, the posted and unexpected queues, protocols over the BTLs — is
+//! used then; requests, tests and waits are the request core's ([`Requests`]), as on ob1.
+//!
+//! A blocking receive (`MPI_Recv`) needs none of a request's bookkeeping (pool slot, scope,
+//! cancel): it is the PML's one *blocking receive* ([`Cm::recv_post`]), waited for by the caller,
+//! whose rounds poll the MTL alone ([`Cm::wait_round`]). Only one is under way at a time; a
+//! second thread's `MPI_Recv` meanwhile takes a pooled request.
 
-use super::recvfrag::finish_status;
-use super::request::{Op, RecvReq, RecvState, ReqId, Request, SendMode, SendReq, SendState};
-use super::request::{Source, Status, TagSel};
-use super::unexpected::{UnexKind, UnexMsg};
-use super::{MsgId, Ob1};
+use super::request::{Dest, Op, RecvReq, RecvState, ReqId, Request, SendMode, SendReq};
+use super::request::{SendState, Status};
+use super::requests::Requests;
+use super::{MsgId, Stats};
+use crate::arena::{Arena, Sizer};
 use crate::btl::{PeerInfo, Token};
-use crate::comm::{CommId, CommTable, ContextId};
+use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::list::Link;
 use crate::mtl::{Mtl, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink};
-use crate::pool::Key;
-use crate::rte::ProcId;
+use crate::params::Params;
+use crate::pool::{Key, Pool};
 use crate::wire::Envelope;
 
-/// The token of the blocking receive ([`Ob1::cm_recv_post`]): no pool key has it (pool indices
-/// stay far below `u32::MAX`).
+/// The token of the blocking receive ([`Cm::recv_post`]): no pool key has it (pool indices stay
+/// far below `u32::MAX`).
 const BLOCKING: Token = Token(u64::MAX);
 
-/// What one round of the blocking receive's wait did ([`Ob1::cm_wait_round`]).
+/// What one round of the blocking receive's wait did ([`Cm::wait_round`]).
 pub(crate) enum WaitRound {
     /// The receive finished with this status.
     Done(Status),
@@ -35,28 +37,73 @@ pub(crate) enum WaitRound {
     Moved(usize),
 }
 
-/// A blocking receive over the MTL: `MPI_Recv` waits for it with the engine held, so it needs
-/// none of a request's bookkeeping (pool slot, scope, cancel, the per-communicator count that
-/// keeps a communicator from being freed under a receive).
-pub(crate) struct BlockingRecv {
+/// The blocking receive over the MTL.
+struct BlockingRecv {
     conv: Unpacker,
     /// Set when the MTL reports it.
     status: Option<Status>,
+}
+
+/// A message a matched probe took, for `MPI_Mrecv`.
+#[derive(Clone, Copy)]
+struct Probed {
+    comm: CommId,
+    msg: MtlMessage,
+    m: MtlMatch,
 }
 
 fn bad_request() -> Error {
     Error::new(ErrorClass::Request, Reason::InvalidRequest)
 }
 
-impl Ob1 {
-    /// Hands point-to-point traffic to `mtl` (the `cm` PML) for a job of `peers`.
-    /// `max_cids` is the size of the context-id space (`comm_max_cids`).
-    pub fn use_mtl(
-        &mut self,
+fn not_matched() -> Error {
+    Error::new(
+        ErrorClass::Request,
+        Reason::BadArgument {
+            what: "message handle is not a matched message",
+        },
+    )
+}
+
+/// The cm PML.
+pub struct Cm {
+    /// Every request of the process.
+    pub(crate) requests: Requests,
+    mtl: &'static mut dyn Mtl,
+    /// Per communicator slot: receives posted in the MTL and not finished (a freed
+    /// communicator keeps its slot until they are).
+    posted: &'static mut [u32],
+    blocking: Option<BlockingRecv>,
+    probed: Pool<Probed>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// The MTL's sink: the parts of [`Cm`] its completions touch.
+struct CmSink<'a> {
+    requests: &'a mut Requests,
+    posted: &'a mut [u32],
+    blocking: &'a mut Option<BlockingRecv>,
+}
+
+impl Cm {
+    /// Arena bytes for the configured capacities.
+    pub fn size(params: &Params, sizer: &mut Sizer, comms: u32) {
+        Requests::size(params, sizer);
+        Pool::<Probed>::size(sizer, params.u32(&super::ob1::UNEX_MSGS));
+        sizer.slice::<u32>(comms as usize);
+    }
+
+    /// The cm PML over `mtl` for a job of `peers`, up to `comms` communicators and `max_cids`
+    /// context ids (`comm_max_cids`).
+    pub fn new(
+        params: &Params,
+        arena: &mut Arena,
+        comms: u32,
         mtl: &'static mut dyn Mtl,
         peers: &[PeerInfo],
         max_cids: u32,
-    ) -> Result<()> {
+    ) -> Result<Cm> {
         let a = *mtl.attrs();
         if peers.len() as u64 > a.max_ranks as u64 {
             return Err(Error::new(
@@ -76,113 +123,67 @@ impl Ob1 {
             ));
         }
         mtl.add_procs(peers)?;
-        self.mtl = Some(mtl);
-        Ok(())
-    }
-
-    /// Whether point-to-point traffic goes through an MTL.
-    pub fn uses_mtl(&self) -> bool {
-        self.mtl.is_some()
-    }
-
-    /// Runs the MTL's progress; returns how much happened.
-    pub fn progress_mtl(&mut self, types: &TypeTable) -> usize {
-        let Some(mtl) = self.mtl.take() else {
-            return 0;
-        };
-        let n = mtl.progress(types, self);
-        self.mtl = Some(mtl);
-        n
-    }
-
-    fn cm_envelope(
-        comms: &CommTable,
-        comm: CommId,
-        dest: u32,
-        tag: i32,
-    ) -> Result<(MtlEnvelope, ProcId)> {
-        let c = comms.get_in_use(comm)?;
-        let env = MtlEnvelope {
-            ctx: c.cid.0,
-            src: c.rank,
-            tag,
-        };
-        Ok((env, comms.peer_proc(c, dest)))
-    }
-
-    fn cm_selector(
-        comms: &CommTable,
-        comm: CommId,
-        src: Source,
-        tag: TagSel,
-    ) -> Result<MtlSelector> {
-        let c = comms.get_in_use(comm)?;
-        Ok(MtlSelector {
-            ctx: c.cid.0,
-            src,
-            tag,
+        Ok(Cm {
+            requests: Requests::new(params, arena)?,
+            mtl,
+            posted: arena.slice(comms as usize, |_| 0)?,
+            blocking: None,
+            probed: Pool::new(arena, params.u32(&super::ob1::UNEX_MSGS))?,
+            stats: Stats::default(),
         })
     }
 
-    /// `send_now` over the MTL: done at once if the MTL can copy the message now.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn cm_send_now(
+    fn sink(&mut self) -> (&mut dyn Mtl, CmSink<'_>) {
+        (
+            &mut *self.mtl,
+            CmSink {
+                requests: &mut self.requests,
+                posted: self.posted,
+                blocking: &mut self.blocking,
+            },
+        )
+    }
+
+    /// Runs the MTL's progress; returns how much happened.
+    pub fn progress(&mut self, types: &TypeTable) -> usize {
+        let (mtl, mut sink) = self.sink();
+        mtl.progress(types, &mut sink)
+    }
+
+    /// Sends `data` (a contiguous message in the user's memory) to `d` at once if the MTL can
+    /// copy it now; whether it did.
+    #[inline]
+    pub fn send_bytes(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
-        conv: &Packer,
-        dest: u32,
+        d: &Dest,
         tag: i32,
-        comm: CommId,
-    ) -> Result<bool> {
-        let (env, proc) = Ob1::cm_envelope(comms, comm, dest, tag)?;
-        self.cm_send_env(types, proc, env, conv)
-    }
-
-    /// `send_now` over the MTL of the message `conv` for a caller that has the envelope and the
-    /// process (the engine's blocking send, which read both while checking the destination).
-    #[inline]
-    pub(crate) fn cm_send_env(
-        &mut self,
-        types: &TypeTable,
-        proc: ProcId,
-        env: MtlEnvelope,
-        conv: &Packer,
-    ) -> Result<bool> {
-        let mtl = self.mtl.as_mut().expect("cm path");
-        mtl.send_now(types, proc, env, conv)
-    }
-
-    /// [`Ob1::cm_send_env`] of a message that is `data` as it stands (no convertor).
-    #[inline]
-    pub(crate) fn cm_send_bytes(
-        &mut self,
-        types: &TypeTable,
-        proc: ProcId,
-        env: MtlEnvelope,
         data: &[u8],
     ) -> Result<bool> {
-        let mtl = self.mtl.as_mut().expect("cm path");
-        mtl.send_bytes_now(types, proc, env, data)
+        self.mtl
+            .send_bytes_now(types, d.proc, envelope(d, tag), data)
     }
 
-    /// `isend` over the MTL.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn cm_isend(
+    /// [`Cm::send_bytes`] of `conv`'s message.
+    #[inline]
+    pub fn send(&mut self, types: &TypeTable, d: &Dest, tag: i32, conv: &Packer) -> Result<bool> {
+        self.mtl.send_now(types, d.proc, envelope(d, tag), conv)
+    }
+
+    /// Starts a send of `conv`'s message to `d` through a request.
+    pub fn isend(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
-        conv: Packer,
-        dest: u32,
+        d: &Dest,
         tag: i32,
-        comm: CommId,
+        conv: Packer,
         mode: SendMode,
         scope: u32,
     ) -> Result<ReqId> {
-        let (env, proc) = Ob1::cm_envelope(comms, comm, dest, tag)?;
+        let env = envelope(d, tag);
         let send = SendReq {
             conv: Packer::from_slice(&[]),
-            proc,
+            proc: d.proc,
             env: Envelope {
                 ctx: env.ctx,
                 src: env.src as i32,
@@ -195,77 +196,76 @@ impl Ob1 {
             inflight: 0,
             reg: None,
         };
-        let key = self.insert(Request::new(Op::Send(send), scope))?;
-        let mtl = self.mtl.as_mut().expect("cm path");
-        match mtl.isend(types, proc, env, conv, mode, Token(key.to_u64())) {
-            Ok(true) => self.complete(key.index),
+        let key = self
+            .requests
+            .insert_with(|| Request::new(Op::Send(send), scope))?;
+        match self
+            .mtl
+            .isend(types, d.proc, env, conv, mode, Token(key.to_u64()))
+        {
+            Ok(true) => self.requests.complete(key.index),
             Ok(false) => {}
             Err(e) => {
-                self.requests.discard(key);
+                self.requests.pool.discard(key);
                 return Err(e);
             }
         }
         Ok(ReqId(key))
     }
 
-    /// `irecv` over the MTL, into the convertor `make` builds in the request's slot.
-    #[allow(clippy::too_many_arguments)]
+    /// Posts a receive for messages `sel` accepts on `comm` into the convertor `make` builds in
+    /// the request's slot.
     #[inline]
-    pub(crate) fn cm_irecv(
+    pub fn irecv(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
         make: impl FnOnce() -> Unpacker,
-        src: Source,
-        tag: TagSel,
         comm: CommId,
+        sel: MtlSelector,
         scope: u32,
     ) -> Result<ReqId> {
-        let sel = Ob1::cm_selector(comms, comm, src, tag)?;
         // The convertor stays in the request; the MTL borrows it to learn where to write.
-        let key = self.insert_recv(make, src, tag, comm, scope)?;
-        self.cm_posted[comm.0 as usize] += 1;
-        let mtl = self.mtl.as_mut().expect("cm path");
+        let key = self
+            .requests
+            .insert_recv(make, sel.src, sel.tag, comm, scope)?;
+        self.posted[comm.0 as usize] += 1;
         let Some(Request {
             op: Op::Recv(r), ..
-        }) = self.requests.get(key)
+        }) = self.requests.pool.get(key)
         else {
-            unreachable!("just inserted");
+            return Err(bad_request());
         };
-        if let Err(e) = mtl.irecv(types, sel, &r.conv, Token(key.to_u64())) {
-            self.cm_posted[comm.0 as usize] -= 1;
-            self.requests.discard(key);
+        if let Err(e) = self.mtl.irecv(types, sel, &r.conv, Token(key.to_u64())) {
+            self.posted[comm.0 as usize] -= 1;
+            self.requests.pool.discard(key);
             return Err(e);
         }
         Ok(ReqId(key))
     }
 
-    /// Whether the blocking receive is free (it is, unless a receive is posted from inside a
-    /// blocking receive's wait, which nothing does today).
+    /// Whether the blocking receive is free (another thread's `MPI_Recv` may hold it).
     #[inline]
-    pub(crate) fn cm_blocking_free(&self) -> bool {
-        self.cm_blocking.is_none()
+    pub(crate) fn blocking_free(&self) -> bool {
+        self.blocking.is_none()
     }
 
-    /// Posts the blocking receive (`MPI_Recv`) over the MTL for messages `sel` accepts, into the
-    /// convertor `make` builds (in place: a convertor is a few hundred bytes);
-    /// [`Ob1::cm_recv_done`] says when it has finished. The caller checked
-    /// [`Ob1::cm_blocking_free`] and built `sel` from a live communicator.
+    /// Posts the blocking receive (`MPI_Recv`) for messages `sel` accepts, into the convertor
+    /// `make` builds (in place); [`Cm::recv_done`] says when it has finished. The caller checked
+    /// [`Cm::blocking_free`] and built `sel` from a live communicator.
     #[inline]
-    pub(crate) fn cm_recv_post(
+    pub(crate) fn recv_post(
         &mut self,
         types: &TypeTable,
         make: impl FnOnce() -> Unpacker,
         sel: MtlSelector,
     ) -> Result<()> {
-        debug_assert!(self.cm_blocking.is_none());
-        let b = self.cm_blocking.insert(BlockingRecv {
+        debug_assert!(self.blocking.is_none());
+        let b = self.blocking.insert(BlockingRecv {
             conv: make(),
             status: None,
         });
-        let mtl = self.mtl.as_mut().expect("cm path");
-        if let Err(e) = mtl.irecv(types, sel, &b.conv, BLOCKING) {
-            self.cm_blocking = None;
+        if let Err(e) = self.mtl.irecv(types, sel, &b.conv, BLOCKING) {
+            self.blocking = None;
             return Err(e);
         }
         Ok(())
@@ -275,19 +275,16 @@ impl Ob1 {
     /// its bytes in place, the MTL hands it back here instead of through
     /// [`MtlSink::recv_done`], and its status comes straight back (the receive is forgotten);
     /// otherwise says how much happened (a completion through the sink is then for
-    /// [`Ob1::cm_recv_done`]).
+    /// [`Cm::recv_done`]).
     #[inline]
-    pub(crate) fn cm_wait_round(&mut self, types: &TypeTable) -> WaitRound {
-        let Some(mtl) = self.mtl.take() else {
-            return WaitRound::Moved(0);
-        };
+    pub(crate) fn wait_round(&mut self, types: &TypeTable) -> WaitRound {
         let mut placed = None;
-        let n = mtl.progress_waiting(types, self, BLOCKING, &mut placed);
-        self.mtl = Some(mtl);
+        let (mtl, mut sink) = self.sink();
+        let n = mtl.progress_waiting(types, &mut sink, BLOCKING, &mut placed);
         if let Some(p) = placed {
-            if let Some(b) = self.cm_blocking.as_mut().filter(|b| b.status.is_none()) {
+            if let Some(b) = self.blocking.as_mut().filter(|b| b.status.is_none()) {
                 let st = recv_status(types, &mut b.conv, MtlData::Placed(p.got), p.m, None);
-                self.cm_blocking = None;
+                self.blocking = None;
                 return WaitRound::Done(st);
             }
         }
@@ -296,133 +293,93 @@ impl Ob1 {
 
     /// The status of the blocking receive once it has finished (it is then forgotten).
     #[inline]
-    pub(crate) fn cm_recv_done(&mut self) -> Option<Status> {
-        let status = self.cm_blocking.as_ref()?.status?;
-        self.cm_blocking = None;
+    pub(crate) fn recv_done(&mut self) -> Option<Status> {
+        let status = self.blocking.as_ref()?.status?;
+        self.blocking = None;
         Some(status)
     }
 
-    /// `iprobe` over the MTL.
-    pub(crate) fn cm_iprobe(
-        &mut self,
-        comms: &CommTable,
-        src: Source,
-        tag: TagSel,
-        comm: CommId,
-    ) -> Result<Option<Status>> {
-        let sel = Ob1::cm_selector(comms, comm, src, tag)?;
-        let mtl = self.mtl.as_mut().expect("cm path");
-        Ok(mtl.iprobe(sel)?.map(|m| probe_status(&m)))
+    /// The first message `sel` accepts that no receive took, without taking it.
+    pub fn iprobe(&mut self, sel: MtlSelector) -> Result<Option<Status>> {
+        Ok(self.mtl.iprobe(sel)?.map(|m| probe_status(&m)))
     }
 
-    /// `improbe` over the MTL: the taken message is kept as a claimed record of the unexpected
-    /// pool (so the C API's message handles work as with ob1), naming the MTL's message.
-    pub(crate) fn cm_improbe(
-        &mut self,
-        comms: &CommTable,
-        src: Source,
-        tag: TagSel,
-        comm: CommId,
-    ) -> Result<Option<(MsgId, Status)>> {
-        let sel = Ob1::cm_selector(comms, comm, src, tag)?;
-        if self.unex.is_full() {
+    /// Like [`Cm::iprobe`], but takes the message for a later [`Cm::imrecv`].
+    pub fn improbe(&mut self, comm: CommId, sel: MtlSelector) -> Result<Option<(MsgId, Status)>> {
+        if self.probed.is_full() {
             return Err(Error::exhausted(
-                "unexpected-message records",
-                self.unex.capacity(),
-                super::UNEX_MSGS.name,
+                "matched-probe messages",
+                self.probed.capacity(),
+                super::ob1::UNEX_MSGS.name,
             ));
         }
-        let mtl = self.mtl.as_mut().expect("cm path");
-        let Some((msg, m)) = mtl.improbe(sel)? else {
+        let Some((msg, m)) = self.mtl.improbe(sel)? else {
             return Ok(None);
         };
-        let rec = UnexMsg {
-            proc: ProcId(0),
-            env: Envelope {
-                ctx: sel.ctx,
-                src: m.src as i32,
-                tag: m.tag,
-                seq: 0,
-            },
-            kind: UnexKind::Rndv {
-                msg_len: m.len,
-                sreq: msg.0,
-                read: None,
-            },
-            len: 0,
-            data: u32::MAX,
-            claimed: true,
-            link: Link::default(),
-            hlink: Link::default(),
-        };
-        let key = self.unex.insert(rec).map_err(|_| {
-            Error::exhausted("unexpected-message records", 0, super::UNEX_MSGS.name)
-        })?;
+        let key = self
+            .probed
+            .insert(Probed { comm, msg, m })
+            .map_err(|_| Error::exhausted("matched-probe messages", 0, "pml_unexpected_msgs"))?;
         Ok(Some((MsgId(key), probe_status(&m))))
     }
 
-    /// `imrecv` over the MTL.
-    pub(crate) fn cm_imrecv(
+    /// The message a matched probe took, in slot `index`, if any.
+    pub fn message_at(&self, index: u32) -> Option<MsgId> {
+        self.probed.key_at(index).map(MsgId)
+    }
+
+    /// Receives the message a matched probe took into `conv`.
+    pub fn imrecv(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
         conv: Unpacker,
         msg: MsgId,
         scope: u32,
     ) -> Result<ReqId> {
-        let bad = Error::new(
-            ErrorClass::Request,
-            Reason::BadArgument {
-                what: "message handle is not a matched message",
-            },
-        );
-        let m = self.unex.get(msg.0).filter(|m| m.claimed).ok_or(bad)?;
-        let UnexKind::Rndv { sreq, .. } = m.kind else {
-            return Err(bad);
-        };
-        let env = m.env;
-        let comm = comms.by_cid(ContextId(env.ctx)).ok_or(bad)?;
-        self.unex.remove(msg.0);
+        let p = self.probed.get(msg.0).copied().ok_or_else(not_matched)?;
+        self.probed.remove(msg.0);
         let recv = RecvReq {
             conv,
-            comm,
-            src: Source::Rank(env.src as u32),
-            tag: TagSel::Tag(env.tag),
+            comm: p.comm,
+            src: super::request::Source::Rank(p.m.src),
+            tag: super::request::TagSel::Tag(p.m.tag),
             // Not cancellable (the MTL has no posted entry for it), completes when it is done.
             state: RecvState::Posted,
             post: 0,
         };
-        let key = self.insert(Request::new(Op::Recv(recv), scope))?;
-        self.cm_posted[comm.0 as usize] += 1;
-        let mtl = self.mtl.as_mut().expect("cm path");
+        let key = self
+            .requests
+            .insert_with(|| Request::new(Op::Recv(recv), scope))?;
+        self.posted[p.comm.0 as usize] += 1;
         let Some(Request {
             op: Op::Recv(r), ..
-        }) = self.requests.get(key)
+        }) = self.requests.pool.get(key)
         else {
-            unreachable!("just inserted");
+            return Err(bad_request());
         };
-        if let Err(e) = mtl.imrecv(types, MtlMessage(sreq), &r.conv, Token(key.to_u64())) {
-            self.cm_posted[comm.0 as usize] -= 1;
-            self.requests.discard(key);
+        if let Err(e) = self.mtl.imrecv(types, p.msg, &r.conv, Token(key.to_u64())) {
+            self.posted[p.comm.0 as usize] -= 1;
+            self.requests.pool.discard(key);
             return Err(e);
         }
         Ok(ReqId(key))
     }
 
-    /// `cancel` over the MTL: a receive the MTL has not matched is cancelled.
-    pub(crate) fn cm_cancel(&mut self, id: ReqId) -> Result<()> {
-        let req = self.requests.get(id.0).ok_or(bad_request())?;
+    /// Cancels a receive the MTL has not matched; anything else completes normally.
+    pub fn cancel(&mut self, id: ReqId) -> Result<()> {
+        let req = self.requests.pool.get(id.0).ok_or_else(bad_request)?;
         let Op::Recv(r) = &req.op else { return Ok(()) };
         if r.state != RecvState::Posted || req.complete {
             return Ok(());
         }
         let comm = r.comm;
-        let mtl = self.mtl.as_mut().expect("cm path");
-        if !mtl.cancel(Token(id.0.to_u64())) {
+        if !self.mtl.cancel(Token(id.0.to_u64())) {
             return Ok(());
         }
-        self.cm_posted[comm.0 as usize] -= 1;
-        let req = self.requests.get_mut(id.0).expect("checked above");
+        self.posted[comm.0 as usize] -= 1;
+        let Some(req) = self.requests.pool.get_mut(id.0) else {
+            return Ok(());
+        };
         if let Op::Recv(r) = &mut req.op {
             r.state = RecvState::Done;
         }
@@ -430,13 +387,33 @@ impl Ob1 {
             cancelled: true,
             ..Status::EMPTY
         };
-        self.complete(id.0.index);
+        self.requests.complete(id.0.index);
         Ok(())
     }
 
     /// Whether the MTL still has sends in flight.
-    pub(crate) fn cm_busy(&self) -> bool {
-        self.mtl.as_ref().is_some_and(|m| m.busy())
+    pub fn busy(&self) -> bool {
+        self.mtl.busy()
+    }
+
+    /// Whether communicator `comm` still has receives posted.
+    pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
+        self.posted[comm.0 as usize] > 0
+    }
+
+    /// A new communicator in slot `comm`.
+    pub(crate) fn comm_added(&mut self, comm: CommId) {
+        self.posted[comm.0 as usize] = 0;
+    }
+}
+
+/// The envelope of a message to `d` with `tag`.
+#[inline(always)]
+fn envelope(d: &Dest, tag: i32) -> MtlEnvelope {
+    MtlEnvelope {
+        ctx: d.ctx,
+        src: d.me,
+        tag,
     }
 }
 
@@ -459,7 +436,7 @@ fn recv_status(
         tag: m.tag,
         ..Status::EMPTY
     };
-    finish_status(&mut status, m.len, conv);
+    status.finish(m.len, conv);
     if let Some(e) = error {
         status.error = Some(e);
     }
@@ -477,10 +454,10 @@ fn probe_status(m: &MtlMatch) -> Status {
     }
 }
 
-impl MtlSink for Ob1 {
+impl MtlSink for CmSink<'_> {
     fn send_done(&mut self, token: Token, result: Result<()>) {
         let key = Key::from_u64(token.0);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             return;
         };
         if req.complete {
@@ -489,7 +466,7 @@ impl MtlSink for Ob1 {
         if let Err(e) = result {
             req.status.error = Some(e);
         }
-        self.complete(key.index);
+        self.requests.complete(key.index);
     }
 
     fn recv_done(
@@ -501,13 +478,13 @@ impl MtlSink for Ob1 {
         error: Option<Error>,
     ) {
         if token == BLOCKING {
-            if let Some(b) = self.cm_blocking.as_mut().filter(|b| b.status.is_none()) {
+            if let Some(b) = self.blocking.as_mut().filter(|b| b.status.is_none()) {
                 b.status = Some(recv_status(types, &mut b.conv, data, m, error));
             }
             return;
         }
         let key = Key::from_u64(token.0);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             return;
         };
         let Op::Recv(r) = &mut req.op else { return };
@@ -517,9 +494,9 @@ impl MtlSink for Ob1 {
         r.state = RecvState::Done;
         let comm = r.comm;
         req.status = recv_status(types, &mut r.conv, data, m, error);
-        if let Some(n) = self.cm_posted.get_mut(comm.0 as usize) {
+        if let Some(n) = self.posted.get_mut(comm.0 as usize) {
             *n = n.saturating_sub(1);
         }
-        self.complete(key.index);
+        self.requests.complete(key.index);
     }
 }

@@ -1,97 +1,30 @@
-//! The Point-to-point Messaging Layer, ob1-style: MPI semantics over the BTLs.
+//! The Point-to-point Messaging Layer: MPI point-to-point semantics, over one of two paths
+//! chosen once at init (parameter `pml`):
 //!
-//! - [`request`]: send and receive requests and their protocol states.
-//! - `sendreq`: starting sends (eager, rendezvous), answering ACKs, scheduling fragments.
-//! - `recvreq`: posting receives, matching the unexpected queue, probes, matched probes.
-//! - `recvfrag`: arriving fragments: parsing, validation, per-peer ordering, matching.
-//! - [`unexpected`]: storage for messages that arrived before their receive.
+//! - [`ob1`]: matching and the eager, rendezvous and RDMA-get protocols in this process, over
+//!   the BTLs the BML chose per peer;
+//! - [`cm`]: matching in the network, over a matching transport ([`crate::mtl::Mtl`]).
 //!
-//! Ordering: every (communicator, sender, receiver) triple numbers its messages. A receiver
-//! matches a sender's messages strictly in that order; one that arrives early (over another BTL,
-//! or reordered) waits on the communicator's out-of-order list until its turn. Messages for a
-//! communicator this process has not created yet (a faster peer already uses a new duplicate)
-//! wait on the orphan list.
-//!
-//! Protocols: a message whose header and payload fit the first route's eager limit goes in one
-//! fragment. Larger ones, and synchronous sends of any size, send a rendezvous header with as
-//! much payload as fits; the receiver, once matched, answers with an ACK carrying its request id
-//! and how much it already has; the sender then sends the rest as fragments, taking the send-list
-//! routes in turn. A synchronous send completes at the ACK.
-//!
-//! Nothing here allocates: requests, unexpected records and their payload chunks come from pools
-//! sized by parameters. Running out of requests is an `MPI_ERR_NO_MEM` naming the parameter;
-//! running out of unexpected storage makes arriving fragments wait in their transport.
+//! Both keep their requests in the request core ([`requests`]): completion, test and release,
+//! the Rust API's scopes. [`request`] holds the types every path shares.
 
+pub mod cm;
+pub mod ob1;
 pub mod request;
-pub mod unexpected;
+pub mod requests;
 
-pub(crate) mod cm;
-mod matching;
+pub use cm::Cm;
+pub use ob1::{Incoming, Ob1};
+pub use requests::Requests;
 
-mod recvfrag;
-mod recvreq;
-mod sendreq;
-
-pub use recvfrag::Incoming;
-pub use recvreq::MsgId;
-
-use crate::arena::{Arena, Sizer};
 use crate::comm::{CommId, CommTable};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
-use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::list::List;
-use crate::params::{Default, Kind, ParamDef, Params};
-use crate::platform::{Level, Platform};
-use crate::pool::{Key, Pool};
-use request::{Op, RecvState, ReqId, Request, Status};
-use unexpected::{unex_link, Chunks, UnexMsg};
-
-/// `pml_max_requests`.
-pub static MAX_REQUESTS: ParamDef = ParamDef {
-    name: "pml_max_requests",
-    // The C ABI encodes a request's slot in 16 bits of its handle.
-    kind: Kind::Int {
-        min: 4,
-        max: 1 << 16,
-    },
-    default: Default::Int(8192),
-    description: "Most point-to-point requests outstanding at once in a process",
-};
-
-/// `pml_unexpected_msgs`.
-pub static UNEX_MSGS: ParamDef = ParamDef {
-    name: "pml_unexpected_msgs",
-    // A matched-probe message handle of the C ABI encodes the slot in 16 bits.
-    kind: Kind::Int {
-        min: 4,
-        max: 1 << 16,
-    },
-    default: Default::Int(8192),
-    description: "Most messages held before a matching receive is posted (or out of order)",
-};
-
-/// `pml_unexpected_chunk_size`.
-pub static UNEX_CHUNK_SIZE: ParamDef = ParamDef {
-    name: "pml_unexpected_chunk_size",
-    kind: Kind::Int {
-        min: 64,
-        max: 1 << 20,
-    },
-    default: Default::Int(512),
-    description: "Bytes per chunk of unexpected-message payload storage",
-};
-
-/// `pml_unexpected_chunks`.
-pub static UNEX_CHUNKS: ParamDef = ParamDef {
-    name: "pml_unexpected_chunks",
-    kind: Kind::Int {
-        min: 4,
-        max: 1 << 24,
-    },
-    default: Default::Int(16384),
-    description: "Chunks of unexpected-message payload storage (times the chunk size = bytes)",
-};
+use crate::error::Result;
+use crate::params::{Default, Kind, ParamDef};
+use crate::pool::Key;
+use crate::rte::ProcId;
+use request::ReqId;
 
 /// `pml`.
 pub static PML_SELECT: ParamDef = ParamDef {
@@ -103,12 +36,16 @@ pub static PML_SELECT: ParamDef = ParamDef {
 
 /// Parameters of the PML.
 pub static PARAMS: [&ParamDef; 5] = [
-    &MAX_REQUESTS,
-    &UNEX_MSGS,
-    &UNEX_CHUNK_SIZE,
-    &UNEX_CHUNKS,
+    &requests::MAX_REQUESTS,
+    &ob1::UNEX_MSGS,
+    &ob1::UNEX_CHUNK_SIZE,
+    &ob1::UNEX_CHUNKS,
     &PML_SELECT,
 ];
+
+/// A message taken off the unexpected queue by a matched probe, for `MPI_Mrecv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgId(pub Key);
 
 /// Counters, for tests and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -137,358 +74,103 @@ pub struct Stats {
     pub send_stalls: u64,
 }
 
-/// The PML's view of one communicator.
-#[derive(Default)]
-pub(crate) struct PmlComm {
-    /// Posted receives.
-    posted: matching::PostedQueue,
-    /// In-order messages not yet matched.
-    unexpected: matching::UnexQueue,
-    /// Messages that arrived ahead of their sequence number.
-    cant_match: List,
-    /// Collectives started on the communicator (their tags derive from it).
-    coll_seq: u32,
+/// The point-to-point layer in use.
+// One per process, built once at init: the size difference costs nothing, and a no_std core
+// has no box to put the larger one in.
+#[allow(clippy::large_enum_variant)]
+pub enum Pml {
+    /// Matching here, over the BTLs.
+    Ob1(Ob1),
+    /// Matching in the network, over an MTL.
+    Cm(Cm),
 }
 
-/// Per (communicator, peer) sequence numbers.
-#[derive(Clone, Copy, Default)]
-struct PeerSeq {
-    /// Next sequence number to send to the peer.
-    send: u16,
-    /// Next sequence number expected from the peer.
-    expect: u16,
-}
-
-/// The ob1 PML.
-pub struct Ob1 {
-    requests: Pool<Request>,
-    unex: Pool<UnexMsg>,
-    chunks: Chunks,
-    comms: &'static mut [PmlComm],
-    seqs: &'static mut [PeerSeq],
-    world: u32,
-    orphans: List,
-    pending_start: List,
-    pending_ack: List,
-    pending_frags: List,
-    /// Per process: sends waiting on `pending_start` (later sends queue behind them).
-    queued: &'static mut [u32],
-    /// Per process: the progress pass in which a send to it last found its route full.
-    blocked: &'static mut [u32],
-    pass: u32,
-    /// Zero-copy fragments handed to BTLs and not yet reported complete, over all sends.
-    inflight: u32,
-    /// Per process: the form its data takes (receiver makes right).
-    reprs: &'static mut [Repr],
-    /// Processes whose form differs from ours: none in most jobs, and then no arriving message
-    /// needs its convertor told where it comes from.
-    foreign: u32,
-    platform: &'static dyn Platform,
-    /// The matching transport when the `cm` path is in use (see `cm.rs`).
-    mtl: Option<&'static mut dyn crate::mtl::Mtl>,
-    /// Per communicator slot: receives posted in the MTL and not finished.
-    cm_posted: &'static mut [u32],
-    /// The blocking receive under way over the MTL (`MPI_Recv` on the `cm` path), which needs no
-    /// pooled request (see [`Ob1::cm_recv_post`]).
-    cm_blocking: Option<cm::BlockingRecv>,
-    /// Counters.
-    pub stats: Stats,
-    /// The first peer a BTL reported unreachable ([`crate::btl::Sink::unreachable`]): the
-    /// engine ends the job at its next progress.
-    pub unreachable: Option<crate::rte::ProcId>,
-}
-
-impl Ob1 {
-    /// Arena bytes for the configured capacities.
-    pub fn size(params: &Params, sizer: &mut Sizer, world: u32, comms: u32) {
-        Pool::<Request>::size(sizer, params.u32(&MAX_REQUESTS));
-        Pool::<UnexMsg>::size(sizer, params.u32(&UNEX_MSGS));
-        Chunks::size(
-            sizer,
-            params.u32(&UNEX_CHUNKS),
-            params.usize(&UNEX_CHUNK_SIZE),
-        );
-        sizer
-            .slice::<PmlComm>(comms as usize)
-            .slice::<PeerSeq>(comms as usize * world as usize)
-            .slice::<u32>(world as usize * 2)
-            .slice::<Repr>(world as usize)
-            .slice::<u32>(comms as usize);
-    }
-
-    /// A PML for a job of `world` processes and up to `comms` communicators.
-    pub fn new(
-        params: &Params,
-        arena: &mut Arena,
-        world: u32,
-        comms: u32,
-        platform: &'static dyn Platform,
-    ) -> Result<Ob1> {
-        Ok(Ob1 {
-            requests: Pool::new(arena, params.u32(&MAX_REQUESTS))?,
-            unex: Pool::new(arena, params.u32(&UNEX_MSGS))?,
-            chunks: Chunks::new(
-                arena,
-                params.u32(&UNEX_CHUNKS),
-                params.usize(&UNEX_CHUNK_SIZE),
-            )?,
-            comms: arena.slice(comms as usize, |_| PmlComm::default())?,
-            seqs: arena.slice(comms as usize * world as usize, |_| PeerSeq::default())?,
-            world,
-            orphans: List::default(),
-            pending_start: List::default(),
-            pending_ack: List::default(),
-            pending_frags: List::default(),
-            queued: arena.slice(world as usize, |_| 0)?,
-            blocked: arena.slice(world as usize, |_| 0)?,
-            pass: 1,
-            inflight: 0,
-            reprs: arena.slice(world as usize, |_| Repr::NATIVE)?,
-            foreign: 0,
-            platform,
-            mtl: None,
-            cm_posted: arena.slice(comms as usize, |_| 0)?,
-            cm_blocking: None,
-            stats: Stats::default(),
-            unreachable: None,
-        })
-    }
-
-    /// Records the data representation of process `proc` (from its architecture descriptor).
-    pub fn set_repr(&mut self, proc: crate::rte::ProcId, repr: Repr) {
-        let was = self.reprs[proc.0 as usize].same_as(&Repr::NATIVE);
-        let is = repr.same_as(&Repr::NATIVE);
-        self.foreign = self.foreign + u32::from(was && !is) - u32::from(!was && is);
-        self.reprs[proc.0 as usize] = repr;
-    }
-
-    /// Whether process `proc` stores data as this process does.
-    pub fn same_form(&self, proc: crate::rte::ProcId) -> bool {
-        self.reprs[proc.0 as usize].same_as(&Repr::NATIVE)
-    }
-
-    fn seq_index(&self, comm: CommId, rank: u32) -> usize {
-        comm.0 as usize * self.world as usize + rank as usize
-    }
-
-    // Inline: built in place in the pool's slot, a request (with its convertor, a few hundred
-    // bytes) is not copied once more.
+impl Pml {
+    /// The request core.
     #[inline(always)]
-    fn insert(&mut self, req: Request) -> Result<Key> {
-        self.requests
-            .insert(req)
-            .map_err(|_| self.requests_exhausted())
-    }
-
-    /// The error of a full request pool.
-    #[cold]
-    fn requests_exhausted(&self) -> Error {
-        Error::exhausted("request pool", self.requests.capacity(), MAX_REQUESTS.name)
-    }
-
-    /// Marks request slot `idx` complete, freeing it if its owner already let go of it.
-    /// The request must not be on a work list.
-    #[inline]
-    fn complete(&mut self, idx: u32) {
-        let Some(key) = self.requests.key_at(idx) else {
-            return;
-        };
-        let req = self.requests.get_mut(key).expect("occupied");
-        debug_assert!(!req.work.is_linked() && !req.queue.is_linked());
-        req.complete = true;
-        if req.detached {
-            self.requests.discard(key);
+    pub fn requests(&self) -> &Requests {
+        match self {
+            Pml::Ob1(p) => &p.requests,
+            Pml::Cm(p) => &p.requests,
         }
     }
 
-    /// A request that is complete from the start (operations with `MPI_PROC_NULL`).
-    pub(crate) fn completed(&mut self, status: Status, scope: u32) -> Result<ReqId> {
-        let make = || {
-            let mut req = Request::new(Op::Null, scope);
-            req.complete = true;
-            req.status = status;
-            req
-        };
-        match self.requests.insert_with(make) {
-            Some(key) => Ok(ReqId(key)),
-            None => Err(self.requests_exhausted()),
+    /// The request core, to start, complete and free requests.
+    #[inline(always)]
+    pub fn requests_mut(&mut self) -> &mut Requests {
+        match self {
+            Pml::Ob1(p) => &mut p.requests,
+            Pml::Cm(p) => &mut p.requests,
         }
     }
 
-    /// A request that completes when [`Ob1::finish`] says (a non-blocking collective's).
-    pub(crate) fn pending_request(&mut self, scope: u32) -> Result<ReqId> {
-        Ok(ReqId(self.insert(Request::new(Op::Null, scope))?))
-    }
-
-    /// Completes a request made by [`Ob1::pending_request`] with `status`.
-    pub(crate) fn finish(&mut self, id: ReqId, status: Status) {
-        if let Some(req) = self.requests.get_mut(id.0) {
-            req.status = status;
-            self.complete(id.0.index);
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        match self {
+            Pml::Ob1(p) => p.stats,
+            Pml::Cm(p) => p.stats,
         }
-    }
-
-    /// Numbers the next collective on communicator `comm` (every member starts collectives in
-    /// the same order, so they agree on the number).
-    pub(crate) fn next_coll_seq(&mut self, comm: CommId) -> u32 {
-        let c = &mut self.comms[comm.0 as usize];
-        c.coll_seq = c.coll_seq.wrapping_add(1);
-        c.coll_seq
-    }
-
-    /// If request `id` is complete, frees it and returns its status.
-    pub fn test(&mut self, id: ReqId) -> Result<Option<Status>> {
-        let req = self
-            .requests
-            .get(id.0)
-            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
-        if !req.complete {
-            return Ok(None);
-        }
-        let status = req.status;
-        self.requests.discard(id.0);
-        Ok(Some(status))
-    }
-
-    /// The current request in slot `index`, if any.
-    pub fn request_at(&self, index: u32) -> Option<ReqId> {
-        self.requests.key_at(index).map(ReqId)
-    }
-
-    /// The message a matched probe took, in slot `index`, if any.
-    pub fn message_at(&self, index: u32) -> Option<MsgId> {
-        let key = self.unex.key_at(index)?;
-        self.unex.get(key).filter(|m| m.claimed).map(|_| MsgId(key))
-    }
-
-    /// The communicator a receive request is on.
-    pub fn request_comm(&self, id: ReqId) -> Option<CommId> {
-        match &self.requests.get(id.0)?.op {
-            Op::Recv(r) => Some(r.comm),
-            _ => None,
-        }
-    }
-
-    /// Whether request `id` is complete, without freeing it.
-    pub fn is_complete(&self, id: ReqId) -> Result<bool> {
-        self.requests
-            .get(id.0)
-            .map(|r| r.complete)
-            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))
-    }
-
-    /// Lets go of request `id`: it is freed now if complete, else when it completes.
-    pub fn release(&mut self, id: ReqId) -> Result<()> {
-        let req = self
-            .requests
-            .get_mut(id.0)
-            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
-        if req.complete {
-            self.requests.discard(id.0);
-        } else {
-            req.detached = true;
-        }
-        Ok(())
     }
 
     /// Cancels request `id` if it is a receive not yet matched; otherwise it completes normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
-        if self.mtl.is_some() {
-            return self.cm_cancel(id);
+        match self {
+            Pml::Ob1(p) => p.cancel(id),
+            Pml::Cm(p) => p.cancel(id),
         }
-        let req = self
-            .requests
-            .get(id.0)
-            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
-        let Op::Recv(r) = &req.op else { return Ok(()) };
-        if r.state != RecvState::Posted || req.complete {
-            return Ok(());
-        }
-        let comm = r.comm;
-        self.comms[comm.0 as usize]
-            .posted
-            .remove(&self.requests, id.0.index);
-        let req = self.requests.get_mut(id.0).expect("checked above");
-        if let Op::Recv(r) = &mut req.op {
-            r.state = RecvState::Done;
-        }
-        req.status = Status {
-            cancelled: true,
-            ..Status::EMPTY
-        };
-        self.complete(id.0.index);
-        Ok(())
     }
 
-    /// Requests of scope `scope` still held (complete or not).
-    pub fn scope_requests(&self, scope: u32) -> impl Iterator<Item = ReqId> + '_ {
-        self.requests
-            .iter()
-            .filter(move |(_, r)| r.scope == scope)
-            .map(|(k, _)| ReqId(k))
+    /// The matched-probe message in slot `index`, if any.
+    pub fn message_at(&self, index: u32) -> Option<MsgId> {
+        match self {
+            Pml::Ob1(p) => p.message_at(index),
+            Pml::Cm(p) => p.message_at(index),
+        }
     }
 
-    /// Whether any protocol work (queued sends, ACKs, fragments) is still pending.
+    /// Whether outgoing work (queued sends, fragments, unacknowledged puts) is still pending.
     pub fn has_pending_work(&self) -> bool {
-        !(self.pending_start.is_empty()
-            && self.pending_ack.is_empty()
-            && self.pending_frags.is_empty()
-            && self.inflight == 0)
-            || self.cm_busy()
+        match self {
+            Pml::Ob1(p) => p.has_pending_work(),
+            Pml::Cm(p) => p.busy(),
+        }
     }
 
-    /// Requests in use.
-    pub fn requests_in_use(&self) -> u32 {
-        self.requests.len()
-    }
-
-    /// Resets the state of a new communicator in slot `comm` with context `cid`, then takes in
-    /// the messages that arrived for it before it existed.
+    /// A new communicator in slot `comm` (ob1 takes in what arrived for it before it existed).
     pub(crate) fn comm_added(&mut self, comms: &CommTable, types: &TypeTable, comm: CommId) {
-        self.comms[comm.0 as usize] = PmlComm::default();
-        let base = self.seq_index(comm, 0);
-        self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
-        let Ok(c) = comms.get_in_use(comm) else {
-            return;
-        };
-        let cid = c.cid.0;
-        let mut cur = self.orphans.head();
-        while let Some(i) = cur {
-            cur = List::next(&self.unex, i, unex_link);
-            let m = self.unex.at(i).expect("orphan is occupied");
-            if m.env.ctx == cid {
-                self.orphans.remove(&self.unex, i, unex_link);
-                let (from, env, kind) = (m.proc, m.env, m.kind);
-                self.arrive(comms, types, from, env, kind, recvfrag::Payload::Stored(i));
-            }
+        match self {
+            Pml::Ob1(p) => p.comm_added(comms, types, comm),
+            Pml::Cm(p) => p.comm_added(comm),
         }
     }
 
     /// Whether communicator `comm` still has receives posted.
     pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
-        !self.comms[comm.0 as usize].posted.is_empty() || self.cm_posted[comm.0 as usize] > 0
-    }
-
-    /// Drops the messages still held for communicator `comm`, which is being freed.
-    pub(crate) fn comm_removed(&mut self, comm: CommId) {
-        let c = &mut self.comms[comm.0 as usize];
-        while let Some(i) = c
-            .unexpected
-            .pop(&self.unex)
-            .or_else(|| c.cant_match.pop_front(&self.unex, unex_link))
-        {
-            if let Some(key) = self.unex.key_at(i) {
-                let m = self.unex.remove(key).expect("occupied");
-                self.chunks.free(m.data);
-            }
+        match self {
+            Pml::Ob1(p) => p.comm_busy(comm),
+            Pml::Cm(p) => p.comm_busy(comm),
         }
     }
 
-    fn next_pass(&mut self) {
-        self.pass = self.pass.wrapping_add(1).max(1);
+    /// Drops what is still held for communicator `comm`, which is being freed.
+    pub(crate) fn comm_removed(&mut self, comm: CommId) {
+        if let Pml::Ob1(p) = self {
+            p.comm_removed(comm);
+        }
     }
 
-    fn warn(&self, args: core::fmt::Arguments<'_>) {
-        crate::log!(self.platform, Level::Warn, "{}", args);
+    /// Records the form of process `proc`'s data (ob1 converts; cm jobs are homogeneous).
+    pub fn set_repr(&mut self, proc: ProcId, repr: Repr) {
+        if let Pml::Ob1(p) = self {
+            p.set_repr(proc, repr);
+        }
+    }
+
+    /// A peer a transport reported unreachable, if any.
+    pub fn unreachable(&self) -> Option<ProcId> {
+        match self {
+            Pml::Ob1(p) => p.unreachable,
+            Pml::Cm(_) => None,
+        }
     }
 }

@@ -20,6 +20,35 @@ pub const TAG_UB: i32 = i32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReqId(pub Key);
 
+/// A destination the caller has checked: a rank of a live communicator, with what a message to
+/// it carries (read in the one look at the communicator the check took).
+#[derive(Clone, Copy, Debug)]
+pub struct Dest {
+    /// The communicator.
+    pub comm: CommId,
+    /// The destination's rank in it.
+    pub rank: u32,
+    /// Its process.
+    pub proc: ProcId,
+    /// The communicator's context id.
+    pub ctx: u16,
+    /// This process's rank in the communicator (the sender's in the envelope).
+    pub me: u32,
+}
+
+/// What a receive accepts, checked by the caller: senders and tags on a live communicator.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvSel {
+    /// The communicator.
+    pub comm: CommId,
+    /// Its context id.
+    pub ctx: u16,
+    /// Accepted senders.
+    pub src: Source,
+    /// Accepted tags.
+    pub tag: TagSel,
+}
+
 /// Which senders a receive accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -309,5 +338,25 @@ impl Status {
             return Some(0);
         }
         self.bytes.is_multiple_of(size).then_some(self.bytes / size)
+    }
+}
+
+impl Status {
+    /// Fills in the byte count, truncation and conversion errors of a finished receive of
+    /// `msg_len` stream bytes into `conv`.
+    pub(crate) fn finish(&mut self, msg_len: u64, conv: &Unpacker) {
+        self.bytes = conv.local_len();
+        self.message_bytes = msg_len;
+        if msg_len > conv.capacity() as u64 {
+            self.error = Some(crate::error::Error::new(
+                crate::error::ErrorClass::Truncate,
+                crate::error::Reason::Truncated {
+                    message_bytes: msg_len,
+                    buffer_bytes: conv.capacity() as u64,
+                },
+            ));
+        } else if let Some(e) = conv.error() {
+            self.error = Some(e.to_error());
+        }
     }
 }

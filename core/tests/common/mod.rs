@@ -616,7 +616,7 @@ pub fn spawn_ranks<F>(
             let ov: Vec<(&str, &str)> = ov.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let engine = make_engine(me, n, shared, &[fabric], platform, &ov);
-                let lock: &'static EngineLock = Box::leak(Box::new(spin::Mutex::new(Some(engine))));
+                let lock: &'static EngineLock = Box::leak(Box::new(EngineLock::with(engine, true)));
                 f(Universe::new(lock).unwrap());
             }));
             let _ = tx.send((me, result.is_ok()));

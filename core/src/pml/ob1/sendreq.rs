@@ -1,18 +1,16 @@
 //! The send side: starting sends, answering rendezvous, scheduling fragments.
 
-use super::recvfrag::finish_status;
-use super::request::{
-    work_link, Op, ReadStep, RecvState, ReqId, Request, SendMode, SendReq, SendState,
-};
 use super::Ob1;
 use crate::bml::Bml;
 use crate::btl::{AmTag, Btl, BtlFlags, DestRef, Endpoint, RemoteKey, Sent, Token};
-use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Packer;
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::Result;
 use crate::list::List;
+use crate::pml::request::{
+    work_link, Dest, Op, ReadStep, RecvState, ReqId, Request, SendMode, SendReq, SendState,
+};
 use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header, ACK_LEN, FIN_LEN, FRAG_LEN, MATCH_LEN, RGET_LEN, RNDV_LEN};
@@ -66,73 +64,35 @@ fn send_head(
 }
 
 impl Ob1 {
-    /// The envelope of the next message to communicator rank `dest`, and the process it is.
+    /// The envelope of the next message to `d` with `tag`, and its sequence slot.
     #[inline(always)]
-    fn envelope(
-        &self,
-        comms: &CommTable,
-        comm: CommId,
-        dest: u32,
-        tag: i32,
-    ) -> Result<(Envelope, ProcId, usize)> {
-        let c = comms.get_in_use(comm)?;
-        let si = self.seq_index(comm, dest);
+    fn envelope(&self, d: &Dest, tag: i32) -> (Envelope, usize) {
+        let si = self.seq_index(d.comm, d.rank);
         let env = Envelope {
-            ctx: c.cid.0,
-            src: c.rank as i32,
+            ctx: d.ctx,
+            src: d.me as i32,
             tag,
             seq: self.seqs[si].send,
         };
-        Ok((env, comms.peer_proc(c, dest), si))
+        (env, si)
     }
 
-    /// Sends a small message at once, without a request, if it fits the eager protocol and its
-    /// route has room; returns whether it did. Rank and tag must be validated by the caller.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_now(
-        &mut self,
-        bml: &mut Bml,
-        comms: &CommTable,
-        types: &TypeTable,
-        conv: &mut Packer,
-        dest: u32,
-        tag: i32,
-        comm: CommId,
-    ) -> Result<bool> {
-        if self.mtl.is_some() {
-            return self.cm_send_now(comms, types, conv, dest, tag, comm);
-        }
-        let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
-        self.send_eager(bml, types, conv, env, proc, si)
-    }
-
-    /// [`Ob1::send_now`] with what the caller's checks of the communicator already read: its
-    /// context id `ctx`, this process's rank `me` in it, the destination's rank `dest` and
-    /// process `proc` (no second look at the communicator). Not for the MTL path.
-    #[allow(clippy::too_many_arguments)]
+    /// Sends `conv`'s message to `d` at once, without a request, if it fits the eager protocol
+    /// and its route has room; whether it did.
     #[inline(always)]
-    pub fn send_now_to(
+    pub fn send(
         &mut self,
         bml: &mut Bml,
         types: &TypeTable,
-        conv: &mut Packer,
-        comm: CommId,
-        (ctx, me): (u16, u32),
-        (dest, proc): (u32, ProcId),
+        d: &Dest,
         tag: i32,
+        conv: &mut Packer,
     ) -> Result<bool> {
-        debug_assert!(self.mtl.is_none(), "send_now_to on the MTL path");
-        let si = self.seq_index(comm, dest);
-        let env = Envelope {
-            ctx,
-            src: me as i32,
-            tag,
-            seq: self.seqs[si].send,
-        };
-        self.send_eager(bml, types, conv, env, proc, si)
+        let (env, si) = self.envelope(d, tag);
+        self.send_eager(bml, types, conv, env, d.proc, si)
     }
 
-    /// The eager send of [`Ob1::send_now`] once the envelope is known.
+    /// The eager send of [`Ob1::send`] once the envelope is known.
     #[inline(always)]
     fn send_eager(
         &mut self,
@@ -165,25 +125,20 @@ impl Ob1 {
         Ok(true)
     }
 
-    /// Starts a send of `conv`'s message to communicator rank `dest`. Rank and tag must be
-    /// validated by the caller.
+    /// Starts a send of `conv`'s message to `d` through a request.
     #[allow(clippy::too_many_arguments)]
     pub fn isend(
         &mut self,
         bml: &mut Bml,
-        comms: &CommTable,
         types: &TypeTable,
-        mut conv: Packer,
-        dest: u32,
+        d: &Dest,
         tag: i32,
-        comm: CommId,
+        mut conv: Packer,
         mode: SendMode,
         scope: u32,
     ) -> Result<ReqId> {
-        if self.mtl.is_some() {
-            return self.cm_isend(comms, types, conv, dest, tag, comm, mode, scope);
-        }
-        let (env, proc, si) = self.envelope(comms, comm, dest, tag)?;
+        let (env, si) = self.envelope(d, tag);
+        let proc = d.proc;
         bml.reachable(proc)?;
         if !self.same_form(proc) {
             // The receiver converts element by element: no fragment may split one.
@@ -199,13 +154,15 @@ impl Ob1 {
             inflight: 0,
             reg: None,
         };
-        let key = self.insert(Request::new(Op::Send(send), scope))?;
+        let key = self
+            .requests
+            .insert_with(|| Request::new(Op::Send(send), scope))?;
         self.seqs[si].send = env.seq.wrapping_add(1);
         let p = proc.0 as usize;
         if self.queued[p] == 0 {
             match self.start(bml, types, key.index) {
                 Attempt::Finished => {
-                    self.complete(key.index);
+                    self.requests.complete(key.index);
                     return Ok(ReqId(key));
                 }
                 Attempt::Sent | Attempt::Issued => return Ok(ReqId(key)),
@@ -214,14 +171,14 @@ impl Ob1 {
         }
         self.queued[p] += 1;
         self.pending_start
-            .push_back(&self.requests, key.index, work_link);
+            .push_back(&self.requests.pool, key.index, work_link);
         Ok(ReqId(key))
     }
 
     /// Puts the first fragment of send slot `idx` on the wire.
     fn start(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
-        let key = self.requests.key_at(idx).expect("occupied");
-        let req = self.requests.at_mut(idx).expect("occupied");
+        let key = self.requests.pool.key_at(idx).expect("occupied");
+        let req = self.requests.pool.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
             unreachable!("only sends are started")
         };
@@ -295,14 +252,14 @@ impl Ob1 {
     /// its FIN ([`Ob1::answer_read`]), else sends the ACK.
     fn send_ack(&mut self, bml: &mut Bml, idx: u32) -> Attempt {
         let reading = matches!(
-            self.requests.at(idx).map(|q| &q.op),
+            self.requests.pool.at(idx).map(|q| &q.op),
             Some(Op::Recv(r)) if matches!(r.state, RecvState::Reading { .. })
         );
         if let Some(a) = reading.then(|| self.answer_read(bml, idx)).flatten() {
             return a;
         }
-        let key = self.requests.key_at(idx).expect("occupied");
-        let req = self.requests.at_mut(idx).expect("occupied");
+        let key = self.requests.pool.key_at(idx).expect("occupied");
+        let req = self.requests.pool.at_mut(idx).expect("occupied");
         let Op::Recv(r) = &mut req.op else {
             unreachable!("only receives are acked")
         };
@@ -337,7 +294,7 @@ impl Ob1 {
         if *received == *msg_len {
             let total = *msg_len;
             r.state = RecvState::Done;
-            finish_status(&mut req.status, total, &r.conv);
+            req.status.finish(total, &r.conv);
             return Attempt::Finished;
         }
         Attempt::Sent
@@ -348,8 +305,8 @@ impl Ob1 {
     /// not take the bytes as they are, no get on the route back): the receive is then an
     /// ordinary matched rendezvous, and its ACK asks for fragments.
     fn answer_read(&mut self, bml: &mut Bml, idx: u32) -> Option<Attempt> {
-        let key = self.requests.key_at(idx).expect("occupied");
-        let req = self.requests.at_mut(idx).expect("occupied");
+        let key = self.requests.pool.key_at(idx).expect("occupied");
+        let req = self.requests.pool.at_mut(idx).expect("occupied");
         let Op::Recv(r) = &mut req.op else {
             unreachable!("only receives read")
         };
@@ -405,7 +362,7 @@ impl Ob1 {
                 Header::Fin { sreq, failed }.emit(space);
                 btl.commit(route.ep, AmTag::PML, FIN_LEN);
                 r.state = RecvState::Done;
-                finish_status(&mut req.status, msg_len, &r.conv);
+                req.status.finish(msg_len, &r.conv);
                 Some(Attempt::Finished)
             }
         }
@@ -414,8 +371,8 @@ impl Ob1 {
     /// Sends fragments of send slot `idx` until it is done or its routes are full; first
     /// withdraws the registration of an `RGET` offer the receiver answered.
     fn send_frags(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
-        let key = self.requests.key_at(idx).expect("occupied");
-        let req = self.requests.at_mut(idx).expect("occupied");
+        let key = self.requests.pool.key_at(idx).expect("occupied");
+        let req = self.requests.pool.at_mut(idx).expect("occupied");
         let Op::Send(s) = &mut req.op else {
             unreachable!("only sends have fragments")
         };
@@ -505,7 +462,7 @@ impl Ob1 {
     /// A zero-copy fragment of send `token` left the BTL (or failed).
     pub(crate) fn on_send_done(&mut self, token: Token, result: Result<()>) {
         let key = Key::from_u64(token.0);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             self.warn(format_args!("completion for no live send ({:#x})", token.0));
             return;
         };
@@ -525,7 +482,7 @@ impl Ob1 {
             req.status.error = Some(e);
         }
         if s.inflight == 0 && s.state == SendState::Done && !req.work.is_linked() {
-            self.complete(key.index);
+            self.requests.complete(key.index);
         }
     }
 
@@ -548,16 +505,16 @@ impl Ob1 {
         if !self.pending_ack.is_empty() {
             let mut cur = self.pending_ack.head();
             while let Some(i) = cur {
-                cur = List::next(&self.requests, i, work_link);
+                cur = List::next(&self.requests.pool, i, work_link);
                 match self.send_ack(bml, i) {
                     Attempt::Blocked => {}
                     Attempt::Sent | Attempt::Issued => {
-                        self.pending_ack.remove(&self.requests, i, work_link);
+                        self.pending_ack.remove(&self.requests.pool, i, work_link);
                         done += 1;
                     }
                     Attempt::Finished => {
-                        self.pending_ack.remove(&self.requests, i, work_link);
-                        self.complete(i);
+                        self.pending_ack.remove(&self.requests.pool, i, work_link);
+                        self.requests.complete(i);
                         done += 1;
                     }
                 }
@@ -567,8 +524,8 @@ impl Ob1 {
             self.next_pass();
             let mut cur = self.pending_start.head();
             while let Some(i) = cur {
-                cur = List::next(&self.requests, i, work_link);
-                let Some(Op::Send(s)) = self.requests.at(i).map(|r| &r.op) else {
+                cur = List::next(&self.requests.pool, i, work_link);
+                let Some(Op::Send(s)) = self.requests.pool.at(i).map(|r| &r.op) else {
                     continue;
                 };
                 let p = s.proc.0 as usize;
@@ -579,10 +536,10 @@ impl Ob1 {
                 match self.start(bml, types, i) {
                     Attempt::Blocked => self.blocked[p] = self.pass,
                     a => {
-                        self.pending_start.remove(&self.requests, i, work_link);
+                        self.pending_start.remove(&self.requests.pool, i, work_link);
                         self.queued[p] -= 1;
                         if matches!(a, Attempt::Finished) {
-                            self.complete(i);
+                            self.requests.complete(i);
                         }
                         done += 1;
                     }
@@ -594,16 +551,16 @@ impl Ob1 {
             let before = self.stats.frags_sent;
             let mut cur = self.pending_frags.head();
             while let Some(i) = cur {
-                cur = List::next(&self.requests, i, work_link);
+                cur = List::next(&self.requests.pool, i, work_link);
                 match self.send_frags(bml, types, i) {
                     Attempt::Finished => {
-                        self.pending_frags.remove(&self.requests, i, work_link);
-                        self.complete(i);
+                        self.pending_frags.remove(&self.requests.pool, i, work_link);
+                        self.requests.complete(i);
                         done += 1;
                     }
                     Attempt::Issued => {
                         // Completes when the last zero-copy fragment is reported.
-                        self.pending_frags.remove(&self.requests, i, work_link);
+                        self.pending_frags.remove(&self.requests.pool, i, work_link);
                         done += 1;
                     }
                     Attempt::Blocked | Attempt::Sent => {}

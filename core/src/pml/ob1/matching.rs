@@ -13,9 +13,9 @@
 //! A bucket keeps posting/arrival order, so the first acceptable entry of a bucket is the
 //! earliest one of its kind.
 
-use super::request::{queue_link, Request, Source, TagSel};
 use super::unexpected::{hash_link, unex_link, UnexMsg};
 use crate::list::List;
+use crate::pml::request::{queue_link, Request, Source, TagSel};
 use crate::pool::Pool;
 use crate::wire::Envelope;
 

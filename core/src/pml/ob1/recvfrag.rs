@@ -6,15 +6,14 @@
 //! live request in the matching state, talking to that peer, with the offsets inside the message.
 //! A fragment that fails is logged and dropped; the job goes on.
 
-use super::request::{work_link, Op, ReadStep, RecvState, SendState};
 use super::unexpected::{unex_link, UnexKind, UnexMsg};
 use super::Ob1;
 use crate::btl::{AmTag, Delivery, Placement, Sink, Token};
 use crate::comm::{CommId, CommTable, ContextId};
-use crate::datatype::convertor::Unpacker;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason};
 use crate::list::Link;
+use crate::pml::request::{work_link, Op, ReadStep, RecvState, SendState};
 use crate::pool::Key;
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header};
@@ -98,7 +97,7 @@ impl Sink for Incoming<'_> {
 
     fn completed(&mut self, token: Token, result: crate::error::Result<()>) {
         let key = Key::from_u64(token.0);
-        match self.pml.requests.get(key).map(|r| &r.op) {
+        match self.pml.requests.pool.get(key).map(|r| &r.op) {
             Some(Op::Recv(_)) => self.pml.on_read_done(token, result),
             _ => self.pml.on_send_done(token, result),
         }
@@ -286,7 +285,7 @@ impl Ob1 {
     ) -> Delivery {
         let found = self.comms[comm.0 as usize]
             .posted
-            .take_match(&self.requests, &env);
+            .take_match(&self.requests.pool, &env);
         match found {
             Some(r) => match self.deliver_matched(types, r, from, env, kind, payload) {
                 true => Delivery::Satisfied,
@@ -361,6 +360,7 @@ impl Ob1 {
             && (self.foreign == 0 || self.same_form(from));
         let req = self
             .requests
+            .pool
             .at_mut(r)
             .expect("matched request is occupied");
         let Op::Recv(rr) = &mut req.op else {
@@ -387,9 +387,9 @@ impl Ob1 {
         match kind {
             UnexKind::Eager => {
                 rr.state = RecvState::Done;
-                finish_status(&mut req.status, len as u64, &rr.conv);
+                req.status.finish(len as u64, &rr.conv);
                 self.drop_payload(payload);
-                self.complete(r);
+                self.requests.complete(r);
                 true
             }
             UnexKind::Rndv {
@@ -407,7 +407,8 @@ impl Ob1 {
                     step: ReadStep::Start,
                 };
                 self.drop_payload(payload);
-                self.pending_ack.push_back(&self.requests, r, work_link);
+                self.pending_ack
+                    .push_back(&self.requests.pool, r, work_link);
                 false
             }
             UnexKind::Rndv { msg_len, sreq, .. } => {
@@ -420,7 +421,8 @@ impl Ob1 {
                     acked: false,
                 };
                 self.drop_payload(payload);
-                self.pending_ack.push_back(&self.requests, r, work_link);
+                self.pending_ack
+                    .push_back(&self.requests.pool, r, work_link);
                 false
             }
         }
@@ -429,7 +431,7 @@ impl Ob1 {
     /// The receiver's ACK of one of our rendezvous sends.
     pub(crate) fn on_ack(&mut self, from: ProcId, sreq: u64, dreq: u64, offset: u64) -> Delivery {
         let key = Key::from_u64(sreq);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             return self.reject(from, "ACK for no live request");
         };
         let Op::Send(s) = &mut req.op else {
@@ -445,9 +447,9 @@ impl Ob1 {
             if s.reg.is_some() {
                 // The offer's registration goes first (`send_frags`).
                 self.pending_frags
-                    .push_back(&self.requests, key.index, work_link);
+                    .push_back(&self.requests.pool, key.index, work_link);
             } else {
-                self.complete(key.index);
+                self.requests.complete(key.index);
             }
         } else {
             s.state = SendState::Frags {
@@ -455,7 +457,7 @@ impl Ob1 {
                 offset: offset as usize,
             };
             self.pending_frags
-                .push_back(&self.requests, key.index, work_link);
+                .push_back(&self.requests.pool, key.index, work_link);
         }
         Delivery::Consumed
     }
@@ -463,7 +465,7 @@ impl Ob1 {
     /// The receiver's FIN of one of our `RGET` offers: it has read the message (or failed).
     pub(crate) fn on_fin(&mut self, from: ProcId, sreq: u64, failed: bool) -> Delivery {
         let key = Key::from_u64(sreq);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             return self.reject(from, "FIN for no live request");
         };
         let Op::Send(s) = &mut req.op else {
@@ -484,14 +486,14 @@ impl Ob1 {
         s.state = SendState::Done;
         // Completes once its registration is withdrawn (`send_frags`).
         self.pending_frags
-            .push_back(&self.requests, key.index, work_link);
+            .push_back(&self.requests.pool, key.index, work_link);
         Delivery::Consumed
     }
 
     /// The get of a receive that matched an `RGET` is over: the FIN goes next.
     pub(crate) fn on_read_done(&mut self, token: Token, result: crate::error::Result<()>) {
         let key = Key::from_u64(token.0);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             self.warn(format_args!("read completion for no live receive"));
             return;
         };
@@ -526,7 +528,7 @@ impl Ob1 {
         *step = ReadStep::Fin { failed };
         self.stats.reads += u64::from(!failed);
         self.pending_ack
-            .push_back(&self.requests, key.index, work_link);
+            .push_back(&self.requests.pool, key.index, work_link);
     }
 
     /// A fragment of a rendezvous message for one of our receives.
@@ -539,7 +541,7 @@ impl Ob1 {
         payload: &[u8],
     ) -> Delivery {
         let key = Key::from_u64(dreq);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             return self.reject(from, "fragment for no live request");
         };
         let Op::Recv(r) = &mut req.op else {
@@ -569,8 +571,8 @@ impl Ob1 {
         if *received == *msg_len {
             let total = *msg_len;
             r.state = RecvState::Done;
-            finish_status(&mut req.status, total, &r.conv);
-            self.complete(key.index);
+            req.status.finish(total, &r.conv);
+            self.requests.complete(key.index);
         }
         Delivery::Consumed
     }
@@ -588,7 +590,7 @@ impl Ob1 {
         skip: usize,
         n: usize,
     ) -> Option<Placement> {
-        let req = self.requests.get_mut(Key::from_u64(dreq))?;
+        let req = self.requests.pool.get_mut(Key::from_u64(dreq))?;
         let Op::Recv(r) = &mut req.op else {
             return None;
         };
@@ -660,17 +662,17 @@ impl Ob1 {
             return None;
         }
         let posted = &mut self.comms[comm.0 as usize].posted;
-        let r = posted.find_match(&self.requests, &env)?;
-        let Some(Op::Recv(rr)) = self.requests.at(r).map(|q| &q.op) else {
+        let r = posted.find_match(&self.requests.pool, &env)?;
+        let Some(Op::Recv(rr)) = self.requests.pool.at(r).map(|q| &q.op) else {
             return None;
         };
         let dest = rr.conv.dest_ref(0, n)?;
         // Matched: from here on as `accept_in_order` and `deliver_matched`, but the payload is
         // on its way.
-        let taken = posted.take_match(&self.requests, &env);
+        let taken = posted.take_match(&self.requests.pool, &env);
         debug_assert_eq!(taken, Some(r));
-        let key = self.requests.key_at(r)?;
-        let req = self.requests.at_mut(r)?;
+        let key = self.requests.pool.key_at(r)?;
+        let req = self.requests.pool.at_mut(r)?;
         let Op::Recv(rr) = &mut req.op else {
             unreachable!("only receives are posted")
         };
@@ -706,7 +708,7 @@ impl Ob1 {
         result: crate::error::Result<()>,
     ) {
         let key = Key::from_u64(token.0);
-        let Some(req) = self.requests.get_mut(key) else {
+        let Some(req) = self.requests.pool.get_mut(key) else {
             self.warn(format_args!(
                 "placement for no live receive ({:#x})",
                 token.0
@@ -751,33 +753,15 @@ impl Ob1 {
             // receive if that was all).
             if *placing == 0 {
                 self.pending_ack
-                    .push_back(&self.requests, key.index, work_link);
+                    .push_back(&self.requests.pool, key.index, work_link);
             }
             return;
         }
         if *received == *msg_len {
             let total = *msg_len;
             r.state = RecvState::Done;
-            finish_status(&mut req.status, total, &r.conv);
-            self.complete(key.index);
+            req.status.finish(total, &r.conv);
+            self.requests.complete(key.index);
         }
-    }
-}
-
-/// Fills in the byte count, truncation and conversion errors of a finished receive of `msg_len`
-/// stream bytes into `conv`.
-pub(crate) fn finish_status(status: &mut super::request::Status, msg_len: u64, conv: &Unpacker) {
-    status.bytes = conv.local_len();
-    status.message_bytes = msg_len;
-    if msg_len > conv.capacity() as u64 {
-        status.error = Some(Error::new(
-            ErrorClass::Truncate,
-            Reason::Truncated {
-                message_bytes: msg_len,
-                buffer_bytes: conv.capacity() as u64,
-            },
-        ));
-    } else if let Some(e) = conv.error() {
-        status.error = Some(e.to_error());
     }
 }

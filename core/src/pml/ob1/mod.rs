@@ -1,0 +1,297 @@
+//! ob1: MPI point-to-point semantics over the BTLs (matching and protocols in this process).
+//!
+//! - `sendreq`: starting sends (eager, rendezvous), answering ACKs, scheduling fragments.
+//! - `recvreq`: posting receives, matching the unexpected queue, probes, matched probes.
+//! - `recvfrag`: arriving fragments: parsing, validation, per-peer ordering, matching.
+//! - [`unexpected`]: storage for messages that arrived before their receive.
+//!
+//! Ordering: every (communicator, sender, receiver) triple numbers its messages. A receiver
+//! matches a sender's messages strictly in that order; one that arrives early (over another BTL,
+//! or reordered) waits on the communicator's out-of-order list until its turn. Messages for a
+//! communicator this process has not created yet (a faster peer already uses a new duplicate)
+//! wait on the orphan list.
+//!
+//! Protocols: a message whose header and payload fit the first route's eager limit goes in one
+//! fragment. Larger ones, and synchronous sends of any size, send a rendezvous header with as
+//! much payload as fits; the receiver, once matched, answers with an ACK carrying its request id
+//! and how much it already has; the sender then sends the rest as fragments, taking the send-list
+//! routes in turn. A synchronous send completes at the ACK.
+//!
+//! Nothing here allocates: requests (the core's [`Requests`]), unexpected records and their
+//! payload chunks come from pools sized by parameters. Running out of requests is an
+//! `MPI_ERR_NO_MEM` naming the parameter; running out of unexpected storage makes arriving
+//! fragments wait in their transport.
+
+pub mod unexpected;
+
+mod matching;
+mod recvfrag;
+mod recvreq;
+mod sendreq;
+
+pub use recvfrag::Incoming;
+
+use super::request::{Op, RecvState, ReqId, Status};
+use super::requests::Requests;
+use super::{MsgId, Stats};
+use crate::arena::{Arena, Sizer};
+use crate::comm::{CommId, CommTable};
+use crate::datatype::repr::Repr;
+use crate::datatype::table::TypeTable;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::list::List;
+use crate::params::{Default, Kind, ParamDef, Params};
+use crate::platform::{Level, Platform};
+use crate::pool::Pool;
+use unexpected::{unex_link, Chunks, UnexMsg};
+
+/// `pml_unexpected_msgs`.
+pub static UNEX_MSGS: ParamDef = ParamDef {
+    name: "pml_unexpected_msgs",
+    // A matched-probe message handle of the C ABI encodes the slot in 16 bits.
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 16,
+    },
+    default: Default::Int(8192),
+    description: "Most messages held before a matching receive is posted (or out of order)",
+};
+
+/// `pml_unexpected_chunk_size`.
+pub static UNEX_CHUNK_SIZE: ParamDef = ParamDef {
+    name: "pml_unexpected_chunk_size",
+    kind: Kind::Int {
+        min: 64,
+        max: 1 << 20,
+    },
+    default: Default::Int(512),
+    description: "Bytes per chunk of unexpected-message payload storage",
+};
+
+/// `pml_unexpected_chunks`.
+pub static UNEX_CHUNKS: ParamDef = ParamDef {
+    name: "pml_unexpected_chunks",
+    kind: Kind::Int {
+        min: 4,
+        max: 1 << 24,
+    },
+    default: Default::Int(16384),
+    description: "Chunks of unexpected-message payload storage (times the chunk size = bytes)",
+};
+
+/// ob1's view of one communicator.
+#[derive(Default)]
+pub(crate) struct PmlComm {
+    /// Posted receives.
+    posted: matching::PostedQueue,
+    /// In-order messages not yet matched.
+    unexpected: matching::UnexQueue,
+    /// Messages that arrived ahead of their sequence number.
+    cant_match: List,
+}
+
+/// Per (communicator, peer) sequence numbers.
+#[derive(Clone, Copy, Default)]
+struct PeerSeq {
+    /// Next sequence number to send to the peer.
+    send: u16,
+    /// Next sequence number expected from the peer.
+    expect: u16,
+}
+
+/// The ob1 PML.
+pub struct Ob1 {
+    /// Every request of the process.
+    pub(crate) requests: Requests,
+    unex: Pool<UnexMsg>,
+    chunks: Chunks,
+    comms: &'static mut [PmlComm],
+    seqs: &'static mut [PeerSeq],
+    world: u32,
+    orphans: List,
+    pending_start: List,
+    pending_ack: List,
+    pending_frags: List,
+    /// Per process: sends waiting on `pending_start` (later sends queue behind them).
+    queued: &'static mut [u32],
+    /// Per process: the progress pass in which a send to it last found its route full.
+    blocked: &'static mut [u32],
+    pass: u32,
+    /// Zero-copy fragments handed to BTLs and not yet reported complete, over all sends.
+    inflight: u32,
+    /// Per process: the form its data takes (receiver makes right).
+    reprs: &'static mut [Repr],
+    /// Processes whose form differs from ours: none in most jobs, and then no arriving message
+    /// needs its convertor told where it comes from.
+    foreign: u32,
+    platform: &'static dyn Platform,
+    /// Counters.
+    pub stats: Stats,
+    /// The first peer a BTL reported unreachable ([`crate::btl::Sink::unreachable`]): the
+    /// engine ends the job at its next progress.
+    pub unreachable: Option<crate::rte::ProcId>,
+}
+
+impl Ob1 {
+    /// Arena bytes for the configured capacities.
+    pub fn size(params: &Params, sizer: &mut Sizer, world: u32, comms: u32) {
+        Requests::size(params, sizer);
+        Pool::<UnexMsg>::size(sizer, params.u32(&UNEX_MSGS));
+        Chunks::size(
+            sizer,
+            params.u32(&UNEX_CHUNKS),
+            params.usize(&UNEX_CHUNK_SIZE),
+        );
+        sizer
+            .slice::<PmlComm>(comms as usize)
+            .slice::<PeerSeq>(comms as usize * world as usize)
+            .slice::<u32>(world as usize * 2)
+            .slice::<Repr>(world as usize);
+    }
+
+    /// A PML for a job of `world` processes and up to `comms` communicators.
+    pub fn new(
+        params: &Params,
+        arena: &mut Arena,
+        world: u32,
+        comms: u32,
+        platform: &'static dyn Platform,
+    ) -> Result<Ob1> {
+        Ok(Ob1 {
+            requests: Requests::new(params, arena)?,
+            unex: Pool::new(arena, params.u32(&UNEX_MSGS))?,
+            chunks: Chunks::new(
+                arena,
+                params.u32(&UNEX_CHUNKS),
+                params.usize(&UNEX_CHUNK_SIZE),
+            )?,
+            comms: arena.slice(comms as usize, |_| PmlComm::default())?,
+            seqs: arena.slice(comms as usize * world as usize, |_| PeerSeq::default())?,
+            world,
+            orphans: List::default(),
+            pending_start: List::default(),
+            pending_ack: List::default(),
+            pending_frags: List::default(),
+            queued: arena.slice(world as usize, |_| 0)?,
+            blocked: arena.slice(world as usize, |_| 0)?,
+            pass: 1,
+            inflight: 0,
+            reprs: arena.slice(world as usize, |_| Repr::NATIVE)?,
+            foreign: 0,
+            platform,
+            stats: Stats::default(),
+            unreachable: None,
+        })
+    }
+
+    /// Records the data representation of process `proc` (from its architecture descriptor).
+    pub fn set_repr(&mut self, proc: crate::rte::ProcId, repr: Repr) {
+        let was = self.reprs[proc.0 as usize].same_as(&Repr::NATIVE);
+        let is = repr.same_as(&Repr::NATIVE);
+        self.foreign = self.foreign + u32::from(was && !is) - u32::from(!was && is);
+        self.reprs[proc.0 as usize] = repr;
+    }
+
+    /// Whether process `proc` stores data as this process does.
+    pub fn same_form(&self, proc: crate::rte::ProcId) -> bool {
+        self.reprs[proc.0 as usize].same_as(&Repr::NATIVE)
+    }
+
+    fn seq_index(&self, comm: CommId, rank: u32) -> usize {
+        comm.0 as usize * self.world as usize + rank as usize
+    }
+
+    /// The message a matched probe took, in slot `index`, if any.
+    pub fn message_at(&self, index: u32) -> Option<MsgId> {
+        let key = self.unex.key_at(index)?;
+        self.unex.get(key).filter(|m| m.claimed).map(|_| MsgId(key))
+    }
+
+    /// Cancels request `id` if it is a receive not yet matched; otherwise it completes normally.
+    pub fn cancel(&mut self, id: ReqId) -> Result<()> {
+        let req = self
+            .requests
+            .pool
+            .get(id.0)
+            .ok_or(Error::new(ErrorClass::Request, Reason::InvalidRequest))?;
+        let Op::Recv(r) = &req.op else { return Ok(()) };
+        if r.state != RecvState::Posted || req.complete {
+            return Ok(());
+        }
+        let comm = r.comm;
+        self.comms[comm.0 as usize]
+            .posted
+            .remove(&self.requests.pool, id.0.index);
+        let Some(req) = self.requests.pool.get_mut(id.0) else {
+            return Ok(());
+        };
+        if let Op::Recv(r) = &mut req.op {
+            r.state = RecvState::Done;
+        }
+        req.status = Status {
+            cancelled: true,
+            ..Status::EMPTY
+        };
+        self.requests.complete(id.0.index);
+        Ok(())
+    }
+
+    /// Whether any protocol work (queued sends, ACKs, fragments) is still pending.
+    pub fn has_pending_work(&self) -> bool {
+        !(self.pending_start.is_empty()
+            && self.pending_ack.is_empty()
+            && self.pending_frags.is_empty()
+            && self.inflight == 0)
+    }
+
+    /// Resets the state of a new communicator in slot `comm`, then takes in the messages that
+    /// arrived for it before it existed.
+    pub(crate) fn comm_added(&mut self, comms: &CommTable, types: &TypeTable, comm: CommId) {
+        self.comms[comm.0 as usize] = PmlComm::default();
+        let base = self.seq_index(comm, 0);
+        self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
+        let Ok(c) = comms.get_in_use(comm) else {
+            return;
+        };
+        let cid = c.cid.0;
+        let mut cur = self.orphans.head();
+        while let Some(i) = cur {
+            cur = List::next(&self.unex, i, unex_link);
+            let Some(m) = self.unex.at(i) else { break };
+            if m.env.ctx == cid {
+                self.orphans.remove(&self.unex, i, unex_link);
+                let (from, env, kind) = (m.proc, m.env, m.kind);
+                self.arrive(comms, types, from, env, kind, recvfrag::Payload::Stored(i));
+            }
+        }
+    }
+
+    /// Whether communicator `comm` still has receives posted.
+    pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
+        !self.comms[comm.0 as usize].posted.is_empty()
+    }
+
+    /// Drops the messages still held for communicator `comm`, which is being freed.
+    pub(crate) fn comm_removed(&mut self, comm: CommId) {
+        let c = &mut self.comms[comm.0 as usize];
+        while let Some(i) = c
+            .unexpected
+            .pop(&self.unex)
+            .or_else(|| c.cant_match.pop_front(&self.unex, unex_link))
+        {
+            if let Some(key) = self.unex.key_at(i) {
+                if let Some(m) = self.unex.remove(key) {
+                    self.chunks.free(m.data);
+                }
+            }
+        }
+    }
+
+    fn next_pass(&mut self) {
+        self.pass = self.pass.wrapping_add(1).max(1);
+    }
+
+    fn warn(&self, args: core::fmt::Arguments<'_>) {
+        crate::log!(self.platform, Level::Warn, "{}", args);
+    }
+}

@@ -1,0 +1,251 @@
+//! The engine shared by a process's threads, and a thread inside it.
+//!
+//! One lock guards the whole engine (MPICH's global critical section, Open MPI's lock around
+//! its progress engine): a thread takes it for each MPI call, and every wait lets it go between
+//! progress rounds that moved nothing, so a thread blocked in `MPI_Recv`, `MPI_Wait` or a
+//! collective never keeps another from sending, receiving or progressing — whichever thread
+//! waits moves everyone's messages, and a request another thread's progress completed is seen
+//! by its owner at its next look. Code that waits is written against [`Inside`]: it reaches the
+//! engine through [`Inside::e`] between waits, and waits with [`Inside::wait`],
+//! [`Inside::block`] or [`Inside::idle`]. Since `Inside::idle` takes the `Inside` mutably, no
+//! borrow of the engine can live across it; whatever a waiting operation keeps between rounds
+//! is on its own stack or in its own slot, and each step looks the engine up afresh.
+//!
+//! A program that asked for less than `MPI_THREAD_MULTIPLE` takes no lock at all: MPI promises
+//! that only one thread calls at a time then, so entering is one load of a flag.
+
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::platform::Platform;
+use crate::pml::request::{ReqId, Status};
+
+/// A spin lock that yields the core while it waits (threads may outnumber cores).
+pub struct Lock {
+    held: AtomicBool,
+}
+
+impl Lock {
+    /// An unlocked lock.
+    pub const fn new() -> Lock {
+        Lock {
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the lock, relaxing through `platform` while another thread has it.
+    #[inline]
+    pub fn lock(&self, platform: &dyn Platform) {
+        if self
+            .held
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended(platform);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self, platform: &dyn Platform) {
+        let mut tries = 0u32;
+        loop {
+            // Read before trying: the line stays shared while the holder works.
+            if !self.held.load(Ordering::Relaxed)
+                && self
+                    .held
+                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            tries = tries.saturating_add(1);
+            // A few spins for a holder on another core, then give the core away: the holder
+            // may be waiting for this one.
+            platform.relax(tries.saturating_mul(16));
+        }
+    }
+
+    /// Releases the lock (taken by this thread).
+    #[inline]
+    pub fn unlock(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+}
+
+impl Default for Lock {
+    fn default() -> Lock {
+        Lock::new()
+    }
+}
+
+/// The process's engine, shared by its threads.
+pub struct Shared {
+    lock: Lock,
+    /// Whether threads may call at once (`MPI_THREAD_MULTIPLE`, or the Rust API, whose
+    /// handles are `Sync`): only then is the lock taken.
+    threads: AtomicBool,
+    platform: spin::Once<&'static dyn Platform>,
+    engine: UnsafeCell<Option<Engine>>,
+}
+
+// SAFETY: the engine is only reached through `enter`, which takes the lock whenever threads may
+// call at once; when they may not, MPI's thread levels make the program call from one thread at
+// a time (and `SERIALIZED` programs order their calls, which orders the memory they touch).
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// No engine yet.
+    pub const fn new() -> Shared {
+        Shared {
+            lock: Lock::new(),
+            threads: AtomicBool::new(false),
+            platform: spin::Once::new(),
+            engine: UnsafeCell::new(None),
+        }
+    }
+
+    /// A shared engine made from `engine` (for a driver that keeps it elsewhere than a static).
+    pub fn with(engine: Engine, threads: bool) -> Shared {
+        let s = Shared::new();
+        s.install(engine, threads);
+        s
+    }
+
+    /// Installs the engine (`MPI_Init`); `threads` says whether threads may call at once.
+    pub fn install(&self, engine: Engine, threads: bool) {
+        let platform = engine.platform();
+        self.platform.call_once(|| platform);
+        self.lock.lock(platform);
+        // SAFETY: the lock is held, and no `Inside` exists yet (nothing was installed).
+        unsafe { *self.engine.get() = Some(engine) };
+        if threads {
+            self.threads.store(true, Ordering::Release);
+        }
+        self.lock.unlock();
+    }
+
+    /// From now on threads may call at once (the Rust API's universe is `Sync`).
+    pub fn allow_threads(&self) {
+        self.threads.store(true, Ordering::Release);
+    }
+
+    /// Whether threads may call at once.
+    pub fn threads(&self) -> bool {
+        self.threads.load(Ordering::Relaxed)
+    }
+
+    /// Enters the engine: `None` before it is installed.
+    #[inline(always)]
+    pub fn enter(&self) -> Option<Inside<'_>> {
+        let lock = if self.threads.load(Ordering::Relaxed) {
+            let platform = *self.platform.get()?;
+            self.lock.lock(platform);
+            Some(&self.lock)
+        } else {
+            None
+        };
+        // SAFETY: the lock is held when threads may call at once; otherwise only one thread
+        // calls (see `Sync` above). The pointer stays valid: the engine is never removed.
+        let engine = unsafe { (*self.engine.get()).as_mut() };
+        match engine {
+            Some(e) => Some(Inside {
+                engine: NonNull::from(e),
+                lock,
+                _life: PhantomData,
+            }),
+            None => {
+                if let Some(l) = lock {
+                    l.unlock();
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
+}
+
+/// A thread inside the engine: holds the lock (when threads may call at once) until dropped,
+/// and lets it go while a wait has nothing to do.
+pub struct Inside<'a> {
+    engine: NonNull<Engine>,
+    lock: Option<&'a Lock>,
+    _life: PhantomData<&'a mut Engine>,
+}
+
+impl<'a> Inside<'a> {
+    /// A thread inside an engine it owns outright (tests, a single-threaded driver): waits
+    /// let nothing go.
+    pub fn of(engine: &'a mut Engine) -> Inside<'a> {
+        Inside {
+            engine: NonNull::from(engine),
+            lock: None,
+            _life: PhantomData,
+        }
+    }
+
+    /// The engine, until the next wait.
+    #[inline(always)]
+    pub fn e(&mut self) -> &mut Engine {
+        // SAFETY: this thread holds the engine (the lock, or the only thread), and the borrow
+        // is tied to `self`, so it ends before any wait lets the lock go.
+        unsafe { self.engine.as_mut() }
+    }
+
+    /// Counts a round that moved nothing and relaxes the core; other threads have the engine
+    /// meanwhile.
+    #[inline]
+    pub fn idle(&mut self) {
+        let (platform, idle) = self.e().relax_count();
+        match self.lock {
+            None => platform.relax(idle),
+            Some(l) => {
+                l.unlock();
+                platform.relax(idle);
+                l.lock(platform);
+            }
+        }
+    }
+
+    /// Progresses until `poll` yields a value, relaxing (and letting other threads in) when a
+    /// round moved nothing.
+    #[inline]
+    pub fn block<R>(
+        &mut self,
+        mut poll: impl FnMut(&mut Engine) -> Result<Option<R>>,
+    ) -> Result<R> {
+        loop {
+            let e = self.e();
+            if let Some(r) = poll(e)? {
+                return Ok(r);
+            }
+            if e.progress() == 0 {
+                self.idle();
+            }
+        }
+    }
+
+    /// Waits for request `id` and frees it (`MPI_Wait`). A truncated message is an error in
+    /// the status.
+    #[inline]
+    pub fn wait(&mut self, id: ReqId) -> Result<Status> {
+        self.block(|e| e.p2p.pml.requests_mut().test(id))
+    }
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        if let Some(l) = self.lock {
+            l.unlock();
+        }
+    }
+}
