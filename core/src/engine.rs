@@ -19,7 +19,7 @@ use crate::arena::{Arena, Sizer};
 use crate::bml::{Bml, MAX_BTLS};
 use crate::btl::loopback::{self, Loopback};
 use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
-use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler, Levels};
+use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -394,6 +394,26 @@ impl Engine {
         self.platform.now_ns() as f64 * 1e-9
     }
 
+    /// The collectives, with point-to-point borrowed.
+    #[inline]
+    pub(crate) fn colls(&mut self) -> crate::coll::Colls<'_> {
+        crate::coll::Colls {
+            p2p: &mut self.p2p,
+            coll: &mut self.coll,
+        }
+    }
+
+    /// Communicator construction that runs without waiting (idup, freeing).
+    #[inline]
+    pub(crate) fn building(&mut self) -> comm::create::Building<'_> {
+        comm::create::Building {
+            p2p: &mut self.p2p,
+            coll: &mut self.coll,
+            creation: &mut self.creation,
+            draining: &mut self.comms_draining,
+        }
+    }
+
     /// Runs point-to-point progress (every BTL, pending protocol work or the MTL), the
     /// non-blocking collectives and communicator duplications; returns how much happened.
     pub fn progress(&mut self) -> usize {
@@ -401,8 +421,13 @@ impl Engine {
         if let Some(peer) = self.p2p.pml.unreachable() {
             self.peer_unreachable(peer);
         }
-        n += self.coll_progress();
-        n += self.idup_progress();
+        let finished = self.colls().coll_progress();
+        if finished > 0 && self.comms_draining {
+            // A communicator freed while they ran may go now.
+            self.building().reap();
+        }
+        n += finished;
+        n += self.building().idup_progress();
         if n > 0 {
             self.idle = 0;
         }
@@ -542,44 +567,7 @@ impl Engine {
         comm: CommId,
         mode: SendMode,
     ) -> Result<()> {
-        let Some(d) = self.p2p.check_send(comm, dest, tag)? else {
-            return Ok(());
-        };
-        match self.p2p.send(&d, tag, conv, mode, 0)? {
-            None => Ok(()),
-            Some(id) => self.wait(id).map(|_| ()),
-        }
-    }
-
-    /// Sends with a library-internal (negative) tag, for collectives and construction.
-    pub(crate) fn send_internal(
-        &mut self,
-        conv: Packer,
-        dest: u32,
-        tag: i32,
-        comm: CommId,
-    ) -> Result<()> {
-        let d = self.p2p.dest(comm, dest)?;
-        match self.p2p.send(&d, tag, conv, SendMode::Standard, 0)? {
-            None => Ok(()),
-            Some(id) => self.wait(id).map(|_| ()),
-        }
-    }
-
-    /// Receives with a library-internal (negative) tag, for collectives and construction.
-    pub(crate) fn recv_internal(
-        &mut self,
-        conv: Unpacker,
-        src: u32,
-        tag: i32,
-        comm: CommId,
-    ) -> Result<Status> {
-        let id = self.irecv_internal(conv, src, tag, comm)?;
-        let status = self.wait(id)?;
-        match status.error {
-            None => Ok(status),
-            Some(e) => Err(e),
-        }
+        Inside::of(self).send(conv, dest, tag, comm, mode)
     }
 
     /// Posts a receive with a library-internal (negative) tag.
@@ -786,62 +774,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Frees communicator `id` (`MPI_Comm_free`). Receives still posted on it complete normally;
-    /// its slot and context id are released once they have.
-    pub fn comm_free(&mut self, id: CommId) -> Result<()> {
-        // A communicator an MPI_Comm_idup is still making is freed when it is made.
-        if self.p2p.comms.is_reserved(id) && self.idup_discard(id) {
-            return Ok(());
-        }
-        let local = self.check_comm(id)?.local_comm;
-        if id == CommId::WORLD || id == CommId::SELF {
-            return Err(Error::new(
-                ErrorClass::Comm,
-                Reason::BadArgument {
-                    what: "predefined communicators cannot be freed",
-                },
-            ));
-        }
-        // Done with its shared-memory collectives' cells (while its context id is still its).
-        self.sm_release(id);
-        if self.p2p.pml.comm_busy(id) || self.coll_uses(id) {
-            self.p2p.comms.get_mut(id)?.freed = true;
-            self.comms_draining = true;
-        } else {
-            self.p2p.pml.comm_removed(id);
-            self.p2p.comms.remove(id)?;
-        }
-        if let Some(l) = local {
-            self.comm_free(l)?;
-        }
-        // The hidden node levels go with it (every member frees them at the same call).
-        if let Levels::Nodes { node, leaders, .. } = self.p2p.comms.levels(id) {
-            // Non-blocking node-aware collectives still to start phases on them finish first.
-            self.hier_drain(node, leaders);
-            self.p2p.comms.set_levels(id, Levels::Flat);
-            for c in leaders.into_iter().chain([node]) {
-                self.comm_free(c)?;
-            }
-        }
-        self.reap_comms();
-        Ok(())
+    /// Blocks until every member of `comm` has called it (`MPI_Barrier`).
+    pub fn barrier(&mut self, comm: CommId) -> Result<()> {
+        crate::coll::barrier(&mut Inside::of(self), comm)
     }
 
-    /// Releases freed communicators whose receives and non-blocking collectives have all
-    /// completed.
-    pub(crate) fn reap_comms(&mut self) {
-        let mut cur = 0;
-        loop {
-            let Some(id) = self.p2p.comms.draining().find(|c| c.0 >= cur) else {
-                break;
-            };
-            cur = id.0 + 1;
-            if !self.p2p.pml.comm_busy(id) && !self.coll_uses(id) {
-                self.p2p.pml.comm_removed(id);
-                let _ = self.p2p.comms.remove(id);
-            }
-        }
-        self.comms_draining = self.p2p.comms.draining().next().is_some();
+    /// Frees communicator `id` (`MPI_Comm_free`): see [`comm::create::free`].
+    pub fn comm_free(&mut self, id: CommId) -> Result<()> {
+        comm::create::free(&mut Inside::of(self), id)
     }
 
     // ---- scopes of the Rust API -------------------------------------------------------------------
@@ -893,6 +833,59 @@ impl Engine {
 const FULL_ROUND_EVERY: u32 = 16;
 
 impl Inside<'_> {
+    /// Sends `conv`'s message to rank `dest` of `comm` and returns when the buffer may be
+    /// reused (`MPI_Send`, `MPI_Ssend`).
+    pub fn send(
+        &mut self,
+        conv: Packer,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+        mode: SendMode,
+    ) -> Result<()> {
+        let e = self.e();
+        let Some(d) = e.p2p.check_send(comm, dest, tag)? else {
+            return Ok(());
+        };
+        match e.p2p.send(&d, tag, conv, mode, 0)? {
+            None => Ok(()),
+            Some(id) => self.wait(id).map(|_| ()),
+        }
+    }
+
+    /// Sends with a library-internal (negative) tag, for collectives and construction.
+    pub(crate) fn send_internal(
+        &mut self,
+        conv: Packer,
+        dest: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<()> {
+        let e = self.e();
+        let d = e.p2p.dest(comm, dest)?;
+        match e.p2p.send(&d, tag, conv, SendMode::Standard, 0)? {
+            None => Ok(()),
+            Some(id) => self.wait(id).map(|_| ()),
+        }
+    }
+
+    /// Receives with a library-internal (negative) tag, for collectives and construction; an
+    /// error in the status is the result's.
+    pub(crate) fn recv_internal(
+        &mut self,
+        conv: Unpacker,
+        src: u32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<Status> {
+        let id = self.e().irecv_internal(conv, src, tag, comm)?;
+        let status = self.wait(id)?;
+        match status.error {
+            None => Ok(status),
+            Some(e) => Err(e),
+        }
+    }
+
     /// Waits for the receive `r` ([`P2p::recv`]). The PML's blocking receive (cm) can only be
     /// finished by the MTL, so a round polls the MTL alone, and every [`FULL_ROUND_EVERY`]th
     /// round is the whole progress round (BTLs, protocol work, collectives): the shorter round
@@ -961,7 +954,7 @@ impl Inside<'_> {
             return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
         }
         self.block(|e| Ok((!e.p2p.pml.has_pending_work()).then_some(())))?;
-        self.e().barrier(CommId::WORLD)?;
+        crate::coll::barrier(self, CommId::WORLD)?;
         self.e().shut_down()
     }
 }

@@ -219,6 +219,12 @@ impl P2p {
         p
     }
 
+    /// The datatypes.
+    #[inline(always)]
+    pub fn types(&self) -> &TypeTable {
+        &self.types
+    }
+
     // ---- checks -------------------------------------------------------------------------------
 
     /// Communicator `comm`, if it is live (and MPI is).

@@ -66,7 +66,7 @@ impl<'u> Communicator<'u> {
     /// Blocks until every process has called it (`MPI_Barrier`).
     pub fn barrier(&self) -> Result<()> {
         let id = self.id;
-        self.universe.with(|e| e.barrier(id))
+        self.universe.inside(|cx| crate::coll::barrier(cx, id))
     }
 
     /// Combines every process's `send` with `op` into every process's `recv` (`MPI_Allreduce`).
@@ -78,8 +78,9 @@ impl<'u> Communicator<'u> {
     ) -> Result<()> {
         check_lengths(send.len(), recv.len())?;
         let id = self.id;
-        self.universe.with(|e| {
-            e.allreduce(
+        self.universe.inside(|cx| {
+            crate::coll::allreduce(
+                cx,
                 Some(send.as_bytes()),
                 recv.as_mut_bytes(),
                 send.len(),
@@ -244,7 +245,7 @@ impl<'u> Communicator<'u> {
         let id = self.id;
         // SAFETY: the caller's contract.
         self.universe
-            .with(|e| unsafe { e.collective(id, call, Mode::Blocking) })
+            .inside(|cx| unsafe { crate::coll::collective(cx, id, call, Mode::Blocking) })
             .map(|_| ())
     }
 
@@ -259,12 +260,13 @@ impl<'u> Communicator<'u> {
         call: Call,
     ) -> Result<Request<'s>> {
         let (id, sid) = (self.id, scope.id);
-        let req = scope.universe.with(|e| {
+        let req = scope.universe.inside(|cx| {
             // SAFETY: the caller's contract.
-            let req = unsafe { e.collective(id, call, Mode::NonBlocking { scope: sid }) }?;
+            let req =
+                unsafe { crate::coll::collective(cx, id, call, Mode::NonBlocking { scope: sid }) }?;
             match req {
                 Some(r) => Ok(r),
-                None => e.completed_request(Status::EMPTY),
+                None => cx.e().completed_request(Status::EMPTY),
             }
         })?;
         Ok(Request::new(scope.universe, req, None))
@@ -273,7 +275,9 @@ impl<'u> Communicator<'u> {
     /// A duplicate with its own message context (`MPI_Comm_dup`, collective).
     pub fn duplicate(&self) -> Result<Communicator<'u>> {
         let id = self.id;
-        let new = self.universe.with(|e| e.comm_dup(id))?;
+        let new = self
+            .universe
+            .inside(|cx| crate::comm::create::dup(cx, id))?;
         Ok(Communicator::wrap(self.universe, new, true))
     }
 
@@ -286,7 +290,9 @@ impl<'u> Communicator<'u> {
     ) -> Result<Option<Communicator<'u>>> {
         let id = self.id;
         let color = color.unwrap_or(crate::comm::create::UNDEFINED);
-        let new = self.universe.with(|e| e.comm_split(id, color, key))?;
+        let new = self
+            .universe
+            .inside(|cx| crate::comm::create::split(cx, id, color, key))?;
         Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
     }
 
@@ -300,7 +306,9 @@ impl<'u> Communicator<'u> {
     pub fn split_shared(&self, key: i32) -> Result<Communicator<'u>> {
         let id = self.id;
         let shared = Some(crate::comm::create::SplitType::Shared);
-        let new = self.universe.with(|e| e.comm_split_type(id, shared, key))?;
+        let new = self
+            .universe
+            .inside(|cx| crate::comm::create::split_type(cx, id, shared, key))?;
         let new = new.expect("every process shares its own node");
         Ok(Communicator::wrap(self.universe, new, true))
     }
@@ -320,7 +328,7 @@ impl<'u> Communicator<'u> {
         let n = dims.len().min(crate::topo::MAX_DIMS);
         let new = self
             .universe
-            .with(|e| e.cart_create(id, dims, &periods[..n]))?;
+            .inside(|cx| crate::topo::cart_create(cx, id, dims, &periods[..n]))?;
         Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
     }
 
@@ -331,7 +339,7 @@ impl<'u> Communicator<'u> {
     ) -> Result<heapless::Vec<i32, { crate::topo::MAX_DIMS }>> {
         let id = self.id;
         self.universe.with(|e| {
-            let cart = e.cart(id)?;
+            let cart = crate::topo::cart(&e.p2p, id)?;
             let mut out = heapless::Vec::new();
             let _ = out.resize(cart.dims.len(), 0);
             cart.coords(rank as u32, &mut out);
@@ -344,7 +352,7 @@ impl<'u> Communicator<'u> {
     pub fn cartesian_shift(&self, dim: usize, disp: i32) -> Result<(Option<Rank>, Option<Rank>)> {
         let (id, rank) = (self.id, self.rank as u32);
         self.universe.with(|e| {
-            let cart = e.cart(id)?;
+            let cart = crate::topo::cart(&e.p2p, id)?;
             if dim >= cart.dims.len() {
                 return Err(crate::error::Error::bad_arg("no such dimension"));
             }
@@ -400,7 +408,7 @@ impl Drop for Communicator<'_> {
     fn drop(&mut self) {
         if self.owned {
             let id = self.id;
-            let _ = self.universe.with(|e| e.comm_free(id));
+            let _ = self.universe.inside(|cx| crate::comm::create::free(cx, id));
         }
     }
 }
@@ -422,8 +430,8 @@ impl<'c, 'u> Process<'c, 'u> {
         self.comm
             .universe
             // SAFETY: `buf` stays borrowed until the send has completed.
-            .with(|e| {
-                e.send(
+            .inside(|cx| {
+                cx.send(
                     unsafe { Packer::elements(buf.as_ptr().cast(), buf.len(), T::DATATYPE) },
                     rank,
                     tag,
@@ -505,8 +513,9 @@ impl<'c, 'u> Process<'c, 'u> {
         self.comm
             .universe
             // SAFETY: `buf` holds `buf.len()` elements of `T` and is borrowed for the call.
-            .with(|e| unsafe {
-                e.bcast(
+            .inside(|cx| unsafe {
+                crate::coll::bcast(
+                    cx,
                     buf.as_mut_ptr().cast(),
                     buf.len() as u64,
                     T::DATATYPE,
@@ -527,8 +536,9 @@ impl<'c, 'u> Process<'c, 'u> {
         check_lengths(send.len(), recv.len())?;
         let (rank, id) = (self.rank, self.comm.id);
         let n = send.len();
-        self.comm.universe.with(|e| {
-            e.reduce(
+        self.comm.universe.inside(|cx| {
+            crate::coll::reduce(
+                cx,
                 Some(send.as_bytes()),
                 Some(recv.as_mut_bytes()),
                 n,
@@ -544,9 +554,18 @@ impl<'c, 'u> Process<'c, 'u> {
     pub fn reduce_into<T: Equivalence>(&self, send: &[T], op: Op) -> Result<()> {
         let (rank, id) = (self.rank, self.comm.id);
         let n = send.len();
-        self.comm
-            .universe
-            .with(|e| e.reduce(Some(send.as_bytes()), None, n, T::DATATYPE, op, rank, id))
+        self.comm.universe.inside(|cx| {
+            crate::coll::reduce(
+                cx,
+                Some(send.as_bytes()),
+                None,
+                n,
+                T::DATATYPE,
+                op,
+                rank,
+                id,
+            )
+        })
     }
 
     /// At this process (the root): gathers every process's `send` into `recv`, in rank order

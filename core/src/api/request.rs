@@ -34,7 +34,7 @@ pub(crate) struct CloseOnDrop<'u> {
 impl Drop for CloseOnDrop<'_> {
     fn drop(&mut self) {
         let id = self.id;
-        self.universe.with(|e| e.close_scope(id));
+        let _ = self.universe.inside(|cx| cx.close_scope(id));
     }
 }
 

@@ -7,7 +7,7 @@
 use core::ffi::{c_int, c_void};
 
 use super::abi;
-use super::env::{code, run, run_comm};
+use super::env::{code, run, run_comm_inside};
 use super::handles::{self, out};
 use crate::coll::{Buf, Call, Mode, UserOp, VBuf, WBuf};
 use crate::comm::CommId;
@@ -23,7 +23,7 @@ fn in_place(p: *const c_void) -> bool {
 
 /// A typed buffer from C arguments, checked (count, committed type, NULL with data).
 fn buf(e: &Engine, p: *const c_void, count: c_int, dt: abi::MPI_Datatype) -> Result<Buf> {
-    let (d, n) = handles::typed(e, p, count, dt)?;
+    let (d, n) = handles::typed(e.types(), p, count, dt)?;
     Ok(Buf {
         ptr: p as *mut u8,
         count: n,
@@ -101,12 +101,13 @@ fn red_args(
     for &b in bufs {
         // The type and count need checking once; a further buffer only for being NULL.
         if !in_place(b) && (r.is_none() || b.is_null()) {
-            r = Some(handles::typed(e, b, count, dt)?);
+            r = Some(handles::typed(e.types(), b, count, dt)?);
         }
     }
     match r {
         Some(x) => Ok(x),
-        None => handles::typed(e, core::ptr::null(), 0, dt).map(|(d, _)| (d, count.max(0) as u64)),
+        None => handles::typed(e.types(), core::ptr::null(), 0, dt)
+            .map(|(d, _)| (d, count.max(0) as u64)),
     }
 }
 
@@ -163,17 +164,17 @@ unsafe fn start(
     request: Option<*mut abi::MPI_Request>,
     build: impl FnOnce(&Engine, CommId) -> Result<Call>,
 ) -> c_int {
-    code(run_comm(func, comm, |e, c| {
+    code(run_comm_inside(func, comm, |cx, c| {
         if request.is_some_and(|r| r.is_null()) {
             return Err(Error::bad_arg("request is NULL"));
         }
-        let call = build(e, c)?;
+        let call = build(cx.e(), c)?;
         let mode = match request {
             Some(_) => Mode::NonBlocking { scope: 0 },
             None => Mode::Blocking,
         };
         // SAFETY: MPI's rules for collective buffers and arrays, which the caller follows.
-        let id = unsafe { e.collective(c, call, mode)? };
+        let id = unsafe { crate::coll::collective(cx, c, call, mode)? };
         if let (Some(r), Some(id)) = (request, id) {
             // SAFETY: checked non-null above.
             unsafe { *r = handles::request_handle(id) };
@@ -429,7 +430,7 @@ unsafe fn reduction(
             // In place, the input is the whole vector in the receive buffer.
             let n = count * e.comm(c)?.size() as u64;
             handles::typed(
-                e,
+                e.types(),
                 rb,
                 i32::try_from(n).unwrap_or(i32::MAX),
                 handles::datatype_handle(dt),
@@ -709,10 +710,10 @@ super::mpi! {
             if in_place(inbuf) || in_place(inoutbuf) {
                 return Err(Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "MPI_IN_PLACE is not allowed in MPI_Reduce_local" }));
             }
-            let (d, n) = handles::typed(e, inoutbuf, count, datatype)?;
-            handles::typed(e, inbuf, count, datatype)?;
+            let (d, n) = handles::typed(e.types(), inoutbuf, count, datatype)?;
+            handles::typed(e.types(), inbuf, count, datatype)?;
             // SAFETY: MPI requires both buffers to hold `count` instances of the type.
-            e.reduce_local(inbuf.cast(), inoutbuf.cast(), n, d, op)
+            e.colls().reduce_local(inbuf.cast(), inoutbuf.cast(), n, d, op)
         }))
     }
 
@@ -722,7 +723,7 @@ super::mpi! {
             if op.is_null() {
                 return Err(Error::bad_arg("op is NULL"));
             }
-            let o = e.op_create(UserOp { call: call_user, func: f as usize, commute: commute != 0 })?;
+            let o = e.colls().op_create(UserOp { call: call_user, func: f as usize, commute: commute != 0 })?;
             out(op, op_handle(o))
         }))
     }
@@ -733,7 +734,7 @@ super::mpi! {
                 return Err(Error::bad_arg("op is NULL"));
             }
             match handles::op(*op)? {
-                o @ Op::User(_) => e.op_free(o)?,
+                o @ Op::User(_) => e.colls().op_free(o)?,
                 _ => return Err(Error::new(ErrorClass::Op, Reason::BadArgument { what: "predefined operations cannot be freed" })),
             }
             *op = abi::MPI_OP_NULL;
@@ -743,7 +744,7 @@ super::mpi! {
 
     fn MPI_Op_commutative / PMPI_Op_commutative(op: abi::MPI_Op, commute: *mut c_int) {
         code(run("MPI_Op_commutative", None, |e| {
-            let c = e.op_commutative(handles::op(op)?)?;
+            let c = e.colls().op_commutative(handles::op(op)?)?;
             out(commute, c as c_int)
         }))
     }

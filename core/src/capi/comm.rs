@@ -4,7 +4,7 @@
 use core::ffi::c_int;
 
 use super::abi;
-use super::env::{code, run_comm};
+use super::env::{code, run_comm, run_comm_inside};
 use super::errors::report;
 use super::handles::out;
 use crate::comm::CommId;
@@ -40,7 +40,7 @@ unsafe fn idup(
                 Some(id)
             }
         };
-        let (new, req): (CommId, _) = e.comm_idup(c, 0)?;
+        let (new, req): (CommId, _) = e.building().comm_idup(c, 0)?;
         // SAFETY: checked non-null above.
         unsafe { *request = super::handles::request_handle(req) };
         Ok((c, hints, new))
@@ -77,11 +77,11 @@ super::mpi! {
     }
 
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: abi::MPI_Comm, newcomm: *mut abi::MPI_Comm) {
-        let r = run_comm("MPI_Comm_dup", comm, |e, c| {
+        let r = run_comm_inside("MPI_Comm_dup", comm, |cx, c| {
             if newcomm.is_null() {
                 return Err(Error::bad_arg("newcomm is NULL"));
             }
-            Ok((c, e.comm_dup(c)?))
+            Ok((c, crate::comm::create::dup(cx, c)?))
         });
         match r {
             // Attributes are copied with no lock held (copy callbacks may call MPI); that writes
@@ -111,9 +111,9 @@ super::mpi! {
         if let Err(code) = super::attr::comm_freeing("MPI_Comm_free", h) {
             return code;
         }
-        let r = run_comm("MPI_Comm_free", h, |e, c| {
-            e.comm_free(c)?;
-            super::attr::comm_freed(e, c);
+        let r = run_comm_inside("MPI_Comm_free", h, |cx, c| {
+            crate::comm::create::free(cx, c)?;
+            super::attr::comm_freed(cx.e(), c);
             Ok(())
         });
         if r.is_ok() {

@@ -125,7 +125,7 @@ unsafe fn pack(
     position: usize,
     repr: Option<Repr>,
 ) -> Result<usize> {
-    let (d, n) = handles::typed(e, inbuf, count, dt)?;
+    let (d, n) = handles::typed(e.types(), inbuf, count, dt)?;
     let types = e.types();
     // SAFETY: MPI requires `inbuf` to hold the instances; the packer lives only in this call.
     let mut p = unsafe {
@@ -168,7 +168,7 @@ unsafe fn unpack(
     dt: abi::MPI_Datatype,
     repr: Option<Repr>,
 ) -> Result<usize> {
-    let (d, n) = handles::typed(e, outbuf, count, dt)?;
+    let (d, n) = handles::typed(e.types(), outbuf, count, dt)?;
     let types = e.types();
     // SAFETY: MPI requires `outbuf` to hold the instances; the unpacker lives only in this call.
     let mut u = unsafe { Unpacker::new(outbuf.cast(), n, d, types)? };

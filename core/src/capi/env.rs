@@ -146,7 +146,7 @@ super::mpi! {
         // still fully usable from their callbacks.
         super::attr::finalize_self();
         super::p2p::detach_all();
-        let r = run("MPI_Finalize", None, |e| e.finalize());
+        let r = run_inside("MPI_Finalize", None, |cx| cx.finalize());
         FINALIZED.store(true, Ordering::Release);
         code(r)
     }

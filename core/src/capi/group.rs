@@ -4,10 +4,10 @@ use core::ffi::c_int;
 
 use super::abi::{self, HandleKind, ObjectKind};
 use super::datatype::array;
-use super::env::{code, run, run_comm};
+use super::env::{code, run, run_comm, run_comm_inside};
 use super::errors::report;
 use super::handles::{self, out};
-use crate::comm::create::SplitType;
+use crate::comm::create::{self, SplitType};
 use crate::comm::{CommId, CommSimilarity};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -217,14 +217,14 @@ super::mpi! {
 
     fn MPI_Comm_group / PMPI_Comm_group(comm: abi::MPI_Comm, newgroup: *mut abi::MPI_Group) {
         code(run_comm("MPI_Comm_group", comm, |e, c| {
-            let g = e.comm_group(c)?;
+            let g = create::group(&mut e.p2p, c)?;
             give(e, g, newgroup)
         }))
     }
 
     fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: abi::MPI_Comm, newgroup: *mut abi::MPI_Group) {
         code(run_comm("MPI_Comm_remote_group", comm, |e, c| {
-            let g = e.comm_remote_group(c)?;
+            let g = create::remote_group(&mut e.p2p, c)?;
             give(e, g, newgroup)
         }))
     }
@@ -263,54 +263,54 @@ super::mpi! {
     }
 
     fn MPI_Comm_create / PMPI_Comm_create(comm: abi::MPI_Comm, g: abi::MPI_Group, newcomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Comm_create", comm, |e, c| {
-            let gr = group(e, g)?;
-            let new = e.comm_create(c, gr)?;
+        code(run_comm_inside("MPI_Comm_create", comm, |cx, c| {
+            let gr = group(cx.e(), g)?;
+            let new = create::create(cx, c, gr)?;
             give_comm(new, newcomm)
         }))
     }
 
     fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: abi::MPI_Comm, g: abi::MPI_Group, tag: c_int, newcomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Comm_create_group", comm, |e, c| {
-            let gr = group(e, g)?;
-            let new = e.comm_create_group(c, gr, tag)?;
+        code(run_comm_inside("MPI_Comm_create_group", comm, |cx, c| {
+            let gr = group(cx.e(), g)?;
+            let new = create::create_group(cx, c, gr, tag)?;
             give_comm(Some(new), newcomm)
         }))
     }
 
     fn MPI_Comm_split / PMPI_Comm_split(comm: abi::MPI_Comm, color: c_int, key: c_int, newcomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Comm_split", comm, |e, c| {
-            let new = e.comm_split(c, color, key)?;
+        code(run_comm_inside("MPI_Comm_split", comm, |cx, c| {
+            let new = create::split(cx, c, color, key)?;
             give_comm(new, newcomm)
         }))
     }
 
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: abi::MPI_Comm, split_type: c_int, key: c_int, info: abi::MPI_Info, newcomm: *mut abi::MPI_Comm) {
         let _ = info;
-        code(run_comm("MPI_Comm_split_type", comm, |e, c| {
+        code(run_comm_inside("MPI_Comm_split_type", comm, |cx, c| {
             let how = match split_type {
                 abi::MPI_UNDEFINED => None,
                 abi::MPI_COMM_TYPE_SHARED => Some(SplitType::Shared),
                 _ => return Err(Error::bad_arg("unknown split type (MPI_COMM_TYPE_SHARED and MPI_UNDEFINED are known)")),
             };
-            let new = e.comm_split_type(c, how, key)?;
+            let new = create::split_type(cx, c, how, key)?;
             give_comm(new, newcomm)
         }))
     }
 
     fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: abi::MPI_Comm, local_leader: c_int, peer_comm: abi::MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Intercomm_create", local_comm, |e, c| {
+        code(run_comm_inside("MPI_Intercomm_create", local_comm, |cx, c| {
             // The peer communicator matters at the local leader only; elsewhere it may be
             // anything, including MPI_COMM_NULL.
             let peer = handles::comm(peer_comm).ok();
-            let new = e.intercomm_create(c, local_leader, peer, remote_leader, tag)?;
+            let new = create::intercomm_create(cx, c, local_leader, peer, remote_leader, tag)?;
             give_comm(Some(new), newintercomm)
         }))
     }
 
     fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: abi::MPI_Comm, high: c_int, newintracomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Intercomm_merge", intercomm, |e, c| {
-            let new = e.intercomm_merge(c, high != 0)?;
+        code(run_comm_inside("MPI_Intercomm_merge", intercomm, |cx, c| {
+            let new = create::intercomm_merge(cx, c, high != 0)?;
             give_comm(Some(new), newintracomm)
         }))
     }

@@ -6,8 +6,8 @@ use super::abi::{self, HandleKind, ObjectKind};
 use super::errors;
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
+use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
-use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::pml::request::{ReqId, Status};
@@ -218,14 +218,14 @@ fn check_count(count: c_int) -> Result<u64> {
 /// The datatype and count of a communication buffer, checked as the standard asks. A NULL
 /// buffer is `MPI_BOTTOM`, valid with a derived type of absolute addresses.
 pub(crate) fn typed(
-    e: &Engine,
+    types: &TypeTable,
     buf: *const c_void,
     count: c_int,
     dt: abi::MPI_Datatype,
 ) -> Result<(Datatype, u64)> {
     let count = check_count(count)?;
     let d = datatype(dt)?;
-    let info = e.types().check_committed(d)?;
+    let info = types.check_committed(d)?;
     if buf.is_null() && count > 0 && info.size > 0 && d.is_predefined() {
         return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
     }
@@ -238,14 +238,14 @@ pub(crate) fn typed(
 /// MPI's rule: the buffer holds `count` instances of the type and stays untouched until the
 /// operation using the packer completes.
 pub(crate) unsafe fn packer(
-    e: &Engine,
+    types: &TypeTable,
     buf: *const c_void,
     count: c_int,
     dt: abi::MPI_Datatype,
 ) -> Result<Packer> {
-    let (d, n) = typed(e, buf, count, dt)?;
+    let (d, n) = typed(types, buf, count, dt)?;
     // SAFETY: the caller's contract.
-    unsafe { Packer::new(buf.cast(), n, d, e.types()) }
+    unsafe { Packer::new(buf.cast(), n, d, types) }
 }
 
 /// An unpacker over a user's receive buffer.
@@ -254,14 +254,14 @@ pub(crate) unsafe fn packer(
 /// MPI's rule: the buffer holds `count` instances of the type and is not otherwise accessed
 /// until the operation using the unpacker completes.
 pub(crate) unsafe fn unpacker(
-    e: &Engine,
+    types: &TypeTable,
     buf: *mut c_void,
     count: c_int,
     dt: abi::MPI_Datatype,
 ) -> Result<Unpacker> {
-    let (d, n) = typed(e, buf, count, dt)?;
+    let (d, n) = typed(types, buf, count, dt)?;
     // SAFETY: the caller's contract.
-    unsafe { Unpacker::new(buf.cast(), n, d, e.types()) }
+    unsafe { Unpacker::new(buf.cast(), n, d, types) }
 }
 
 const GEN_BITS: u32 = 9;

@@ -13,7 +13,7 @@
 use core::ffi::{c_char, c_int, c_void, CStr};
 
 use super::abi::{self, HandleKind, ObjectKind};
-use super::env::{code, run, run_comm};
+use super::env::{code, run, run_comm, run_comm_inside};
 use super::handles::out;
 use crate::api::ENGINE;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -353,15 +353,15 @@ super::mpi! {
     }
 
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: abi::MPI_Comm, info_: abi::MPI_Info, newcomm: *mut abi::MPI_Comm) {
-        let r = run_comm("MPI_Comm_dup_with_info", comm, |e, c| {
+        let r = run_comm_inside("MPI_Comm_dup_with_info", comm, |cx, c| {
             if newcomm.is_null() {
                 return Err(Error::bad_arg("newcomm is NULL"));
             }
             let hints = info_or_null(info_)?;
             if let Some(h) = hints {
-                e.objects.infos.check(h)?;
+                cx.e().objects.infos.check(h)?;
             }
-            Ok((c, hints, e.comm_dup(c)?))
+            Ok((c, hints, crate::comm::create::dup(cx, c)?))
         });
         match r {
             // SAFETY: `newcomm` was checked non-null.

@@ -29,7 +29,7 @@ unsafe fn packer(
         // SAFETY: the caller's contract; `n` elements of `d` are `count * d.size()` bytes.
         Some((d, n)) => Ok(unsafe { Packer::elements(buf.cast(), n, d) }),
         // SAFETY: the caller's contract.
-        None => unsafe { handles::packer(e, buf, count, dt) },
+        None => unsafe { handles::packer(e.types(), buf, count, dt) },
     }
 }
 
@@ -49,7 +49,7 @@ unsafe fn unpacker(
         // SAFETY: as in `packer`.
         Some((d, n)) => Ok(unsafe { Unpacker::elements(buf.cast(), n, d) }),
         // SAFETY: the caller's contract.
-        None => unsafe { handles::unpacker(e, buf, count, dt) },
+        None => unsafe { handles::unpacker(e.types(), buf, count, dt) },
     }
 }
 
@@ -101,7 +101,7 @@ unsafe fn start_send(
         }
         None => {
             // SAFETY: the caller's contract.
-            let conv = unsafe { handles::packer(e, buf, count, dt)? };
+            let conv = unsafe { handles::packer(e.types(), buf, count, dt)? };
             let Some(to) = e.p2p.check_send(c, dest, tag)? else {
                 return Ok(None);
             };
@@ -188,7 +188,7 @@ unsafe fn start_recv(
         }
         None => {
             // SAFETY: the caller's contract.
-            let conv = unsafe { handles::unpacker(e, buf, count, dt)? };
+            let conv = unsafe { handles::unpacker(e.types(), buf, count, dt)? };
             let Some(s) = e.p2p.check_recv(c, source, tag)? else {
                 return Ok(None);
             };
@@ -227,7 +227,7 @@ pub(crate) unsafe fn bsend(
     tag: c_int,
     comm: CommId,
 ) -> Result<()> {
-    let (d, n) = handles::typed(e, buf, count, dt)?;
+    let (d, n) = handles::typed(e.types(), buf, count, dt)?;
     let len = (e.types().info(d)?.size * n) as usize;
     let mut st = STATE.lock();
     let no_room = || {
@@ -433,7 +433,7 @@ super::mpi! {
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         let r = run_comm_inside("MPI_Sendrecv_replace", comm, |cx, c| {
             let e = cx.e();
-            let (d, count64) = handles::typed(e, buf, count, datatype)?;
+            let (d, count64) = handles::typed(e.types(), buf, count, datatype)?;
             let n = (e.types().info(d)?.size * count64) as usize;
             let mut small = [0u8; 4096];
             let (tmp, heap) = if n <= small.len() {

@@ -183,7 +183,7 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
     let id = match p.op {
         PersistentOp::Send(mode) => {
             // SAFETY: MPI lends the buffer of a persistent request until it is freed.
-            let conv = unsafe { handles::packer(e, p.buf.cast(), p.count, p.datatype)? };
+            let conv = unsafe { handles::packer(e.types(), p.buf.cast(), p.count, p.datatype)? };
             e.isend(conv, p.peer, p.tag, p.comm, mode, 0)?
         }
         PersistentOp::Bsend => {
@@ -195,7 +195,7 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
         }
         PersistentOp::Recv => {
             // SAFETY: as above.
-            let conv = unsafe { handles::unpacker(e, p.buf.cast(), p.count, p.datatype)? };
+            let conv = unsafe { handles::unpacker(e.types(), p.buf.cast(), p.count, p.datatype)? };
             e.irecv(conv, p.peer, p.tag, p.comm, 0)?
         }
     };
@@ -221,7 +221,7 @@ unsafe fn init(
             return Err(Error::bad_arg("request is NULL"));
         }
         e.comm(c)?;
-        let (d, _) = handles::typed(e, buf, count, dt)?;
+        let (d, _) = handles::typed(e.types(), buf, count, dt)?;
         let mut st = STATE.lock();
         let i = st
             .persistent

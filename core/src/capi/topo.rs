@@ -4,7 +4,7 @@ use core::ffi::{c_int, c_void};
 
 use super::abi;
 use super::datatype::array;
-use super::env::{code, run, run_comm, MPI_UNWEIGHTED, MPI_WEIGHTS_EMPTY};
+use super::env::{code, run, run_comm, run_comm_inside, MPI_UNWEIGHTED, MPI_WEIGHTS_EMPTY};
 use super::handles::{self, out};
 use crate::comm::CommId;
 use crate::engine::Engine;
@@ -82,10 +82,10 @@ super::mpi! {
 
     fn MPI_Cart_create / PMPI_Cart_create(comm: abi::MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, newcomm: *mut abi::MPI_Comm) {
         let _ = reorder;
-        code(run_comm("MPI_Cart_create", comm, |e, c| {
+        code(run_comm_inside("MPI_Cart_create", comm, |cx, c| {
             // SAFETY: MPI requires `dims` and `periods` to hold `ndims` ints.
             let (d, p) = unsafe { (array(dims, ndims, "dims")?, array(periods, ndims, "periods")?) };
-            let new = e.cart_create(c, d, p)?;
+            let new = topo::cart_create(cx, c, d, p)?;
             give_comm(new, newcomm)
         }))
     }
@@ -107,7 +107,7 @@ super::mpi! {
 
     fn MPI_Cartdim_get / PMPI_Cartdim_get(comm: abi::MPI_Comm, ndims: *mut c_int) {
         code(run_comm("MPI_Cartdim_get", comm, |e, c| {
-            let n = e.cart(c)?.dims.len() as c_int;
+            let n = topo::cart(&e.p2p, c)?.dims.len() as c_int;
             // SAFETY: MPI requires `ndims` to point to an int.
             unsafe { out(ndims, n) }
         }))
@@ -116,7 +116,7 @@ super::mpi! {
     fn MPI_Cart_get / PMPI_Cart_get(comm: abi::MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) {
         code(run_comm("MPI_Cart_get", comm, |e, c| {
             let rank = e.comm(c)?.rank;
-            let cart = e.cart(c)?;
+            let cart = topo::cart(&e.p2p, c)?;
             let n = cart.dims.len();
             let mut xy = [0i32; MAX_DIMS];
             cart.coords(rank, &mut xy[..n]);
@@ -128,7 +128,7 @@ super::mpi! {
 
     fn MPI_Cart_rank / PMPI_Cart_rank(comm: abi::MPI_Comm, coords: *const c_int, rank: *mut c_int) {
         code(run_comm("MPI_Cart_rank", comm, |e, c| {
-            let cart = e.cart(c)?;
+            let cart = topo::cart(&e.p2p, c)?;
             // SAFETY: MPI requires `coords` to hold ndims ints.
             let xy = unsafe { array(coords, cart.dims.len() as c_int, "coords")? };
             let r = cart.rank(xy)?;
@@ -139,7 +139,7 @@ super::mpi! {
 
     fn MPI_Cart_coords / PMPI_Cart_coords(comm: abi::MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) {
         code(run_comm("MPI_Cart_coords", comm, |e, c| {
-            let cart = e.cart(c)?;
+            let cart = topo::cart(&e.p2p, c)?;
             if rank < 0 || rank as u64 >= cart.nodes() {
                 return Err(rank_error(rank, cart.nodes() as u32));
             }
@@ -153,7 +153,7 @@ super::mpi! {
     fn MPI_Cart_shift / PMPI_Cart_shift(comm: abi::MPI_Comm, direction: c_int, disp: c_int, source: *mut c_int, dest: *mut c_int) {
         code(run_comm("MPI_Cart_shift", comm, |e, c| {
             let rank = e.comm(c)?.rank;
-            let cart = e.cart(c)?;
+            let cart = topo::cart(&e.p2p, c)?;
             if direction < 0 || direction as usize >= cart.dims.len() {
                 return Err(Error::new(ErrorClass::Arg, Reason::BadArgument { what: "direction is not a dimension of the grid" }));
             }
@@ -167,28 +167,28 @@ super::mpi! {
     }
 
     fn MPI_Cart_sub / PMPI_Cart_sub(comm: abi::MPI_Comm, remain_dims: *const c_int, newcomm: *mut abi::MPI_Comm) {
-        code(run_comm("MPI_Cart_sub", comm, |e, c| {
-            let n = e.cart(c)?.dims.len();
+        code(run_comm_inside("MPI_Cart_sub", comm, |cx, c| {
+            let n = topo::cart(&cx.e().p2p, c)?.dims.len();
             // SAFETY: MPI requires `remain_dims` to hold ndims ints.
             let r = unsafe { array(remain_dims, n as c_int, "remain_dims")? };
             let mut keep = [false; MAX_DIMS];
             for (k, &x) in keep.iter_mut().zip(r) {
                 *k = x != 0;
             }
-            let new = e.cart_sub(c, &keep[..n])?;
+            let new = topo::cart_sub(cx, c, &keep[..n])?;
             give_comm(Some(new), newcomm)
         }))
     }
 
     fn MPI_Graph_create / PMPI_Graph_create(comm: abi::MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, newcomm: *mut abi::MPI_Comm) {
         let _ = reorder;
-        code(run_comm("MPI_Graph_create", comm, |e, c| {
+        code(run_comm_inside("MPI_Graph_create", comm, |cx, c| {
             // SAFETY: MPI requires `index` to hold `nnodes` ints and `edges` index[nnodes-1].
             let idx = unsafe { array(index, nnodes, "index")? };
             let ne = idx.last().copied().unwrap_or(0);
             // SAFETY: as above.
             let ed = unsafe { array(edges, ne, "edges")? };
-            let new = e.graph_create(c, idx, ed)?;
+            let new = topo::graph_create(cx, c, idx, ed)?;
             give_comm(new, newcomm)
         }))
     }
@@ -204,7 +204,7 @@ super::mpi! {
     }
 
     fn MPI_Graphdims_get / PMPI_Graphdims_get(comm: abi::MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) {
-        code(run_comm("MPI_Graphdims_get", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Graphdims_get", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::Graph { nnodes: n, nedges: m }, _)) => {
                 // SAFETY: MPI requires both to point to ints.
                 unsafe {
@@ -217,7 +217,7 @@ super::mpi! {
     }
 
     fn MPI_Graph_get / PMPI_Graph_get(comm: abi::MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) {
-        code(run_comm("MPI_Graph_get", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Graph_get", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::Graph { nnodes, .. }, ints)) => {
                 write_ints(index, maxindex, ints[..nnodes as usize].iter().copied())?;
                 write_ints(edges, maxedges, ints[nnodes as usize..].iter().copied())
@@ -227,7 +227,7 @@ super::mpi! {
     }
 
     fn MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: abi::MPI_Comm, rank: c_int, nneighbors: *mut c_int) {
-        code(run_comm("MPI_Graph_neighbors_count", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Graph_neighbors_count", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::Graph { nnodes, .. }, ints)) => {
                 if rank < 0 || rank as u32 >= nnodes {
                     return Err(rank_error(rank, nnodes));
@@ -241,7 +241,7 @@ super::mpi! {
     }
 
     fn MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: abi::MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) {
-        code(run_comm("MPI_Graph_neighbors", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Graph_neighbors", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::Graph { nnodes, .. }, ints)) => {
                 if rank < 0 || rank as u32 >= nnodes {
                     return Err(rank_error(rank, nnodes));
@@ -257,7 +257,7 @@ super::mpi! {
 
     fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm: abi::MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: abi::MPI_Info, reorder: c_int, newcomm: *mut abi::MPI_Comm) {
         let _ = (info, reorder);
-        code(run_comm("MPI_Dist_graph_create_adjacent", comm, |e, c| {
+        code(run_comm_inside("MPI_Dist_graph_create_adjacent", comm, |cx, c| {
             // SAFETY: MPI requires the arrays to hold indegree / outdegree ints (weights may be
             // the MPI_UNWEIGHTED / MPI_WEIGHTS_EMPTY markers).
             let (s, sw, d, dw) = unsafe {
@@ -270,14 +270,14 @@ super::mpi! {
             };
             let sw = sw.filter(|w| w.len() == s.len());
             let dw = dw.filter(|w| w.len() == d.len());
-            let new = e.dist_graph_create_adjacent(c, s, sw, d, dw)?;
+            let new = topo::dist_graph_create_adjacent(cx, c, s, sw, d, dw)?;
             give_comm(Some(new), newcomm)
         }))
     }
 
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm: abi::MPI_Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, info: abi::MPI_Info, reorder: c_int, newcomm: *mut abi::MPI_Comm) {
         let _ = (info, reorder);
-        code(run_comm("MPI_Dist_graph_create", comm, |e, c| {
+        code(run_comm_inside("MPI_Dist_graph_create", comm, |cx, c| {
             // SAFETY: MPI requires `sources` and `degrees` to hold `n` ints, `destinations`
             // and `weights` the sum of the degrees.
             let (src, deg) = unsafe { (array(sources, n, "sources")?, array(degrees, n, "degrees")?) };
@@ -302,13 +302,13 @@ super::mpi! {
                 }
                 [s, dst[i], w.map_or(1, |w| w[i])]
             };
-            let new = e.dist_graph_create(c, total as usize, &edge, w.is_some())?;
+            let new = topo::dist_graph_create(cx, c, total as usize, &edge, w.is_some())?;
             give_comm(Some(new), newcomm)
         }))
     }
 
     fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: abi::MPI_Comm, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) {
-        code(run_comm("MPI_Dist_graph_neighbors_count", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Dist_graph_neighbors_count", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::DistGraph { indegree: i, outdegree: o, weighted: w }, _)) => {
                 // SAFETY: MPI requires the three to point to ints.
                 unsafe {
@@ -322,7 +322,7 @@ super::mpi! {
     }
 
     fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: abi::MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) {
-        code(run_comm("MPI_Dist_graph_neighbors", comm, |e, c| match e.topology(c)? {
+        code(run_comm("MPI_Dist_graph_neighbors", comm, |e, c| match topo::topology(&e.p2p, c)? {
             Some((Shape::DistGraph { indegree, outdegree, weighted }, ints)) => {
                 let (ni, no) = (indegree as usize, outdegree as usize);
                 write_ints(sources, maxindegree, ints[..ni].iter().copied())?;
@@ -344,7 +344,7 @@ super::mpi! {
 
     fn MPI_Topo_test / PMPI_Topo_test(comm: abi::MPI_Comm, status: *mut c_int) {
         code(run_comm("MPI_Topo_test", comm, |e, c| {
-            let t = match e.topology(c)? {
+            let t = match topo::topology(&e.p2p, c)? {
                 None => abi::MPI_UNDEFINED,
                 Some((Shape::Cart { .. }, _)) => abi::MPI_CART,
                 Some((Shape::Graph { .. }, _)) => abi::MPI_GRAPH,
@@ -356,51 +356,58 @@ super::mpi! {
     }
 
     fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(run_comm("MPI_Neighbor_allgather", comm, |e, c| {
+        code(run_comm_inside("MPI_Neighbor_allgather", comm, |cx, c| {
+            let e = cx.e();
             let rb = block_bytes(e, recvcount, recvtype)?;
-            e.neighbor_exchange(
+            topo::neighbor_exchange(
+                cx,
                 c,
                 // SAFETY: MPI requires the send buffer to hold `sendcount` instances.
-                |e, _| unsafe { handles::packer(e, sendbuf, sendcount, sendtype) },
+                |e, _| unsafe { handles::packer(e.types(), sendbuf, sendcount, sendtype) },
                 // SAFETY: MPI requires the receive buffer to hold a block per in-neighbour.
-                |e, j| unsafe { handles::unpacker(e, at(recvbuf, rb * j as isize), recvcount, recvtype) },
+                |e, j| unsafe { handles::unpacker(e.types(), at(recvbuf, rb * j as isize), recvcount, recvtype) },
             )
         }))
     }
 
     fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(run_comm("MPI_Neighbor_allgatherv", comm, |e, c| {
-            let (ni, _) = e.neighbor_counts(c)?;
+        code(run_comm_inside("MPI_Neighbor_allgatherv", comm, |cx, c| {
+            let e = cx.e();
+            let (ni, _) = topo::neighbor_counts(&e.p2p, c)?;
             // SAFETY: MPI requires both arrays to hold an entry per in-neighbour.
             let (counts, disp) = unsafe { (array(recvcounts, ni as c_int, "recvcounts")?, array(displs, ni as c_int, "displs")?) };
             let ext = block_bytes(e, 1, recvtype)?;
-            e.neighbor_exchange(
+            topo::neighbor_exchange(
+                cx,
                 c,
                 // SAFETY: MPI requires the send buffer to hold `sendcount` instances.
-                |e, _| unsafe { handles::packer(e, sendbuf, sendcount, sendtype) },
+                |e, _| unsafe { handles::packer(e.types(), sendbuf, sendcount, sendtype) },
                 // SAFETY: MPI requires the receive buffer to hold each block at its displacement.
-                |e, j| unsafe { handles::unpacker(e, at(recvbuf, ext * disp[j] as isize), counts[j], recvtype) },
+                |e, j| unsafe { handles::unpacker(e.types(), at(recvbuf, ext * disp[j] as isize), counts[j], recvtype) },
             )
         }))
     }
 
     fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(run_comm("MPI_Neighbor_alltoall", comm, |e, c| {
+        code(run_comm_inside("MPI_Neighbor_alltoall", comm, |cx, c| {
+            let e = cx.e();
             let sb = block_bytes(e, sendcount, sendtype)?;
             let rb = block_bytes(e, recvcount, recvtype)?;
-            e.neighbor_exchange(
+            topo::neighbor_exchange(
+                cx,
                 c,
                 // SAFETY: MPI requires a send block per out-neighbour.
-                |e, i| unsafe { handles::packer(e, at(sendbuf, sb * i as isize), sendcount, sendtype) },
+                |e, i| unsafe { handles::packer(e.types(), at(sendbuf, sb * i as isize), sendcount, sendtype) },
                 // SAFETY: MPI requires a receive block per in-neighbour.
-                |e, j| unsafe { handles::unpacker(e, at(recvbuf, rb * j as isize), recvcount, recvtype) },
+                |e, j| unsafe { handles::unpacker(e.types(), at(recvbuf, rb * j as isize), recvcount, recvtype) },
             )
         }))
     }
 
     fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(run_comm("MPI_Neighbor_alltoallv", comm, |e, c| {
-            let (ni, no) = e.neighbor_counts(c)?;
+        code(run_comm_inside("MPI_Neighbor_alltoallv", comm, |cx, c| {
+            let e = cx.e();
+            let (ni, no) = topo::neighbor_counts(&e.p2p, c)?;
             // SAFETY: MPI requires an entry per neighbour in each array.
             let (sc, sd, rc, rd) = unsafe {
                 (
@@ -411,19 +418,21 @@ super::mpi! {
                 )
             };
             let (se, re) = (block_bytes(e, 1, sendtype)?, block_bytes(e, 1, recvtype)?);
-            e.neighbor_exchange(
+            topo::neighbor_exchange(
+                cx,
                 c,
                 // SAFETY: MPI requires each send block at its displacement.
-                |e, i| unsafe { handles::packer(e, at(sendbuf, se * sd[i] as isize), sc[i], sendtype) },
+                |e, i| unsafe { handles::packer(e.types(), at(sendbuf, se * sd[i] as isize), sc[i], sendtype) },
                 // SAFETY: MPI requires each receive block at its displacement.
-                |e, j| unsafe { handles::unpacker(e, at(recvbuf, re * rd[j] as isize), rc[j], recvtype) },
+                |e, j| unsafe { handles::unpacker(e.types(), at(recvbuf, re * rd[j] as isize), rc[j], recvtype) },
             )
         }))
     }
 
     fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm) {
-        code(run_comm("MPI_Neighbor_alltoallw", comm, |e, c| {
-            let (ni, no) = e.neighbor_counts(c)?;
+        code(run_comm_inside("MPI_Neighbor_alltoallw", comm, |cx, c| {
+            let e = cx.e();
+            let (ni, no) = topo::neighbor_counts(&e.p2p, c)?;
             // SAFETY: MPI requires an entry per neighbour in each array.
             let (sc, sd, st, rc, rd, rt) = unsafe {
                 (
@@ -435,12 +444,13 @@ super::mpi! {
                     array(recvtypes, ni as c_int, "recvtypes")?,
                 )
             };
-            e.neighbor_exchange(
+            topo::neighbor_exchange(
+                cx,
                 c,
                 // SAFETY: MPI requires each send block at its byte displacement.
-                |e, i| unsafe { handles::packer(e, at(sendbuf, sd[i] as isize), sc[i], st[i]) },
+                |e, i| unsafe { handles::packer(e.types(), at(sendbuf, sd[i] as isize), sc[i], st[i]) },
                 // SAFETY: MPI requires each receive block at its byte displacement.
-                |e, j| unsafe { handles::unpacker(e, at(recvbuf, rd[j] as isize), rc[j], rt[j]) },
+                |e, j| unsafe { handles::unpacker(e.types(), at(recvbuf, rd[j] as isize), rc[j], rt[j]) },
             )
         }))
     }

@@ -52,7 +52,7 @@ use core::mem::MaybeUninit;
 
 use super::{
     coll_tag, extent, parse, span_bytes, AllgatherAlg, AllreduceAlg, BarrierAlg, BcastAlg, Buf,
-    Call, LayerMode, Mode, ReduceAlg, VBuf, MAX_ACTIVE,
+    Call, Colls, LayerMode, Mode, ReduceAlg, VBuf, MAX_ACTIVE,
 };
 use crate::arena::{Arena, Sizer};
 use crate::coll::exec::Span;
@@ -62,6 +62,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, Status};
+use crate::shared::Inside;
 
 /// The tag of the hand-over from a node's leader to a reduce's root that is not the leader
 /// (outside the collectives' range; used on the hidden node communicators only).
@@ -117,9 +118,9 @@ pub(crate) struct HierState {
     pub(crate) mode: HierMode,
     tmp: *mut u8,
     tmp_len: usize,
-    /// The tag the next collective started must use (a phase's reserved one), taken by
-    /// [`Engine::collective`].
-    pub(crate) tag: Option<i32>,
+    /// A blocking reduce is using the staging region (another thread's meanwhile stages in
+    /// pool scratch).
+    tmp_busy: bool,
     chains: &'static mut [Option<Chain>],
     active: u32,
 }
@@ -149,40 +150,359 @@ impl HierState {
             mode,
             tmp,
             tmp_len: len,
-            tag: None,
+            tmp_busy: false,
             chains: arena.slice(params.usize(&MAX_ACTIVE), |_| None)?,
             active: 0,
         })
     }
 }
 
-impl Engine {
-    /// Runs or starts collective `call` on `comm` over its node levels when it should (see the
-    /// module doc): `Some` with what [`Engine::collective`] returns, or `None` when the flat
-    /// layer is to run it — also for every call whose arguments are wrong, so that the flat layer
-    /// reports the error as it always does.
-    ///
-    /// # Safety
-    /// As for [`Engine::collective`].
-    pub(super) unsafe fn hier_collective(
-        &mut self,
-        comm: CommId,
-        call: &Call,
-        mode: Mode,
-    ) -> Result<Option<Option<ReqId>>> {
-        if self.coll.hier.mode == HierMode::Off || self.p2p.comms.levels(comm) == Levels::Flat {
-            return Ok(None);
-        }
-        match mode {
-            // SAFETY: the caller's contract.
-            Mode::Blocking => Ok(unsafe { self.hier_blocking(comm, call)? }.then_some(None)),
-            // SAFETY: the caller's contract.
-            Mode::NonBlocking { scope } => {
-                Ok(unsafe { self.hier_start(comm, call, scope)? }.map(Some))
+/// Runs blocking collective `call` on `comm` over its node levels when it should (see the module
+/// doc); false when the flat layer is to run it — also for every call whose arguments are
+/// wrong, so that the flat layer reports the error as it always does.
+///
+/// # Safety
+/// As for [`super::collective`].
+pub(super) unsafe fn blocking(cx: &mut Inside, comm: CommId, call: &Call) -> Result<bool> {
+    let e = cx.e();
+    if e.coll.hier.mode == HierMode::Off || e.p2p.comms.levels(comm) == Levels::Flat {
+        return Ok(false);
+    }
+    if !e.colls().hier_eligible(call) {
+        return Ok(false);
+    }
+    let Levels::Nodes {
+        node,
+        leaders,
+        blocked,
+    } = crate::comm::create::levels(cx, comm)?
+    else {
+        return Ok(false);
+    };
+    // SAFETY: the caller's contract.
+    unsafe { run(cx, comm, call, node, leaders, blocked) }
+}
+
+/// The phases of blocking `call` over the levels `node` and `leaders`: `Ok(false)` when the
+/// flat layer is to run it.
+///
+/// # Safety
+/// As for [`super::collective`].
+unsafe fn run(
+    cx: &mut Inside,
+    comm: CommId,
+    call: &Call,
+    node: CommId,
+    leaders: Option<CommId>,
+    blocked: bool,
+) -> Result<bool> {
+    let e = cx.e();
+    let c = e.check_comm(comm)?;
+    let (g, size) = (c.group, c.size());
+    let my_node = e.p2p.procs[e.p2p.me.0 as usize].node;
+    let node_of = |e: &mut Engine, r: u32| {
+        let p = e.p2p.comms.groups.proc_of(g, r);
+        e.p2p.procs[p.0 as usize].node
+    };
+    let node_rank = e.check_comm(node)?.rank;
+    // SAFETY (of every `sub` below): the caller's contract covers the buffers, which each
+    // phase uses as the whole call would; the staging region is the engine's own.
+    match *call {
+        Call::Barrier => unsafe {
+            sub(cx, node, Call::Barrier)?;
+            if let Some(l) = leaders {
+                sub(cx, l, Call::Barrier)?;
+            }
+            sub(cx, node, Call::Barrier)?;
+        },
+        Call::Bcast { buf, root } => {
+            if root < 0 || root as u32 >= size {
+                return Ok(false);
+            }
+            let root_node = node_of(cx.e(), root as u32);
+            if root_node == my_node {
+                let p = cx.e().p2p.comms.groups.proc_of(g, root as u32);
+                let node_group = cx.e().check_comm(node)?.group;
+                let nr = cx.e().p2p.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
+                unsafe { sub(cx, node, Call::Bcast { buf, root: nr })? };
+                if let Some(l) = leaders {
+                    let me = cx.e().check_comm(l)?.rank as i32;
+                    unsafe { sub(cx, l, Call::Bcast { buf, root: me })? };
+                }
+            } else {
+                if let Some(l) = leaders {
+                    let lr = cx.e().colls().leader_of(l, root_node)?;
+                    unsafe { sub(cx, l, Call::Bcast { buf, root: lr })? };
+                }
+                unsafe { sub(cx, node, Call::Bcast { buf, root: 0 })? };
             }
         }
+        Call::Allreduce {
+            send,
+            recv,
+            count,
+            dt,
+            op,
+        } => {
+            // The leader reduces into its own receive buffer (in place if the user's call
+            // was), the others contribute their input.
+            let send = match node_rank {
+                0 => send,
+                _ => Some(send.unwrap_or(recv)),
+            };
+            unsafe {
+                sub(
+                    cx,
+                    node,
+                    Call::Reduce {
+                        send,
+                        recv,
+                        count,
+                        dt,
+                        op,
+                        root: 0,
+                    },
+                )?;
+                if let Some(l) = leaders {
+                    sub(
+                        cx,
+                        l,
+                        Call::Allreduce {
+                            send: None,
+                            recv,
+                            count,
+                            dt,
+                            op,
+                        },
+                    )?;
+                }
+                let buf = Buf {
+                    ptr: recv,
+                    count,
+                    dt,
+                };
+                sub(cx, node, Call::Bcast { buf, root: 0 })?;
+            }
+        }
+        Call::Reduce {
+            send,
+            recv,
+            count,
+            dt,
+            op,
+            root,
+        } => {
+            if root < 0 || root as u32 >= size {
+                return Ok(false);
+            }
+            let root = root as u32;
+            let root_node = node_of(cx.e(), root);
+            // A leader is the member of lowest rank on its node.
+            let root_leads = !(0..root).any(|r| node_of(cx.e(), r) == root_node);
+            let true_lb = cx.e().p2p.types.info(dt)?.true_lb;
+            let span = span_bytes(&cx.e().p2p.types, &Span::new(recv, count, dt));
+            let me = c_rank(cx.e(), comm)?;
+            if span > cx.e().coll.hier.tmp_len || (send.is_none() && me != root) {
+                return Ok(false);
+            }
+            // A leader that is not the root stages its node's result (laid out like `dt`);
+            // the root's leader then everyone's. The staging region, or pool scratch when
+            // another thread's reduce has it.
+            let (held, region) = cx.e().colls().claim_stage()?;
+            let stage = region.wrapping_offset(-true_lb);
+            let (input, out) = match (node_rank, me == root) {
+                (0, true) => (send, recv),
+                (0, false) => (send, stage),
+                (_, true) => (Some(send.unwrap_or(recv)), recv),
+                (_, false) => (send, recv),
+            };
+            let r = (|| unsafe {
+                sub(
+                    cx,
+                    node,
+                    Call::Reduce {
+                        send: input,
+                        recv: out,
+                        count,
+                        dt,
+                        op,
+                        root: 0,
+                    },
+                )?;
+                if let Some(l) = leaders {
+                    let (send, lr) = match root_node == my_node {
+                        true => (None, cx.e().check_comm(l)?.rank as i32),
+                        false => (
+                            Some(out as *const u8),
+                            cx.e().colls().leader_of(l, root_node)?,
+                        ),
+                    };
+                    sub(
+                        cx,
+                        l,
+                        Call::Reduce {
+                            send,
+                            recv: out,
+                            count,
+                            dt,
+                            op,
+                            root: lr,
+                        },
+                    )?;
+                }
+                Ok(())
+            })();
+            if let Err(err) = r {
+                cx.e().colls().release_stage(held);
+                return Err(err);
+            }
+            if !root_leads && root_node == my_node && count > 0 {
+                // The root's leader hands the result over (on the node communicator, with
+                // a tag of its own: nothing else but collectives runs there).
+                let node_group = cx.e().check_comm(node)?.group;
+                let p = cx.e().p2p.comms.groups.proc_of(g, root);
+                let nr = cx.e().p2p.comms.groups.rank_of(node_group, p).unwrap_or(0);
+                if node_rank == 0 {
+                    // SAFETY: the staging region holds the result, laid out like `dt`.
+                    let r = unsafe { Packer::new(stage, count, dt, &cx.e().p2p.types) }
+                        .and_then(|conv| cx.send_internal(conv, nr, TAG_ROOT, node));
+                    if let Err(err) = r {
+                        cx.e().colls().release_stage(held);
+                        return Err(err);
+                    }
+                } else if me == root {
+                    // SAFETY: the caller's contract: `recv` holds `count` instances of `dt`.
+                    let conv = unsafe { Unpacker::new(recv, count, dt, &cx.e().p2p.types)? };
+                    cx.recv_internal(conv, 0, TAG_ROOT, node)?;
+                }
+            }
+            cx.e().colls().release_stage(held);
+        }
+        Call::Allgather { send, recv } => {
+            let (c, p) = (recv.count, size as u64);
+            if !blocked || c.checked_mul(p).is_none_or(|t| t > i32::MAX as u64) {
+                return Ok(false);
+            }
+            let ext = extent(&cx.e().p2p.types, recv.dt)? as i64;
+            let me = c_rank(cx.e(), comm)? as i64;
+            let block = |r: i64| recv.ptr.wrapping_offset((r * c as i64 * ext) as isize);
+            // This node's ranks are first .. first + node size: its blocks are one stretch,
+            // which the node's gather fills at the leader.
+            let first = me - node_rank as i64;
+            let own = match (send, node_rank) {
+                (None, 0) => None,
+                (None, _) => Some(Buf {
+                    ptr: block(me),
+                    count: c,
+                    dt: recv.dt,
+                }),
+                (s, _) => s,
+            };
+            let stretch = Buf {
+                ptr: block(first),
+                count: c,
+                dt: recv.dt,
+            };
+            unsafe {
+                sub(
+                    cx,
+                    node,
+                    Call::Gather {
+                        send: own,
+                        recv: stretch,
+                        root: 0,
+                    },
+                )?
+            };
+            if let Some(l) = leaders {
+                // The leaders swap their stretches in place: one per node, in rank order
+                // (the leaders' order), counts then displacements in pool scratch.
+                let k = cx.e().check_comm(l)?.size() as usize;
+                let (held, mem) = cx
+                    .e()
+                    .colls()
+                    .grab(2 * k * size_of::<i32>(), Mode::NonBlocking { scope: 0 })?;
+                // SAFETY: `mem` holds 2k ints, 64-byte aligned, ours until given back.
+                let ints = unsafe { core::slice::from_raw_parts_mut(mem.cast::<i32>(), 2 * k) };
+                let mut j = 0;
+                for r in 0..size {
+                    if j < k && (r == 0 || node_of(cx.e(), r) != node_of(cx.e(), r - 1)) {
+                        ints[k + j] = (r as u64 * c) as i32;
+                        j += 1;
+                    }
+                }
+                for j in 0..k {
+                    let end = match j + 1 < k {
+                        true => ints[k + j + 1],
+                        false => (p * c) as i32,
+                    };
+                    ints[j] = end - ints[k + j];
+                }
+                let ints = ints.as_ptr();
+                let v = VBuf {
+                    ptr: recv.ptr,
+                    counts: ints,
+                    displs: ints.wrapping_add(k),
+                    dt: recv.dt,
+                };
+                let r = unsafe {
+                    sub(
+                        cx,
+                        l,
+                        Call::Allgatherv {
+                            send: None,
+                            recv: v,
+                        },
+                    )
+                };
+                cx.e().colls().ungrab(held);
+                r?;
+            }
+            let all = Buf {
+                ptr: recv.ptr,
+                count: c * p,
+                dt: recv.dt,
+            };
+            unsafe { sub(cx, node, Call::Bcast { buf: all, root: 0 })? };
+        }
+        _ => return Ok(false),
     }
+    Ok(true)
+}
 
+/// One blocking phase on a hidden communicator.
+///
+/// # Safety
+/// As for [`super::collective`].
+unsafe fn sub(cx: &mut Inside, comm: CommId, call: Call) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { super::blocking(cx, comm, call, None) }
+}
+
+/// Drives the engine until no non-blocking node-aware collective in flight has phases on
+/// `node` or `leaders` (hidden communicators about to be freed with their communicator: MPI
+/// lets a communicator be freed while collectives on it are pending, and they complete
+/// normally). Every other member started the same collectives, and any MPI call progresses
+/// them, so this ends.
+pub(crate) fn drain(cx: &mut Inside, node: CommId, leaders: Option<CommId>) {
+    loop {
+        let e = cx.e();
+        let busy = e.coll.hier.chains.iter().flatten().any(|c| {
+            c.phases
+                .iter()
+                .flatten()
+                .any(|p| p.comm == node || Some(p.comm) == leaders)
+        });
+        if !busy {
+            return;
+        }
+        if e.progress() == 0 {
+            cx.idle();
+        }
+    }
+}
+
+impl Colls<'_> {
     /// Whether `call` may go node-aware at all (before the layout is looked at).
     fn hier_eligible(&self, call: &Call) -> bool {
         let tune = self.coll.tune;
@@ -211,268 +531,6 @@ impl Engine {
         }
     }
 
-    /// The blocking form: `Ok(false)` when the flat layer is to run `call`.
-    ///
-    /// # Safety
-    /// As for [`Engine::collective`].
-    unsafe fn hier_blocking(&mut self, comm: CommId, call: &Call) -> Result<bool> {
-        if !self.hier_eligible(call) {
-            return Ok(false);
-        }
-        let Levels::Nodes {
-            node,
-            leaders,
-            blocked,
-        } = self.comm_levels(comm)?
-        else {
-            return Ok(false);
-        };
-        let c = self.check_comm(comm)?;
-        let (g, size) = (c.group, c.size());
-        let my_node = self.p2p.procs[self.p2p.me.0 as usize].node;
-        let node_of = |e: &Engine, r: u32| {
-            let p = e.p2p.comms.groups.proc_of(g, r);
-            e.p2p.procs[p.0 as usize].node
-        };
-        let node_rank = self.check_comm(node)?.rank;
-        // SAFETY (of every `sub` below): the caller's contract covers the buffers, which each
-        // phase uses as the whole call would; the staging region is the engine's own.
-        match *call {
-            Call::Barrier => unsafe {
-                self.sub(node, Call::Barrier)?;
-                if let Some(l) = leaders {
-                    self.sub(l, Call::Barrier)?;
-                }
-                self.sub(node, Call::Barrier)?;
-            },
-            Call::Bcast { buf, root } => {
-                if root < 0 || root as u32 >= size {
-                    return Ok(false);
-                }
-                let root_node = node_of(self, root as u32);
-                if root_node == my_node {
-                    let p = self.p2p.comms.groups.proc_of(g, root as u32);
-                    let node_group = self.check_comm(node)?.group;
-                    let nr = self.p2p.comms.groups.rank_of(node_group, p).unwrap_or(0) as i32;
-                    unsafe { self.sub(node, Call::Bcast { buf, root: nr })? };
-                    if let Some(l) = leaders {
-                        let me = self.check_comm(l)?.rank as i32;
-                        unsafe { self.sub(l, Call::Bcast { buf, root: me })? };
-                    }
-                } else {
-                    if let Some(l) = leaders {
-                        let lr = self.leader_of(l, root_node)?;
-                        unsafe { self.sub(l, Call::Bcast { buf, root: lr })? };
-                    }
-                    unsafe { self.sub(node, Call::Bcast { buf, root: 0 })? };
-                }
-            }
-            Call::Allreduce {
-                send,
-                recv,
-                count,
-                dt,
-                op,
-            } => {
-                // The leader reduces into its own receive buffer (in place if the user's call
-                // was), the others contribute their input.
-                let send = match node_rank {
-                    0 => send,
-                    _ => Some(send.unwrap_or(recv)),
-                };
-                unsafe {
-                    self.sub(
-                        node,
-                        Call::Reduce {
-                            send,
-                            recv,
-                            count,
-                            dt,
-                            op,
-                            root: 0,
-                        },
-                    )?;
-                    if let Some(l) = leaders {
-                        self.sub(
-                            l,
-                            Call::Allreduce {
-                                send: None,
-                                recv,
-                                count,
-                                dt,
-                                op,
-                            },
-                        )?;
-                    }
-                    let buf = Buf {
-                        ptr: recv,
-                        count,
-                        dt,
-                    };
-                    self.sub(node, Call::Bcast { buf, root: 0 })?;
-                }
-            }
-            Call::Reduce {
-                send,
-                recv,
-                count,
-                dt,
-                op,
-                root,
-            } => {
-                if root < 0 || root as u32 >= size {
-                    return Ok(false);
-                }
-                let root = root as u32;
-                let root_node = node_of(self, root);
-                // A leader is the member of lowest rank on its node.
-                let root_leads = !(0..root).any(|r| node_of(self, r) == root_node);
-                let true_lb = self.p2p.types.info(dt)?.true_lb;
-                let span = span_bytes(&self.p2p.types, &Span::new(recv, count, dt));
-                let me = c_rank(self, comm)?;
-                if span > self.coll.hier.tmp_len || (send.is_none() && me != root) {
-                    return Ok(false);
-                }
-                // A leader that is not the root stages its node's result (laid out like `dt`);
-                // the root's leader then everyone's.
-                let stage = self.coll.hier.tmp.wrapping_offset(-true_lb);
-                let (input, out) = match (node_rank, me == root) {
-                    (0, true) => (send, recv),
-                    (0, false) => (send, stage),
-                    (_, true) => (Some(send.unwrap_or(recv)), recv),
-                    (_, false) => (send, recv),
-                };
-                unsafe {
-                    self.sub(
-                        node,
-                        Call::Reduce {
-                            send: input,
-                            recv: out,
-                            count,
-                            dt,
-                            op,
-                            root: 0,
-                        },
-                    )?;
-                    if let Some(l) = leaders {
-                        let (send, lr) = match root_node == my_node {
-                            true => (None, self.check_comm(l)?.rank as i32),
-                            false => (Some(out as *const u8), self.leader_of(l, root_node)?),
-                        };
-                        self.sub(
-                            l,
-                            Call::Reduce {
-                                send,
-                                recv: out,
-                                count,
-                                dt,
-                                op,
-                                root: lr,
-                            },
-                        )?;
-                    }
-                }
-                if !root_leads && root_node == my_node && count > 0 {
-                    // The root's leader hands the result over (on the node communicator, with
-                    // a tag of its own: nothing else but collectives runs there).
-                    let node_group = self.check_comm(node)?.group;
-                    let p = self.p2p.comms.groups.proc_of(g, root);
-                    let nr = self.p2p.comms.groups.rank_of(node_group, p).unwrap_or(0);
-                    if node_rank == 0 {
-                        // SAFETY: the staging region holds the result, laid out like `dt`.
-                        let conv = unsafe { Packer::new(stage, count, dt, &self.p2p.types)? };
-                        self.send_internal(conv, nr, TAG_ROOT, node)?;
-                    } else if me == root {
-                        // SAFETY: the caller's contract: `recv` holds `count` instances of `dt`.
-                        let conv = unsafe { Unpacker::new(recv, count, dt, &self.p2p.types)? };
-                        self.recv_internal(conv, 0, TAG_ROOT, node)?;
-                    }
-                }
-            }
-            Call::Allgather { send, recv } => {
-                let (c, p) = (recv.count, size as u64);
-                if !blocked || c.checked_mul(p).is_none_or(|t| t > i32::MAX as u64) {
-                    return Ok(false);
-                }
-                let ext = extent(&self.p2p.types, recv.dt)? as i64;
-                let me = c_rank(self, comm)? as i64;
-                let block = |r: i64| recv.ptr.wrapping_offset((r * c as i64 * ext) as isize);
-                // This node's ranks are first .. first + node size: its blocks are one stretch,
-                // which the node's gather fills at the leader.
-                let first = me - node_rank as i64;
-                let own = match (send, node_rank) {
-                    (None, 0) => None,
-                    (None, _) => Some(Buf {
-                        ptr: block(me),
-                        count: c,
-                        dt: recv.dt,
-                    }),
-                    (s, _) => s,
-                };
-                let stretch = Buf {
-                    ptr: block(first),
-                    count: c,
-                    dt: recv.dt,
-                };
-                unsafe {
-                    self.sub(
-                        node,
-                        Call::Gather {
-                            send: own,
-                            recv: stretch,
-                            root: 0,
-                        },
-                    )?
-                };
-                if let Some(l) = leaders {
-                    // The leaders swap their stretches in place: one per node, in rank order
-                    // (the leaders' order), counts then displacements in the creation scratch,
-                    // which nothing else uses while a collective runs.
-                    let k = self.check_comm(l)?.size() as usize;
-                    let mut j = 0;
-                    for r in 0..size {
-                        if j < k && (r == 0 || node_of(self, r) != node_of(self, r - 1)) {
-                            self.creation.ints()[k + j] = (r as u64 * c) as i32;
-                            j += 1;
-                        }
-                    }
-                    for j in 0..k {
-                        let ints = self.creation.ints();
-                        let end = match j + 1 < k {
-                            true => ints[k + j + 1],
-                            false => (p * c) as i32,
-                        };
-                        ints[j] = end - ints[k + j];
-                    }
-                    let ints = self.creation.ints().as_ptr();
-                    let v = VBuf {
-                        ptr: recv.ptr,
-                        counts: ints,
-                        displs: ints.wrapping_add(k),
-                        dt: recv.dt,
-                    };
-                    unsafe {
-                        self.sub(
-                            l,
-                            Call::Allgatherv {
-                                send: None,
-                                recv: v,
-                            },
-                        )?
-                    };
-                }
-                let all = Buf {
-                    ptr: recv.ptr,
-                    count: c * p,
-                    dt: recv.dt,
-                };
-                unsafe { self.sub(node, Call::Bcast { buf: all, root: 0 })? };
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
     /// The non-blocking form, for Barrier, Bcast and Allreduce: the phases the blocking form
     /// runs, each started as a non-blocking collective when the one before has completed. Their
     /// tags are reserved now, in call order, so that every member's phases meet whatever order
@@ -482,13 +540,16 @@ impl Engine {
     /// collective made them before).
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
-    unsafe fn hier_start(
+    /// As for [`super::collective`].
+    pub(super) unsafe fn hier_start(
         &mut self,
         comm: CommId,
         call: &Call,
         scope: u32,
     ) -> Result<Option<ReqId>> {
+        if self.coll.hier.mode == HierMode::Off {
+            return Ok(None);
+        }
         let Levels::Nodes { node, leaders, .. } = self.p2p.comms.levels(comm) else {
             return Ok(None);
         };
@@ -650,11 +711,9 @@ impl Engine {
             if ch.err.is_none() && ch.next < 3 {
                 let p = ch.phases[ch.next].expect("skipped the empty ones");
                 ch.next += 1;
-                self.coll.hier.tag = Some(p.tag);
                 // SAFETY: the buffers are the user's, under the contract of the non-blocking
                 // call that started the chain (valid until its request completes).
-                let r = unsafe { self.collective(p.comm, p.call, Mode::NonBlocking { scope: 0 }) };
-                self.coll.hier.tag = None;
+                let r = unsafe { self.start(p.comm, p.call, 0, Some(p.tag)) }.map(Some);
                 let ch = self.coll.hier.chains[slot].as_mut().expect("in flight");
                 match r {
                     Ok(id) => ch.cur = id,
@@ -678,28 +737,6 @@ impl Engine {
         }
     }
 
-    /// Drives the engine until no non-blocking node-aware collective in flight has phases on
-    /// `node` or `leaders` (hidden communicators about to be freed with their communicator: MPI
-    /// lets a communicator be freed while collectives on it are pending, and they complete
-    /// normally). Every other member started the same collectives, and any MPI call progresses
-    /// them, so this ends.
-    pub(crate) fn hier_drain(&mut self, node: CommId, leaders: Option<CommId>) {
-        loop {
-            let busy = self.coll.hier.chains.iter().flatten().any(|c| {
-                c.phases
-                    .iter()
-                    .flatten()
-                    .any(|p| p.comm == node || Some(p.comm) == leaders)
-            });
-            if !busy {
-                return;
-            }
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
-    }
-
     /// Advances the non-blocking node-aware collectives in flight; returns how many finished.
     pub(super) fn hier_progress(&mut self) -> usize {
         if self.coll.hier.active == 0 {
@@ -714,13 +751,26 @@ impl Engine {
         finished
     }
 
-    /// One blocking phase on a hidden communicator.
-    ///
-    /// # Safety
-    /// As for [`Engine::collective`].
-    unsafe fn sub(&mut self, comm: CommId, call: Call) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
+    /// The leaders' staging region, or pool scratch of its size when another thread's
+    /// blocking reduce has it: whether the region was taken (give it back with
+    /// [`Colls::release_stage`]) and where to stage.
+    fn claim_stage(&mut self) -> Result<(Option<super::Scratch>, *mut u8)> {
+        let h = &mut self.coll.hier;
+        if !h.tmp_busy {
+            h.tmp_busy = true;
+            return Ok((None, h.tmp));
+        }
+        let len = h.tmp_len;
+        let (sc, p) = self.grab(len, Mode::NonBlocking { scope: 0 })?;
+        Ok((Some(sc), p))
+    }
+
+    /// Gives back what [`Colls::claim_stage`] took.
+    fn release_stage(&mut self, held: Option<super::Scratch>) {
+        match held {
+            None => self.coll.hier.tmp_busy = false,
+            Some(sc) => self.ungrab(sc),
+        }
     }
 
     /// The rank, in leaders' communicator `l`, of the leader of node `node`.
@@ -737,7 +787,7 @@ impl Engine {
 }
 
 /// My rank in `comm`.
-fn c_rank(e: &Engine, comm: CommId) -> Result<u32> {
+fn c_rank(e: &mut Engine, comm: CommId) -> Result<u32> {
     Ok(e.check_comm(comm)?.rank)
 }
 

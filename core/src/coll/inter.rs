@@ -38,12 +38,11 @@
 use super::alg::{Alg, Blocks, Grp};
 use super::exec::{Acts, Coll, Phase, Scratch, Span, BATCH, MAX_PHASES, MORE_SCRATCH};
 use super::{
-    check_counts, span_bytes, uniform, vblocks, wblocks, Buf, Call, Mode, Planned, GRANULE,
+    check_counts, span_bytes, uniform, vblocks, wblocks, Buf, Call, Colls, Mode, Planned, GRANULE,
     MAX_ACTIVE, TAG_BASE,
 };
 use crate::comm::CommId;
 use crate::datatype::Datatype;
-use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::pml::request::{ReqId, PROC_NULL};
@@ -203,21 +202,22 @@ fn exchange(e: Exchange) -> Planned {
     Planned::new(Alg::Inter(e))
 }
 
-impl Engine {
-    /// Runs or starts collective `call` on intercommunicator `comm` (see the module doc).
+impl Colls<'_> {
+    /// Plans collective `call` on intercommunicator `comm` (see the module doc): the
+    /// collective to run or launch, and the datatypes it holds.
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
+    /// As for [`super::collective`].
     ///
     /// `tags` gives the remote and the local phases' tags instead of the next collective
-    /// sequence numbers (see [`Engine::collective_tagged`]).
-    pub(super) unsafe fn inter_collective(
+    /// sequence numbers (see [`Colls::collective_tagged`]).
+    pub(super) unsafe fn inter_plan(
         &mut self,
         comm: CommId,
         call: Call,
         mode: Mode,
         tags: Option<(i32, i32)>,
-    ) -> Result<Option<ReqId>> {
+    ) -> Result<(Coll, [Option<Datatype>; 3])> {
         let c = self.check_comm(comm)?;
         let local = c.local_comm.ok_or(Error::new(
             ErrorClass::Intern,
@@ -282,43 +282,7 @@ impl Engine {
         c.scratch = plan.first.scratch;
         c.phases = plan.later;
         c.more_scratch = plan.scratch;
-        self.launch(c, plan.first.holds, mode)
-    }
-
-    /// Runs collective `c` to its end (blocking) or hands it to the engine's progress with a
-    /// request (non-blocking), holding datatypes `holds` until it completes.
-    fn launch(
-        &mut self,
-        mut c: Coll,
-        holds: [Option<Datatype>; 3],
-        mode: Mode,
-    ) -> Result<Option<ReqId>> {
-        match mode {
-            Mode::Blocking => {
-                self.run(&mut c);
-                c.scratches().for_each(|s| self.ungrab(s));
-                c.err.map_or(Ok(None), Err)
-            }
-            Mode::NonBlocking { scope } => {
-                let req = match self.p2p.pml.requests_mut().pending(scope) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        c.scratches().for_each(|s| self.ungrab(s));
-                        return Err(e);
-                    }
-                };
-                c.req = Some(req);
-                for (h, d) in c.holds.iter_mut().zip(holds) {
-                    *h = d.and_then(|d| self.p2p.types.hold(d));
-                }
-                let Ok(key) = self.coll.pool.insert(c) else {
-                    unreachable!("checked for room before planning")
-                };
-                self.coll.active += 1;
-                self.advance_one(key.index);
-                Ok(Some(req))
-            }
-        }
+        Ok((c, plan.first.holds))
     }
 
     /// Starts non-blocking collective `call` on `comm` under tags the caller chose instead of
@@ -329,7 +293,7 @@ impl Engine {
     /// sequence numbers as they start; the caller took them at the user's call instead.
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
+    /// As for [`super::collective`].
     pub(crate) unsafe fn collective_tagged(
         &mut self,
         comm: CommId,
@@ -340,10 +304,12 @@ impl Engine {
     ) -> Result<ReqId> {
         let mode = Mode::NonBlocking { scope };
         let c = self.check_comm(comm)?;
-        let req = if c.is_inter() {
+        if c.is_inter() {
             // SAFETY: the caller's contract.
-            unsafe { self.inter_collective(comm, call, mode, Some((tag, local_tag)))? }
-        } else {
+            let (c, holds) = unsafe { self.inter_plan(comm, call, mode, Some((tag, local_tag)))? };
+            return self.launch(c, holds, scope);
+        }
+        {
             let g = Grp {
                 rank: c.rank,
                 size: c.size(),
@@ -361,18 +327,12 @@ impl Engine {
             c.red = pl.red;
             c.segs = pl.segs;
             c.scratch = pl.scratch;
-            self.launch(c, pl.holds, mode)?
-        };
-        req.ok_or(Error::new(
-            ErrorClass::Intern,
-            Reason::BadArgument {
-                what: "a non-blocking collective without a request",
-            },
-        ))
+            self.launch(c, pl.holds, scope)
+        }
     }
 
     /// The tag of the next collective on `comm` (taking its sequence number), for
-    /// [`Engine::collective_tagged`].
+    /// [`Colls::collective_tagged`].
     pub(crate) fn next_coll_tag(&mut self, comm: CommId) -> i32 {
         TAG_BASE - (self.p2p.comms.next_coll_seq(comm) & 0x3fff_ffff) as i32
     }
@@ -388,7 +348,7 @@ impl Engine {
     /// Plans an intracommunicator collective on the local group (scratch from the pool).
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
+    /// As for [`super::collective`].
     unsafe fn local_plan(&mut self, cx: Ctx, call: Call) -> Result<Planned> {
         // SAFETY: the caller's contract.
         unsafe { self.plan(cx.local, cx.g, call, Mode::NonBlocking { scope: 0 }) }
@@ -397,7 +357,7 @@ impl Engine {
     /// Fills `plan` with the phases of `call`.
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
+    /// As for [`super::collective`].
     unsafe fn inter_phases(&mut self, cx: Ctx, call: Call, plan: &mut Plan) -> Result<()> {
         let (q, leader) = (cx.q, cx.g.rank == 0);
         let first = |plan: &mut Plan, comm: CommId, tag: i32, p: Planned| {
@@ -806,7 +766,7 @@ impl Engine {
     /// returns the phase and the staging (an empty span elsewhere).
     ///
     /// # Safety
-    /// As for [`Engine::collective`].
+    /// As for [`super::collective`].
     unsafe fn reduce_to_leader(
         &mut self,
         cx: Ctx,

@@ -44,6 +44,7 @@
 pub(crate) mod alg;
 pub(crate) mod exec;
 pub(crate) mod hier;
+pub(crate) use hier::drain;
 mod inter;
 mod pair;
 pub(crate) mod red;
@@ -68,14 +69,15 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
-use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
 use crate::p2p::Elements;
+use crate::p2p::P2p;
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, SendMode, Source, Status};
 use crate::pool::Pool;
 use crate::ranges::Ranges;
+use crate::shared::Inside;
 
 /// Whether a blocking `alg` may run by [`Engine::direct`]: it only sends and receives whole
 /// buffers (barriers, the binomial broadcast).
@@ -357,6 +359,9 @@ pub struct CollState {
     ranges: Ranges,
     blocking: *mut u8,
     blocking_len: usize,
+    /// A blocking collective is using the blocking region (another thread's blocking
+    /// collective meanwhile takes pool scratch instead).
+    blocking_busy: bool,
     user_ops: &'static mut [Option<UserOp>],
     tune: Tuning,
     hier: hier::HierState,
@@ -399,6 +404,7 @@ impl CollState {
             ranges: Ranges::new((pool / GRANULE) as u32),
             blocking: base.wrapping_add(pool),
             blocking_len: blocking,
+            blocking_busy: false,
             user_ops: arena.slice(params.usize(&MAX_USER_OPS), |_| None)?,
             tune,
             hier: hier::HierState::new(params, arena)?,
@@ -712,7 +718,21 @@ impl Planned {
     }
 }
 
-impl Engine {
+/// The collectives at work: their state, with point-to-point borrowed.
+pub(crate) struct Colls<'a> {
+    pub(crate) p2p: &'a mut P2p,
+    pub(crate) coll: &'a mut CollState,
+}
+
+impl Colls<'_> {
+    fn check_comm(&self, comm: CommId) -> Result<&crate::comm::Comm> {
+        self.p2p.comm(comm)
+    }
+
+    fn comm_homogeneous(&self, comm: CommId) -> Result<bool> {
+        self.p2p.comm_homogeneous(comm)
+    }
+
     fn grp(&self, comm: CommId) -> Result<Grp> {
         let c = self.check_comm(comm)?;
         Ok(Grp {
@@ -721,13 +741,15 @@ impl Engine {
         })
     }
 
-    /// Scratch of `need` bytes: the blocking region if it fits, else the pool.
+    /// Scratch of `need` bytes: the blocking region if it fits and no other blocking
+    /// collective (another thread's) has it, else the pool.
     fn grab(&mut self, need: usize, mode: Mode) -> Result<(Scratch, *mut u8)> {
         let s = &mut self.coll;
         if need == 0 {
             return Ok((Scratch::None, core::ptr::NonNull::dangling().as_ptr()));
         }
-        if mode == Mode::Blocking && need <= s.blocking_len {
+        if mode == Mode::Blocking && need <= s.blocking_len && !s.blocking_busy {
+            s.blocking_busy = true;
             return Ok((Scratch::Blocking, s.blocking));
         }
         let units = need.div_ceil(GRANULE);
@@ -748,42 +770,42 @@ impl Engine {
     }
 
     fn ungrab(&mut self, s: Scratch) {
-        if let Scratch::Pool { start, len } = s {
-            self.coll.ranges.release(start, len);
+        match s {
+            Scratch::Pool { start, len } => self.coll.ranges.release(start, len),
+            Scratch::Blocking => self.coll.blocking_busy = false,
+            Scratch::None => {}
         }
     }
 
-    /// Runs or starts collective `call` on `comm` (`MPI_Barrier`, `MPI_Ibcast`, ...); returns the
-    /// request of a non-blocking one.
-    ///
-    /// Arguments are checked alike at every member before any data moves (root, counts,
-    /// datatypes, the operation on the type), so that all fail together.
+    /// Starts non-blocking collective `call` on `comm` (`MPI_Ibcast`, ...); its request. `tag`
+    /// is the one the caller reserved for it, or `None` for the communicator's next.
     ///
     /// # Safety
-    /// MPI's rules for the buffers and arrays of `call`: each holds what its counts and types
-    /// describe, send buffers stay unchanged and receive buffers untouched by the caller until
-    /// the operation completes (for a non-blocking one, until its request does), and the arrays
-    /// stay valid as long.
-    pub unsafe fn collective(
+    /// As for [`collective`].
+    pub(crate) unsafe fn start(
         &mut self,
         comm: CommId,
         call: Call,
-        mode: Mode,
-    ) -> Result<Option<ReqId>> {
+        scope: u32,
+        tag: Option<i32>,
+    ) -> Result<ReqId> {
+        let mode = Mode::NonBlocking { scope };
         let c = self.check_comm(comm)?;
         if c.is_inter() {
+            let tags = tag.map(|t| (t, t));
             // SAFETY: the caller's contract.
-            return unsafe { self.inter_collective(comm, call, mode, None) };
+            let (c, holds) = unsafe { self.inter_plan(comm, call, mode, tags)? };
+            return self.launch(c, holds, scope);
         }
         let g = Grp {
             rank: c.rank,
             size: c.size(),
         };
         // SAFETY: the caller's contract.
-        if let Some(done) = unsafe { self.hier_collective(comm, &call, mode)? } {
-            return Ok(done);
+        if let Some(req) = unsafe { self.hier_start(comm, &call, scope)? } {
+            return Ok(req);
         }
-        if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
+        if self.coll.pool.is_full() {
             return Err(Error::exhausted(
                 "non-blocking collectives in flight",
                 self.coll.pool.capacity(),
@@ -791,114 +813,44 @@ impl Engine {
             ));
         }
         // SAFETY: the caller's contract.
-        if mode == Mode::Blocking && unsafe { self.sm_collective(comm, g, &call)? } {
-            return Ok(None);
-        }
-        // SAFETY: the caller's contract.
-        if mode == Mode::Blocking && g.size == 2 && unsafe { self.pair_collective(comm, g, &call)? }
-        {
-            return Ok(None);
-        }
-        if mode == Mode::Blocking {
-            if let Some(mut pl) = self.fast_plan(g, &call) {
-                // One segment in the blocking region: nothing to give back after.
-                let tag = self.coll_tag_for(comm);
-                return self
-                    .direct(comm, tag, &mut pl.alg, pl.red.as_ref())
-                    .map(|_| None);
-            }
-        }
-        // SAFETY: the caller's contract.
-        let mut planned = unsafe { self.plan(comm, g, call, mode)? };
-        let tag = self.coll_tag_for(comm);
-        if mode == Mode::Blocking && direct_alg(&planned.alg) {
-            let r = self.direct(comm, tag, &mut planned.alg, None);
-            self.ungrab(planned.scratch);
-            return r.map(|_| None);
-        }
+        let planned = unsafe { self.plan(comm, g, call, mode)? };
+        let tag = self.coll_tag_for(comm, tag);
         let mut c = Coll::new(comm, tag, planned.alg);
         c.red = planned.red;
         c.segs = planned.segs;
         c.scratch = planned.scratch;
-        match mode {
-            Mode::Blocking => {
-                self.run(&mut c);
-                self.ungrab(c.scratch);
-                c.err.map_or(Ok(None), Err)
-            }
-            Mode::NonBlocking { scope } => {
-                let req = match self.p2p.pml.requests_mut().pending(scope) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.ungrab(c.scratch);
-                        return Err(e);
-                    }
-                };
-                c.req = Some(req);
-                for (h, d) in c.holds.iter_mut().zip(planned.holds) {
-                    *h = d.and_then(|d| self.p2p.types.hold(d));
-                }
-                let Ok(key) = self.coll.pool.insert(c) else {
-                    unreachable!("checked for room above")
-                };
-                self.coll.active += 1;
-                self.advance_one(key.index);
-                Ok(Some(req))
-            }
-        }
+        self.launch(c, planned.holds, scope)
     }
 
-    /// Runs a blocking broadcast or barrier (see [`direct_alg`]) step by step straight through
-    /// the point-to-point engine: the same messages, in the same order and with the same tag, as
-    /// the executor sends for `alg` — so members may take either path — without building a
-    /// schedule (its setup is most of a small broadcast's cost).
-    fn direct(&mut self, comm: CommId, tag: i32, alg: &mut Alg, red: Option<&Red>) -> Result<()> {
-        let mut pending: heapless::Vec<ReqId, MAX_ACTS> = heapless::Vec::new();
-        for k in 0.. {
-            let mut acts = Acts::new();
-            if !alg.step(k, &mut acts, &self.p2p.types) {
-                return Ok(());
+    /// Hands collective `c` to the engine's progress with a request of `scope`, holding
+    /// datatypes `holds` until it completes.
+    fn launch(&mut self, mut c: Coll, holds: [Option<Datatype>; 3], scope: u32) -> Result<ReqId> {
+        let req = match self.p2p.pml.requests_mut().pending(scope) {
+            Ok(r) => r,
+            Err(e) => {
+                c.scratches().for_each(|s| self.ungrab(s));
+                return Err(e);
             }
-            if acts.overflow {
-                return Err(Error::new(
-                    ErrorClass::Intern,
-                    Reason::BadArgument {
-                        what: "a collective step yielded more actions than its bound",
-                    },
+        };
+        c.req = Some(req);
+        for (h, d) in c.holds.iter_mut().zip(holds) {
+            *h = d.and_then(|d| self.p2p.types.hold(d));
+        }
+        let key = match self.coll.pool.insert(c) {
+            Ok(key) => key,
+            Err(c) => {
+                c.scratches().for_each(|s| self.ungrab(s));
+                let _ = self.p2p.pml.requests_mut().release(req);
+                return Err(Error::exhausted(
+                    "non-blocking collectives in flight",
+                    self.coll.pool.capacity(),
+                    MAX_ACTIVE.name,
                 ));
             }
-            for a in acts.list() {
-                // SAFETY: the algorithm's buffers are the caller's (lent for the call) and the
-                // blocking scratch region, sized by the plan.
-                unsafe { exec::local(&self.p2p.types, red, a)? };
-            }
-            // Sends before receives (the executor posts receives first): a message goes out
-            // as early as it can, and posting the receives overlaps its flight. Arrivals are
-            // only taken in by progress, after the receives are posted, so they still find
-            // them; a send that cannot go at once becomes a request, as in the executor.
-            for a in acts.list() {
-                if let Act::Send(to, sp) = *a {
-                    // SAFETY: as above; the call waits for a send left in flight below.
-                    if let Some(id) = unsafe { self.isend_span(sp, to, tag, comm)? } {
-                        let _ = pending.push(id);
-                    }
-                }
-            }
-            for a in acts.list() {
-                if let Act::Recv(from, sp) = *a {
-                    // SAFETY: as above; the call waits for the receive below.
-                    let id = unsafe { self.irecv_span(sp, from, tag, comm)? };
-                    let _ = pending.push(id);
-                }
-            }
-            while let Some(id) = pending.pop() {
-                let st = self.wait(id)?;
-                if let Some(e) = st.error {
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
+        };
+        self.coll.active += 1;
+        self.advance_one(key.index);
+        Ok(req)
     }
 
     /// Posts a receive into `sp` from `from`.
@@ -942,29 +894,17 @@ impl Engine {
         }
     }
 
-    /// The next collective's tag on `comm` (or the one the node-aware layer chose for it).
-    fn coll_tag_for(&mut self, comm: CommId) -> i32 {
-        match self.coll.hier.tag.take() {
+    /// The tag of the next collective on `comm`: `tag` when the caller reserved one.
+    fn coll_tag_for(&mut self, comm: CommId, tag: Option<i32>) -> i32 {
+        match tag {
             Some(t) => t,
             None => coll_tag(self.p2p.comms.next_coll_seq(comm)),
         }
     }
 
-    /// Drives a blocking collective to its end.
-    fn run(&mut self, c: &mut Coll) {
-        loop {
-            if c.advance(&mut self.p2p) {
-                return;
-            }
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
-    }
-
     /// Advances non-blocking collective in slot `i`; finishes it if it is done. True if it was.
     fn advance_one(&mut self, i: u32) -> bool {
-        let Engine { p2p, coll, .. } = self;
+        let Colls { p2p, coll } = self;
         let Some(c) = coll.pool.at_mut(i) else {
             return false;
         };
@@ -1023,10 +963,6 @@ impl Engine {
             seen += 1;
             finished += self.advance_one(i) as usize;
         }
-        if finished > 0 && self.comms_draining {
-            // A communicator freed while they ran may go now.
-            self.reap_comms();
-        }
         finished + self.hier_progress()
     }
 
@@ -1034,7 +970,11 @@ impl Engine {
     /// predefined operation without the general machinery: the same algorithm [`Engine::plan`]
     /// chooses (so the messages are the same at every rank, whichever way each planned), in one
     /// segment, with scratch from the blocking region. `None` when the call is not such a one.
-    fn fast_plan(&self, g: Grp, call: &Call) -> Option<Planned> {
+    fn fast_plan(&mut self, g: Grp, call: &Call) -> Option<Planned> {
+        if self.coll.blocking_busy {
+            // Another thread's blocking collective has the region: plan the general way.
+            return None;
+        }
         let tune = &self.coll.tune;
         let p = g.size;
         let reduction = small_reduction;
@@ -1139,6 +1079,7 @@ impl Engine {
         let mut pl = Planned::new(alg.0);
         pl.red = alg.1;
         pl.scratch = Scratch::Blocking;
+        self.coll.blocking_busy = true;
         Some(pl)
     }
 
@@ -1846,102 +1787,6 @@ impl Engine {
         }
     }
 
-    // ---- convenience forms (the Rust API) -------------------------------------------------------
-
-    /// Blocks until every member of `comm` has called it (`MPI_Barrier`).
-    pub fn barrier(&mut self, comm: CommId) -> Result<()> {
-        // SAFETY: a barrier has no buffers.
-        unsafe { self.collective(comm, Call::Barrier, Mode::Blocking) }.map(|_| ())
-    }
-
-    /// Broadcasts `count` instances of `datatype` at `buf` from `root` (`MPI_Bcast`).
-    ///
-    /// # Safety
-    /// Every byte the type map of `count` instances touches from `buf` must be readable and
-    /// writable, and not otherwise accessed during the call.
-    pub unsafe fn bcast(
-        &mut self,
-        buf: *mut u8,
-        count: u64,
-        datatype: Datatype,
-        root: i32,
-        comm: CommId,
-    ) -> Result<()> {
-        let buf = Buf {
-            ptr: buf,
-            count,
-            dt: datatype,
-        };
-        // SAFETY: the caller's contract.
-        unsafe { self.collective(comm, Call::Bcast { buf, root }, Mode::Blocking) }.map(|_| ())
-    }
-
-    /// Reduces every member's input with `op` into `output` at `root` (`MPI_Reduce`).
-    ///
-    /// At the root `output` is the receive buffer and `input` the send buffer, or `None` for
-    /// `MPI_IN_PLACE` (the input is then in `output`). Elsewhere `input` is the send buffer and
-    /// `output` is ignored. Buffers hold `count` elements of predefined `datatype`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn reduce(
-        &mut self,
-        input: Option<&[u8]>,
-        output: Option<&mut [u8]>,
-        count: usize,
-        datatype: Datatype,
-        op: Op,
-        root: i32,
-        comm: CommId,
-    ) -> Result<()> {
-        let bytes = count * datatype.extent();
-        if input.is_some_and(|i| i.len() < bytes)
-            || output.as_ref().is_some_and(|o| o.len() < bytes)
-        {
-            return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
-        }
-        let is_root = self.grp(comm)?.rank as i32 == root;
-        let recv = match output {
-            Some(o) => o.as_mut_ptr(),
-            None if is_root => return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer)),
-            None => core::ptr::null_mut(),
-        };
-        let call = Call::Reduce {
-            send: input.map(|i| i.as_ptr()),
-            recv,
-            count: count as u64,
-            dt: datatype,
-            op,
-            root,
-        };
-        // SAFETY: the slices hold `count` elements and are borrowed for the call.
-        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
-    }
-
-    /// Reduces every member's input with `op` into every member's `output` (`MPI_Allreduce`).
-    /// `input` is `None` for `MPI_IN_PLACE` (the input is then in `output`).
-    pub fn allreduce(
-        &mut self,
-        input: Option<&[u8]>,
-        output: &mut [u8],
-        count: usize,
-        datatype: Datatype,
-        op: Op,
-        comm: CommId,
-    ) -> Result<()> {
-        let bytes = count * datatype.extent();
-        if input.is_some_and(|i| i.len() < bytes) || output.len() < bytes {
-            return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
-        }
-        let call = Call::Allreduce {
-            send: input.map(|i| i.as_ptr()),
-            recv: output.as_mut_ptr(),
-            count: count as u64,
-            dt: datatype,
-            op,
-        };
-        // SAFETY: the slices hold `count` elements and are borrowed for the call.
-        unsafe { self.collective(comm, call, Mode::Blocking) }.map(|_| ())
-    }
-
     /// `inout = input op inout` over `count` instances of `dt` (`MPI_Reduce_local`).
     ///
     /// # Safety
@@ -1972,8 +1817,263 @@ impl Engine {
         c.red = pl.red;
         c.segs = pl.segs;
         c.scratch = pl.scratch;
-        self.run(&mut c);
+        // A local reduction has no messages: its steps all finish in this one advance.
+        while !c.advance(self.p2p) {}
         self.ungrab(c.scratch);
         c.err.map_or(Ok(()), Err)
     }
+}
+
+/// Runs or starts collective `call` on `comm` (`MPI_Barrier`, `MPI_Ibcast`, ...); returns the
+/// request of a non-blocking one.
+///
+/// Arguments are checked alike at every member before any data moves (root, counts,
+/// datatypes, the operation on the type), so that all fail together.
+///
+/// # Safety
+/// MPI's rules for the buffers and arrays of `call`: each holds what its counts and types
+/// describe, send buffers stay unchanged and receive buffers untouched by the caller until
+/// the operation completes (for a non-blocking one, until its request does), and the arrays
+/// stay valid as long.
+pub unsafe fn collective(
+    cx: &mut Inside,
+    comm: CommId,
+    call: Call,
+    mode: Mode,
+) -> Result<Option<ReqId>> {
+    match mode {
+        Mode::NonBlocking { scope } => {
+            // SAFETY: the caller's contract.
+            unsafe { cx.e().colls().start(comm, call, scope, None) }.map(Some)
+        }
+        // SAFETY: the caller's contract.
+        Mode::Blocking => unsafe { blocking(cx, comm, call, None) }.map(|_| None),
+    }
+}
+
+/// Runs blocking collective `call` on `comm` to its end, under `tag` when the caller reserved
+/// one (else the communicator's next).
+///
+/// # Safety
+/// As for [`collective`].
+pub(crate) unsafe fn blocking(
+    cx: &mut Inside,
+    comm: CommId,
+    call: Call,
+    tag: Option<i32>,
+) -> Result<()> {
+    let c = cx.e().check_comm(comm)?;
+    if c.is_inter() {
+        let tags = tag.map(|t| (t, t));
+        // SAFETY: the caller's contract.
+        let (mut c, _) = unsafe {
+            cx.e()
+                .colls()
+                .inter_plan(comm, call, Mode::Blocking, tags)?
+        };
+        run(cx, &mut c);
+        let mut colls = cx.e().colls();
+        c.scratches().for_each(|s| colls.ungrab(s));
+        return c.err.map_or(Ok(()), Err);
+    }
+    let g = Grp {
+        rank: c.rank,
+        size: c.size(),
+    };
+    // SAFETY: the caller's contract.
+    if unsafe { hier::blocking(cx, comm, &call)? } {
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    if unsafe { sm::blocking(cx, comm, g, &call)? } {
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    if g.size == 2 && unsafe { pair::blocking(cx, comm, g, &call, tag)? } {
+        return Ok(());
+    }
+    let mut colls = cx.e().colls();
+    if let Some(mut pl) = colls.fast_plan(g, &call) {
+        // One segment in the blocking region, given back after.
+        let tag = colls.coll_tag_for(comm, tag);
+        let r = direct(cx, comm, tag, &mut pl.alg, pl.red.as_ref());
+        cx.e().colls().ungrab(pl.scratch);
+        return r;
+    }
+    // SAFETY: the caller's contract.
+    let mut planned = unsafe { colls.plan(comm, g, call, Mode::Blocking)? };
+    let tag = colls.coll_tag_for(comm, tag);
+    if direct_alg(&planned.alg) {
+        let r = direct(cx, comm, tag, &mut planned.alg, None);
+        cx.e().colls().ungrab(planned.scratch);
+        return r;
+    }
+    let mut c = Coll::new(comm, tag, planned.alg);
+    c.red = planned.red;
+    c.segs = planned.segs;
+    c.scratch = planned.scratch;
+    run(cx, &mut c);
+    cx.e().colls().ungrab(c.scratch);
+    c.err.map_or(Ok(()), Err)
+}
+
+/// Drives a blocking collective to its end.
+fn run(cx: &mut Inside, c: &mut Coll) {
+    loop {
+        let e = cx.e();
+        if c.advance(&mut e.p2p) {
+            return;
+        }
+        if e.progress() == 0 {
+            cx.idle();
+        }
+    }
+}
+
+/// Runs a blocking broadcast or barrier (see [`direct_alg`]) step by step straight through
+/// the point-to-point engine: the same messages, in the same order and with the same tag, as
+/// the executor sends for `alg` — so members may take either path — without building a
+/// schedule (its setup is most of a small broadcast's cost).
+fn direct(cx: &mut Inside, comm: CommId, tag: i32, alg: &mut Alg, red: Option<&Red>) -> Result<()> {
+    let mut pending: heapless::Vec<ReqId, MAX_ACTS> = heapless::Vec::new();
+    for k in 0.. {
+        let mut colls = cx.e().colls();
+        let mut acts = Acts::new();
+        if !alg.step(k, &mut acts, &colls.p2p.types) {
+            return Ok(());
+        }
+        if acts.overflow {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "a collective step yielded more actions than its bound",
+                },
+            ));
+        }
+        for a in acts.list() {
+            // SAFETY: the algorithm's buffers are the caller's (lent for the call) and the
+            // blocking scratch region, sized by the plan.
+            unsafe { exec::local(&colls.p2p.types, red, a)? };
+        }
+        // Sends before receives (the executor posts receives first): a message goes out
+        // as early as it can, and posting the receives overlaps its flight. Arrivals are
+        // only taken in by progress, after the receives are posted, so they still find
+        // them; a send that cannot go at once becomes a request, as in the executor.
+        for a in acts.list() {
+            if let Act::Send(to, sp) = *a {
+                // SAFETY: as above; the call waits for a send left in flight below.
+                if let Some(id) = unsafe { colls.isend_span(sp, to, tag, comm)? } {
+                    let _ = pending.push(id);
+                }
+            }
+        }
+        for a in acts.list() {
+            if let Act::Recv(from, sp) = *a {
+                // SAFETY: as above; the call waits for the receive below.
+                let id = unsafe { colls.irecv_span(sp, from, tag, comm)? };
+                let _ = pending.push(id);
+            }
+        }
+        while let Some(id) = pending.pop() {
+            let st = cx.wait(id)?;
+            if let Some(e) = st.error {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---- convenience forms (the Rust API) -----------------------------------------------------------
+
+/// Blocks until every member of `comm` has called it (`MPI_Barrier`).
+pub fn barrier(cx: &mut Inside, comm: CommId) -> Result<()> {
+    // SAFETY: a barrier has no buffers.
+    unsafe { blocking(cx, comm, Call::Barrier, None) }
+}
+
+/// Broadcasts `count` instances of `datatype` at `buf` from `root` (`MPI_Bcast`).
+///
+/// # Safety
+/// Every byte the type map of `count` instances touches from `buf` must be readable and
+/// writable, and not otherwise accessed during the call.
+pub unsafe fn bcast(
+    cx: &mut Inside,
+    buf: *mut u8,
+    count: u64,
+    datatype: Datatype,
+    root: i32,
+    comm: CommId,
+) -> Result<()> {
+    let buf = Buf {
+        ptr: buf,
+        count,
+        dt: datatype,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { blocking(cx, comm, Call::Bcast { buf, root }, None) }
+}
+
+/// Reduces every member's input with `op` into `output` at `root` (`MPI_Reduce`).
+///
+/// At the root `output` is the receive buffer and `input` the send buffer, or `None` for
+/// `MPI_IN_PLACE` (the input is then in `output`). Elsewhere `input` is the send buffer and
+/// `output` is ignored. Buffers hold `count` elements of predefined `datatype`.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce(
+    cx: &mut Inside,
+    input: Option<&[u8]>,
+    output: Option<&mut [u8]>,
+    count: usize,
+    datatype: Datatype,
+    op: Op,
+    root: i32,
+    comm: CommId,
+) -> Result<()> {
+    let bytes = count * datatype.extent();
+    if input.is_some_and(|i| i.len() < bytes) || output.as_ref().is_some_and(|o| o.len() < bytes) {
+        return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
+    }
+    let is_root = cx.e().colls().grp(comm)?.rank as i32 == root;
+    let recv = match output {
+        Some(o) => o.as_mut_ptr(),
+        None if is_root => return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer)),
+        None => core::ptr::null_mut(),
+    };
+    let call = Call::Reduce {
+        send: input.map(|i| i.as_ptr()),
+        recv,
+        count: count as u64,
+        dt: datatype,
+        op,
+        root,
+    };
+    // SAFETY: the slices hold `count` elements and are borrowed for the call.
+    unsafe { blocking(cx, comm, call, None) }
+}
+
+/// Reduces every member's input with `op` into every member's `output` (`MPI_Allreduce`).
+/// `input` is `None` for `MPI_IN_PLACE` (the input is then in `output`).
+pub fn allreduce(
+    cx: &mut Inside,
+    input: Option<&[u8]>,
+    output: &mut [u8],
+    count: usize,
+    datatype: Datatype,
+    op: Op,
+    comm: CommId,
+) -> Result<()> {
+    let bytes = count * datatype.extent();
+    if input.is_some_and(|i| i.len() < bytes) || output.len() < bytes {
+        return Err(Error::new(ErrorClass::Buffer, Reason::CountTooLarge));
+    }
+    let call = Call::Allreduce {
+        send: input.map(|i| i.as_ptr()),
+        recv: output.as_mut_ptr(),
+        count: count as u64,
+        dt: datatype,
+        op,
+    };
+    // SAFETY: the slices hold `count` elements and are borrowed for the call.
+    unsafe { blocking(cx, comm, call, None) }
 }

@@ -58,19 +58,20 @@
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use super::Colls;
 use super::{
     parse, small_reduction, AllgatherAlg, AllreduceAlg, AlltoallAlg, BarrierAlg, BcastAlg, Buf,
-    Call, GatherAlg, Grp, LayerMode, Mode, ReduceAlg, ReduceScatterAlg, ScatterAlg,
+    Call, GatherAlg, Grp, LayerMode, ReduceAlg, ReduceScatterAlg, ScatterAlg,
 };
 use crate::arena::{Arena, Sizer};
 use crate::btl::AreaState;
 use crate::comm::CommId;
 use crate::datatype::Datatype;
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::op::Op;
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::Level;
+use crate::shared::Inside;
 
 /// Bytes of each of a cell's slots: the most one member's part of a call may take.
 pub const SLOT_BYTES: usize = 1024;
@@ -280,224 +281,358 @@ fn final_call(calls: u64) -> u64 {
     calls + 1
 }
 
-impl Engine {
-    /// Runs blocking `call` on intracommunicator `comm` (`g`) in shared memory if it should (see
-    /// the module doc); false (nothing done) when the point-to-point layer is to run it — also
-    /// for every call whose arguments are wrong, so that it reports the error as it always does.
-    ///
-    /// # Safety
-    /// As for [`Engine::collective`].
-    pub(super) unsafe fn sm_collective(
-        &mut self,
-        comm: CommId,
-        g: Grp,
-        call: &Call,
-    ) -> Result<bool> {
-        if self.coll.sm.mode == LayerMode::Off
-            || g.size < 2
-            || g.size as usize > MAX_MEMBERS
-            || !self.sm_eligible(g, call)
-        {
-            return Ok(false);
-        }
-        let Some((cid, m)) = self.sm_members(comm)? else {
-            return Ok(false);
-        };
-        let k = m.calls + 1;
-        let s = Step {
-            m,
-            k,
-            me: g.rank,
-            n: g.size,
-            floor: core::cell::Cell::new(m.floor),
-        };
-        // SAFETY: the caller's contract covers the call's buffers; the steps keep to the slots'
-        // protocol (module doc).
-        unsafe { self.sm_run(&s, call)? };
-        if let Binding::On(_, b) = &mut self.coll.sm.bind[cid] {
-            b.calls = k;
-            b.floor = s.floor.get();
-        }
-        Ok(true)
+/// Runs blocking `call` on intracommunicator `comm` (`g`) in shared memory if it should (see
+/// the module doc); false (nothing done) when the point-to-point layer is to run it — also
+/// for every call whose arguments are wrong, so that it reports the error as it always does.
+///
+/// # Safety
+/// As for [`super::collective`].
+pub(super) unsafe fn blocking(cx: &mut Inside, comm: CommId, g: Grp, call: &Call) -> Result<bool> {
+    let colls = cx.e().colls();
+    if colls.coll.sm.mode == LayerMode::Off
+        || g.size < 2
+        || g.size as usize > MAX_MEMBERS
+        || !colls.sm_eligible(g, call)
+    {
+        return Ok(false);
     }
+    let Some((cid, m)) = members(cx, comm)? else {
+        return Ok(false);
+    };
+    let k = m.calls + 1;
+    let s = Step {
+        m,
+        k,
+        me: g.rank,
+        n: g.size,
+        floor: core::cell::Cell::new(m.floor),
+    };
+    // SAFETY: the caller's contract covers the call's buffers; the steps keep to the slots'
+    // protocol (module doc).
+    unsafe { run(cx, &s, call)? };
+    if let Binding::On(_, b) = &mut cx.e().coll.sm.bind[cid] {
+        b.calls = k;
+        b.floor = s.floor.get();
+    }
+    Ok(true)
+}
 
-    /// The steps of `call` (eligible, on a bound communicator).
-    ///
-    /// # Safety
-    /// As for [`Engine::collective`].
-    unsafe fn sm_run(&mut self, s: &Step, call: &Call) -> Result<()> {
-        let (m, k, me, n) = (s.m, s.k, s.me, s.n);
-        match *call {
-            Call::Barrier => {
+/// The steps of `call` (eligible, on a bound communicator).
+///
+/// # Safety
+/// As for [`super::collective`].
+unsafe fn run(cx: &mut Inside, s: &Step, call: &Call) -> Result<()> {
+    let (m, k, me, n) = (s.m, s.k, s.me, s.n);
+    match *call {
+        Call::Barrier => {
+            s.arrive();
+            wait(cx, || s.all_passed(k));
+        }
+        Call::Bcast { buf, root } => {
+            let root = root as u32;
+            if me == root {
+                wait(cx, || s.slots_free());
+                // SAFETY: the caller's buffer (MPI's rules); our free slot.
+                unsafe { cx.e().colls().sm_pack(buf, s.out(0, 0))? };
                 s.arrive();
-                self.sm_wait(|| s.all_passed(k));
-            }
-            Call::Bcast { buf, root } => {
-                let root = root as u32;
-                if me == root {
-                    self.sm_wait(|| s.slots_free());
-                    // SAFETY: the caller's buffer (MPI's rules); our free slot.
-                    unsafe { self.sm_pack(buf, s.out(0, 0))? };
-                    s.arrive();
-                } else {
-                    self.sm_wait(|| m.reached(root, k));
-                    // SAFETY: the root's slot of this call, filled before its epoch was stored.
-                    unsafe { self.sm_unpack(s.input(root, 0, 0), buf)? };
-                    s.arrive();
-                }
-            }
-            Call::Gather { send, recv, root } => {
-                let root = root as u32;
-                if me != root {
-                    let send = send.expect("checked eligible");
-                    self.sm_wait(|| s.slots_free());
-                    // SAFETY: as for Bcast.
-                    unsafe { self.sm_pack(send, s.out(0, 0))? };
-                    s.arrive();
-                } else {
-                    let ext = super::extent(&self.p2p.types, recv.dt)?;
-                    if let Some(send) = send {
-                        let (from, to) = (send.span(), block(recv, me, ext).span());
-                        let len = self.packed_bytes(send) as u64;
-                        // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
-                        unsafe { super::exec::copy_stream(&self.p2p.types, to, 0, from, 0, len)? };
-                    }
-                    // Arrive first: the wait below counts us too.
-                    s.arrive();
-                    self.sm_wait(|| s.all_passed(k));
-                    for r in (0..n).filter(|&r| r != me) {
-                        // SAFETY: member r's slot of this call, filled before its epoch.
-                        unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
-                    }
-                }
-            }
-            Call::Scatter { send, recv, root } => {
-                let root = root as u32;
-                if me == root {
-                    let ext = super::extent(&self.p2p.types, send.dt)?;
-                    let bb = self.packed_bytes(block(send, 0, ext));
-                    self.sm_wait(|| s.slots_free());
-                    for r in 0..n {
-                        // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
-                        unsafe { self.sm_pack(block(send, r, ext), s.out(r, bb))? };
-                    }
-                    if let Some(recv) = recv {
-                        // SAFETY: our own block, just written.
-                        unsafe { self.sm_unpack(s.input(me, me, bb), recv)? };
-                    }
-                    s.arrive();
-                } else {
-                    let recv = recv.expect("checked eligible");
-                    let bb = self.packed_bytes(recv);
-                    self.sm_wait(|| m.reached(root, k));
-                    // SAFETY: the root's slot of this call.
-                    unsafe { self.sm_unpack(s.input(root, me, bb), recv)? };
-                    s.arrive();
-                }
-            }
-            Call::Allgather { send, recv } => {
-                let ext = super::extent(&self.p2p.types, recv.dt)?;
-                let mine = send.unwrap_or(block(recv, me, ext));
-                self.sm_wait(|| s.slots_free());
-                // SAFETY: the caller's buffer; our free slot.
-                unsafe { self.sm_pack(mine, s.out(0, 0))? };
+            } else {
+                wait(cx, || m.reached(root, k));
+                // SAFETY: the root's slot of this call, filled before its epoch was stored.
+                unsafe { cx.e().colls().sm_unpack(s.input(root, 0, 0), buf)? };
                 s.arrive();
-                self.sm_wait(|| s.all_passed(k));
-                for r in 0..n {
-                    // SAFETY: member r's slot of this call.
-                    unsafe { self.sm_unpack(s.input(r, 0, 0), block(recv, r, ext))? };
+            }
+        }
+        Call::Gather { send, recv, root } => {
+            let root = root as u32;
+            if me != root {
+                let send = send.expect("checked eligible");
+                wait(cx, || s.slots_free());
+                // SAFETY: as for Bcast.
+                unsafe { cx.e().colls().sm_pack(send, s.out(0, 0))? };
+                s.arrive();
+            } else {
+                let ext = super::extent(&cx.e().p2p.types, recv.dt)?;
+                if let Some(send) = send {
+                    let (from, to) = (send.span(), block(recv, me, ext).span());
+                    let len = cx.e().colls().packed_bytes(send) as u64;
+                    // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
+                    unsafe { super::exec::copy_stream(&cx.e().p2p.types, to, 0, from, 0, len)? };
+                }
+                // Arrive first: the wait below counts us too.
+                s.arrive();
+                wait(cx, || s.all_passed(k));
+                for r in (0..n).filter(|&r| r != me) {
+                    // SAFETY: member r's slot of this call, filled before its epoch.
+                    unsafe {
+                        cx.e()
+                            .colls()
+                            .sm_unpack(s.input(r, 0, 0), block(recv, r, ext))?
+                    };
                 }
             }
-            Call::Alltoall { send, recv } => {
-                let rext = super::extent(&self.p2p.types, recv.dt)?;
-                let bb = self.packed_bytes(block(recv, 0, rext));
-                let (src, sext) = match send {
-                    Some(b) => (b, super::extent(&self.p2p.types, b.dt)?),
-                    None => (recv, rext),
-                };
-                self.sm_wait(|| s.slots_free());
+        }
+        Call::Scatter { send, recv, root } => {
+            let root = root as u32;
+            if me == root {
+                let ext = super::extent(&cx.e().p2p.types, send.dt)?;
+                let bb = cx.e().colls().packed_bytes(block(send, 0, ext));
+                wait(cx, || s.slots_free());
                 for r in 0..n {
                     // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
-                    unsafe { self.sm_pack(block(src, r, sext), s.out(r, bb))? };
+                    unsafe { cx.e().colls().sm_pack(block(send, r, ext), s.out(r, bb))? };
+                }
+                if let Some(recv) = recv {
+                    // SAFETY: our own block, just written.
+                    unsafe { cx.e().colls().sm_unpack(s.input(me, me, bb), recv)? };
                 }
                 s.arrive();
-                self.sm_wait(|| s.all_passed(k));
-                for r in 0..n {
-                    // SAFETY: member r's slot of this call.
-                    unsafe { self.sm_unpack(s.input(r, me, bb), block(recv, r, rext))? };
-                }
+            } else {
+                let recv = recv.expect("checked eligible");
+                let bb = cx.e().colls().packed_bytes(recv);
+                wait(cx, || m.reached(root, k));
+                // SAFETY: the root's slot of this call.
+                unsafe { cx.e().colls().sm_unpack(s.input(root, me, bb), recv)? };
+                s.arrive();
             }
-            Call::Allreduce {
-                send,
-                recv,
-                count,
-                dt,
-                op,
-            } => {
-                // SAFETY: the caller's buffers (`count` elements each).
-                unsafe { self.sm_contribute(s, send, recv, count, dt)? };
-                self.sm_wait(|| s.all_passed(k));
-                // SAFETY: every member's slot of this call; `recv` takes `count` elements.
-                unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
-            }
-            Call::Reduce {
-                send,
-                recv,
-                count,
-                dt,
-                op,
-                root,
-            } => {
-                // SAFETY: the caller's buffers; the input is `count` elements (in `recv` at
-                // the root for MPI_IN_PLACE).
-                unsafe { self.sm_contribute(s, send, recv, count, dt)? };
-                if me == root as u32 {
-                    self.sm_wait(|| s.all_passed(k));
-                    // SAFETY: as for Allreduce.
-                    unsafe { self.sm_combine(s, recv, count, dt, op, 0) }?;
-                }
-            }
-            Call::ReduceScatterBlock {
-                send,
-                recv,
-                count,
-                dt,
-                op,
-            } => {
-                // SAFETY: the caller's buffers: `n * count` elements of input.
-                unsafe { self.sm_contribute(s, send, recv, n as u64 * count, dt)? };
-                self.sm_wait(|| s.all_passed(k));
-                // SAFETY: every member's slot of this call; our block of it into `recv`.
-                unsafe { self.sm_combine(s, recv, count, dt, op, me as u64 * count) }?;
-            }
-            _ => unreachable!("sm_eligible admits only these"),
         }
-        Ok(())
+        Call::Allgather { send, recv } => {
+            let ext = super::extent(&cx.e().p2p.types, recv.dt)?;
+            let mine = send.unwrap_or(block(recv, me, ext));
+            wait(cx, || s.slots_free());
+            // SAFETY: the caller's buffer; our free slot.
+            unsafe { cx.e().colls().sm_pack(mine, s.out(0, 0))? };
+            s.arrive();
+            wait(cx, || s.all_passed(k));
+            for r in 0..n {
+                // SAFETY: member r's slot of this call.
+                unsafe {
+                    cx.e()
+                        .colls()
+                        .sm_unpack(s.input(r, 0, 0), block(recv, r, ext))?
+                };
+            }
+        }
+        Call::Alltoall { send, recv } => {
+            let rext = super::extent(&cx.e().p2p.types, recv.dt)?;
+            let bb = cx.e().colls().packed_bytes(block(recv, 0, rext));
+            let (src, sext) = match send {
+                Some(b) => (b, super::extent(&cx.e().p2p.types, b.dt)?),
+                None => (recv, rext),
+            };
+            wait(cx, || s.slots_free());
+            for r in 0..n {
+                // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
+                unsafe { cx.e().colls().sm_pack(block(src, r, sext), s.out(r, bb))? };
+            }
+            s.arrive();
+            wait(cx, || s.all_passed(k));
+            for r in 0..n {
+                // SAFETY: member r's slot of this call.
+                unsafe {
+                    cx.e()
+                        .colls()
+                        .sm_unpack(s.input(r, me, bb), block(recv, r, rext))?
+                };
+            }
+        }
+        Call::Allreduce {
+            send,
+            recv,
+            count,
+            dt,
+            op,
+        } => {
+            // SAFETY: the caller's buffers (`count` elements each).
+            unsafe { contribute(cx, s, send, recv, count, dt)? };
+            wait(cx, || s.all_passed(k));
+            // SAFETY: every member's slot of this call; `recv` takes `count` elements.
+            unsafe { cx.e().colls().sm_combine(s, recv, count, dt, op, 0) }?;
+        }
+        Call::Reduce {
+            send,
+            recv,
+            count,
+            dt,
+            op,
+            root,
+        } => {
+            // SAFETY: the caller's buffers; the input is `count` elements (in `recv` at
+            // the root for MPI_IN_PLACE).
+            unsafe { contribute(cx, s, send, recv, count, dt)? };
+            if me == root as u32 {
+                wait(cx, || s.all_passed(k));
+                // SAFETY: as for Allreduce.
+                unsafe { cx.e().colls().sm_combine(s, recv, count, dt, op, 0) }?;
+            }
+        }
+        Call::ReduceScatterBlock {
+            send,
+            recv,
+            count,
+            dt,
+            op,
+        } => {
+            // SAFETY: the caller's buffers: `n * count` elements of input.
+            unsafe { contribute(cx, s, send, recv, n as u64 * count, dt)? };
+            wait(cx, || s.all_passed(k));
+            // SAFETY: every member's slot of this call; our block of it into `recv`.
+            unsafe {
+                cx.e()
+                    .colls()
+                    .sm_combine(s, recv, count, dt, op, me as u64 * count)
+            }?;
+        }
+        _ => unreachable!("sm_eligible admits only these"),
     }
+    Ok(())
+}
 
-    /// Waits until our slot of this call is free, writes a reduction's input (`send`, or
-    /// `recv` for MPI_IN_PLACE: `elems` elements of `dt`) into it, and arrives.
-    ///
-    /// # Safety
-    /// The input holds `elems` elements of `dt` (a contiguous predefined type, eligible: they
-    /// fit a slot).
-    unsafe fn sm_contribute(
-        &mut self,
-        s: &Step,
-        send: Option<*const u8>,
-        recv: *mut u8,
-        elems: u64,
-        dt: Datatype,
-    ) -> Result<()> {
-        self.sm_wait(|| s.slots_free());
-        let input = send.unwrap_or(recv.cast_const());
-        let bytes = elems as usize * dt.size();
-        // SAFETY: the caller's contract; our slot is free (above) and holds `bytes`.
-        unsafe { core::ptr::copy_nonoverlapping(input, s.out(0, 0), bytes) };
-        s.arrive();
-        Ok(())
+/// Waits until our slot of this call is free, writes a reduction's input (`send`, or
+/// `recv` for MPI_IN_PLACE: `elems` elements of `dt`) into it, and arrives.
+///
+/// # Safety
+/// The input holds `elems` elements of `dt` (a contiguous predefined type, eligible: they
+/// fit a slot).
+unsafe fn contribute(
+    cx: &mut Inside,
+    s: &Step,
+    send: Option<*const u8>,
+    recv: *mut u8,
+    elems: u64,
+    dt: Datatype,
+) -> Result<()> {
+    wait(cx, || s.slots_free());
+    let input = send.unwrap_or(recv.cast_const());
+    let bytes = elems as usize * dt.size();
+    // SAFETY: the caller's contract; our slot is free (above) and holds `bytes`.
+    unsafe { core::ptr::copy_nonoverlapping(input, s.out(0, 0), bytes) };
+    s.arrive();
+    Ok(())
+}
+
+/// Waits until `done`, progressing the rest of the engine meanwhile.
+fn wait(cx: &mut Inside, mut done: impl FnMut() -> bool) {
+    // A fresh wait: spin before yielding, whatever the last wait did.
+    cx.e().idle = 0;
+    while !done() {
+        if cx.e().progress() == 0 {
+            cx.idle();
+        }
     }
+}
 
+/// The members' cells of `comm` with its context id's index, binding it at its first call
+/// here; `None` when it stays on point-to-point.
+fn members(cx: &mut Inside, comm: CommId) -> Result<Option<(usize, Members)>> {
+    let e = cx.e();
+    let cid = e.check_comm(comm)?.cid.0 as usize;
+    match e.coll.sm.bind.get(cid) {
+        None => return Ok(None),
+        Some(Binding::On(c, m)) if *c == comm => return Ok(Some((cid, *m))),
+        Some(Binding::Off(c)) if *c == comm => return Ok(None),
+        Some(_) => {}
+    }
+    // Off while binding: the agreement's own allgather runs on point-to-point.
+    e.coll.sm.bind[cid] = Binding::Off(comm);
+    let m = bind(cx, comm, cid)?;
+    let e = cx.e();
+    crate::log!(
+        e.platform,
+        Level::Info,
+        "coll sm: communicator {} (context id {cid}) {}",
+        comm.0,
+        if m.is_some() {
+            "runs its small collectives in shared memory"
+        } else {
+            "stays on point-to-point"
+        }
+    );
+    e.coll.sm.bind[cid] = match m {
+        Some(m) => {
+            e.coll.sm.retired[cid] = None;
+            Binding::On(comm, m)
+        }
+        None => Binding::Off(comm),
+    };
+    Ok(m.map(|m| (cid, m)))
+}
+
+/// Binds `comm` (context id index `cid`): maps every member's cell, then agrees with the
+/// others over point-to-point whether all could and exchanges the bases.
+fn bind(cx: &mut Inside, comm: CommId, cid: usize) -> Result<Option<Members>> {
+    let e = cx.e();
+    let c = e.check_comm(comm)?;
+    let (group, n, me) = (c.group, c.size(), c.rank);
+    let my_node = e.p2p.procs[e.p2p.me.0 as usize].node;
+    let mut m = Members {
+        n,
+        cells: [None; MAX_MEMBERS],
+        base: [0; MAX_MEMBERS],
+        calls: 0,
+        floor: 0,
+    };
+    // Everyone on this node: computed alike at every member (the node layout is global).
+    let local = (0..n).all(|r| {
+        let p = e.p2p.comms.groups.proc_of(group, r);
+        e.p2p.procs[p.0 as usize].node == my_node
+    });
+    if !local {
+        return Ok(None);
+    }
+    let mut ok = true;
+    for r in 0..n {
+        let area = loop {
+            let e = cx.e();
+            let p = e.p2p.comms.groups.proc_of(group, r);
+            match e.p2p.bml.coll_area(p, e.p2p.me) {
+                AreaState::Pending => {
+                    if e.progress() == 0 {
+                        cx.idle();
+                    }
+                }
+                AreaState::Mapped(a) => break Some(a),
+                AreaState::Absent => break None,
+            }
+        };
+        m.cells[r as usize] = area
+            .filter(|a| a.len >= (cid + 1) * CELL_BYTES)
+            .and_then(|a| NonNull::new(a.base.as_ptr().wrapping_add(cid * CELL_BYTES)))
+            .map(Cell);
+        ok &= m.cells[r as usize].is_some();
+    }
+    // The last communicator with this context id must be done with the cells.
+    if let Some(old) = &cx.e().coll.sm.retired[cid] {
+        ok &= (0..old.n).all(|r| old.reached(r, 0));
+    }
+    let own = m.cells[me as usize].map_or(0, |c| c.epoch().load(Ordering::Relaxed));
+    let mut out = [u64::from(ok), own];
+    let mut all = [0u64; 2 * MAX_MEMBERS];
+    let call = Call::Allgather {
+        send: Some(Buf {
+            ptr: out.as_mut_ptr().cast(),
+            count: 2,
+            dt: Datatype::UINT64_T,
+        }),
+        recv: Buf {
+            ptr: all.as_mut_ptr().cast(),
+            count: 2,
+            dt: Datatype::UINT64_T,
+        },
+    };
+    // SAFETY: both arrays hold what the call describes (two u64 per member, at most
+    // MAX_MEMBERS members) and live across it; it runs on point-to-point (the binding is
+    // Off meanwhile), so it does not come back here.
+    unsafe { super::blocking(cx, comm, call, None)? };
+    if (0..n as usize).any(|r| all[2 * r] != 1) {
+        return Ok(None);
+    }
+    for r in 0..n as usize {
+        m.base[r] = all[2 * r + 1];
+    }
+    Ok(Some(m))
+}
+
+impl Colls<'_> {
     /// `out = slot_0 op slot_1 op ...` over `count` elements from element `at` of every
     /// member's slot of this call, in rank order, so that every member computes the same bits.
     ///
@@ -647,124 +782,6 @@ impl Engine {
             }
             _ => false,
         }
-    }
-
-    /// Waits until `done`, progressing the rest of the engine meanwhile.
-    fn sm_wait(&mut self, mut done: impl FnMut() -> bool) {
-        // A fresh wait: spin before yielding, whatever the last wait did.
-        self.idle = 0;
-        while !done() {
-            if self.progress() == 0 {
-                self.relax();
-            }
-        }
-    }
-
-    /// The members' cells of `comm` with its context id's index, binding it at its first call
-    /// here; `None` when it stays on point-to-point.
-    fn sm_members(&mut self, comm: CommId) -> Result<Option<(usize, Members)>> {
-        let cid = self.check_comm(comm)?.cid.0 as usize;
-        match self.coll.sm.bind.get(cid) {
-            None => return Ok(None),
-            Some(Binding::On(c, m)) if *c == comm => return Ok(Some((cid, *m))),
-            Some(Binding::Off(c)) if *c == comm => return Ok(None),
-            Some(_) => {}
-        }
-        // Off while binding: the agreement's own allgather runs on point-to-point.
-        self.coll.sm.bind[cid] = Binding::Off(comm);
-        let m = self.sm_bind(comm, cid)?;
-        crate::log!(
-            self.platform,
-            Level::Info,
-            "coll sm: communicator {} (context id {cid}) {}",
-            comm.0,
-            if m.is_some() {
-                "runs its small collectives in shared memory"
-            } else {
-                "stays on point-to-point"
-            }
-        );
-        self.coll.sm.bind[cid] = match m {
-            Some(m) => {
-                self.coll.sm.retired[cid] = None;
-                Binding::On(comm, m)
-            }
-            None => Binding::Off(comm),
-        };
-        Ok(m.map(|m| (cid, m)))
-    }
-
-    /// Binds `comm` (context id index `cid`): maps every member's cell, then agrees with the
-    /// others over point-to-point whether all could and exchanges the bases.
-    fn sm_bind(&mut self, comm: CommId, cid: usize) -> Result<Option<Members>> {
-        let c = self.check_comm(comm)?;
-        let (group, n, me) = (c.group, c.size(), c.rank);
-        let my_node = self.p2p.procs[self.p2p.me.0 as usize].node;
-        let mut m = Members {
-            n,
-            cells: [None; MAX_MEMBERS],
-            base: [0; MAX_MEMBERS],
-            calls: 0,
-            floor: 0,
-        };
-        // Everyone on this node: computed alike at every member (the node layout is global).
-        let local = (0..n).all(|r| {
-            let p = self.p2p.comms.groups.proc_of(group, r);
-            self.p2p.procs[p.0 as usize].node == my_node
-        });
-        if !local {
-            return Ok(None);
-        }
-        let mut ok = true;
-        for r in 0..n {
-            let p = self.p2p.comms.groups.proc_of(group, r);
-            let area = loop {
-                match self.p2p.bml.coll_area(p, self.p2p.me) {
-                    AreaState::Pending => {
-                        if self.progress() == 0 {
-                            self.relax();
-                        }
-                    }
-                    AreaState::Mapped(a) => break Some(a),
-                    AreaState::Absent => break None,
-                }
-            };
-            m.cells[r as usize] = area
-                .filter(|a| a.len >= (cid + 1) * CELL_BYTES)
-                .and_then(|a| NonNull::new(a.base.as_ptr().wrapping_add(cid * CELL_BYTES)))
-                .map(Cell);
-            ok &= m.cells[r as usize].is_some();
-        }
-        // The last communicator with this context id must be done with the cells.
-        if let Some(old) = &self.coll.sm.retired[cid] {
-            ok &= (0..old.n).all(|r| old.reached(r, 0));
-        }
-        let own = m.cells[me as usize].map_or(0, |c| c.epoch().load(Ordering::Relaxed));
-        let mut out = [u64::from(ok), own];
-        let mut all = [0u64; 2 * MAX_MEMBERS];
-        let call = Call::Allgather {
-            send: Some(Buf {
-                ptr: out.as_mut_ptr().cast(),
-                count: 2,
-                dt: Datatype::UINT64_T,
-            }),
-            recv: Buf {
-                ptr: all.as_mut_ptr().cast(),
-                count: 2,
-                dt: Datatype::UINT64_T,
-            },
-        };
-        // SAFETY: both arrays hold what the call describes (two u64 per member, at most
-        // MAX_MEMBERS members) and live across it; it runs on point-to-point (the binding is
-        // Off meanwhile), so it does not come back here.
-        unsafe { self.collective(comm, call, Mode::Blocking)? };
-        if (0..n as usize).any(|r| all[2 * r] != 1) {
-            return Ok(None);
-        }
-        for r in 0..n as usize {
-            m.base[r] = all[2 * r + 1];
-        }
-        Ok(Some(m))
     }
 
     /// Lets go of `comm`'s cells as it is freed (see the module doc).

@@ -17,8 +17,11 @@ use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::Group;
+use crate::p2p::P2p;
 use crate::pml::request::{ReqId, Status};
 use crate::rte::ProcId;
+use crate::shared::Inside;
+use core::ptr::NonNull;
 
 /// Internal tags of construction (apart from those of the collectives).
 const TAG_CID: i32 = -0x101;
@@ -35,17 +38,27 @@ const CID_WORDS: usize = (1 << 16) / 64 + 1;
 pub const UNDEFINED: i32 = -32766;
 
 /// Per-process memory for construction: three ints per process of the job (a split's
-/// (color, key, rank) triples; an intercommunicator's two process lists), and the
-/// `MPI_Comm_idup`s in flight.
+/// (color, key, rank) triples; an intercommunicator's two process lists), the `MPI_Comm_idup`s
+/// in flight, and the state of the blocking context-id agreements under way.
 pub struct Scratch {
     ints: &'static mut [i32],
+    /// A construction (another thread's, under `MPI_THREAD_MULTIPLE`) is using `ints`.
+    ints_busy: bool,
     /// Non-blocking duplications in flight (their buffers must not move: the slots do not).
     idups: &'static mut [Option<Idup>],
     /// How many of `idups` are in use.
     idups_active: u32,
-    /// A blocking context-id agreement is under way here (see [`Idup`]).
-    blocking: bool,
+    /// The blocking agreement that owns this process's context-id mask for its current round
+    /// (see [`agree_cid`]), by its key.
+    owner: Option<u64>,
+    /// The keys of the blocking agreements under way here (several only when threads construct
+    /// communicators at once).
+    agreeing: heapless::Vec<u64, MAX_AGREEING>,
 }
+
+/// Most blocking context-id agreements under way at once in one process (one per thread that
+/// constructs a communicator at that moment).
+const MAX_AGREEING: usize = 64;
 
 impl Scratch {
     /// Arena bytes for a job of `procs` processes.
@@ -59,15 +72,82 @@ impl Scratch {
     pub fn new(arena: &mut Arena, procs: u32) -> Result<Scratch> {
         Ok(Scratch {
             ints: arena.slice(3 * procs as usize, |_| 0)?,
+            ints_busy: false,
             idups: arena.slice(MAX_IDUPS, |_| None)?,
             idups_active: 0,
-            blocking: false,
+            owner: None,
+            agreeing: heapless::Vec::new(),
         })
     }
+}
 
-    /// The ints, for another user between constructions (the node-aware allgather's counts).
-    pub(crate) fn ints(&mut self) -> &mut [i32] {
-        self.ints
+/// A construction's scratch ints: the process's buffer, or one from the platform while
+/// another construction holds that.
+#[derive(Clone, Copy)]
+struct Ints {
+    ptr: NonNull<i32>,
+    len: usize,
+    /// From the platform (given back to it), not the process's buffer.
+    lent: bool,
+}
+
+/// Runs `f` with scratch ints of its own (three per process of the job).
+fn with_ints<R>(
+    cx: &mut Inside,
+    f: impl FnOnce(&mut Inside, &mut [i32]) -> Result<R>,
+) -> Result<R> {
+    let held = claim_ints(cx.e())?;
+    // SAFETY: the buffer is this construction's alone until `release_ints` below (the busy
+    // flag, or memory nobody else has), `len` ints long and aligned for i32; the engine's
+    // buffer lives as long as the engine.
+    let ints = unsafe { core::slice::from_raw_parts_mut(held.ptr.as_ptr(), held.len) };
+    let r = f(cx, ints);
+    release_ints(cx.e(), held);
+    r
+}
+
+fn claim_ints(e: &mut Engine) -> Result<Ints> {
+    let c = &mut e.creation;
+    let len = c.ints.len();
+    if !c.ints_busy {
+        c.ints_busy = true;
+        return Ok(Ints {
+            ptr: NonNull::from(&mut *c.ints).cast(),
+            len,
+            lent: false,
+        });
+    }
+    let bytes = len.max(1) * size_of::<i32>();
+    match e
+        .platform
+        .alloc_mem(bytes)
+        .and_then(|p| NonNull::new(p.cast::<i32>()))
+    {
+        // SAFETY: fresh memory of `bytes` bytes, aligned for any C type.
+        Some(ptr) => {
+            unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+            Ok(Ints {
+                ptr,
+                len,
+                lent: true,
+            })
+        }
+        None => Err(Error::new(
+            ErrorClass::NoMem,
+            Reason::BadArgument {
+                what:
+                    "no memory for a communicator construction while another thread's is under way",
+            },
+        )),
+    }
+}
+
+fn release_ints(e: &mut Engine, held: Ints) {
+    if held.lent {
+        // SAFETY: the memory came from this platform's `alloc_mem` in `claim_ints`.
+        unsafe { e.platform.free_mem(held.ptr.as_ptr().cast()) };
+    } else {
+        e.creation.ints_busy = false;
     }
 }
 
@@ -168,446 +248,71 @@ pub enum SplitType {
     Shared,
 }
 
-impl Engine {
-    /// Posts a receive on a leaders' channel (user tags are ordinary receives).
-    fn post_recv(&mut self, conv: Unpacker, ch: Channel) -> Result<crate::pml::request::ReqId> {
-        if ch.tag >= 0 {
-            self.irecv(conv, ch.peer as i32, ch.tag, ch.comm, 0)
-        } else {
-            self.irecv_internal(conv, ch.peer, ch.tag, ch.comm)
+/// The parent rank of virtual rank `v`.
+fn member_rank(p2p: &P2p, m: &Members, v: u32) -> u32 {
+    let i = (v + m.root) % m.n;
+    match m.group {
+        None => i,
+        Some(g) => {
+            let p = p2p.comms.groups.proc_of(g, i);
+            let c = p2p.comms.get_any(m.comm).expect("parent is live");
+            p2p.comms
+                .groups
+                .rank_of(c.peers(), p)
+                .expect("member of the parent")
         }
     }
+}
 
-    /// Sends on a leaders' channel.
-    fn send_on(&mut self, conv: Packer, ch: Channel) -> Result<()> {
-        if ch.tag >= 0 {
-            self.send(
-                conv,
-                ch.peer as i32,
-                ch.tag,
-                ch.comm,
-                crate::pml::request::SendMode::Standard,
-            )
-        } else {
-            self.send_internal(conv, ch.peer, ch.tag, ch.comm)
+/// Installs a new communicator; takes over one reference on each group.
+fn install(p2p: &mut P2p, comm: Comm) -> Result<CommId> {
+    let (group, remote) = (comm.group, comm.remote);
+    match p2p.comms.insert(comm, None) {
+        Ok(id) => {
+            p2p.pml.comm_added(&p2p.comms, &p2p.types, id);
+            Ok(id)
         }
-    }
-
-    /// The parent rank of virtual rank `v`.
-    fn member_rank(&self, m: &Members, v: u32) -> u32 {
-        let i = (v + m.root) % m.n;
-        match m.group {
-            None => i,
-            Some(g) => {
-                let p = self.p2p.comms.groups.proc_of(g, i);
-                let c = self.p2p.comms.get_any(m.comm).expect("parent is live");
-                self.p2p
-                    .comms
-                    .groups
-                    .rank_of(c.peers(), p)
-                    .expect("member of the parent")
+        Err(e) => {
+            p2p.comms.groups.release(group);
+            if let Some(r) = remote {
+                p2p.comms.groups.release(r);
             }
+            Err(e)
         }
     }
+}
 
-    /// ORs `words` over the members; every member gets the result (binomial reduce to member 0,
-    /// binomial broadcast back).
-    fn or_among(&mut self, m: &Members, words: &mut [u64]) -> Result<()> {
-        let mut tmp = [0u64; CID_WORDS];
-        let tmp = &mut tmp[..words.len()];
-        let mut mask = 1;
-        while mask < m.n {
-            if m.me & mask != 0 {
-                let to = self.member_rank(m, m.me - mask);
-                // SAFETY: `words` is borrowed until the send completes.
-                let conv = unsafe {
-                    Packer::elements(words.as_ptr().cast(), words.len(), Datatype::UINT64_T)
-                };
-                self.send_internal(conv, to, m.tag, m.comm)?;
-                break;
-            }
-            if m.me + mask < m.n {
-                let from = self.member_rank(m, m.me + mask);
-                // SAFETY: `tmp` is borrowed until the receive completes.
-                let conv = unsafe {
-                    Unpacker::elements(tmp.as_mut_ptr().cast(), tmp.len(), Datatype::UINT64_T)
-                };
-                self.recv_internal(conv, from, m.tag, m.comm)?;
-                words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
-            }
-            mask <<= 1;
-        }
-        // SAFETY: `words` holds `len` u64 and is borrowed for the call.
-        unsafe {
-            self.bcast_among(
-                m,
-                words.as_mut_ptr().cast(),
-                words.len(),
-                Datatype::UINT64_T,
-            )
-        }
-    }
+fn whole(p2p: &P2p, comm: CommId, tag: i32) -> Result<Members> {
+    let c = p2p.comm(comm)?;
+    Ok(Members {
+        comm,
+        group: None,
+        root: 0,
+        n: c.size(),
+        me: c.rank,
+        tag,
+    })
+}
 
-    /// Broadcasts `count` elements of predefined `ty` at `buf` from member 0 (binomial).
-    ///
-    /// # Safety
-    /// `buf` holds `count` elements of `ty`, not otherwise accessed during the call.
-    unsafe fn bcast_among(
-        &mut self,
-        m: &Members,
-        buf: *mut u8,
-        count: usize,
-        ty: Datatype,
-    ) -> Result<()> {
-        let mut mask = 1;
-        while mask < m.n {
-            if m.me & mask != 0 {
-                let from = self.member_rank(m, m.me - mask);
-                // SAFETY: the caller's contract; the receive completes before this returns.
-                let conv = unsafe { Unpacker::elements(buf, count, ty) };
-                self.recv_internal(conv, from, m.tag, m.comm)?;
-                break;
-            }
-            mask <<= 1;
-        }
-        mask >>= 1;
-        while mask > 0 {
-            if m.me + mask < m.n && m.me & (mask * 2 - 1) == 0 {
-                let to = self.member_rank(m, m.me + mask);
-                // SAFETY: the caller's contract; the send completes before this returns.
-                let conv = unsafe { Packer::elements(buf, count, ty) };
-                self.send_internal(conv, to, m.tag, m.comm)?;
-            }
-            mask >>= 1;
-        }
-        Ok(())
-    }
+/// The group of `comm` (`MPI_Comm_group`; the local group of an intercommunicator), with a
+/// reference for the caller.
+pub fn group(p2p: &mut P2p, comm: CommId) -> Result<Group> {
+    let g = p2p.comm(comm)?.group;
+    p2p.comms.groups.handle_for(g)
+}
 
-    /// A context id free at every member — and, when `inter` is given, at the members of an
-    /// intercommunicator's other side, whose leader this side's leader reaches over the channel
-    /// (`Some` at the leader); fails at all members alike when one has no room.
-    fn agree_cid(&mut self, m: &Members, inter: Option<Option<Channel>>) -> Result<ContextId> {
-        // Non-blocking agreements here hold and confirm nothing until this one has ended.
-        let was = core::mem::replace(&mut self.creation.blocking, true);
-        let r = self.agree_cid_blocking(m, inter);
-        self.creation.blocking = was;
-        r
-    }
+/// The remote group of intercommunicator `comm`, with a reference for the caller.
+pub fn remote_group(p2p: &mut P2p, comm: CommId) -> Result<Group> {
+    let g = p2p.comm(comm)?.remote.ok_or(not_inter())?;
+    p2p.comms.groups.handle_for(g)
+}
 
-    fn agree_cid_blocking(
-        &mut self,
-        m: &Members,
-        inter: Option<Option<Channel>>,
-    ) -> Result<ContextId> {
-        let nw = self.p2p.comms.used_cids().len();
-        let mut words = [0u64; CID_WORDS];
-        words[..nw].copy_from_slice(self.p2p.comms.used_cids());
-        // Ids held by non-blocking agreements here are not free.
-        for c in self.held_cids() {
-            if (c as usize) < nw * 64 {
-                words[c as usize / 64] |= 1 << (c % 64);
-            }
-        }
-        words[nw] = u64::from(!self.p2p.comms.has_room());
-        self.or_among(m, &mut words[..nw + 1])?;
-        if let Some(channel) = inter {
-            // Leaders swap their side's result, then share it.
-            if let Some(ch) = channel {
-                let mut theirs = [0u64; CID_WORDS];
-                self.exchange_words(ch, &words[..nw + 1], &mut theirs[..nw + 1])?;
-                words
-                    .iter_mut()
-                    .zip(theirs.iter())
-                    .for_each(|(w, t)| *w |= *t);
-            }
-            // SAFETY: `words` holds nw + 1 u64 and is borrowed for the call.
-            unsafe { self.bcast_among(m, words.as_mut_ptr().cast(), nw + 1, Datatype::UINT64_T)? };
-        }
-        if words[nw] != 0 {
-            return Err(Error::exhausted(
-                "communicator table",
-                self.p2p.comms.capacity(),
-                super::COMM_MAX.name,
-            ));
-        }
-        CommTable::lowest_free(&words[..nw]).ok_or(Error::exhausted(
-            "context ids",
-            (nw * 64) as u32,
-            super::MAX_CIDS.name,
-        ))
-    }
-
-    /// Sends `mine` to and receives `theirs` from the other leader.
-    fn exchange_words(&mut self, ch: Channel, mine: &[u64], theirs: &mut [u64]) -> Result<()> {
-        // SAFETY: `theirs` is borrowed until the receive completes.
-        let conv = unsafe {
-            Unpacker::elements(theirs.as_mut_ptr().cast(), theirs.len(), Datatype::UINT64_T)
-        };
-        let r = self.post_recv(conv, ch)?;
-        // SAFETY: `mine` is borrowed until the send completes.
-        let conv =
-            unsafe { Packer::elements(mine.as_ptr().cast(), mine.len(), Datatype::UINT64_T) };
-        self.send_on(conv, ch)?;
-        self.wait(r).map(|_| ())
-    }
-
-    /// Installs a new communicator; takes over one reference on each group.
-    fn install(&mut self, comm: Comm) -> Result<CommId> {
-        let (group, remote) = (comm.group, comm.remote);
-        match self.p2p.comms.insert(comm, None) {
-            Ok(id) => {
-                self.p2p
-                    .pml
-                    .comm_added(&self.p2p.comms, &self.p2p.types, id);
-                Ok(id)
-            }
-            Err(e) => {
-                self.p2p.comms.groups.release(group);
-                if let Some(r) = remote {
-                    self.p2p.comms.groups.release(r);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn whole(&self, comm: CommId, tag: i32) -> Result<Members> {
-        let c = self.check_comm(comm)?;
-        Ok(Members {
-            comm,
-            group: None,
-            root: 0,
-            n: c.size(),
-            me: c.rank,
-            tag,
-        })
-    }
-
-    /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
-    pub fn comm_dup(&mut self, id: CommId) -> Result<CommId> {
-        let parent = self.check_comm(id)?.clone();
-        let cid = match parent.local_comm {
-            None => self.agree_cid(&self.whole(id, TAG_CID)?, None)?,
-            Some(local) => {
-                let m = self.whole(local, TAG_CID)?;
-                let ch = Channel {
-                    comm: id,
-                    peer: 0,
-                    tag: TAG_INTER,
-                };
-                self.agree_cid(&m, Some((m.me == 0).then_some(ch)))?
-            }
-        };
-        let group = self.p2p.comms.groups.for_comm(parent.group);
-        let remote = parent.remote.map(|r| self.p2p.comms.groups.for_comm(r));
-        if let Some(t) = parent.topo {
-            self.p2p.comms.topos.retain(t);
-        }
-        let new = self.install(Comm {
-            cid,
-            group,
-            remote,
-            local_comm: None,
-            hidden: false,
-            freed: false,
-            ..parent
-        })?;
-        if let Some(local) = parent.local_comm {
-            self.attach_local_comm(new, local)?;
-        }
-        Ok(new)
-    }
-
-    /// The group of `comm` (`MPI_Comm_group`; the local group of an intercommunicator), with a
-    /// reference for the caller.
-    pub fn comm_group(&mut self, comm: CommId) -> Result<Group> {
-        let g = self.check_comm(comm)?.group;
-        self.p2p.comms.groups.handle_for(g)
-    }
-
-    /// The remote group of intercommunicator `comm`, with a reference for the caller.
-    pub fn comm_remote_group(&mut self, comm: CommId) -> Result<Group> {
-        let g = self.check_comm(comm)?.remote.ok_or(not_inter())?;
-        self.p2p.comms.groups.handle_for(g)
-    }
-
-    /// `MPI_Comm_split`: members with the same `color` form a communicator, ranked by `key`
-    /// (ties by rank in `comm`); `color` [`UNDEFINED`] gets none. Collective over `comm`.
-    pub fn comm_split(&mut self, comm: CommId, color: i32, key: i32) -> Result<Option<CommId>> {
-        if color < 0 && color != UNDEFINED {
-            return Err(Error::bad_arg(
-                "a split color must be non-negative or MPI_UNDEFINED",
-            ));
-        }
-        let c = self.check_comm(comm)?;
-        if c.is_inter() {
-            return Err(Error::unsupported("MPI_Comm_split on an intercommunicator"));
-        }
-        let m = self.whole(comm, TAG_SPLIT)?;
-        self.split_members(comm, &m, color, key)
-    }
-
-    /// Splits `comm` after every member's (color, key) is known to all.
-    fn split_members(
-        &mut self,
-        comm: CommId,
-        m: &Members,
-        color: i32,
-        key: i32,
-    ) -> Result<Option<CommId>> {
-        let n = m.n as usize;
-        let me = 3 * m.me as usize;
-        self.creation.ints[me..me + 3].copy_from_slice(&[color, key, m.me as i32]);
-        self.allgather_triples(m)?;
-        let cid = self.agree_cid(&Members { tag: TAG_CID, ..*m }, None)?;
-        if color == UNDEFINED {
-            return Ok(None);
-        }
-        let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
-        triples.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
-        let len = triples.iter().take_while(|e| e[0] == color).count();
-        let rank = triples[..len]
-            .iter()
-            .position(|e| e[2] as u32 == m.me)
-            .expect("own entry") as u32;
-        let parent = self.check_comm(comm)?.group;
-        let eh = self.check_comm(comm)?.errhandler;
-        let ints = &*self.creation.ints;
-        let group = self.p2p.comms.groups.gather(len as u32, |t, i| {
-            t.proc_of(parent, ints[3 * i as usize + 2] as u32)
-        })?;
-        self.install(Comm {
-            cid,
-            group,
-            remote: None,
-            local_comm: None,
-            hidden: false,
-            topo: None,
-            rank,
-            errhandler: eh,
-            freed: false,
-        })
-        .map(Some)
-    }
-
-    /// Every member's triple at every member (gather to member 0, then broadcast).
-    fn allgather_triples(&mut self, m: &Members) -> Result<()> {
-        let n = m.n as usize;
-        if m.me == 0 {
-            for v in 1..m.n {
-                let from = self.member_rank(m, v);
-                let e = &mut self.creation.ints[3 * v as usize..3 * v as usize + 3];
-                // SAFETY: the triple is borrowed until the receive completes.
-                let conv = unsafe { Unpacker::elements(e.as_mut_ptr().cast(), 3, Datatype::INT) };
-                self.recv_internal(conv, from, m.tag, m.comm)?;
-            }
-        } else {
-            let to = self.member_rank(m, 0);
-            let at = 3 * m.me as usize;
-            let e: [i32; 3] = self.creation.ints[at..at + 3]
-                .try_into()
-                .expect("three ints");
-            // SAFETY: `e` lives until the send completes.
-            let conv = unsafe { Packer::elements(e.as_ptr().cast(), 3, Datatype::INT) };
-            self.send_internal(conv, to, m.tag, m.comm)?;
-        }
-        let all = self.creation.ints[..3 * n].as_mut_ptr();
-        // SAFETY: the first `3 n` ints are borrowed for the call.
-        unsafe { self.bcast_among(m, all.cast(), 3 * n, Datatype::INT) }
-    }
-
-    /// `MPI_Comm_split_type`: the members sharing a node of the kind `how`, ranked by `key`.
-    pub fn comm_split_type(
-        &mut self,
-        comm: CommId,
-        how: Option<SplitType>,
-        key: i32,
-    ) -> Result<Option<CommId>> {
-        let color = match how {
-            None => UNDEFINED,
-            Some(SplitType::Shared) => {
-                let node = self.p2p.procs[self.p2p.me.0 as usize].node;
-                (node & 0x7fff_ffff) as i32
-            }
-        };
-        self.comm_split(comm, color, key)
-    }
-
-    /// The node levels of `comm` for the node-aware collectives: hidden communicators over each
-    /// node's members and over the nodes' leaders, made the first time this is asked (every
-    /// member asks at the same collective call, so all agree on their context ids) and freed with
-    /// `comm`. They are made only when the members span more than one node and some node holds
-    /// more than one of them; otherwise, and when no context id or slot is left, the answer is
-    /// [`Levels::Flat`] (alike at every member: the agreement fails everywhere or nowhere).
-    ///
-    /// The node layout comes from [`crate::btl::PeerInfo::node`], known to every process, so
-    /// the groups are computed locally; only the two context ids are agreed.
-    pub(crate) fn comm_levels(&mut self, comm: CommId) -> Result<Levels> {
-        let known = self.p2p.comms.levels(comm);
-        if known != Levels::Unknown {
-            return Ok(known);
-        }
-        let c = self.check_comm(comm)?;
-        if c.is_inter() || c.hidden || c.size() < 3 {
-            self.p2p.comms.set_levels(comm, Levels::Flat);
-            return Ok(Levels::Flat);
-        }
-        let (g, n, me) = (c.group, c.size() as usize, c.rank as i32);
-        // (node, rank) sorted: each node's members form a run, in rank order.
-        for r in 0..n {
-            let p = self.p2p.comms.groups.proc_of(g, r as u32);
-            let node = self.p2p.procs[p.0 as usize].node as i32;
-            self.creation.ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
-        }
-        let triples = self.creation.ints[..3 * n].as_chunks_mut::<3>().0;
-        // Runs of one node in rank order; as many as nodes when each node's ranks are one run.
-        let runs = 1 + triples.windows(2).filter(|w| w[0][0] != w[1][0]).count();
-        let Some((start, len, node_rank)) = node_runs(triples, me) else {
-            self.p2p.comms.set_levels(comm, Levels::Flat);
-            return Ok(Levels::Flat);
-        };
-        let m = self.whole(comm, TAG_CID)?;
-        let Ok(cid) = self.agree_cid(&m, None) else {
-            self.p2p.comms.set_levels(comm, Levels::Flat);
-            return Ok(Levels::Flat);
-        };
-        let ints = &*self.creation.ints;
-        let group = self.p2p.comms.groups.gather(len as u32, |t, i| {
-            t.proc_of(g, ints[3 * (start + i as usize) + 1] as u32)
-        })?;
-        let node = self.install_hidden(cid, group, node_rank as u32)?;
-        let k = leaders_in_order(&mut self.creation.ints[..3 * n]);
-        let leader_rank = self.creation.ints[..k].iter().position(|&r| r == me);
-        let Ok(cid) = self.agree_cid(&m, None) else {
-            self.comm_free(node)?;
-            self.p2p.comms.set_levels(comm, Levels::Flat);
-            return Ok(Levels::Flat);
-        };
-        let leaders = match leader_rank {
-            Some(lr) => {
-                let ints = &*self.creation.ints;
-                let group = self
-                    .p2p
-                    .comms
-                    .groups
-                    .gather(k as u32, |t, i| t.proc_of(g, ints[i as usize] as u32))?;
-                Some(self.install_hidden(cid, group, lr as u32)?)
-            }
-            None => None,
-        };
-        let l = Levels::Nodes {
-            node,
-            leaders,
-            blocked: runs == k,
-        };
-        self.p2p.comms.set_levels(comm, l);
-        Ok(l)
-    }
-
-    /// Installs a hidden intracommunicator of the library's own (flat itself; errors go back to
-    /// the call that used it).
-    fn install_hidden(&mut self, cid: ContextId, group: Group, rank: u32) -> Result<CommId> {
-        let id = self.install(Comm {
+/// Installs a hidden intracommunicator of the library's own (flat itself; errors go back to
+/// the call that used it).
+fn install_hidden(p2p: &mut P2p, cid: ContextId, group: Group, rank: u32) -> Result<CommId> {
+    let id = install(
+        p2p,
+        Comm {
             cid,
             group,
             remote: None,
@@ -617,88 +322,571 @@ impl Engine {
             rank,
             errhandler: ErrHandler::Return,
             freed: false,
-        })?;
-        self.p2p.comms.set_levels(id, Levels::Flat);
-        Ok(id)
-    }
+        },
+    )?;
+    p2p.comms.set_levels(id, Levels::Flat);
+    Ok(id)
+}
 
-    /// `MPI_Comm_create`: a communicator over `group` (a subset of `comm`'s members; disjoint
-    /// subsets may pass different groups); non-members get none. Collective over `comm`.
-    pub fn comm_create(&mut self, comm: CommId, group: Group) -> Result<Option<CommId>> {
-        let group = self.p2p.comms.groups.check(group)?;
-        let c = self.check_comm(comm)?;
-        if c.is_inter() {
-            return Err(Error::unsupported(
-                "MPI_Comm_create on an intercommunicator",
-            ));
-        }
-        let parent = c.group;
-        let me = self.p2p.me;
-        let my_rank = self.p2p.comms.groups.rank_of(group, me);
-        // Every member must belong to the parent.
-        for p in self.p2p.comms.groups.members(group) {
-            if self.p2p.comms.groups.rank_of(parent, p).is_none() {
-                return Err(group_not_subset());
-            }
-        }
-        // A split whose color names the group by its first process: disjoint groups differ.
-        let color = match my_rank {
-            Some(_) => self.p2p.comms.groups.proc_of(group, 0).0 as i32,
-            None => UNDEFINED,
-        };
-        let key = my_rank.map_or(0, |r| r as i32);
-        let m = self.whole(comm, TAG_SPLIT)?;
-        self.split_members(comm, &m, color, key)
+/// Posts a receive on a leaders' channel (user tags are ordinary receives).
+fn post_recv(cx: &mut Inside, conv: Unpacker, ch: Channel) -> Result<crate::pml::request::ReqId> {
+    if ch.tag >= 0 {
+        cx.e().irecv(conv, ch.peer as i32, ch.tag, ch.comm, 0)
+    } else {
+        cx.e().irecv_internal(conv, ch.peer, ch.tag, ch.comm)
     }
+}
 
-    /// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
-    /// over the members of `group` only; `tag` separates concurrent calls.
-    pub fn comm_create_group(&mut self, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
-        let group = self.p2p.comms.groups.check(group)?;
-        let c = self.check_comm(comm)?;
-        if c.is_inter() {
-            return Err(Error::unsupported(
-                "MPI_Comm_create_group on an intercommunicator",
-            ));
+/// Sends on a leaders' channel.
+fn send_on(cx: &mut Inside, conv: Packer, ch: Channel) -> Result<()> {
+    if ch.tag >= 0 {
+        cx.send(
+            conv,
+            ch.peer as i32,
+            ch.tag,
+            ch.comm,
+            crate::pml::request::SendMode::Standard,
+        )
+    } else {
+        cx.send_internal(conv, ch.peer, ch.tag, ch.comm)
+    }
+}
+
+/// ORs `words` over the members; every member gets the result (binomial reduce to member 0,
+/// binomial broadcast back).
+fn or_among(cx: &mut Inside, m: &Members, words: &mut [u64]) -> Result<()> {
+    let mut tmp = [0u64; CID_WORDS + 1];
+    let tmp = &mut tmp[..words.len()];
+    let mut mask = 1;
+    while mask < m.n {
+        if m.me & mask != 0 {
+            let to = member_rank(&cx.e().p2p, m, m.me - mask);
+            // SAFETY: `words` is borrowed until the send completes.
+            let conv =
+                unsafe { Packer::elements(words.as_ptr().cast(), words.len(), Datatype::UINT64_T) };
+            cx.send_internal(conv, to, m.tag, m.comm)?;
+            break;
         }
-        if !(0..=crate::pml::request::TAG_UB).contains(&tag) {
-            return Err(Error::new(
-                ErrorClass::Tag,
-                Reason::TagOutOfRange {
-                    tag,
-                    ub: crate::pml::request::TAG_UB,
-                },
-            ));
+        if m.me + mask < m.n {
+            let from = member_rank(&cx.e().p2p, m, m.me + mask);
+            // SAFETY: `tmp` is borrowed until the receive completes.
+            let conv = unsafe {
+                Unpacker::elements(tmp.as_mut_ptr().cast(), tmp.len(), Datatype::UINT64_T)
+            };
+            cx.recv_internal(conv, from, m.tag, m.comm)?;
+            words.iter_mut().zip(tmp.iter()).for_each(|(w, t)| *w |= *t);
         }
-        let parent = c.group;
-        let eh = c.errhandler;
-        let me = self
-            .p2p
-            .comms
-            .groups
-            .rank_of(group, self.p2p.me)
-            .ok_or(Error::new(
-                ErrorClass::Group,
-                Reason::BadArgument {
-                    what: "the calling process is not in the group",
-                },
-            ))?;
-        for p in self.p2p.comms.groups.members(group) {
-            if self.p2p.comms.groups.rank_of(parent, p).is_none() {
-                return Err(group_not_subset());
+        mask <<= 1;
+    }
+    // SAFETY: `words` holds `len` u64 and is borrowed for the call.
+    unsafe {
+        bcast_among(
+            cx,
+            m,
+            words.as_mut_ptr().cast(),
+            words.len(),
+            Datatype::UINT64_T,
+        )
+    }
+}
+
+/// Broadcasts `count` elements of predefined `ty` at `buf` from member 0 (binomial).
+///
+/// # Safety
+/// `buf` holds `count` elements of `ty`, not otherwise accessed during the call.
+unsafe fn bcast_among(
+    cx: &mut Inside,
+    m: &Members,
+    buf: *mut u8,
+    count: usize,
+    ty: Datatype,
+) -> Result<()> {
+    let mut mask = 1;
+    while mask < m.n {
+        if m.me & mask != 0 {
+            let from = member_rank(&cx.e().p2p, m, m.me - mask);
+            // SAFETY: the caller's contract; the receive completes before this returns.
+            let conv = unsafe { Unpacker::elements(buf, count, ty) };
+            cx.recv_internal(conv, from, m.tag, m.comm)?;
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while mask > 0 {
+        if m.me + mask < m.n && m.me & (mask * 2 - 1) == 0 {
+            let to = member_rank(&cx.e().p2p, m, m.me + mask);
+            // SAFETY: the caller's contract; the send completes before this returns.
+            let conv = unsafe { Packer::elements(buf, count, ty) };
+            cx.send_internal(conv, to, m.tag, m.comm)?;
+        }
+        mask >>= 1;
+    }
+    Ok(())
+}
+
+/// A context id free at every member — and, when `inter` is given, at the members of an
+/// intercommunicator's other side, whose leader this side's leader reaches over the channel
+/// (`Some` at the leader); fails at all members alike when one has no room.
+///
+/// The members OR their bitmaps of used ids and take the lowest id clear in the result. Other
+/// agreements may run in this process meanwhile (threads constructing other communicators under
+/// `MPI_THREAD_MULTIPLE`), so a member contributes its ids only while its agreement owns the
+/// process's mask, for one round; a member whose agreement does not own it contributes "none
+/// free, try again", and the round is repeated at every member. The mask goes to the agreement
+/// under way here with the lowest key (its communicator's context id and tag), so the lowest
+/// key of the whole job owns the mask at all its members within a round or two and succeeds,
+/// then the next (MPICH's scheme for multi-threaded context-id allocation). A process that
+/// constructs one communicator at a time owns the mask at once: one round, as before threads.
+fn agree_cid(cx: &mut Inside, m: &Members, inter: Option<Option<Channel>>) -> Result<ContextId> {
+    let e = cx.e();
+    let key = agreement_key(&e.p2p, m);
+    if e.creation.agreeing.push(key).is_err() {
+        return Err(Error::exhausted(
+            "context-id agreements under way at once",
+            MAX_AGREEING as u32,
+            "(compile-time MAX_AGREEING)",
+        ));
+    }
+    let r = agree_rounds(cx, m, inter, key);
+    let c = &mut cx.e().creation;
+    if let Some(i) = c.agreeing.iter().position(|&k| k == key) {
+        c.agreeing.swap_remove(i);
+    }
+    if c.owner == Some(key) {
+        c.owner = None;
+    }
+    r
+}
+
+/// The key of an agreement among `m`: its communicator's context id, then its tag (unique
+/// among agreements under way, since MPI orders collective calls on one communicator).
+fn agreement_key(p2p: &P2p, m: &Members) -> u64 {
+    let cid = p2p.comms.get_any(m.comm).map_or(u16::MAX, |c| c.cid.0);
+    (u64::from(cid) << 32) | u64::from(m.tag as u32)
+}
+
+/// Whether the agreement `key` owns the mask for its next round (taking it if it is free and
+/// no agreement under way here has a lower key).
+fn take_mask(c: &mut Scratch, key: u64) -> bool {
+    match c.owner {
+        Some(k) => k == key,
+        None if c.agreeing.iter().all(|&k| k >= key) => {
+            c.owner = Some(key);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The rounds of [`agree_cid`] until one decides.
+fn agree_rounds(
+    cx: &mut Inside,
+    m: &Members,
+    inter: Option<Option<Channel>>,
+    key: u64,
+) -> Result<ContextId> {
+    loop {
+        let e = cx.e();
+        let own = take_mask(&mut e.creation, key);
+        let nw = e.p2p.comms.used_cids().len();
+        // Used ids, then "no room here", then "an agreement did not own its mask".
+        let mut words = [0u64; CID_WORDS + 1];
+        if own {
+            words[..nw].copy_from_slice(e.p2p.comms.used_cids());
+            // Ids held by non-blocking agreements here are not free.
+            for c in e.building().held_cids() {
+                if (c as usize) < nw * 64 {
+                    words[c as usize / 64] |= 1 << (c % 64);
+                }
             }
+            words[nw] = u64::from(!e.p2p.comms.has_room());
+        } else {
+            words[..nw].fill(u64::MAX);
+            words[nw + 1] = 1;
         }
-        let m = Members {
-            comm,
-            group: Some(group),
-            root: 0,
-            n: group.size(),
-            me,
-            tag: TAG_GROUP_BASE + (tag & 0xffff),
+        let r = or_then_share(cx, m, inter, &mut words[..nw + 2]);
+        if own {
+            cx.e().creation.owner = None;
+        }
+        r?;
+        if words[nw + 1] != 0 {
+            // Some member's agreement did not own its mask: every member tries again.
+            continue;
+        }
+        if words[nw] != 0 {
+            return Err(Error::exhausted(
+                "communicator table",
+                cx.e().p2p.comms.capacity(),
+                super::COMM_MAX.name,
+            ));
+        }
+        return CommTable::lowest_free(&words[..nw]).ok_or(Error::exhausted(
+            "context ids",
+            (nw * 64) as u32,
+            super::MAX_CIDS.name,
+        ));
+    }
+}
+
+/// ORs `words` over the members and, for an intercommunicator, with the other side's (the
+/// leaders swap their sides' results, then share them).
+fn or_then_share(
+    cx: &mut Inside,
+    m: &Members,
+    inter: Option<Option<Channel>>,
+    words: &mut [u64],
+) -> Result<()> {
+    or_among(cx, m, words)?;
+    if let Some(channel) = inter {
+        if let Some(ch) = channel {
+            let mut theirs = [0u64; CID_WORDS + 1];
+            let theirs = &mut theirs[..words.len()];
+            exchange_words(cx, ch, words, theirs)?;
+            words
+                .iter_mut()
+                .zip(theirs.iter())
+                .for_each(|(w, t)| *w |= *t);
+        }
+        // SAFETY: `words` is borrowed for the call.
+        unsafe {
+            bcast_among(
+                cx,
+                m,
+                words.as_mut_ptr().cast(),
+                words.len(),
+                Datatype::UINT64_T,
+            )?
         };
-        let cid = self.agree_cid(&m, None)?;
-        let g = self.p2p.comms.groups.for_comm(group);
-        self.install(Comm {
+    }
+    Ok(())
+}
+
+/// Sends `mine` to and receives `theirs` from the other leader.
+fn exchange_words(cx: &mut Inside, ch: Channel, mine: &[u64], theirs: &mut [u64]) -> Result<()> {
+    // SAFETY: `theirs` is borrowed until the receive completes.
+    let conv =
+        unsafe { Unpacker::elements(theirs.as_mut_ptr().cast(), theirs.len(), Datatype::UINT64_T) };
+    let r = post_recv(cx, conv, ch)?;
+    // SAFETY: `mine` is borrowed until the send completes.
+    let conv = unsafe { Packer::elements(mine.as_ptr().cast(), mine.len(), Datatype::UINT64_T) };
+    send_on(cx, conv, ch)?;
+    cx.wait(r).map(|_| ())
+}
+
+/// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
+pub fn dup(cx: &mut Inside, id: CommId) -> Result<CommId> {
+    let parent = cx.e().check_comm(id)?.clone();
+    let cid = match parent.local_comm {
+        None => {
+            let m = whole(&cx.e().p2p, id, TAG_CID)?;
+            agree_cid(cx, &m, None)?
+        }
+        Some(local) => {
+            let m = whole(&cx.e().p2p, local, TAG_CID)?;
+            let ch = Channel {
+                comm: id,
+                peer: 0,
+                tag: TAG_INTER,
+            };
+            agree_cid(cx, &m, Some((m.me == 0).then_some(ch)))?
+        }
+    };
+    let group = cx.e().p2p.comms.groups.for_comm(parent.group);
+    let remote = parent.remote.map(|r| cx.e().p2p.comms.groups.for_comm(r));
+    if let Some(t) = parent.topo {
+        cx.e().p2p.comms.topos.retain(t);
+    }
+    let new = install(
+        &mut cx.e().p2p,
+        Comm {
+            cid,
+            group,
+            remote,
+            local_comm: None,
+            hidden: false,
+            freed: false,
+            ..parent
+        },
+    )?;
+    if let Some(local) = parent.local_comm {
+        attach_local_comm(cx, new, local)?;
+    }
+    Ok(new)
+}
+
+/// `MPI_Comm_split`: members with the same `color` form a communicator, ranked by `key`
+/// (ties by rank in `comm`); `color` [`UNDEFINED`] gets none. Collective over `comm`.
+pub fn split(cx: &mut Inside, comm: CommId, color: i32, key: i32) -> Result<Option<CommId>> {
+    if color < 0 && color != UNDEFINED {
+        return Err(Error::bad_arg(
+            "a split color must be non-negative or MPI_UNDEFINED",
+        ));
+    }
+    let c = cx.e().check_comm(comm)?;
+    if c.is_inter() {
+        return Err(Error::unsupported("MPI_Comm_split on an intercommunicator"));
+    }
+    let m = whole(&cx.e().p2p, comm, TAG_SPLIT)?;
+    split_members(cx, comm, &m, color, key)
+}
+
+/// Splits `comm` after every member's (color, key) is known to all.
+fn split_members(
+    cx: &mut Inside,
+    comm: CommId,
+    m: &Members,
+    color: i32,
+    key: i32,
+) -> Result<Option<CommId>> {
+    with_ints(cx, |cx, ints| split_into(cx, ints, comm, m, color, key))
+}
+
+/// [`split_members`] with the triples in `ints`.
+fn split_into(
+    cx: &mut Inside,
+    ints: &mut [i32],
+    comm: CommId,
+    m: &Members,
+    color: i32,
+    key: i32,
+) -> Result<Option<CommId>> {
+    let n = m.n as usize;
+    let me = 3 * m.me as usize;
+    ints[me..me + 3].copy_from_slice(&[color, key, m.me as i32]);
+    allgather_triples(cx, m, ints)?;
+    let cid = agree_cid(cx, &Members { tag: TAG_CID, ..*m }, None)?;
+    if color == UNDEFINED {
+        return Ok(None);
+    }
+    let triples = ints[..3 * n].as_chunks_mut::<3>().0;
+    triples.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
+    let len = triples.iter().take_while(|e| e[0] == color).count();
+    let rank = triples[..len]
+        .iter()
+        .position(|e| e[2] as u32 == m.me)
+        .expect("own entry") as u32;
+    let parent = cx.e().check_comm(comm)?.group;
+    let eh = cx.e().check_comm(comm)?.errhandler;
+    let ints = &*ints;
+    let group = cx.e().p2p.comms.groups.gather(len as u32, |t, i| {
+        t.proc_of(parent, ints[3 * i as usize + 2] as u32)
+    })?;
+    install(
+        &mut cx.e().p2p,
+        Comm {
+            cid,
+            group,
+            remote: None,
+            local_comm: None,
+            hidden: false,
+            topo: None,
+            rank,
+            errhandler: eh,
+            freed: false,
+        },
+    )
+    .map(Some)
+}
+
+/// Every member's triple at every member (gather to member 0, then broadcast).
+fn allgather_triples(cx: &mut Inside, m: &Members, ints: &mut [i32]) -> Result<()> {
+    let n = m.n as usize;
+    if m.me == 0 {
+        for v in 1..m.n {
+            let from = member_rank(&cx.e().p2p, m, v);
+            let e = &mut ints[3 * v as usize..3 * v as usize + 3];
+            // SAFETY: the triple is borrowed until the receive completes.
+            let conv = unsafe { Unpacker::elements(e.as_mut_ptr().cast(), 3, Datatype::INT) };
+            cx.recv_internal(conv, from, m.tag, m.comm)?;
+        }
+    } else {
+        let to = member_rank(&cx.e().p2p, m, 0);
+        let at = 3 * m.me as usize;
+        let e: [i32; 3] = [ints[at], ints[at + 1], ints[at + 2]];
+        // SAFETY: `e` lives until the send completes.
+        let conv = unsafe { Packer::elements(e.as_ptr().cast(), 3, Datatype::INT) };
+        cx.send_internal(conv, to, m.tag, m.comm)?;
+    }
+    let all = ints[..3 * n].as_mut_ptr();
+    // SAFETY: the first `3 n` ints are borrowed for the call.
+    unsafe { bcast_among(cx, m, all.cast(), 3 * n, Datatype::INT) }
+}
+
+/// `MPI_Comm_split_type`: the members sharing a node of the kind `how`, ranked by `key`.
+pub fn split_type(
+    cx: &mut Inside,
+    comm: CommId,
+    how: Option<SplitType>,
+    key: i32,
+) -> Result<Option<CommId>> {
+    let color = match how {
+        None => UNDEFINED,
+        Some(SplitType::Shared) => {
+            let p2p = &cx.e().p2p;
+            let node = p2p.procs[p2p.me.0 as usize].node;
+            (node & 0x7fff_ffff) as i32
+        }
+    };
+    split(cx, comm, color, key)
+}
+
+/// The node levels of `comm` for the node-aware collectives: hidden communicators over each
+/// node's members and over the nodes' leaders, made the first time this is asked (every
+/// member asks at the same collective call, so all agree on their context ids) and freed with
+/// `comm`. They are made only when the members span more than one node and some node holds
+/// more than one of them; otherwise, and when no context id or slot is left, the answer is
+/// [`Levels::Flat`] (alike at every member: the agreement fails everywhere or nowhere).
+///
+/// The node layout comes from [`crate::btl::PeerInfo::node`], known to every process, so
+/// the groups are computed locally; only the two context ids are agreed.
+pub(crate) fn levels(cx: &mut Inside, comm: CommId) -> Result<Levels> {
+    let known = cx.e().p2p.comms.levels(comm);
+    if known != Levels::Unknown {
+        return Ok(known);
+    }
+    with_ints(cx, |cx, ints| levels_into(cx, ints, comm))
+}
+
+/// [`levels`] of a communicator not asked before, with the triples in `ints`.
+fn levels_into(cx: &mut Inside, ints: &mut [i32], comm: CommId) -> Result<Levels> {
+    let c = cx.e().check_comm(comm)?;
+    if c.is_inter() || c.hidden || c.size() < 3 {
+        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+        return Ok(Levels::Flat);
+    }
+    let (g, n, me) = (c.group, c.size() as usize, c.rank as i32);
+    // (node, rank) sorted: each node's members form a run, in rank order.
+    for r in 0..n {
+        let p = cx.e().p2p.comms.groups.proc_of(g, r as u32);
+        let node = cx.e().p2p.procs[p.0 as usize].node as i32;
+        ints[3 * r..3 * r + 3].copy_from_slice(&[node, r as i32, 0]);
+    }
+    let triples = ints[..3 * n].as_chunks_mut::<3>().0;
+    // Runs of one node in rank order; as many as nodes when each node's ranks are one run.
+    let runs = 1 + triples.windows(2).filter(|w| w[0][0] != w[1][0]).count();
+    let Some((start, len, node_rank)) = node_runs(triples, me) else {
+        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+        return Ok(Levels::Flat);
+    };
+    let m = whole(&cx.e().p2p, comm, TAG_CID)?;
+    let Ok(cid) = agree_cid(cx, &m, None) else {
+        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+        return Ok(Levels::Flat);
+    };
+    let group = {
+        let ints = &*ints;
+        cx.e().p2p.comms.groups.gather(len as u32, |t, i| {
+            t.proc_of(g, ints[3 * (start + i as usize) + 1] as u32)
+        })?
+    };
+    let node = install_hidden(&mut cx.e().p2p, cid, group, node_rank as u32)?;
+    let k = leaders_in_order(&mut ints[..3 * n]);
+    let leader_rank = ints[..k].iter().position(|&r| r == me);
+    let Ok(cid) = agree_cid(cx, &m, None) else {
+        free(cx, node)?;
+        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+        return Ok(Levels::Flat);
+    };
+    let leaders = match leader_rank {
+        Some(lr) => {
+            let ints = &*ints;
+            let group = cx
+                .e()
+                .p2p
+                .comms
+                .groups
+                .gather(k as u32, |t, i| t.proc_of(g, ints[i as usize] as u32))?;
+            Some(install_hidden(&mut cx.e().p2p, cid, group, lr as u32)?)
+        }
+        None => None,
+    };
+    let l = Levels::Nodes {
+        node,
+        leaders,
+        blocked: runs == k,
+    };
+    cx.e().p2p.comms.set_levels(comm, l);
+    Ok(l)
+}
+
+/// `MPI_Comm_create`: a communicator over `group` (a subset of `comm`'s members; disjoint
+/// subsets may pass different groups); non-members get none. Collective over `comm`.
+pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<CommId>> {
+    let group = cx.e().p2p.comms.groups.check(group)?;
+    let c = cx.e().check_comm(comm)?;
+    if c.is_inter() {
+        return Err(Error::unsupported(
+            "MPI_Comm_create on an intercommunicator",
+        ));
+    }
+    let parent = c.group;
+    let me = cx.e().p2p.me;
+    let my_rank = cx.e().p2p.comms.groups.rank_of(group, me);
+    // Every member must belong to the parent.
+    let groups = &cx.e().p2p.comms.groups;
+    for p in groups.members(group) {
+        if groups.rank_of(parent, p).is_none() {
+            return Err(group_not_subset());
+        }
+    }
+    // A split whose color names the group by its first process: disjoint groups differ.
+    let color = match my_rank {
+        Some(_) => cx.e().p2p.comms.groups.proc_of(group, 0).0 as i32,
+        None => UNDEFINED,
+    };
+    let key = my_rank.map_or(0, |r| r as i32);
+    let m = whole(&cx.e().p2p, comm, TAG_SPLIT)?;
+    split_members(cx, comm, &m, color, key)
+}
+
+/// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
+/// over the members of `group` only; `tag` separates concurrent calls.
+pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
+    let group = cx.e().p2p.comms.groups.check(group)?;
+    let c = cx.e().check_comm(comm)?;
+    if c.is_inter() {
+        return Err(Error::unsupported(
+            "MPI_Comm_create_group on an intercommunicator",
+        ));
+    }
+    if !(0..=crate::pml::request::TAG_UB).contains(&tag) {
+        return Err(Error::new(
+            ErrorClass::Tag,
+            Reason::TagOutOfRange {
+                tag,
+                ub: crate::pml::request::TAG_UB,
+            },
+        ));
+    }
+    let parent = c.group;
+    let eh = c.errhandler;
+    let p2p = &cx.e().p2p;
+    let me = p2p.comms.groups.rank_of(group, p2p.me).ok_or(Error::new(
+        ErrorClass::Group,
+        Reason::BadArgument {
+            what: "the calling process is not in the group",
+        },
+    ))?;
+    let groups = &cx.e().p2p.comms.groups;
+    for p in groups.members(group) {
+        if groups.rank_of(parent, p).is_none() {
+            return Err(group_not_subset());
+        }
+    }
+    let m = Members {
+        comm,
+        group: Some(group),
+        root: 0,
+        n: group.size(),
+        me,
+        tag: TAG_GROUP_BASE + (tag & 0xffff),
+    };
+    let cid = agree_cid(cx, &m, None)?;
+    let g = cx.e().p2p.comms.groups.for_comm(group);
+    install(
+        &mut cx.e().p2p,
+        Comm {
             cid,
             group: g,
             remote: None,
@@ -708,119 +896,132 @@ impl Engine {
             rank: me,
             errhandler: eh,
             freed: false,
-        })
-    }
+        },
+    )
+}
 
-    /// `MPI_Intercomm_create`: joins the group of `local` (led by its rank `local_leader`) with
-    /// the group led by rank `remote_leader` of `peer` (which matters at the local leader only).
-    /// The leaders swap their groups over `peer` with the user's `tag`, as the standard defines.
-    pub fn intercomm_create(
-        &mut self,
-        local: CommId,
-        local_leader: i32,
-        peer: Option<CommId>,
-        remote_leader: i32,
-        tag: i32,
-    ) -> Result<CommId> {
-        let c = self.check_comm(local)?.clone();
-        if c.is_inter() {
-            return Err(not_intra());
-        }
-        let size = c.size();
-        if local_leader < 0 || local_leader as u32 >= size {
+/// `MPI_Intercomm_create`: joins the group of `local` (led by its rank `local_leader`) with
+/// the group led by rank `remote_leader` of `peer` (which matters at the local leader only).
+/// The leaders swap their groups over `peer` with the user's `tag`, as the standard defines.
+pub fn intercomm_create(
+    cx: &mut Inside,
+    local: CommId,
+    local_leader: i32,
+    peer: Option<CommId>,
+    remote_leader: i32,
+    tag: i32,
+) -> Result<CommId> {
+    with_ints(cx, |cx, ints| {
+        intercomm_into(cx, ints, local, local_leader, peer, remote_leader, tag)
+    })
+}
+
+/// [`intercomm_create`] with the process lists in `ints`.
+fn intercomm_into(
+    cx: &mut Inside,
+    ints: &mut [i32],
+    local: CommId,
+    local_leader: i32,
+    peer: Option<CommId>,
+    remote_leader: i32,
+    tag: i32,
+) -> Result<CommId> {
+    let c = cx.e().check_comm(local)?.clone();
+    if c.is_inter() {
+        return Err(not_intra());
+    }
+    let size = c.size();
+    if local_leader < 0 || local_leader as u32 >= size {
+        return Err(Error::new(
+            ErrorClass::Rank,
+            Reason::RankOutOfRange {
+                rank: local_leader,
+                size,
+            },
+        ));
+    }
+    let leader = local_leader as u32;
+    let m = Members {
+        comm: local,
+        group: None,
+        root: leader,
+        n: size,
+        me: (c.rank + size - leader) % size,
+        tag: TAG_INTER,
+    };
+    let world = cx.e().p2p.procs.len();
+    // At the leader: own processes in ints[..size], the remote ones into ints[world..].
+    let mut k = [0i32; 1];
+    let mut channel = None;
+    if m.me == 0 {
+        let peer = peer.ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+        let psize = cx.e().check_comm(peer)?.peers().size();
+        if remote_leader < 0 || remote_leader as u32 >= psize {
             return Err(Error::new(
                 ErrorClass::Rank,
                 Reason::RankOutOfRange {
-                    rank: local_leader,
-                    size,
+                    rank: remote_leader,
+                    size: psize,
                 },
             ));
         }
-        let leader = local_leader as u32;
-        let m = Members {
-            comm: local,
-            group: None,
-            root: leader,
-            n: size,
-            me: (c.rank + size - leader) % size,
-            tag: TAG_INTER,
+        let ch = Channel {
+            comm: peer,
+            peer: remote_leader as u32,
+            tag,
         };
-        let world = self.p2p.procs.len();
-        // At the leader: own processes in ints[..size], the remote ones into ints[world..].
-        let mut k = [0i32; 1];
-        let mut channel = None;
-        if m.me == 0 {
-            let peer = peer.ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
-            let psize = self.check_comm(peer)?.peers().size();
-            if remote_leader < 0 || remote_leader as u32 >= psize {
-                return Err(Error::new(
-                    ErrorClass::Rank,
-                    Reason::RankOutOfRange {
-                        rank: remote_leader,
-                        size: psize,
-                    },
-                ));
+        swap_ints(cx, ch, 0, &[size as i32], &mut k, ints)?;
+        if k[0] <= 0 || k[0] as usize > world {
+            k[0] = -1;
+        } else {
+            for r in 0..size {
+                ints[r as usize] = cx.e().p2p.comms.groups.proc_of(c.group, r).0 as i32;
             }
-            let ch = Channel {
-                comm: peer,
-                peer: remote_leader as u32,
-                tag,
-            };
-            self.swap_ints(ch, 0, &[size as i32], &mut k)?;
-            if k[0] <= 0 || k[0] as usize > world {
-                k[0] = -1;
-            } else {
-                for r in 0..size {
-                    self.creation.ints[r as usize] =
-                        self.p2p.comms.groups.proc_of(c.group, r).0 as i32;
-                }
-                self.swap_ints(ch, size as usize, &[], &mut [])?;
-            }
-            channel = Some(ch);
+            swap_ints(cx, ch, size as usize, &[], &mut [], ints)?;
         }
-        // SAFETY: `k` is borrowed for the call.
-        unsafe { self.bcast_among(&m, k.as_mut_ptr().cast(), 1, Datatype::INT)? };
-        if k[0] <= 0 {
-            return Err(Error::bad_arg("the remote group's size is not valid"));
-        }
-        let k = k[0] as u32;
-        let list = self.creation.ints[world..world + k as usize].as_mut_ptr();
-        // SAFETY: `k` ints of the scratch are borrowed for the call.
-        unsafe { self.bcast_among(&m, list.cast(), k as usize, Datatype::INT)? };
-        let remote_list = &self.creation.ints[world..world + k as usize];
-        let valid = remote_list.iter().all(|&p| {
-            p >= 0
-                && (p as usize) < world
-                && self
-                    .p2p
-                    .comms
-                    .groups
-                    .rank_of(c.group, ProcId(p as u32))
-                    .is_none()
-        });
-        if !valid {
-            return Err(Error::new(
-                ErrorClass::Group,
-                Reason::BadArgument {
-                    what: "the remote group names a process outside the job or of the local group",
-                },
-            ));
-        }
-        let ints = &*self.creation.ints;
-        let remote = self
+        channel = Some(ch);
+    }
+    // SAFETY: `k` is borrowed for the call.
+    unsafe { bcast_among(cx, &m, k.as_mut_ptr().cast(), 1, Datatype::INT)? };
+    if k[0] <= 0 {
+        return Err(Error::bad_arg("the remote group's size is not valid"));
+    }
+    let k = k[0] as u32;
+    let list = ints[world..world + k as usize].as_mut_ptr();
+    // SAFETY: `k` ints of the scratch are borrowed for the call.
+    unsafe { bcast_among(cx, &m, list.cast(), k as usize, Datatype::INT)? };
+    let remote_list = &ints[world..world + k as usize];
+    let groups = &cx.e().p2p.comms.groups;
+    let valid = remote_list.iter().all(|&p| {
+        p >= 0 && (p as usize) < world && groups.rank_of(c.group, ProcId(p as u32)).is_none()
+    });
+    if !valid {
+        return Err(Error::new(
+            ErrorClass::Group,
+            Reason::BadArgument {
+                what: "the remote group names a process outside the job or of the local group",
+            },
+        ));
+    }
+    let remote = {
+        let ints = &*ints;
+        cx.e()
             .p2p
             .comms
             .groups
-            .gather(k, |_, i| ProcId(ints[world + i as usize] as u32))?;
-        let cid = match self.agree_cid(&Members { tag: TAG_CID, ..m }, Some(channel)) {
-            Ok(cid) => cid,
-            Err(e) => {
-                self.p2p.comms.groups.release(remote);
-                return Err(e);
-            }
-        };
-        let group = self.p2p.comms.groups.for_comm(c.group);
-        let inter = self.install(Comm {
+            .gather(k, |_, i| ProcId(ints[world + i as usize] as u32))?
+    };
+    let cid = match agree_cid(cx, &Members { tag: TAG_CID, ..m }, Some(channel)) {
+        Ok(cid) => cid,
+        Err(e) => {
+            cx.e().p2p.comms.groups.release(remote);
+            return Err(e);
+        }
+    };
+    let group = cx.e().p2p.comms.groups.for_comm(c.group);
+    let inter = install(
+        &mut cx.e().p2p,
+        Comm {
             cid,
             group,
             remote: Some(remote),
@@ -830,76 +1031,80 @@ impl Engine {
             rank: c.rank,
             errhandler: c.errhandler,
             freed: false,
-        })?;
-        self.attach_local_comm(inter, local)?;
-        Ok(inter)
-    }
+        },
+    )?;
+    attach_local_comm(cx, inter, local)?;
+    Ok(inter)
+}
 
-    /// Gives intercommunicator `inter` its hidden intracommunicator: a duplicate of `local`.
-    /// Made after `inter` is installed, so that the two context ids differ.
-    fn attach_local_comm(&mut self, inter: CommId, local: CommId) -> Result<()> {
-        match self.comm_dup(local) {
-            Ok(l) => {
-                self.p2p.comms.get_mut(l)?.hidden = true;
-                self.p2p.comms.get_mut(inter)?.local_comm = Some(l);
-                Ok(())
-            }
-            Err(e) => {
-                let _ = self.comm_free(inter);
-                Err(e)
-            }
+/// Gives intercommunicator `inter` its hidden intracommunicator: a duplicate of `local`.
+/// Made after `inter` is installed, so that the two context ids differ.
+fn attach_local_comm(cx: &mut Inside, inter: CommId, local: CommId) -> Result<()> {
+    match dup(cx, local) {
+        Ok(l) => {
+            cx.e().p2p.comms.get_mut(l)?.hidden = true;
+            cx.e().p2p.comms.get_mut(inter)?.local_comm = Some(l);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = free(cx, inter);
+            Err(e)
         }
     }
+}
 
-    /// `MPI_Intercomm_merge`: an intracommunicator over both groups of `inter`, the side that
-    /// passed `high` = false first (when both sides pass the same, the side whose leader is the
-    /// lower process goes first).
-    pub fn intercomm_merge(&mut self, inter: CommId, high: bool) -> Result<CommId> {
-        let c = self.check_comm(inter)?.clone();
-        let (Some(local), Some(remote)) = (c.local_comm, c.remote) else {
-            return Err(not_inter());
-        };
-        let m = self.whole(local, TAG_INTER)?;
-        let ch = Channel {
-            comm: inter,
-            peer: 0,
-            tag: TAG_INTER,
-        };
-        let my_leader = self.p2p.comms.groups.proc_of(c.group, 0).0 as i32;
-        let mut theirs = [0i32; 2];
-        if m.me == 0 {
-            self.swap_ints(ch, 0, &[high as i32, my_leader], &mut theirs)?;
+/// `MPI_Intercomm_merge`: an intracommunicator over both groups of `inter`, the side that
+/// passed `high` = false first (when both sides pass the same, the side whose leader is the
+/// lower process goes first).
+pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<CommId> {
+    let c = cx.e().check_comm(inter)?.clone();
+    let (Some(local), Some(remote)) = (c.local_comm, c.remote) else {
+        return Err(not_inter());
+    };
+    let m = whole(&cx.e().p2p, local, TAG_INTER)?;
+    let ch = Channel {
+        comm: inter,
+        peer: 0,
+        tag: TAG_INTER,
+    };
+    let my_leader = cx.e().p2p.comms.groups.proc_of(c.group, 0).0 as i32;
+    let mut theirs = [0i32; 2];
+    if m.me == 0 {
+        swap_ints(cx, ch, 0, &[high as i32, my_leader], &mut theirs, &mut [])?;
+    }
+    // SAFETY: `theirs` is borrowed for the call.
+    unsafe { bcast_among(cx, &m, theirs.as_mut_ptr().cast(), 2, Datatype::INT)? };
+    let me_first = if high != (theirs[0] != 0) {
+        !high
+    } else {
+        my_leader < theirs[1]
+    };
+    let cid = agree_cid(
+        cx,
+        &Members { tag: TAG_CID, ..m },
+        Some((m.me == 0).then_some(ch)),
+    )?;
+    let (a, b) = if me_first {
+        (c.group, remote)
+    } else {
+        (remote, c.group)
+    };
+    let n = a.size() + b.size();
+    let group = cx.e().p2p.comms.groups.gather(n, |t, i| {
+        if i < a.size() {
+            t.proc_of(a, i)
+        } else {
+            t.proc_of(b, i - a.size())
         }
-        // SAFETY: `theirs` is borrowed for the call.
-        unsafe { self.bcast_among(&m, theirs.as_mut_ptr().cast(), 2, Datatype::INT)? };
-        let me_first = if high != (theirs[0] != 0) {
-            !high
-        } else {
-            my_leader < theirs[1]
-        };
-        let cid = self.agree_cid(
-            &Members { tag: TAG_CID, ..m },
-            Some((m.me == 0).then_some(ch)),
-        )?;
-        let (a, b) = if me_first {
-            (c.group, remote)
-        } else {
-            (remote, c.group)
-        };
-        let n = a.size() + b.size();
-        let group = self.p2p.comms.groups.gather(n, |t, i| {
-            if i < a.size() {
-                t.proc_of(a, i)
-            } else {
-                t.proc_of(b, i - a.size())
-            }
-        })?;
-        let rank = if me_first {
-            c.rank
-        } else {
-            remote.size() + c.rank
-        };
-        self.install(Comm {
+    })?;
+    let rank = if me_first {
+        c.rank
+    } else {
+        remote.size() + c.rank
+    };
+    install(
+        &mut cx.e().p2p,
+        Comm {
             cid,
             group,
             remote: None,
@@ -909,46 +1114,46 @@ impl Engine {
             rank,
             errhandler: c.errhandler,
             freed: false,
-        })
-    }
+        },
+    )
+}
 
-    /// With the other leader: swaps `mine` for `theirs` when `list` is 0, else sends the first
-    /// `list` ints of the scratch and receives the other side's list after the job's size.
-    fn swap_ints(
-        &mut self,
-        ch: Channel,
-        list: usize,
-        mine: &[i32],
-        theirs: &mut [i32],
-    ) -> Result<()> {
-        let world = self.p2p.procs.len();
-        let r = if list == 0 {
-            // SAFETY: `theirs` is borrowed until the receive completes.
-            let conv = unsafe {
-                Unpacker::elements(theirs.as_mut_ptr().cast(), theirs.len(), Datatype::INT)
-            };
-            let r = self.post_recv(conv, ch)?;
-            // SAFETY: `mine` is borrowed until the send completes.
-            let conv = unsafe { Packer::elements(mine.as_ptr().cast(), mine.len(), Datatype::INT) };
-            self.send_on(conv, ch)?;
-            r
-        } else {
-            let at = self.creation.ints[world..].as_mut_ptr();
-            // SAFETY: the scratch after `world` is borrowed until the receive completes; the
-            // sender's count is at most `world` (checked by the size swap).
-            let conv = unsafe { Unpacker::elements(at.cast(), world, Datatype::INT) };
-            let r = self.post_recv(conv, ch)?;
-            let at = self.creation.ints.as_ptr();
-            // SAFETY: the first `list` ints are borrowed until the send completes.
-            let conv = unsafe { Packer::elements(at.cast(), list, Datatype::INT) };
-            self.send_on(conv, ch)?;
-            r
-        };
-        let status = self.wait(r)?;
-        match status.error {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+/// With the other leader: swaps `mine` for `theirs` when `list` is 0, else sends the first
+/// `list` of `ints` and receives the other side's list after the job's size.
+fn swap_ints(
+    cx: &mut Inside,
+    ch: Channel,
+    list: usize,
+    mine: &[i32],
+    theirs: &mut [i32],
+    ints: &mut [i32],
+) -> Result<()> {
+    let world = cx.e().p2p.procs.len();
+    let r = if list == 0 {
+        // SAFETY: `theirs` is borrowed until the receive completes.
+        let conv =
+            unsafe { Unpacker::elements(theirs.as_mut_ptr().cast(), theirs.len(), Datatype::INT) };
+        let r = post_recv(cx, conv, ch)?;
+        // SAFETY: `mine` is borrowed until the send completes.
+        let conv = unsafe { Packer::elements(mine.as_ptr().cast(), mine.len(), Datatype::INT) };
+        send_on(cx, conv, ch)?;
+        r
+    } else {
+        let at = ints[world..].as_mut_ptr();
+        // SAFETY: the scratch after `world` is borrowed until the receive completes; the
+        // sender's count is at most `world` (checked by the size swap).
+        let conv = unsafe { Unpacker::elements(at.cast(), world, Datatype::INT) };
+        let r = post_recv(cx, conv, ch)?;
+        let at = ints.as_ptr();
+        // SAFETY: the first `list` ints are borrowed until the send completes.
+        let conv = unsafe { Packer::elements(at.cast(), list, Datatype::INT) };
+        send_on(cx, conv, ch)?;
+        r
+    };
+    let status = cx.wait(r)?;
+    match status.error {
+        None => Ok(()),
+        Some(e) => Err(e),
     }
 }
 
@@ -1025,9 +1230,91 @@ fn group_not_subset() -> Error {
     )
 }
 
-// ---- MPI_Comm_idup ---------------------------------------------------------------------------
+// ---- freeing, and MPI_Comm_idup ---------------------------------------------------------------
 
-impl Engine {
+/// Frees communicator `id` (`MPI_Comm_free`). Receives still posted on it complete normally;
+/// its slot and context id are released once they have. Its hidden node levels go with it,
+/// once the non-blocking node-aware collectives still to start phases on them have.
+pub fn free(cx: &mut Inside, id: CommId) -> Result<()> {
+    if let Levels::Nodes { node, leaders, .. } = cx.e().p2p.comms.levels(id) {
+        crate::coll::drain(cx, node, leaders);
+    }
+    cx.e().building().free(id)
+}
+
+/// Communicator construction that runs without waiting — `MPI_Comm_idup` from progress, and
+/// freeing — with point-to-point and the collectives borrowed.
+pub(crate) struct Building<'a> {
+    pub(crate) p2p: &'a mut P2p,
+    pub(crate) coll: &'a mut crate::coll::CollState,
+    pub(crate) creation: &'a mut Scratch,
+    /// Some freed communicator waits for its receives or collectives to end.
+    pub(crate) draining: &'a mut bool,
+}
+
+impl Building<'_> {
+    fn colls(&mut self) -> crate::coll::Colls<'_> {
+        crate::coll::Colls {
+            p2p: self.p2p,
+            coll: self.coll,
+        }
+    }
+
+    /// Frees communicator `id` whose node levels no collective still needs (see [`free`]).
+    pub(crate) fn free(&mut self, id: CommId) -> Result<()> {
+        // A communicator an MPI_Comm_idup is still making is freed when it is made.
+        if self.p2p.comms.is_reserved(id) && self.idup_discard(id) {
+            return Ok(());
+        }
+        let local = self.p2p.comm(id)?.local_comm;
+        if id == CommId::WORLD || id == CommId::SELF {
+            return Err(Error::new(
+                ErrorClass::Comm,
+                Reason::BadArgument {
+                    what: "predefined communicators cannot be freed",
+                },
+            ));
+        }
+        // Done with its shared-memory collectives' cells (while its context id is still its).
+        self.colls().sm_release(id);
+        if self.p2p.pml.comm_busy(id) || self.colls().coll_uses(id) {
+            self.p2p.comms.get_mut(id)?.freed = true;
+            *self.draining = true;
+        } else {
+            self.p2p.pml.comm_removed(id);
+            self.p2p.comms.remove(id)?;
+        }
+        if let Some(l) = local {
+            self.free(l)?;
+        }
+        // The hidden node levels go with it (every member frees them at the same call).
+        if let Levels::Nodes { node, leaders, .. } = self.p2p.comms.levels(id) {
+            self.p2p.comms.set_levels(id, Levels::Flat);
+            for c in leaders.into_iter().chain([node]) {
+                self.free(c)?;
+            }
+        }
+        self.reap();
+        Ok(())
+    }
+
+    /// Releases freed communicators whose receives and non-blocking collectives have all
+    /// completed.
+    pub(crate) fn reap(&mut self) {
+        let mut cur = 0;
+        loop {
+            let Some(id) = self.p2p.comms.draining().find(|c| c.0 >= cur) else {
+                break;
+            };
+            cur = id.0 + 1;
+            if !self.p2p.pml.comm_busy(id) && !self.colls().coll_uses(id) {
+                self.p2p.pml.comm_removed(id);
+                let _ = self.p2p.comms.remove(id);
+            }
+        }
+        *self.draining = self.p2p.comms.draining().next().is_some();
+    }
+
     /// Ids held by the non-blocking agreements in flight here.
     fn held_cids(&self) -> impl Iterator<Item = u16> + '_ {
         self.creation
@@ -1052,7 +1339,7 @@ impl Engine {
     /// `Idup` in this module); the engine's progress runs it. Collective over `parent`, in the
     /// same order as its other collectives.
     pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
-        let p = self.check_comm(parent)?.clone();
+        let p = self.p2p.comm(parent)?.clone();
         let slot =
             self.creation
                 .idups
@@ -1063,12 +1350,12 @@ impl Engine {
                 ))?;
         // Tags: taken now, in the user's order of collectives on the parent (see `Idup`).
         let tags = match p.local_comm {
-            None => [self.next_coll_tag(parent), 0, 0, 0],
+            None => [self.colls().next_coll_tag(parent), 0, 0, 0],
             Some(l) => [
-                self.next_coll_tag(parent),
-                self.next_coll_tag(l),
-                self.next_coll_tag(l),
-                self.next_coll_tag(l),
+                self.colls().next_coll_tag(parent),
+                self.colls().next_coll_tag(l),
+                self.colls().next_coll_tag(l),
+                self.colls().next_coll_tag(l),
             ],
         };
         let new = self.p2p.comms.reserve(Comm {
@@ -1219,7 +1506,7 @@ impl Engine {
     /// Starts agreement `i`'s current round: this member's contribution, then the allreduce(s).
     fn idup_round(&mut self, i: usize) {
         let d = *self.idup_mut(i);
-        let busy = self.creation.blocking;
+        let busy = !self.creation.agreeing.is_empty();
         let input = match d.round {
             _ if busy => [0, 1],
             Round::Propose => {
@@ -1266,22 +1553,40 @@ impl Engine {
             unsafe {
                 match (d.stage, parent.local_comm) {
                     (0, None) => Ok([
-                        Some(self.collective_tagged(d.parent, allreduce(out0), 0, d.tags[0], 0)?),
+                        Some(self.colls().collective_tagged(
+                            d.parent,
+                            allreduce(out0),
+                            0,
+                            d.tags[0],
+                            0,
+                        )?),
                         None,
                     ]),
                     // Across the groups (each gets the other's maximum) and within this one.
                     (0, Some(l)) => Ok([
-                        Some(self.collective_tagged(
+                        Some(self.colls().collective_tagged(
                             d.parent,
                             allreduce(out0),
                             0,
                             d.tags[0],
                             d.tags[1],
                         )?),
-                        Some(self.collective_tagged(l, allreduce(out1), 0, d.tags[2], 0)?),
+                        Some(self.colls().collective_tagged(
+                            l,
+                            allreduce(out1),
+                            0,
+                            d.tags[2],
+                            0,
+                        )?),
                     ]),
                     (_, Some(l)) => Ok([
-                        Some(self.collective_tagged(l, allreduce(out0), 0, d.tags[3], 0)?),
+                        Some(self.colls().collective_tagged(
+                            l,
+                            allreduce(out0),
+                            0,
+                            d.tags[3],
+                            0,
+                        )?),
                         None,
                     ]),
                     (_, None) => Err(Error::new(
@@ -1321,16 +1626,19 @@ impl Engine {
                     .cloned()
                     .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
                 let group = self.p2p.comms.groups.for_comm(lp.group);
-                Some(self.install(Comm {
-                    cid: ContextId(lc),
-                    group,
-                    remote: None,
-                    local_comm: None,
-                    hidden: true,
-                    topo: None,
-                    freed: false,
-                    ..lp
-                })?)
+                Some(install(
+                    self.p2p,
+                    Comm {
+                        cid: ContextId(lc),
+                        group,
+                        remote: None,
+                        local_comm: None,
+                        hidden: true,
+                        topo: None,
+                        freed: false,
+                        ..lp
+                    },
+                )?)
             }
             _ => None,
         };
@@ -1356,7 +1664,7 @@ impl Engine {
                 self.p2p.comms.groups.release(r);
             }
             if let Some(l) = local {
-                let _ = self.comm_free(l);
+                let _ = self.free(l);
             }
             return Err(e);
         }
@@ -1394,7 +1702,7 @@ impl Engine {
         if r.is_err() {
             self.p2p.comms.unreserve(d.new);
         } else if d.discard {
-            let _ = self.comm_free(d.new);
+            let _ = self.free(d.new);
         }
         self.p2p.pml.requests_mut().finish(
             d.req,

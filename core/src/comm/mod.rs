@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupTable};
 use crate::params::{Default, Kind, ParamDef};
 use crate::rte::ProcId;
-use crate::topo::{TopoId, TopoTable};
+use crate::topo::table::{TopoId, TopoTable};
 
 /// `comm_max`.
 pub static COMM_MAX: ParamDef = ParamDef {

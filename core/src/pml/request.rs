@@ -9,6 +9,8 @@ use crate::wire::Envelope;
 
 /// `MPI_PROC_NULL`.
 pub const PROC_NULL: i32 = -1;
+const _: () = assert!(crate::topo::table::PROC_NULL == PROC_NULL);
+
 /// `MPI_ANY_SOURCE`.
 pub const ANY_SOURCE: i32 = -2;
 /// `MPI_ANY_TAG`.
