@@ -186,12 +186,17 @@ pub fn c_extra_program(name: &str) -> PathBuf {
     c_program_from(&c_extra_source(name))
 }
 
-/// Any C program built with stormcc (named after its file), cached.
+/// Any C program built with stormcc (named after its file), cached. Programs named
+/// `threads_*` use POSIX threads and get `-pthread` too, as in `tests/c/run-reference.sh`.
 pub fn c_program_from(src: &Path) -> PathBuf {
     let name = src.file_stem().expect("a C file name").to_string_lossy();
     build_once(&name, |out| {
         let mut cmd = Command::new(stormcc());
-        cmd.args(C_FLAGS).arg("-o").arg(out).arg(src);
+        cmd.args(C_FLAGS);
+        if name.starts_with("threads_") {
+            cmd.arg("-pthread");
+        }
+        cmd.arg("-o").arg(out).arg(src);
         cmd
     })
 }

@@ -20,11 +20,17 @@
  *   abort_returns      MPI_Abort returns instead of ending the job
  *   waitall_tag        MPI_Waitall reports status.MPI_TAG + 1 for every request
  *   type_size_off      MPI_Type_size(MPI_DOUBLE) reports 9
+ *   thread_serialized  MPI_Init_thread and MPI_Query_thread report at most MPI_THREAD_SERIALIZED
+ *   every_thread_main  MPI_Is_thread_main reports true in every thread
+ *   big_lock           one process-wide lock is held across every MPI call the threads_*
+ *                      programs make, blocking ones included (a library that serialises its
+ *                      callers and keeps the lock while it waits)
  *
- * Build: mpicc -shared -fPIC -o fault-shim.so fault-shim.c
+ * Build: mpicc -shared -fPIC -pthread -o fault-shim.so fault-shim.c
  * Use:   mpiexec -n 2 env LD_PRELOAD=./fault-shim.so STORMTEST_FAULT=recv_corrupt ./ring
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +41,42 @@ static const char *fault(void)
 }
 
 static int is(const char *name) { return strcmp(fault(), name) == 0; }
+
+/* big_lock: a recursive mutex taken around a call (recursive in case the library calls its own
+ * MPI_ entry points). */
+static pthread_mutex_t big;
+static pthread_once_t big_once = PTHREAD_ONCE_INIT;
+
+static void big_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&big, &a);
+}
+
+static int lock_begin(void)
+{
+    if (!is("big_lock"))
+        return 0;
+    pthread_once(&big_once, big_init);
+    pthread_mutex_lock(&big);
+    return 1;
+}
+
+static void lock_end(int locked)
+{
+    if (locked)
+        pthread_mutex_unlock(&big);
+}
+
+/* A call that big_lock wraps and nothing else changes. */
+#define LOCKED(call)                                                                               \
+    do {                                                                                           \
+        int l_ = lock_begin(), rc_ = (call);                                                       \
+        lock_end(l_);                                                                              \
+        return rc_;                                                                                \
+    } while (0)
 
 static int type_size(MPI_Datatype t)
 {
@@ -52,10 +94,12 @@ static void flip_middle(void *buf, long bytes)
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status *st)
 {
     MPI_Status local;
-    int rc, got = 0;
+    int rc, got = 0, l;
     if (st == MPI_STATUS_IGNORE)
         st = &local;
+    l = lock_begin();
     rc = PMPI_Recv(buf, count, t, src, tag, comm, st);
+    lock_end(l);
     if (is("truncate_ok") && rc != MPI_SUCCESS)
         return MPI_SUCCESS;
     if (rc == MPI_SUCCESS && st->MPI_SOURCE != MPI_PROC_NULL) {
@@ -70,7 +114,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm co
 
 int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
-    int rc = PMPI_Wait(req, st);
+    int l = lock_begin(), rc = PMPI_Wait(req, st);
+    lock_end(l);
     if (is("truncate_ok") && rc != MPI_SUCCESS)
         return MPI_SUCCESS;
     return rc;
@@ -79,7 +124,9 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
 int MPI_Sendrecv(const void *sb, int sc, MPI_Datatype st_, int dst, int stag, void *rb, int rc_,
                  MPI_Datatype rt, int src, int rtag, MPI_Comm comm, MPI_Status *status)
 {
-    int rc = PMPI_Sendrecv(sb, sc, st_, dst, stag, rb, rc_, rt, src, rtag, comm, status);
+    int l = lock_begin(),
+        rc = PMPI_Sendrecv(sb, sc, st_, dst, stag, rb, rc_, rt, src, rtag, comm, status);
+    lock_end(l);
     if (is("sendrecv_corrupt") && (long)rc_ * type_size(rt) >= 2 && src != MPI_PROC_NULL)
         flip_middle(rb, (long)rc_ * type_size(rt));
     return rc;
@@ -126,7 +173,8 @@ int MPI_Get_count(const MPI_Status *st, MPI_Datatype t, int *count)
 
 int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    int rc = PMPI_Allreduce(sb, rb, count, t, op, comm), rank;
+    int l = lock_begin(), rc = PMPI_Allreduce(sb, rb, count, t, op, comm), rank;
+    lock_end(l);
     PMPI_Comm_rank(comm, &rank);
     if (is("allreduce_off") && rc == MPI_SUCCESS && op == MPI_SUM && t == MPI_INT && count > 0 &&
         rank == 1)
@@ -138,7 +186,7 @@ int MPI_Barrier(MPI_Comm comm)
 {
     if (is("barrier_noop"))
         return MPI_SUCCESS;
-    return PMPI_Barrier(comm);
+    LOCKED(PMPI_Barrier(comm));
 }
 
 int MPI_Error_class(int code, int *cls)
@@ -155,7 +203,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *out)
         *out = comm;
         return MPI_SUCCESS;
     }
-    return PMPI_Comm_dup(comm, out);
+    LOCKED(PMPI_Comm_dup(comm, out));
 }
 
 int MPI_Comm_free(MPI_Comm *comm)
@@ -164,7 +212,7 @@ int MPI_Comm_free(MPI_Comm *comm)
         *comm = MPI_COMM_NULL;
         return MPI_SUCCESS;
     }
-    return PMPI_Comm_free(comm);
+    LOCKED(PMPI_Comm_free(comm));
 }
 
 int MPI_Test_cancelled(const MPI_Status *st, int *flag)
@@ -177,7 +225,8 @@ int MPI_Test_cancelled(const MPI_Status *st, int *flag)
 
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 {
-    int rc = PMPI_Testany(n, reqs, index, flag, st);
+    int l = lock_begin(), rc = PMPI_Testany(n, reqs, index, flag, st);
+    lock_end(l);
     if (is("testany_true") && !*flag) {
         *flag = 1;
         *index = MPI_UNDEFINED;
@@ -205,7 +254,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 {
     int rc, i;
     if (!is("waitall_tag") || sts == MPI_STATUSES_IGNORE)
-        return PMPI_Waitall(n, reqs, sts);
+        LOCKED(PMPI_Waitall(n, reqs, sts));
     rc = PMPI_Waitall(n, reqs, sts);
     for (i = 0; i < n; i++)
         sts[i].MPI_TAG++;
@@ -218,4 +267,120 @@ int MPI_Type_size(MPI_Datatype t, int *size)
     if (is("type_size_off") && t == MPI_DOUBLE)
         *size = 9;
     return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (is("thread_serialized") && *provided > MPI_THREAD_SERIALIZED)
+        *provided = MPI_THREAD_SERIALIZED;
+    return rc;
+}
+
+int MPI_Query_thread(int *provided)
+{
+    int rc = PMPI_Query_thread(provided);
+    if (is("thread_serialized") && *provided > MPI_THREAD_SERIALIZED)
+        *provided = MPI_THREAD_SERIALIZED;
+    return rc;
+}
+
+int MPI_Is_thread_main(int *flag)
+{
+    int rc = PMPI_Is_thread_main(flag);
+    if (is("every_thread_main"))
+        *flag = 1;
+    return rc;
+}
+
+/* The other calls of the threads_* programs, for big_lock. */
+int MPI_Send(const void *buf, int count, MPI_Datatype t, int dst, int tag, MPI_Comm comm)
+{
+    LOCKED(PMPI_Send(buf, count, t, dst, tag, comm));
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dst, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    LOCKED(PMPI_Isend(buf, count, t, dst, tag, comm, req));
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    LOCKED(PMPI_Irecv(buf, count, t, src, tag, comm, req));
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    LOCKED(PMPI_Test(req, flag, st));
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+    LOCKED(PMPI_Testall(n, reqs, flag, sts));
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_Status sts[])
+{
+    LOCKED(PMPI_Testsome(n, reqs, outcount, idx, sts));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+    LOCKED(PMPI_Bcast(buf, count, t, root, comm));
+}
+
+int MPI_Allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt,
+                  MPI_Comm comm)
+{
+    LOCKED(PMPI_Allgather(sb, sc, st, rb, rc, rt, comm));
+}
+
+int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt,
+                 MPI_Comm comm)
+{
+    LOCKED(PMPI_Alltoall(sb, sc, st, rb, rc, rt, comm));
+}
+
+int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    LOCKED(PMPI_Reduce(sb, rb, count, t, op, root, comm));
+}
+
+int MPI_Iallreduce(const void *sb, void *rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *req)
+{
+    LOCKED(PMPI_Iallreduce(sb, rb, count, t, op, comm, req));
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out)
+{
+    LOCKED(PMPI_Comm_split(comm, color, key, out));
+}
+
+int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *st)
+{
+    LOCKED(PMPI_Iprobe(src, tag, comm, flag, st));
+}
+
+int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st)
+{
+    LOCKED(PMPI_Mprobe(src, tag, comm, msg, st));
+}
+
+int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *st)
+{
+    LOCKED(PMPI_Improbe(src, tag, comm, flag, msg, st));
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype t, MPI_Message *msg, MPI_Status *st)
+{
+    LOCKED(PMPI_Mrecv(buf, count, t, msg, st));
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype t, MPI_Message *msg, MPI_Request *req)
+{
+    LOCKED(PMPI_Imrecv(buf, count, t, msg, req));
 }
