@@ -17,13 +17,37 @@
  * After each size the last message received is spot-checked, so a broken transfer is an error,
  * not a fast result.
  *
- * usage: p2p [-l] [-b] [-m MAX] [-i SCALE]
- *   -l        latency only          -b        bandwidth only
- *   -m MAX    largest size in bytes (default 4194304)
+ * Multi-threaded mode (-t T): MPI_Init_thread(MPI_THREAD_MULTIPLE) instead of MPI_Init (the
+ * program exits with status 3 and a message naming the level it got if the library provides
+ * less); T threads on ranks 0 and 1, thread k of rank 0 paired with thread k of rank 1 on a
+ * communicator of their own (dups of MPI_COMM_WORLD made before the threads start), all pairs
+ * running at once:
+ *   latency: the ping-pong above per pair, sizes 0 B, 1 B, 4 B ... MAX (default 4096);
+ *   message rate: windows of 64 MPI_Isend/MPI_Irecv of 1, 2, 4 ... 32 bytes, then a 4-byte
+ *   acknowledgement, per pair.
+ * Every timed batch starts together: the threads of a rank meet at a barrier and each pair
+ * exchanges a 0-byte message first.  Reported (rank 0), best of the 5 batches:
+ *     tlat <T> <bytes> <usec>     one-way latency while all pairs run: the batch's window (first
+ *                                 pair's start to last pair's end) / (2 x round trips per pair).
+ *                                 With enough cores this is each pair's latency; when the threads
+ *                                 outnumber the cores and pairs take turns it grows accordingly
+ *                                 (a per-pair best batch would report a pair that had the cores
+ *                                 to itself while the others waited)
+ *     trate <T> <bytes> <msgs/s>  messages of all pairs in the batch / the batch's window
+ * The single-threaded mode (no -t) is unchanged by this: same calls, same iteration logic.
+ *
+ * usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-t T]
+ *   -l        latency only          -b        bandwidth (with -t: message rate) only
+ *   -m MAX    largest size in bytes (default 4194304; with -t: latency sizes, default 4096)
  *   -i SCALE  multiply every iteration count by SCALE (e.g. 0.1 for a quick run, 10 for a
  *             careful one)
+ *   -t T      the multi-threaded mode with T thread pairs (1 .. 64)
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* pthread_barrier_t also under -std=c99 */
+#endif
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +181,267 @@ static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
     }
 }
 
+/* ---- the multi-threaded mode (-t) ---- */
+
+#define TAG_SYNC 4
+#define TRATE_MAX 32
+
+static int nthreads;          /* -t T; 0: the single-threaded benchmark */
+static MPI_Comm *tcomm;       /* one per thread pair */
+static pthread_barrier_t tbar; /* the T threads of this rank */
+static double *tstart, *tend; /* per thread: the current batch's start and end */
+static long tmax;
+static int tdo_lat, tdo_rate;
+
+/* Iteration counts of the multi-threaded mode: round trips per size, windows per size. */
+static long tlat_iters(void) { return scaled(1000, 20); }
+static long trate_iters(void) { return scaled(100, 5); }
+
+static unsigned char tfill_byte(long size, int k)
+{
+    return (unsigned char)('a' + (size + 7 * k) % 26);
+}
+
+static void tspot_check(const unsigned char *buf, long size, int k, const char *what)
+{
+    if (size > 0 && (buf[0] != tfill_byte(size, k) || buf[size - 1] != tfill_byte(size, k))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "thread %d: %s: %ld-byte message arrived with wrong content", k,
+                 what, size);
+        die(msg);
+    }
+}
+
+/* Start of a timed batch: all threads of this rank, then each pair, meet. */
+static void tsync(int k)
+{
+    pthread_barrier_wait(&tbar);
+    MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC, NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC,
+                 tcomm[k], MPI_STATUS_IGNORE);
+}
+
+/* The batch's time window: from the first pair's start to the last pair's end. */
+static double twindow(void)
+{
+    double first = tstart[0], last = tend[0];
+    int j;
+    for (j = 1; j < nthreads; j++) {
+        if (tstart[j] < first)
+            first = tstart[j];
+        if (tend[j] > last)
+            last = tend[j];
+    }
+    return last - first;
+}
+
+static void tlatency(int k, unsigned char *sbuf, unsigned char *rbuf)
+{
+    MPI_Comm comm = tcomm[k];
+    long size, i, b;
+    for (size = 0; size <= tmax; size = size ? size * 4 : 1) {
+        long iters = tlat_iters(), warm = iters / 10 + 1;
+        long batch = (iters + BATCHES - 1) / BATCHES;
+        double t, best = 1e30;
+        memset(sbuf, tfill_byte(size, k), (size_t)size);
+        memset(rbuf, 0, (size_t)size);
+        for (b = -1; b < BATCHES; b++) { /* batch -1: warm-up */
+            long n = b < 0 ? warm : batch;
+            tsync(k);
+            tstart[k] = MPI_Wtime();
+            for (i = 0; i < n; i++) {
+                if (rank == 0) {
+                    MPI_Send(sbuf, (int)size, MPI_BYTE, 1, TAG_PING, comm);
+                    MPI_Recv(rbuf, (int)size, MPI_BYTE, 1, TAG_PING, comm, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(rbuf, (int)size, MPI_BYTE, 0, TAG_PING, comm, MPI_STATUS_IGNORE);
+                    MPI_Send(sbuf, (int)size, MPI_BYTE, 0, TAG_PING, comm);
+                }
+            }
+            tend[k] = MPI_Wtime();
+            pthread_barrier_wait(&tbar);
+            if (b >= 0 && k == 0) {
+                t = twindow();
+                if (t < best)
+                    best = t;
+            }
+            /* the next tsync's barrier keeps tstart[]/tend[] until thread 0 has read them */
+        }
+        tspot_check(rbuf, size, k, "latency");
+        if (rank == 0 && k == 0) {
+            printf("tlat %d %ld %.3f\n", nthreads, size, best * 1e6 / (2.0 * (double)batch));
+            fflush(stdout);
+        }
+    }
+}
+
+static void trate(int k, unsigned char *sbuf, unsigned char *rbuf)
+{
+    MPI_Comm comm = tcomm[k];
+    MPI_Request req[WINDOW];
+    long size, i, b;
+    int w, ack = 0;
+    for (size = 1; size <= TRATE_MAX; size *= 2) {
+        long iters = trate_iters(), warm = iters / 10 + 1;
+        long batch = (iters + BATCHES - 1) / BATCHES;
+        double best = 0.0;
+        memset(sbuf, tfill_byte(size, k), (size_t)size);
+        memset(rbuf, 0, (size_t)size * WINDOW);
+        for (b = -1; b < BATCHES; b++) {
+            long n = b < 0 ? warm : batch;
+            tsync(k);
+            tstart[k] = MPI_Wtime();
+            for (i = 0; i < n; i++) {
+                if (rank == 0) {
+                    for (w = 0; w < WINDOW; w++)
+                        MPI_Isend(sbuf, (int)size, MPI_BYTE, 1, TAG_BW, comm, &req[w]);
+                    MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                    MPI_Recv(&ack, 1, MPI_INT, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
+                } else {
+                    for (w = 0; w < WINDOW; w++)
+                        MPI_Irecv(rbuf + (size_t)w * (size_t)size, (int)size, MPI_BYTE, 0, TAG_BW,
+                                  comm, &req[w]);
+                    MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                    MPI_Send(&ack, 1, MPI_INT, 0, TAG_ACK, comm);
+                }
+            }
+            tend[k] = MPI_Wtime();
+            pthread_barrier_wait(&tbar);
+            if (b >= 0 && k == 0) {
+                double rate = (double)nthreads * WINDOW * (double)batch / twindow();
+                if (rate > best)
+                    best = rate;
+            }
+            /* the next tsync's barrier keeps tstart[]/tend[] until thread 0 has read them */
+        }
+        if (rank == 1) {
+            tspot_check(rbuf, size, k, "message rate (first of window)");
+            tspot_check(rbuf + (size_t)(WINDOW - 1) * (size_t)size, size, k,
+                        "message rate (last of window)");
+        }
+        if (rank == 0 && k == 0) {
+            printf("trate %d %ld %.0f\n", nthreads, size, best);
+            fflush(stdout);
+        }
+    }
+}
+
+static void *tworker(void *arg)
+{
+    int k = (int)(long)arg;
+    size_t rlen = (size_t)(tmax > TRATE_MAX * WINDOW ? tmax : TRATE_MAX * WINDOW);
+    unsigned char *sbuf = malloc((size_t)(tmax > TRATE_MAX ? tmax : TRATE_MAX) + 1);
+    unsigned char *rbuf = malloc(rlen + 1);
+    if (!sbuf || !rbuf)
+        die("out of memory");
+    if (tdo_lat)
+        tlatency(k, sbuf, rbuf);
+    if (tdo_rate)
+        trate(k, sbuf, rbuf);
+    free(sbuf);
+    free(rbuf);
+    return NULL;
+}
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown level";
+    }
+}
+
+/* The whole -t run, after MPI_Init_thread. */
+static int threaded(int argc, char **argv, int provided)
+{
+    int size, a, k, len = 0, do_lat = 1, do_bw = 1;
+    long max = 4096;
+    pthread_t *tids;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING + 1] = "";
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "-l") == 0) {
+            do_lat = 1;
+            do_bw = 0;
+        } else if (strcmp(argv[a], "-b") == 0) {
+            do_bw = 1;
+            do_lat = 0;
+        } else if (strcmp(argv[a], "-m") == 0 && a + 1 < argc) {
+            max = atol(argv[++a]);
+        } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
+            scale = atof(argv[++a]);
+        } else if (strcmp(argv[a], "-t") == 0 && a + 1 < argc) {
+            nthreads = atoi(argv[++a]);
+        } else {
+            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-t T]");
+        }
+    }
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0) {
+            printf("# p2p -t: MPI_THREAD_MULTIPLE not provided (got %s)\n", level_name(provided));
+            fprintf(stderr, "p2p: -t %d needs MPI_THREAD_MULTIPLE; the library provides %s\n",
+                    nthreads, level_name(provided));
+            fflush(stdout);
+        }
+        MPI_Finalize();
+        return 3;
+    }
+    if (size < 2)
+        die("needs 2 ranks");
+    if (nthreads < 1 || nthreads > 64 || max < 0 || max > (1L << 24) || scale <= 0.0)
+        die("bad -t, -m or -i value");
+    tmax = max;
+    tdo_lat = do_lat;
+    tdo_rate = do_bw;
+
+    MPI_Get_library_version(version, &len);
+    version[strcspn(version, "\n")] = '\0';
+    if (rank == 0) {
+        printf("# p2p -t: %d thread pairs (ranks 0 and 1, thread k with thread k, a communicator "
+               "per pair, MPI_THREAD_MULTIPLE), latency sizes up to %ld bytes, iteration scale "
+               "%g\n", nthreads, tmax, scale);
+        printf("# library: %s\n", version);
+        fflush(stdout);
+    }
+    tcomm = malloc(sizeof(MPI_Comm) * (size_t)nthreads);
+    tstart = malloc(sizeof(double) * (size_t)nthreads);
+    tend = malloc(sizeof(double) * (size_t)nthreads);
+    tids = malloc(sizeof(pthread_t) * (size_t)nthreads);
+    if (!tcomm || !tstart || !tend || !tids)
+        die("out of memory");
+    for (k = 0; k < nthreads; k++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &tcomm[k]);
+    if (rank < 2) {
+        if (rank == 0 && do_lat)
+            printf("# one-way latency (usec) per pair, mean over the pairs: ping-pong with "
+                   "MPI_Send/MPI_Recv\n");
+        if (rank == 0 && do_bw)
+            printf("# message rate (messages/s) of all pairs together: windows of %d "
+                   "MPI_Isend/MPI_Irecv, then a 4-byte ack\n", WINDOW);
+        if (pthread_barrier_init(&tbar, NULL, (unsigned)nthreads) != 0)
+            die("pthread_barrier_init failed");
+        for (k = 0; k < nthreads; k++)
+            if (pthread_create(&tids[k], NULL, tworker, (void *)(long)k) != 0)
+                die("pthread_create failed");
+        for (k = 0; k < nthreads; k++)
+            pthread_join(tids[k], NULL);
+        pthread_barrier_destroy(&tbar);
+    }
+    for (k = 0; k < nthreads; k++)
+        MPI_Comm_free(&tcomm[k]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    free(tcomm);
+    free(tstart);
+    free(tend);
+    free(tids);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int size, a, do_lat = 1, do_bw = 1, len = 0;
@@ -164,6 +449,13 @@ int main(int argc, char **argv)
     unsigned char *sbuf, *rbuf;
     char version[MPI_MAX_LIBRARY_VERSION_STRING + 1] = "";
 
+    for (a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "-t") == 0) {
+            int provided = MPI_THREAD_SINGLE;
+            MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+            return threaded(argc, argv, provided);
+        }
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

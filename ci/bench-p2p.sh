@@ -2,8 +2,17 @@
 # bench-p2p.sh - point-to-point latency and bandwidth of stormpi against Open MPI and MPICH,
 # measured on this machine in the same invocation, reported as a table with ratios.
 #
-# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S]
+# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S] [--threads "T..."]
 #   --quick     one repetition, 1 MiB max, iteration counts x0.2 (a smoke test, noisy numbers)
+#   --threads "1 2 4"
+#               instead of the tables above, bench/p2p.c's multi-threaded mode (-t T,
+#               MPI_THREAD_MULTIPLE) for each T: T thread pairs between the 2 ranks, each pair on
+#               its own communicator, all at once; one-way latency while all pairs run for
+#               0 B .. --max (default here 4096) and the message rate of all pairs together
+#               (windows of 64 messages of 1 .. 32 B); runs interleaved per repetition over T and
+#               library, best of the repetitions. A library that does not provide
+#               MPI_THREAD_MULTIPLE (p2p exits with status 3 and says so) gets "no MULTIPLE" in
+#               its column and the others go on; that is a note, not a failure
 #   --tcp       every library over TCP only, on the loopback interface (one interface, so
 #               nobody stripes over whatever other interfaces happen to be up; $BENCH_TCP_IF
 #               names another): stormpi with --mca btl tcp,self; Open MPI with --mca pml ob1
@@ -30,14 +39,17 @@ reps=3
 max=4194304
 scale=1
 tcp=0
+threads=""
+max_set=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=1048576; scale=0.2 ;;
         --tcp) tcp=1 ;;
         --reps) shift; reps=$1 ;;
-        --max) shift; max=$1 ;;
+        --max) shift; max=$1; max_set=1 ;;
         --scale) shift; scale=$1 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --threads) shift; threads=$1 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -103,6 +115,105 @@ launch() { # launch IMPL
         mpich) mpiexec.mpich -n 2 "${mpich_opts[@]}" "$work/p2p-mpich" $args ;;
     esac
 }
+
+# --- the multi-threaded mode (--threads): its own build (-pthread), runs and tables ---
+if [ -n "$threads" ]; then
+    targs="-i $scale"
+    [ "$max_set" = 1 ] && targs="$targs -m $max"
+    timpls=()
+    for impl in "${impls[@]}"; do
+        case "$impl" in
+            stormpi) cc=$stormcc ;;
+            openmpi) cc=mpicc.openmpi ;;
+            mpich) cc=mpicc.mpich ;;
+        esac
+        if "$cc" -O2 -pthread -o "$work/p2pt-$impl" "$src" >"$work/tbuild-$impl.log" 2>&1; then
+            timpls+=("$impl")
+        else
+            notes+=("$impl: build with -pthread failed: $(head -n 3 "$work/tbuild-$impl.log" | tr '\n' ' ')")
+            [ "$impl" = stormpi ] && status=1
+        fi
+    done
+    tlaunch() { # tlaunch IMPL T
+        case "$1" in
+            stormpi) "$stormrun" -n 2 "${storm_opts[@]}" "$work/p2pt-stormpi" -t "$2" $targs ;;
+            openmpi) mpirun.openmpi -n 2 "${ompi_opts[@]}" "$work/p2pt-openmpi" -t "$2" $targs ;;
+            mpich) mpiexec.mpich -n 2 "${mpich_opts[@]}" "$work/p2pt-mpich" -t "$2" $targs ;;
+        esac
+    }
+    declare -A tfailed nomt
+    for rep in $(seq 1 "$reps"); do
+        for t in $threads; do
+            for impl in "${timpls[@]}"; do
+                [ -n "${tfailed[$impl]:-}" ] || [ -n "${nomt[$impl]:-}" ] && continue
+                out="$work/t.$impl.$t.$rep.out"
+                echo "# rep $rep/$reps: $impl -t $t" >&2
+                timeout "$run_timeout" bash -c "$(declare -f tlaunch); $(declare -p storm_opts ompi_opts mpich_opts); work='$work'; stormrun='$stormrun'; targs='$targs'; tlaunch $impl $t" \
+                    >"$out" 2>"$work/t.$impl.$t.$rep.err" </dev/null
+                rc=$?
+                if grep -q '^# p2p -t: MPI_THREAD_MULTIPLE not provided' "$out"; then
+                    nomt[$impl]=1
+                    notes+=("$impl: $(sed -n 's/^# p2p -t: //p' "$out" | head -n 1): no multi-threaded figures")
+                    rm -f "$out"
+                elif [ $rc -ne 0 ] || ! grep -q '^tlat \|^trate ' "$out"; then
+                    tfailed[$impl]=1
+                    notes+=("$impl: -t $t run $rep failed (exit $rc): $(tail -n 3 "$work/t.$impl.$t.$rep.err" | tr '\n' ' ')")
+                    [ "$impl" = stormpi ] && status=1
+                    rm -f "$work/t.$impl".*.out
+                fi
+            done
+        done
+    done
+    ok=()
+    for impl in stormpi openmpi mpich; do
+        if ls "$work/t.$impl".*.out >/dev/null 2>&1; then ok+=("$impl"); fi
+    done
+    if [ ${#ok[@]} -eq 0 ]; then
+        printf '%s\n' "${notes[@]}"
+        echo "bench-p2p.sh: nothing ran" >&2
+        exit 1
+    fi
+    # best figure per (kind, impl, T, size): min latency, max message rate
+    for impl in stormpi openmpi mpich; do
+        cat "$work/t.$impl".*.out 2>/dev/null | awk -v impl="$impl" '$1 == "tlat" || $1 == "trate" { print $1, impl, $2, $3, $4 }'
+    done | awk -v storm_nomt="${nomt[stormpi]:-}" '
+        { key = $1 " " $2 " " $3 " " $4
+          if (!(key in best) || ($1 == "tlat" && $5 < best[key]) || ($1 == "trate" && $5 > best[key])) best[key] = $5
+          rows[$1 " " $3 " " $4] = 1 }
+        function fig(kind, impl, t, size,   k) { k = kind " " impl " " t " " size; return (k in best) ? best[k] : "" }
+        function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
+        function show(v, fmt) { return v == "" ? "-" : sprintf(fmt, v) }
+        END {
+            for (pass = 0; pass < 2; pass++) {
+                kind = pass == 0 ? "tlat" : "trate"
+                if (pass == 0) print "Multi-threaded latency, one-way, usec: T thread pairs at once, each on its own communicator; time of a round trip / 2 while all pairs run (best of runs; lower is better)"
+                else           print "\nMulti-threaded message rate, messages/s, all T pairs together (best of runs; higher is better)"
+                printf "%4s %8s %12s %12s %12s %12s %12s\n", "T", "bytes", "stormpi", "Open MPI", "MPICH", "storm/OMPI", "storm/MPICH"
+                n = 0
+                for (k in rows) { split(k, p, " "); if (p[1] == kind) { lt[++n] = p[2] + 0; ls[n] = p[3] + 0 } }
+                for (i = 2; i <= n; i++) {
+                    vt = lt[i]; vs = ls[i]; j = i - 1
+                    while (j > 0 && (lt[j] > vt || (lt[j] == vt && ls[j] > vs))) { lt[j + 1] = lt[j]; ls[j + 1] = ls[j]; j-- }
+                    lt[j + 1] = vt; ls[j + 1] = vs
+                }
+                fmt = kind == "tlat" ? "%.3f" : "%.0f"
+                for (i = 1; i <= n; i++) {
+                    s = fig(kind, "stormpi", lt[i], ls[i]); o = fig(kind, "openmpi", lt[i], ls[i]); m = fig(kind, "mpich", lt[i], ls[i])
+                    sc = (s == "" && storm_nomt != "") ? "no MULTIPLE" : show(s, fmt)
+                    printf "%4d %8d %12s %12s %12s %12s %12s\n", lt[i], ls[i], sc, show(o, fmt), show(m, fmt), ratio(s, o), ratio(s, m)
+                }
+                delete lt; delete ls
+            }
+        }'
+    echo
+    echo "runs: $reps repetition(s), interleaved over T and library; threads per rank: $threads; p2p args: $targs; libraries: ${ok[*]}"
+    echo "transports: $transports"
+    for impl in "${ok[@]}"; do
+        echo "  $impl: $(grep -h '^# library:' "$work/t.$impl".*.out | head -n 1 | sed 's/^# library: //')"
+    done
+    for n in "${notes[@]}"; do echo "note: $n"; done
+    exit $status
+fi
 
 # --- run, interleaved per repetition ---
 declare -A failed
