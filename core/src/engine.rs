@@ -927,6 +927,7 @@ impl Inside<'_> {
             };
             if n > 0 {
                 e.idle = 0;
+                self.share();
             } else {
                 self.idle();
             }

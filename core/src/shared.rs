@@ -17,63 +17,67 @@
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::platform::Platform;
 use crate::pml::request::{ReqId, Status};
 
-/// A spin lock that yields the core while it waits (threads may outnumber cores).
+/// A ticket lock that yields the core while it waits (threads may outnumber cores). Threads get
+/// it in the order they asked, so a thread that lets it go and takes it again — a wait between
+/// rounds — goes behind everyone already waiting: no thread starves while another keeps busy.
 pub struct Lock {
-    held: AtomicBool,
+    /// The next ticket to hand out.
+    next: AtomicU32,
+    /// The ticket that holds the lock.
+    serving: AtomicU32,
 }
 
 impl Lock {
     /// An unlocked lock.
     pub const fn new() -> Lock {
         Lock {
-            held: AtomicBool::new(false),
+            next: AtomicU32::new(0),
+            serving: AtomicU32::new(0),
         }
     }
 
-    /// Takes the lock, relaxing through `platform` while another thread has it.
+    /// Takes the lock, relaxing through `platform` while other threads have it or are ahead.
     #[inline]
     pub fn lock(&self, platform: &dyn Platform) {
-        if self
-            .held
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            self.lock_contended(platform);
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        if self.serving.load(Ordering::Acquire) != ticket {
+            self.wait_for(ticket, platform);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn lock_contended(&self, platform: &dyn Platform) {
+    fn wait_for(&self, ticket: u32, platform: &dyn Platform) {
         let mut tries = 0u32;
-        loop {
-            // Read before trying: the line stays shared while the holder works.
-            if !self.held.load(Ordering::Relaxed)
-                && self
-                    .held
-                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
-            }
+        while self.serving.load(Ordering::Acquire) != ticket {
             tries = tries.saturating_add(1);
             // A few spins for a holder on another core, then give the core away: the holder
-            // may be waiting for this one.
+            // (or the thread whose turn comes first) may need it.
             platform.relax(tries.saturating_mul(16));
         }
     }
 
-    /// Releases the lock (taken by this thread).
+    /// Releases the lock (held by this thread).
     #[inline]
     pub fn unlock(&self) {
-        self.held.store(false, Ordering::Release);
+        // Only the holder writes `serving`.
+        let t = self.serving.load(Ordering::Relaxed);
+        self.serving.store(t.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Whether another thread is waiting for the lock (asked by its holder).
+    #[inline]
+    pub fn contended(&self) -> bool {
+        let next = self.next.load(Ordering::Relaxed);
+        let serving = self.serving.load(Ordering::Relaxed);
+        next.wrapping_sub(serving) > 1
     }
 }
 
@@ -216,21 +220,44 @@ impl<'a> Inside<'a> {
         }
     }
 
+    /// One round of a wait: progress, then relax if nothing moved, else let waiting threads in.
+    #[inline]
+    pub fn round(&mut self) {
+        if self.e().progress() == 0 {
+            self.idle();
+        } else {
+            self.share();
+        }
+    }
+
+    /// Lets threads waiting for the engine have it before this one goes on: a waiter whose
+    /// rounds keep moving messages would otherwise keep it from them.
+    #[inline]
+    pub fn share(&mut self) {
+        if let Some(l) = self.lock {
+            if l.contended() {
+                let platform = self.e().platform();
+                l.unlock();
+                l.lock(platform);
+            }
+        }
+    }
+
     /// Progresses until `poll` yields a value, relaxing (and letting other threads in) when a
-    /// round moved nothing.
+    /// round moved nothing, and letting waiting threads in after a round that did.
     #[inline]
     pub fn block<R>(
         &mut self,
         mut poll: impl FnMut(&mut Engine) -> Result<Option<R>>,
     ) -> Result<R> {
+        // A wait is where others get their turn, also when this one is over at once (a thread
+        // whose every wait finds its message already in would never let them in otherwise).
+        self.share();
         loop {
-            let e = self.e();
-            if let Some(r) = poll(e)? {
+            if let Some(r) = poll(self.e())? {
                 return Ok(r);
             }
-            if e.progress() == 0 {
-                self.idle();
-            }
+            self.round();
         }
     }
 

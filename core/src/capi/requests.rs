@@ -134,9 +134,7 @@ fn in_status(func: &'static str) -> c_int {
 }
 
 fn relax(cx: &mut Inside) {
-    if cx.e().progress() == 0 {
-        cx.idle();
-    }
+    cx.round();
 }
 
 fn array<'a>(p: *mut abi::MPI_Request, n: c_int) -> Result<&'a mut [abi::MPI_Request]> {

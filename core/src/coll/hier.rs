@@ -496,9 +496,7 @@ pub(crate) fn drain(cx: &mut Inside, node: CommId, leaders: Option<CommId>) {
         if !busy {
             return;
         }
-        if e.progress() == 0 {
-            cx.idle();
-        }
+        cx.round();
     }
 }
 

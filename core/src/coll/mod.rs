@@ -1924,9 +1924,7 @@ fn run(cx: &mut Inside, c: &mut Coll) {
         if c.advance(&mut e.p2p) {
             return;
         }
-        if e.progress() == 0 {
-            cx.idle();
-        }
+        cx.round();
     }
 }
 

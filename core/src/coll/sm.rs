@@ -515,9 +515,7 @@ fn wait(cx: &mut Inside, mut done: impl FnMut() -> bool) {
     // A fresh wait: spin before yielding, whatever the last wait did.
     cx.e().idle = 0;
     while !done() {
-        if cx.e().progress() == 0 {
-            cx.idle();
-        }
+        cx.round();
     }
 }
 
@@ -586,9 +584,7 @@ fn bind(cx: &mut Inside, comm: CommId, cid: usize) -> Result<Option<Members>> {
             let p = e.p2p.comms.groups.proc_of(group, r);
             match e.p2p.bml.coll_area(p, e.p2p.me) {
                 AreaState::Pending => {
-                    if e.progress() == 0 {
-                        cx.idle();
-                    }
+                    cx.round();
                 }
                 AreaState::Mapped(a) => break Some(a),
                 AreaState::Absent => break None,

@@ -511,7 +511,9 @@ fn agree_rounds(
         }
         r?;
         if words[nw + 1] != 0 {
-            // Some member's agreement did not own its mask: every member tries again.
+            // Some member's agreement did not own its mask: every member tries again, after
+            // the other threads here have had their turn.
+            cx.share();
             continue;
         }
         if words[nw] != 0 {
