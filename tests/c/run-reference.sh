@@ -103,14 +103,15 @@ launch_extra() {
 #    intercommunicator's (MPI_ERRORS_RETURN).  The rejection checks are skipped.
 #  - threads_pingpong: not a bug, a cost.  Both reference MPIs busy-poll in every thread that
 #    waits, so a rank's threads (4 here) outnumber the 2 cores and a thread whose message has
-#    arrived waits for a time slice: Open MPI 4.1.4 takes about 1 ms per message once two threads
-#    of a process block at once (10^5 messages: ~2 minutes); MPICH 4.0.2 at 4 ranks varies from
-#    seconds to over a minute with the machine's other load.  Fewer messages there (stormpi runs
-#    the default 10^5).
+#    arrived waits for a time slice: Open MPI 4.1.4 at 2 ranks takes about 1 ms per message once
+#    two threads of a process block at once (10^5 messages: ~2 minutes on a quiet machine, 1-3 ms
+#    per message with other jobs running); MPICH 4.0.2 does 10^5 in 1-4 s but at 4 ranks (16
+#    polling threads) anything from 2 s to over a minute with the machine's other load.  Fewer
+#    messages there (stormpi runs the default 10^5).
 prog_args() {
     case "$1 $2" in
-        "openmpi threads_pingpong") echo "10000" ;;
-        "mpich threads_pingpong") echo "20000" ;;
+        "openmpi threads_pingpong") echo "5000" ;;
+        "mpich threads_pingpong") echo "10000" ;;
         "openmpi bsend") echo "--no-overflow" ;;
         "openmpi intercoll") echo "--no-rejections" ;;
         "mpich intercoll") echo "--no-ibcast --no-neighbor" ;;
