@@ -10,7 +10,9 @@
  *      every payload and status checked.  Only when X has finished all its rounds does it send
  *      the message the partner's W is waiting for.  So X's requests must complete while W is
  *      blocked in MPI_Wait on both ranks: a library that blocks other threads while one waits
- *      hangs, one that stops progressing fails X's deadline.
+ *      hangs, one that stops progressing fails X's deadline.  Before its rounds X also checks
+ *      that MPI_Test, MPI_Testany, MPI_Testall and MPI_Testsome report a receive pending whose
+ *      message the partner sends only after all its rounds.
  *   2. Threads A and B: A posts an MPI_Irecv (tag 1) and blocks in MPI_Wait; B blocks in
  *      MPI_Recv (tag 2) on the same communicator.  The partner sends the two messages (tag 1
  *      first, or tag 2 first, alternating) only once both threads are waiting (the main threads
@@ -112,6 +114,8 @@ static void *thread_x(void *arg)
     MPI_Request rq[NREQ];
     MPI_Status sts[NREQ];
     int round, j, done[NREQ], ndone, flag, idx, outcount, idxs[NREQ];
+    int sentinel_in[2] = {-1, -1}, sentinel_out[2];
+    MPI_Request sentinel;
     long sweeps = 0;
     double t0;
     (void)arg;
@@ -121,6 +125,26 @@ static void *thread_x(void *arg)
     }
     wait_state(&w_posted, 1);
     test_sleep_ms(5); /* W is inside MPI_Wait by now */
+
+    /* A receive whose message the partner's X sends only after all its rounds, which need this
+     * X's rounds: none of the test calls may report it complete now. */
+    CHECK_MPI(MPI_Irecv(sentinel_in, 2, MPI_INT, partner, 99, comm_x, &sentinel));
+    flag = -1;
+    idx = -2;
+    CHECK_MPI(MPI_Testany(1, &sentinel, &idx, &flag, &sts[0]));
+    CHECK(flag == 0 && idx == MPI_UNDEFINED,
+          "X: MPI_Testany on one pending receive gave flag %d index %d (expected 0, "
+          "MPI_UNDEFINED)", flag, idx);
+    flag = -1;
+    CHECK_MPI(MPI_Test(&sentinel, &flag, &sts[0]));
+    CHECK(flag == 0 && sentinel != MPI_REQUEST_NULL,
+          "X: MPI_Test on a receive whose message cannot have been sent gave flag %d", flag);
+    flag = -1;
+    CHECK_MPI(MPI_Testall(1, &sentinel, &flag, sts));
+    CHECK(flag == 0, "X: MPI_Testall on one pending receive gave flag %d", flag);
+    outcount = -1;
+    CHECK_MPI(MPI_Testsome(1, &sentinel, &outcount, idxs, sts));
+    CHECK(outcount == 0, "X: MPI_Testsome on one pending receive gave outcount %d", outcount);
 
     for (round = 0; round < rounds; round++) {
         int mode = round % 4;
@@ -197,7 +221,13 @@ static void *thread_x(void *arg)
             check_x(rbuf[j], &sts[j], round, j);
     }
 
-    /* now release the partner's W */
+    /* the partner's sentinel, then release the partner's W */
+    sentinel_out[0] = rank;
+    sentinel_out[1] = rounds;
+    CHECK_MPI(MPI_Send(sentinel_out, 2, MPI_INT, partner, 99, comm_x));
+    CHECK_MPI(MPI_Wait(&sentinel, &sts[0]));
+    CHECK(sentinel_in[0] == partner && sentinel_in[1] == rounds,
+          "X: the sentinel message holds %d %d", sentinel_in[0], sentinel_in[1]);
     pattern_fill(rel, REL_BYTES, test_key(rank, partner, REL_BYTES, -1));
     CHECK_MPI(MPI_Send(rel, REL_BYTES, MPI_BYTE, partner, 9, comm_w));
     for (j = 0; j < NREQ / 2; j++) {
