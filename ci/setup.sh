@@ -10,7 +10,8 @@
 #                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun)
 #   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
 #                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
-#                    x86_64 and aarch64 musl targets (the node library)
+#                    x86_64 and aarch64 musl targets (the node library); rust-src for the nightly
+#                    toolchain where one is installed (ThreadSanitizer, ci/tsan.sh)
 set -euo pipefail
 
 need_pkgs=()
@@ -38,6 +39,11 @@ if ! dpkg-query -W -f='${Status}' musl-dev:arm64 2>/dev/null | grep -q "install 
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# ThreadSanitizer (ci/tsan.sh) instruments the standard library too: the nightly toolchain's
+# sources, where a nightly toolchain is installed.
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    rustup component add rust-src --toolchain nightly >/dev/null 2>&1 || true
+fi
 for t in x86_64-unknown-none s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu \
     x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
     rustup target list --installed | grep -q "^$t\$" || rustup target add "$t"

@@ -37,6 +37,9 @@ for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
     bash ci/check-symbols.sh "target/lwk/$t/lib" --static
 done
 
+step "ThreadSanitizer over the core's threaded and unit tests"
+bash ci/tsan.sh
+
 step "unit and multi-process tests"
 STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
 

@@ -58,6 +58,36 @@ impl Platform for TestPlatform {
         }
         self.warnings.lock().unwrap().push(line);
     }
+    fn thread_id(&self) -> u64 {
+        let id = format!("{:?}", std::thread::current().id());
+        id.bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
+    }
+    fn alloc_mem(&self, bytes: usize) -> Option<*mut u8> {
+        // A header before the block keeps its size for `free_mem`.
+        let layout = std::alloc::Layout::from_size_align(bytes + 16, 16).ok()?;
+        // SAFETY: the layout is not zero-sized.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: the block holds 16 + `bytes` bytes, aligned to 16.
+        unsafe {
+            p.cast::<usize>().write(bytes);
+            Some(p.add(16))
+        }
+    }
+    unsafe fn free_mem(&self, ptr: *mut u8) {
+        // SAFETY: `ptr` came from `alloc_mem`, 16 bytes after its block and size.
+        unsafe {
+            let p = ptr.sub(16);
+            let bytes = p.cast::<usize>().read();
+            std::alloc::dealloc(
+                p,
+                std::alloc::Layout::from_size_align_unchecked(bytes + 16, 16),
+            );
+        }
+    }
 }
 
 /// How the fabric behaves.
