@@ -1,0 +1,84 @@
+/*
+ * instr.c - the small-message paths whose instruction counts ci/bench-instr.sh measures under
+ * callgrind (noise-free: the same binary and inputs give the same counts).
+ *
+ *   instr pp N    0-byte MPI_Send / MPI_Recv ping-pong between ranks 0 and 1: 100 warm-up round
+ *                 trips, then N. Per one-way message: (rank 0's + rank 1's count) / 2 / (N+100)
+ *                 counts one send and one receive.
+ *   instr win N   windows of 64 one-byte messages: rank 0 posts 64 MPI_Isend and MPI_Waitall,
+ *                 rank 1 64 MPI_Irecv and MPI_Waitall, then rank 1 returns a 0-byte MPI_Send
+ *                 that rank 0 MPI_Recv's; 10 warm-up windows, then N. Per message: a rank's
+ *                 count / (64 (N+10)) (the acknowledgement is counted in: it is part of the
+ *                 benchmark's windowed rate too).
+ *
+ * Every received payload is checked, so a broken path is an error, not a cheap count.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW 64
+
+static void die(int rank, const char *what)
+{
+    fprintf(stderr, "instr: rank %d: %s\n", rank, what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 3 || size != 2) {
+        if (rank == 0)
+            fprintf(stderr, "usage: instr pp|win N (2 ranks)\n");
+        MPI_Finalize();
+        return 2;
+    }
+    long n = atol(argv[2]);
+    int peer = 1 - rank;
+    if (strcmp(argv[1], "pp") == 0) {
+        for (long i = 0; i < n + 100; i++) {
+            MPI_Status st;
+            if (rank == 0) {
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
+            } else {
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            }
+            if (st.MPI_SOURCE != peer || st.MPI_TAG != 1)
+                die(rank, "ping-pong status is wrong");
+        }
+    } else if (strcmp(argv[1], "win") == 0) {
+        char buf[WINDOW];
+        MPI_Request req[WINDOW];
+        for (long w = 0; w < n + 10; w++) {
+            if (rank == 0) {
+                for (int k = 0; k < WINDOW; k++) {
+                    buf[k] = (char)(w + k);
+                    MPI_Isend(&buf[k], 1, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k]);
+                }
+                MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                for (int k = 0; k < WINDOW; k++) {
+                    buf[k] = 0;
+                    MPI_Irecv(&buf[k], 1, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k]);
+                }
+                MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                for (int k = 0; k < WINDOW; k++)
+                    if (buf[k] != (char)(w + k))
+                        die(rank, "windowed payload is wrong");
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+            }
+        }
+    } else {
+        die(rank, "unknown mode");
+    }
+    MPI_Finalize();
+    return 0;
+}

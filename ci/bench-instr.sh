@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench-instr.sh - instructions per small message on the shared-memory path, stormpi against
+# Open MPI, counted by callgrind (noise-free: a rerun gives the same counts to within a few
+# instructions, whatever else the machine does).
+#
+# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi]
+#
+# bench/instr.c is built against both libraries and run with both ranks on one core, yielding
+# at once when idle (stormpi: --mca mpi_yield_when_idle 1; Open MPI the same), so every receive
+# finds nothing once, yields to its peer and finds its message in the next round; callgrind
+# counts only inside the MPI calls the program makes (--toggle-collect on their PMPI_ names):
+#   pp    0-byte MPI_Send/MPI_Recv ping-pong: per one-way message, (both ranks' counts) / 2 / the
+#         round trips, i.e. one send and one receive; and each call's share;
+#   win   windows of 64 one-byte MPI_Isend (rank 0) / MPI_Irecv (rank 1) + MPI_Waitall and a
+#         0-byte acknowledgement: per message at the sender and at the receiver.
+# MPICH is not measured: it polls without yielding, so two ranks on one core count its spinning.
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+n=2000
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --n) shift; n=$1 ;;
+        --only) shift; only=$1 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+command -v valgrind >/dev/null || { echo "bench-instr.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_base_warn_component_unused=0
+work=$(mktemp -d /tmp/stormpi-instr.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+stormcc=${STORMCC:-$root/target/release/stormcc}
+stormrun=${STORMRUN:-$root/target/release/stormrun}
+
+pp_toggles="--toggle-collect=PMPI_Send --toggle-collect=PMPI_Recv"
+win_toggles="--toggle-collect=PMPI_Isend --toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Waitall $pp_toggles"
+
+# run LIB MODE ITERATIONS TOGGLES: callgrind files $work/LIB.MODE.<pid>
+run() {
+    local lib=$1 mode=$2 iters=$3 toggles=$4
+    local vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.$mode.%p $toggles"
+    case $lib in
+        stormpi)
+            taskset -c 0 "$stormrun" -n 2 --oversubscribe --timeout 600 --mca mpi_yield_when_idle 1 \
+                $vg "$work/instr.stormpi" "$mode" "$iters" ;;
+        openmpi)
+            mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+                taskset -c 0 $vg "$work/instr.openmpi" "$mode" "$iters" ;;
+    esac > "$work/$lib.$mode.log" 2>&1
+}
+
+# total FILE: the instructions callgrind counted in FILE
+total() { sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p' "$1" | head -1; }
+
+# inclusive FILE FUNC: the inclusive count of FUNC in FILE (callgrind lists an inlined-into
+# function once per source file; the largest line is the function's own total), 0 if absent
+inclusive() {
+    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+        awk -v f="$2" '{ c = $1; gsub(",", "", c) } $2 ~ /%\)$/ && ($0 ~ (":" f " ") || $0 ~ (":" f "$")) { if (c + 0 > m) m = c + 0 } END { print m + 0 }'
+}
+
+libs="stormpi openmpi"
+[ -n "$only" ] && libs=$only
+declare -A pp_total pp_send pp_recv win_tx win_rx
+for lib in $libs; do
+    case $lib in
+        stormpi)
+            [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
+            "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr.c" || exit 1 ;;
+        openmpi)
+            mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr.c" || { echo "no Open MPI" >&2; continue; } ;;
+    esac
+    run "$lib" pp "$n" "$pp_toggles" || { echo "$lib pp failed:"; cat "$work/$lib.pp.log"; exit 1; }
+    files=( "$work/$lib".pp.[0-9]* )
+    sum=0; send=0; recv=0
+    for f in "${files[@]}"; do
+        sum=$((sum + $(total "$f")))
+        send=$((send + $(inclusive "$f" PMPI_Send)))
+        recv=$((recv + $(inclusive "$f" PMPI_Recv)))
+    done
+    msgs=$((2 * (n + 100)))
+    pp_total[$lib]=$((sum / msgs)); pp_send[$lib]=$((send / msgs)); pp_recv[$lib]=$((recv / msgs))
+    wn=$((n / 10))
+    run "$lib" win "$wn" "$win_toggles" || { echo "$lib win failed:"; cat "$work/$lib.win.log"; exit 1; }
+    per=$((64 * (wn + 10)))
+    for f in "$work/$lib".win.[0-9]*; do
+        c=$(total "$f")
+        # Rank 0 is the sender: its file has PMPI_Isend.
+        if [ "$(inclusive "$f" PMPI_Isend)" -gt 0 ]; then win_tx[$lib]=$((c / per)); else win_rx[$lib]=$((c / per)); fi
+    done
+done
+
+ratio() { [ -n "${2:-}" ] && [ "${2:-0}" -gt 0 ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "-"; }
+printf '%-44s %10s %10s %8s\n' "instructions per message" "stormpi" "Open MPI" "ratio"
+row() { printf '%-44s %10s %10s %8s\n' "$1" "${2:--}" "${3:--}" "$(ratio "${2:-0}" "${3:-}")"; }
+row "0-byte one-way (MPI_Send + MPI_Recv)" "${pp_total[stormpi]:-}" "${pp_total[openmpi]:-}"
+row "  of it MPI_Send" "${pp_send[stormpi]:-}" "${pp_send[openmpi]:-}"
+row "  of it MPI_Recv" "${pp_recv[stormpi]:-}" "${pp_recv[openmpi]:-}"
+row "1-byte windowed, sender (Isend+Waitall+ack)" "${win_tx[stormpi]:-}" "${win_tx[openmpi]:-}"
+row "1-byte windowed, receiver (Irecv+Waitall+ack)" "${win_rx[stormpi]:-}" "${win_rx[openmpi]:-}"
