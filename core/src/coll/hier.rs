@@ -62,6 +62,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, Status};
+use crate::pool::Pool;
 
 /// The tag of the hand-over from a node's leader to a reduce's root that is not the leader
 /// (outside the collectives' range; used on the hidden node communicators only).
@@ -120,7 +121,7 @@ pub(crate) struct HierState {
     /// The tag the next collective started must use (a phase's reserved one), taken by
     /// [`Engine::collective`].
     pub(crate) tag: Option<i32>,
-    chains: &'static mut [Option<Chain>],
+    chains: Pool<Chain>,
     active: u32,
 }
 
@@ -134,9 +135,8 @@ impl HierState {
 
     /// Arena bytes of the staging region.
     pub(crate) fn size(params: &Params, sizer: &mut Sizer) {
-        sizer
-            .slice::<MaybeUninit<u64>>(HierState::staging(params) / 8)
-            .slice::<Option<Chain>>(params.usize(&MAX_ACTIVE));
+        sizer.slice::<MaybeUninit<u64>>(HierState::staging(params) / 8);
+        Pool::<Chain>::size(sizer, super::active_capacity(params));
     }
 
     /// The state, its staging region carved from `arena`.
@@ -150,7 +150,7 @@ impl HierState {
             tmp,
             tmp_len: len,
             tag: None,
-            chains: arena.slice(params.usize(&MAX_ACTIVE), |_| None)?,
+            chains: Pool::new(arena, super::active_capacity(params))?,
             active: 0,
         })
     }
@@ -598,27 +598,28 @@ impl Engine {
             _ => return Ok(None),
         };
         let h = &mut self.coll.hier;
-        let Some(slot) = h.chains.iter().position(Option::is_none) else {
-            return Err(Error::exhausted(
-                "non-blocking collectives in flight",
-                h.chains.len() as u32,
-                MAX_ACTIVE.name,
-            ));
-        };
+        if !h.chains.reserve() {
+            return Err(h
+                .chains
+                .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
+        }
         let req = self.pml.pending_request(scope)?;
         let mut phases = phases;
         for p in phases.iter_mut().flatten() {
             p.tag = coll_tag(self.pml.next_coll_seq(p.comm));
         }
         let hold = dt.and_then(|d| self.types.hold(d));
-        self.coll.hier.chains[slot] = Some(Chain {
+        let Ok(key) = self.coll.hier.chains.insert(Chain {
             req,
             phases,
             next: 0,
             cur: None,
             err: None,
             hold,
-        });
+        }) else {
+            unreachable!("reserved above")
+        };
+        let slot = key.index;
         self.coll.hier.active += 1;
         self.advance_chain(slot);
         Ok(Some(req))
@@ -626,9 +627,9 @@ impl Engine {
 
     /// Moves chain `slot` on: collects its phase in flight if done, starts the next one, or
     /// finishes the user's request after the last. True if it finished.
-    fn advance_chain(&mut self, slot: usize) -> bool {
+    fn advance_chain(&mut self, slot: u32) -> bool {
         loop {
-            let Some(ch) = self.coll.hier.chains[slot].as_mut() else {
+            let Some(ch) = self.coll.hier.chains.at_mut(slot) else {
                 return false;
             };
             if let Some(id) = ch.cur {
@@ -655,14 +656,20 @@ impl Engine {
                 // call that started the chain (valid until its request completes).
                 let r = unsafe { self.collective(p.comm, p.call, Mode::NonBlocking { scope: 0 }) };
                 self.coll.hier.tag = None;
-                let ch = self.coll.hier.chains[slot].as_mut().expect("in flight");
+                let ch = self.coll.hier.chains.at_mut(slot).expect("in flight");
                 match r {
                     Ok(id) => ch.cur = id,
                     Err(e) => ch.err = Some(e),
                 }
                 continue;
             }
-            let ch = self.coll.hier.chains[slot].take().expect("in flight");
+            let ch = self
+                .coll
+                .hier
+                .chains
+                .key_at(slot)
+                .and_then(|k| self.coll.hier.chains.remove(k))
+                .expect("in flight");
             self.coll.hier.active -= 1;
             if let Some(h) = ch.hold {
                 h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
@@ -685,7 +692,7 @@ impl Engine {
     /// them, so this ends.
     pub(crate) fn hier_drain(&mut self, node: CommId, leaders: Option<CommId>) {
         loop {
-            let busy = self.coll.hier.chains.iter().flatten().any(|c| {
+            let busy = self.coll.hier.chains.iter().any(|(_, c)| {
                 c.phases
                     .iter()
                     .flatten()
@@ -706,8 +713,8 @@ impl Engine {
             return 0;
         }
         let mut finished = 0;
-        for slot in 0..self.coll.hier.chains.len() {
-            if self.coll.hier.chains[slot].is_some() {
+        for slot in 0..self.coll.hier.chains.capacity() {
+            if self.coll.hier.chains.at(slot).is_some() {
                 finished += self.advance_chain(slot) as usize;
             }
         }

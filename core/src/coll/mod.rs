@@ -23,7 +23,8 @@
 //! non-commutative operation — falls back to the automatic choice). Operations that do not
 //! commute only ever run algorithms that combine in rank order.
 //!
-//! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight; their scratch
+//! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight (their pool starts
+//! small and grows within `mpi_memory_max`); their scratch
 //! comes from a pool of `coll_scratch_bytes` (a first-fit range allocator), blocking ones use a
 //! reserved region of four `coll_segment_bytes`. Reductions run in segments of
 //! `coll_segment_bytes` (or one segment of the message's size, when smaller), so their scratch is
@@ -73,7 +74,7 @@ use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, SendMode, Source, Status, TagSel};
-use crate::pool::Pool;
+use crate::pool::{Capacity, Pool};
 use crate::ranges::Ranges;
 
 /// Whether a blocking `alg` may run by [`Engine::direct`]: it only sends and receives whole
@@ -182,10 +183,18 @@ pub static SCRATCH_BYTES: ParamDef = ParamDef {
 /// `coll_max_active`.
 pub static MAX_ACTIVE: ParamDef = ParamDef {
     name: "coll_max_active",
-    kind: Kind::Int { min: 1, max: 200 },
-    default: Default::Int(64),
-    description: "Most non-blocking collectives in flight at once in a process",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 20,
+    },
+    default: Default::Int(1 << 20),
+    description: "Most non-blocking collectives in flight at once in a process (the pool starts \
+                  at 16 and grows within mpi_memory_max; their scratch is bounded by \
+                  coll_scratch_bytes)",
 };
+
+/// Non-blocking collectives carved at init (the pool grows from there).
+const ACTIVE_INITIAL: u32 = 16;
 
 /// `op_max_user`.
 pub static MAX_USER_OPS: ParamDef = ParamDef {
@@ -344,6 +353,11 @@ impl Tuning {
     }
 }
 
+/// The pool of non-blocking collectives: small at init, growing up to `coll_max_active`.
+pub(crate) fn active_capacity(params: &Params) -> Capacity {
+    Capacity::growing(ACTIVE_INITIAL, params.u32(&MAX_ACTIVE))
+}
+
 /// Scratch is handed out in units of this many bytes (so every buffer is 64-byte aligned).
 const GRANULE: usize = 64;
 
@@ -375,7 +389,7 @@ impl CollState {
     /// Arena bytes the collectives need.
     pub fn size(params: &Params, sizer: &mut Sizer) {
         let (pool, blocking) = CollState::sizes(params);
-        Pool::<Coll>::size(sizer, params.u32(&MAX_ACTIVE));
+        Pool::<Coll>::size(sizer, active_capacity(params));
         sizer
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
             .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
@@ -387,7 +401,7 @@ impl CollState {
     pub fn new(params: &Params, arena: &mut Arena) -> Result<CollState> {
         let tune = Tuning::new(params)?;
         let (pool, blocking) = CollState::sizes(params);
-        let colls = Pool::new(arena, params.u32(&MAX_ACTIVE))?;
+        let colls = Pool::new(arena, active_capacity(params))?;
         let mem = arena.slice((pool + blocking) / 8, |_| MaybeUninit::<u64>::uninit())?;
         let base = mem.as_mut_ptr().cast::<u8>();
         Ok(CollState {
@@ -791,12 +805,11 @@ impl Engine {
         if let Some(done) = unsafe { self.hier_collective(comm, &call, mode)? } {
             return Ok(done);
         }
-        if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
-            return Err(Error::exhausted(
-                "non-blocking collectives in flight",
-                self.coll.pool.capacity(),
-                MAX_ACTIVE.name,
-            ));
+        if matches!(mode, Mode::NonBlocking { .. }) && !self.coll.pool.reserve() {
+            return Err(self
+                .coll
+                .pool
+                .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
         }
         // SAFETY: the caller's contract.
         if mode == Mode::Blocking && unsafe { self.sm_collective(comm, g, &call)? } {

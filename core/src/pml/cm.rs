@@ -10,7 +10,7 @@
 use super::recvfrag::finish_status;
 use super::request::{Op, RecvReq, RecvState, ReqId, Request, SendMode, SendReq, SendState};
 use super::request::{Source, Status, TagSel};
-use super::unexpected::{UnexKind, UnexMsg};
+use super::unexpected::{Held, UnexKind, UnexMsg};
 use super::{MsgId, Ob1};
 use crate::btl::{PeerInfo, Token};
 use crate::comm::{CommId, CommTable, ContextId};
@@ -325,12 +325,11 @@ impl Ob1 {
         comm: CommId,
     ) -> Result<Option<(MsgId, Status)>> {
         let sel = Ob1::cm_selector(comms, comm, src, tag)?;
-        if self.unex.is_full() {
-            return Err(Error::exhausted(
-                "unexpected-message records",
-                self.unex.capacity(),
-                super::UNEX_MSGS.name,
-            ));
+        // The MTL's message cannot be put back: make sure the record has a slot first.
+        if !self.unex.reserve() {
+            return Err(self
+                .unex
+                .exhausted("unexpected-message records", super::UNEX_MSGS.name));
         }
         let mtl = self.mtl.as_mut().expect("cm path");
         let Some((msg, m)) = mtl.improbe(sel)? else {
@@ -350,13 +349,14 @@ impl Ob1 {
                 read: None,
             },
             len: 0,
-            data: u32::MAX,
+            data: Held::NONE,
             claimed: true,
             link: Link::default(),
             hlink: Link::default(),
         };
         let key = self.unex.insert(rec).map_err(|_| {
-            Error::exhausted("unexpected-message records", 0, super::UNEX_MSGS.name)
+            self.unex
+                .exhausted("unexpected-message records", super::UNEX_MSGS.name)
         })?;
         Ok(Some((MsgId(key), probe_status(&m))))
     }
