@@ -143,18 +143,24 @@ impl<T: Copy> Store<T> {
         if let Some(start) = ranges.alloc(n) {
             return Ok(start);
         }
-        self.grow(ranges, n as usize, what, param)?;
+        self.grow(Some(&mut *ranges), n as usize, what, param)?;
         ranges
             .alloc(n)
             .ok_or(Error::exhausted(what, self.items.len() as u32, param))
     }
 
+    /// Moves to a store at least `more` items larger (and at least twice as large), for a
+    /// store that is not allocated in ranges (a table of entries).
+    pub fn extend(&mut self, more: usize, what: &'static str, param: &'static str) -> Result<()> {
+        self.grow(None, more, what, param)
+    }
+
     /// Moves to a store at least `more` items larger (and at least twice as large), its new
-    /// items free in `ranges`.
+    /// items free in `ranges` if it has them.
     #[cold]
     fn grow(
         &mut self,
-        ranges: &mut Ranges,
+        ranges: Option<&mut Ranges>,
         more: usize,
         what: &'static str,
         param: &'static str,
@@ -196,7 +202,9 @@ impl<T: Copy> Store<T> {
             });
         }
         self.granted = true;
-        ranges.release(len as u32, (new_len - len) as u32);
+        if let Some(ranges) = ranges {
+            ranges.release(len as u32, (new_len - len) as u32);
+        }
         Ok(())
     }
 }
