@@ -177,7 +177,7 @@ pub static SCRATCH_BYTES: ParamDef = ParamDef {
         max: 1 << 34,
     },
     default: Default::Int(4 << 20),
-    description: "Scratch memory shared by the non-blocking collectives in flight",
+    description: "Scratch memory shared by the non-blocking collectives in flight (fixed at init: collectives in flight hold pointers into it; running out is an error naming it)",
 };
 
 /// `coll_max_active`.
@@ -204,7 +204,7 @@ pub static MAX_USER_OPS: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(64),
-    description: "Most user-defined reduction operations alive at once (MPI_Op_create)",
+    description: "Most user-defined reduction operations alive at once (MPI_Op_create) (fixed at init: this table does not grow yet)",
 };
 
 macro_rules! algorithm_param {

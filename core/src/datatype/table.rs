@@ -1512,7 +1512,11 @@ pub(crate) mod tests {
         assert_eq!(t.info(last).unwrap().size, (12 + 4 * 4) * 2 * 2 + 8);
         hold.fetch_sub(1, Ordering::Relaxed);
         let again = nested(&mut t, 0);
-        assert_eq!(t.derived_in_use(), 6, "reclaimed when the next type was made");
+        assert_eq!(
+            t.derived_in_use(),
+            6,
+            "reclaimed when the next type was made"
+        );
         t.free(again).unwrap();
         assert_eq!(t.derived_in_use(), 0);
     }
