@@ -4,10 +4,10 @@
 //! (small, so `MPI_Init` stays cheap). Pools and tables that fill up later ask for more here:
 //! [`Memory::take`] counts the bytes against the bound `mpi_memory_max` and has the platform
 //! grant them ([`Platform::grant`]: the heap on Linux, a region reserved at init on a node). The
-//! core never calls an allocator itself; a grant is `'static` and
-//! what was placed in it stays there until the core gives the grant back ([`Memory::give_back`]:
-//! a pool moved to a larger one). Going past the bound is an error naming `mpi_memory_max` (or back-pressure
-//! where the caller can wait), never a crash.
+//! core never calls an allocator itself. A grant is `'static`: what is placed in it stays there
+//! until the core gives the grant back ([`Memory::give_back`]: a pool that moved to a larger
+//! one). Going past the bound is an error naming `mpi_memory_max` (or back-pressure where the
+//! caller can wait), never a crash.
 //!
 //! The count is atomic: the engine may be entered from several threads, and although it runs
 //! under the engine's lock, the account should not depend on that.

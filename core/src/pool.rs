@@ -540,7 +540,7 @@ mod tests {
         for v in 0..10 {
             p.insert(v).unwrap();
         }
-        assert_eq!(p.capacity(), 10, "the last segment is cut at the maximum");
+        assert_eq!(p.capacity(), 10, "the last growth stops at the maximum");
         assert!(p.is_full());
         assert_eq!(p.insert(99), Err(99));
         let e = p.exhausted("test pool", "test_max");
@@ -563,7 +563,7 @@ mod tests {
         for v in 0..8 {
             p.insert(v).unwrap();
         }
-        assert!(p.is_full(), "the next segment would pass the bound");
+        assert!(p.is_full(), "the next array would pass the bound");
         assert_eq!(p.insert(8), Err(8));
         let e = p.exhausted("test pool", "test_max");
         assert!(
