@@ -27,6 +27,14 @@ impl Platform for BenchPlatform {
     fn log(&self, level: Level, args: std::fmt::Arguments<'_>) {
         eprintln!("{}: {}", level.name(), args);
     }
+    fn grant(&self, bytes: usize) -> Option<&'static mut [std::mem::MaybeUninit<u8>]> {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), 64).ok()?;
+        // SAFETY: the layout's size is not zero.
+        let p = unsafe { std::alloc::alloc(layout) };
+        // SAFETY: `p` (checked) points at `bytes` freshly allocated bytes, never freed: the
+        // core's for the rest of the process.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p.cast(), bytes) })
+    }
 }
 
 fn abort(code: i32, msg: &str) -> ! {

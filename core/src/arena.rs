@@ -1,17 +1,21 @@
 //! Carving typed storage out of the memory the platform hands over at init.
 //!
-//! The core never allocates: at init the platform gives it one `'static` byte region, and every
-//! pool, table and queue is cut from it here, once. Afterwards nothing is allocated or freed; the
-//! pools recycle their slots.
+//! The core never calls an allocator: at init the platform gives it one `'static` byte region,
+//! and every pool, table and queue is cut from it here, at its initial size. An arena also
+//! carries the engine's memory account ([`crate::memory::Memory`]), so the pools built from it
+//! can grow later by grants counted against `mpi_memory_max`; a grant is carved by an arena of
+//! its own. Nothing is ever freed; the pools recycle their slots.
 
 use core::mem::{align_of, size_of, MaybeUninit};
 
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::memory::Memory;
 
-/// A bump allocator over the platform's memory, used only during init.
+/// A bump allocator over the platform's memory (the init region, or one grant).
 pub struct Arena {
     rest: &'static mut [MaybeUninit<u8>],
     given: usize,
+    account: Option<&'static Memory>,
 }
 
 /// Counts the bytes a sequence of carvings needs, so the platform can size the region first.
@@ -49,7 +53,18 @@ impl Arena {
         Arena {
             rest: memory,
             given,
+            account: None,
         }
+    }
+
+    /// Lets the pools and tables built from this arena grow through `account`.
+    pub fn set_account(&mut self, account: &'static Memory) {
+        self.account = Some(account);
+    }
+
+    /// The memory account growth draws on (`None`: what is built here keeps its initial size).
+    pub fn account(&self) -> Option<&'static Memory> {
+        self.account
     }
 
     /// Bytes not yet carved.

@@ -27,7 +27,7 @@ pub static ATTR_MAX_KEYVALS: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(64),
-    description: "Most attribute keyvals (communicator, datatype and window) alive at once",
+    description: "Most attribute keyvals (communicator, datatype and window) alive at once (fixed at init: this table does not grow yet)",
 };
 
 /// `attr_max`.
@@ -38,7 +38,7 @@ pub static ATTR_MAX: ParamDef = ParamDef {
         max: 1 << 20,
     },
     default: Default::Int(256),
-    description: "Most attribute values cached on all objects together",
+    description: "Most attribute values cached on all objects together (fixed at init: this table does not grow yet)",
 };
 
 /// `attr_max_names`.
@@ -49,7 +49,7 @@ pub static ATTR_MAX_NAMES: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(64),
-    description: "Most objects (communicators, datatypes) given a name with MPI_*_set_name",
+    description: "Most objects (communicators, datatypes) given a name with MPI_*_set_name (fixed at init: this table does not grow yet)",
 };
 
 /// Parameters of this module.

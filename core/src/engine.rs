@@ -24,6 +24,7 @@ use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
+use crate::memory::Memory;
 use crate::p2p::{Bytes, Make, P2p, Posted, RecvRound};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
@@ -55,11 +56,13 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(crate::datatype::table::PARAMS)
         .chain(loopback::PARAMS)
         .chain(crate::objects::PARAMS)
+        .chain(crate::memory::PARAMS)
 }
 
 /// What the platform hands the engine at init.
 pub struct Init {
-    /// Memory for every pool; see [`Engine::memory_needed`].
+    /// Memory for every pool at its initial size; see [`Engine::memory_needed`]. Pools grow
+    /// later by [`Platform::grant`], within `mpi_memory_max`.
     pub memory: &'static mut [MaybeUninit<u8>],
     /// Parameters, with the platform's sources and its components' definitions registered.
     pub params: Params,
@@ -74,6 +77,8 @@ pub struct Init {
 /// One process's MPI engine.
 pub struct Engine {
     pub(crate) platform: &'static dyn Platform,
+    /// Everything the engine holds, counted against `mpi_memory_max`.
+    memory: &'static Memory,
     rte: &'static mut dyn Rte,
     params: Params,
     /// Point-to-point: the PML, the BML, communicators and datatypes.
@@ -122,9 +127,11 @@ impl Engine {
         core_params().try_for_each(|d| params.register(d))
     }
 
-    /// Bytes of memory the engine needs for a job of `procs` processes with these parameters.
+    /// Bytes of memory the engine needs at init for a job of `procs` processes with these
+    /// parameters (the pools at their initial sizes; they grow later within `mpi_memory_max`).
     pub fn memory_needed(params: &Params, procs: u32) -> usize {
         let mut s = Sizer::default();
+        s.slice::<Memory>(1);
         let comms = params.u32(&comm::COMM_MAX);
         let (mut ob1, mut cm) = (Sizer::default(), Sizer::default());
         Ob1::size(params, &mut ob1, procs, comms);
@@ -193,7 +200,21 @@ impl Engine {
                 },
             ));
         }
+        let bound = Memory::bound(&params, platform);
+        if memory.len() > bound {
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                Reason::MemoryBound {
+                    what: "the engine's initial pools",
+                    max: bound,
+                    param: crate::memory::MEMORY_MAX.name,
+                },
+            ));
+        }
+        let given = memory.len();
         let mut arena = Arena::new(memory);
+        let account: &'static Memory = arena.one(Memory::new(platform, bound, given))?;
+        arena.set_account(account);
 
         let selection = params.str(&BTL_SELECT);
         let mut chosen: Vec<&'static mut dyn Btl, MAX_BTLS> = Vec::new();
@@ -335,6 +356,7 @@ impl Engine {
             coll,
             creation,
             platform,
+            memory: account,
             rte,
             params,
             p2p: P2p::new(pml, bml, comms, types, procs, me),
@@ -362,6 +384,12 @@ impl Engine {
     /// Info objects, attributes and names, user error handlers and codes.
     pub fn objects(&mut self) -> &mut crate::objects::Objects {
         &mut self.objects
+    }
+
+    /// Bytes the engine holds (its init region and every grant since) and its bound
+    /// (`mpi_memory_max`).
+    pub fn memory_held(&self) -> (usize, usize) {
+        (self.memory.used(), self.memory.max())
     }
 
     /// The platform.

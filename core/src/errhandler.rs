@@ -28,7 +28,7 @@ pub static ERRHANDLER_MAX: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(32),
-    description: "Most user-defined error handlers alive at once",
+    description: "Most user-defined error handlers alive at once (fixed at init: this table does not grow yet)",
 };
 
 /// `err_max_user_codes`.
@@ -39,7 +39,7 @@ pub static ERR_MAX_USER_CODES: ParamDef = ParamDef {
         max: 1 << 20,
     },
     default: Default::Int(64),
-    description: "Most error classes and codes added with MPI_Add_error_class/MPI_Add_error_code",
+    description: "Most error classes and codes added with MPI_Add_error_class/MPI_Add_error_code (fixed at init: this table does not grow yet)",
 };
 
 /// `err_string_bytes`.
@@ -50,7 +50,7 @@ pub static ERR_STRING_BYTES: ParamDef = ParamDef {
         max: 1 << 24,
     },
     default: Default::Int(8192),
-    description: "Bytes for the strings given to added error codes (MPI_Add_error_string)",
+    description: "Bytes for the strings given to added error codes (MPI_Add_error_string) (fixed at init: this store does not grow yet)",
 };
 
 /// Parameters of this module.

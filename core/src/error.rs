@@ -219,6 +219,14 @@ pub enum Reason {
         capacity: u32,
         param: &'static str,
     },
+    /// A pool or table could not grow: the engine's memory would pass its bound.
+    MemoryBound {
+        what: &'static str,
+        max: usize,
+        param: &'static str,
+    },
+    /// A pool or table could not grow: the platform has no more memory to grant.
+    PlatformOutOfMemory { what: &'static str },
     /// The memory the platform handed over is too small for the configured capacities.
     MemoryTooSmall { needed: usize, given: usize },
     /// No BTL can reach a process.
@@ -303,6 +311,16 @@ impl fmt::Display for Reason {
             Reason::Exhausted { what, capacity, param } => write!(
                 f,
                 "{what} exhausted (capacity {capacity}); raise the parameter {param}"
+            ),
+            Reason::MemoryBound { what, max, param } => write!(
+                f,
+                "{what} cannot grow: the engine's memory would pass its bound of {max} bytes; \
+                 raise the parameter {param}"
+            ),
+            Reason::PlatformOutOfMemory { what } => write!(
+                f,
+                "{what} cannot grow: the platform has no more memory to grant (within \
+                 mpi_memory_max)"
             ),
             Reason::MemoryTooSmall { needed, given } => write!(
                 f,

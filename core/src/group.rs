@@ -9,7 +9,7 @@
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef};
-use crate::ranges::Ranges;
+use crate::ranges::{Ranges, Store};
 use crate::rte::ProcId;
 
 /// `group_max`.
@@ -19,8 +19,10 @@ pub static GROUP_MAX: ParamDef = ParamDef {
         min: 4,
         max: 1 << 16,
     },
-    default: Default::Int(256),
-    description: "Most groups (user handles and communicators' member lists) alive at once",
+    default: Default::Int(1 << 16),
+    description: "Most groups (user handles and communicators' member lists) alive at once; the \
+                  table starts at 64 and grows within mpi_memory_max; at most 2^16 (a group's id \
+                  is 16 bits)",
 };
 
 /// `group_max_members`.
@@ -28,10 +30,12 @@ pub static GROUP_MAX_MEMBERS: ParamDef = ParamDef {
     name: "group_max_members",
     kind: Kind::Int {
         min: 64,
-        max: 1 << 26,
+        max: u32::MAX as i64,
     },
-    default: Default::Int(1 << 16),
-    description: "Member slots over all stored groups (the world, single processes and the empty group need none)",
+    default: Default::Int(u32::MAX as i64),
+    description: "Most member slots over all stored groups (the world, single processes and the \
+                  empty group need none); the store starts at 4096 and grows within \
+                  mpi_memory_max",
 };
 
 /// Parameters of this module.
@@ -99,10 +103,15 @@ struct Entry {
     refs: u32,
 }
 
+/// Group entries carved at init (the table grows from there).
+const ENTRIES_INITIAL: usize = 64;
+/// Member slots carved at init.
+const MEMBERS_INITIAL: usize = 4096;
+
 /// All groups of the process.
 pub struct GroupTable {
-    entries: &'static mut [Option<Entry>],
-    store: &'static mut [ProcId],
+    entries: Store<Option<Entry>>,
+    store: Store<ProcId>,
     ranges: Ranges,
     /// One bit per process of the job, clear between operations.
     marks: &'static mut [u64],
@@ -120,20 +129,23 @@ fn rank_error(rank: i64, size: u32) -> Error {
 }
 
 impl GroupTable {
-    /// Arena bytes for a job of `procs` processes.
+    /// Arena bytes (the initial sizes) for a job of `procs` processes and at most `entries`
+    /// groups of `members` member slots in all.
     pub fn size(sizer: &mut Sizer, entries: u32, members: u32, procs: u32) {
-        sizer
-            .slice::<Option<Entry>>(entries as usize)
-            .slice::<ProcId>(members as usize)
-            .slice::<u64>(procs.div_ceil(64) as usize);
+        Store::<Option<Entry>>::size(sizer, ENTRIES_INITIAL, entries as usize);
+        Store::<ProcId>::size(sizer, MEMBERS_INITIAL, members as usize);
+        sizer.slice::<u64>(procs.div_ceil(64) as usize);
     }
 
-    /// An empty table for a job of `procs` processes.
+    /// An empty table for a job of `procs` processes, growing through `arena`'s memory account
+    /// up to `entries` groups of `members` member slots in all.
     pub fn new(arena: &mut Arena, entries: u32, members: u32, procs: u32) -> Result<GroupTable> {
+        let (entries, _) = Store::new(arena, ENTRIES_INITIAL, entries as usize, None)?;
+        let (store, ranges) = Store::new(arena, MEMBERS_INITIAL, members as usize, ProcId(0))?;
         Ok(GroupTable {
-            entries: arena.slice(entries as usize, |_| None)?,
-            store: arena.slice(members as usize, |_| ProcId(0))?,
-            ranges: Ranges::new(members),
+            entries,
+            store,
+            ranges,
             marks: arena.slice(procs.div_ceil(64) as usize, |_| 0)?,
             world: procs,
         })
@@ -309,16 +321,16 @@ impl GroupTable {
         s
     }
 
-    fn free_entry(&self) -> Result<GroupId> {
-        self.entries
-            .iter()
-            .position(Option::is_none)
-            .map(|i| GroupId(i as u16))
-            .ok_or(Error::exhausted(
-                "group table",
-                self.entries.len() as u32,
-                GROUP_MAX.name,
-            ))
+    fn free_entry(&mut self) -> Result<GroupId> {
+        let i = match self.entries.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                let i = self.entries.len();
+                self.entries.extend(1, "group table", GROUP_MAX.name)?;
+                i
+            }
+        };
+        Ok(GroupId(i as u16))
     }
 
     /// A new group (one reference) of the `n` processes `procs` yields, which must be distinct
@@ -336,11 +348,12 @@ impl GroupTable {
 
     fn alloc(&mut self, n: u32) -> Result<(GroupId, u32)> {
         let id = self.free_entry()?;
-        let at = self.ranges.alloc(n).ok_or(Error::exhausted(
+        let at = self.store.alloc(
+            &mut self.ranges,
+            n,
             "group member store",
-            self.store.len() as u32,
             GROUP_MAX_MEMBERS.name,
-        ))?;
+        )?;
         Ok((id, at))
     }
 
@@ -655,6 +668,49 @@ mod tests {
 
     fn procs(t: &GroupTable, g: Group) -> std::vec::Vec<u32> {
         t.members(g).map(|p| p.0).collect()
+    }
+
+    #[test]
+    fn the_table_and_its_member_store_grow_past_their_initial_sizes() {
+        let mut a = Arena::new(leak(1 << 16));
+        a.set_account(crate::memory::tests::account(1 << 30));
+        let mut t = GroupTable::new(&mut a, 1000, 1 << 20, 4096).unwrap();
+        // 500 groups of 100 members: past 64 entries and 4096 member slots.
+        let groups: std::vec::Vec<Group> = (0..500u32)
+            .map(|g| {
+                t.create(100, (0..100).map(|i| ProcId((g * 7 + i * 13) % 4096)))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(t.count(), 500);
+        for (g, grp) in groups.iter().enumerate() {
+            let want: std::vec::Vec<u32> =
+                (0..100).map(|i| (g as u32 * 7 + i * 13) % 4096).collect();
+            assert_eq!(procs(&t, *grp), want, "group {g}");
+        }
+        for grp in groups {
+            t.release(grp);
+        }
+        assert_eq!(t.count(), 0);
+    }
+
+    #[test]
+    fn a_full_group_table_names_its_parameter() {
+        let mut a = Arena::new(leak(1 << 16));
+        a.set_account(crate::memory::tests::account(1 << 30));
+        let mut t = GroupTable::new(&mut a, 70, 1 << 20, 64).unwrap();
+        for g in 0..70u32 {
+            t.create(2, [ProcId(g % 64), ProcId((g + 1) % 64)].into_iter())
+                .unwrap();
+        }
+        let e = t.create(2, [ProcId(0), ProcId(1)].into_iter()).unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "group_max",
+                ..
+            }
+        ));
     }
 
     #[test]

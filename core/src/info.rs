@@ -23,7 +23,7 @@ pub static INFO_MAX: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(128),
-    description: "Most info objects alive at once (MPI_INFO_ENV and communicator hints included)",
+    description: "Most info objects alive at once (MPI_INFO_ENV and communicator hints included) (fixed at init: this table does not grow yet)",
 };
 
 /// `info_max_entries`.
@@ -34,7 +34,7 @@ pub static INFO_MAX_ENTRIES: ParamDef = ParamDef {
         max: 1 << 20,
     },
     default: Default::Int(512),
-    description: "Most (key, value) pairs held by all info objects together",
+    description: "Most (key, value) pairs held by all info objects together (fixed at init: this table does not grow yet)",
 };
 
 /// `info_bytes`.
@@ -45,7 +45,7 @@ pub static INFO_BYTES: ParamDef = ParamDef {
         max: 1 << 28,
     },
     default: Default::Int(32 * 1024),
-    description: "Bytes for the keys and values of all info objects together",
+    description: "Bytes for the keys and values of all info objects together (fixed at init: this store does not grow yet)",
 };
 
 /// Parameters of this module.

@@ -25,6 +25,7 @@ pub mod error;
 pub mod group;
 pub mod info;
 pub mod list;
+pub mod memory;
 pub mod mtl;
 pub mod objects;
 pub mod op;

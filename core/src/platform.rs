@@ -5,6 +5,7 @@
 //! hands them to [`crate::engine::Engine::new`] with the memory for the pools and its BTL modules.
 
 use core::fmt;
+use core::mem::MaybeUninit;
 
 /// Severity of a log record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,6 +84,32 @@ pub trait Platform: Sync {
     fn alloc_mem(&self, bytes: usize) -> Option<*mut u8> {
         let _ = bytes;
         None
+    }
+
+    /// More memory for the core's pools and tables: `bytes` aligned to
+    /// [`crate::memory::GRANT_ALIGN`], the core's until it hands it to [`Platform::release`]
+    /// (perhaps never), or `None` when the platform has none. The core asks only within its
+    /// bound (`mpi_memory_max`, see [`crate::memory`]), for arrays that double a pool's size, so
+    /// grants are few. The default has none: the pools keep their initial sizes.
+    fn grant(&self, bytes: usize) -> Option<&'static mut [MaybeUninit<u8>]> {
+        let _ = bytes;
+        None
+    }
+
+    /// Takes back a grant the core no longer uses; whether the memory went back (the default
+    /// keeps it: the core then goes on counting it against its bound).
+    ///
+    /// # Safety
+    /// `region` is exactly what one call of [`Platform::grant`] of this platform returned, and
+    /// the core keeps no reference into it.
+    unsafe fn release(&self, region: &'static mut [MaybeUninit<u8>]) -> bool {
+        let _ = region;
+        false
+    }
+
+    /// The bound on the engine's memory when `mpi_memory_max` is 0 (its default).
+    fn memory_default(&self) -> usize {
+        1 << 30
     }
 
     /// Returns memory from [`Platform::alloc_mem`] (`MPI_Free_mem`).

@@ -1,8 +1,21 @@
-//! A first-fit allocator of ranges within a fixed store (datatype descriptions, group members).
+//! A first-fit allocator of ranges within a store (datatype descriptions, group members), and a
+//! store that grows.
 //!
 //! Only the holes are tracked, in address order, so that freed neighbours merge back.
+//!
+//! A [`Store`] is the array the ranges index. It starts at an initial size carved at init and,
+//! when no hole is large enough, moves to a grant of the engine's memory account at least twice
+//! as large, giving the old one back (its items are addressed by index through the store, never
+//! by pointer, so they may move).
+
+use core::mem::{align_of, size_of, MaybeUninit};
+use core::ops::{Deref, DerefMut};
 
 use heapless::Vec;
+
+use crate::arena::{Arena, Sizer};
+use crate::error::{Error, Result};
+use crate::memory::{Memory, GRANT_ALIGN};
 
 /// A first-fit allocator of ranges in a store, with coalescing.
 pub struct Ranges {
@@ -57,10 +70,245 @@ impl Ranges {
                 self.free[i].0 = start;
                 self.free[i].1 += n;
             }
-            // A full list of holes loses this range rather than fail a free.
+            // A full list of holes loses its smallest hole rather than fail a free.
             (false, false) => {
+                if self.free.is_full() {
+                    let smallest = (0..self.free.len()).min_by_key(|&k| self.free[k].1);
+                    match smallest {
+                        Some(k) if self.free[k].1 < n => {
+                            self.free.remove(k);
+                        }
+                        _ => return,
+                    }
+                }
+                let i = self
+                    .free
+                    .iter()
+                    .position(|&(s, _)| s > start)
+                    .unwrap_or(self.free.len());
                 let _ = self.free.insert(i, (start, n));
             }
         }
+    }
+}
+
+/// The array a [`Ranges`] allocates in, growing by moving to a larger grant.
+pub struct Store<T: Copy + 'static> {
+    items: &'static mut [T],
+    max: usize,
+    fill: T,
+    account: Option<&'static Memory>,
+    /// The items are a grant of the account (not the init region): they go back when moved.
+    granted: bool,
+}
+
+impl<T: Copy> Store<T> {
+    /// Arena bytes for a store of `initial` items.
+    pub fn size(sizer: &mut Sizer, initial: usize, max: usize) {
+        sizer.slice::<T>(initial.min(max));
+    }
+
+    /// A store of `initial` items set to `fill`, carved from `arena`, growing through its
+    /// memory account up to `max` items; the ranges over it.
+    pub fn new(
+        arena: &mut Arena,
+        initial: usize,
+        max: usize,
+        fill: T,
+    ) -> Result<(Store<T>, Ranges)> {
+        const { assert!(align_of::<T>() <= GRANT_ALIGN) };
+        let n = initial.min(max).min(u32::MAX as usize);
+        let items = arena.slice(n, |_| fill)?;
+        Ok((
+            Store {
+                items,
+                max: max.min(u32::MAX as usize),
+                fill,
+                account: arena.account(),
+                granted: false,
+            },
+            Ranges::new(n as u32),
+        ))
+    }
+
+    /// `n` items from `ranges`, growing the store when no hole is large enough; running out
+    /// names `what` and `param` (the store's maximum) or `mpi_memory_max`.
+    pub fn alloc(
+        &mut self,
+        ranges: &mut Ranges,
+        n: u32,
+        what: &'static str,
+        param: &'static str,
+    ) -> Result<u32> {
+        if let Some(start) = ranges.alloc(n) {
+            return Ok(start);
+        }
+        self.grow(Some(&mut *ranges), n as usize, what, param)?;
+        ranges
+            .alloc(n)
+            .ok_or(Error::exhausted(what, self.items.len() as u32, param))
+    }
+
+    /// Moves to a store at least `more` items larger (and at least twice as large), for a
+    /// store that is not allocated in ranges (a table of entries).
+    pub fn extend(&mut self, more: usize, what: &'static str, param: &'static str) -> Result<()> {
+        self.grow(None, more, what, param)
+    }
+
+    /// Moves to a store at least `more` items larger (and at least twice as large), its new
+    /// items free in `ranges` if it has them.
+    #[cold]
+    fn grow(
+        &mut self,
+        ranges: Option<&mut Ranges>,
+        more: usize,
+        what: &'static str,
+        param: &'static str,
+    ) -> Result<()> {
+        let len = self.items.len();
+        let full = || Error::exhausted(what, len as u32, param);
+        let account = self.account.ok_or_else(full)?;
+        if len >= self.max {
+            return Err(full());
+        }
+        // A free tail of the old store joins the new part, so the maximum may still do.
+        let new_len = len
+            .saturating_mul(2)
+            .max(len.saturating_add(more))
+            .min(self.max);
+        // Exactly the items (a grant is aligned for any of them), so the old array can go back
+        // as the grant it was.
+        let bytes = size_of::<T>().checked_mul(new_len).ok_or_else(full)?;
+        let region = account
+            .take(bytes)
+            .map_err(|why| account.refused(what, why))?;
+        let fill = self.fill;
+        let old = core::mem::take(&mut self.items);
+        let items = match Arena::new(region).slice(new_len, |i| old.get(i).copied().unwrap_or(fill))
+        {
+            Ok(items) => items,
+            Err(e) => {
+                self.items = old;
+                return Err(e);
+            }
+        };
+        self.items = items;
+        if self.granted {
+            let (p, n) = (old.as_mut_ptr(), old.len());
+            // SAFETY: the old items were a whole grant of `account` (sized as above), copied out
+            // and reachable no more; `old` is the only reference to them.
+            account.give_back(unsafe {
+                core::slice::from_raw_parts_mut(p.cast::<MaybeUninit<u8>>(), n * size_of::<T>())
+            });
+        }
+        self.granted = true;
+        if let Some(ranges) = ranges {
+            ranges.release(len as u32, (new_len - len) as u32);
+        }
+        Ok(())
+    }
+}
+
+impl<T: Copy> Deref for Store<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.items
+    }
+}
+
+impl<T: Copy> DerefMut for Store<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.items
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::arena::tests::leak;
+    use crate::error::{ErrorClass, Reason};
+    use crate::memory::tests::account;
+
+    #[test]
+    fn freed_neighbours_merge() {
+        let mut r = Ranges::new(100);
+        let a = r.alloc(10).unwrap();
+        let b = r.alloc(10).unwrap();
+        let c = r.alloc(10).unwrap();
+        r.release(a, 10);
+        r.release(c, 10);
+        r.release(b, 10);
+        assert_eq!(r.alloc(100), Some(0), "everything merged back");
+    }
+
+    #[test]
+    fn a_full_hole_list_keeps_the_larger_holes() {
+        let mut r = Ranges::new(2000);
+        let starts: std::vec::Vec<u32> = (0..600).map(|_| r.alloc(3).unwrap()).collect();
+        // Every other range freed: 300 separate holes, more than the list keeps.
+        for s in starts.iter().step_by(2) {
+            r.release(*s, 3);
+        }
+        let big = r.alloc(200).unwrap();
+        r.release(big, 200);
+        assert_eq!(r.alloc(200), Some(big), "a large hole is not the one lost");
+    }
+
+    fn store(initial: usize, max: usize, bound: usize) -> (Store<u64>, Ranges) {
+        let mut a = Arena::new(leak(1 << 12));
+        a.set_account(account(bound));
+        Store::new(&mut a, initial, max, 0).unwrap()
+    }
+
+    #[test]
+    fn a_store_grows_and_keeps_its_contents() {
+        let (mut s, mut r) = store(8, 1000, 1 << 20);
+        let a = s.alloc(&mut r, 6, "items", "test_max").unwrap();
+        for (i, v) in s[a as usize..a as usize + 6].iter_mut().enumerate() {
+            *v = 100 + i as u64;
+        }
+        let b = s.alloc(&mut r, 20, "items", "test_max").unwrap();
+        assert!(s.len() >= 26);
+        assert_eq!(
+            &s[a as usize..a as usize + 6],
+            &[100, 101, 102, 103, 104, 105]
+        );
+        assert!(b as usize + 20 <= s.len());
+        r.release(a, 6);
+        r.release(b, 20);
+        assert_eq!(
+            r.alloc(s.len() as u32),
+            Some(0),
+            "the grown part merged with the rest"
+        );
+    }
+
+    #[test]
+    fn a_store_at_its_maximum_names_the_parameter() {
+        let (mut s, mut r) = store(8, 16, 1 << 20);
+        s.alloc(&mut r, 16, "items", "test_max").unwrap();
+        let e = s.alloc(&mut r, 1, "items", "test_max").unwrap_err();
+        assert_eq!(e.class, ErrorClass::NoMem);
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "test_max",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_store_past_the_memory_bound_names_mpi_memory_max() {
+        let (mut s, mut r) = store(8, 1 << 20, 100);
+        let e = s.alloc(&mut r, 100, "items", "test_max").unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::MemoryBound {
+                param: "mpi_memory_max",
+                ..
+            }
+        ));
     }
 }

@@ -11,8 +11,10 @@ use stormpi_core::btl::Btl;
 use stormpi_core::capi::Hooks;
 use stormpi_core::engine::{btl_selected, Engine, Init, BTL_SELECT};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::memory::Memory;
 use stormpi_core::mtl::Mtl;
 use stormpi_core::params::{ParamSource, Params, Source};
+use stormpi_core::platform::Platform;
 use stormpi_core::pml::PML_SELECT;
 use stormpi_core::rte::Rte;
 
@@ -87,6 +89,7 @@ pub fn engine() -> Result<Engine> {
     }
     let params = params()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local = job.local_size();
     let yield_when_idle = match params.int(&platform::YIELD_WHEN_IDLE) {
         0 => false,
         1 => true,
@@ -113,7 +116,8 @@ pub fn engine() -> Result<Engine> {
     let ni = portals.ni;
     let (rank, size) = (job.rank, job.size);
     let rte: &'static mut dyn Rte = leak(LwkRte::new(job, portals));
-    let memory = pool_memory(Engine::memory_needed(&params, size));
+    PLATFORM.set_memory_default(platform::memory_default(local));
+    let memory = pool_memory(&params, Engine::memory_needed(&params, size));
     let mut btls = heapless::Vec::new();
     let mut mtl_module: Option<&'static mut dyn Mtl> = None;
     if use_mtl(&params) {
@@ -134,7 +138,25 @@ pub fn engine() -> Result<Engine> {
     )
 }
 
-fn pool_memory(bytes: usize) -> &'static mut [MaybeUninit<u8>] {
+/// The engine's init region: the start of the region reserved for all its memory (the bound,
+/// `mpi_memory_max`), so every later grant comes from there too. Without a reservation (the
+/// address space refused it) the init region comes from the heap and the pools keep their
+/// initial sizes.
+fn pool_memory(params: &Params, bytes: usize) -> &'static mut [MaybeUninit<u8>] {
+    let bound = Memory::bound(params, &PLATFORM);
+    if PLATFORM.reserve(bound) {
+        if let Some(region) = PLATFORM.grant(bytes) {
+            return region;
+        }
+    } else {
+        stormpi_core::log!(
+            &PLATFORM,
+            stormpi_core::platform::Level::Warn,
+            "cannot reserve {} bytes of address space for the engine (mpi_memory_max): its pools \
+             will not grow",
+            bound
+        );
+    }
     Box::leak(vec![MaybeUninit::<u8>::uninit(); bytes.max(1)].into_boxed_slice())
 }
 

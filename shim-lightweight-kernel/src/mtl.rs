@@ -1610,6 +1610,17 @@ impl Mtl for PortalsMtl {
                 &mut h,
             )
         };
+        if rc == PTL_NO_SPACE {
+            // Posted receives are the NI's match entries: its limit, not the engine's pools.
+            self.free_op(id);
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                Reason::Runtime {
+                    what: "the Portals NI's match list is full (its max_entries): post fewer \
+                           receives at once, or use pml ob1, which matches in the engine",
+                },
+            ));
+        }
         if rc != PTL_OK {
             self.free_op(id);
             return Err(ptl_fail(

@@ -145,6 +145,9 @@ pub fn engine() -> Result<Engine> {
         params.u32(&platform::LOG_LEVEL),
         spin_rounds,
     );
+    PLATFORM.set_memory_default(platform::memory_default(
+        local_ranks().unwrap_or(n as usize),
+    ));
 
     let mut btls = heapless::Vec::new();
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "sm") {

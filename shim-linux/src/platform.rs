@@ -1,8 +1,11 @@
-//! The Linux platform: monotonic clock, relaxing in wait loops, logging, host name.
+//! The Linux platform: monotonic clock, relaxing in wait loops, logging, host name, and memory
+//! for the core's pools as they grow (from the heap).
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
+use stormpi_core::memory::GRANT_ALIGN;
 use stormpi_core::params::{Default, Kind, ParamDef};
 use stormpi_core::platform::{Level, Platform};
 
@@ -63,6 +66,33 @@ pub struct LinuxPlatform {
     yield_when_idle: AtomicBool,
     log_level: AtomicU32,
     spin_rounds: AtomicU32,
+    /// The bound on the engine's memory when `mpi_memory_max` is 0.
+    memory_default: AtomicUsize,
+}
+
+/// The smallest default bound on an engine's memory: a program that runs under Open MPI and
+/// MPICH at their defaults (10^5 requests outstanding, 10^6 unexpected messages) fits in it.
+pub const MEMORY_DEFAULT_MIN: usize = 4 << 30;
+
+/// The node's physical memory in bytes (0 if unknown).
+pub fn physical_memory() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page <= 0 {
+        return 0;
+    }
+    (pages as usize).saturating_mul(page as usize)
+}
+
+/// The default bound on one engine's memory: half the node's memory shared among the ranks on
+/// it, at least [`MEMORY_DEFAULT_MIN`] (the heap refuses, and says so, if a node is smaller).
+pub fn memory_default(local_ranks: usize) -> usize {
+    (physical_memory() / 2 / local_ranks.max(1)).max(MEMORY_DEFAULT_MIN)
 }
 
 impl LinuxPlatform {
@@ -73,7 +103,13 @@ impl LinuxPlatform {
             yield_when_idle: AtomicBool::new(false),
             log_level: AtomicU32::new(1),
             spin_rounds: AtomicU32::new(100),
+            memory_default: AtomicUsize::new(MEMORY_DEFAULT_MIN),
         }
+    }
+
+    /// Sets the default bound on the engine's memory (see [`memory_default`]).
+    pub fn set_memory_default(&self, bytes: usize) {
+        self.memory_default.store(bytes, Ordering::Relaxed);
     }
 
     /// Sets what is known once the runtime is up.
@@ -204,6 +240,35 @@ impl Platform for LinuxPlatform {
         let n = value.len().min(out.len());
         out[..n].copy_from_slice(&value[..n]);
         Some(n)
+    }
+
+    fn grant(&self, bytes: usize) -> Option<&'static mut [MaybeUninit<u8>]> {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), GRANT_ALIGN).ok()?;
+        // SAFETY: the layout's size is not zero. Large grants come from mmap inside the
+        // allocator, so their pages are only touched as the pool uses them.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` points at `bytes` (or more) bytes this call just allocated, aligned to
+        // GRANT_ALIGN; the core owns them for the rest of the process (a grant is never freed,
+        // so the region is `'static`), and `MaybeUninit<u8>` needs no initialisation.
+        Some(unsafe { std::slice::from_raw_parts_mut(p.cast::<MaybeUninit<u8>>(), bytes) })
+    }
+
+    unsafe fn release(&self, region: &'static mut [MaybeUninit<u8>]) -> bool {
+        let Ok(layout) = std::alloc::Layout::from_size_align(region.len().max(1), GRANT_ALIGN)
+        else {
+            return false;
+        };
+        // SAFETY: the caller's contract: `region` is one whole grant, allocated above with this
+        // very layout (its length, at least 1, and GRANT_ALIGN), and no longer used.
+        unsafe { std::alloc::dealloc(region.as_mut_ptr().cast(), layout) };
+        true
+    }
+
+    fn memory_default(&self) -> usize {
+        self.memory_default.load(Ordering::Relaxed)
     }
 
     fn alloc_mem(&self, bytes: usize) -> Option<*mut u8> {

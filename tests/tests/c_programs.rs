@@ -59,6 +59,30 @@ c_tests! {
     topo,
 }
 
+/// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives
+/// posted first, then sends first), with the defaults MPICH and Open MPI run it at: the request
+/// pool grows past what a 16-bit handle slot could name.
+#[test]
+fn many_outstanding_requests_with_default_parameters() {
+    check("many_outstanding", 2);
+}
+
+/// Issue 17: 10,000 derived datatypes alive at once, each nested 6 deep (resized over struct
+/// over hvector over resized over vector over struct), every one carrying a message and checked
+/// byte by byte, with the default parameters: the type table grows.
+#[test]
+fn many_datatypes_nested_six_deep_with_default_parameters() {
+    check("many_types", 2);
+}
+
+/// Issue 17: 1,000,000 unexpected 8-byte messages (sent before the receiver posts anything),
+/// drained in order and checked, with the default parameters: the unexpected pool grows and
+/// keeps short payloads in its records.
+#[test]
+fn a_million_unexpected_messages_with_default_parameters() {
+    check("many_unexpected", 2);
+}
+
 /// Issue 7: creating and freeing 100,000 communicators (a dup and a split of it, freed, per
 /// cycle) neither leaks context ids or groups nor runs out.
 #[test]

@@ -414,3 +414,25 @@ fn lwk_defmt_frames_decode() {
         "no flow-control record in {all:?}"
     );
 }
+
+/// Issue 17 on a node: 100,000 outstanding request pairs, 10,000 nested datatypes and 1,000,000
+/// unexpected 8-byte messages with the default parameters: the engine's pools grow from the
+/// region the node shim reserved at init (the bound, `mpi_memory_max`). Over the Portals MTL
+/// the NI's own limits come first: a posted receive is a match entry, and the NI's
+/// `max_entries` (the software NI's: 65,520) caps the receives posted at once — a clear error,
+/// checked here, where ob1 has no such limit. (A flood of 10^6 unexpected messages over the MTL
+/// runs the sender out of the NI's objects, `PtlPut: PTL_NO_SPACE`: the MTL's flow control, not
+/// the engine's memory, and left out here.)
+#[test]
+fn lwk_capacities_real_programs_hit() {
+    for name in ["many_outstanding", "many_types", "many_unexpected"] {
+        check(name, 2, Pml::Ob1);
+    }
+    check("many_types", 2, Pml::Cm);
+    let out = LwkJob::new(2, Pml::Cm).run(&program("many_outstanding"), &[]);
+    assert!(
+        !out.success() && out.report().contains("match list is full"),
+        "{}",
+        out.report()
+    );
+}

@@ -40,7 +40,7 @@ pub static QUEUE_BYTES: ParamDef = ParamDef {
         max: 1 << 34,
     },
     default: Default::Int(1 << 20),
-    description: "Bytes of the self BTL's queue of undelivered fragments",
+    description: "Bytes of the self BTL's queue of undelivered fragments (fixed at init: a ring; a full one is back-pressure)",
 };
 
 /// Parameters of the self BTL.

@@ -12,6 +12,7 @@ use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::pml::request::{ReqId, Status};
 use crate::pml::MsgId;
+use crate::pool::Key;
 
 const DIRECT_COMM: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Comm, 0);
 
@@ -264,9 +265,43 @@ pub(crate) unsafe fn unpacker(
     unsafe { Unpacker::new(buf.cast(), n, d, types) }
 }
 
-const GEN_BITS: u32 = 9;
-const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+// A direct request or message handle carries its pool slot and the low bits of the slot's
+// generation in bits 0–24 (bit 25 tells a message from a request; MPICH's 26-bit index field),
+// in one of two forms chosen by bit 24:
+// - short (bit 24 clear): slot in bits 0–15, generation in bits 16–23 — the first 65,536 slots,
+//   where every program's requests live;
+// - long (bit 24 set): slot in bits 0–21 (the request and unexpected pools hold at most 2^22,
+//   `pml::HANDLE_SLOTS`), generation in bits 22–23.
+// A stale handle (a copy kept after MPI set the original to MPI_REQUEST_NULL) is recognised
+// unless its slot was reused a multiple of 256 times since (4 in the long form).
+const LONG_FORM: u32 = 1 << 24;
+const SHORT_SLOTS: u32 = 1 << 16;
+const LONG_SLOT_BITS: u32 = 22;
 const MESSAGE_BIT: u32 = 1 << 25;
+
+/// The slot bits of a handle for pool key `key`.
+const fn slot_bits(key: Key) -> u32 {
+    if key.index < SHORT_SLOTS {
+        ((key.gen & 0xff) << 16) | key.index
+    } else {
+        LONG_FORM
+            | ((key.gen & 0x3) << LONG_SLOT_BITS)
+            | (key.index & (crate::pml::HANDLE_SLOTS - 1))
+    }
+}
+
+/// The slot, the generation bits and their mask that handle bits `h` carry.
+const fn slot_of(h: u32) -> (u32, u32, u32) {
+    if h & LONG_FORM == 0 {
+        (h & (SHORT_SLOTS - 1), (h >> 16) & 0xff, 0xff)
+    } else {
+        (
+            h & (crate::pml::HANDLE_SLOTS - 1),
+            (h >> LONG_SLOT_BITS) & 0x3,
+            0x3,
+        )
+    }
+}
 const REQ_DIRECT: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Request, 0);
 const REQ_INDIRECT: c_int = abi::make_handle(HandleKind::Indirect, ObjectKind::Request, 0);
 
@@ -287,7 +322,8 @@ fn bad_request() -> Error {
 
 /// The handle of engine request `id`.
 pub(crate) fn request_handle(id: ReqId) -> abi::MPI_Request {
-    REQ_DIRECT | ((id.0.gen & GEN_MASK) << 16) as c_int | (id.0.index & 0xffff) as c_int
+    debug_assert!(id.0.index < crate::pml::HANDLE_SLOTS);
+    REQ_DIRECT | slot_bits(id.0) as c_int
 }
 
 /// The handle of persistent slot `i`.
@@ -305,9 +341,9 @@ pub(crate) fn request(e: &crate::engine::Engine, h: abi::MPI_Request) -> Result<
     }
     match abi::handle_kind(h) {
         HandleKind::Direct => {
-            let (index, gen) = ((h as u32) & 0xffff, ((h as u32) >> 16) & GEN_MASK);
+            let (index, gen, mask) = slot_of(h as u32);
             e.request_at(index)
-                .filter(|id| id.0.gen & GEN_MASK == gen)
+                .filter(|id| id.0.gen & mask == gen)
                 .map(Req::Plain)
                 .ok_or(bad_request())
         }
@@ -321,10 +357,8 @@ pub(crate) fn message_handle(m: Option<MsgId>) -> abi::MPI_Message {
     match m {
         None => abi::MPI_MESSAGE_NO_PROC,
         Some(m) => {
-            REQ_DIRECT
-                | MESSAGE_BIT as c_int
-                | ((m.0.gen & GEN_MASK) << 16) as c_int
-                | (m.0.index & 0xffff) as c_int
+            debug_assert!(m.0.index < crate::pml::HANDLE_SLOTS);
+            REQ_DIRECT | MESSAGE_BIT as c_int | slot_bits(m.0) as c_int
         }
     }
 }
@@ -343,9 +377,9 @@ pub(crate) fn message(e: &crate::engine::Engine, h: abi::MPI_Message) -> Result<
     if abi::handle_kind(h) != HandleKind::Direct || (h as u32) & MESSAGE_BIT == 0 {
         return Err(bad);
     }
-    let (index, gen) = ((h as u32) & 0xffff, ((h as u32) >> 16) & GEN_MASK);
+    let (index, gen, mask) = slot_of(h as u32);
     e.message_at(index)
-        .filter(|m| m.0.gen & GEN_MASK == gen)
+        .filter(|m| m.0.gen & mask == gen)
         .map(Some)
         .ok_or(bad)
 }
@@ -407,5 +441,77 @@ pub(crate) fn status_code(func: &'static str, comm: Option<CommId>, st: &Status)
     match st.error {
         None => abi::MPI_SUCCESS,
         Some(e) => errors::report(func, comm, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(index: u32, gen: u32) -> Key {
+        Key { index, gen }
+    }
+
+    /// What a handle decodes to: slot, and whether it names generation `gen` of it.
+    fn decodes(h: c_int, gen: u32) -> (u32, bool) {
+        let (index, g, mask) = slot_of(h as u32);
+        (index, gen & mask == g)
+    }
+
+    #[test]
+    fn request_handles_round_trip_at_every_slot_size() {
+        for index in [
+            0,
+            1,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            100_000,
+            1_000_000,
+            (1 << 22) - 1,
+        ] {
+            for gen in [0, 1, 2, 3, 255, 256, 0xdead_beef] {
+                let h = request_handle(ReqId(key(index, gen)));
+                assert_eq!(abi::handle_kind(h), HandleKind::Direct);
+                assert_eq!(abi::handle_object(h), Some(ObjectKind::Request));
+                assert_eq!((h as u32) & MESSAGE_BIT, 0, "not a message");
+                assert_eq!(decodes(h, gen), (index, true), "slot {index} gen {gen}");
+                assert_ne!(h, abi::MPI_REQUEST_NULL);
+            }
+        }
+    }
+
+    #[test]
+    fn message_handles_round_trip_and_stay_messages() {
+        for index in [0, 0xffff, 0x1_0000, 999_999, (1 << 22) - 1] {
+            let h = message_handle(Some(MsgId(key(index, 7))));
+            assert_ne!((h as u32) & MESSAGE_BIT, 0);
+            assert_eq!(abi::handle_kind(h), HandleKind::Direct);
+            assert_eq!(decodes(h, 7), (index, true));
+            assert_ne!(h, abi::MPI_MESSAGE_NO_PROC);
+            assert_ne!(h, abi::MPI_MESSAGE_NULL);
+        }
+    }
+
+    #[test]
+    fn a_reused_slot_s_old_handle_is_stale() {
+        // The next occupant of a slot has the next generation: the old handle no longer names it.
+        for index in [5, 70_000, 3_000_000] {
+            let old = request_handle(ReqId(key(index, 41)));
+            assert_eq!(decodes(old, 42), (index, false));
+            assert_eq!(decodes(old, 43), (index, false));
+        }
+        // The short form tells 255 reuses apart; the long form 3.
+        let short = request_handle(ReqId(key(9, 0)));
+        assert!((1..256).all(|g| !decodes(short, g).1));
+        let long = request_handle(ReqId(key(1 << 20, 0)));
+        assert!((1..4).all(|g| !decodes(long, g).1));
+    }
+
+    #[test]
+    fn persistent_handles_are_not_engine_requests() {
+        let h = persistent_handle(12);
+        assert_eq!(abi::handle_kind(h), HandleKind::Indirect);
+        assert_eq!(abi::handle_index(h), 12);
     }
 }

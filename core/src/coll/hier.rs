@@ -62,6 +62,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, Status};
+use crate::pool::Pool;
 use crate::shared::Inside;
 
 /// The tag of the hand-over from a node's leader to a reduce's root that is not the leader
@@ -121,7 +122,7 @@ pub(crate) struct HierState {
     /// A blocking reduce is using the staging region (another thread's meanwhile stages in
     /// pool scratch).
     tmp_busy: bool,
-    chains: &'static mut [Option<Chain>],
+    chains: Pool<Chain>,
     active: u32,
 }
 
@@ -135,9 +136,8 @@ impl HierState {
 
     /// Arena bytes of the staging region.
     pub(crate) fn size(params: &Params, sizer: &mut Sizer) {
-        sizer
-            .slice::<MaybeUninit<u64>>(HierState::staging(params) / 8)
-            .slice::<Option<Chain>>(params.usize(&MAX_ACTIVE));
+        sizer.slice::<MaybeUninit<u64>>(HierState::staging(params) / 8);
+        Pool::<Chain>::size(sizer, super::active_capacity(params));
     }
 
     /// The state, its staging region carved from `arena`.
@@ -151,7 +151,7 @@ impl HierState {
             tmp,
             tmp_len: len,
             tmp_busy: false,
-            chains: arena.slice(params.usize(&MAX_ACTIVE), |_| None)?,
+            chains: Pool::new(arena, super::active_capacity(params))?,
             active: 0,
         })
     }
@@ -487,7 +487,7 @@ unsafe fn sub(cx: &mut Inside, comm: CommId, call: Call) -> Result<()> {
 pub(crate) fn drain(cx: &mut Inside, node: CommId, leaders: Option<CommId>) {
     loop {
         let e = cx.e();
-        let busy = e.coll.hier.chains.iter().flatten().any(|c| {
+        let busy = e.coll.hier.chains.iter().any(|(_, c)| {
             c.phases
                 .iter()
                 .flatten()
@@ -657,27 +657,28 @@ impl Colls<'_> {
             _ => return Ok(None),
         };
         let h = &mut self.coll.hier;
-        let Some(slot) = h.chains.iter().position(Option::is_none) else {
-            return Err(Error::exhausted(
-                "non-blocking collectives in flight",
-                h.chains.len() as u32,
-                MAX_ACTIVE.name,
-            ));
-        };
+        if !h.chains.reserve() {
+            return Err(h
+                .chains
+                .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
+        }
         let req = self.p2p.pml.requests_mut().pending(scope)?;
         let mut phases = phases;
         for p in phases.iter_mut().flatten() {
             p.tag = coll_tag(self.p2p.comms.next_coll_seq(p.comm));
         }
         let hold = dt.and_then(|d| self.p2p.types.hold(d));
-        self.coll.hier.chains[slot] = Some(Chain {
+        let Ok(key) = self.coll.hier.chains.insert(Chain {
             req,
             phases,
             next: 0,
             cur: None,
             err: None,
             hold,
-        });
+        }) else {
+            unreachable!("reserved above")
+        };
+        let slot = key.index;
         self.coll.hier.active += 1;
         self.advance_chain(slot);
         Ok(Some(req))
@@ -685,9 +686,9 @@ impl Colls<'_> {
 
     /// Moves chain `slot` on: collects its phase in flight if done, starts the next one, or
     /// finishes the user's request after the last. True if it finished.
-    fn advance_chain(&mut self, slot: usize) -> bool {
+    fn advance_chain(&mut self, slot: u32) -> bool {
         loop {
-            let Some(ch) = self.coll.hier.chains[slot].as_mut() else {
+            let Some(ch) = self.coll.hier.chains.at_mut(slot) else {
                 return false;
             };
             if let Some(id) = ch.cur {
@@ -712,14 +713,20 @@ impl Colls<'_> {
                 // SAFETY: the buffers are the user's, under the contract of the non-blocking
                 // call that started the chain (valid until its request completes).
                 let r = unsafe { self.start(p.comm, p.call, 0, Some(p.tag)) }.map(Some);
-                let ch = self.coll.hier.chains[slot].as_mut().expect("in flight");
+                let ch = self.coll.hier.chains.at_mut(slot).expect("in flight");
                 match r {
                     Ok(id) => ch.cur = id,
                     Err(e) => ch.err = Some(e),
                 }
                 continue;
             }
-            let ch = self.coll.hier.chains[slot].take().expect("in flight");
+            let ch = self
+                .coll
+                .hier
+                .chains
+                .key_at(slot)
+                .and_then(|k| self.coll.hier.chains.remove(k))
+                .expect("in flight");
             self.coll.hier.active -= 1;
             if let Some(h) = ch.hold {
                 h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
@@ -741,8 +748,8 @@ impl Colls<'_> {
             return 0;
         }
         let mut finished = 0;
-        for slot in 0..self.coll.hier.chains.len() {
-            if self.coll.hier.chains[slot].is_some() {
+        for slot in 0..self.coll.hier.chains.capacity() {
+            if self.coll.hier.chains.at(slot).is_some() {
                 finished += self.advance_chain(slot) as usize;
             }
         }

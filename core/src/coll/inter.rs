@@ -238,12 +238,11 @@ impl Colls<'_> {
                 },
             ));
         }
-        if matches!(mode, Mode::NonBlocking { .. }) && self.coll.pool.is_full() {
-            return Err(Error::exhausted(
-                "non-blocking collectives in flight",
-                self.coll.pool.capacity(),
-                MAX_ACTIVE.name,
-            ));
+        if matches!(mode, Mode::NonBlocking { .. }) && !self.coll.pool.reserve() {
+            return Err(self
+                .coll
+                .pool
+                .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
         }
         // Every member takes both sequence numbers whatever its role (see the module doc).
         let (ti, tl) = match tags {
@@ -314,12 +313,11 @@ impl Colls<'_> {
                 rank: c.rank,
                 size: c.size(),
             };
-            if self.coll.pool.is_full() {
-                return Err(Error::exhausted(
-                    "non-blocking collectives in flight",
-                    self.coll.pool.capacity(),
-                    MAX_ACTIVE.name,
-                ));
+            if !self.coll.pool.reserve() {
+                return Err(self
+                    .coll
+                    .pool
+                    .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
             }
             // SAFETY: the caller's contract.
             let pl = unsafe { self.plan(comm, g, call, mode)? };

@@ -23,7 +23,8 @@
 //! non-commutative operation — falls back to the automatic choice). Operations that do not
 //! commute only ever run algorithms that combine in rank order.
 //!
-//! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight; their scratch
+//! **Bounds.** At most `coll_max_active` non-blocking collectives are in flight (their pool starts
+//! small and grows within `mpi_memory_max`); their scratch
 //! comes from a pool of `coll_scratch_bytes` (a first-fit range allocator), blocking ones use a
 //! reserved region of four `coll_segment_bytes`. Reductions run in segments of
 //! `coll_segment_bytes` (or one segment of the message's size, when smaller), so their scratch is
@@ -75,7 +76,7 @@ use crate::p2p::Elements;
 use crate::p2p::P2p;
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
 use crate::pml::request::{ReqId, SendMode, Source, Status};
-use crate::pool::Pool;
+use crate::pool::{Capacity, Pool};
 use crate::ranges::Ranges;
 use crate::shared::Inside;
 
@@ -179,16 +180,24 @@ pub static SCRATCH_BYTES: ParamDef = ParamDef {
         max: 1 << 34,
     },
     default: Default::Int(4 << 20),
-    description: "Scratch memory shared by the non-blocking collectives in flight",
+    description: "Scratch memory shared by the non-blocking collectives in flight (fixed at init: collectives in flight hold pointers into it; running out is an error naming it)",
 };
 
 /// `coll_max_active`.
 pub static MAX_ACTIVE: ParamDef = ParamDef {
     name: "coll_max_active",
-    kind: Kind::Int { min: 1, max: 200 },
-    default: Default::Int(64),
-    description: "Most non-blocking collectives in flight at once in a process",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 20,
+    },
+    default: Default::Int(1 << 20),
+    description: "Most non-blocking collectives in flight at once in a process (the pool starts \
+                  at 16 and grows within mpi_memory_max; their scratch is bounded by \
+                  coll_scratch_bytes)",
 };
+
+/// Non-blocking collectives carved at init (the pool grows from there).
+const ACTIVE_INITIAL: u32 = 16;
 
 /// `op_max_user`.
 pub static MAX_USER_OPS: ParamDef = ParamDef {
@@ -198,7 +207,7 @@ pub static MAX_USER_OPS: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(64),
-    description: "Most user-defined reduction operations alive at once (MPI_Op_create)",
+    description: "Most user-defined reduction operations alive at once (MPI_Op_create) (fixed at init: this table does not grow yet)",
 };
 
 macro_rules! algorithm_param {
@@ -347,6 +356,11 @@ impl Tuning {
     }
 }
 
+/// The pool of non-blocking collectives: small at init, growing up to `coll_max_active`.
+pub(crate) fn active_capacity(params: &Params) -> Capacity {
+    Capacity::growing(ACTIVE_INITIAL, params.u32(&MAX_ACTIVE))
+}
+
 /// Scratch is handed out in units of this many bytes (so every buffer is 64-byte aligned).
 const GRANULE: usize = 64;
 
@@ -381,7 +395,7 @@ impl CollState {
     /// Arena bytes the collectives need.
     pub fn size(params: &Params, sizer: &mut Sizer) {
         let (pool, blocking) = CollState::sizes(params);
-        Pool::<Coll>::size(sizer, params.u32(&MAX_ACTIVE));
+        Pool::<Coll>::size(sizer, active_capacity(params));
         sizer
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
             .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
@@ -393,7 +407,7 @@ impl CollState {
     pub fn new(params: &Params, arena: &mut Arena) -> Result<CollState> {
         let tune = Tuning::new(params)?;
         let (pool, blocking) = CollState::sizes(params);
-        let colls = Pool::new(arena, params.u32(&MAX_ACTIVE))?;
+        let colls = Pool::new(arena, active_capacity(params))?;
         let mem = arena.slice((pool + blocking) / 8, |_| MaybeUninit::<u64>::uninit())?;
         let base = mem.as_mut_ptr().cast::<u8>();
         Ok(CollState {
@@ -805,12 +819,11 @@ impl Colls<'_> {
         if let Some(req) = unsafe { self.hier_start(comm, &call, scope)? } {
             return Ok(req);
         }
-        if self.coll.pool.is_full() {
-            return Err(Error::exhausted(
-                "non-blocking collectives in flight",
-                self.coll.pool.capacity(),
-                MAX_ACTIVE.name,
-            ));
+        if !self.coll.pool.reserve() {
+            return Err(self
+                .coll
+                .pool
+                .exhausted("non-blocking collectives in flight", MAX_ACTIVE.name));
         }
         // SAFETY: the caller's contract.
         let planned = unsafe { self.plan(comm, g, call, mode)? };

@@ -100,7 +100,7 @@ pub static CONTEXTS: ParamDef = ParamDef {
     kind: Kind::Int { min: 1, max: 4096 },
     default: Default::Int(64),
     description: "Context ids (lowest first) whose communicators may use node-shared memory \
-                  collectives; each takes a cell of about 8 KiB in every process's segment",
+                  collectives; each takes a cell of about 8 KiB in every process's segment (fixed at init: the cells live in shared memory the other processes map)",
 };
 
 /// Bytes of the area every process offers: one cell per context id served, none when `coll_sm`

@@ -23,7 +23,7 @@ pub static COMM_MAX: ParamDef = ParamDef {
         max: 1 << 16,
     },
     default: Default::Int(64),
-    description: "Most communicators that can exist at once in a process",
+    description: "Most communicators that can exist at once in a process (fixed at init: the point-to-point layer keeps per-communicator arrays of sequence numbers, communicators times processes)",
 };
 
 /// `comm_max_cids`.
@@ -36,7 +36,7 @@ pub static MAX_CIDS: ParamDef = ParamDef {
     },
     default: Default::Int(1024),
     description:
-        "Size of the context-id space (a multiple of 64); bounds communicators alive across the job",
+        "Size of the context-id space (a multiple of 64); bounds communicators alive across the job (fixed at init: the bitmaps the context-id agreement ORs across members are this long)",
 };
 
 /// Parameters of this module.

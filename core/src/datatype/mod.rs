@@ -96,6 +96,9 @@ macro_rules! predefined {
 
 const LONG: u8 = size_of::<c_long>() as u8;
 
+// The type table gives the predefined types the first entries, one per code.
+const _: () = assert!(PREDEFINED.len() == table::PREDEFINED as usize);
+
 predefined! {
     CHAR = 0, "MPI_CHAR", 1, 1, Scalar::Char;
     SIGNED_CHAR = 1, "MPI_SIGNED_CHAR", 1, 1, Scalar::Int(1);

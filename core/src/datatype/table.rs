@@ -1,12 +1,18 @@
 //! The table of datatypes: predefined and derived, their descriptions and constructor arguments.
 //!
 //! Every type — the predefined ones at fixed codes, derived ones after them — has an entry with
-//! its [`TypeInfo`] and a range of [`Node`]s in one bounded node store, plus (for derived types) the
+//! its [`TypeInfo`] and a range of [`Node`]s in one node store, plus (for derived types) the
 //! arguments it was made from, for `MPI_Type_get_contents`. A constructor flattens at once: it
 //! copies the nodes of its old type(s) into a new range, wrapped in a loop where a loop is needed,
 //! merges runs that touch, and computes the bounds by the standard's rules (sticky bounds set by
-//! `MPI_LB`/`MPI_UB` or a resize; a struct's extent padded to its largest alignment). All
-//! capacities are parameters; running out is a clear `MPI_ERR_NO_MEM` naming the parameter.
+//! `MPI_LB`/`MPI_UB` or a resize; a struct's extent padded to its largest alignment).
+//!
+//! Storage starts small and grows within the engine's memory bound: the entries are a
+//! [`Pool`] (a type's index never changes), the operation counters ([`TypeTable::hold`]) sit in
+//! segments laid out like it (convertors keep `&'static` references to them), and the node and
+//! argument stores are [`Store`]s that move to a larger grant when no range fits (nodes are
+//! always reached through the table by index). The parameters are maxima; running out is a clear
+//! `MPI_ERR_NO_MEM` naming the parameter, or `mpi_memory_max`.
 //!
 //! Freeing is reference counted: a derived type keeps the types it was made from alive (their
 //! handles come back from `MPI_Type_get_contents`), and operations in flight keep theirs.
@@ -20,26 +26,37 @@ use super::repr::Repr;
 use super::Datatype;
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::memory::Memory;
 use crate::params::{Default, Kind, ParamDef, Params};
-use crate::ranges::Ranges;
+use crate::pool::{locate, Capacity, Pool, SEGMENTS};
+use crate::ranges::{Ranges, Store};
+
+/// Most derived types: a derived datatype handle of the C ABI carries its index in 26 bits.
+const TYPES_LIMIT: i64 = (1 << 26) - PREDEFINED as i64;
 
 /// `dt_max_types`.
 pub static MAX_TYPES: ParamDef = ParamDef {
     name: "dt_max_types",
     kind: Kind::Int {
         min: 16,
-        max: 1 << 20,
+        max: TYPES_LIMIT,
     },
-    default: Default::Int(1024),
-    description: "Most derived datatypes alive at once",
+    default: Default::Int(TYPES_LIMIT),
+    description: "Most derived datatypes alive at once (types they were made from count too); \
+                  the table starts at 192 and grows within mpi_memory_max; at most 2^26 - 64, \
+                  what a C handle encodes",
 };
 
 /// `dt_max_nodes`.
 pub static MAX_NODES: ParamDef = ParamDef {
     name: "dt_max_nodes",
-    kind: Kind::Int { min: 256, max: 1 << 26 },
-    default: Default::Int(16384),
-    description: "Nodes of flattened type descriptions over all types (an indexed type of n blocks takes up to n)",
+    kind: Kind::Int {
+        min: 256,
+        max: u32::MAX as i64,
+    },
+    default: Default::Int(u32::MAX as i64),
+    description: "Most nodes of flattened type descriptions over all types (an indexed type of n \
+                  blocks takes up to n); the store starts at 2048 and grows within mpi_memory_max",
 };
 
 /// `dt_max_args`.
@@ -47,11 +64,19 @@ pub static MAX_ARGS: ParamDef = ParamDef {
     name: "dt_max_args",
     kind: Kind::Int {
         min: 256,
-        max: 1 << 26,
+        max: u32::MAX as i64,
     },
-    default: Default::Int(16384),
-    description: "Words of constructor arguments kept for MPI_Type_get_contents, over all types",
+    default: Default::Int(u32::MAX as i64),
+    description: "Most words of constructor arguments kept for MPI_Type_get_contents, over all \
+                  types; the store starts at 1024 and grows within mpi_memory_max",
 };
+
+/// Entries carved at init (the predefined types and 192 derived ones).
+const TYPES_INITIAL: u32 = 256;
+/// Description nodes carved at init.
+const NODES_INITIAL: usize = 2048;
+/// Argument words carved at init.
+const ARGS_INITIAL: usize = 1024;
 
 /// Parameters of the datatype engine.
 pub static PARAMS: [&ParamDef; 3] = [&MAX_TYPES, &MAX_NODES, &MAX_ARGS];
@@ -139,16 +164,87 @@ enum Aints<'a> {
 /// Intervals `(start, count)` of one dimension of a grid selection.
 type Intervals = Vec<(i64, i64), 256>;
 
+/// Operations in flight on each type, at addresses that never change (convertors keep
+/// `&'static` references to them): segments laid out as the entries pool's, so index `i` of
+/// the pool has counter `i` here. Never borrowed mutably once made.
+struct Holds {
+    first: &'static [AtomicU32],
+    more: [&'static [AtomicU32]; SEGMENTS],
+    grown: usize,
+    shift: u32,
+    /// Counters held.
+    len: u32,
+    account: Option<&'static Memory>,
+}
+
+impl Holds {
+    fn new(arena: &mut Arena, first: u32) -> Result<Holds> {
+        let counters: &'static [AtomicU32] = arena.slice(first as usize, |_| AtomicU32::new(0))?;
+        Ok(Holds {
+            first: counters,
+            more: [&[]; SEGMENTS],
+            grown: 0,
+            shift: first.trailing_zeros(),
+            len: first,
+            account: arena.account(),
+        })
+    }
+
+    fn get(&self, i: u32) -> Option<&'static AtomicU32> {
+        if (i as usize) < self.first.len() {
+            return self.first.get(i as usize);
+        }
+        let (k, off) = locate(i, self.shift);
+        self.more.get(k.checked_sub(1)?)?.get(off)
+    }
+
+    /// Adds segments until counter `i` exists (the entries pool grew to hold index `i`).
+    fn cover(&mut self, i: u32) -> Result<()> {
+        while i >= self.len {
+            let account = self
+                .account
+                .ok_or(no_mem("datatypes", self.len as usize, &MAX_TYPES))?;
+            let n = 1usize << (self.shift as usize + self.grown);
+            let mut sizer = Sizer::default();
+            sizer.slice::<AtomicU32>(n);
+            let region = account
+                .take(sizer.bytes())
+                .map_err(|why| account.refused("datatypes", why))?;
+            let counters: &'static [AtomicU32] =
+                Arena::new(region).slice(n, |_| AtomicU32::new(0))?;
+            let slot = self.more.get_mut(self.grown).ok_or(no_mem(
+                "datatypes",
+                self.len as usize,
+                &MAX_TYPES,
+            ))?;
+            *slot = counters;
+            self.grown += 1;
+            self.len += n as u32;
+        }
+        Ok(())
+    }
+}
+
 /// The table of datatypes.
 pub struct TypeTable {
-    entries: &'static mut [Option<Entry>],
-    nodes: &'static mut [Node],
+    entries: Pool<Entry>,
+    nodes: Store<Node>,
     node_ranges: Ranges,
-    args: &'static mut [i64],
+    args: Store<i64>,
     arg_ranges: Ranges,
     /// Operations in flight on each type (convertors hold these; see [`TypeTable::hold`]).
-    holds: &'static [AtomicU32],
+    holds: Holds,
+    /// Types let go of while operations still held them, to be dropped once idle (an upper
+    /// bound: [`TypeTable::reclaim`] looks only when it is not 0).
+    pending: u32,
 }
+
+/// A node of no meaning, filling unused store.
+const BLANK: Node = Node::Run {
+    disp: 0,
+    count: 0,
+    basic: Basic::native(super::repr::Elem::Byte),
+};
 
 fn no_mem(what: &'static str, capacity: usize, param: &'static ParamDef) -> Error {
     Error::exhausted(what, capacity as u32, param.name)
@@ -172,32 +268,33 @@ fn bad_arg(what: &'static str) -> Error {
 }
 
 impl TypeTable {
-    /// Arena bytes for the configured capacities.
-    pub fn size(params: &Params, sizer: &mut Sizer) {
-        sizer
-            .slice::<Option<Entry>>((PREDEFINED + params.u32(&MAX_TYPES)) as usize)
-            .slice::<AtomicU32>((PREDEFINED + params.u32(&MAX_TYPES)) as usize)
-            .slice::<Node>(params.usize(&MAX_NODES))
-            .slice::<i64>(params.usize(&MAX_ARGS));
+    fn capacity(params: &Params) -> Capacity {
+        Capacity::growing(TYPES_INITIAL, PREDEFINED + params.u32(&MAX_TYPES))
     }
 
-    /// A table holding the predefined types.
+    /// Arena bytes for the initial capacities.
+    pub fn size(params: &Params, sizer: &mut Sizer) {
+        let entries = TypeTable::capacity(params);
+        Pool::<Entry>::size(sizer, entries);
+        sizer.slice::<AtomicU32>(entries.first() as usize);
+        Store::<Node>::size(sizer, NODES_INITIAL, params.usize(&MAX_NODES));
+        Store::<i64>::size(sizer, ARGS_INITIAL, params.usize(&MAX_ARGS));
+    }
+
+    /// A table holding the predefined types; it grows through `arena`'s memory account.
     pub fn new(params: &Params, arena: &mut Arena) -> Result<TypeTable> {
-        let entries = arena.slice((PREDEFINED + params.u32(&MAX_TYPES)) as usize, |_| None)?;
-        let nodes = arena.slice(params.usize(&MAX_NODES), |_| Node::Run {
-            disp: 0,
-            count: 0,
-            basic: Basic::native(super::repr::Elem::Byte),
-        })?;
-        let args = arena.slice(params.usize(&MAX_ARGS), |_| 0i64)?;
-        let holds = arena.slice(entries.len(), |_| AtomicU32::new(0))?;
+        let entries = TypeTable::capacity(params);
+        let (nodes, node_ranges) =
+            Store::new(arena, NODES_INITIAL, params.usize(&MAX_NODES), BLANK)?;
+        let (args, arg_ranges) = Store::new(arena, ARGS_INITIAL, params.usize(&MAX_ARGS), 0i64)?;
         let mut t = TypeTable {
-            node_ranges: Ranges::new(nodes.len() as u32),
-            arg_ranges: Ranges::new(args.len() as u32),
-            entries,
+            holds: Holds::new(arena, entries.first())?,
+            entries: Pool::new(arena, entries)?,
             nodes,
+            node_ranges,
             args,
-            holds,
+            arg_ranges,
+            pending: 0,
         };
         for d in Datatype::predefined() {
             t.add_predefined(d)?;
@@ -205,13 +302,28 @@ impl TypeTable {
         Ok(t)
     }
 
+    /// `n` nodes of the store, growing it if needed.
+    fn alloc_nodes(&mut self, n: u32) -> Result<u32> {
+        self.nodes
+            .alloc(&mut self.node_ranges, n, "datatype nodes", MAX_NODES.name)
+    }
+
+    /// Stores a new entry; its type.
+    fn insert(&mut self, entry: Entry) -> Result<Datatype> {
+        let key = self
+            .entries
+            .insert(entry)
+            .map_err(|_| self.entries.exhausted("datatypes", MAX_TYPES.name))?;
+        if let Err(e) = self.holds.cover(key.index) {
+            self.entries.remove(key);
+            return Err(e);
+        }
+        Ok(Datatype(key.index))
+    }
+
     fn add_predefined(&mut self, d: Datatype) -> Result<()> {
         let elems = predefined_elems(d);
-        let start = self.node_ranges.alloc(elems.len() as u32).ok_or(no_mem(
-            "datatype nodes",
-            self.nodes.len(),
-            &MAX_NODES,
-        ))?;
+        let start = self.alloc_nodes(elems.len() as u32)?;
         let mut uniform = None;
         for (i, (elem, at)) in elems.iter().enumerate() {
             let basic = Basic::native(*elem);
@@ -253,22 +365,28 @@ impl TypeTable {
             depth: 0,
             uniform,
         };
-        self.entries[d.code() as usize] = Some(Entry {
+        let made = self.insert(Entry {
             info,
             nodes: (start, elems.len() as u32),
             combiner: Combiner::Named,
             args: Args::default(),
             committed: true,
             refs: 1,
-        });
+        })?;
+        // A fresh pool hands out its slots in order, so each predefined type gets its code.
+        if made != d {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::BadArgument {
+                    what: "a predefined datatype did not get its code's table entry",
+                },
+            ));
+        }
         Ok(())
     }
 
     fn entry(&self, t: Datatype) -> Result<&Entry> {
-        self.entries
-            .get(t.index() as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(bad_type)
+        self.entries.at(t.index()).ok_or_else(bad_type)
     }
 
     /// What the queries need to know of `t`.
@@ -307,21 +425,14 @@ impl TypeTable {
 
     /// Derived types alive (for leak checks).
     pub fn derived_in_use(&self) -> usize {
-        self.entries[PREDEFINED as usize..]
-            .iter()
-            .filter(|e| e.is_some())
-            .count()
+        (self.entries.len() - PREDEFINED) as usize
     }
 
     // ---- life cycle ---------------------------------------------------------------------------
 
     /// `MPI_Type_commit`.
     pub fn commit(&mut self, t: Datatype) -> Result<()> {
-        let e = self
-            .entries
-            .get_mut(t.index() as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(bad_type)?;
+        let e = self.entries.at_mut(t.index()).ok_or_else(bad_type)?;
         e.committed = true;
         Ok(())
     }
@@ -329,7 +440,7 @@ impl TypeTable {
     /// Keeps `t` alive while an operation uses it.
     pub fn retain(&mut self, t: Datatype) {
         if t.index() >= PREDEFINED {
-            if let Some(Some(e)) = self.entries.get_mut(t.index() as usize) {
+            if let Some(e) = self.entries.at_mut(t.index()) {
                 e.refs += 1;
             }
         }
@@ -342,43 +453,61 @@ impl TypeTable {
         if t.index() < PREDEFINED {
             return None;
         }
-        let h: &'static AtomicU32 = self.holds.get(t.index() as usize)?;
+        let h: &'static AtomicU32 = self.holds.get(t.index())?;
         h.fetch_add(1, Ordering::Relaxed);
         Some(h)
     }
 
+    fn held(&self, i: u32) -> bool {
+        self.holds
+            .get(i)
+            .is_some_and(|h| h.load(Ordering::Relaxed) > 0)
+    }
+
     /// Frees the types that were released while operations were using them and are now idle.
     fn reclaim(&mut self) {
-        for i in PREDEFINED as usize..self.entries.len() {
-            if matches!(self.entries[i], Some(Entry { refs: 0, .. }))
-                && self.holds[i].load(Ordering::Relaxed) == 0
-            {
-                self.drop_entry(i);
+        if self.pending == 0 {
+            return;
+        }
+        self.pending = 0;
+        for i in PREDEFINED..self.entries.capacity() {
+            if matches!(self.entries.at(i), Some(Entry { refs: 0, .. })) {
+                if self.held(i) {
+                    self.pending += 1;
+                } else {
+                    self.drop_entry(i);
+                }
             }
         }
     }
 
     /// Lets go of `t` (the user's handle, an operation, or a type made from it).
     pub fn release(&mut self, t: Datatype) {
-        let i = t.index() as usize;
-        if t.index() < PREDEFINED {
+        let i = t.index();
+        if i < PREDEFINED {
             return;
         }
-        let Some(Some(e)) = self.entries.get_mut(i) else {
+        let Some(e) = self.entries.at_mut(i) else {
             return;
         };
         if e.refs == 0 {
             return;
         }
         e.refs -= 1;
-        if e.refs > 0 || self.holds[i].load(Ordering::Relaxed) > 0 {
+        if e.refs > 0 {
+            return;
+        }
+        if self.held(i) {
+            self.pending += 1;
             return;
         }
         self.drop_entry(i);
     }
 
-    fn drop_entry(&mut self, i: usize) {
-        let e = self.entries[i].take().expect("present");
+    fn drop_entry(&mut self, i: u32) {
+        let Some(e) = self.entries.key_at(i).and_then(|k| self.entries.remove(k)) else {
+            return;
+        };
         self.node_ranges.release(e.nodes.0, e.nodes.1);
         self.drop_args(e.args);
     }
@@ -688,9 +817,7 @@ impl TypeTable {
     /// `MPI_Type_create_resized`.
     pub fn resized(&mut self, old: Datatype, lb: isize, extent: isize) -> Result<Datatype> {
         let t = self.copy_of(old)?;
-        let e = self.entries[t.index() as usize]
-            .as_mut()
-            .expect("just made");
+        let e = self.entries.at_mut(t.index()).expect("just made");
         e.info.lb = lb;
         e.info.extent = extent;
         e.info.explicit_lb = true;
@@ -711,10 +838,7 @@ impl TypeTable {
         let committed = self.entry(old)?.committed;
         let t = self.copy_of(old)?;
         // A duplicate is committed if its original is.
-        self.entries[t.index() as usize]
-            .as_mut()
-            .expect("just made")
-            .committed = committed;
+        self.entries.at_mut(t.index()).expect("just made").committed = committed;
         self.finish(t, Combiner::Dup, &[], &[], &[old])
     }
 
@@ -925,41 +1049,22 @@ impl TypeTable {
 
     /// A new entry with the description and info of `old`.
     fn copy_of(&mut self, old: Datatype) -> Result<Datatype> {
+        self.reclaim();
         let e = *self.entry(old)?;
-        let slot = self.free_slot()?;
-        let start = self.node_ranges.alloc(e.nodes.1).ok_or(no_mem(
-            "datatype nodes",
-            self.nodes.len(),
-            &MAX_NODES,
-        ))?;
+        let start = self.alloc_nodes(e.nodes.1)?;
         self.nodes.copy_within(
             e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize,
             start as usize,
         );
-        self.entries[slot] = Some(Entry {
+        self.insert(Entry {
             info: e.info,
             nodes: (start, e.nodes.1),
             combiner: Combiner::Dup,
             args: Args::default(),
             committed: false,
             refs: 1,
-        });
-        Ok(Datatype(slot as u32))
-    }
-
-    fn free_slot(&mut self) -> Result<usize> {
-        self.reclaim();
-        self.entries
-            .iter()
-            .enumerate()
-            .skip(PREDEFINED as usize)
-            .find(|(_, e)| e.is_none())
-            .map(|(i, _)| i)
-            .ok_or(no_mem(
-                "datatypes",
-                self.entries.len() - PREDEFINED as usize,
-                &MAX_TYPES,
-            ))
+        })
+        .inspect_err(|_| self.node_ranges.release(start, e.nodes.1))
     }
 
     /// Builds a type from blocks and records its constructor arguments.
@@ -1001,13 +1106,17 @@ impl TypeTable {
             })
             .sum();
         let total = (ni + na + types.len()) as u32;
-        let Some(start) = self.arg_ranges.alloc(total) else {
-            self.release(t);
-            return Err(no_mem(
-                "datatype constructor arguments",
-                self.args.len(),
-                &MAX_ARGS,
-            ));
+        let start = match self.args.alloc(
+            &mut self.arg_ranges,
+            total,
+            "datatype constructor arguments",
+            MAX_ARGS.name,
+        ) {
+            Ok(start) => start,
+            Err(e) => {
+                self.release(t);
+                return Err(e);
+            }
         };
         let mut k = start as usize;
         for i in ints {
@@ -1043,7 +1152,7 @@ impl TypeTable {
             k += 1;
             self.retain(*ty);
         }
-        let e = self.entries[t.index() as usize].as_mut().expect("live");
+        let e = self.entries.at_mut(t.index()).expect("live");
         e.combiner = combiner;
         let made_from = core::mem::replace(
             &mut e.args,
@@ -1077,12 +1186,8 @@ impl TypeTable {
                 bound += 1 + e.nodes.1 as usize;
             }
         }
-        let slot = self.free_slot()?;
-        let start = self.node_ranges.alloc(bound as u32).ok_or(no_mem(
-            "datatype nodes",
-            self.nodes.len(),
-            &MAX_NODES,
-        ))?;
+        self.reclaim();
+        let start = self.alloc_nodes(bound as u32)?;
         let mut w = start as usize;
         let mut acc = Bounds::new();
         for i in 0..n {
@@ -1110,15 +1215,15 @@ impl TypeTable {
         }
         info.uniform = uniform_of(nodes);
         info.dense_at = dense_at(nodes, &info);
-        self.entries[slot] = Some(Entry {
+        self.insert(Entry {
             info,
             nodes: (start, used),
             combiner,
             args: Args::default(),
             committed: false,
             refs: 1,
-        });
-        Ok(Datatype(slot as u32))
+        })
+        .inspect_err(|_| self.node_ranges.release(start, used))
     }
 
     /// Writes the nodes of one block at `w`; returns the new write position.
@@ -1341,6 +1446,7 @@ fn dense_at(nodes: &[Node], info: &TypeInfo) -> Option<isize> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    extern crate std;
     use super::*;
     use crate::arena::tests::leak;
 
@@ -1349,6 +1455,92 @@ pub(crate) mod tests {
         let params = Params::new(&[]);
         let mut s = Sizer::default();
         TypeTable::size(&params, &mut s);
-        TypeTable::new(&params, &mut Arena::new(leak(s.bytes()))).unwrap()
+        let mut arena = Arena::new(leak(s.bytes()));
+        arena.set_account(crate::memory::tests::account(1 << 30));
+        TypeTable::new(&params, &mut arena).unwrap()
+    }
+
+    /// Type `i` of a family nested 6 deep: struct, vector, resized, hvector, struct, resized.
+    fn nested(t: &mut TypeTable, i: usize) -> Datatype {
+        let k = 2 + 2 * (i % 2) as i32;
+        let l1 = t
+            .create_struct(
+                &[1, 1, k],
+                &[0, 8, 16],
+                &[Datatype::INT, Datatype::DOUBLE, Datatype::INT],
+            )
+            .unwrap();
+        let l2 = t.vector(2 + (i % 3) as i32, 1, Some(2), None, l1).unwrap();
+        let e2 = t.info(l2).unwrap().extent;
+        let l3 = t.resized(l2, 0, e2 + 8).unwrap();
+        let l4 = t.vector(2, 1, None, Some(e2 + 16), l3).unwrap();
+        let e4 = t.info(l4).unwrap().extent;
+        let l5 = t
+            .create_struct(&[1, 1], &[0, e2], &[l4, Datatype::DOUBLE])
+            .unwrap();
+        let l6 = t.resized(l5, 0, e4 + 16).unwrap();
+        for made in [l1, l2, l3, l4, l5] {
+            t.free(made).unwrap();
+        }
+        t.commit(l6).unwrap();
+        l6
+    }
+
+    #[test]
+    fn ten_thousand_nested_types_grow_the_table_and_all_go_back() {
+        let mut t = table();
+        let (entries, nodes, args) = (t.entries.capacity(), t.nodes.len(), t.args.len());
+        let types: std::vec::Vec<Datatype> = (0..10_000).map(|i| nested(&mut t, i)).collect();
+        // Every level lives on inside the top one: six entries a type.
+        assert_eq!(t.derived_in_use(), 60_000);
+        assert!(t.entries.capacity() > entries && t.nodes.len() > nodes && t.args.len() > args);
+        for (i, ty) in types.iter().enumerate() {
+            let info = t.info(*ty).unwrap();
+            let k = 2 + 2 * (i % 2) as u64;
+            let c2 = 2 + (i % 3) as u64;
+            assert_eq!(info.size, (12 + 4 * k) * c2 * 2 + 8, "type {i}");
+            assert_eq!(t.old_types(*ty).unwrap().count(), 1);
+        }
+        // A type in the grown part, held by an operation while its user frees it, stays until
+        // the operation lets go (its counter did not move when the table grew).
+        let last = types[9_999];
+        let hold = t.hold(last).unwrap();
+        for ty in &types {
+            t.free(*ty).unwrap();
+        }
+        assert_eq!(t.derived_in_use(), 6, "the held type and the five below it");
+        assert_eq!(t.info(last).unwrap().size, (12 + 4 * 4) * 2 * 2 + 8);
+        hold.fetch_sub(1, Ordering::Relaxed);
+        let again = nested(&mut t, 0);
+        assert_eq!(
+            t.derived_in_use(),
+            6,
+            "reclaimed when the next type was made"
+        );
+        t.free(again).unwrap();
+        assert_eq!(t.derived_in_use(), 0);
+    }
+
+    #[test]
+    fn the_type_table_s_maximum_is_named() {
+        let mut params = Params::new(&[]);
+        params.register(&MAX_TYPES).unwrap();
+        params.set("dt_max_types", "16").unwrap();
+        let mut s = Sizer::default();
+        TypeTable::size(&params, &mut s);
+        let mut arena = Arena::new(leak(s.bytes()));
+        arena.set_account(crate::memory::tests::account(1 << 30));
+        let mut t = TypeTable::new(&params, &mut arena).unwrap();
+        for _ in 0..16 {
+            t.contiguous(2, Datatype::INT).unwrap();
+        }
+        let e = t.contiguous(2, Datatype::INT).unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "dt_max_types",
+                ..
+            }
+        ));
     }
 }

@@ -22,7 +22,7 @@ use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::mtl::{Mtl, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink};
 use crate::params::Params;
-use crate::pool::{Key, Pool};
+use crate::pool::{Capacity, Key, Pool};
 use crate::wire::Envelope;
 
 /// The token of the blocking receive ([`Cm::recv_post`]): no pool key has it (pool indices stay
@@ -90,7 +90,7 @@ impl Cm {
     /// Arena bytes for the configured capacities.
     pub fn size(params: &Params, sizer: &mut Sizer, comms: u32) {
         Requests::size(params, sizer);
-        Pool::<Probed>::size(sizer, params.u32(&super::ob1::UNEX_MSGS));
+        Pool::<Probed>::size(sizer, Cm::probed_capacity(params));
         sizer.slice::<u32>(comms as usize);
     }
 
@@ -128,9 +128,16 @@ impl Cm {
             mtl,
             posted: arena.slice(comms as usize, |_| 0)?,
             blocking: None,
-            probed: Pool::new(arena, params.u32(&super::ob1::UNEX_MSGS))?,
+            probed: Pool::new(arena, Cm::probed_capacity(params))?,
             stats: Stats::default(),
         })
+    }
+
+    fn probed_capacity(params: &Params) -> Capacity {
+        Capacity::growing(
+            super::ob1::UNEX_MSGS_INITIAL,
+            params.u32(&super::ob1::UNEX_MSGS),
+        )
     }
 
     fn sink(&mut self) -> (&mut dyn Mtl, CmSink<'_>) {
@@ -306,20 +313,19 @@ impl Cm {
 
     /// Like [`Cm::iprobe`], but takes the message for a later [`Cm::imrecv`].
     pub fn improbe(&mut self, comm: CommId, sel: MtlSelector) -> Result<Option<(MsgId, Status)>> {
-        if self.probed.is_full() {
-            return Err(Error::exhausted(
-                "matched-probe messages",
-                self.probed.capacity(),
-                super::ob1::UNEX_MSGS.name,
-            ));
+        // The MTL's message cannot be put back: make sure its record has a slot first.
+        if !self.probed.reserve() {
+            return Err(self
+                .probed
+                .exhausted("matched-probe messages", super::ob1::UNEX_MSGS.name));
         }
         let Some((msg, m)) = self.mtl.improbe(sel)? else {
             return Ok(None);
         };
-        let key = self
-            .probed
-            .insert(Probed { comm, msg, m })
-            .map_err(|_| Error::exhausted("matched-probe messages", 0, "pml_unexpected_msgs"))?;
+        let key = self.probed.insert(Probed { comm, msg, m }).map_err(|_| {
+            self.probed
+                .exhausted("matched-probe messages", super::ob1::UNEX_MSGS.name)
+        })?;
         Ok(Some((MsgId(key), probe_status(&m))))
     }
 

@@ -26,6 +26,9 @@ use crate::pool::Key;
 use crate::rte::ProcId;
 use request::ReqId;
 
+/// Most slots a request or matched-probe message handle of the C ABI can name (its index field).
+pub const HANDLE_SLOTS: u32 = 1 << 22;
+
 /// `pml`.
 pub static PML_SELECT: ParamDef = ParamDef {
     name: "pml",

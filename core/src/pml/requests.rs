@@ -14,18 +14,22 @@ use crate::comm::CommId;
 use crate::datatype::convertor::Unpacker;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef, Params};
-use crate::pool::{Key, Pool};
+use crate::pool::{Capacity, Key, Pool};
+
+/// Requests carved at init (the pool grows from there).
+pub const REQUESTS_INITIAL: u32 = 256;
 
 /// `pml_max_requests`.
 pub static MAX_REQUESTS: ParamDef = ParamDef {
     name: "pml_max_requests",
-    // The C ABI encodes a request's slot in 16 bits of its handle.
+    // The C ABI encodes a request's slot in 22 bits of its handle.
     kind: Kind::Int {
         min: 4,
-        max: 1 << 16,
+        max: super::HANDLE_SLOTS as i64,
     },
-    default: Default::Int(8192),
-    description: "Most point-to-point requests outstanding at once in a process",
+    default: Default::Int(super::HANDLE_SLOTS as i64),
+    description: "Most point-to-point requests outstanding at once in a process (the pool starts \
+                  at 256 and grows within mpi_memory_max; at most 2^22, what a C handle encodes)",
 };
 
 /// The requests of one process.
@@ -41,15 +45,19 @@ fn bad_request() -> Error {
 }
 
 impl Requests {
-    /// Arena bytes for the configured capacity.
-    pub fn size(params: &Params, sizer: &mut Sizer) {
-        Pool::<Request>::size(sizer, params.u32(&MAX_REQUESTS));
+    fn capacity(params: &Params) -> Capacity {
+        Capacity::growing(REQUESTS_INITIAL, params.u32(&MAX_REQUESTS))
     }
 
-    /// The pool, carved from `arena`.
+    /// Arena bytes for the initial pool.
+    pub fn size(params: &Params, sizer: &mut Sizer) {
+        Pool::<Request>::size(sizer, Requests::capacity(params));
+    }
+
+    /// The pool, carved from `arena` (it grows through `arena`'s memory account).
     pub fn new(params: &Params, arena: &mut Arena) -> Result<Requests> {
         Ok(Requests {
-            pool: Pool::new(arena, params.u32(&MAX_REQUESTS))?,
+            pool: Pool::new(arena, Requests::capacity(params))?,
             next_scope: 0,
         })
     }
@@ -57,7 +65,7 @@ impl Requests {
     /// The error of a full pool.
     #[cold]
     pub(crate) fn exhausted(&self) -> Error {
-        Error::exhausted("request pool", self.pool.capacity(), MAX_REQUESTS.name)
+        self.pool.exhausted("request pool", MAX_REQUESTS.name)
     }
 
     /// Stores the request `make` builds, built in its slot rather than moved there.

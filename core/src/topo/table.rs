@@ -5,7 +5,7 @@
 use crate::arena::{Arena, Sizer};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::params::{Default, Kind, ParamDef};
-use crate::ranges::Ranges;
+use crate::ranges::{Ranges, Store};
 
 /// `topo_max`.
 pub static TOPO_MAX: ParamDef = ParamDef {
@@ -14,8 +14,10 @@ pub static TOPO_MAX: ParamDef = ParamDef {
         min: 1,
         max: 1 << 16,
     },
-    default: Default::Int(64),
-    description: "Most topologies (Cartesian, graph, distributed graph) alive at once",
+    default: Default::Int(1 << 16),
+    description: "Most topologies (Cartesian, graph, distributed graph) alive at once; the table \
+                  starts at 16 and grows within mpi_memory_max; at most 2^16 (a topology's id is \
+                  16 bits)",
 };
 
 /// `topo_max_ints`.
@@ -23,10 +25,11 @@ pub static TOPO_MAX_INTS: ParamDef = ParamDef {
     name: "topo_max_ints",
     kind: Kind::Int {
         min: 64,
-        max: 1 << 26,
+        max: u32::MAX as i64,
     },
-    default: Default::Int(1 << 16),
-    description: "Ints over all topology descriptions (dims, periods, graph edges, weights)",
+    default: Default::Int(u32::MAX as i64),
+    description: "Most ints over all topology descriptions (dims, periods, graph edges, \
+                  weights); the store starts at 1024 and grows within mpi_memory_max",
 };
 
 /// Parameters of this module.
@@ -84,10 +87,15 @@ pub(super) struct Entry {
     refs: u32,
 }
 
+/// Topology entries carved at init (the table grows from there).
+const ENTRIES_INITIAL: usize = 16;
+/// Description ints carved at init.
+const INTS_INITIAL: usize = 1024;
+
 /// All topologies of the process.
 pub struct TopoTable {
-    pub(super) entries: &'static mut [Option<Entry>],
-    pub(super) store: &'static mut [i32],
+    pub(super) entries: Store<Option<Entry>>,
+    pub(super) store: Store<i32>,
     ranges: Ranges,
 }
 
@@ -96,39 +104,38 @@ pub(crate) fn topo_error(what: &'static str) -> Error {
 }
 
 impl TopoTable {
-    /// Arena bytes.
+    /// Arena bytes (the initial sizes) for at most `entries` topologies of `ints` ints in all.
     pub fn size(sizer: &mut Sizer, entries: u32, ints: u32) {
-        sizer
-            .slice::<Option<Entry>>(entries as usize)
-            .slice::<i32>(ints as usize);
+        Store::<Option<Entry>>::size(sizer, ENTRIES_INITIAL, entries as usize);
+        Store::<i32>::size(sizer, INTS_INITIAL, ints as usize);
     }
 
-    /// An empty table.
+    /// An empty table, growing through `arena`'s memory account up to `entries` topologies of
+    /// `ints` ints in all.
     pub fn new(arena: &mut Arena, entries: u32, ints: u32) -> Result<TopoTable> {
+        let (entries, _) = Store::new(arena, ENTRIES_INITIAL, entries as usize, None)?;
+        let (store, ranges) = Store::new(arena, INTS_INITIAL, ints as usize, 0)?;
         Ok(TopoTable {
-            entries: arena.slice(entries as usize, |_| None)?,
-            store: arena.slice(ints as usize, |_| 0)?,
-            ranges: Ranges::new(ints),
+            entries,
+            store,
+            ranges,
         })
     }
 
     /// A new topology (one reference) whose ints `fill` writes.
     pub fn create(&mut self, shape: Shape, fill: impl FnOnce(&mut [i32])) -> Result<TopoId> {
-        let slot = self
-            .entries
-            .iter()
-            .position(Option::is_none)
-            .ok_or(Error::exhausted(
-                "topology table",
-                self.entries.len() as u32,
-                TOPO_MAX.name,
-            ))?;
+        let slot = match self.entries.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                let i = self.entries.len();
+                self.entries.extend(1, "topology table", TOPO_MAX.name)?;
+                i
+            }
+        };
         let n = shape.ints();
-        let at = self.ranges.alloc(n).ok_or(Error::exhausted(
-            "topology store",
-            self.store.len() as u32,
-            TOPO_MAX_INTS.name,
-        ))?;
+        let at = self
+            .store
+            .alloc(&mut self.ranges, n, "topology store", TOPO_MAX_INTS.name)?;
         fill(&mut self.store[at as usize..(at + n) as usize]);
         self.entries[slot] = Some(Entry { shape, at, refs: 1 });
         Ok(TopoId(slot as u16))
@@ -317,6 +324,40 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arena::tests::leak;
+
+    #[test]
+    fn the_topology_table_grows_past_its_initial_sizes() {
+        let mut a = Arena::new(leak(1 << 16));
+        a.set_account(crate::memory::tests::account(1 << 30));
+        let mut t = TopoTable::new(&mut a, 1000, 1 << 20).unwrap();
+        // 100 graphs of 50 nodes and 50 edges (100 ints each): past 16 entries and 1024 ints.
+        let shape = Shape::Graph {
+            nnodes: 50,
+            nedges: 50,
+        };
+        let ids: [TopoId; 100] = core::array::from_fn(|k| {
+            t.create(shape, |ints| {
+                for (i, v) in ints.iter_mut().enumerate() {
+                    *v = (k * 1000 + i) as i32;
+                }
+            })
+            .unwrap()
+        });
+        assert_eq!(t.count(), 100);
+        for (k, id) in ids.iter().enumerate() {
+            let (s, ints) = t.get(*id).unwrap();
+            assert_eq!(s, shape);
+            assert!(ints
+                .iter()
+                .enumerate()
+                .all(|(i, v)| *v == (k * 1000 + i) as i32));
+        }
+        for id in ids {
+            t.release(id);
+        }
+        assert_eq!(t.count(), 0);
+    }
 
     fn dims(n: i32, mut d: [i32; 3], k: usize) -> [i32; 3] {
         dims_create(n, &mut d[..k]).unwrap();

@@ -88,6 +88,20 @@ impl Platform for TestPlatform {
             );
         }
     }
+    fn grant(&self, bytes: usize) -> Option<&'static mut [std::mem::MaybeUninit<u8>]> {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), 64).ok()?;
+        // SAFETY: the layout's size is not zero.
+        let p = unsafe { std::alloc::alloc(layout) };
+        // SAFETY: `p` (checked) points at `bytes` freshly allocated bytes, never freed: the
+        // core's for the rest of the process.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p.cast(), bytes) })
+    }
+    unsafe fn release(&self, region: &'static mut [std::mem::MaybeUninit<u8>]) -> bool {
+        let layout = std::alloc::Layout::from_size_align(region.len().max(1), 64).unwrap();
+        // SAFETY: the core's contract: one whole grant of this platform, no longer used.
+        unsafe { std::alloc::dealloc(region.as_mut_ptr().cast(), layout) };
+        true
+    }
 }
 
 /// How the fabric behaves.

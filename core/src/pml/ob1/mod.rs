@@ -17,10 +17,11 @@
 //! and how much it already has; the sender then sends the rest as fragments, taking the send-list
 //! routes in turn. A synchronous send completes at the ACK.
 //!
-//! Nothing here allocates: requests (the core's [`Requests`]), unexpected records and their
-//! payload chunks come from pools sized by parameters. Running out of requests is an
-//! `MPI_ERR_NO_MEM` naming the parameter; running out of unexpected storage makes arriving
-//! fragments wait in their transport.
+//! Nothing here calls an allocator: requests (the core's [`Requests`]), unexpected records and
+//! their payload chunks come from pools that start small and grow by grants of the engine's
+//! memory account, up to their parameters' maxima and `mpi_memory_max`. Running out of requests
+//! is an `MPI_ERR_NO_MEM` naming the parameter to raise; running out of unexpected storage makes
+//! arriving fragments wait in their transport.
 
 pub mod unexpected;
 
@@ -42,19 +43,26 @@ use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::list::List;
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
-use crate::pool::Pool;
+use crate::pool::{Capacity, Pool};
 use unexpected::{unex_link, Chunks, UnexMsg};
+
+/// Unexpected-message records carved at init.
+pub const UNEX_MSGS_INITIAL: u32 = 1024;
+/// Unexpected payload chunks carved at init.
+pub const UNEX_CHUNKS_INITIAL: u32 = 128;
 
 /// `pml_unexpected_msgs`.
 pub static UNEX_MSGS: ParamDef = ParamDef {
     name: "pml_unexpected_msgs",
-    // A matched-probe message handle of the C ABI encodes the slot in 16 bits.
+    // A matched-probe message handle of the C ABI encodes the slot in 22 bits.
     kind: Kind::Int {
         min: 4,
-        max: 1 << 16,
+        max: crate::pml::HANDLE_SLOTS as i64,
     },
-    default: Default::Int(8192),
-    description: "Most messages held before a matching receive is posted (or out of order)",
+    default: Default::Int(crate::pml::HANDLE_SLOTS as i64),
+    description: "Most messages held before a matching receive is posted (or out of order); \
+                  starts at 1024 and grows within mpi_memory_max; at most 2^22, what a C handle \
+                  encodes",
 };
 
 /// `pml_unexpected_chunk_size`.
@@ -65,7 +73,8 @@ pub static UNEX_CHUNK_SIZE: ParamDef = ParamDef {
         max: 1 << 20,
     },
     default: Default::Int(512),
-    description: "Bytes per chunk of unexpected-message payload storage",
+    description: "Bytes per chunk of unexpected-message payload storage (payloads of 16 bytes or \
+                  less stay in the message's record)",
 };
 
 /// `pml_unexpected_chunks`.
@@ -73,10 +82,11 @@ pub static UNEX_CHUNKS: ParamDef = ParamDef {
     name: "pml_unexpected_chunks",
     kind: Kind::Int {
         min: 4,
-        max: 1 << 24,
+        max: 1 << 30,
     },
-    default: Default::Int(16384),
-    description: "Chunks of unexpected-message payload storage (times the chunk size = bytes)",
+    default: Default::Int(1 << 30),
+    description: "Most chunks of unexpected-message payload storage (times the chunk size = \
+                  bytes); starts at 128 and grows within mpi_memory_max",
 };
 
 /// ob1's view of one communicator.
@@ -114,6 +124,8 @@ pub struct Ob1 {
     pending_frags: List,
     /// Per process: sends waiting on `pending_start` (later sends queue behind them).
     queued: &'static mut [u32],
+    /// Processes with sends waiting on `pending_start`.
+    queued_peers: u32,
     /// Per process: the progress pass in which a send to it last found its route full.
     blocked: &'static mut [u32],
     pass: u32,
@@ -135,13 +147,10 @@ pub struct Ob1 {
 impl Ob1 {
     /// Arena bytes for the configured capacities.
     pub fn size(params: &Params, sizer: &mut Sizer, world: u32, comms: u32) {
+        let (unex, chunks) = Ob1::capacities(params);
         Requests::size(params, sizer);
-        Pool::<UnexMsg>::size(sizer, params.u32(&UNEX_MSGS));
-        Chunks::size(
-            sizer,
-            params.u32(&UNEX_CHUNKS),
-            params.usize(&UNEX_CHUNK_SIZE),
-        );
+        Pool::<UnexMsg>::size(sizer, unex);
+        Chunks::size(sizer, chunks, params.usize(&UNEX_CHUNK_SIZE));
         sizer
             .slice::<PmlComm>(comms as usize)
             .slice::<PeerSeq>(comms as usize * world as usize)
@@ -149,7 +158,16 @@ impl Ob1 {
             .slice::<Repr>(world as usize);
     }
 
-    /// A PML for a job of `world` processes and up to `comms` communicators.
+    /// The unexpected-record and payload-chunk pools' capacities.
+    fn capacities(params: &Params) -> (Capacity, Capacity) {
+        (
+            Capacity::growing(UNEX_MSGS_INITIAL, params.u32(&UNEX_MSGS)),
+            Capacity::growing(UNEX_CHUNKS_INITIAL, params.u32(&UNEX_CHUNKS)),
+        )
+    }
+
+    /// A PML for a job of `world` processes and up to `comms` communicators; its pools grow
+    /// through `arena`'s memory account.
     pub fn new(
         params: &Params,
         arena: &mut Arena,
@@ -157,14 +175,11 @@ impl Ob1 {
         comms: u32,
         platform: &'static dyn Platform,
     ) -> Result<Ob1> {
+        let (unex, chunks) = Ob1::capacities(params);
         Ok(Ob1 {
             requests: Requests::new(params, arena)?,
-            unex: Pool::new(arena, params.u32(&UNEX_MSGS))?,
-            chunks: Chunks::new(
-                arena,
-                params.u32(&UNEX_CHUNKS),
-                params.usize(&UNEX_CHUNK_SIZE),
-            )?,
+            unex: Pool::new(arena, unex)?,
+            chunks: Chunks::new(arena, chunks, params.usize(&UNEX_CHUNK_SIZE))?,
             comms: arena.slice(comms as usize, |_| PmlComm::default())?,
             seqs: arena.slice(comms as usize * world as usize, |_| PeerSeq::default())?,
             world,
@@ -173,6 +188,7 @@ impl Ob1 {
             pending_ack: List::default(),
             pending_frags: List::default(),
             queued: arena.slice(world as usize, |_| 0)?,
+            queued_peers: 0,
             blocked: arena.slice(world as usize, |_| 0)?,
             pass: 1,
             inflight: 0,

@@ -314,11 +314,10 @@ impl Ob1 {
         let idx = match payload {
             Payload::Stored(i) => i,
             Payload::Frag(bytes) => {
-                if self.unex.is_full() || !self.chunks.fits(bytes.len()) {
+                let Some(data) = self.chunks.store(bytes) else {
                     self.stats.refused += 1;
                     return Delivery::Retry;
-                }
-                let data = self.chunks.store(bytes).expect("fits was checked");
+                };
                 let msg = UnexMsg {
                     proc: from,
                     env,
@@ -331,7 +330,11 @@ impl Ob1 {
                 };
                 match self.unex.insert(msg) {
                     Ok(k) => k.index,
-                    Err(_) => unreachable!("is_full was checked"),
+                    Err(msg) => {
+                        self.chunks.free(msg.data);
+                        self.stats.refused += 1;
+                        return Delivery::Retry;
+                    }
                 }
             }
         };

@@ -169,6 +169,7 @@ impl Ob1 {
                 Attempt::Blocked => self.stats.send_stalls += 1,
             }
         }
+        self.queued_peers += u32::from(self.queued[p] == 0);
         self.queued[p] += 1;
         self.pending_start
             .push_back(&self.requests.pool, key.index, work_link);
@@ -522,8 +523,14 @@ impl Ob1 {
         }
         if !self.pending_start.is_empty() {
             self.next_pass();
+            // Once every peer with sends waiting is blocked, the rest of the list (perhaps
+            // 100,000 sends to one peer) has nothing to try this pass.
+            let mut blocked = 0;
             let mut cur = self.pending_start.head();
             while let Some(i) = cur {
+                if blocked == self.queued_peers {
+                    break;
+                }
                 cur = List::next(&self.requests.pool, i, work_link);
                 let Some(Op::Send(s)) = self.requests.pool.at(i).map(|r| &r.op) else {
                     continue;
@@ -534,10 +541,14 @@ impl Ob1 {
                     continue;
                 }
                 match self.start(bml, types, i) {
-                    Attempt::Blocked => self.blocked[p] = self.pass,
+                    Attempt::Blocked => {
+                        self.blocked[p] = self.pass;
+                        blocked += 1;
+                    }
                     a => {
                         self.pending_start.remove(&self.requests.pool, i, work_link);
                         self.queued[p] -= 1;
+                        self.queued_peers -= u32::from(self.queued[p] == 0);
                         if matches!(a, Attempt::Finished) {
                             self.requests.complete(i);
                         }
