@@ -436,3 +436,29 @@ fn lwk_capacities_real_programs_hit() {
         out.report()
     );
 }
+
+/// Issue 17: `MPI_THREAD_MULTIPLE` on the node build, whose threads use the same engine (its
+/// lock, its waits that let other threads in) as on Linux: the multi-threaded programs over
+/// both transports at 2 ranks (the ping-pong scaled down: the software NI's host work for each
+/// message is on the same two cores as the eight threads).
+#[test]
+fn lwk_threads_multiple() {
+    for name in [
+        "threads_init",
+        "threads_pingpong",
+        "threads_anysource",
+        "threads_comm",
+        "threads_coll",
+        "threads_waittest",
+        "threads_probe",
+    ] {
+        let prog = node_program(&Target::host(), &c_source(name), &["-pthread"]);
+        let args: &[&str] = match name {
+            "threads_pingpong" => &["20000"],
+            _ => &[],
+        };
+        for pml in [Pml::Cm, Pml::Ob1] {
+            LwkJob::new(2, pml).run(&prog, args).assert_ok(name);
+        }
+    }
+}
