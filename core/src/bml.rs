@@ -302,9 +302,18 @@ pub struct Bml {
     peers: &'static mut [Routes],
     scratch: &'static mut [Option<Endpoint>],
     policy: StripePolicy,
-    /// The module the next progress call polls first.
+    /// The modules every progress call polls: those that serve at least one peer.
+    polled: Vec<u8, MAX_BTLS>,
+    /// The position in `polled` the next progress call starts at.
     next_poll: usize,
+    /// Progress calls so far; every [`QUIET_POLL_EVERY`]th polls every module.
+    calls: u32,
 }
+
+/// Every how many progress calls the modules that serve no peer are polled too. They can still
+/// have work (a connection a peer opens through a module it prefers, the end of a job), but
+/// none of the traffic the routes were chosen for, so they stay out of the latency path.
+pub const QUIET_POLL_EVERY: u32 = 16;
 
 impl Bml {
     /// Arena bytes for a job of `procs` processes.
@@ -321,12 +330,16 @@ impl Bml {
         policy: StripePolicy,
         arena: &mut Arena,
     ) -> Result<Bml> {
+        // Until add_procs says which serve peers, every module.
+        let polled = (0..btls.len() as u8).collect();
         Ok(Bml {
             btls,
             peers: arena.slice(procs as usize, |_| Routes::default())?,
             scratch: arena.slice(procs as usize, |_| None)?,
             policy,
+            polled,
             next_poll: 0,
+            calls: 0,
         })
     }
 
@@ -389,6 +402,17 @@ impl Bml {
             });
             routes.eager = eager;
         }
+        self.polled = (0..self.btls.len() as u8)
+            .filter(|&b| {
+                self.peers.iter().any(|r| {
+                    r.eager
+                        .iter()
+                        .chain(r.send.iter())
+                        .any(|route| route.btl == b)
+                })
+            })
+            .collect();
+        self.next_poll = 0;
         Ok(())
     }
 
@@ -432,16 +456,22 @@ impl Bml {
     /// for tcp) out of the path of the message just found, so a second network costs the
     /// latency of the first next to nothing. The next call starts at the following module, so
     /// successive calls go round the modules without skipping any: each is polled at least once
-    /// in any `n` calls in a row (`n` modules) however busy the others are.
+    /// in any `n` calls in a row (`n` modules) however busy the others are. Modules that serve
+    /// no peer are polled every [`QUIET_POLL_EVERY`]th call only.
+    #[inline]
     pub fn progress(&mut self, sink: &mut dyn Sink) -> usize {
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(QUIET_POLL_EVERY) && self.polled.len() < self.btls.len() {
+            return self.progress_all(sink);
+        }
         // Round robin from `next_poll`, without divisions: this runs in every wait loop.
-        let count = self.btls.len();
+        let count = self.polled.len();
         let mut i = self.next_poll;
         for _ in 0..count {
             if i >= count {
                 i = 0;
             }
-            let n = self.btls[i].progress(sink);
+            let n = self.btls[self.polled[i] as usize].progress(sink);
             i += 1;
             if n > 0 {
                 self.next_poll = i;
@@ -449,6 +479,12 @@ impl Bml {
             }
         }
         0
+    }
+
+    // Out of line: the rare round that includes the quiet modules.
+    #[inline(never)]
+    fn progress_all(&mut self, sink: &mut dyn Sink) -> usize {
+        self.btls.iter_mut().map(|b| b.progress(sink)).sum()
     }
 
     /// The collective area of `proc` (see [`Btl::coll_area`]), through the modules that reach

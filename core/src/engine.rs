@@ -31,7 +31,7 @@ use crate::platform::{Level, Platform};
 use crate::pml::request::{ReqId, SendMode, Source, Status};
 use crate::pml::{self, Cm, MsgId, Ob1, Pml};
 use crate::rte::{ProcId, Rte};
-use crate::shared::Inside;
+use crate::shared::{Inside, FULL_ROUND_EVERY};
 use crate::topo::{self, TopoTable};
 
 /// `btl`: which BTL components to use.
@@ -855,10 +855,6 @@ impl Engine {
         self.platform.processor_name(out)
     }
 }
-
-/// While a blocking receive waits over an MTL, every how many rounds one is the whole progress
-/// round (everything else keeps moving, at a sixteenth of the rounds).
-const FULL_ROUND_EVERY: u32 = 16;
 
 impl Inside<'_> {
     /// Sends `conv`'s message to rank `dest` of `comm` and returns when the buffer may be

@@ -518,6 +518,7 @@ impl P2p {
 
     /// Moves messages: every BTL's progress, ob1's pending protocol work or the MTL's progress.
     /// Returns how much happened.
+    #[inline]
     pub fn progress(&mut self) -> usize {
         match &mut self.pml {
             Pml::Ob1(ob1) => {

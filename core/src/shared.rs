@@ -24,6 +24,10 @@ use crate::error::Result;
 use crate::platform::Platform;
 use crate::pml::request::{ReqId, Status};
 
+/// While a thread waits for a point-to-point operation, every how many rounds one is the whole
+/// progress round (everything else keeps moving, at this fraction of the rounds).
+pub(crate) const FULL_ROUND_EVERY: u32 = 16;
+
 /// A ticket lock that yields the core while it waits (threads may outnumber cores). Threads get
 /// it in the order they asked, so a thread that lets it go and takes it again — a wait between
 /// rounds — goes behind everyone already waiting: no thread starves while another keeps busy.
@@ -263,9 +267,36 @@ impl<'a> Inside<'a> {
 
     /// Waits for request `id` and frees it (`MPI_Wait`). A truncated message is an error in
     /// the status.
+    ///
+    /// A point-to-point request is finished by point-to-point progress alone (the transports
+    /// and the PML's protocol work), so its rounds run just that, and the whole progress round
+    /// (collectives, communicator duplications, freed communicators) only every
+    /// [`FULL_ROUND_EVERY`]th: a receive's wait is mostly the round that finds nothing.
     #[inline]
     pub fn wait(&mut self, id: ReqId) -> Result<Status> {
-        self.block(|e| e.p2p.pml.requests_mut().test(id))
+        if !self.e().p2p.pml.requests().is_p2p(id) {
+            return self.block(|e| e.p2p.pml.requests_mut().test(id));
+        }
+        self.share();
+        let mut rounds = 0u32;
+        loop {
+            let e = self.e();
+            if let Some(st) = e.p2p.pml.requests_mut().test(id)? {
+                return Ok(st);
+            }
+            rounds = rounds.wrapping_add(1);
+            let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
+                e.progress()
+            } else {
+                e.p2p.progress()
+            };
+            if n > 0 {
+                e.idle = 0;
+                self.share();
+            } else {
+                self.idle();
+            }
+        }
     }
 }
 

@@ -155,6 +155,15 @@ impl Requests {
         Ok(Some(status))
     }
 
+    /// Whether request `id` is a send or receive (which point-to-point progress alone finishes).
+    #[inline]
+    pub fn is_p2p(&self, id: ReqId) -> bool {
+        matches!(
+            self.pool.get(id.0).map(|r| &r.op),
+            Some(Op::Send(_) | Op::Recv(_))
+        )
+    }
+
     /// Whether request `id` is complete, without freeing it.
     pub fn is_complete(&self, id: ReqId) -> Result<bool> {
         self.pool

@@ -140,11 +140,15 @@ impl RingMem {
         unsafe { AtomicU64::from_ptr(self.ctl.as_ptr().add(HEAD_OFF).cast()) }
     }
 
-    /// The 8-byte word at data offset `pos`, which must be 8-aligned and below `cap`.
+    /// The 8-byte word at data offset `pos`, which callers keep 8-aligned and below `cap`.
+    #[inline]
     fn word(&self, pos: usize) -> &AtomicU64 {
-        assert!(pos & 7 == 0 && pos < self.cap);
-        // SAFETY: inside the data area (checked above) and 8-aligned (data is 8-aligned, pos too).
-        // Header words are accessed only atomically while they are headers.
+        debug_assert!(pos & 7 == 0 && pos < self.cap);
+        // Masking rather than checking: this runs a few times per message, and the mask makes
+        // the bound hold whatever `pos` is (cap is a power of two).
+        let pos = pos & (self.cap - 1) & !7;
+        // SAFETY: pos < cap (masked) and 8-aligned (data is 8-aligned, pos masked), so inside the
+        // data area. Header words are accessed only atomically while they are headers.
         unsafe { AtomicU64::from_ptr(self.data.as_ptr().add(pos).cast()) }
     }
 }
@@ -297,7 +301,8 @@ impl Consumer {
             mem,
             head,
             max_len,
-            broken: false,
+            // Records start 8-aligned: a head that is not was not written by a consumer.
+            broken: head & 7 != 0,
         }
     }
 
@@ -681,6 +686,12 @@ mod tests {
         let mut ring = HeapRing::new(256);
         ring.ctl[HEAD_OFF / 8] = 64;
         assert!(Producer::new(ring.mem()).is_err());
+        // A consumer attaching to a ring whose head is not a record boundary reads nothing.
+        let mut ring = HeapRing::new(256);
+        ring.ctl[HEAD_OFF / 8] = 12;
+        let mut c = Consumer::new(ring.mem(), 64);
+        assert!(c.is_broken());
+        assert_eq!(c.poll(|_, _| panic!("delivered from a broken ring")), Ok(0));
         // A head that jumps ahead of the tail later breaks the producer, which then refuses
         // (it reads the head once the ring looks full).
         let mut ring = HeapRing::new(64);

@@ -56,6 +56,16 @@ impl Sink for Incoming<'_> {
                 .pml
                 .reject(from, "fragment for an unknown active-message tag");
         }
+        if let Some((env, payload)) = Header::parse_native_match(frag) {
+            return self.pml.arrive(
+                self.comms,
+                self.types,
+                from,
+                env,
+                UnexKind::Eager,
+                Payload::Frag(payload),
+            );
+        }
         match Header::parse(frag) {
             Err(e) => {
                 self.pml.warn(format_args!(
