@@ -112,11 +112,16 @@ launch_extra() {
 #    waiting (the round that sends first), receive N - 65536 gets the next message of its tag
 #    instead of its own (N = 80000: receive 14464 gets message 14464 + 32767), apparently where
 #    ob1's 16-bit sequence numbers wrap.  Run with 60000 pairs.
+#  - Open MPI 4.1.4, many_persistent: a persistent MPI_Bsend_init request of a message past the
+#    eager limit sends stale bytes when it is started again (ob1 resets the convertor instead of
+#    packing the user's buffer anew; open-mpi/ompi#12797, fixed after 4.1.4).  The buffered
+#    persistent requests are made anew for each round.
 prog_args() {
     case "$1 $2" in
         "openmpi threads_pingpong") echo "5000" ;;
         "mpich threads_pingpong") echo "10000" ;;
         "openmpi many_outstanding") echo "60000" ;;
+        "openmpi many_persistent") echo "--bsend-init-once" ;;
         "openmpi bsend") echo "--no-overflow" ;;
         "openmpi intercoll") echo "--no-rejections" ;;
         "mpich intercoll") echo "--no-ibcast --no-neighbor" ;;

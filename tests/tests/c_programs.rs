@@ -83,6 +83,18 @@ fn a_million_unexpected_messages_with_default_parameters() {
     check("many_unexpected", 2);
 }
 
+/// Issue 17: more than 1024 buffered sends in flight at once (messages past the eager limit, sent
+/// before the receiver posts anything, into a buffer of exactly the standard's size) and more than
+/// 1024 persistent requests alive at once (6,000: Send_init, Recv_init and Bsend_init), started
+/// again over three rounds and completed with Waitall, Waitsome and Testsome; every status, handle
+/// and byte checked. Neither is capped any more but by the request pool and the attached buffer.
+#[test]
+fn many_persistent_requests_and_buffered_sends() {
+    for np in [2, 3, 8] {
+        check("many_persistent", np);
+    }
+}
+
 /// Issue 7: creating and freeing 100,000 communicators (a dup and a split of it, freed, per
 /// cycle) neither leaks context ids or groups nor runs out.
 #[test]

@@ -59,6 +59,7 @@ lwk_c_tests! {
     sendrecv_replace,
     cancel,
     many_requests,
+    many_persistent,
     bsend,
     groups,
     topo,

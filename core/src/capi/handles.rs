@@ -303,53 +303,35 @@ const fn slot_of(h: u32) -> (u32, u32, u32) {
     }
 }
 const REQ_DIRECT: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Request, 0);
-const REQ_INDIRECT: c_int = abi::make_handle(HandleKind::Indirect, ObjectKind::Request, 0);
-
-/// What a request handle names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Req {
-    /// `MPI_REQUEST_NULL`.
-    Null,
-    /// An engine request.
-    Plain(ReqId),
-    /// A slot of the persistent-request table.
-    Persistent(usize),
-}
 
 fn bad_request() -> Error {
     Error::new(ErrorClass::Request, Reason::InvalidRequest)
 }
 
-/// The handle of engine request `id`.
+/// The handle of engine request `id` (of any kind: an operation, a persistent request, a
+/// non-blocking collective's).
 pub(crate) fn request_handle(id: ReqId) -> abi::MPI_Request {
     debug_assert!(id.0.index < crate::pml::HANDLE_SLOTS);
     REQ_DIRECT | slot_bits(id.0) as c_int
 }
 
-/// The handle of persistent slot `i`.
-pub(crate) fn persistent_handle(i: usize) -> abi::MPI_Request {
-    REQ_INDIRECT | i as c_int
-}
-
-/// Decodes a request handle; engine requests are checked against the live slot.
-pub(crate) fn request(e: &crate::engine::Engine, h: abi::MPI_Request) -> Result<Req> {
+/// Decodes a request handle, checked against the live slot: `None` for `MPI_REQUEST_NULL`.
+#[inline]
+pub(crate) fn request(e: &crate::engine::Engine, h: abi::MPI_Request) -> Result<Option<ReqId>> {
     if h == abi::MPI_REQUEST_NULL {
-        return Ok(Req::Null);
+        return Ok(None);
     }
-    if abi::handle_object(h) != Some(ObjectKind::Request) || (h as u32) & MESSAGE_BIT != 0 {
+    if abi::handle_object(h) != Some(ObjectKind::Request)
+        || abi::handle_kind(h) != HandleKind::Direct
+        || (h as u32) & MESSAGE_BIT != 0
+    {
         return Err(bad_request());
     }
-    match abi::handle_kind(h) {
-        HandleKind::Direct => {
-            let (index, gen, mask) = slot_of(h as u32);
-            e.request_at(index)
-                .filter(|id| id.0.gen & mask == gen)
-                .map(Req::Plain)
-                .ok_or(bad_request())
-        }
-        HandleKind::Indirect => Ok(Req::Persistent(abi::handle_index(h) as usize)),
-        _ => Err(bad_request()),
-    }
+    let (index, gen, mask) = slot_of(h as u32);
+    e.request_at(index)
+        .filter(|id| id.0.gen & mask == gen)
+        .map(Some)
+        .ok_or(bad_request())
 }
 
 /// The handle of a matched-probe message (`None`: `MPI_MESSAGE_NO_PROC`).
@@ -506,12 +488,5 @@ mod tests {
         assert!((1..256).all(|g| !decodes(short, g).1));
         let long = request_handle(ReqId(key(1 << 20, 0)));
         assert!((1..4).all(|g| !decodes(long, g).1));
-    }
-
-    #[test]
-    fn persistent_handles_are_not_engine_requests() {
-        let h = persistent_handle(12);
-        assert_eq!(abi::handle_kind(h), HandleKind::Indirect);
-        assert_eq!(abi::handle_index(h), 12);
     }
 }

@@ -5,13 +5,18 @@ use core::ffi::{c_int, c_void};
 use super::abi;
 use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::handles::{self, out, put_status, status_code};
-use super::state::{self, Attached, Bsent, STATE};
+use super::state;
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::p2p::{Elements, Posted};
+use crate::pml::bsend;
 use crate::pml::request::{ReqId, SendMode, Status};
+use crate::shared::Inside;
+
+// The engine's buffered sends take exactly what programs reserve for them.
+const _: () = assert!(abi::MPI_BSEND_OVERHEAD as usize == bsend::OVERHEAD);
 
 /// A packer over a user's send buffer. A predefined contiguous type (the common small-message
 /// case) needs no look at the type table: the layout is `count` elements from `buf`.
@@ -201,20 +206,7 @@ unsafe fn start_recv(
     }
 }
 
-/// Reclaims the parts of the attached buffer whose sends have completed.
-fn reclaim(e: &mut Engine, att: &mut Attached) -> Result<()> {
-    let mut i = 0;
-    while i < att.live.len() {
-        if e.test(att.live[i].req)?.is_some() {
-            att.live.remove(i);
-        } else {
-            i += 1;
-        }
-    }
-    Ok(())
-}
-
-/// Packs a message into the attached buffer and starts sending it from there.
+/// Packs a message into the attached buffer and starts sending it from there (`MPI_Bsend`).
 ///
 /// # Safety
 /// `buf` holds `count` instances of `dt` (MPI's rule for send buffers).
@@ -228,75 +220,77 @@ pub(crate) unsafe fn bsend(
     comm: CommId,
 ) -> Result<()> {
     let (d, n) = handles::typed(e.types(), buf, count, dt)?;
-    let len = (e.types().info(d)?.size * n) as usize;
-    let mut st = STATE.lock();
-    let no_room = || {
-        Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "the attached buffer has no room for this buffered send (MPI_Buffer_attach a larger one)" })
-    };
-    let att = st.attached.as_mut().ok_or(Error::new(
-        ErrorClass::Buffer,
-        Reason::BadArgument {
-            what: "buffered send without an attached buffer (call MPI_Buffer_attach)",
-        },
-    ))?;
-    reclaim(e, att)?;
-    // Users size the buffer with exactly MPI_BSEND_OVERHEAD per message: keep to that budget
-    // (no rounding; the copy needs no alignment).
-    let need = len + abi::MPI_BSEND_OVERHEAD as usize;
-    let mut at = 0;
-    let mut slot = att.live.len();
-    for (i, b) in att.live.iter().enumerate() {
-        if b.offset - at >= need {
-            slot = i;
-            break;
-        }
-        at = b.offset + b.len;
+    // SAFETY: the caller's contract.
+    unsafe { bsend_typed(e, buf.cast(), n, d, dest, tag, comm) }
+}
+
+/// [`bsend`] of `count` instances of a checked, committed (or retained) type.
+///
+/// # Safety
+/// As for [`bsend`].
+pub(crate) unsafe fn bsend_typed(
+    e: &mut Engine,
+    buf: *const u8,
+    count: u64,
+    d: crate::datatype::Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: CommId,
+) -> Result<()> {
+    let bytes = e.types().info(d)?.size.checked_mul(count);
+    let len = bytes
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or(Error::new(
+            ErrorClass::Buffer,
+            Reason::BadArgument {
+                what: "a buffered send larger than the address space",
+            },
+        ))?;
+    if e.p2p.pml.requests().bsend().in_flight() > 0 {
+        // Earlier buffered sends move on, so that the parts of those that complete are free.
+        e.progress();
     }
-    if slot == att.live.len() && att.size.saturating_sub(at) < need {
-        return Err(no_room());
-    }
-    if att.live.is_full() {
-        return Err(Error::exhausted(
-            "buffered sends in flight",
-            state::MAX_BSENDS as u32,
-            "(compile-time MAX_BSENDS)",
-        ));
-    }
-    // SAFETY: `at..at + len` lies inside the attached buffer (checked above), which the user
-    // lent until MPI_Buffer_detach, and no live send uses that range; the user's buffer holds
-    // the message (the caller's contract).
+    let requests = e.p2p.pml.requests_mut();
+    requests.reclaim_bsends()?;
+    let place = requests.bsend().reserve(len)?;
+    let dst = requests.bsend().data(&place);
+    let types = e.types();
+    // SAFETY: `reserve` found `len` bytes at `dst` inside the attached buffer, which the user
+    // lent until MPI_Buffer_detach and no send in flight uses; the user's buffer holds the
+    // message (the caller's contract). The copy is then sent from there, and its part of the
+    // buffer is not given out again before that send completes (`reclaim_bsends`).
     let copy = unsafe {
-        let dst = core::slice::from_raw_parts_mut(att.base.add(at), len);
-        Packer::new(buf.cast(), n, d, e.types())?.pack(e.types(), 0, dst);
-        Packer::packed(dst.as_ptr(), n, d, e.types())?
+        let out = match len {
+            0 => &mut [][..],
+            _ => core::slice::from_raw_parts_mut(dst, len),
+        };
+        Packer::new(buf, count, d, types)?.pack(types, 0, out);
+        Packer::packed(dst, count, d, types)?
     };
     let req = e.isend(copy, dest, tag, comm, SendMode::Standard, 0)?;
-    let _ = att.live.insert(
-        slot,
-        Bsent {
-            offset: at,
-            len: need,
-            req,
-        },
-    );
+    e.p2p.pml.requests_mut().bsend_mut().commit(place, req);
     Ok(())
 }
 
-/// Waits for every buffered send and forgets the attached buffer; returns it.
-pub(crate) fn detach(e: &mut Engine) -> Result<Option<(*mut u8, usize)>> {
-    let Some(mut att) = STATE.lock().attached.take() else {
+/// Waits for every buffered send and lets go of the attached buffer; returns it.
+pub(crate) fn detach(cx: &mut Inside) -> Result<Option<(*mut u8, usize)>> {
+    if !cx.e().p2p.pml.requests().bsend().is_attached() {
         return Ok(None);
-    };
-    for b in att.live.iter() {
-        e.wait(b.req)?;
     }
-    att.live.clear();
-    Ok(Some((att.base, att.size)))
+    let settled = cx.block(|e| {
+        let requests = e.p2p.pml.requests_mut();
+        requests.reclaim_bsends()?;
+        Ok((requests.bsend().in_flight() == 0).then_some(()))
+    });
+    // Given back even if a record was found overwritten (an erroneous program): the error says
+    // so, and a new buffer may be attached.
+    let buffer = cx.e().p2p.pml.requests_mut().bsend_mut().detach();
+    settled.map(|()| buffer)
 }
 
 /// At MPI_Finalize: buffered sends still in flight complete first.
 pub(crate) fn detach_all() {
-    let _ = run("MPI_Finalize", None, |e| detach(e).map(|_| ()));
+    let _ = run_inside("MPI_Finalize", None, |cx| detach(cx).map(|_| ()));
 }
 
 super::mpi! {
@@ -346,25 +340,21 @@ super::mpi! {
     }
 
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) {
-        code(run("MPI_Buffer_attach", None, |_| {
+        code(run("MPI_Buffer_attach", None, |e| {
             if size < 0 {
                 return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: size as i64 }));
             }
             if buf.is_null() && size > 0 {
                 return Err(Error::new(ErrorClass::Buffer, Reason::NullBuffer));
             }
-            let mut st = STATE.lock();
-            if st.attached.is_some() {
-                return Err(Error::new(ErrorClass::Buffer, Reason::BadArgument { what: "a buffer is already attached" }));
-            }
-            st.attached = Some(Attached { base: buf.cast(), size: size as usize, live: heapless::Vec::new() });
-            Ok(())
+            // SAFETY: MPI lends the buffer to the library until MPI_Buffer_detach returns it.
+            unsafe { e.p2p.pml.requests_mut().bsend_mut().attach(buf.cast(), size as usize) }
         }))
     }
 
     fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
-        code(run("MPI_Buffer_detach", None, |e| {
-            let (p, n) = detach(e)?.unwrap_or((core::ptr::null_mut(), 0));
+        code(run_inside("MPI_Buffer_detach", None, |cx| {
+            let (p, n) = detach(cx)?.unwrap_or((core::ptr::null_mut(), 0));
             // SAFETY: MPI passes `buffer_addr` as a `void **` and `size` as an `int *`.
             unsafe {
                 out(buffer_addr.cast::<*mut u8>(), p)?;

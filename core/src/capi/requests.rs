@@ -1,73 +1,36 @@
-//! Completing requests (wait and test in every form), cancelling them, and persistent requests.
+//! Completing requests (wait and test in every form), cancelling and freeing them, and
+//! persistent requests.
+//!
+//! Every request handle names a request of the engine's request core, persistent ones included,
+//! and every form treats it the same way: [`Requests::current`] says which operation completing
+//! it waits for (none for an inactive persistent request: empty status at once), the form waits
+//! for or tests that operation, and [`Requests::retire`] says whether the handle's request went
+//! with it (an ordinary request: the handle becomes `MPI_REQUEST_NULL`) or stays, inactive (a
+//! persistent one).
+//!
+//! [`Requests::current`]: crate::pml::requests::Requests::current
+//! [`Requests::retire`]: crate::pml::requests::Requests::retire
 
 use core::ffi::{c_int, c_void};
 
 use super::abi;
 use super::env::{code, run, run_comm, run_inside};
 use super::errors::{record, report};
-use super::handles::{self, out, put_status, status_at, Req, EMPTY_STATUS};
-use super::state::{Persistent, PersistentOp, MAX_PERSISTENT, STATE};
+use super::handles::{self, out, put_status, status_at, EMPTY_STATUS};
 use crate::comm::CommId;
+use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::pml::request::{ReqId, SendMode, Status};
+use crate::pml::request::{P2pInit, P2pStart, PersistentKind, ReqId, SendMode, Status};
+use crate::pml::requests::Current;
 use crate::shared::Inside;
 
-/// A request handle, looked up.
-#[derive(Clone, Copy)]
-enum Slot {
-    /// `MPI_REQUEST_NULL` or an inactive persistent request: completes at once, empty status.
-    Inactive,
-    /// An operation in flight; `persistent` is its table slot, if it is one.
-    Active {
-        id: ReqId,
-        comm: Option<CommId>,
-        persistent: Option<usize>,
-    },
-}
-
-fn bad_request() -> Error {
-    Error::new(ErrorClass::Request, Reason::InvalidRequest)
-}
-
-fn slot(e: &Engine, h: abi::MPI_Request) -> Result<Slot> {
-    Ok(match handles::request(e, h)? {
-        Req::Null => Slot::Inactive,
-        Req::Plain(id) => Slot::Active {
-            id,
-            comm: e.request_comm(id),
-            persistent: None,
-        },
-        Req::Persistent(i) => {
-            let st = STATE.lock();
-            let p = st
-                .persistent
-                .get(i)
-                .and_then(|p| p.as_ref())
-                .ok_or(bad_request())?;
-            match p.active {
-                None => Slot::Inactive,
-                Some(id) => Slot::Active {
-                    id,
-                    comm: Some(p.comm),
-                    persistent: Some(i),
-                },
-            }
-        }
-    })
-}
-
-/// Marks a completed request done: ordinary handles become `MPI_REQUEST_NULL`, persistent ones
-/// inactive.
-unsafe fn retire(h: *mut abi::MPI_Request, persistent: Option<usize>) {
-    match persistent {
-        Some(i) => {
-            if let Some(p) = STATE.lock().persistent[i].as_mut() {
-                p.active = None;
-            }
-        }
-        // SAFETY: the caller passes the user's request slot, which MPI requires to be valid.
-        None => unsafe { *h = abi::MPI_REQUEST_NULL },
+/// What completing the request handle `h` means now.
+#[inline]
+fn current(e: &Engine, h: abi::MPI_Request) -> Result<Current> {
+    match handles::request(e, h)? {
+        None => Ok(Current::Inactive),
+        Some(id) => e.p2p.pml.requests().current(id),
     }
 }
 
@@ -81,31 +44,26 @@ unsafe fn complete(
         return Err(Error::bad_arg("request is NULL"));
     }
     // SAFETY: checked non-null; MPI requires it to point to an MPI_Request.
-    match slot(cx.e(), unsafe { *h })? {
-        Slot::Inactive => Ok(Some((EMPTY_STATUS, None))),
-        Slot::Active {
-            id,
-            comm,
-            persistent,
-        } => {
-            let st = if block {
-                Some(cx.wait(id)?)
-            } else {
-                cx.e().test(id)?
-            };
-            if st.is_some() {
-                // SAFETY: as above.
-                unsafe { retire(h, persistent) };
-            }
-            Ok(st.map(|s| (s, comm)))
-        }
+    let cur = current(cx.e(), unsafe { *h })?;
+    let Current::Op { op, comm, .. } = cur else {
+        return Ok(Some((EMPTY_STATUS, None)));
+    };
+    let st = if block {
+        Some(cx.wait(op)?)
+    } else {
+        cx.e().test(op)?
+    };
+    if st.is_some() && cx.e().p2p.pml.requests_mut().retire(cur) {
+        // SAFETY: as above.
+        unsafe { *h = abi::MPI_REQUEST_NULL };
     }
+    Ok(st.map(|s| (s, comm)))
 }
 
 /// Whether the request at `h` is in flight.
 unsafe fn is_active(e: &Engine, h: *const abi::MPI_Request) -> Result<bool> {
     // SAFETY: MPI requires `h` to point into the caller's request array.
-    Ok(matches!(slot(e, unsafe { *h })?, Slot::Active { .. }))
+    Ok(matches!(current(e, unsafe { *h })?, Current::Op { .. }))
 }
 
 /// Writes the status of a completed request and says whether it carries an error.
@@ -154,58 +112,67 @@ fn array<'a>(p: *mut abi::MPI_Request, n: c_int) -> Result<&'a mut [abi::MPI_Req
     Ok(unsafe { core::slice::from_raw_parts_mut(p, n as usize) })
 }
 
+/// Starts the persistent request `h` names (`MPI_Start`).
+///
+/// # Safety
+/// MPI's rule for persistent requests: the buffer given when the request was made stays lent
+/// until it is freed.
 unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
-    let Req::Persistent(i) = handles::request(e, h)? else {
-        return Err(Error::new(
-            ErrorClass::Request,
-            Reason::BadArgument {
-                what: "MPI_Start needs a persistent request",
-            },
-        ));
+    let id = handles::request(e, h)?.ok_or(Error::new(
+        ErrorClass::Request,
+        Reason::BadArgument {
+            what: "MPI_Start needs a persistent request",
+        },
+    ))?;
+    let op = match e.p2p.pml.requests().to_start(id)? {
+        // SAFETY: the caller's contract.
+        PersistentKind::P2p(p) => unsafe { start_p2p(e, &p)? },
     };
-    let p = STATE
-        .lock()
-        .persistent
-        .get(i)
-        .copied()
-        .flatten()
-        .ok_or(bad_request())?;
-    if p.active.is_some() {
-        return Err(Error::new(
-            ErrorClass::Request,
-            Reason::BadArgument {
-                what: "persistent request is already active",
-            },
-        ));
-    }
-    let id = match p.op {
-        PersistentOp::Send(mode) => {
-            // SAFETY: MPI lends the buffer of a persistent request until it is freed.
-            let conv = unsafe { handles::packer(e.types(), p.buf.cast(), p.count, p.datatype)? };
-            e.isend(conv, p.peer, p.tag, p.comm, mode, 0)?
+    e.p2p.pml.requests_mut().started(id, op)
+}
+
+/// Begins one start of a persistent send or receive: the request of its operation.
+///
+/// # Safety
+/// `p.buf` holds `p.count` instances of `p.datatype` (for a receive: room for them), lent until
+/// the operation completes.
+unsafe fn start_p2p(e: &mut Engine, p: &P2pInit) -> Result<ReqId> {
+    match p.start {
+        P2pStart::Send(mode) => {
+            // SAFETY: the caller's contract; the type is retained, so its entry is there.
+            let conv = unsafe { Packer::new(p.buf, p.count, p.datatype, e.types())? };
+            e.isend(conv, p.peer, p.tag, p.comm, mode, 0)
         }
-        PersistentOp::Bsend => {
+        P2pStart::Bsend => {
             // SAFETY: as above.
             unsafe {
-                super::p2p::bsend(e, p.buf.cast(), p.count, p.datatype, p.peer, p.tag, p.comm)?
+                super::p2p::bsend_typed(e, p.buf, p.count, p.datatype, p.peer, p.tag, p.comm)?
             };
-            e.completed_request(EMPTY_STATUS)?
+            // The message is copied out: this start is complete at once.
+            e.completed_request(EMPTY_STATUS)
         }
-        PersistentOp::Recv => {
+        P2pStart::Recv => {
             // SAFETY: as above.
-            let conv = unsafe { handles::unpacker(e.types(), p.buf.cast(), p.count, p.datatype)? };
-            e.irecv(conv, p.peer, p.tag, p.comm, 0)?
+            let conv = unsafe { Unpacker::new(p.buf, p.count, p.datatype, e.types())? };
+            e.irecv(conv, p.peer, p.tag, p.comm, 0)
         }
-    };
-    if let Some(slot) = STATE.lock().persistent[i].as_mut() {
-        slot.active = Some(id);
+    }
+}
+
+/// Lets go of request `id` (`MPI_Request_free`), and of the datatype a persistent one retained.
+fn free(e: &mut Engine, id: ReqId) -> Result<()> {
+    let requests = e.p2p.pml.requests_mut();
+    let kind = requests.persistent_kind(id);
+    requests.release(id)?;
+    if let Some(PersistentKind::P2p(p)) = kind {
+        e.types_mut().release(p.datatype);
     }
     Ok(())
 }
 
 unsafe fn init(
     func: &'static str,
-    op: PersistentOp,
+    start: P2pStart,
     buf: *const c_void,
     count: c_int,
     dt: abi::MPI_Datatype,
@@ -219,31 +186,24 @@ unsafe fn init(
             return Err(Error::bad_arg("request is NULL"));
         }
         e.comm(c)?;
-        let (d, _) = handles::typed(e.types(), buf, count, dt)?;
-        let mut st = STATE.lock();
-        let i = st
-            .persistent
-            .iter()
-            .position(Option::is_none)
-            .ok_or(Error::exhausted(
-                "persistent requests",
-                MAX_PERSISTENT as u32,
-                "(compile-time MAX_PERSISTENT)",
-            ))?;
-        st.persistent[i] = Some(Persistent {
-            op,
-            buf: buf as *mut u8,
-            count,
-            datatype: dt,
-            peer,
-            tag,
-            comm: c,
-            active: None,
-        });
+        let (datatype, count) = handles::typed(e.types(), buf, count, dt)?;
+        let id = e
+            .p2p
+            .pml
+            .requests_mut()
+            .persistent(PersistentKind::P2p(P2pInit {
+                start,
+                buf: buf as *mut u8,
+                count,
+                datatype,
+                peer,
+                tag,
+                comm: c,
+            }))?;
         // The type stays usable by every start, even if the user frees it meanwhile.
-        e.types_mut().retain(d);
+        e.types_mut().retain(datatype);
         // SAFETY: checked non-null above.
-        unsafe { out(request, handles::persistent_handle(i)) }
+        unsafe { out(request, handles::request_handle(id)) }
     }))
 }
 
@@ -299,8 +259,8 @@ super::mpi! {
             e.progress();
             // Either all complete (and are completed now) or none is touched.
             for h in reqs.iter() {
-                if let Slot::Active { id, .. } = slot(e, *h)? {
-                    if !e.is_complete(id)? {
+                if let Current::Op { op, .. } = current(e, *h)? {
+                    if !e.is_complete(op)? {
                         out(flag, 0)?;
                         return Ok(false);
                     }
@@ -342,17 +302,8 @@ super::mpi! {
                 return Err(Error::bad_arg("request is NULL"));
             }
             match handles::request(e, *request)? {
-                Req::Null => return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "MPI_REQUEST_NULL cannot be freed" })),
-                Req::Plain(id) => e.request_free(id)?,
-                Req::Persistent(i) => {
-                    let p = STATE.lock().persistent.get_mut(i).and_then(Option::take).ok_or(bad_request())?;
-                    if let Some(id) = p.active {
-                        e.request_free(id)?;
-                    }
-                    if let Ok(d) = handles::datatype(p.datatype) {
-                        e.types_mut().release(d);
-                    }
-                }
+                None => return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "MPI_REQUEST_NULL cannot be freed" })),
+                Some(id) => free(e, id)?,
             }
             *request = abi::MPI_REQUEST_NULL;
             Ok(())
@@ -364,9 +315,9 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            match slot(e, *request)? {
-                Slot::Active { id, .. } => e.cancel(id),
-                Slot::Inactive => Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "cannot cancel a null or inactive request" })),
+            match current(e, *request)? {
+                Current::Op { op, .. } => e.cancel(op),
+                Current::Inactive => Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "cannot cancel a null or inactive request" })),
             }
         }))
     }
@@ -392,23 +343,23 @@ super::mpi! {
     }
 
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Send_init", PersistentOp::Send(SendMode::Standard), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Send_init", P2pStart::Send(SendMode::Standard), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Ssend_init", PersistentOp::Send(SendMode::Synchronous), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Ssend_init", P2pStart::Send(SendMode::Synchronous), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Rsend_init", PersistentOp::Send(SendMode::Ready), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Rsend_init", P2pStart::Send(SendMode::Ready), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Bsend_init", PersistentOp::Bsend, buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Bsend_init", P2pStart::Bsend, buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Recv_init", PersistentOp::Recv, buf, count, datatype, source, tag, comm, request)
+        init("MPI_Recv_init", P2pStart::Recv, buf, count, datatype, source, tag, comm, request)
     }
 }
 

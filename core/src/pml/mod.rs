@@ -6,8 +6,10 @@
 //! - [`cm`]: matching in the network, over a matching transport ([`crate::mtl::Mtl`]).
 //!
 //! Both keep their requests in the request core ([`requests`]): completion, test and release,
-//! the Rust API's scopes. [`request`] holds the types every path shares.
+//! persistent requests, the Rust API's scopes, and the buffer of buffered sends ([`bsend`]).
+//! [`request`] holds the types every path shares.
 
+pub mod bsend;
 pub mod cm;
 pub mod ob1;
 pub mod request;

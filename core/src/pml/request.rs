@@ -2,6 +2,7 @@
 
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
+use crate::datatype::Datatype;
 use crate::list::Link;
 use crate::pool::Key;
 use crate::rte::ProcId;
@@ -257,6 +258,73 @@ impl RecvReq {
     }
 }
 
+/// What each start of a persistent point-to-point request begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum P2pStart {
+    /// A send in this mode (`MPI_Send_init`, `MPI_Ssend_init`, `MPI_Rsend_init`).
+    Send(SendMode),
+    /// A buffered send: the message is copied into the attached buffer at each start
+    /// (`MPI_Bsend_init`).
+    Bsend,
+    /// A receive (`MPI_Recv_init`).
+    Recv,
+}
+
+/// The arguments of a persistent point-to-point request, kept for every start.
+#[derive(Clone, Copy, Debug)]
+pub struct P2pInit {
+    /// What a start begins.
+    pub start: P2pStart,
+    /// The user's buffer, lent for the life of the request (MPI's rule for persistent
+    /// requests).
+    pub buf: *mut u8,
+    /// Instances of `datatype` in it.
+    pub count: u64,
+    /// Their type, retained by whoever made the request until it is freed, so every start may
+    /// use it even after the user freed it.
+    pub datatype: Datatype,
+    /// Destination or source rank (or `MPI_PROC_NULL`, `MPI_ANY_SOURCE`).
+    pub peer: i32,
+    /// Tag (or `MPI_ANY_TAG`).
+    pub tag: i32,
+    /// Communicator.
+    pub comm: CommId,
+}
+
+// SAFETY: the buffer pointer is the user's loan for the life of the request, as a convertor's
+// is (whichever thread starts it, under the engine's lock); nothing here dereferences it.
+unsafe impl Send for P2pInit {}
+
+/// What a persistent request begins at each start. Only point-to-point so far; persistent
+/// collectives and partitioned communication are further kinds of the same request: the request
+/// core's part (active or not, the current operation, completion, freeing) is the same for all.
+#[derive(Clone, Copy, Debug)]
+pub enum PersistentKind {
+    /// A send or receive.
+    P2p(P2pInit),
+}
+
+impl PersistentKind {
+    /// The communicator the request is on.
+    pub fn comm(&self) -> CommId {
+        match self {
+            PersistentKind::P2p(p) => p.comm,
+        }
+    }
+}
+
+/// A persistent request (`MPI_Send_init`, `MPI_Recv_init`, ...): made once, started many times.
+/// Each start begins an ordinary operation in a request slot of its own, which the PML runs and
+/// completes like any other; the persistent request is *active* from the start until a Wait or
+/// Test form has seen that operation complete.
+#[derive(Clone, Copy, Debug)]
+pub struct Persistent {
+    /// What a start begins.
+    pub kind: PersistentKind,
+    /// The operation of the current start, while active.
+    pub active: Option<ReqId>,
+}
+
 /// The operation of a request.
 pub enum Op {
     /// A send.
@@ -265,6 +333,9 @@ pub enum Op {
     Recv(RecvReq),
     /// Nothing to do (an operation with `MPI_PROC_NULL`).
     Null,
+    /// A persistent request: never complete itself, it names the operation of its current
+    /// start (see [`crate::pml::requests::Current`]).
+    Persistent(Persistent),
 }
 
 /// A request slot.

@@ -7,8 +7,25 @@
 //! move would copy once more), completed where it lies, and dropped in place once its owner has
 //! seen it complete. An owner that lets go of an unfinished request (`MPI_Request_free`) leaves
 //! it *detached*: its slot is freed when it completes.
+//!
+//! A persistent request (`MPI_Send_init`, ...) is a slot of its own kind ([`Op::Persistent`]):
+//! it keeps what each start does and, while active, the request of its current start's
+//! operation, an ordinary one that the PML runs and completes. It grows with the pool like any
+//! request, and every Wait/Test form treats all kinds alike: [`Requests::current`] names the
+//! operation to complete (none for an inactive persistent request, which completes at once
+//! with the empty status), the form waits for or tests that operation as for any request, and
+//! [`Requests::retire`] then says whether the handle's request went with it (an ordinary one) or
+//! stays, inactive (a persistent one). The fast path of an ordinary request is unchanged by
+//! this: `current` is the one look at the slot that finding a receive's communicator took
+//! before, the wait is [`Requests::test`] in a loop as before, and `retire` a branch.
+//!
+//! The buffer attached for buffered sends lives here too ([`BsendBuffer`]): its parts are taken
+//! by sends whose requests are in this pool, and are free again when those complete.
 
-use super::request::{Op, RecvReq, RecvState, ReqId, Request, Source, Status, TagSel};
+use super::bsend::BsendBuffer;
+use super::request::{
+    Op, Persistent, PersistentKind, RecvReq, RecvState, ReqId, Request, Source, Status, TagSel,
+};
 use crate::arena::{Arena, Sizer};
 use crate::comm::CommId;
 use crate::datatype::convertor::Unpacker;
@@ -38,6 +55,27 @@ pub struct Requests {
     pub(crate) pool: Pool<Request>,
     /// The last scope id handed out.
     next_scope: u32,
+    /// The buffer attached for buffered sends, and the sends using it.
+    bsend: BsendBuffer,
+}
+
+/// What completing a request handle means now (for the Wait and Test forms), as
+/// [`Requests::current`] finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Current {
+    /// Nothing in flight: an inactive persistent request (or, to the C layer,
+    /// `MPI_REQUEST_NULL`). It completes at once, with the empty status.
+    Inactive,
+    /// An operation in flight, or complete and not yet seen.
+    Op {
+        /// Its request.
+        op: ReqId,
+        /// The communicator to report its errors on, where the request knows one.
+        comm: Option<CommId>,
+        /// The persistent request whose current start `op` is: left inactive (its handle
+        /// stays) when `op` completes. `None`: the handle's request is `op` itself, freed then.
+        persistent: Option<ReqId>,
+    },
 }
 
 fn bad_request() -> Error {
@@ -59,6 +97,7 @@ impl Requests {
         Ok(Requests {
             pool: Pool::new(arena, Requests::capacity(params))?,
             next_scope: 0,
+            bsend: BsendBuffer::new(),
         })
     }
 
@@ -172,15 +211,153 @@ impl Requests {
             .ok_or_else(bad_request)
     }
 
-    /// Lets go of request `id`: freed now if complete, else when it completes.
+    /// Lets go of request `id`: freed now if complete, else when it completes. A persistent
+    /// request is freed now, and the operation of its current start, if any, let go of so: it
+    /// finishes on its own. (Whatever its maker retained for it — the datatype of
+    /// [`PersistentKind::P2p`] — is the maker's to release: see [`Requests::persistent_kind`].)
     pub fn release(&mut self, id: ReqId) -> Result<()> {
         let req = self.pool.get_mut(id.0).ok_or_else(bad_request)?;
         if req.complete {
             self.pool.discard(id.0);
+        } else if let Op::Persistent(p) = &req.op {
+            let active = p.active;
+            self.pool.discard(id.0);
+            if let Some(op) = active {
+                self.release(op)?;
+            }
         } else {
             req.detached = true;
         }
         Ok(())
+    }
+
+    // ---- the Wait and Test forms, for every kind of request ----------------------------------
+
+    /// What completing request `id` means now: its own operation, the operation of a persistent
+    /// request's current start, or nothing (an inactive persistent request).
+    #[inline]
+    pub fn current(&self, id: ReqId) -> Result<Current> {
+        let req = self.pool.get(id.0).ok_or_else(bad_request)?;
+        Ok(match &req.op {
+            Op::Recv(r) => Current::Op {
+                op: id,
+                comm: Some(r.comm),
+                persistent: None,
+            },
+            Op::Persistent(p) => match p.active {
+                None => Current::Inactive,
+                Some(op) => Current::Op {
+                    op,
+                    comm: Some(p.kind.comm()),
+                    persistent: Some(id),
+                },
+            },
+            Op::Send(_) | Op::Null => Current::Op {
+                op: id,
+                comm: None,
+                persistent: None,
+            },
+        })
+    }
+
+    /// Records that the operation of `cur` was seen complete (and freed: [`Requests::test`],
+    /// or a wait): a persistent request whose current start it was becomes inactive. Returns
+    /// whether the handle's own request is gone with it (an ordinary request, whose handle is
+    /// now null), not a persistent one that stays.
+    #[inline]
+    pub fn retire(&mut self, cur: Current) -> bool {
+        match cur {
+            Current::Op {
+                persistent: Some(p),
+                ..
+            } => {
+                self.deactivate(p);
+                false
+            }
+            Current::Op {
+                persistent: None, ..
+            } => true,
+            Current::Inactive => false,
+        }
+    }
+
+    /// Marks persistent request `id` inactive (its current start has been seen complete).
+    fn deactivate(&mut self, id: ReqId) {
+        if let Some(Request {
+            op: Op::Persistent(p),
+            ..
+        }) = self.pool.get_mut(id.0)
+        {
+            p.active = None;
+        }
+    }
+
+    // ---- persistent requests ----------------------------------------------------------------
+
+    /// A new persistent request, inactive, whose starts begin what `kind` says.
+    pub fn persistent(&mut self, kind: PersistentKind) -> Result<ReqId> {
+        let key = self
+            .insert_with(|| Request::new(Op::Persistent(Persistent { kind, active: None }), 0))?;
+        Ok(ReqId(key))
+    }
+
+    /// What persistent request `id` begins at a start; `None` if `id` is not one.
+    pub fn persistent_kind(&self, id: ReqId) -> Option<PersistentKind> {
+        match &self.pool.get(id.0)?.op {
+            Op::Persistent(p) => Some(p.kind),
+            _ => None,
+        }
+    }
+
+    /// What to begin to start request `id` (`MPI_Start`): it must be an inactive persistent
+    /// request. Once begun, [`Requests::started`] records the operation.
+    pub fn to_start(&self, id: ReqId) -> Result<PersistentKind> {
+        let req = self.pool.get(id.0).ok_or_else(bad_request)?;
+        let what = match &req.op {
+            Op::Persistent(Persistent { kind, active: None }) => return Ok(*kind),
+            Op::Persistent(_) => "persistent request is already active",
+            _ => "MPI_Start needs a persistent request",
+        };
+        Err(Error::new(
+            ErrorClass::Request,
+            Reason::BadArgument { what },
+        ))
+    }
+
+    /// Records `op` as the operation of persistent request `id`'s current start: it is active
+    /// until a Wait or Test form sees `op` complete.
+    pub fn started(&mut self, id: ReqId, op: ReqId) -> Result<()> {
+        match self.pool.get_mut(id.0).map(|r| &mut r.op) {
+            Some(Op::Persistent(p)) if p.active.is_none() => {
+                p.active = Some(op);
+                Ok(())
+            }
+            _ => Err(bad_request()),
+        }
+    }
+
+    // ---- buffered sends ---------------------------------------------------------------------
+
+    /// The buffer attached for buffered sends.
+    pub fn bsend(&self) -> &BsendBuffer {
+        &self.bsend
+    }
+
+    /// The buffer attached for buffered sends, to attach, reserve and record in.
+    pub fn bsend_mut(&mut self) -> &mut BsendBuffer {
+        &mut self.bsend
+    }
+
+    /// Frees the parts of the attached buffer whose sends have completed, and their requests.
+    pub fn reclaim_bsends(&mut self) -> Result<()> {
+        let pool = &mut self.pool;
+        self.bsend.reclaim(|id| {
+            let complete = pool.get(id.0)?.complete;
+            if complete {
+                pool.discard(id.0);
+            }
+            Some(complete)
+        })
     }
 
     /// The current request in slot `index`, if any.
@@ -243,5 +420,162 @@ impl Requests {
                 None => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::arena::tests::leak;
+    use crate::datatype::Datatype;
+    use crate::memory::tests::account;
+    use crate::pml::request::{P2pInit, P2pStart};
+
+    /// A request core whose pool grows (within 256 MiB) past its 256 initial slots.
+    fn requests() -> Requests {
+        let mut params = Params::new(&[]);
+        params.register(&MAX_REQUESTS).unwrap();
+        let mut arena = Arena::new(leak(1 << 20));
+        arena.set_account(account(256 << 20));
+        Requests::new(&params, &mut arena).unwrap()
+    }
+
+    fn recv_init(tag: i32) -> PersistentKind {
+        PersistentKind::P2p(P2pInit {
+            start: P2pStart::Recv,
+            buf: core::ptr::null_mut(),
+            count: 0,
+            datatype: Datatype::INT,
+            peer: 1,
+            tag,
+            comm: CommId::WORLD,
+        })
+    }
+
+    fn tagged(tag: i32) -> Status {
+        Status {
+            source: 1,
+            tag,
+            ..Status::EMPTY
+        }
+    }
+
+    #[test]
+    fn a_persistent_request_completes_its_starts_and_stays_inactive_in_between() {
+        let mut r = requests();
+        let p = r.persistent(recv_init(7)).unwrap();
+        // Inactive: nothing to complete, and it stays.
+        assert_eq!(r.current(p).unwrap(), Current::Inactive);
+        assert!(!r.retire(Current::Inactive));
+        assert_eq!(r.current(p).unwrap(), Current::Inactive);
+        for round in 0..3 {
+            assert!(matches!(r.to_start(p).unwrap(), PersistentKind::P2p(i) if i.tag == 7));
+            let op = r.pending(0).unwrap();
+            r.started(p, op).unwrap();
+            let cur = r.current(p).unwrap();
+            assert_eq!(
+                cur,
+                Current::Op {
+                    op,
+                    comm: Some(CommId::WORLD),
+                    persistent: Some(p)
+                }
+            );
+            // Active: a second start is refused, and the operation is not done yet.
+            assert_eq!(r.to_start(p).unwrap_err().class, ErrorClass::Request);
+            assert_eq!(r.test(op).unwrap(), None);
+            r.finish(op, tagged(round));
+            assert_eq!(r.test(op).unwrap(), Some(tagged(round)));
+            assert!(!r.retire(cur), "the handle stays");
+            // The operation is freed, the persistent request is inactive again.
+            assert!(r.is_complete(op).is_err());
+            assert_eq!(r.current(p).unwrap(), Current::Inactive);
+            assert_eq!(r.len(), 1);
+        }
+        r.release(p).unwrap();
+        assert!(r.current(p).is_err());
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn freeing_an_active_persistent_request_lets_its_operation_finish() {
+        let mut r = requests();
+        let p = r.persistent(recv_init(1)).unwrap();
+        let op = r.pending(0).unwrap();
+        r.started(p, op).unwrap();
+        r.release(p).unwrap();
+        assert!(r.current(p).is_err(), "the persistent request is gone");
+        assert!(!r.is_complete(op).unwrap(), "its operation goes on");
+        r.finish(op, tagged(1));
+        assert!(r.is_empty(), "and is freed when it completes");
+    }
+
+    #[test]
+    fn only_persistent_requests_start_and_ordinary_ones_are_their_own_operation() {
+        let mut r = requests();
+        let op = r.pending(0).unwrap();
+        assert_eq!(r.to_start(op).unwrap_err().class, ErrorClass::Request);
+        assert!(r.persistent_kind(op).is_none());
+        let cur = r.current(op).unwrap();
+        assert_eq!(
+            cur,
+            Current::Op {
+                op,
+                comm: None,
+                persistent: None
+            }
+        );
+        r.finish(op, tagged(3));
+        assert_eq!(r.test(op).unwrap(), Some(tagged(3)));
+        assert!(r.retire(cur), "the handle's request is gone");
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn persistent_requests_grow_with_the_pool() {
+        let mut r = requests();
+        let n = 5000;
+        let ids: std::vec::Vec<ReqId> = (0..n)
+            .map(|i| r.persistent(recv_init(i)).unwrap())
+            .collect();
+        assert_eq!(r.len(), n as u32);
+        for (i, &p) in ids.iter().enumerate() {
+            assert!(
+                matches!(r.persistent_kind(p), Some(PersistentKind::P2p(k)) if k.tag == i as i32)
+            );
+            let op = r.pending(0).unwrap();
+            r.started(p, op).unwrap();
+        }
+        for &p in &ids {
+            r.release(p).unwrap();
+        }
+        assert_eq!(r.len(), n as u32, "the operations are still running");
+    }
+
+    #[test]
+    fn reclaiming_frees_the_parts_and_requests_of_completed_buffered_sends() {
+        let mut r = requests();
+        let size = 3 * (10 + crate::pml::bsend::OVERHEAD);
+        let mem: &'static mut [u8] = std::boxed::Box::leak(std::vec![0u8; size].into_boxed_slice());
+        // SAFETY: the leaked buffer lives for ever and is touched by nothing else.
+        unsafe { r.bsend_mut().attach(mem.as_mut_ptr(), size).unwrap() };
+        let mut ops = [ReqId(Key { index: 0, gen: 0 }); 3];
+        for op in ops.iter_mut() {
+            let place = r.bsend().reserve(10).unwrap();
+            *op = r.pending(0).unwrap();
+            r.bsend_mut().commit(place, *op);
+        }
+        assert!(r.bsend().reserve(0).is_err());
+        r.finish(ops[1], Status::EMPTY);
+        r.reclaim_bsends().unwrap();
+        assert_eq!(r.bsend().in_flight(), 2);
+        assert!(r.is_complete(ops[1]).is_err(), "its request is freed");
+        assert!(r.bsend().reserve(10).is_ok());
+        r.finish(ops[0], Status::EMPTY);
+        r.finish(ops[2], Status::EMPTY);
+        r.reclaim_bsends().unwrap();
+        assert_eq!((r.bsend().in_flight(), r.len()), (0, 0));
+        assert_eq!(r.bsend_mut().detach(), Some((mem.as_mut_ptr(), size)));
     }
 }
