@@ -91,6 +91,11 @@ pub struct MtlPlaced {
     pub m: MtlMatch,
 }
 
+/// The token of the PML's *blocking receive* (`MPI_Recv`): at most one is under way at a time,
+/// and its poster waits for it at once through [`Mtl::progress_waiting`]. No pool key has it
+/// (pool indices stay far below `u32::MAX`), so an MTL may keep that receive in a slot of its own.
+pub const BLOCKING: Token = Token(u64::MAX);
+
 /// A message taken by [`Mtl::improbe`], for [`Mtl::imrecv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtlMessage(pub u64);
