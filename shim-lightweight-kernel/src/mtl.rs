@@ -304,6 +304,13 @@ pub struct PortalsMtl {
     free_ops: Vec<usize>,
     /// The blocking receive ([`BLOCKING_OP`]), while it is posted.
     blocking: Option<RecvOp>,
+    /// Where [`Mtl::poll_waiting`] takes an event of the receive queue; `stashed` when it left
+    /// it for the [`Mtl::progress_waiting`] that follows.
+    stash: ptl_event_t,
+    stashed: bool,
+    /// [`Mtl::poll_waiting`] polled in this round and left the rest to the
+    /// [`Mtl::progress_waiting`] that follows: what it counted so far.
+    pending: Option<usize>,
     /// Short sends kept (unconfirmed or held): complete for MPI, still in flight.
     kept: u32,
     blocks: Vec<Block>,
@@ -366,10 +373,9 @@ impl Copies {
     /// No copy (a zero-byte message).
     const NONE: u32 = u32::MAX;
 
-    /// A slot holding `len` bytes that `fill` writes (it returns how many it wrote; the copy is
-    /// that long).
+    /// A free slot (a new one when none is), its buffer empty; the slot's index.
     #[inline(always)]
-    fn put(&mut self, len: usize, fill: impl FnOnce(&mut [u8]) -> usize) -> u32 {
+    fn take(&mut self) -> (u32, &mut Vec<u8>) {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -382,6 +388,22 @@ impl Copies {
             self.spare -= 1;
             self.spare_bytes -= b.capacity();
         }
+        (i, b)
+    }
+
+    /// A slot holding a copy of `data`.
+    #[inline(always)]
+    fn put_bytes(&mut self, data: &[u8]) -> u32 {
+        let (i, b) = self.take();
+        b.extend_from_slice(data);
+        i
+    }
+
+    /// A slot holding `len` bytes that `fill` writes (it returns how many it wrote; the copy is
+    /// that long).
+    #[inline(always)]
+    fn put(&mut self, len: usize, fill: impl FnOnce(&mut [u8]) -> usize) -> u32 {
+        let (i, b) = self.take();
         b.resize(len, 0);
         let n = fill(b);
         b.truncate(n);
@@ -445,6 +467,9 @@ impl PortalsMtl {
             ops: Vec::new(),
             free_ops: Vec::new(),
             blocking: None,
+            stash: ptl_event_t::default(),
+            stashed: false,
+            pending: None,
             kept: 0,
             blocks: Vec::new(),
             spare: Vec::new(),
@@ -1630,29 +1655,56 @@ impl Mtl for PortalsMtl {
         let (copy, at) = if len == 0 {
             (Copies::NONE, data.as_ptr())
         } else {
-            let copy = self.copies.put(len, |b| {
-                b.copy_from_slice(data);
-                len
-            });
+            let copy = self.copies.put_bytes(data);
             (copy, self.copies.get(copy).as_ptr())
         };
-        // The common case in one piece (no helper layers: this is every small MPI_Send).
-        let (dest, bits) = (dest.0, MatchBits::encode(&env));
+        // The common case in one piece (no helper layers: this is every small MPI_Send): the
+        // peer looked up once, its record written after the put (`put_raw` and `sent` as one).
+        let (dest, bits, md) = (dest.0, MatchBits::encode(&env), self.md);
         let k = Kept::Bytes { bits, copy };
+        self.kept += 1;
         let p = &mut self.peers[dest as usize];
         if p.blocked || !p.queued.is_empty() {
-            self.kept += 1;
             p.queued.push_back(k);
             return Ok(true);
         }
         // SAFETY: the copy stays in its slot until the put is confirmed (zero bytes: nothing
         // is read).
-        if let Err(e) = unsafe { self.put_raw(dest, at, len, bits, len as u64) } {
+        let rc = unsafe {
+            PtlPut(
+                md,
+                ptl::offset_of(at, len),
+                len as u64,
+                PTL_NO_ACK_REQ,
+                ptl_process_t::from_rank(dest),
+                pt::MTL,
+                bits,
+                0,
+                ptr::null_mut(),
+                len as u64,
+            )
+        };
+        if rc != PTL_OK {
+            self.kept -= 1;
             self.copies.release(self.eager, copy);
-            return Err(e);
+            return Err(ptl_fail(
+                "Portals MTL send",
+                ptl::PtlError {
+                    what: "PtlPut (MTL)",
+                    rc,
+                },
+            ));
         }
-        self.kept += 1;
-        self.sent(dest, k, len);
+        p.since_confirm_bytes += len;
+        p.unconfirmed.push_back(k);
+        p.sent = p.sent.wrapping_add(1);
+        p.since_confirm += 1;
+        let due = p.since_confirm >= CONFIRM_EVERY || p.since_confirm_bytes >= CONFIRM_BYTES;
+        self.stats.puts += 1;
+        self.last_put = self.polls;
+        if due {
+            self.confirm(dest);
+        }
         Ok(true)
     }
 
@@ -1893,11 +1945,51 @@ impl Mtl for PortalsMtl {
         token: Token,
         placed: &mut Option<MtlPlaced>,
     ) -> usize {
-        let n = self.poll_to(types, sink, Some(token), placed);
+        let n = match self.pending.take() {
+            // `poll_waiting` polled in this round: the event it left, the rest of the round.
+            Some(mut n) => {
+                if std::mem::take(&mut self.stashed) {
+                    let ev = self.stash;
+                    n += 1 + self.recv_queue_event(types, sink, Some(token), placed, &ev);
+                    if self.rare_due() {
+                        n += self.poll_rest();
+                    }
+                }
+                n
+            }
+            None => self.poll_to(types, sink, Some(token), placed),
+        };
         if self.done.is_empty() {
             return n;
         }
         n + self.report(types, sink, Some(token), placed)
+    }
+
+    fn poll_waiting(&mut self, placed: &mut Option<MtlPlaced>) -> Option<usize> {
+        self.polls = self.polls.wrapping_add(1);
+        // SAFETY: a valid event queue and out-pointer (a field: the event needs no room on
+        // this call's stack).
+        let rc = unsafe { PtlEQGet(self.eqs[1], &mut self.stash) };
+        let mut n = 0;
+        if let PTL_OK | PTL_EQ_DROPPED = rc {
+            let ev = self.stash;
+            if !self.blocking_arrived(&ev, placed) {
+                // Anything else is the sink's: left for `progress_waiting`.
+                self.stashed = true;
+                self.pending = Some(0);
+                return None;
+            }
+            n = 1;
+        }
+        if self.rare_due() {
+            n += self.poll_rest();
+        }
+        if !self.done.is_empty() {
+            // Completions to report: the sink's.
+            self.pending = Some(n);
+            return None;
+        }
+        Some(n)
     }
 
     fn busy(&self) -> bool {
@@ -2168,6 +2260,91 @@ mod tests {
         }
         portals.close();
     }
+    /// The blocking receive's waiter ([`BLOCKING`]) as the cm PML drives it: each round is
+    /// [`Mtl::poll_waiting`], and [`Mtl::progress_waiting`] only when the quick look says so.
+    /// Its arrival comes back from the quick look; another receive's arrival in the same queue
+    /// is left for the following `progress_waiting`, which reports it through the sink; an
+    /// unexpected (and truncated) message for it comes back through the completion queue; the
+    /// receive then leaves its slot and nothing is left pending.
+    #[test]
+    fn lwk_mtl_quick_look_hands_back_the_blocking_receive_and_leaves_the_rest() {
+        let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+        let (types, mut portals, mut mtl) = one_rank_job("quick");
+        let env = |tag| MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag,
+        };
+        let sel = |tag| MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(tag),
+        };
+        let mut sink = Sink::default();
+        let (mut a, mut b, mut c) = ([0u8; 4], [0u8; 4], [0u8; 2]);
+        let sbuf = [5u8, 6, 7];
+        // SAFETY: every buffer outlives its operation (each is waited for below).
+        let (ra, rb, rc, send) = unsafe {
+            (
+                Unpacker::contiguous(a.as_mut_ptr(), a.len()),
+                Unpacker::contiguous(b.as_mut_ptr(), b.len()),
+                Unpacker::contiguous(c.as_mut_ptr(), c.len()),
+                Packer::contiguous(sbuf.as_ptr(), sbuf.len()),
+            )
+        };
+        // Rounds until the blocking receive is handed back; how many went past the quick look.
+        let wait = |mtl: &mut PortalsMtl, sink: &mut Sink| {
+            let mut placed = None;
+            let mut slow = 0;
+            for _ in 0..1_000_000 {
+                if mtl.poll_waiting(&mut placed).is_none() {
+                    slow += 1;
+                    mtl.progress_waiting(&types, sink, BLOCKING, &mut placed);
+                }
+                if let Some(p) = placed {
+                    assert!(mtl.pending.is_none() && !mtl.stashed);
+                    assert!(mtl.blocking.is_none(), "the blocking receive kept its slot");
+                    return (p, slow);
+                }
+            }
+            panic!("the blocking receive never completed");
+        };
+        mtl.irecv(&types, sel(7), &ra, BLOCKING).expect("irecv");
+        mtl.irecv(&types, sel(8), &rb, Token(2)).expect("irecv");
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(8), &send)
+            .expect("send"));
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(7), &send)
+            .expect("send"));
+        let (p, slow) = wait(&mut mtl, &mut sink);
+        assert_eq!((p.got, p.m.src, p.m.tag, p.m.len), (3, 0, 7, 3));
+        assert_eq!(&a[..3], &sbuf);
+        assert!(
+            slow >= 1,
+            "the other receive's event never left the quick look"
+        );
+        assert_eq!(sink.recvs.len(), 1);
+        assert_eq!((sink.recvs[0].0, sink.recvs[0].1), (Token(2), 3));
+        assert_eq!(&b[..3], &sbuf);
+        // Unexpected and truncated: the overflow block's bytes, through the completion queue.
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(9), &send)
+            .expect("send"));
+        for _ in 0..100 {
+            mtl.progress(&types, &mut sink);
+        }
+        mtl.irecv(&types, sel(9), &rc, BLOCKING).expect("irecv");
+        let (p, _) = wait(&mut mtl, &mut sink);
+        assert_eq!((p.got, p.m.tag, p.m.len), (2, 9, 3));
+        assert_eq!(c, [5, 6]);
+        assert_eq!(sink.recvs.len(), 1, "the blocking receive went to the sink");
+        while mtl.busy() {
+            mtl.progress(&types, &mut sink);
+        }
+        portals.close();
+    }
+
     /// Copies kept for flow control stay bounded in bytes: eager-sized messages ask for a
     /// confirmation every `CONFIRM_BYTES`, long before `CONFIRM_EVERY` puts.
     #[test]

@@ -230,6 +230,17 @@ pub trait Mtl: Send {
         self.progress(types, sink)
     }
 
+    /// The first step of [`Mtl::progress_waiting`] for the blocking receive ([`BLOCKING`]), in
+    /// a call that needs no sink: `Some(n)` when the round is over — the receive handed back in
+    /// `placed`, or nothing else to do — and `None` when it must go on through
+    /// `progress_waiting` at once (which then starts with what this look found). The waiter's
+    /// every round is this call, and nearly every one ends here, so what it keeps across its
+    /// call into the network is as little as possible. The default always goes on.
+    fn poll_waiting(&mut self, placed: &mut Option<MtlPlaced>) -> Option<usize> {
+        let _ = placed;
+        None
+    }
+
     /// Whether sends that completed for MPI are still in flight (unacknowledged), so the process
     /// must keep progressing before it leaves.
     fn busy(&self) -> bool {

@@ -290,6 +290,15 @@ impl Cm {
     /// [`MtlSink::recv_done`].
     #[inline(always)]
     pub(crate) fn wait_round(&mut self, types: &TypeTable) -> WaitRound {
+        if let Some(n) = self.mtl.poll_waiting(&mut self.placed) {
+            return self.waited(n);
+        }
+        self.wait_round_sink(types)
+    }
+
+    /// The rest of [`Cm::wait_round`], when the MTL's quick look needs the sink.
+    #[inline(never)]
+    fn wait_round_sink(&mut self, types: &TypeTable) -> WaitRound {
         let (mtl, mut sink) = (
             &mut *self.mtl,
             CmSink {
@@ -299,9 +308,15 @@ impl Cm {
             },
         );
         let n = mtl.progress_waiting(types, &mut sink, BLOCKING, &mut self.placed);
+        self.waited(n)
+    }
+
+    /// What a round of the blocking receive's wait that moved `n` did.
+    #[inline(always)]
+    fn waited(&self, n: usize) -> WaitRound {
         // Handed back from this round; or finished through the sink, in this round or by
         // another thread's progress meanwhile.
-        if self.placed.is_some() || self.blocking.as_ref().is_some_and(|b| b.status.is_some()) {
+        if self.recv_finished() {
             return WaitRound::Done;
         }
         WaitRound::Moved(n)
