@@ -22,7 +22,9 @@
 # one receive at the other. Raw is PtlPut + PtlCTWait; offload is MPI_Send + the receive's wait
 # (Inside::wait_blocking) — issue 17's accounting: posting the next receive overlaps the peer's
 # work in a ping-pong, so it is printed apart, with the whole calls. Below them, the calls into
-# the NI (Portals functions, inclusive) per message, and what is MPI's own (the rest).
+# the NI (Portals functions, inclusive) per message, and what is MPI's own (the rest). Last, the
+# windowed 1-byte stream of bench/instr.c's `win` mode (64 MPI_Isend at rank 0, 64 MPI_Irecv at
+# rank 1, MPI_Waitall, a 0-byte answer; N/10 windows after 10 warm-up ones): per message at each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,6 +67,9 @@ run() {
 run raw "--toggle-collect=*pp_put* --toggle-collect=*pp_wait*" -- \
     target/release/lwk-ptl-pingpong --instr "$n"
 run offload "--toggle-collect=PMPI_Send --toggle-collect=PMPI_Recv" -- "$work/instr" pp "$n"
+wn=$((n / 10))
+run win "--toggle-collect=PMPI_Isend --toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Waitall
+    --toggle-collect=PMPI_Send --toggle-collect=PMPI_Recv" -- "$work/instr" win "$wn"
 
 # inclusive FILE FUNC: the inclusive count of FUNC in FILE (callgrind lists an inlined-into
 # function once per source file; the largest line is the function's own total), 0 if absent
@@ -116,6 +121,11 @@ for f in PtlPut PtlEQGet PtlMEAppend PtlGet PtlMEUnlink; do
     ni=$(f1 "$ni + $v")
 done
 row "MPI's own (whole calls less the NI)" "$(f1 "$all - $ni")"
+# total FILE: everything callgrind counted in FILE
+total() { sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p' "$1" | head -1; }
+per_win=$((64 * (wn + 10)))
+row "1-byte windowed, sender (Isend+Waitall+answer)" "$(f1 "$(total "$work/win.0") / $per_win")"
+row "1-byte windowed, receiver (Irecv+Waitall+answer)" "$(f1 "$(total "$work/win.1") / $per_win")"
 if [ -n "$keep" ]; then
     mkdir -p "$keep"
     cp "$work"/raw.[01] "$work"/offload.[01] "$keep/"
