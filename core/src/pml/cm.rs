@@ -272,7 +272,10 @@ impl Cm {
         make: impl FnOnce() -> Unpacker,
         sel: MtlSelector,
     ) -> Result<()> {
-        debug_assert!(self.blocking.is_none());
+        debug_assert!(self.blocking.is_none() && self.placed.is_none());
+        // The wait that took the last hand-back cleared it; cleared again so that nothing of an
+        // earlier receive can ever finish this one.
+        self.placed = None;
         let b = self.blocking.insert(BlockingRecv {
             conv: make(),
             status: None,
