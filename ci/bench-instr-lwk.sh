@@ -44,7 +44,9 @@ command -v valgrind > /dev/null || { echo "bench-instr-lwk.sh: needs valgrind (a
 cargo build --release -q -p stormpi-lwk
 cargo build --release -q -p portals4-shmem --bin lwk-ptl-pingpong
 work=$(mktemp -d /tmp/stormpi-instr-lwk.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# The NI's segments are named after the job (stormpi-<job>-ptl-<rank>); ranks started without
+# a launcher leave theirs.
+trap 'rm -rf "$work" /dev/shm/stormpi-instrlwk$$-*' EXIT
 cc -O2 -static -I core/include -o "$work/instr" bench/instr.c target/release/libstormpi_lwk.a \
     -lgcc_eh -lpthread -lm -ldl -lc 2> "$work/cc.log" || { cat "$work/cc.log"; exit 1; }
 
