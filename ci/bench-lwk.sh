@@ -16,6 +16,8 @@
 # between modes (raw 0.10, ~0.16, ~0.43 µs) from one second to the next; batches milliseconds
 # apart in one pair of processes see the same mode.
 #
+# The same paths counted in instructions (noise-free, whatever the VM's speed): ci/bench-instr-lwk.sh.
+#
 # usage: ci/bench-lwk.sh [--reps R] [--max BYTES] [--scale S]
 #        ci/bench-lwk.sh --get [--reps R]   the Portals BTL's RDMA get against its fragments: p2p
 #                                  over pml ob1 with btl_portals_get_min 65536 and 0, interleaved,

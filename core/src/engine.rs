@@ -941,10 +941,19 @@ impl Inside<'_> {
                 n
             } else {
                 match e.p2p.recv_round(Posted::Blocking)? {
-                    RecvRound::Done(st) => {
+                    RecvRound::Done => {
                         // Something moved: the next wait starts spinning afresh, not yielding.
                         e.idle = 0;
-                        return Ok(st);
+                        return match e.p2p.recv_finished(Posted::Blocking) {
+                            Ok(Some(st)) => Ok(st),
+                            Ok(None) => Err(Error::new(
+                                ErrorClass::Intern,
+                                Reason::BadArgument {
+                                    what: "a finished receive without a status",
+                                },
+                            )),
+                            Err(err) => Err(err),
+                        };
                     }
                     RecvRound::Moved(n) => n,
                 }

@@ -155,10 +155,13 @@ pub enum Posted {
     Blocking,
 }
 
-/// What one round of waiting for a receive found.
+/// What one round of waiting for a receive found. No status: [`P2p::recv_finished`] gives it,
+/// once (a status is ten words, and carrying it through every round's result cost more than
+/// building it where the waiter returns it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecvRound {
     /// It finished.
-    Done(Status),
+    Done,
     /// Not yet; this much else moved.
     Moved(usize),
 }
@@ -456,22 +459,18 @@ impl P2p {
     }
 
     /// One round of waiting for the receive `r` without the rest of progress: the MTL's round
-    /// for the blocking receive, a test for a request. `Moved(0)` when nothing happened.
+    /// for the blocking receive, a look at a request. `Moved(0)` when nothing happened; after
+    /// `Done`, [`P2p::recv_finished`] gives the status.
     #[inline(always)]
     pub fn recv_round(&mut self, r: Posted) -> Result<RecvRound> {
         match (r, &mut self.pml) {
-            (Posted::Blocking, Pml::Cm(cm)) => {
-                if let Some(st) = cm.recv_done() {
-                    return Ok(RecvRound::Done(st));
-                }
-                Ok(match cm.wait_round(&self.types) {
-                    WaitRound::Done(st) => RecvRound::Done(st),
-                    WaitRound::Moved(n) => RecvRound::Moved(n),
-                })
-            }
-            (Posted::Req(id), pml) => Ok(match pml.requests_mut().test(id)? {
-                Some(st) => RecvRound::Done(st),
-                None => RecvRound::Moved(0),
+            (Posted::Blocking, Pml::Cm(cm)) => Ok(match cm.wait_round(&self.types) {
+                WaitRound::Done => RecvRound::Done,
+                WaitRound::Moved(n) => RecvRound::Moved(n),
+            }),
+            (Posted::Req(id), pml) => Ok(match pml.requests().is_complete(id)? {
+                true => RecvRound::Done,
+                false => RecvRound::Moved(0),
             }),
             (Posted::Blocking, Pml::Ob1(_)) => Err(Error::new(
                 ErrorClass::Intern,
@@ -482,11 +481,14 @@ impl P2p {
         }
     }
 
-    /// The blocking receive `r`'s status if it has finished (after a whole progress round).
+    /// The receive `r`'s status if it has finished (after a whole progress round, or a
+    /// [`P2p::recv_round`] that said `Done`); a finished receive is then forgotten.
     #[inline]
     pub fn recv_finished(&mut self, r: Posted) -> Result<Option<Status>> {
         match (r, &mut self.pml) {
-            (Posted::Blocking, Pml::Cm(cm)) => Ok(cm.recv_done()),
+            (Posted::Blocking, Pml::Cm(cm)) => {
+                Ok(cm.recv_finished().then(|| cm.recv_status(&self.types)))
+            }
             (Posted::Req(id), pml) => pml.requests_mut().test(id),
             (Posted::Blocking, Pml::Ob1(_)) => Ok(None),
         }

@@ -49,7 +49,7 @@ use stormpi_core::datatype::table::TypeTable;
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::mtl::{
     MatchBits, Mtl, MtlAttrs, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlPlaced, MtlSelector,
-    MtlSink,
+    MtlSink, BLOCKING,
 };
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::pml::request::SendMode;
@@ -117,6 +117,9 @@ const K_CTRL: usize = 6;
 const K_BITS: u32 = 3;
 /// Ids of operations whose events are ignored.
 const NO_OP: usize = (usize::MAX >> K_BITS) - 1;
+/// The id of the PML's blocking receive ([`BLOCKING`]): it has a slot of its own
+/// (`PortalsMtl::blocking`), so posting and finishing it is a store each, no slab slot.
+const BLOCKING_OP: usize = NO_OP - 1;
 
 /// Puts to a peer between two confirmation requests. Each request costs a put with an
 /// acknowledgment and its handling on both sides, shared by the puts it covers: at 32 it was
@@ -214,13 +217,16 @@ struct Taken {
 }
 
 /// A send kept until the receiver is known to have accepted it (flow control may refuse it and
-/// it is then put again).
+/// it is then put again). Plain data (its bytes are in [`Copies`]), so a confirmation lets a
+/// whole run of them go by moving the queue's front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kept {
-    /// A short message, complete for MPI: its match bits and a copy of its bytes (no operation
-    /// and no request: the common small send costs a queue entry, no slab slot).
-    Bytes { bits: u64, buf: Vec<u8> },
+    /// A short message, complete for MPI: its match bits and the slot of its copy
+    /// ([`Copies::NONE`] for zero bytes) — no operation and no request: the common small send
+    /// costs a queue entry, no slab slot.
+    Bytes { bits: u64, copy: u32 },
     /// A long or synchronous send (operation id).
-    Op(usize),
+    Op(u32),
 }
 
 #[derive(Default)]
@@ -228,8 +234,9 @@ struct Peer {
     // ---- as a sender to this peer
     /// Puts to the peer so far, in the numbering the peer counts in.
     sent: u32,
-    /// Puts not known to be accepted (what was put, number), in order.
-    unconfirmed: VecDeque<(Kept, u32)>,
+    /// Puts not known to be accepted, in order; their numbers are consecutive and the last is
+    /// `sent - 1` (see [`Peer::first`]).
+    unconfirmed: VecDeque<Kept>,
     /// Puts since the last confirmation request.
     since_confirm: u32,
     /// Bytes of short-message copies put since the last confirmation request.
@@ -247,6 +254,13 @@ struct Peer {
     // ---- as a receiver from this peer
     /// Messages from the peer this process's portal accepted.
     accepted: u32,
+}
+
+impl Peer {
+    /// The number of the oldest unconfirmed put.
+    fn first(&self) -> u32 {
+        self.sent.wrapping_sub(self.unconfirmed.len() as u32)
+    }
 }
 
 struct Recovery {
@@ -288,6 +302,15 @@ pub struct PortalsMtl {
     eager: usize,
     ops: Vec<Option<Op>>,
     free_ops: Vec<usize>,
+    /// The blocking receive ([`BLOCKING_OP`]), while it is posted.
+    blocking: Option<RecvOp>,
+    /// Where [`Mtl::poll_waiting`] takes an event of the receive queue; `stashed` when it left
+    /// it for the [`Mtl::progress_waiting`] that follows.
+    stash: ptl_event_t,
+    stashed: bool,
+    /// [`Mtl::poll_waiting`] polled in this round and left the rest to the
+    /// [`Mtl::progress_waiting`] that follows: what it counted so far.
+    pending: Option<usize>,
     /// Short sends kept (unconfirmed or held): complete for MPI, still in flight.
     kept: u32,
     blocks: Vec<Block>,
@@ -322,8 +345,8 @@ pub struct PortalsMtl {
     long_sends: u32,
     /// Slots of each event queue.
     eq_len: u64,
-    /// Copies of confirmed short messages, for the next ones.
-    copies: SparePool,
+    /// Short sends' copies.
+    copies: Copies,
     /// Counters.
     pub stats: MtlStats,
 }
@@ -332,41 +355,88 @@ pub struct PortalsMtl {
 // contract) and this module's own buffers.
 unsafe impl Send for PortalsMtl {}
 
-/// Buffers for short sends' copies: a confirmed copy comes back here (up to `SPARE_BUFS` of at
-/// most an eager message's size, `CONFIRM_BYTES` in all), and the next short send takes one.
+/// Short sends' copies, in the slots of a slab: a kept message names its copy by slot, and a
+/// confirmed one's slot comes back to the free list with its buffer (up to `SPARE_BUFS` spare
+/// buffers of at most an eager message's size, `CONFIRM_BYTES` in all, keep their memory), so a
+/// stream of small messages allocates nothing.
 #[derive(Default)]
-struct SparePool {
-    bufs: Vec<Vec<u8>>,
-    /// Their capacities, summed.
-    bytes: usize,
+struct Copies {
+    slots: Vec<Vec<u8>>,
+    /// Free slots, the last freed last.
+    free: Vec<u32>,
+    /// Free slots whose buffer kept its memory, and their capacities summed.
+    spare: usize,
+    spare_bytes: usize,
 }
 
-impl SparePool {
-    /// An empty buffer, reused when there is one.
+impl Copies {
+    /// No copy (a zero-byte message).
+    const NONE: u32 = u32::MAX;
+
+    /// A free slot (a new one when none is), its buffer empty; the slot's index.
     #[inline(always)]
-    fn take(&mut self) -> Vec<u8> {
-        match self.bufs.pop() {
-            Some(b) => {
-                self.bytes -= b.capacity();
-                b
+    fn take(&mut self) -> (u32, &mut Vec<u8>) {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Vec::new());
+                (self.slots.len() - 1) as u32
             }
-            None => Vec::new(),
+        };
+        let b = &mut self.slots[i as usize];
+        if b.capacity() > 0 {
+            self.spare -= 1;
+            self.spare_bytes -= b.capacity();
         }
+        (i, b)
     }
 
-    /// Keeps `buf` for reuse if it is worth keeping and there is room.
+    /// A slot holding a copy of `data`.
     #[inline(always)]
-    fn keep(&mut self, eager: usize, mut buf: Vec<u8>) {
-        let cap = buf.capacity();
-        if cap > 0
-            && cap <= eager.max(64)
-            && self.bufs.len() < SPARE_BUFS
-            && self.bytes + cap <= CONFIRM_BYTES
-        {
-            buf.clear();
-            self.bytes += cap;
-            self.bufs.push(buf);
+    fn put_bytes(&mut self, data: &[u8]) -> u32 {
+        let (i, b) = self.take();
+        b.extend_from_slice(data);
+        i
+    }
+
+    /// A slot holding `len` bytes that `fill` writes (it returns how many it wrote; the copy is
+    /// that long).
+    #[inline(always)]
+    fn put(&mut self, len: usize, fill: impl FnOnce(&mut [u8]) -> usize) -> u32 {
+        let (i, b) = self.take();
+        b.resize(len, 0);
+        let n = fill(b);
+        b.truncate(n);
+        i
+    }
+
+    /// The bytes in slot `i` (none for [`Copies::NONE`]).
+    #[inline(always)]
+    fn get(&self, i: u32) -> &[u8] {
+        self.slots.get(i as usize).map_or(&[], |b| b.as_slice())
+    }
+
+    /// Frees slot `i` (nothing for [`Copies::NONE`]), keeping its buffer's memory for the next
+    /// copy if it is worth keeping and there is room.
+    #[inline(always)]
+    fn release(&mut self, eager: usize, i: u32) {
+        let Some(b) = self.slots.get_mut(i as usize) else {
+            return;
+        };
+        let cap = b.capacity();
+        if cap > 0 {
+            if cap <= eager.max(64)
+                && self.spare < SPARE_BUFS
+                && self.spare_bytes + cap <= CONFIRM_BYTES
+            {
+                b.clear();
+                self.spare += 1;
+                self.spare_bytes += cap;
+            } else {
+                *b = Vec::new();
+            }
         }
+        self.free.push(i);
     }
 }
 
@@ -396,6 +466,10 @@ impl PortalsMtl {
             eager,
             ops: Vec::new(),
             free_ops: Vec::new(),
+            blocking: None,
+            stash: ptl_event_t::default(),
+            stashed: false,
+            pending: None,
             kept: 0,
             blocks: Vec::new(),
             spare: Vec::new(),
@@ -418,7 +492,7 @@ impl PortalsMtl {
             blocked: 0,
             long_sends: 0,
             eq_len,
-            copies: SparePool::default(),
+            copies: Copies::default(),
             stats: MtlStats::default(),
         };
         // SAFETY: Portals calls with valid out-pointers; entries over memory this module owns.
@@ -589,9 +663,35 @@ impl PortalsMtl {
     }
 
     fn recv_op(&mut self, id: usize) -> Option<&mut RecvOp> {
+        if id == BLOCKING_OP {
+            return self.blocking.as_mut();
+        }
         match self.ops.get_mut(id)? {
             Some(Op::Recv(r)) => Some(r),
             _ => None,
+        }
+    }
+
+    /// Receive `id`, read only.
+    #[inline(always)]
+    fn recv_ref(&self, id: usize) -> Option<&RecvOp> {
+        if id == BLOCKING_OP {
+            return self.blocking.as_ref();
+        }
+        match self.ops.get(id)? {
+            Some(Op::Recv(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Forgets finished (or never posted) receive `id`.
+    #[inline(always)]
+    fn free_recv(&mut self, id: usize) {
+        if id == BLOCKING_OP {
+            self.blocking = None;
+        } else if let Some(slot) = self.ops.get_mut(id) {
+            *slot = None;
+            self.free_ops.push(id);
         }
     }
 
@@ -650,24 +750,34 @@ impl PortalsMtl {
     }
 
     /// The first `k` unconfirmed puts to `dest` were accepted: short sends are done (their
-    /// copies go back to the spare buffers); long ones finish with the receiver's get.
+    /// copies' slots are freed); long ones finish with the receiver's get.
     fn accepted(&mut self, dest: usize, k: usize) {
         let q = &mut self.peers[dest].unconfirmed;
         let k = k.min(q.len());
-        // In one sweep (this runs for every message, in batches): the fields apart, so the
-        // queue is drained while the counts and the spare copies are updated.
-        let (kept, spare, eager) = (&mut self.kept, &mut self.copies, self.eager);
-        for (entry, _) in q.drain(..k) {
-            if let Kept::Bytes { buf, .. } = entry {
-                *kept -= 1;
-                spare.keep(eager, buf);
+        // This runs for every message, in batches: one pass over the entries as two slices,
+        // then the front moves past them (they are plain data: nothing to drop).
+        let (a, b) = q.as_slices();
+        let (a, b) = if k <= a.len() {
+            (&a[..k], &b[..0])
+        } else {
+            (a, &b[..k - a.len()])
+        };
+        let (copies, eager) = (&mut self.copies, self.eager);
+        let mut shorts = 0;
+        let mut done = |part: &[Kept]| {
+            for e in part {
+                if let Kept::Bytes { copy, .. } = *e {
+                    shorts += 1;
+                    if copy != Copies::NONE {
+                        copies.release(eager, copy);
+                    }
+                }
             }
-        }
-    }
-
-    /// Keeps a short send's copy for reuse.
-    fn recycle(&mut self, buf: Vec<u8>) {
-        self.copies.keep(self.eager, buf);
+        };
+        done(a);
+        done(b);
+        q.drain(..k);
+        self.kept -= shorts;
     }
 
     /// Starts long send `id`, or holds it behind earlier sends to a blocked peer.
@@ -682,7 +792,7 @@ impl PortalsMtl {
         };
         let p = &mut self.peers[dest];
         if p.blocked || !p.queued.is_empty() {
-            p.queued.push_back(Kept::Op(id));
+            p.queued.push_back(Kept::Op(id as u32));
             return Ok(());
         }
         self.put(id)
@@ -729,7 +839,7 @@ impl PortalsMtl {
         let (dest, data, len, bits, hdr) = (s.dest, s.data, s.put_len, s.bits, s.hdr);
         // SAFETY: the op keeps the bytes until the receiver's get.
         unsafe { self.put_raw(dest, data, len, bits, hdr) }?;
-        self.sent(dest, Kept::Op(id));
+        self.sent(dest, Kept::Op(id as u32), 0);
         Ok(())
     }
 
@@ -776,15 +886,13 @@ impl PortalsMtl {
         Ok(())
     }
 
-    /// Records a put to `dest` as unconfirmed; asks for a confirmation every `CONFIRM_EVERY`
-    /// puts or `CONFIRM_BYTES` bytes of copies.
+    /// Records a put to `dest` as unconfirmed (`copied` bytes of copies kept for it); asks for a
+    /// confirmation every `CONFIRM_EVERY` puts or `CONFIRM_BYTES` bytes of copies.
     #[inline(always)]
-    fn sent(&mut self, dest: u32, k: Kept) {
+    fn sent(&mut self, dest: u32, k: Kept, copied: usize) {
         let p = &mut self.peers[dest as usize];
-        if let Kept::Bytes { buf, .. } = &k {
-            p.since_confirm_bytes += buf.len();
-        }
-        p.unconfirmed.push_back((k, p.sent));
+        p.since_confirm_bytes += copied;
+        p.unconfirmed.push_back(k);
         p.sent = p.sent.wrapping_add(1);
         p.since_confirm += 1;
         if p.since_confirm >= CONFIRM_EVERY || p.since_confirm_bytes >= CONFIRM_BYTES {
@@ -792,24 +900,24 @@ impl PortalsMtl {
         }
     }
 
-    /// Puts a kept short message (again, after a recovery); false if the put failed (the
-    /// message is dropped then: it is complete for MPI, nobody waits for it).
+    /// Puts a kept message (again, after a recovery). A short one whose put failed is dropped
+    /// (it is complete for MPI, nobody waits for it).
     #[inline]
     fn put_kept(&mut self, dest: u32, k: Kept) -> Result<()> {
         match k {
-            Kept::Op(id) => self.put(id),
-            Kept::Bytes { bits, buf } => {
-                // SAFETY: the kept copy moves into the unconfirmed queue (its heap bytes stay).
-                let r =
-                    unsafe { self.put_raw(dest, buf.as_ptr(), buf.len(), bits, buf.len() as u64) };
-                match r {
+            Kept::Op(id) => self.put(id as usize),
+            Kept::Bytes { bits, copy } => {
+                let data = self.copies.get(copy);
+                let (at, len) = (data.as_ptr(), data.len());
+                // SAFETY: the copy stays in its slot until the put is confirmed.
+                match unsafe { self.put_raw(dest, at, len, bits, len as u64) } {
                     Ok(()) => {
-                        self.sent(dest, Kept::Bytes { bits, buf });
+                        self.sent(dest, k, len);
                         Ok(())
                     }
                     Err(e) => {
                         self.kept -= 1;
-                        self.recycle(buf);
+                        self.copies.release(self.eager, copy);
                         Err(e)
                     }
                 }
@@ -826,23 +934,25 @@ impl PortalsMtl {
         conv: &mut Packer,
     ) -> Result<()> {
         let len = conv.packed_len();
-        let mut buf = self.copies.take();
-        buf.resize(len, 0);
-        let n = conv.pack(types, 0, &mut buf);
-        buf.truncate(n);
-        self.send_buf(dest.0, MatchBits::encode(&env), buf)
+        let copy = if len == 0 {
+            Copies::NONE
+        } else {
+            self.copies.put(len, |b| conv.pack(types, 0, b))
+        };
+        self.send_kept(dest.0, MatchBits::encode(&env), copy)
     }
 
-    /// A short send of the bytes in `buf` (kept until the put is accepted), complete for MPI.
+    /// A short send of the copy in slot `copy` (kept until the put is accepted), complete for
+    /// MPI.
     #[inline]
-    fn send_buf(&mut self, dest: u32, bits: u64, buf: Vec<u8>) -> Result<()> {
+    fn send_kept(&mut self, dest: u32, bits: u64, copy: u32) -> Result<()> {
         self.kept += 1;
         let p = &mut self.peers[dest as usize];
         if p.blocked || !p.queued.is_empty() {
-            p.queued.push_back(Kept::Bytes { bits, buf });
+            p.queued.push_back(Kept::Bytes { bits, copy });
             return Ok(());
         }
-        self.put_kept(dest, Kept::Bytes { bits, buf })
+        self.put_kept(dest, Kept::Bytes { bits, copy })
     }
 
     fn finish_send(&mut self, id: usize) {
@@ -954,11 +1064,7 @@ impl PortalsMtl {
                     // Refused (a recovery will say what was accepted) or from before one.
                     return;
                 }
-                let k = match p.unconfirmed.front() {
-                    Some(&(_, first)) => p.confirm_upto.wrapping_sub(first) as usize,
-                    None => 0,
-                };
-                let k = k.min(p.unconfirmed.len());
+                let k = p.confirm_upto.wrapping_sub(p.first()) as usize;
                 self.accepted(dest, k);
             }
             (PTL_EVENT_GET, K_READ) => {
@@ -970,7 +1076,7 @@ impl PortalsMtl {
                 if let Some(k) = self.peers[dest]
                     .unconfirmed
                     .iter()
-                    .position(|(o, _)| matches!(o, Kept::Op(o) if *o == id))
+                    .position(|o| *o == Kept::Op(id as u32))
                 {
                     self.accepted(dest, k + 1);
                 }
@@ -1131,11 +1237,8 @@ impl PortalsMtl {
             CTRL_ENABLED => {
                 // The peer took the first `count` of our puts to it: the rest were refused.
                 let dest = from as usize;
-                let k = match self.peers[dest].unconfirmed.front() {
-                    Some(&(_, first)) => count.wrapping_sub(first) as usize,
-                    None => 0,
-                };
-                self.accepted(dest, k.min(self.peers[dest].unconfirmed.len()));
+                let k = count.wrapping_sub(self.peers[dest].first()) as usize;
+                self.accepted(dest, k);
                 let p = &mut self.peers[dest];
                 p.gen = p.gen.wrapping_add(1);
                 p.sent = count;
@@ -1145,7 +1248,7 @@ impl PortalsMtl {
                     p.blocked = false;
                     self.blocked -= 1;
                 }
-                let mut again: VecDeque<Kept> = p.unconfirmed.drain(..).map(|(k, _)| k).collect();
+                let mut again: VecDeque<Kept> = p.unconfirmed.drain(..).collect();
                 self.stats.refused += again.len() as u64;
                 again.append(&mut p.queued);
                 for k in again {
@@ -1155,7 +1258,7 @@ impl PortalsMtl {
                         continue;
                     }
                     let op = match k {
-                        Kept::Op(id) => Some(id),
+                        Kept::Op(id) => Some(id as usize),
                         Kept::Bytes { .. } => None,
                     };
                     if let (Err(e), Some(id)) = (self.put_kept(from, k), op) {
@@ -1206,7 +1309,10 @@ impl PortalsMtl {
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let n = self.drain_eq(1, true);
-        n + self.poll_rest()
+        if self.rare_due() {
+            return n + self.poll_rest();
+        }
+        n
     }
 
     /// [`PortalsMtl::poll`] for [`Mtl::progress`], which has the sink: the receive queue's next
@@ -1224,58 +1330,103 @@ impl PortalsMtl {
     ) -> usize {
         self.polls = self.polls.wrapping_add(1);
         let mut ev = std::mem::MaybeUninit::<ptl_event_t>::uninit();
+        let mut n = 0;
         // SAFETY: a valid event queue and out-pointer.
-        let n = match unsafe { PtlEQGet(self.eqs[1], ev.as_mut_ptr()) } {
-            PTL_OK | PTL_EQ_DROPPED => {
-                // SAFETY: an event was written.
-                let ev = unsafe { ev.assume_init_ref() };
-                let (id, kind) = split(ev.user_ptr);
-                if ev.type_ == PTL_EVENT_PUT
-                    && kind == K_RECV
-                    && ev.match_bits & MatchBits::LONG == 0
-                {
-                    if let Some(p) = self.peers.get_mut(ev.initiator.rank() as usize) {
-                        p.accepted = p.accepted.wrapping_add(1);
-                    }
-                    if let Some(Some(Op::Recv(r))) = self.ops.get(id) {
-                        let got = (ev.mlength as usize).min(r.cap);
-                        let env = MatchBits::decode(ev.match_bits);
-                        let m = MtlMatch {
-                            src: env.src,
-                            tag: env.tag,
-                            len: ev.rlength,
-                        };
-                        if r.bounce.is_empty() && want == Some(r.token) {
-                            *placed = Some(MtlPlaced { got, m });
-                        } else {
-                            let data = if r.bounce.is_empty() {
-                                MtlData::Placed(got)
-                            } else {
-                                MtlData::Packed(&r.bounce[..got])
-                            };
-                            sink.recv_done(types, r.token, data, m, None);
-                        }
-                        self.ops[id] = None;
-                        self.free_ops.push(id);
-                    }
-                    1
-                } else {
-                    self.on_event(ev);
-                    1 + if self.done.is_empty() {
-                        self.drain_eq(1, true)
-                    } else {
-                        0
-                    }
-                }
+        if let PTL_OK | PTL_EQ_DROPPED = unsafe { PtlEQGet(self.eqs[1], ev.as_mut_ptr()) } {
+            // SAFETY: an event was written.
+            let ev = unsafe { ev.assume_init_ref() };
+            n = 1;
+            if want != Some(BLOCKING) || !self.blocking_arrived(ev, placed) {
+                n += self.recv_queue_event(types, sink, want, placed, ev);
             }
-            _ => 0,
+        }
+        if self.rare_due() {
+            n += self.poll_rest();
+        }
+        n
+    }
+
+    /// The event every blocking `MPI_Recv` of a short message waits for, taken in the waiter's
+    /// round: the message landed in the blocking receive's memory (no bounce buffer), so the
+    /// receive is finished with `placed` and forgotten. False, having done nothing, for any other
+    /// event.
+    #[inline(always)]
+    fn blocking_arrived(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
+        if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
+            || ev.type_ != PTL_EVENT_PUT
+            || ev.match_bits & MatchBits::LONG != 0
+        {
+            return false;
+        }
+        let Some(r) = self.blocking.as_ref().filter(|r| r.bounce.is_empty()) else {
+            return false;
         };
-        n + self.poll_rest()
+        let got = (ev.mlength as usize).min(r.cap);
+        if let Some(p) = self.peers.get_mut(ev.initiator.rank() as usize) {
+            p.accepted = p.accepted.wrapping_add(1);
+        }
+        let env = MatchBits::decode(ev.match_bits);
+        *placed = Some(MtlPlaced {
+            got,
+            m: MtlMatch {
+                src: env.src,
+                tag: env.tag,
+                len: ev.rlength,
+            },
+        });
+        self.blocking = None;
+        true
+    }
+
+    /// Any other event of the receive queue (see [`PortalsMtl::poll_to`]); returns how many more
+    /// events it handled.
+    #[inline(never)]
+    fn recv_queue_event(
+        &mut self,
+        types: &TypeTable,
+        sink: &mut dyn MtlSink,
+        want: Option<Token>,
+        placed: &mut Option<MtlPlaced>,
+        ev: &ptl_event_t,
+    ) -> usize {
+        let (id, kind) = split(ev.user_ptr);
+        if ev.type_ == PTL_EVENT_PUT && kind == K_RECV && ev.match_bits & MatchBits::LONG == 0 {
+            if let Some(p) = self.peers.get_mut(ev.initiator.rank() as usize) {
+                p.accepted = p.accepted.wrapping_add(1);
+            }
+            if let Some(r) = self.recv_ref(id) {
+                let got = (ev.mlength as usize).min(r.cap);
+                let env = MatchBits::decode(ev.match_bits);
+                let m = MtlMatch {
+                    src: env.src,
+                    tag: env.tag,
+                    len: ev.rlength,
+                };
+                if r.bounce.is_empty() && want == Some(r.token) {
+                    *placed = Some(MtlPlaced { got, m });
+                } else {
+                    let data = if r.bounce.is_empty() {
+                        MtlData::Placed(got)
+                    } else {
+                        MtlData::Packed(&r.bounce[..got])
+                    };
+                    sink.recv_done(types, r.token, data, m, None);
+                }
+                self.free_recv(id);
+            }
+            return 0;
+        }
+        self.on_event(ev);
+        if self.done.is_empty() {
+            self.drain_eq(1, true)
+        } else {
+            0
+        }
     }
 
     /// Reports the completions `poll` queued to `sink` — but returns the receive `want`'s, if
     /// it is among them with its bytes in place. Returns how many there were.
-    #[inline(always)]
+    #[inline(never)]
     fn report(
         &mut self,
         types: &TypeTable,
@@ -1290,7 +1441,7 @@ impl PortalsMtl {
                 Done::Send(t, r) => sink.send_done(t, r),
                 Done::Recv(id) => {
                     // Reported from its slot, then freed (not moved out first).
-                    let Some(Some(Op::Recv(r))) = self.ops.get(id) else {
+                    let Some(r) = self.recv_ref(id) else {
                         continue;
                     };
                     let got = r.got.min(r.cap);
@@ -1304,16 +1455,24 @@ impl PortalsMtl {
                         };
                         sink.recv_done(types, r.token, data, r.m, None);
                     }
-                    self.ops[id] = None;
-                    self.free_ops.push(id);
+                    self.free_recv(id);
                 }
             }
         }
         n
     }
 
-    /// The send and control queues' share of a poll.
+    /// Whether a poll has work beyond the receive queue ([`PortalsMtl::poll_rest`]): one test
+    /// of a few words, so that a poll that has none returns at once.
     #[inline(always)]
+    fn rare_due(&self) -> bool {
+        (self.long_sends | self.getting | self.confirming | self.blocked) != 0
+            || self.polls % CTRL_POLLS == 0
+            || self.recovery.is_some()
+    }
+
+    /// The send and control queues' share of a poll.
+    #[inline(never)]
     fn poll_rest(&mut self) -> usize {
         let mut n = 0;
         if self.long_sends | self.getting | self.confirming != 0 {
@@ -1388,7 +1547,7 @@ impl PortalsMtl {
     /// Receives a message already taken off the interface into `conv`.
     fn receive_taken(&mut self, types: &TypeTable, t: Taken, conv: &Unpacker, token: Token) {
         let id = self.recv_op_new(types, conv, token);
-        let r = self.recv_op(id).expect("just made");
+        let Some(r) = self.recv_op(id) else { return };
         let n = t.data.len().min(r.cap);
         // SAFETY: the buffer holds `cap` bytes.
         unsafe { ptr::copy_nonoverlapping(t.data.as_ptr(), r.buf, n) };
@@ -1396,6 +1555,8 @@ impl PortalsMtl {
         self.matched(id, t.bits, t.hdr, t.rlength, t.from, n);
     }
 
+    /// A new receive into `conv`'s memory (the blocking receive in its own slot); its id.
+    #[inline(always)]
     fn recv_op_new(&mut self, types: &TypeTable, conv: &Unpacker, token: Token) -> usize {
         let _ = types;
         let cap = conv.capacity();
@@ -1406,7 +1567,7 @@ impl PortalsMtl {
                 (b.as_mut_ptr(), b)
             }
         };
-        self.new_op(Op::Recv(RecvOp {
+        let r = RecvOp {
             token,
             buf,
             cap,
@@ -1419,7 +1580,12 @@ impl PortalsMtl {
                 tag: 0,
                 len: 0,
             },
-        }))
+        };
+        if token == BLOCKING {
+            self.blocking = Some(r);
+            return BLOCKING_OP;
+        }
+        self.new_op(Op::Recv(r))
     }
 }
 
@@ -1486,26 +1652,59 @@ impl Mtl for PortalsMtl {
         if len > self.eager {
             return Ok(false);
         }
-        let mut buf = Vec::new();
-        if len > 0 {
-            buf = self.copies.take();
-            buf.extend_from_slice(data);
-        }
-        // The common case in one piece (no helper layers: this is every small MPI_Send).
-        let (dest, bits) = (dest.0, MatchBits::encode(&env));
+        let (copy, at) = if len == 0 {
+            (Copies::NONE, data.as_ptr())
+        } else {
+            let copy = self.copies.put_bytes(data);
+            (copy, self.copies.get(copy).as_ptr())
+        };
+        // The common case in one piece (no helper layers: this is every small MPI_Send): the
+        // peer looked up once, its record written after the put (`put_raw` and `sent` as one).
+        let (dest, bits, md) = (dest.0, MatchBits::encode(&env), self.md);
+        let k = Kept::Bytes { bits, copy };
+        self.kept += 1;
         let p = &mut self.peers[dest as usize];
         if p.blocked || !p.queued.is_empty() {
-            self.kept += 1;
-            p.queued.push_back(Kept::Bytes { bits, buf });
+            p.queued.push_back(k);
             return Ok(true);
         }
-        // SAFETY: the copy moves into the unconfirmed queue below (its heap bytes stay put).
-        if let Err(e) = unsafe { self.put_raw(dest, buf.as_ptr(), len, bits, len as u64) } {
-            self.recycle(buf);
-            return Err(e);
+        // SAFETY: the copy stays in its slot until the put is confirmed (zero bytes: nothing
+        // is read).
+        let rc = unsafe {
+            PtlPut(
+                md,
+                ptl::offset_of(at, len),
+                len as u64,
+                PTL_NO_ACK_REQ,
+                ptl_process_t::from_rank(dest),
+                pt::MTL,
+                bits,
+                0,
+                ptr::null_mut(),
+                len as u64,
+            )
+        };
+        if rc != PTL_OK {
+            self.kept -= 1;
+            self.copies.release(self.eager, copy);
+            return Err(ptl_fail(
+                "Portals MTL send",
+                ptl::PtlError {
+                    what: "PtlPut (MTL)",
+                    rc,
+                },
+            ));
         }
-        self.kept += 1;
-        self.sent(dest, Kept::Bytes { bits, buf });
+        p.since_confirm_bytes += len;
+        p.unconfirmed.push_back(k);
+        p.sent = p.sent.wrapping_add(1);
+        p.since_confirm += 1;
+        let due = p.since_confirm >= CONFIRM_EVERY || p.since_confirm_bytes >= CONFIRM_BYTES;
+        self.stats.puts += 1;
+        self.last_put = self.polls;
+        if due {
+            self.confirm(dest);
+        }
         Ok(true)
     }
 
@@ -1574,15 +1773,23 @@ impl Mtl for PortalsMtl {
         conv: &Unpacker,
         token: Token,
     ) -> Result<()> {
-        if let Some(i) = self.find_moved(&sel) {
-            let t = self.moved.remove(i).expect("found");
-            self.receive_taken(types, t, conv, token);
-            return Ok(());
+        if !self.moved.is_empty() {
+            if let Some(t) = self.find_moved(&sel).and_then(|i| self.moved.remove(i)) {
+                self.receive_taken(types, t, conv, token);
+                return Ok(());
+            }
         }
         let id = self.recv_op_new(types, conv, token);
         let (bits, ignore) = MatchBits::selector(&sel);
         let ni = self.ni;
-        let r = self.recv_op(id).expect("just made");
+        let Some(r) = self.recv_ref(id) else {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                Reason::Runtime {
+                    what: "Portals MTL: a receive just made is gone",
+                },
+            ));
+        };
         let me = ptl_me_t {
             start: r.buf.cast(),
             length: r.cap as u64,
@@ -1612,7 +1819,7 @@ impl Mtl for PortalsMtl {
         };
         if rc == PTL_NO_SPACE {
             // Posted receives are the NI's match entries: its limit, not the engine's pools.
-            self.free_op(id);
+            self.free_recv(id);
             return Err(Error::new(
                 ErrorClass::NoMem,
                 Reason::Runtime {
@@ -1622,7 +1829,7 @@ impl Mtl for PortalsMtl {
             ));
         }
         if rc != PTL_OK {
-            self.free_op(id);
+            self.free_recv(id);
             return Err(ptl_fail(
                 "Portals MTL receive",
                 ptl::PtlError {
@@ -1725,6 +1932,9 @@ impl Mtl for PortalsMtl {
     fn progress(&mut self, types: &TypeTable, sink: &mut dyn MtlSink) -> usize {
         let mut none = None;
         let n = self.poll_to(types, sink, None, &mut none);
+        if self.done.is_empty() {
+            return n;
+        }
         n + self.report(types, sink, None, &mut none)
     }
 
@@ -1735,11 +1945,51 @@ impl Mtl for PortalsMtl {
         token: Token,
         placed: &mut Option<MtlPlaced>,
     ) -> usize {
-        let n = self.poll_to(types, sink, Some(token), placed);
+        let n = match self.pending.take() {
+            // `poll_waiting` polled in this round: the event it left, the rest of the round.
+            Some(mut n) => {
+                if std::mem::take(&mut self.stashed) {
+                    let ev = self.stash;
+                    n += 1 + self.recv_queue_event(types, sink, Some(token), placed, &ev);
+                    if self.rare_due() {
+                        n += self.poll_rest();
+                    }
+                }
+                n
+            }
+            None => self.poll_to(types, sink, Some(token), placed),
+        };
         if self.done.is_empty() {
             return n;
         }
         n + self.report(types, sink, Some(token), placed)
+    }
+
+    fn poll_waiting(&mut self, placed: &mut Option<MtlPlaced>) -> Option<usize> {
+        self.polls = self.polls.wrapping_add(1);
+        // SAFETY: a valid event queue and out-pointer (a field: the event needs no room on
+        // this call's stack).
+        let rc = unsafe { PtlEQGet(self.eqs[1], &mut self.stash) };
+        let mut n = 0;
+        if let PTL_OK | PTL_EQ_DROPPED = rc {
+            let ev = self.stash;
+            if !self.blocking_arrived(&ev, placed) {
+                // Anything else is the sink's: left for `progress_waiting`.
+                self.stashed = true;
+                self.pending = Some(0);
+                return None;
+            }
+            n = 1;
+        }
+        if self.rare_due() {
+            n += self.poll_rest();
+        }
+        if !self.done.is_empty() {
+            // Completions to report: the sink's.
+            self.pending = Some(n);
+            return None;
+        }
+        Some(n)
     }
 
     fn busy(&self) -> bool {
@@ -1780,42 +2030,61 @@ mod tests {
         }
     }
 
-    /// The copies a confirmation releases come back for reuse, up to `SPARE_BUFS` buffers and
-    /// `CONFIRM_BYTES` of capacity; empty and oversized ones are dropped; a taken buffer is empty.
+    /// Freed copies' slots come back for reuse, their buffers keeping memory up to `SPARE_BUFS`
+    /// buffers and `CONFIRM_BYTES` of capacity; oversized ones lose it; a slot holds what was
+    /// put in it until it is freed; zero-byte messages take no slot.
     #[test]
-    fn lwk_mtl_spare_copies_are_bounded_and_reused() {
+    fn lwk_mtl_copies_are_reused_and_bounded() {
         let eager = 4096;
-        let mut pool = SparePool::default();
-        for _ in 0..SPARE_BUFS + 10 {
-            pool.keep(eager, vec![7u8; 1]);
+        let mut c = Copies::default();
+        let spare = |c: &Copies| {
+            c.free
+                .iter()
+                .map(|&i| c.slots[i as usize].capacity())
+                .sum::<usize>()
+        };
+        let slots: Vec<u32> = (0..SPARE_BUFS as u32 + 10)
+            .map(|i| {
+                c.put(4, |b| {
+                    b.copy_from_slice(&i.to_le_bytes());
+                    4
+                })
+            })
+            .collect();
+        for (i, &s) in slots.iter().enumerate() {
+            assert_eq!(c.get(s), (i as u32).to_le_bytes());
         }
-        assert_eq!(pool.bufs.len(), SPARE_BUFS);
-        assert_eq!(
-            pool.bytes,
-            pool.bufs.iter().map(Vec::capacity).sum::<usize>()
-        );
-        pool.keep(eager, Vec::new());
-        pool.keep(eager, vec![0u8; eager + 1]);
-        assert_eq!(pool.bufs.len(), SPARE_BUFS);
-        let b = pool.take();
-        assert!(b.is_empty() && b.capacity() >= 1);
-        assert_eq!(pool.bufs.len(), SPARE_BUFS - 1);
-        assert_eq!(
-            pool.bytes,
-            pool.bufs.iter().map(Vec::capacity).sum::<usize>()
-        );
-
-        let mut big = SparePool::default();
-        for _ in 0..SPARE_BUFS {
-            big.keep(eager, Vec::with_capacity(eager));
+        for &s in &slots {
+            c.release(eager, s);
         }
-        assert!(big.bytes <= CONFIRM_BYTES);
-        assert_eq!(big.bufs.len(), CONFIRM_BYTES / eager);
-        while !big.bufs.is_empty() {
-            big.take();
+        assert_eq!(c.spare, SPARE_BUFS);
+        assert_eq!(c.spare_bytes, spare(&c));
+        assert_eq!(c.free.len(), slots.len());
+        // Reused: no new slot, and a short copy is as long as it was written.
+        let s = c.put(8, |b| {
+            b[..3].copy_from_slice(&[1, 2, 3]);
+            3
+        });
+        assert!(slots.contains(&s));
+        assert_eq!(c.get(s), [1, 2, 3]);
+        assert_eq!(c.slots.len(), slots.len());
+        assert_eq!(c.spare_bytes, spare(&c));
+        c.release(eager, s);
+        // Oversized: freed without its memory.
+        let big = c.put(eager + 1, |_| eager + 1);
+        c.release(eager, big);
+        assert_eq!(c.slots[big as usize].capacity(), 0);
+        assert!(c.get(Copies::NONE).is_empty());
+        c.release(eager, Copies::NONE);
+        // Eager-sized buffers: their bytes bound what is kept.
+        let mut e = Copies::default();
+        let all: Vec<u32> = (0..SPARE_BUFS).map(|_| e.put(eager, |_| eager)).collect();
+        for &s in &all {
+            e.release(eager, s);
         }
-        assert_eq!(big.bytes, 0);
-        assert!(big.take().capacity() == 0);
+        assert!(e.spare_bytes <= CONFIRM_BYTES);
+        assert_eq!(e.spare, CONFIRM_BYTES / eager);
+        assert_eq!(e.spare_bytes, spare(&e));
     }
 
     /// The envelope of a message to this rank with `tag` on context 0, and the selector of a
@@ -1991,6 +2260,91 @@ mod tests {
         }
         portals.close();
     }
+    /// The blocking receive's waiter ([`BLOCKING`]) as the cm PML drives it: each round is
+    /// [`Mtl::poll_waiting`], and [`Mtl::progress_waiting`] only when the quick look says so.
+    /// Its arrival comes back from the quick look; another receive's arrival in the same queue
+    /// is left for the following `progress_waiting`, which reports it through the sink; an
+    /// unexpected (and truncated) message for it comes back through the completion queue; the
+    /// receive then leaves its slot and nothing is left pending.
+    #[test]
+    fn lwk_mtl_quick_look_hands_back_the_blocking_receive_and_leaves_the_rest() {
+        let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+        let (types, mut portals, mut mtl) = one_rank_job("quick");
+        let env = |tag| MtlEnvelope {
+            ctx: 0,
+            src: 0,
+            tag,
+        };
+        let sel = |tag| MtlSelector {
+            ctx: 0,
+            src: Source::Rank(0),
+            tag: TagSel::Tag(tag),
+        };
+        let mut sink = Sink::default();
+        let (mut a, mut b, mut c) = ([0u8; 4], [0u8; 4], [0u8; 2]);
+        let sbuf = [5u8, 6, 7];
+        // SAFETY: every buffer outlives its operation (each is waited for below).
+        let (ra, rb, rc, send) = unsafe {
+            (
+                Unpacker::contiguous(a.as_mut_ptr(), a.len()),
+                Unpacker::contiguous(b.as_mut_ptr(), b.len()),
+                Unpacker::contiguous(c.as_mut_ptr(), c.len()),
+                Packer::contiguous(sbuf.as_ptr(), sbuf.len()),
+            )
+        };
+        // Rounds until the blocking receive is handed back; how many went past the quick look.
+        let wait = |mtl: &mut PortalsMtl, sink: &mut Sink| {
+            let mut placed = None;
+            let mut slow = 0;
+            for _ in 0..1_000_000 {
+                if mtl.poll_waiting(&mut placed).is_none() {
+                    slow += 1;
+                    mtl.progress_waiting(&types, sink, BLOCKING, &mut placed);
+                }
+                if let Some(p) = placed {
+                    assert!(mtl.pending.is_none() && !mtl.stashed);
+                    assert!(mtl.blocking.is_none(), "the blocking receive kept its slot");
+                    return (p, slow);
+                }
+            }
+            panic!("the blocking receive never completed");
+        };
+        mtl.irecv(&types, sel(7), &ra, BLOCKING).expect("irecv");
+        mtl.irecv(&types, sel(8), &rb, Token(2)).expect("irecv");
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(8), &send)
+            .expect("send"));
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(7), &send)
+            .expect("send"));
+        let (p, slow) = wait(&mut mtl, &mut sink);
+        assert_eq!((p.got, p.m.src, p.m.tag, p.m.len), (3, 0, 7, 3));
+        assert_eq!(&a[..3], &sbuf);
+        assert!(
+            slow >= 1,
+            "the other receive's event never left the quick look"
+        );
+        assert_eq!(sink.recvs.len(), 1);
+        assert_eq!((sink.recvs[0].0, sink.recvs[0].1), (Token(2), 3));
+        assert_eq!(&b[..3], &sbuf);
+        // Unexpected and truncated: the overflow block's bytes, through the completion queue.
+        assert!(mtl
+            .send_now(&types, ProcId(0), env(9), &send)
+            .expect("send"));
+        for _ in 0..100 {
+            mtl.progress(&types, &mut sink);
+        }
+        mtl.irecv(&types, sel(9), &rc, BLOCKING).expect("irecv");
+        let (p, _) = wait(&mut mtl, &mut sink);
+        assert_eq!((p.got, p.m.tag, p.m.len), (2, 9, 3));
+        assert_eq!(c, [5, 6]);
+        assert_eq!(sink.recvs.len(), 1, "the blocking receive went to the sink");
+        while mtl.busy() {
+            mtl.progress(&types, &mut sink);
+        }
+        portals.close();
+    }
+
     /// Copies kept for flow control stay bounded in bytes: eager-sized messages ask for a
     /// confirmation every `CONFIRM_BYTES`, long before `CONFIRM_EVERY` puts.
     #[test]

@@ -91,6 +91,11 @@ pub struct MtlPlaced {
     pub m: MtlMatch,
 }
 
+/// The token of the PML's *blocking receive* (`MPI_Recv`): at most one is under way at a time,
+/// and its poster waits for it at once through [`Mtl::progress_waiting`]. No pool key has it
+/// (pool indices stay far below `u32::MAX`), so an MTL may keep that receive in a slot of its own.
+pub const BLOCKING: Token = Token(u64::MAX);
+
 /// A message taken by [`Mtl::improbe`], for [`Mtl::imrecv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtlMessage(pub u64);
@@ -223,6 +228,17 @@ pub trait Mtl: Send {
     ) -> usize {
         let _ = (token, placed);
         self.progress(types, sink)
+    }
+
+    /// The first step of [`Mtl::progress_waiting`] for the blocking receive ([`BLOCKING`]), in
+    /// a call that needs no sink: `Some(n)` when the round is over — the receive handed back in
+    /// `placed`, or nothing else to do — and `None` when it must go on through
+    /// `progress_waiting` at once (which then starts with what this look found). The waiter's
+    /// every round is this call, and nearly every one ends here, so what it keeps across its
+    /// call into the network is as little as possible. The default always goes on.
+    fn poll_waiting(&mut self, placed: &mut Option<MtlPlaced>) -> Option<usize> {
+        let _ = placed;
+        None
     }
 
     /// Whether sends that completed for MPI are still in flight (unacknowledged), so the process

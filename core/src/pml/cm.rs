@@ -20,19 +20,20 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::mtl::{Mtl, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlSelector, MtlSink};
+use crate::mtl::{
+    Mtl, MtlData, MtlEnvelope, MtlMatch, MtlMessage, MtlPlaced, MtlSelector, MtlSink, BLOCKING,
+};
 use crate::params::Params;
 use crate::pool::{Capacity, Key, Pool};
 use crate::wire::Envelope;
 
-/// The token of the blocking receive ([`Cm::recv_post`]): no pool key has it (pool indices stay
-/// far below `u32::MAX`).
-const BLOCKING: Token = Token(u64::MAX);
-
-/// What one round of the blocking receive's wait did ([`Cm::wait_round`]).
+/// What one round of the blocking receive's wait did ([`Cm::wait_round`]). Small on purpose:
+/// the status is built once, by [`Cm::recv_status`], where the waiter returns it (a status is
+/// ten words, and carrying it through each round's result cost more than building it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum WaitRound {
-    /// The receive finished with this status.
-    Done(Status),
+    /// The receive finished.
+    Done,
     /// It has not (yet); this much else happened.
     Moved(usize),
 }
@@ -40,7 +41,8 @@ pub(crate) enum WaitRound {
 /// The blocking receive over the MTL.
 struct BlockingRecv {
     conv: Unpacker,
-    /// Set when the MTL reports it.
+    /// Set when it finishes through the sink (a bounce buffer unpacked, a long message's get,
+    /// a failure); a receive the MTL hands back from the waiter's round is [`Cm::placed`].
     status: Option<Status>,
 }
 
@@ -74,6 +76,9 @@ pub struct Cm {
     /// communicator keeps its slot until they are).
     posted: &'static mut [u32],
     blocking: Option<BlockingRecv>,
+    /// The blocking receive finished in the waiter's round, its bytes in place: what arrived.
+    /// The MTL writes it here directly ([`Mtl::progress_waiting`]).
+    placed: Option<MtlPlaced>,
     probed: Pool<Probed>,
     /// Counters.
     pub stats: Stats,
@@ -128,6 +133,7 @@ impl Cm {
             mtl,
             posted: arena.slice(comms as usize, |_| 0)?,
             blocking: None,
+            placed: None,
             probed: Pool::new(arena, Cm::probed_capacity(params))?,
             stats: Stats::default(),
         })
@@ -266,7 +272,10 @@ impl Cm {
         make: impl FnOnce() -> Unpacker,
         sel: MtlSelector,
     ) -> Result<()> {
-        debug_assert!(self.blocking.is_none());
+        debug_assert!(self.blocking.is_none() && self.placed.is_none());
+        // The wait that took the last hand-back cleared it; cleared again so that nothing of an
+        // earlier receive can ever finish this one.
+        self.placed = None;
         let b = self.blocking.insert(BlockingRecv {
             conv: make(),
             status: None,
@@ -278,32 +287,76 @@ impl Cm {
         Ok(())
     }
 
-    /// One MTL round of the blocking receive's wait. When the round completes the receive with
-    /// its bytes in place, the MTL hands it back here instead of through
-    /// [`MtlSink::recv_done`], and its status comes straight back (the receive is forgotten);
-    /// otherwise says how much happened (a completion through the sink is then for
-    /// [`Cm::recv_done`]).
-    #[inline]
+    /// One MTL round of the blocking receive's wait: `Done` once it has finished (then
+    /// [`Cm::recv_status`] gives its status), else how much happened. When the round completes
+    /// the receive with its bytes in place, the MTL hands it back here instead of through
+    /// [`MtlSink::recv_done`].
+    #[inline(always)]
     pub(crate) fn wait_round(&mut self, types: &TypeTable) -> WaitRound {
-        let mut placed = None;
-        let (mtl, mut sink) = self.sink();
-        let n = mtl.progress_waiting(types, &mut sink, BLOCKING, &mut placed);
-        if let Some(p) = placed {
-            if let Some(b) = self.blocking.as_mut().filter(|b| b.status.is_none()) {
-                let st = recv_status(types, &mut b.conv, MtlData::Placed(p.got), p.m, None);
-                self.blocking = None;
-                return WaitRound::Done(st);
-            }
+        if let Some(n) = self.mtl.poll_waiting(&mut self.placed) {
+            return self.waited(n);
+        }
+        self.wait_round_sink(types)
+    }
+
+    /// The rest of [`Cm::wait_round`], when the MTL's quick look needs the sink.
+    #[inline(never)]
+    fn wait_round_sink(&mut self, types: &TypeTable) -> WaitRound {
+        let (mtl, mut sink) = (
+            &mut *self.mtl,
+            CmSink {
+                requests: &mut self.requests,
+                posted: self.posted,
+                blocking: &mut self.blocking,
+            },
+        );
+        let n = mtl.progress_waiting(types, &mut sink, BLOCKING, &mut self.placed);
+        self.waited(n)
+    }
+
+    /// What a round of the blocking receive's wait that moved `n` did.
+    #[inline(always)]
+    fn waited(&self, n: usize) -> WaitRound {
+        // Handed back from this round; or finished through the sink, in this round or by
+        // another thread's progress meanwhile.
+        if self.recv_finished() {
+            return WaitRound::Done;
         }
         WaitRound::Moved(n)
     }
 
-    /// The status of the blocking receive once it has finished (it is then forgotten).
+    /// Whether the blocking receive has finished (its status is then [`Cm::recv_status`]'s).
     #[inline]
-    pub(crate) fn recv_done(&mut self) -> Option<Status> {
-        let status = self.blocking.as_ref()?.status?;
+    pub(crate) fn recv_finished(&self) -> bool {
+        self.placed.is_some() || self.blocking.as_ref().is_some_and(|b| b.status.is_some())
+    }
+
+    /// The finished blocking receive's status; it is forgotten. The caller saw
+    /// [`Cm::recv_finished`] (or [`WaitRound::Done`]); otherwise an internal error's status.
+    #[inline(never)]
+    pub(crate) fn recv_status(&mut self, types: &TypeTable) -> Status {
+        let st = match (self.placed.take(), self.blocking.as_mut()) {
+            (Some(p), Some(b)) => {
+                recv_status(types, &mut b.conv, MtlData::Placed(p.got), p.m, None)
+            }
+            (
+                None,
+                Some(BlockingRecv {
+                    status: Some(st), ..
+                }),
+            ) => *st,
+            _ => Status {
+                error: Some(Error::new(
+                    ErrorClass::Intern,
+                    Reason::BadArgument {
+                        what: "the blocking receive's status before it finished",
+                    },
+                )),
+                ..Status::EMPTY
+            },
+        };
         self.blocking = None;
-        Some(status)
+        st
     }
 
     /// The first message `sel` accepts that no receive took, without taking it.
@@ -424,6 +477,7 @@ fn envelope(d: &Dest, tag: i32) -> MtlEnvelope {
 }
 
 /// Accounts or unpacks what a receive got into `conv`; the receive's status.
+#[inline(always)]
 fn recv_status(
     types: &TypeTable,
     conv: &mut Unpacker,

@@ -8,6 +8,11 @@
 //! ping-pong (the best batch counts). Bandwidth streams 64 puts back to back
 //! and waits for a 0-byte answer. Each figure is the best of R repetitions (the VM's timing is
 //! noisy).
+//!
+//! `lwk-ptl-pingpong --instr N` runs N 0-byte round trips and nothing else, for an instruction
+//! count: each one-way message is one call of `pp_put` at its sender and one of `pp_wait` at its
+//! receiver (ci/bench-instr-lwk.sh counts inside those under callgrind, so the barriers and the
+//! set-up stay out of the count).
 
 mod common;
 
@@ -31,6 +36,7 @@ fn main() {
     };
     let reps = opt("--reps", 5).max(1);
     let max = opt("--max", 1 << 20) as usize;
+    let instr = opt("--instr", 0);
     if std::env::var_os("STORMPI_RANK").is_none() {
         launch(&args);
         return;
@@ -62,11 +68,24 @@ fn main() {
         0,
     );
     let mut seen: u64 = 0;
-    let wait_ct = |target: u64| {
-        let mut v = ptl_ct_event_t::default();
-        unsafe { ok(PtlCTWait(ct, target, &mut v)) };
-        assert_eq!(v.failure, 0);
-    };
+    let wait_ct = |target: u64| pp_wait(ct, target);
+    if instr > 0 {
+        c.barrier();
+        for _ in 0..instr {
+            if c.rank == 0 {
+                pp_put(md, 0, peer);
+                seen += 1;
+                wait_ct(seen);
+            } else {
+                seen += 1;
+                wait_ct(seen);
+                pp_put(md, 0, peer);
+            }
+        }
+        ok(PtlMDRelease(md));
+        c.fini();
+        return;
+    }
     let mut sizes = vec![0usize];
     let mut s = 1;
     while s <= max {
@@ -107,13 +126,13 @@ fn main() {
                     t0 = Instant::now();
                 }
                 if c.rank == 0 {
-                    put(md, 0, n as u64, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                    pp_put(md, n as u64, peer);
                     seen += 1;
                     wait_ct(seen);
                 } else {
                     seen += 1;
                     wait_ct(seen);
-                    put(md, 0, n as u64, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+                    pp_put(md, n as u64, peer);
                 }
             }
             best_lat = best_lat.min(t0.elapsed().as_secs_f64() * 1e6 / (2.0 * batch as f64));
@@ -149,6 +168,21 @@ fn main() {
     }
     ok(PtlMDRelease(md));
     c.fini();
+}
+
+/// The ping-pong's put of `len` bytes to `peer` (out of line: `--instr` counts inside it).
+#[inline(never)]
+fn pp_put(md: ptl_handle_md_t, len: u64, peer: u32) {
+    put(md, 0, len, PTL_NO_ACK_REQ, peer, PT, 0, 0, 0, 0);
+}
+
+/// The ping-pong's wait until the counting event reaches `target` (out of line, as `pp_put`).
+#[inline(never)]
+fn pp_wait(ct: ptl_handle_ct_t, target: u64) {
+    let mut v = ptl_ct_event_t::default();
+    // SAFETY: a counting event of this interface and a valid out-pointer.
+    unsafe { ok(PtlCTWait(ct, target, &mut v)) };
+    assert_eq!(v.failure, 0);
 }
 
 /// (ring bytes, cross-memory attach on, its threshold) as the NI sees them.
