@@ -59,8 +59,8 @@ total() { sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p'
 # inclusive FILE FUNC: the inclusive count of FUNC in FILE (callgrind lists an inlined-into
 # function once per source file; the largest line is the function's own total), 0 if absent
 inclusive() {
-    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
-        awk -v f="$2" '{ c = $1; gsub(",", "", c) } $2 ~ /%\)$/ && ($0 ~ (":" f " ") || $0 ~ (":" f "$")) { if (c + 0 > m) m = c + 0 } END { print m + 0 }'
+    callgrind_annotate --inclusive=yes --threshold=100 --show-percs=no "$1" 2>/dev/null |
+        awk -v f="$2" '{ c = $1; gsub(",", "", c) } c ~ /^[0-9]+$/ && ($0 ~ (":" f " ") || $0 ~ (":" f "$")) { if (c + 0 > m) m = c + 0 } END { print m + 0 }'
 }
 
 libs="stormpi openmpi"
