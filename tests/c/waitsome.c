@@ -17,6 +17,10 @@
  *     true with every status right and empty statuses for the null entries;
  *   - Waitsome over a mix of a 1 MiB Isend and Irecvs.
  * Some messages are 400 KB so that rendezvous and eager completions are mixed.
+ * Then both ranks of a pair: small Isends (which an MPI may complete as they start, all under
+ * one shared handle) completed by each call in turn — Wait, Test, Request_free, Waitany,
+ * Testany, Waitsome, Testsome, Testall, Waitall, mixed with null entries and a pending receive —
+ * every handle ends as MPI_REQUEST_NULL and the peer receives every message intact.
  */
 #include "stormtest.h"
 
@@ -274,6 +278,93 @@ static void sender(void)
     free(buf);
 }
 
+#define NSMALL 9
+#define TAG_SMALL 700
+
+/* Small sends completed by every completion call; the peer checks what arrives. */
+static void small_sends(void)
+{
+    MPI_Request r[4], rr;
+    MPI_Status st[4];
+    int v[NSMALL], got[NSMALL], i, t, idx, flag, out, outs[4], k = 0;
+
+    for (i = 0; i < NSMALL; i++)
+        v[i] = 31000 + 100 * rank + i;
+    /* Wait */
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[0]));
+    CHECK(r[0] != MPI_REQUEST_NULL, "Isend returned MPI_REQUEST_NULL");
+    CHECK_MPI(MPI_Wait(&r[0], &st[0]));
+    CHECK(r[0] == MPI_REQUEST_NULL, "Wait left a send's handle");
+    k++;
+    /* Test until done */
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[0]));
+    for (flag = 0, i = 0; !flag; i++) {
+        CHECK(i < 100000, "Test never completed a small send");
+        CHECK_MPI(MPI_Test(&r[0], &flag, &st[0]));
+    }
+    CHECK(r[0] == MPI_REQUEST_NULL, "Test left a send's handle");
+    k++;
+    /* Request_free */
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[0]));
+    CHECK_MPI(MPI_Request_free(&r[0]));
+    CHECK(r[0] == MPI_REQUEST_NULL, "Request_free left a send's handle");
+    k++;
+    /* Waitany and Testany over null, two sends and a receive the peer satisfies only near its
+     * end (it may be ahead, so the receive may complete in any of the calls below) */
+    CHECK_MPI(MPI_Irecv(&got[0], 1, MPI_INT, peer, TAG_SMALL + NSMALL, MPI_COMM_WORLD, &rr));
+    r[0] = MPI_REQUEST_NULL;
+    r[1] = rr;
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[2]));
+    k++;
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[3]));
+    k++;
+    CHECK(r[2] != MPI_REQUEST_NULL && r[3] != MPI_REQUEST_NULL, "Isend returned MPI_REQUEST_NULL");
+    CHECK_MPI(MPI_Waitany(4, r, &idx, &st[0]));
+    CHECK(idx >= 1 && idx <= 3 && r[idx] == MPI_REQUEST_NULL, "Waitany: index %d", idx);
+    for (i = 0; r[2] != MPI_REQUEST_NULL || r[3] != MPI_REQUEST_NULL; i++) {
+        CHECK(i < 100000, "Testany never completed the sends");
+        CHECK_MPI(MPI_Testany(4, r, &idx, &flag, &st[0]));
+        if (flag)
+            CHECK(idx >= 1 && idx <= 3 && r[idx] == MPI_REQUEST_NULL, "Testany: index %d", idx);
+    }
+    /* Waitsome and Testsome */
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[2]));
+    k++;
+    while (r[2] != MPI_REQUEST_NULL) {
+        CHECK_MPI(MPI_Waitsome(4, r, &out, outs, st));
+        CHECK(out >= 1 && out <= 2, "Waitsome: outcount %d", out);
+        for (i = 0; i < out; i++)
+            CHECK((outs[i] == 1 || outs[i] == 2) && r[outs[i]] == MPI_REQUEST_NULL,
+                  "Waitsome: index %d", outs[i]);
+    }
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[3]));
+    k++;
+    for (i = 0; r[3] != MPI_REQUEST_NULL; i++) {
+        CHECK(i < 100000, "Testsome never completed a small send");
+        CHECK_MPI(MPI_Testsome(4, r, &out, outs, st));
+        for (t = 0; t < out; t++)
+            CHECK((outs[t] == 1 || outs[t] == 3) && r[outs[t]] == MPI_REQUEST_NULL,
+                  "Testsome: index %d", outs[t]);
+    }
+    /* Testall, then Waitall with the receive, which the peer's last send satisfies */
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + k, MPI_COMM_WORLD, &r[2]));
+    k++;
+    CHECK_MPI(MPI_Isend(&v[k], 1, MPI_INT, peer, TAG_SMALL + NSMALL, MPI_COMM_WORLD, &r[3]));
+    CHECK_MPI(MPI_Testall(4, r, &flag, st));
+    if (flag)
+        for (i = 0; i < 4; i++)
+            CHECK(r[i] == MPI_REQUEST_NULL, "Testall said true and left handle %d", i);
+    CHECK_MPI(MPI_Waitall(4, r, st));
+    for (i = 0; i < 4; i++)
+        CHECK(r[i] == MPI_REQUEST_NULL, "Waitall left handle %d", i);
+    CHECK(got[0] == 31000 + 100 * peer + NSMALL - 1, "last message: %d", got[0]);
+    /* Everything the peer sent with its own tags */
+    for (i = 0; i < NSMALL - 1; i++) {
+        CHECK_MPI(MPI_Recv(&got[i], 1, MPI_INT, peer, TAG_SMALL + i, MPI_COMM_WORLD, &st[0]));
+        CHECK(got[i] == 31000 + 100 * peer + i, "small message %d: %d", i, got[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int size, t;
@@ -294,6 +385,7 @@ int main(int argc, char **argv)
         } else {
             sender();
         }
+        small_sends();
     }
     return test_end();
 }

@@ -308,6 +308,14 @@ fn bad_request() -> Error {
     Error::new(ErrorClass::Request, Reason::InvalidRequest)
 }
 
+/// The handle every non-blocking send that finished as it started gets (an eager message that
+/// went at once): complete, with the empty status, and nothing behind it — waiting for it,
+/// testing it or freeing it only makes the caller's handle `MPI_REQUEST_NULL`, cancelling it
+/// does nothing. Sharing one handle keeps the request core out of the small-message path
+/// (MPICH hands out one such predefined request too).
+pub(crate) const REQUEST_SENT: abi::MPI_Request =
+    abi::make_handle(HandleKind::Builtin, ObjectKind::Request, 0);
+
 /// The handle of engine request `id` (of any kind: an operation, a persistent request, a
 /// non-blocking collective's).
 pub(crate) fn request_handle(id: ReqId) -> abi::MPI_Request {

@@ -150,13 +150,15 @@ unsafe fn isend(
             return Err(Error::bad_arg("request is NULL"));
         }
         // SAFETY: MPI lends the send buffer until the request completes.
-        let id = match unsafe { start_send(e, buf, count, dt, dest, tag, c, mode)? } {
-            Some(Some(id)) => id,
-            Some(None) => e.p2p.pml.requests_mut().completed(Status::EMPTY, 0)?,
-            None => e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0)?,
+        let h = match unsafe { start_send(e, buf, count, dt, dest, tag, c, mode)? } {
+            Some(Some(id)) => handles::request_handle(id),
+            Some(None) => handles::REQUEST_SENT,
+            None => {
+                handles::request_handle(e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0)?)
+            }
         };
         // SAFETY: checked non-null above.
-        unsafe { out(request, handles::request_handle(id)) }
+        unsafe { out(request, h) }
     }))
 }
 

@@ -25,9 +25,14 @@ use crate::pml::request::{P2pInit, P2pStart, PersistentKind, ReqId, SendMode, St
 use crate::pml::requests::Current;
 use crate::shared::Inside;
 
-/// What completing the request handle `h` means now.
+/// What completing the request handle `h` means now. The completed send's handle
+/// ([`handles::REQUEST_SENT`]) waits for nothing, like an inactive request; its callers make it
+/// `MPI_REQUEST_NULL` when it is completed or freed.
 #[inline]
 fn current(e: &Engine, h: abi::MPI_Request) -> Result<Current> {
+    if h == handles::REQUEST_SENT {
+        return Ok(Current::Inactive);
+    }
     match handles::request(e, h)? {
         None => Ok(Current::Inactive),
         Some(id) => e.p2p.pml.requests().current(id),
@@ -44,6 +49,12 @@ unsafe fn complete(
         return Err(Error::bad_arg("request is NULL"));
     }
     // SAFETY: checked non-null; MPI requires it to point to an MPI_Request.
+    if unsafe { *h } == handles::REQUEST_SENT {
+        // SAFETY: as above.
+        unsafe { *h = abi::MPI_REQUEST_NULL };
+        return Ok(Some((EMPTY_STATUS, None)));
+    }
+    // SAFETY: as above.
     let cur = current(cx.e(), unsafe { *h })?;
     let Current::Op { op, comm, .. } = cur else {
         return Ok(Some((EMPTY_STATUS, None)));
@@ -63,7 +74,8 @@ unsafe fn complete(
 /// Whether the request at `h` is in flight.
 unsafe fn is_active(e: &Engine, h: *const abi::MPI_Request) -> Result<bool> {
     // SAFETY: MPI requires `h` to point into the caller's request array.
-    Ok(matches!(current(e, unsafe { *h })?, Current::Op { .. }))
+    let h = unsafe { *h };
+    Ok(h == handles::REQUEST_SENT || matches!(current(e, h)?, Current::Op { .. }))
 }
 
 /// Writes the status of a completed request and says whether it carries an error.
@@ -301,9 +313,11 @@ super::mpi! {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
-            match handles::request(e, *request)? {
-                None => return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "MPI_REQUEST_NULL cannot be freed" })),
-                Some(id) => free(e, id)?,
+            if *request != handles::REQUEST_SENT {
+                match handles::request(e, *request)? {
+                    None => return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "MPI_REQUEST_NULL cannot be freed" })),
+                    Some(id) => free(e, id)?,
+                }
             }
             *request = abi::MPI_REQUEST_NULL;
             Ok(())
@@ -314,6 +328,10 @@ super::mpi! {
         code(run("MPI_Cancel", None, |e| {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
+            }
+            if *request == handles::REQUEST_SENT {
+                // Complete already: too late to cancel, which is no error.
+                return Ok(());
             }
             match current(e, *request)? {
                 Current::Op { op, .. } => e.cancel(op),
