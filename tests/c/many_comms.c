@@ -121,7 +121,6 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(size <= 64, "at most 64 ranks, got %d", size);
-    CHECK(n_comms % 4 == 0, "N must be a multiple of 4, got %d", n_comms);
 
     c = test_malloc(sizeof(MPI_Comm) * (size_t)n_comms);
     req = test_malloc(sizeof(MPI_Request) * 2 * (size_t)n_comms);
@@ -172,7 +171,7 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_free(&c[i]));
         CHECK(c[i] == MPI_COMM_NULL, "communicator %d: handle not MPI_COMM_NULL after free", i);
     }
-    for (i = n_comms - 2; i >= 0; i -= 2) {
+    for (i = (n_comms - 1) / 2 * 2; i >= 0; i -= 2) {
         CHECK_MPI(MPI_Comm_free(&c[i]));
         CHECK(c[i] == MPI_COMM_NULL, "communicator %d: handle not MPI_COMM_NULL after free", i);
     }

@@ -39,11 +39,12 @@ pub static MAX_CIDS: ParamDef = ParamDef {
         // The last id stays free: `ContextId::PENDING` marks slots of communicators being made.
         max: (1 << 16) - 64,
     },
-    // MPICH's context-id space (2 048 prefixes); cm over Portals names at most 2^14.
+    // MPICH's context-id space (2048 prefixes: 2046 user communicators); cm over Portals names
+    // at most 2^14.
     default: Default::Int(2048),
-    description: "Size of the context-id space (a multiple of 64); bounds communicators alive \
-                  across the job (fixed at init: the bitmaps the context-id agreement ORs across \
-                  members are this long, so each MPI_Comm_dup moves 2 bits per id)",
+    description: "Size of the context-id space (a multiple of 64; 2048, MPICH's); bounds \
+                  communicators alive across the job (fixed at init: the members of every new \
+                  communicator OR bitmaps of this many bits)",
 };
 
 /// Communicators the table and the point-to-point layers' per-communicator state have room
