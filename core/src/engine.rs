@@ -132,7 +132,7 @@ impl Engine {
     pub fn memory_needed(params: &Params, procs: u32) -> usize {
         let mut s = Sizer::default();
         s.slice::<Memory>(1);
-        let comms = params.u32(&comm::COMM_MAX);
+        let comms = comm::comm_limit(params);
         let (mut ob1, mut cm) = (Sizer::default(), Sizer::default());
         Ob1::size(params, &mut ob1, procs, comms);
         Cm::size(params, &mut cm, comms);
@@ -288,7 +288,7 @@ impl Engine {
         let mut bml = Bml::new(chosen, n, policy, &mut arena)?;
         bml.add_procs(procs, &mut RteModex(&mut *rte))?;
 
-        let comm_max = params.u32(&comm::COMM_MAX);
+        let comm_max = comm::comm_limit(&params);
         let groups = GroupTable::new(
             &mut arena,
             params.u32(&group::GROUP_MAX),
@@ -349,8 +349,8 @@ impl Engine {
             }
             None => Pml::Ob1(Ob1::new(&params, &mut arena, n, comm_max, platform)?),
         };
-        pml.comm_added(&comms, &types, CommId::WORLD);
-        pml.comm_added(&comms, &types, CommId::SELF);
+        pml.comm_added(&comms, &types, CommId::WORLD)?;
+        pml.comm_added(&comms, &types, CommId::SELF)?;
         let coll = crate::coll::CollState::new(&params, &mut arena)?;
         Ok(Engine {
             coll,

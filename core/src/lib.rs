@@ -11,6 +11,7 @@
 pub mod api;
 pub mod arch;
 pub mod arena;
+pub mod array;
 pub mod attr;
 pub mod bml;
 pub mod btl;

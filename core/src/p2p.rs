@@ -222,6 +222,14 @@ impl P2p {
         p
     }
 
+    /// Makes sure a new communicator has room: a free slot in the communicator table and its
+    /// point-to-point state, growing both within `mpi_memory_max` (the table up to
+    /// `comm_max`). Running out is an error naming the parameter to raise.
+    pub fn comm_room(&mut self) -> Result<()> {
+        self.comms.make_room()?;
+        self.pml.comm_room(self.comms.capacity())
+    }
+
     /// The datatypes.
     #[inline(always)]
     pub fn types(&self) -> &TypeTable {

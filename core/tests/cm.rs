@@ -647,3 +647,62 @@ fn cm_isend_of_contiguous_bytes_is_complete_at_once() {
     assert!(e.iprobe(ANY_SOURCE, ANY_TAG, world).unwrap().is_none());
     assert_eq!(e.requests_in_use(), 0);
 }
+
+/// The per-communicator count of posted receives survives the communicator table (and with it
+/// cm's state) growing: a communicator freed with a receive still posted drains until the
+/// receive ends, and communicators made after the growth carry messages.
+#[test]
+fn cm_posted_receives_survive_the_communicator_table_growing() {
+    use stormpi_core::shared::Inside;
+    let mut e = engine("cm", true).unwrap();
+    let first = stormpi_core::comm::create::dup(&mut Inside::of(&mut e), CommId::WORLD).unwrap();
+    let r = e
+        .irecv(Unpacker::from_slice(leak(8)), 0, 4, first, 0)
+        .unwrap();
+    let before = e.p2p.comms.capacity();
+    let more: Vec<CommId> = (0..100)
+        .map(|_| stormpi_core::comm::create::dup(&mut Inside::of(&mut e), CommId::WORLD).unwrap())
+        .collect();
+    assert!(e.p2p.comms.capacity() > before, "the table grew");
+    e.comm_free(first).unwrap();
+    assert!(
+        e.p2p.comms.draining().any(|c| c == first),
+        "the receive still posted holds it"
+    );
+    e.cancel(r).unwrap();
+    assert!(e.wait(r).unwrap().cancelled);
+    // Draining communicators are looked at again when another is freed.
+    let (reaper, more) = more.split_first().unwrap();
+    e.comm_free(*reaper).unwrap();
+    assert_eq!(
+        e.p2p.comms.draining().count(),
+        0,
+        "reaped once the receive ended"
+    );
+    let last = *more.last().unwrap();
+    let s = e
+        .isend(
+            Packer::from_slice(b"grown"),
+            0,
+            2,
+            last,
+            SendMode::Standard,
+            0,
+        )
+        .unwrap();
+    e.wait(s).unwrap();
+    let buf = leak(8);
+    let p = buf.as_ptr();
+    let r = e.irecv(Unpacker::from_slice(buf), 0, 2, last, 0).unwrap();
+    assert_eq!(e.wait(r).unwrap().bytes, 5);
+    // SAFETY: the receive completed; the buffer is leaked.
+    assert_eq!(unsafe { std::slice::from_raw_parts(p, 5) }, b"grown");
+    for c in more {
+        e.comm_free(*c).unwrap();
+    }
+    assert_eq!(
+        e.p2p.comms.count(),
+        2,
+        "only the predefined communicators are left"
+    );
+}

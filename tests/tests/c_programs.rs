@@ -83,6 +83,17 @@ fn a_million_unexpected_messages_with_default_parameters() {
     check("many_unexpected", 2);
 }
 
+/// Issue 17: 2,000 communicators alive at once in every process (dups and splits of the world,
+/// of each other), a message exchanged and an Allreduce on each, all freed; then creation/free
+/// cycles past the context-id space, so ids are reused; with the defaults MPICH and Open MPI run
+/// it at: the communicator table and the point-to-point layer's per-communicator state grow.
+#[test]
+fn many_communicators_with_default_parameters() {
+    for np in [2, 3] {
+        check("many_comms", np);
+    }
+}
+
 /// Issue 17: more than 1024 buffered sends in flight at once (messages past the eager limit, sent
 /// before the receiver posts anything, into a buffer of exactly the standard's size) and more than
 /// 1024 persistent requests alive at once (6,000: Send_init, Recv_init and Bsend_init), started

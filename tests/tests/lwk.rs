@@ -60,6 +60,7 @@ lwk_c_tests! {
     cancel,
     many_requests,
     many_persistent,
+    many_comms,
     bsend,
     groups,
     topo,

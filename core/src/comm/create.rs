@@ -264,18 +264,27 @@ fn member_rank(p2p: &P2p, m: &Members, v: u32) -> u32 {
     }
 }
 
-/// Installs a new communicator; takes over one reference on each group.
+/// Installs a new communicator; takes over one reference on each group (and of its topology).
 fn install(p2p: &mut P2p, comm: Comm) -> Result<CommId> {
-    let (group, remote) = (comm.group, comm.remote);
-    match p2p.comms.insert(comm, None) {
-        Ok(id) => {
-            p2p.pml.comm_added(&p2p.comms, &p2p.types, id);
-            Ok(id)
-        }
+    let (group, remote, topo) = (comm.group, comm.remote, comm.topo);
+    // The agreement made sure of room at every member; another thread may have taken it since.
+    let installed = p2p.comm_room().and_then(|()| p2p.comms.insert(comm, None));
+    match installed {
+        Ok(id) => match p2p.pml.comm_added(&p2p.comms, &p2p.types, id) {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                // Removing it drops its references again.
+                let _ = p2p.comms.remove(id);
+                Err(e)
+            }
+        },
         Err(e) => {
             p2p.comms.groups.release(group);
             if let Some(r) = remote {
                 p2p.comms.groups.release(r);
+            }
+            if let Some(t) = topo {
+                p2p.comms.topos.release(t);
             }
             Err(e)
         }
@@ -459,6 +468,30 @@ fn agree_cid(cx: &mut Inside, m: &Members, inter: Option<Option<Channel>>) -> Re
     r
 }
 
+/// "No room here" in a context-id agreement: the communicator table is at its maximum.
+const NO_ROOM_TABLE: u64 = 1;
+/// "No room here": the table or the per-communicator state could not grow within
+/// `mpi_memory_max`.
+const NO_ROOM_MEMORY: u64 = 2;
+
+/// The error of a member whose own room was made when another member had none (`why`: the
+/// OR of the members' `NO_ROOM_*` words).
+#[cold]
+fn no_room_at_a_member(e: &Engine, why: u64) -> Error {
+    const WHAT: &str = "communicator table (at another member)";
+    if why & NO_ROOM_TABLE != 0 {
+        return Error::exhausted(WHAT, e.p2p.comms.capacity(), e.p2p.comms.limit_param());
+    }
+    Error::new(
+        ErrorClass::NoMem,
+        Reason::MemoryBound {
+            what: WHAT,
+            max: e.memory_held().1,
+            param: crate::memory::MEMORY_MAX.name,
+        },
+    )
+}
+
 /// The key of an agreement among `m`: its communicator's context id, then its tag (unique
 /// among agreements under way, since MPI orders collective calls on one communicator).
 fn agreement_key(p2p: &P2p, m: &Members) -> u64 {
@@ -490,8 +523,12 @@ fn agree_rounds(
         let e = cx.e();
         let own = take_mask(&mut e.creation, key);
         let nw = e.p2p.comms.used_cids().len();
-        // Used ids, then "no room here", then "an agreement did not own its mask".
+        // Used ids, then "no room here" (why: `NO_ROOM_*`), then "an agreement did not own its
+        // mask".
         let mut words = [0u64; CID_WORDS + 1];
+        // Room for the new communicator is made before the id is chosen, so that installing
+        // it cannot fail at one member after all have agreed.
+        let mut room = Ok(());
         if own {
             words[..nw].copy_from_slice(e.p2p.comms.used_cids());
             // Ids held by non-blocking agreements here are not free.
@@ -500,7 +537,15 @@ fn agree_rounds(
                     words[c as usize / 64] |= 1 << (c % 64);
                 }
             }
-            words[nw] = u64::from(!e.p2p.comms.has_room());
+            room = e.p2p.comm_room();
+            words[nw] = match &room {
+                Ok(()) => 0,
+                Err(Error {
+                    reason: Reason::Exhausted { .. },
+                    ..
+                }) => NO_ROOM_TABLE,
+                Err(_) => NO_ROOM_MEMORY,
+            };
         } else {
             words[..nw].fill(u64::MAX);
             words[nw + 1] = 1;
@@ -517,11 +562,10 @@ fn agree_rounds(
             continue;
         }
         if words[nw] != 0 {
-            return Err(Error::exhausted(
-                "communicator table",
-                cx.e().p2p.comms.capacity(),
-                super::COMM_MAX.name,
-            ));
+            return Err(match room {
+                Err(e) => e,
+                Ok(()) => no_room_at_a_member(cx.e(), words[nw]),
+            });
         }
         return CommTable::lowest_free(&words[..nw]).ok_or(Error::exhausted(
             "context ids",
@@ -1360,6 +1404,7 @@ impl Building<'_> {
                 self.colls().next_coll_tag(l),
             ],
         };
+        self.p2p.comm_room()?;
         let new = self.p2p.comms.reserve(Comm {
             local_comm: None,
             hidden: false,
@@ -1665,15 +1710,18 @@ impl Building<'_> {
             if let Some(r) = remote {
                 self.p2p.comms.groups.release(r);
             }
+            if let Some(t) = parent.topo {
+                self.p2p.comms.topos.release(t);
+            }
             if let Some(l) = local {
                 let _ = self.free(l);
             }
             return Err(e);
         }
+        // The reservation made the slot's state room (`comm_idup`), so this does not fail.
         self.p2p
             .pml
-            .comm_added(&self.p2p.comms, &self.p2p.types, d.new);
-        Ok(())
+            .comm_added(&self.p2p.comms, &self.p2p.types, d.new)
     }
 
     /// Marks the idup making `new` to free it once made (`MPI_Comm_free` of its handle before

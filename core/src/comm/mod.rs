@@ -9,9 +9,10 @@
 pub mod create;
 
 use crate::arena::{Arena, Sizer};
+use crate::array::Array;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupTable};
-use crate::params::{Default, Kind, ParamDef};
+use crate::params::{Default, Kind, ParamDef, Params};
 use crate::rte::ProcId;
 use crate::topo::table::{TopoId, TopoTable};
 
@@ -19,11 +20,15 @@ use crate::topo::table::{TopoId, TopoTable};
 pub static COMM_MAX: ParamDef = ParamDef {
     name: "comm_max",
     kind: Kind::Int {
-        min: 2,
-        max: 1 << 16,
+        min: 0,
+        // A slot number is kept in 16 bits beside each context id; the last value means none.
+        max: u16::MAX as i64,
     },
-    default: Default::Int(64),
-    description: "Most communicators that can exist at once in a process (fixed at init: the point-to-point layer keeps per-communicator arrays of sequence numbers, communicators times processes)",
+    default: Default::Int(0),
+    description: "Most communicators that can exist at once in a process, hidden ones included \
+                  (0: as many as comm_max_cids allows); the communicator table and the \
+                  point-to-point layer's per-communicator state start with room for 16 and grow \
+                  within mpi_memory_max",
 };
 
 /// `comm_max_cids`.
@@ -34,10 +39,26 @@ pub static MAX_CIDS: ParamDef = ParamDef {
         // The last id stays free: `ContextId::PENDING` marks slots of communicators being made.
         max: (1 << 16) - 64,
     },
-    default: Default::Int(1024),
-    description:
-        "Size of the context-id space (a multiple of 64); bounds communicators alive across the job (fixed at init: the bitmaps the context-id agreement ORs across members are this long)",
+    // MPICH's context-id space (2048 prefixes: 2046 user communicators); cm over Portals names
+    // at most 2^14.
+    default: Default::Int(2048),
+    description: "Size of the context-id space (a multiple of 64; 2048, MPICH's); bounds \
+                  communicators alive across the job (fixed at init: the members of every new \
+                  communicator OR bitmaps of this many bits)",
 };
+
+/// Communicators the table and the point-to-point layers' per-communicator state have room
+/// for at init (they grow from there).
+pub const COMMS_INITIAL: u32 = 16;
+
+/// Most communicators alive at once in a process with `params`: `comm_max`, or the context-id
+/// space's size when it is 0 (at least the two predefined ones).
+pub fn comm_limit(params: &Params) -> u32 {
+    match params.u32(&COMM_MAX) {
+        0 => params.u32(&MAX_CIDS),
+        n => n.max(2),
+    }
+}
 
 /// Parameters of this module.
 pub static PARAMS: [&ParamDef; 2] = [&COMM_MAX, &MAX_CIDS];
@@ -161,35 +182,50 @@ impl Comm {
 
 const NO_SLOT: u16 = u16::MAX;
 
+/// One slot of the [`CommTable`]: a communicator (or a reservation) and what is kept beside it.
+#[derive(Default)]
+struct Slot {
+    comm: Option<Comm>,
+    levels: Levels,
+    /// Collectives started on the communicator (their tags derive from it).
+    coll_seq: u32,
+}
+
 /// The process's communicators and the context ids in use.
+///
+/// The slots start with room for [`COMMS_INITIAL`] communicators and grow, doubling, within
+/// `mpi_memory_max` up to [`comm_limit`] when a communicator is made beyond the room there is
+/// ([`CommTable::make_room`]); a slot's number — the communicator's handle — never changes.
+/// The context-id map and bitmap keep their size: the id space is fixed at init.
 pub struct CommTable {
     /// The groups communicators and user handles refer to.
     pub groups: GroupTable,
     /// The topologies communicators carry.
     pub topos: TopoTable,
-    slots: &'static mut [Option<Comm>],
-    levels: &'static mut [Levels],
-    /// Per slot: collectives started on the communicator (their tags derive from it).
-    coll_seq: &'static mut [u32],
+    slots: Array<Slot>,
+    /// Slots holding a communicator or a reservation.
+    occupied: u32,
+    /// No slot below this one is free (where the search for a free slot starts).
+    free_hint: u32,
     by_cid: &'static mut [u16],
     used: &'static mut [u64],
 }
 
 impl CommTable {
-    /// Arena bytes for `capacity` communicators and `max_cids` context ids.
-    pub fn size(sizer: &mut Sizer, capacity: u32, max_cids: u32) {
+    /// Arena bytes for up to `max` communicators (the initial room of [`COMMS_INITIAL`]) and
+    /// `max_cids` context ids.
+    pub fn size(sizer: &mut Sizer, max: u32, max_cids: u32) {
+        Array::<Slot>::size(sizer, COMMS_INITIAL as usize, max as usize);
         sizer
-            .slice::<Option<Comm>>(capacity as usize)
-            .slice::<Levels>(capacity as usize)
-            .slice::<u32>(capacity as usize)
             .slice::<u16>(max_cids as usize)
             .slice::<u64>(max_cids.div_ceil(64) as usize);
     }
 
-    /// An empty table using `groups`.
+    /// An empty table using `groups`, growing through `arena`'s memory account up to `max`
+    /// communicators.
     pub fn new(
         arena: &mut Arena,
-        capacity: u32,
+        max: u32,
         max_cids: u32,
         groups: GroupTable,
         topos: TopoTable,
@@ -197,9 +233,11 @@ impl CommTable {
         Ok(CommTable {
             groups,
             topos,
-            slots: arena.slice(capacity as usize, |_| None)?,
-            levels: arena.slice(capacity as usize, |_| Levels::Unknown)?,
-            coll_seq: arena.slice(capacity as usize, |_| 0)?,
+            slots: Array::new(arena, COMMS_INITIAL as usize, max as usize, |_| {
+                Slot::default()
+            })?,
+            occupied: 0,
+            free_hint: 0,
             by_cid: arena.slice(max_cids as usize, |_| NO_SLOT)?,
             used: arena.slice(max_cids.div_ceil(64) as usize, |_| 0)?,
         })
@@ -224,33 +262,32 @@ impl CommTable {
     /// The communicator `id`, live or draining.
     #[inline]
     pub fn get_any(&self, id: CommId) -> Option<&Comm> {
-        self.slots.get(id.0 as usize).and_then(Option::as_ref)
+        self.slots.get(id.0 as usize).and_then(|s| s.comm.as_ref())
     }
 
     /// The live communicator `id`, mutably.
     pub fn get_mut(&mut self, id: CommId) -> Result<&mut Comm> {
         self.slots
             .get_mut(id.0 as usize)
-            .and_then(Option::as_mut)
+            .and_then(|s| s.comm.as_mut())
             .filter(|c| !c.freed)
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
     }
 
     /// The node levels of communicator `id` as known so far.
     pub fn levels(&self, id: CommId) -> Levels {
-        self.levels
+        self.slots
             .get(id.0 as usize)
-            .copied()
-            .unwrap_or(Levels::Flat)
+            .map_or(Levels::Flat, |s| s.levels)
     }
 
     /// Numbers the next collective on communicator `id` (every member starts collectives in
     /// the same order, so they agree on the number).
     pub fn next_coll_seq(&mut self, id: CommId) -> u32 {
-        match self.coll_seq.get_mut(id.0 as usize) {
+        match self.slots.get_mut(id.0 as usize) {
             Some(s) => {
-                *s = s.wrapping_add(1);
-                *s
+                s.coll_seq = s.coll_seq.wrapping_add(1);
+                s.coll_seq
             }
             None => 0,
         }
@@ -258,8 +295,8 @@ impl CommTable {
 
     /// Records the node levels of communicator `id`.
     pub fn set_levels(&mut self, id: CommId, l: Levels) {
-        if let Some(s) = self.levels.get_mut(id.0 as usize) {
-            *s = l;
+        if let Some(s) = self.slots.get_mut(id.0 as usize) {
+            s.levels = l;
         }
     }
 
@@ -269,7 +306,8 @@ impl CommTable {
             .iter()
             .enumerate()
             .filter(|(_, s)| {
-                s.as_ref()
+                s.comm
+                    .as_ref()
                     .is_some_and(|c| c.freed && c.cid != ContextId::PENDING)
             })
             .map(|(i, _)| CommId(i as u32))
@@ -302,12 +340,60 @@ impl CommTable {
             .map(|(i, w)| ContextId((i * 64 + w.trailing_ones() as usize) as u16))
     }
 
-    /// Whether a slot is free for a new communicator.
-    pub fn has_room(&self) -> bool {
-        self.slots.iter().any(Option::is_none)
+    /// The parameter that bounds the table: `comm_max`, or `comm_max_cids` when the table may
+    /// hold as many communicators as there are context ids (the default), since then raising
+    /// `comm_max` alone gives no room.
+    pub fn limit_param(&self) -> &'static str {
+        if self.slots.max() >= self.by_cid.len() {
+            MAX_CIDS.name
+        } else {
+            COMM_MAX.name
+        }
     }
 
-    /// Installs `comm` in slot `at` (for the predefined communicators) or the first free slot.
+    /// Makes sure a slot is free for a new communicator, growing the table (to twice its
+    /// room, at most its maximum) when every slot is taken. Past the maximum it is an error
+    /// naming [`CommTable::limit_param`]; past the engine's memory bound, one naming
+    /// `mpi_memory_max`.
+    pub fn make_room(&mut self) -> Result<()> {
+        let len = self.slots.len();
+        if (self.occupied as usize) < len {
+            return Ok(());
+        }
+        let param = self.limit_param();
+        if len >= self.slots.max() {
+            return Err(Error::exhausted("communicator table", len as u32, param));
+        }
+        let want = len.saturating_mul(2).clamp(len + 1, self.slots.max());
+        self.slots
+            .grow_to(want, |_| Slot::default(), "communicator table", param)
+    }
+
+    /// The lowest free slot, growing the table if none is.
+    fn free_slot(&mut self) -> Result<usize> {
+        self.make_room()?;
+        let from = self.free_hint as usize;
+        let i = self.slots[from..]
+            .iter()
+            .position(|s| s.comm.is_none())
+            .map(|i| from + i)
+            .ok_or(Error::exhausted(
+                "communicator table",
+                self.slots.len() as u32,
+                self.limit_param(),
+            ))?;
+        self.free_hint = i as u32;
+        Ok(i)
+    }
+
+    /// Marks slot `slot` free again.
+    fn vacate(&mut self, slot: usize) {
+        self.occupied -= 1;
+        self.free_hint = self.free_hint.min(slot as u32);
+    }
+
+    /// Installs `comm` in slot `at` (for the predefined communicators) or the lowest free slot
+    /// (growing the table if none is).
     pub fn insert(&mut self, comm: Comm, at: Option<CommId>) -> Result<CommId> {
         let cid = comm.cid.0 as usize;
         if cid >= self.by_cid.len() || self.by_cid[cid] != NO_SLOT {
@@ -320,27 +406,22 @@ impl CommTable {
         }
         let slot = match at {
             Some(id) => id.0 as usize,
-            None => self
-                .slots
-                .iter()
-                .position(Option::is_none)
-                .ok_or(Error::exhausted(
-                    "communicator table",
-                    self.slots.len() as u32,
-                    COMM_MAX.name,
-                ))?,
+            None => self.free_slot()?,
         };
-        if self.slots[slot].is_some() {
+        let Some(s) = self.slots.get_mut(slot).filter(|s| s.comm.is_none()) else {
             return Err(Error::new(
                 ErrorClass::Intern,
                 Reason::BadArgument {
                     what: "communicator slot in use",
                 },
             ));
-        }
-        self.slots[slot] = Some(comm);
-        self.levels[slot] = Levels::Unknown;
-        self.coll_seq[slot] = 0;
+        };
+        *s = Slot {
+            comm: Some(comm),
+            levels: Levels::Unknown,
+            coll_seq: 0,
+        };
+        self.occupied += 1;
         self.by_cid[cid] = slot as u16;
         self.used[cid / 64] |= 1 << (cid % 64);
         Ok(CommId(slot as u32))
@@ -351,20 +432,13 @@ impl CommTable {
     /// that nothing can use it, nor reap it, until [`CommTable::fill`] installs the communicator.
     /// The placeholder's groups are not referenced: they are never released.
     pub fn reserve(&mut self, placeholder: Comm) -> Result<CommId> {
-        let slot = self
-            .slots
-            .iter()
-            .position(Option::is_none)
-            .ok_or(Error::exhausted(
-                "communicator table",
-                self.slots.len() as u32,
-                COMM_MAX.name,
-            ))?;
-        self.slots[slot] = Some(Comm {
+        let slot = self.free_slot()?;
+        self.slots[slot].comm = Some(Comm {
             cid: ContextId::PENDING,
             freed: true,
             ..placeholder
         });
+        self.occupied += 1;
         Ok(CommId(slot as u32))
     }
 
@@ -384,14 +458,15 @@ impl CommTable {
                 },
             ));
         }
-        self.slots[id.0 as usize] = None;
+        self.unreserve(id);
         self.insert(comm, Some(id)).map(|_| ())
     }
 
     /// Gives a reserved slot back unused.
     pub fn unreserve(&mut self, id: CommId) {
         if self.is_reserved(id) {
-            self.slots[id.0 as usize] = None;
+            self.slots[id.0 as usize].comm = None;
+            self.vacate(id.0 as usize);
         }
     }
 
@@ -406,8 +481,9 @@ impl CommTable {
         let comm = self
             .slots
             .get_mut(id.0 as usize)
-            .and_then(Option::take)
+            .and_then(|s| s.comm.take())
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
+        self.vacate(id.0 as usize);
         let cid = comm.cid.0 as usize;
         self.by_cid[cid] = NO_SLOT;
         self.used[cid / 64] &= !(1 << (cid % 64));
@@ -421,21 +497,24 @@ impl CommTable {
         Ok(comm)
     }
 
-    /// Number of slots.
+    /// Number of slots (the room there is now: the table grows when a communicator is made
+    /// beyond it).
     pub fn capacity(&self) -> u32 {
         self.slots.len() as u32
     }
 
-    /// Communicators alive.
+    /// Communicators alive (and reservations).
     pub fn count(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_some()).count()
+        self.occupied as usize
     }
 }
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::arena::tests::leak;
+    use core::mem::size_of;
 
     fn table(capacity: u32, cids: u32) -> Result<CommTable> {
         let mut arena = Arena::new(leak(16384));
@@ -520,6 +599,134 @@ mod tests {
         t.unreserve(r2);
         assert!(t.get_any(r2).is_none());
         assert_eq!(t.reserve(comm(0)).unwrap(), r2, "the slot is free again");
+    }
+
+    /// A table of up to `max` communicators over an account of `bound` bytes.
+    fn growing(max: u32, bound: usize) -> CommTable {
+        let mut arena = Arena::new(leak(1 << 16));
+        arena.set_account(crate::memory::tests::account(bound));
+        let groups = GroupTable::new(&mut arena, 8, 64, 4).unwrap();
+        let topos = TopoTable::new(&mut arena, 2, 64).unwrap();
+        CommTable::new(&mut arena, max, 1024, groups, topos).unwrap()
+    }
+
+    #[test]
+    fn the_table_grows_and_keeps_its_communicators() {
+        let mut t = growing(1000, 1 << 20);
+        assert_eq!(t.capacity(), COMMS_INITIAL);
+        let mut ids = std::vec::Vec::new();
+        for cid in 0..100u16 {
+            let id = t.insert(comm(cid), None).unwrap();
+            assert_eq!(id, CommId(cid as u32), "the lowest free slot");
+            // Per-slot state set before the table moves must move with it.
+            for _ in 0..cid {
+                t.next_coll_seq(id);
+            }
+            t.set_levels(id, Levels::Flat);
+            ids.push(id);
+        }
+        assert_eq!(t.capacity(), 128, "doubled from 16");
+        assert_eq!(t.count(), 100);
+        for (cid, id) in ids.iter().enumerate() {
+            assert_eq!(t.get(*id).unwrap().cid, ContextId(cid as u16));
+            assert_eq!(t.by_cid(ContextId(cid as u16)), Some(*id));
+            assert_eq!(t.levels(*id), Levels::Flat);
+            assert_eq!(t.next_coll_seq(*id), cid as u32 + 1);
+        }
+        // Freed slots are reused, lowest first, before the table grows again.
+        t.remove(ids[7]).unwrap();
+        t.remove(ids[3]).unwrap();
+        assert_eq!(t.insert(comm(500), None).unwrap(), CommId(3));
+        assert_eq!(t.insert(comm(501), None).unwrap(), CommId(7));
+        assert_eq!(t.next_coll_seq(CommId(3)), 1, "a reused slot starts afresh");
+        assert_eq!(t.levels(CommId(7)), Levels::Unknown);
+        assert_eq!(t.capacity(), 128);
+        let r = t.reserve(comm(0)).unwrap();
+        assert_eq!(r, CommId(100));
+    }
+
+    #[test]
+    fn growth_stops_at_comm_max() {
+        let mut t = growing(20, 1 << 20);
+        for cid in 0..20u16 {
+            t.insert(comm(cid), None).unwrap();
+        }
+        assert_eq!(t.capacity(), 20, "the last growth stops at the maximum");
+        let e = t.insert(comm(20), None).unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "comm_max",
+                capacity: 20,
+                ..
+            }
+        ));
+        assert!(t.reserve(comm(0)).is_err());
+        assert!(t.make_room().is_err());
+    }
+
+    #[test]
+    fn a_table_as_large_as_the_id_space_names_comm_max_cids() {
+        let mut arena = Arena::new(leak(1 << 16));
+        let groups = GroupTable::new(&mut arena, 8, 64, 4).unwrap();
+        let topos = TopoTable::new(&mut arena, 2, 64).unwrap();
+        let mut t = CommTable::new(&mut arena, 64, 64, groups, topos).unwrap();
+        for cid in 0..COMMS_INITIAL as u16 {
+            t.insert(comm(cid), None).unwrap();
+        }
+        // No memory account: the table cannot grow, and says what bounds it.
+        assert_eq!(t.limit_param(), "comm_max_cids");
+        let e = t.insert(comm(60), None).unwrap_err();
+        assert!(matches!(
+            e.reason,
+            Reason::Exhausted {
+                param: "comm_max_cids",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn growth_past_the_memory_bound_names_mpi_memory_max() {
+        // Room for the first growth (to 32 slots) but not the second (64 slots).
+        let bytes = size_of::<Slot>();
+        let mut t = growing(1000, 40 * bytes);
+        for cid in 0..32u16 {
+            t.insert(comm(cid), None).unwrap();
+        }
+        let e = t.insert(comm(32), None).unwrap_err();
+        assert!(
+            matches!(
+                e.reason,
+                Reason::MemoryBound {
+                    param: "mpi_memory_max",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(t.count(), 32);
+        assert_eq!(
+            t.get(CommId(31)).unwrap().cid,
+            ContextId(31),
+            "nothing lost"
+        );
+        t.remove(CommId(5)).unwrap();
+        assert_eq!(t.insert(comm(32), None).unwrap(), CommId(5));
+    }
+
+    #[test]
+    fn the_limit_follows_the_context_id_space_unless_set() {
+        let mut p = Params::new(&[]);
+        p.register(&COMM_MAX).unwrap();
+        p.register(&MAX_CIDS).unwrap();
+        assert_eq!(comm_limit(&p), 2048);
+        p.set("comm_max_cids", "4096").unwrap();
+        assert_eq!(comm_limit(&p), 4096);
+        p.set("comm_max", "100").unwrap();
+        assert_eq!(comm_limit(&p), 100);
+        p.set("comm_max", "1").unwrap();
+        assert_eq!(comm_limit(&p), 2, "room for the predefined ones");
     }
 
     #[test]

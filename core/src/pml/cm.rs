@@ -15,8 +15,9 @@ use super::request::{SendState, Status};
 use super::requests::Requests;
 use super::{MsgId, Stats};
 use crate::arena::{Arena, Sizer};
+use crate::array::Array;
 use crate::btl::{PeerInfo, Token};
-use crate::comm::CommId;
+use crate::comm::{CommId, CommTable, COMMS_INITIAL, COMM_MAX};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -73,8 +74,8 @@ pub struct Cm {
     pub(crate) requests: Requests,
     mtl: &'static mut dyn Mtl,
     /// Per communicator slot: receives posted in the MTL and not finished (a freed
-    /// communicator keeps its slot until they are).
-    posted: &'static mut [u32],
+    /// communicator keeps its slot until they are). Grows with the communicator table.
+    posted: Array<u32>,
     blocking: Option<BlockingRecv>,
     /// The blocking receive finished in the waiter's round, its bytes in place: what arrived.
     /// The MTL writes it here directly ([`Mtl::progress_waiting`]).
@@ -92,11 +93,12 @@ struct CmSink<'a> {
 }
 
 impl Cm {
-    /// Arena bytes for the configured capacities.
+    /// Arena bytes for the configured capacities (per-communicator state for the first
+    /// [`COMMS_INITIAL`] of at most `comms` communicators).
     pub fn size(params: &Params, sizer: &mut Sizer, comms: u32) {
         Requests::size(params, sizer);
         Pool::<Probed>::size(sizer, Cm::probed_capacity(params));
-        sizer.slice::<u32>(comms as usize);
+        Array::<u32>::size(sizer, COMMS_INITIAL as usize, comms as usize);
     }
 
     /// The cm PML over `mtl` for a job of `peers`, up to `comms` communicators and `max_cids`
@@ -131,7 +133,7 @@ impl Cm {
         Ok(Cm {
             requests: Requests::new(params, arena)?,
             mtl,
-            posted: arena.slice(comms as usize, |_| 0)?,
+            posted: Array::new(arena, COMMS_INITIAL as usize, comms as usize, |_| 0)?,
             blocking: None,
             placed: None,
             probed: Pool::new(arena, Cm::probed_capacity(params))?,
@@ -151,7 +153,7 @@ impl Cm {
             &mut *self.mtl,
             CmSink {
                 requests: &mut self.requests,
-                posted: self.posted,
+                posted: &mut self.posted,
                 blocking: &mut self.blocking,
             },
         )
@@ -306,7 +308,7 @@ impl Cm {
             &mut *self.mtl,
             CmSink {
                 requests: &mut self.requests,
-                posted: self.posted,
+                posted: &mut self.posted,
                 blocking: &mut self.blocking,
             },
         );
@@ -457,12 +459,27 @@ impl Cm {
 
     /// Whether communicator `comm` still has receives posted.
     pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
-        self.posted[comm.0 as usize] > 0
+        self.posted.get(comm.0 as usize).is_some_and(|&n| n > 0)
     }
 
-    /// A new communicator in slot `comm`.
-    pub(crate) fn comm_added(&mut self, comm: CommId) {
+    /// Makes room for the state of `slots` communicators (the communicator table's room).
+    /// Running out is an error naming `mpi_memory_max`; nothing changes then.
+    pub(crate) fn comm_room(&mut self, slots: u32) -> Result<()> {
+        self.posted.grow_to(
+            slots as usize,
+            |_| 0,
+            "point-to-point state of communicators",
+            COMM_MAX.name,
+        )
+    }
+
+    /// A new communicator in slot `comm` of `comms` (making room for the table's slots first).
+    pub(crate) fn comm_added(&mut self, comms: &CommTable, comm: CommId) -> Result<()> {
+        if comm.0 as usize >= self.posted.len() {
+            self.comm_room(comms.capacity().max(comm.0 + 1))?;
+        }
         self.posted[comm.0 as usize] = 0;
+        Ok(())
     }
 }
 

@@ -141,11 +141,26 @@ impl Pml {
         }
     }
 
+    /// Makes room for the per-communicator state of `slots` communicators (the communicator
+    /// table's room, so that a communicator made in any of its slots has its state).
+    pub(crate) fn comm_room(&mut self, slots: u32) -> Result<()> {
+        match self {
+            Pml::Ob1(p) => p.comm_room(slots),
+            Pml::Cm(p) => p.comm_room(slots),
+        }
+    }
+
     /// A new communicator in slot `comm` (ob1 takes in what arrived for it before it existed).
-    pub(crate) fn comm_added(&mut self, comms: &CommTable, types: &TypeTable, comm: CommId) {
+    /// Fails only when its state had no room and could not grow.
+    pub(crate) fn comm_added(
+        &mut self,
+        comms: &CommTable,
+        types: &TypeTable,
+        comm: CommId,
+    ) -> Result<()> {
         match self {
             Pml::Ob1(p) => p.comm_added(comms, types, comm),
-            Pml::Cm(p) => p.comm_added(comm),
+            Pml::Cm(p) => p.comm_added(comms, comm),
         }
     }
 

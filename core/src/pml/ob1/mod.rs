@@ -36,7 +36,8 @@ use super::request::{Op, RecvState, ReqId, Status};
 use super::requests::Requests;
 use super::{MsgId, Stats};
 use crate::arena::{Arena, Sizer};
-use crate::comm::{CommId, CommTable};
+use crate::array::Array;
+use crate::comm::{CommId, CommTable, COMMS_INITIAL, COMM_MAX};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -115,8 +116,11 @@ pub struct Ob1 {
     pub(crate) requests: Requests,
     unex: Pool<UnexMsg>,
     chunks: Chunks,
-    comms: &'static mut [PmlComm],
-    seqs: &'static mut [PeerSeq],
+    /// Per communicator slot: the matching queues.
+    comms: Array<PmlComm>,
+    /// Per communicator slot and peer rank (`comm * world + rank`: a communicator's numbers
+    /// are one stretch, so growing is a plain move).
+    seqs: Array<PeerSeq>,
     world: u32,
     orphans: List,
     pending_start: List,
@@ -145,15 +149,21 @@ pub struct Ob1 {
 }
 
 impl Ob1 {
-    /// Arena bytes for the configured capacities.
+    /// Arena bytes for the configured capacities (per-communicator state for the first
+    /// [`COMMS_INITIAL`] of at most `comms` communicators).
     pub fn size(params: &Params, sizer: &mut Sizer, world: u32, comms: u32) {
         let (unex, chunks) = Ob1::capacities(params);
         Requests::size(params, sizer);
         Pool::<UnexMsg>::size(sizer, unex);
         Chunks::size(sizer, chunks, params.usize(&UNEX_CHUNK_SIZE));
+        let (initial, max) = (COMMS_INITIAL.min(comms) as usize, comms as usize);
+        Array::<PmlComm>::size(sizer, initial, max);
+        Array::<PeerSeq>::size(
+            sizer,
+            initial * world as usize,
+            max.saturating_mul(world as usize),
+        );
         sizer
-            .slice::<PmlComm>(comms as usize)
-            .slice::<PeerSeq>(comms as usize * world as usize)
             .slice::<u32>(world as usize * 2)
             .slice::<Repr>(world as usize);
     }
@@ -166,8 +176,8 @@ impl Ob1 {
         )
     }
 
-    /// A PML for a job of `world` processes and up to `comms` communicators; its pools grow
-    /// through `arena`'s memory account.
+    /// A PML for a job of `world` processes and up to `comms` communicators; its pools and
+    /// per-communicator state grow through `arena`'s memory account.
     pub fn new(
         params: &Params,
         arena: &mut Arena,
@@ -176,12 +186,18 @@ impl Ob1 {
         platform: &'static dyn Platform,
     ) -> Result<Ob1> {
         let (unex, chunks) = Ob1::capacities(params);
+        let (initial, max) = (COMMS_INITIAL.min(comms) as usize, comms as usize);
         Ok(Ob1 {
             requests: Requests::new(params, arena)?,
             unex: Pool::new(arena, unex)?,
             chunks: Chunks::new(arena, chunks, params.usize(&UNEX_CHUNK_SIZE))?,
-            comms: arena.slice(comms as usize, |_| PmlComm::default())?,
-            seqs: arena.slice(comms as usize * world as usize, |_| PeerSeq::default())?,
+            comms: Array::new(arena, initial, max, |_| PmlComm::default())?,
+            seqs: Array::new(
+                arena,
+                initial * world as usize,
+                max.saturating_mul(world as usize),
+                |_| PeerSeq::default(),
+            )?,
             world,
             orphans: List::default(),
             pending_start: List::default(),
@@ -260,14 +276,43 @@ impl Ob1 {
             && self.inflight == 0)
     }
 
-    /// Resets the state of a new communicator in slot `comm`, then takes in the messages that
-    /// arrived for it before it existed.
-    pub(crate) fn comm_added(&mut self, comms: &CommTable, types: &TypeTable, comm: CommId) {
+    /// Makes room for the state of `slots` communicators (the communicator table's room),
+    /// moving what there is to larger arrays. Running out is an error naming `mpi_memory_max`
+    /// (or `comm_max`, which the table checks first); nothing changes then.
+    pub(crate) fn comm_room(&mut self, slots: u32) -> Result<()> {
+        let n = slots as usize;
+        if n <= self.comms.len() {
+            return Ok(());
+        }
+        const WHAT: &str = "point-to-point state of communicators";
+        // Sequence numbers first: should the queues then fail to grow, the longer sequence
+        // array is merely unused.
+        self.seqs.grow_to(
+            n.saturating_mul(self.world as usize),
+            |_| PeerSeq::default(),
+            WHAT,
+            COMM_MAX.name,
+        )?;
+        self.comms
+            .grow_to(n, |_| PmlComm::default(), WHAT, COMM_MAX.name)
+    }
+
+    /// Resets the state of a new communicator in slot `comm` (making room for the table's
+    /// slots first), then takes in the messages that arrived for it before it existed.
+    pub(crate) fn comm_added(
+        &mut self,
+        comms: &CommTable,
+        types: &TypeTable,
+        comm: CommId,
+    ) -> Result<()> {
+        if comm.0 as usize >= self.comms.len() {
+            self.comm_room(comms.capacity().max(comm.0 + 1))?;
+        }
         self.comms[comm.0 as usize] = PmlComm::default();
         let base = self.seq_index(comm, 0);
         self.seqs[base..base + self.world as usize].fill(PeerSeq::default());
         let Ok(c) = comms.get_in_use(comm) else {
-            return;
+            return Ok(());
         };
         let cid = c.cid.0;
         let mut cur = self.orphans.head();
@@ -280,16 +325,21 @@ impl Ob1 {
                 self.arrive(comms, types, from, env, kind, recvfrag::Payload::Stored(i));
             }
         }
+        Ok(())
     }
 
     /// Whether communicator `comm` still has receives posted.
     pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
-        !self.comms[comm.0 as usize].posted.is_empty()
+        self.comms
+            .get(comm.0 as usize)
+            .is_some_and(|c| !c.posted.is_empty())
     }
 
     /// Drops the messages still held for communicator `comm`, which is being freed.
     pub(crate) fn comm_removed(&mut self, comm: CommId) {
-        let c = &mut self.comms[comm.0 as usize];
+        let Some(c) = self.comms.get_mut(comm.0 as usize) else {
+            return;
+        };
         while let Some(i) = c
             .unexpected
             .pop(&self.unex)
@@ -309,5 +359,187 @@ impl Ob1 {
 
     fn warn(&self, args: core::fmt::Arguments<'_>) {
         crate::log!(self.platform, Level::Warn, "{}", args);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::arena::tests::leak;
+    use crate::comm::{Comm, ContextId, ErrHandler};
+    use crate::datatype::convertor::Unpacker;
+    use crate::group::{Group, GroupTable};
+    use crate::memory::tests::{account, HeapPlatform};
+    use crate::pml::request::{RecvSel, Source, TagSel};
+    use crate::rte::ProcId;
+    use crate::topo::TopoTable;
+    use crate::wire::Envelope;
+    use std::vec;
+    use unexpected::UnexKind;
+
+    static PLATFORM: HeapPlatform = HeapPlatform;
+
+    /// Process 0 of a job of two: its communicator table (up to `max` communicators) and its
+    /// ob1, both growing within 64 MiB.
+    fn setup(max: u32) -> (CommTable, TypeTable, Ob1) {
+        let mut params = Params::new(&[]);
+        for d in crate::pml::PARAMS
+            .iter()
+            .chain(crate::datatype::table::PARAMS.iter())
+        {
+            params.register(d).unwrap();
+        }
+        let mut arena = Arena::new(leak(16 << 20));
+        arena.set_account(account(64 << 20));
+        let groups = GroupTable::new(&mut arena, 8, 64, 2).unwrap();
+        let topos = TopoTable::new(&mut arena, 2, 64).unwrap();
+        let comms = CommTable::new(&mut arena, max, 1024, groups, topos).unwrap();
+        let types = TypeTable::new(&params, &mut arena).unwrap();
+        let ob1 = Ob1::new(&params, &mut arena, 2, max, &PLATFORM).unwrap();
+        (comms, types, ob1)
+    }
+
+    /// Makes a duplicate of the world with context id `cid`, as `P2p::comm_room` and
+    /// `install` do.
+    fn add(comms: &mut CommTable, types: &TypeTable, ob1: &mut Ob1, cid: u16) -> CommId {
+        comms.make_room().unwrap();
+        ob1.comm_room(comms.capacity()).unwrap();
+        let id = comms
+            .insert(
+                Comm {
+                    cid: ContextId(cid),
+                    group: Group::World { size: 2 },
+                    remote: None,
+                    local_comm: None,
+                    hidden: false,
+                    topo: None,
+                    rank: 0,
+                    errhandler: ErrHandler::Return,
+                    freed: false,
+                },
+                None,
+            )
+            .unwrap();
+        ob1.comm_added(comms, types, id).unwrap();
+        id
+    }
+
+    fn env(ctx: u16, tag: i32, seq: u16) -> Envelope {
+        Envelope {
+            ctx,
+            src: 1,
+            tag,
+            seq,
+        }
+    }
+
+    fn sel(comm: CommId, ctx: u16, tag: i32) -> RecvSel {
+        RecvSel {
+            comm,
+            ctx,
+            src: Source::Rank(1),
+            tag: TagSel::Tag(tag),
+        }
+    }
+
+    const FROM: ProcId = ProcId(1);
+
+    /// Sequence numbers, unexpected messages, posted receives and messages for communicators
+    /// not made yet all survive the per-communicator arrays moving to larger ones.
+    #[test]
+    fn per_communicator_state_survives_growth() {
+        let (mut comms, types, mut ob1) = setup(1000);
+        assert_eq!(ob1.comms.len(), COMMS_INITIAL as usize);
+        let ids: std::vec::Vec<CommId> = (0..4)
+            .map(|cid| add(&mut comms, &types, &mut ob1, cid))
+            .collect();
+        // Communicator 1: numbers sent and expected so far.
+        let si = ob1.seq_index(ids[1], 1);
+        ob1.seqs[si] = PeerSeq { send: 7, expect: 0 };
+        // Communicator 2: a message waits for its receive.
+        ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(2, 5, 0),
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(b"abcd"),
+        );
+        // Communicator 3: a receive waits for its message.
+        let buf = vec![0u8; 8].leak();
+        let posted = ob1
+            .irecv(
+                &comms,
+                &types,
+                || Unpacker::from_slice(buf),
+                &sel(ids[3], 3, 9),
+                0,
+            )
+            .unwrap();
+        // Context id 500: a faster peer's message for a communicator not made here yet.
+        ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(500, 1, 0),
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(b"xy"),
+        );
+
+        let more: std::vec::Vec<CommId> = (4..200)
+            .map(|cid| add(&mut comms, &types, &mut ob1, cid))
+            .collect();
+        assert!(ob1.comms.len() >= 200 && ob1.seqs.len() == ob1.comms.len() * 2);
+
+        assert_eq!(ob1.seqs[ob1.seq_index(ids[1], 1)].send, 7);
+        let st = ob1
+            .iprobe(&comms, &sel(ids[2], 2, 5))
+            .unwrap()
+            .expect("the unexpected message is still queued");
+        assert_eq!((st.source, st.bytes), (1, 4));
+        ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(3, 9, 0),
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(b"hello"),
+        );
+        let st = ob1
+            .requests
+            .test(posted)
+            .unwrap()
+            .expect("the posted receive matched");
+        assert_eq!((st.tag, st.bytes), (9, 5));
+        assert_eq!(&buf[..5], b"hello");
+        // A communicator made after the growth starts afresh ...
+        let last = *more.last().unwrap();
+        assert_eq!(ob1.seqs[ob1.seq_index(last, 1)].send, 0);
+        assert!(!ob1.comm_busy(last));
+        // ... and the one the early message was for takes it in.
+        let late = add(&mut comms, &types, &mut ob1, 500);
+        let st = ob1.iprobe(&comms, &sel(late, 500, 1)).unwrap();
+        assert_eq!(st.map(|s| s.bytes), Some(2));
+    }
+
+    #[test]
+    fn growth_past_the_memory_bound_names_mpi_memory_max() {
+        let (_comms, _types, mut ob1) = setup(1 << 15);
+        // 2^15 communicators' queues (some 3 KiB each) pass the 64 MiB account.
+        let e = ob1.comm_room(1 << 15).unwrap_err();
+        assert!(
+            matches!(
+                e.reason,
+                Reason::MemoryBound {
+                    param: "mpi_memory_max",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(ob1.comms.len(), COMMS_INITIAL as usize, "nothing changed");
+        ob1.comm_room(64).unwrap();
+        assert_eq!(ob1.comms.len(), 64);
     }
 }
