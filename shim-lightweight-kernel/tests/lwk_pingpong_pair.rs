@@ -59,8 +59,11 @@ fn lwk_pingpong_pair_prints_both_paths_for_0_and_1_bytes() {
     for (row, bytes) in rows.iter().zip([0.0, 1.0]) {
         assert_eq!(row.len(), 7, "{text}");
         assert_eq!(row[0], bytes);
-        // Latencies and ratios are positive; the best ratio is the best figures' quotient.
-        assert!(row[1..].iter().all(|&v| v > 0.0), "{text}");
+        // Latencies are positive, ratios not negative (printed to two places, a batch that the
+        // scheduler delayed on a loaded machine may show 0.00); the best ratio is the best
+        // figures' quotient.
+        assert!(row[1..3].iter().all(|&v| v > 0.0), "{text}");
+        assert!(row[3..].iter().all(|&v| v >= 0.0), "{text}");
         assert!((row[3] - row[2] / row[1]).abs() < 0.02, "{text}");
         assert!(row[5] <= row[4] && row[4] <= row[6], "{text}");
     }
