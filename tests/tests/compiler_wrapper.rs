@@ -1,14 +1,14 @@
 //! stormcc: the command it shows, the native libraries it adds (checked against rustc), compile
-//! and link as separate steps, shared and fully static linking, the C++ names, its errors, and
-//! the installed tree that ci/install.sh lays out.
+//! and link as separate steps, shared and fully static linking, the C++ names, its errors, the
+//! program's libm untouched by libmpi.a, and the installed tree that ci/install.sh lays out.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use stormpi_tests::{
-    artifact, bin_dir, c_source, in_path, run, run_job, run_stormrun, scratch_subdir, stormcc,
-    workspace_dir, Output, C_FLAGS, JOB_TIMEOUT,
+    artifact, bin_dir, c_extra_source, c_source, in_path, run, run_job, run_stormrun,
+    scratch_subdir, stormcc, workspace_dir, Output, C_FLAGS, JOB_TIMEOUT,
 };
 
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -253,6 +253,88 @@ fn program_names_choose_the_language() {
     let out = run(cmd, COMPILE_TIMEOUT);
     assert!(out.success(), "{}", out.report());
     run_job(3, &[], &exe, &[]).assert_ok("cxx");
+}
+
+/// What `c-extra/libm_results.c` prints (its libm results' hash) when `compiler` builds it with
+/// `flags` and links it `-lm`, without MPI: the reference for the stormpi builds.
+fn libm_reference(dir: &Path, compiler: &str, flags: &[&str]) -> String {
+    let exe = dir.join(format!("reference-{compiler}"));
+    let mut cmd = Command::new(compiler);
+    cmd.args(flags)
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(c_extra_source("libm_results"))
+        .arg("-lm");
+    let out = run(cmd, COMPILE_TIMEOUT);
+    assert!(out.success(), "{}", out.report());
+    let out = run(Command::new(&exe), JOB_TIMEOUT);
+    assert!(
+        out.success() && out.stdout.contains("hash "),
+        "{}",
+        out.report()
+    );
+    out.stdout
+}
+
+/// The program's own `cbrt`, `fmod`, `fma`, `floor` and `sqrt` stay the C library's when it
+/// links libmpi.a: `c-extra/libm_results.c` prints the same hash of 1.5 million results linked
+/// with stormcc as without MPI — with stormcc's `-lm` only (after libmpi.a), in LULESH's order
+/// (objects, flags, `-lm`), fully static, and as C++ through stormcxx, whose `g++` moves the
+/// user's `-lm` behind libmpi.a. (cargo's libmpi.a carries compiler_builtins' libm as weak
+/// symbols: Rust's `cbrt(2)` is 1.2599210498948732, glibc's 1.2599210498948734.)
+#[test]
+fn libmpi_leaves_the_programs_math_alone() {
+    let dir = scratch_subdir("libm");
+    let src = c_extra_source("libm_results");
+    let src = src.to_str().unwrap();
+    let stormcxx = dir.join("stormcxx");
+    std::os::unix::fs::symlink(stormcc(), &stormcxx).unwrap();
+    let reference_c = libm_reference(&dir, "cc", &[]);
+    let reference_cxx = libm_reference(&dir, "c++", &["-x", "c++"]);
+    let build = |program: &Path, args: &[&str]| {
+        let mut cmd = wrapper(program);
+        cmd.args(args);
+        let out = run(cmd, COMPILE_TIMEOUT);
+        assert!(out.success(), "{}", out.report());
+    };
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (c_obj, cxx_obj) = (path("libm_results.o"), path("libm_results_cxx.o"));
+    build(&stormcc(), &["-O2", "-DUSE_MPI", "-c", "-o", &c_obj, src]);
+    build(
+        &stormcxx,
+        &["-x", "c++", "-O2", "-DUSE_MPI", "-c", "-o", &cxx_obj, src],
+    );
+    let cases: [(&str, &Path, Vec<&str>, &str); 4] = [
+        ("c", &stormcc(), vec![&c_obj], &reference_c),
+        (
+            "c-lulesh",
+            &stormcc(),
+            vec![&c_obj, "-O2", "-lm"],
+            &reference_c,
+        ),
+        (
+            "c-static",
+            &stormcc(),
+            vec!["-static", &c_obj, "-lm"],
+            &reference_c,
+        ),
+        (
+            "cxx-lulesh",
+            &stormcxx,
+            vec![&cxx_obj, "-O2", "-lm"],
+            &reference_cxx,
+        ),
+    ];
+    for (name, wrapper, args, reference) in cases {
+        let exe = path(name);
+        build(wrapper, &[args.as_slice(), &["-o", &exe]].concat());
+        let out = run_job(1, &[], Path::new(&exe), &[]);
+        assert!(out.success(), "{name}: {}", out.report());
+        assert_eq!(
+            out.stdout, *reference,
+            "{name}: the program linked with libmpi.a computes other math than without MPI"
+        );
+    }
 }
 
 #[test]
