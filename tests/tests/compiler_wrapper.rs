@@ -373,7 +373,8 @@ fn link_target(path: &Path) -> String {
 /// ci/install.sh lays out the build (`--no-build`: the tests check the artifacts the workspace
 /// build made, and a cargo run here would re-link them under the other tests' feet, as its
 /// smaller package selection unifies features differently); the installed wrappers find the
-/// installed header and libraries, pkg-config describes them, and installing again works.
+/// installed header and libraries, which define MPI's symbols and no others, pkg-config
+/// describes them, and installing again works.
 #[test]
 fn install_script_lays_out_a_working_tree() {
     let prefix = scratch_subdir("install").join("prefix");
@@ -399,6 +400,12 @@ fn install_script_lays_out_a_working_tree() {
     ] {
         assert!(p(f).is_file(), "{f} not installed");
     }
+    // The installed libraries define all of MPI and nothing else globally (libmpi.a localized).
+    let mut cmd = Command::new("bash");
+    cmd.arg(workspace_dir().join("ci/check-symbols.sh"))
+        .arg(p("lib"));
+    let out = run(cmd, Duration::from_secs(60));
+    assert!(out.success(), "{}", out.report());
     for (link, to) in [
         ("bin/stormcxx", "stormcc"),
         ("bin/mpicc", "stormcc"),
