@@ -328,6 +328,67 @@ mod tests {
         head
     }
 
+    fn cc(dir: &Path, args: &[&str]) {
+        let out = Command::new("cc").current_dir(dir).args(args).output();
+        let out = out.expect("running cc");
+        assert!(out.status.success(), "cc {args:?}: {out:?}");
+    }
+
+    /// The whole rewrite on a small archive built by the system's compiler: a library whose
+    /// `MPI_Foo` uses its own `helper` and a weak `cbrt` links into a program that defines
+    /// both names itself — each side keeps its own — and a member nothing exported reaches
+    /// is gone.
+    #[test]
+    fn localized_archive_links_beside_the_programs_own_names() {
+        let dir = std::env::temp_dir().join(format!("stormpi-localize-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [
+            (
+                "a.c",
+                "__attribute__((weak)) double cbrt(double x) { return x + 0.5; }\n\
+                 int helper(int x) { return x + 1; }\n\
+                 int MPI_Foo(int x) { return helper(x) + (int)cbrt(10.0); }\n",
+            ),
+            ("b.c", "int unreached(void) { return 3; }\n"),
+            (
+                "main.c",
+                "#include <math.h>\n#include <stdio.h>\nint MPI_Foo(int);\n\
+                 int helper(int x) { return 100 + x; }\n\
+                 int main(void) { volatile double e = 8.0;\n\
+                 printf(\"%d %d %g\\n\", MPI_Foo(1), helper(0), cbrt(e)); return 0; }\n",
+            ),
+        ];
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        cc(
+            &dir,
+            &["-c", "-fno-builtin", "-ffunction-sections", "a.c", "b.c"],
+        );
+        let ar = Command::new("ar")
+            .current_dir(&dir)
+            .args(["rcs", "libmpi.a", "a.o", "b.o"])
+            .status();
+        assert!(ar.unwrap().success());
+        let lib = dir.join("libmpi.a");
+        assert!(!is_localized(&lib).unwrap());
+
+        assert_eq!(localize(&lib, &["cc".into()]), Ok(true));
+        assert_eq!(archive_symbols(&lib).unwrap(), [b"MPI_Foo".to_vec()]);
+        assert_eq!(localize(&lib, &["cc".into()]), Ok(false), "done once");
+        let symbols = Command::new("readelf").arg("-sW").arg(&lib).output();
+        let symbols = String::from_utf8(symbols.unwrap().stdout).unwrap();
+        assert!(!symbols.contains("unreached"), "{symbols}");
+
+        // MPI_Foo uses the library's helper and cbrt (2 + 10); main the program's helper and libm's
+        // cbrt (2, not the library's 8.5).
+        cc(&dir, &["-o", "prog", "main.c", "libmpi.a", "-lm"]);
+        let out = Command::new(dir.join("prog")).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "12 100 2\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_first_member_must_be_an_index() {
         assert_eq!(index_header(&header("/", "1234")), Ok((false, 1234)));
