@@ -17,8 +17,8 @@
 #
 # The installed libmpi.a defines only MPI's symbols (stormcc --localize-library, with the
 # target's binutils): cargo's would bring the Rust runtime and compiler_builtins' libm (cbrt,
-# fmod, ...) into the program's namespace. The defmt library is left as cargo wrote it: defmt's
-# linker script needs the defmt symbols it defines.
+# fmod, ...) into the program's namespace. The defmt library keeps defmt's link-time symbols
+# (_defmt_*, __defmt_*) too: defmt's linker script names them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +29,8 @@ if [ "${1:-}" = "--defmt" ]; then
     dest=target/lwk/defmt
     mkdir -p "$dest/lib" "$dest/include"
     cp target/lwk-defmt/release/libstormpi_lwk.a "$dest/lib/libmpi.a"
+    cargo build --release -p stormpi-bootstrap --bin stormcc
+    target/release/stormcc --localize-library "$dest/lib/libmpi.a"
     cp core/include/mpi.h "$dest/include/"
     script=$(ls -t target/lwk-defmt/release/build/defmt-*/out/defmt.x | head -1)
     python3 - "$script" "$dest/lib/defmt-host.x" <<'PY'

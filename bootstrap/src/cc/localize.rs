@@ -35,20 +35,29 @@ use std::process::Command;
 
 /// Prefixes of the symbols a static MPI library may define globally: the C
 /// bindings and their profiling twins, the Fortran names (`mpi_send_`), and
-/// stormpi's own internal names. `ci/check-symbols.sh` allows the same.
-pub const EXPORTED_PREFIXES: &[&str] = &["MPI_", "PMPI_", "mpi_", "pmpi_", "stormpi_"];
+/// stormpi's own internal names — what `ci/check-symbols.sh` allows — and
+/// defmt's link-time interface (`_defmt_acquire`, `__defmt_default_timestamp`),
+/// which only the node library built with defmt defines and defmt's linker
+/// script names.
+pub const EXPORTED_PREFIXES: &[&str] = &[
+    "MPI_", "PMPI_", "mpi_", "pmpi_", "stormpi_", "_defmt_", "__defmt_",
+];
 
 /// Exported names outside those prefixes: MPICH's `MPIR_Dup_fn`
 /// (`MPICH_COMPAT_FUNCTIONS` in `core/src/capi/names.rs`; the symbol check
 /// fails if a name there is missing here, as the library would lack it).
 pub const EXPORTED_NAMES: &[&str] = &["MPIR_Dup_fn"];
 
-/// Whether the static library keeps `name` global.
+/// Whether the static library keeps `name` global. Only C identifiers: defmt
+/// also names data `_defmt_version_ = 4`, which its decoder finds as well
+/// when local, and which the tools' symbol lists could not hold.
 pub fn is_exported(name: &[u8]) -> bool {
-    EXPORTED_PREFIXES
-        .iter()
-        .any(|p| name.starts_with(p.as_bytes()))
-        || EXPORTED_NAMES.iter().any(|n| name == n.as_bytes())
+    let identifier = name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_');
+    identifier
+        && (EXPORTED_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p.as_bytes()))
+            || EXPORTED_NAMES.iter().any(|n| name == n.as_bytes()))
 }
 
 /// The names in the symbol index of the System V/GNU archive `path` (the
@@ -265,6 +274,8 @@ mod tests {
             "MPIR_Dup_fn",
             "mpi_send_",
             "stormpi_anything",
+            "_defmt_acquire",
+            "__defmt_default_timestamp",
         ] {
             assert!(is_exported(name.as_bytes()), "{name}");
         }
@@ -279,6 +290,8 @@ mod tests {
             "_RNvCsfLfy6EI15iL_7___rustc12___rust_alloc",
             "MPIR_Err_create_code",
             "MPI",
+            "_defmt_version_ = 4",
+            "MPI_Send x",
         ] {
             assert!(!is_exported(name.as_bytes()), "{name}");
         }
