@@ -11,7 +11,8 @@
 #                          mpicc -> stormcc, mpicxx and mpic++ -> stormcxx,
 #                          mpirun and mpiexec -> stormrun
 #   PREFIX/include/        mpi.h
-#   PREFIX/lib/            libmpi.a, libmpi.so, libmpich.so.12 -> libmpi.so (so that programs
+#   PREFIX/lib/            libmpi.a (localized: only MPI's symbols global), libmpi.so,
+#                          libmpich.so.12 -> libmpi.so (so that programs
 #                          built with MPICH's mpicc run on stormpi with
 #                          LD_LIBRARY_PATH=PREFIX/lib)
 #   PREFIX/lib/pkgconfig/  stormpi.pc, mpi.pc -> stormpi.pc
@@ -64,6 +65,9 @@ install -m 755 "$rel/stormrun" "$rel/stormcc" "$bin/"
 install -m 644 "$root/core/include/mpi.h" "$inc/"
 install -m 644 "$rel/libmpi.a" "$lib/"
 install -m 755 "$rel/libmpi.so" "$lib/"
+# cargo's libmpi.a defines the Rust runtime and compiler_builtins' libm too; the installed one
+# defines only MPI's symbols, so it cannot replace a program's own cbrt or fmod.
+"$rel/stormcc" --localize-library "$lib/libmpi.a" >/dev/null
 
 # stormcc tells C from C++ by the name it is called by.
 ln -sfn stormcc "$bin/stormcxx"

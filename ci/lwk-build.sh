@@ -14,6 +14,11 @@
 #       target/lwk/x86_64-unknown-linux-musl/lib/libmpi.a target/lwk/x86_64-unknown-linux-musl/lib/libunwind.a
 #   aarch64-linux-gnu-gcc -specs /usr/lib/aarch64-linux-musl/musl-gcc.specs -static ... (same)
 # and for the host (glibc): cc -static prog.c libmpi.a -lgcc_eh -lpthread -lm -ldl -lc
+#
+# The installed libmpi.a defines only MPI's symbols (stormcc --localize-library, with the
+# target's binutils): cargo's would bring the Rust runtime and compiler_builtins' libm (cbrt,
+# fmod, ...) into the program's namespace. The defmt library keeps defmt's link-time symbols
+# (_defmt_*, __defmt_*) too: defmt's linker script names them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +29,8 @@ if [ "${1:-}" = "--defmt" ]; then
     dest=target/lwk/defmt
     mkdir -p "$dest/lib" "$dest/include"
     cp target/lwk-defmt/release/libstormpi_lwk.a "$dest/lib/libmpi.a"
+    cargo build --release -p stormpi-bootstrap --bin stormcc
+    target/release/stormcc --localize-library "$dest/lib/libmpi.a"
     cp core/include/mpi.h "$dest/include/"
     script=$(ls -t target/lwk-defmt/release/build/defmt-*/out/defmt.x | head -1)
     python3 - "$script" "$dest/lib/defmt-host.x" <<'PY'
@@ -39,6 +46,12 @@ PY
 fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("$host" x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+cargo build --release -p stormpi-bootstrap --bin stormcc
+# A C compiler whose binutils (ld, objcopy, ar) handle the target's objects.
+compiler_for() {
+    local arch=${1%%-*}
+    if [ "$arch" = "${host%%-*}" ]; then echo cc; else echo "$arch-linux-gnu-gcc"; fi
+}
 for t in "${targets[@]}"; do
     if [ "$t" = "$host" ]; then
         cargo build --release -p stormpi-lwk --lib
@@ -50,6 +63,7 @@ for t in "${targets[@]}"; do
     dest=target/lwk/$t
     mkdir -p "$dest/lib" "$dest/include"
     cp "$lib" "$dest/lib/libmpi.a"
+    STORMPI_CC=$(compiler_for "$t") target/release/stormcc --localize-library "$dest/lib/libmpi.a"
     cp core/include/mpi.h "$dest/include/"
     unwind=$(rustc --print sysroot)/lib/rustlib/$t/lib/self-contained/libunwind.a
     [ ! -f "$unwind" ] || cp "$unwind" "$dest/lib/"

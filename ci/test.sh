@@ -32,6 +32,7 @@ export STORMPI_REQUIRE_CROSS=1
 
 step "C ABI: mpi.h against MPICH's, and the libraries define all of it"
 bash tests/abi/check.sh
+target/release/stormcc --localize-library target/release/libmpi.a
 bash ci/check-symbols.sh target/release
 for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
     bash ci/check-symbols.sh "target/lwk/$t/lib" --static

@@ -221,6 +221,24 @@ pub fn signal_name(sig: i32) -> String {
     name.to_string()
 }
 
+/// Takes an exclusive advisory lock (`flock`) on `file`, waiting for it; the
+/// lock goes when the file is closed. (std's `File::lock` is newer than the
+/// workspace's minimum Rust.)
+pub fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock only changes the lock state of the open file
+        // description behind a descriptor that `file` keeps open.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,7 +59,7 @@ impl Target {
             ),
             _ => panic!("no recipe for {triple}"),
         };
-        let lib = workspace_dir().join(format!("target/{triple}/release/libstormpi_lwk.a"));
+        let lib = workspace_dir().join(format!("target/lwk/{triple}/lib/libmpi.a"));
         let sysroot = Command::new("rustc")
             .args(["--print", "sysroot"])
             .output()
@@ -95,12 +95,13 @@ impl Target {
         })
     }
 
-    /// The node library for this target (built by `ci/lwk-build.sh` for cross targets).
+    /// The node library for this target: the host's as cargo built it; a cross target's as
+    /// `ci/lwk-build.sh` installs it (localized: only MPI's symbols global).
     pub fn library(&self) -> PathBuf {
         match self.triple {
             None => crate::artifact("libstormpi_lwk.a"),
             Some(t) => {
-                let p = workspace_dir().join(format!("target/{t}/release/libstormpi_lwk.a"));
+                let p = workspace_dir().join(format!("target/lwk/{t}/lib/libmpi.a"));
                 assert!(
                     p.exists(),
                     "{} does not exist: build it with `bash ci/lwk-build.sh {t}`",

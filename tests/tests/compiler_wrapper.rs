@@ -1,14 +1,14 @@
 //! stormcc: the command it shows, the native libraries it adds (checked against rustc), compile
-//! and link as separate steps, shared and fully static linking, the C++ names, its errors, and
-//! the installed tree that ci/install.sh lays out.
+//! and link as separate steps, shared and fully static linking, the C++ names, its errors, the
+//! program's libm untouched by libmpi.a, and the installed tree that ci/install.sh lays out.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use stormpi_tests::{
-    artifact, bin_dir, c_source, in_path, run, run_job, run_stormrun, scratch_subdir, stormcc,
-    workspace_dir, Output, C_FLAGS, JOB_TIMEOUT,
+    artifact, bin_dir, c_extra_source, c_source, in_path, run, run_job, run_stormrun,
+    scratch_subdir, stormcc, workspace_dir, Output, C_FLAGS, JOB_TIMEOUT,
 };
 
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -255,6 +255,93 @@ fn program_names_choose_the_language() {
     run_job(3, &[], &exe, &[]).assert_ok("cxx");
 }
 
+/// What `c-extra/libm_results.c` prints (its libm results' hash) when `compiler` builds it with
+/// `flags` and links it `-lm`, without MPI: the reference for the stormpi builds.
+fn libm_reference(dir: &Path, compiler: &str, flags: &[&str]) -> String {
+    let exe = dir.join(format!("reference-{compiler}"));
+    let mut cmd = Command::new(compiler);
+    cmd.args(flags)
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(c_extra_source("libm_results"))
+        .arg("-lm");
+    let out = run(cmd, COMPILE_TIMEOUT);
+    assert!(out.success(), "{}", out.report());
+    let out = run(Command::new(&exe), JOB_TIMEOUT);
+    assert!(
+        out.success() && out.stdout.contains("hash "),
+        "{}",
+        out.report()
+    );
+    out.stdout
+}
+
+/// The program's own `cbrt`, `fmod`, `fma`, `floor` and `sqrt` stay the C library's when it
+/// links libmpi.a: `c-extra/libm_results.c` prints the same hash of 1.5 million results linked
+/// with stormcc as without MPI — with stormcc's `-lm` only (after libmpi.a), in LULESH's order
+/// (objects, flags, `-lm`), fully static, and as C++ through stormcxx, whose `g++` moves the
+/// user's `-lm` behind libmpi.a. (cargo's libmpi.a carries compiler_builtins' libm as weak
+/// symbols: Rust's `cbrt(2)` is 1.2599210498948732, glibc's 1.2599210498948734.)
+#[test]
+fn libmpi_leaves_the_programs_math_alone() {
+    let dir = scratch_subdir("libm");
+    let src = c_extra_source("libm_results");
+    let src = src.to_str().unwrap();
+    let stormcxx = dir.join("stormcxx");
+    std::os::unix::fs::symlink(stormcc(), &stormcxx).unwrap();
+    let reference_c = libm_reference(&dir, "cc", &[]);
+    let reference_cxx = libm_reference(&dir, "c++", &["-x", "c++"]);
+    let build = |program: &Path, args: &[&str]| {
+        let mut cmd = wrapper(program);
+        cmd.args(args);
+        let out = run(cmd, COMPILE_TIMEOUT);
+        assert!(out.success(), "{}", out.report());
+    };
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (c_obj, cxx_obj) = (path("libm_results.o"), path("libm_results_cxx.o"));
+    build(&stormcc(), &["-O2", "-DUSE_MPI", "-c", "-o", &c_obj, src]);
+    build(
+        &stormcxx,
+        &["-x", "c++", "-O2", "-DUSE_MPI", "-c", "-o", &cxx_obj, src],
+    );
+    let cases: [(&str, &Path, Vec<&str>, &str); 4] = [
+        ("c", &stormcc(), vec![&c_obj], &reference_c),
+        (
+            "c-lulesh",
+            &stormcc(),
+            vec![&c_obj, "-O2", "-lm"],
+            &reference_c,
+        ),
+        (
+            "c-static",
+            &stormcc(),
+            vec!["-static", &c_obj, "-lm"],
+            &reference_c,
+        ),
+        (
+            "cxx-lulesh",
+            &stormcxx,
+            vec![&cxx_obj, "-O2", "-lm"],
+            &reference_cxx,
+        ),
+    ];
+    let mut differ = Vec::new();
+    for (name, wrapper, args, reference) in cases {
+        let exe = path(name);
+        build(wrapper, &[args.as_slice(), &["-o", &exe]].concat());
+        let out = run_job(1, &[], Path::new(&exe), &[]);
+        assert!(out.success(), "{name}: {}", out.report());
+        if out.stdout != reference {
+            differ.push(format!("{name}:\n{}without MPI:\n{reference}", out.stdout));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "linked with libmpi.a the program computes other math than without MPI:\n{}",
+        differ.join("\n")
+    );
+}
+
 #[test]
 fn missing_library_is_reported() {
     let empty = scratch_subdir("empty-libdir");
@@ -286,7 +373,8 @@ fn link_target(path: &Path) -> String {
 /// ci/install.sh lays out the build (`--no-build`: the tests check the artifacts the workspace
 /// build made, and a cargo run here would re-link them under the other tests' feet, as its
 /// smaller package selection unifies features differently); the installed wrappers find the
-/// installed header and libraries, pkg-config describes them, and installing again works.
+/// installed header and libraries, which define MPI's symbols and no others, pkg-config
+/// describes them, and installing again works.
 #[test]
 fn install_script_lays_out_a_working_tree() {
     let prefix = scratch_subdir("install").join("prefix");
@@ -312,6 +400,12 @@ fn install_script_lays_out_a_working_tree() {
     ] {
         assert!(p(f).is_file(), "{f} not installed");
     }
+    // The installed libraries define all of MPI and nothing else globally (libmpi.a localized).
+    let mut cmd = Command::new("bash");
+    cmd.arg(workspace_dir().join("ci/check-symbols.sh"))
+        .arg(p("lib"));
+    let out = run(cmd, Duration::from_secs(60));
+    assert!(out.success(), "{}", out.report());
     for (link, to) in [
         ("bin/stormcxx", "stormcc"),
         ("bin/mpicc", "stormcc"),

@@ -15,12 +15,19 @@
 //!   links the shared library instead: `-L<libdir> -lmpi -Wl,-rpath,<libdir>`.
 //! - `-show` (also `-showme`, `--showme`) prints the command instead of
 //!   running it.
+//! - Before a static link, a `libmpi.a` that still defines more than MPI's
+//!   symbols (cargo's output) is rewritten to define only those
+//!   ([`localize`]), so the program's own `cbrt` stays libm's.
+//!   `stormcc --localize-library ARCHIVE...` does that to the archives given
+//!   (`ci/install.sh` and `ci/lwk-build.sh` use it) and links nothing.
 //!
 //! Where the header and libraries are is found by [`Layout::locate`].
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+pub mod localize;
 
 /// The native libraries a program linking `libmpi.a` (a Rust static
 /// library) needs, in order: what `rustc --print native-static-libs` reports
@@ -227,6 +234,8 @@ pub struct Invocation {
     pub show: bool,
     /// Print the wrapper's usage.
     pub help: bool,
+    /// Localize the archives named by `args` instead of compiling.
+    pub localize: bool,
     /// Static or shared stormpi.
     pub linking: Linking,
     /// Everything else, passed to the compiler in order.
@@ -239,6 +248,7 @@ impl Invocation {
         let mut inv = Invocation {
             show: false,
             help: false,
+            localize: false,
             linking: Linking::Static,
             args: Vec::new(),
         };
@@ -248,6 +258,7 @@ impl Invocation {
                 b"--dynamic" | b"-dynamic-mpi" => inv.linking = Linking::Dynamic,
                 b"--static-mpi" | b"-static-mpi" => inv.linking = Linking::Static,
                 b"-help" | b"--stormpi-help" => inv.help = true,
+                b"--localize-library" => inv.localize = true,
                 _ => inv.args.push(arg),
             }
         }
@@ -342,6 +353,9 @@ pub fn usage(lang: Language) -> String {
          \n  -show, -showme    print the command instead of running it\
          \n  --dynamic         link libmpi.so (with an rpath) instead of libmpi.a\
          \n                    (also -dynamic-mpi; --static-mpi is the default)\
+         \n  --localize-library ARCHIVE...\
+         \n                    make each archive define only MPI's symbols (done to\
+         \n                    libmpi.a before a static link anyway), link nothing\
          \n  -help             this text\
          \n\nLinking is skipped with -c, -E, -S, -M or -MM.\
          \nSTORMPI_INCLUDEDIR and STORMPI_LIBDIR override where mpi.h and libmpi are.\n",
@@ -367,6 +381,28 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
         eprint!("{name}: no input files\n{}", usage(lang));
         return 1;
     }
+    let env = |var: &str| std::env::var_os(var);
+    let compiler_words = compiler(lang, env);
+    if inv.localize {
+        let mut status = 0;
+        for archive in &inv.args {
+            match localize::localize(Path::new(archive), &compiler_words) {
+                Ok(rewrote) => {
+                    let what = if rewrote {
+                        "localized"
+                    } else {
+                        "already localized"
+                    };
+                    println!("{name}: {}: {what}", archive.to_string_lossy());
+                }
+                Err(msg) => {
+                    eprintln!("{name}: {msg}");
+                    status = 1;
+                }
+            }
+        }
+        return status;
+    }
     // The real path, so that symlinks (mpicc -> stormcc) find the tree the
     // executable belongs to.
     let exe_dir = match std::env::current_exe() {
@@ -376,9 +412,8 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
             return 1;
         }
     };
-    let env = |var: &str| std::env::var_os(var);
     let layout = Layout::locate(&exe_dir, env);
-    let cmd = match inv.command(&compiler(lang, env), &layout) {
+    let cmd = match inv.command(&compiler_words, &layout) {
         Ok(cmd) => cmd,
         Err(msg) => {
             eprintln!("{name}: {msg}");
@@ -388,6 +423,19 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
     if inv.show {
         println!("{}", shell_line(&cmd));
         return 0;
+    }
+    if inv.linking == Linking::Static && Mode::of(&inv.args) == Mode::Link {
+        // cargo writes libmpi.a afresh with every build; the first link after
+        // one localizes it. Linking it as it is still works, so a failure here
+        // (a read-only directory) is a warning.
+        let lib = layout.libdir.join("libmpi.a");
+        if let Err(msg) = localize::localize(&lib, &compiler_words) {
+            eprintln!(
+                "{name}: warning: {msg}; linking {} as it is: its copies of libm functions \
+                 may replace the program's own",
+                lib.display()
+            );
+        }
     }
     let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
     eprintln!("{name}: cannot run {}: {err}", cmd[0].to_string_lossy());
