@@ -76,6 +76,26 @@ fn job_id(kvsname: Option<&str>) -> String {
         .collect()
 }
 
+/// Makes the C library flush standard output at every newline when it is not a terminal.
+///
+/// Under a launcher a rank's stdout is a pipe, which the C library buffers in blocks: what a rank
+/// printed but had not flushed is lost when the job ends because another rank failed (the launcher
+/// ends this one). Line by line, as on a terminal, every printed line reaches the launcher.
+fn line_buffer_stdout() {
+    extern "C" {
+        /// The C library's standard output stream.
+        static mut stdout: *mut libc::FILE;
+    }
+    // SAFETY: `stdout` is the C library's stream for descriptor 1, valid for the process's life
+    // and read here by value; setvbuf without a buffer only changes when the stream flushes, and
+    // keeps whatever is buffered already.
+    unsafe {
+        if libc::isatty(1) == 0 && !stdout.is_null() {
+            libc::setvbuf(stdout, core::ptr::null_mut(), libc::_IOLBF, 0);
+        }
+    }
+}
+
 /// Ranks on this node, as the launcher says (for deciding whether to yield the core).
 fn local_ranks() -> Option<usize> {
     [
@@ -115,6 +135,7 @@ pub fn engine() -> Result<Engine> {
     let rte: &'static mut dyn Rte = match PmiClient::from_env() {
         None => leak(rte::singleton()),
         Some(Ok(client)) => {
+            line_buffer_stdout();
             let pmi = PmiRte::new(client)?;
             kvsname = pmi.kvsname().map(str::to_string);
             leak(pmi)

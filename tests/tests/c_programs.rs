@@ -2,7 +2,7 @@
 //! stormrun at 2, 3 and 8 ranks (8 is oversubscribed on a 2-core machine), and the choice of BTLs
 //! with `--mca btl`.
 
-use stormpi_tests::{c_program, c_program_from, run_job, workspace_dir};
+use stormpi_tests::{c_extra_program, c_program, c_program_from, run_job, workspace_dir};
 
 /// Program arguments: allpairs goes up to 8 MiB per message by default; with 8 ranks on two
 /// cores that is 64 pairs, so the largest size is capped there to keep the run to seconds.
@@ -217,5 +217,16 @@ fn heat2d_gives_the_same_answer_on_any_rank_count() {
     );
     for (np, extra) in [(2, &[][..]), (4, &[][..]), (3, &["-d", "1"][..])] {
         assert_eq!(answer(np, extra), one, "{np} ranks {extra:?}");
+    }
+}
+
+/// Issue 24: arguments that used to give a wrong success — a 2^63- or 2^65-byte datatype (its
+/// size wrapped), MPI_Pack/MPI_Unpack at a negative position (taken as 0), a reduction whose
+/// input and output are one buffer — each come back as an error, and the job goes on.
+#[test]
+fn bad_arguments_are_errors_not_wrong_results() {
+    for np in [2, 3] {
+        let out = run_job(np, &[], &c_extra_program("bad_args"), &[]);
+        out.assert_ok("bad_args");
     }
 }

@@ -45,7 +45,8 @@ fn killed_rank_ends_the_job() {
     let jobid = environment_of(victim, "STORMPI_JOBID").expect("STORMPI_JOBID of a rank");
     let prefix = format!("stormpi-{jobid}-");
     let files = shm_files(&prefix);
-    assert_eq!(files.len(), NP, "segment files of job {jobid}: {files:?}");
+    // One segment per rank and the launcher's mark.
+    assert_eq!(files.len(), NP + 1, "files of job {jobid}: {files:?}");
 
     // Let the ranks get into their Sendrecv/Barrier loop.
     std::thread::sleep(Duration::from_millis(300));
@@ -107,6 +108,68 @@ fn rank_exiting_nonzero_is_named() {
     out.assert_failed_with(&["stormrun: rank 1 (pid ", "exited with status 3"]);
     assert_eq!(out.code(), Some(3), "{}", out.report());
     assert!(!out.stderr.contains("FAIL exit_code"), "{}", out.report());
+}
+
+/// A rank that returns 0 from `main` without MPI_Finalize while the others wait for it ends the
+/// job (it used to hang until killed): failed, that rank named with what it did.
+#[test]
+fn rank_leaving_without_finalize_ends_the_job() {
+    for np in [2, 3] {
+        let out = run_job(np, &[], &c_extra_program("early_exit"), &["0"]);
+        out.assert_failed_with(&[
+            "stormrun: rank 1 (pid ",
+            "exited with status 0 before MPI_Finalize",
+        ]);
+        assert_eq!(out.code(), Some(1), "{}", out.report());
+        assert!(!out.stderr.contains("FAIL early_exit"), "{}", out.report());
+        eprintln!("np {np}: the job ended after {:?}", out.elapsed);
+    }
+}
+
+/// Lines the ranks printed without flushing reach stormrun's output although another rank's
+/// failure ended them (a rank's stdout is a pipe, which the C library would buffer in blocks).
+#[test]
+fn unflushed_output_survives_the_teardown() {
+    let out = run_job(3, &[], &c_extra_program("early_exit"), &["3"]);
+    out.assert_failed_with(&["stormrun: rank 1 (pid ", "exited with status 3"]);
+    for rank in [0, 2] {
+        let line = format!("unflushed line from rank {rank}");
+        assert!(out.has_line(&line), "`{line}` lost\n{}", out.report());
+    }
+}
+
+/// stormrun killed with SIGKILL takes its ranks with it; the shared-memory files its job left
+/// are gone once the next job on the host has started.
+#[test]
+fn killed_launcher_leaves_nothing_behind() {
+    let prog = c_program("kill_victim");
+    let mut job = Proc::spawn(
+        stormrun_command(2, &[], &prog, &[]),
+        JOB_TIMEOUT + Duration::from_secs(20),
+    );
+    let all_ready = job.wait_for_stdout(Duration::from_secs(30), |s| ready_pids(s).len() == 2);
+    assert!(all_ready, "not every rank printed READY\n{}", job.stderr());
+    let ranks = ready_pids(&job.stdout());
+    let jobid = environment_of(ranks[0].1, "STORMPI_JOBID").expect("STORMPI_JOBID of a rank");
+    let prefix = format!("stormpi-{jobid}-");
+    // Two segments and the launcher's mark.
+    assert_eq!(shm_files(&prefix).len(), 3, "{:?}", shm_files(&prefix));
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(job.pid() as i32, libc::SIGKILL) }, 0);
+    let _ = job.wait_timeout(Duration::from_secs(5));
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        ranks.iter().all(|(_, p)| !is_alive(*p))
+    });
+    assert!(gone, "ranks outlived their launcher: {ranks:?}");
+    // The ranks died by SIGKILL too, so nobody else removed the files (unless another test's
+    // launch, running meanwhile, already did what the next one here must do).
+    run_job(1, &[], &c_program("hello"), &[]).assert_ok("hello");
+    assert_eq!(
+        shm_files(&prefix),
+        Default::default(),
+        "files left in /dev/shm"
+    );
 }
 
 /// MPI_Send to rank `size` under MPI_ERRORS_ARE_FATAL: the job ends, and the message names the

@@ -166,6 +166,9 @@ struct Job {
     next_reap: Instant,
     /// The port remote ranks connect to (0 when none are remote).
     pmi_port: u16,
+    /// This job's locked mark file in the shared-memory directory (see
+    /// [`shm::mark_launcher`]), held until the launcher exits.
+    _mark: Option<std::fs::File>,
 }
 
 /// Runs the job to completion and returns stormrun's exit status: 0 when
@@ -179,7 +182,13 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
         .collect();
     let size = appnums.len() as u32;
     let now = Instant::now();
+    let shm_dir = Path::new(&cfg.shm_dir);
+    // What launchers killed outright left behind goes now; then this job's own
+    // mark, so that its files go the same way if this launcher is killed.
+    let _ = shm::remove_stale_jobs(shm_dir);
+    let mark = shm::mark_launcher(shm_dir, &cfg.jobid).ok();
     let mut job = Job {
+        _mark: mark,
         jobid: cfg.jobid.clone(),
         shm_dir: cfg.shm_dir.clone(),
         ranks: Vec::with_capacity(appnums.len()),
@@ -611,6 +620,12 @@ impl Job {
             }
             let who = self.describe(rank);
             match exit {
+                // An MPI process that ends without MPI_Finalize leaves its peers waiting for
+                // it forever: a failure, whatever its status says.
+                Exit::Code(0) if self.server.is_active(rank) => self.fail(
+                    format!("{who} exited with status 0 before MPI_Finalize; job aborted"),
+                    1,
+                ),
                 Exit::Code(0) => {}
                 Exit::Code(code) => self.fail(
                     format!("{who} exited with status {code}; job aborted"),

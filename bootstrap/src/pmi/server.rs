@@ -98,6 +98,8 @@ struct Conn {
     outbuf: Vec<u8>,
     /// Skipping the rest of an over-long line up to its newline.
     discarding: bool,
+    /// The rank sent PMI `init`: it is an MPI process, which must finalize before it exits.
+    initialized: bool,
     finalized: bool,
     in_barrier: bool,
     /// The rank connects over TCP (it runs on another host).
@@ -379,6 +381,12 @@ impl PmiServer {
         self.conns[rank as usize].finalized
     }
 
+    /// Whether `rank` initialized PMI (it called `MPI_Init`) and has not finalized it.
+    pub fn is_active(&self, rank: u32) -> bool {
+        let c = &self.conns[rank as usize];
+        c.initialized && !c.finalized
+    }
+
     /// Number of ranks currently waiting in the barrier.
     pub fn barrier_waiting(&self) -> usize {
         self.barrier_waiting
@@ -504,6 +512,7 @@ impl PmiServer {
         match msg.cmd.as_str() {
             "init" => {
                 let ok = msg.get("pmi_version") == Some("1");
+                self.conns[r].initialized |= ok;
                 let mut reply = Message::new("response_to_init")
                     .arg("pmi_version", 1)
                     .arg("pmi_subversion", 1)

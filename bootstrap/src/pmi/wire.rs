@@ -140,8 +140,12 @@ impl Message {
         for (k, v) in &self.args {
             out.push(' ');
             out.push_str(k);
-            out.push('=');
-            escape_into(v, &mut out);
+            // An empty value goes as the bare key the parser reads it from (`key=` with
+            // nothing after it is not a token).
+            if !v.is_empty() {
+                out.push('=');
+                escape_into(v, &mut out);
+            }
         }
         out.push('\n');
         out.into_bytes()
@@ -245,6 +249,25 @@ mod tests {
         let m = Message::parse(b"cmd=abort  exitcode=7 flag").unwrap();
         assert_eq!(m.get("exitcode"), Some("7"));
         assert_eq!(m.get("flag"), Some(""));
+    }
+
+    #[test]
+    fn what_is_parsed_is_written_back_the_same() {
+        for line in [
+            &b"cmd=abort  exitcode=7 flag"[..],
+            b"cmd=put kvsname=k key=a value=x\\ y",
+            b"cmd=get_result rc=0 msg= value=1",
+            b"cmd=x a b c=d",
+        ] {
+            let Ok(m) = Message::parse(line) else {
+                continue;
+            };
+            let written = m.to_line();
+            let back = Message::parse(&written[..written.len() - 1]);
+            assert_eq!(back.as_ref(), Ok(&m), "{}", String::from_utf8_lossy(line));
+        }
+        let bare = Message::new("x").arg("flag", "");
+        assert_eq!(bare.to_line(), b"cmd=x flag\n".to_vec());
     }
 
     #[test]

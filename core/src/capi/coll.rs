@@ -21,6 +21,20 @@ fn in_place(p: *const c_void) -> bool {
     core::ptr::eq(p, abi::MPI_IN_PLACE)
 }
 
+/// A reduction's input and output may not be one buffer: MPI asks for `MPI_IN_PLACE` then
+/// (the operation would read what it already overwrote).
+fn not_aliased(sb: *const c_void, rb: *const c_void, count: c_int) -> Result<()> {
+    if count > 0 && !in_place(sb) && !sb.is_null() && sb == rb {
+        return Err(Error::new(
+            ErrorClass::Buffer,
+            Reason::BadArgument {
+                what: "sendbuf and recvbuf are the same buffer (pass MPI_IN_PLACE as sendbuf)",
+            },
+        ));
+    }
+    Ok(())
+}
+
 /// A typed buffer from C arguments, checked (count, committed type, NULL with data).
 fn buf(e: &Engine, p: *const c_void, count: c_int, dt: abi::MPI_Datatype) -> Result<Buf> {
     let (d, n) = handles::typed(e.types(), p, count, dt)?;
@@ -425,6 +439,7 @@ unsafe fn reduction(
 ) -> c_int {
     start(func, comm, rq, |e, c| {
         let op = handles::op(op)?;
+        not_aliased(sb, rb.cast_const(), count)?;
         let (dt, count) = red_args(e, count, dt, &[sb, rb])?;
         if let (RedCall::ReduceScatterBlock, true) = (which, in_place(sb)) {
             // In place, the input is the whole vector in the receive buffer.
@@ -497,6 +512,9 @@ unsafe fn reduce(
         }
         let op = handles::op(op)?;
         let at_root = at == At::Root;
+        if at_root && !inter {
+            not_aliased(sb, rb.cast_const(), count)?;
+        }
         let bufs: &[*const c_void] = match (at_root, inter) {
             (true, true) => &[rb],
             (true, false) => &[sb, rb],

@@ -110,6 +110,13 @@ fn form(e: &Engine, comm: crate::comm::CommId) -> Result<Option<Repr>> {
     Ok((!e.comm_homogeneous(comm)?).then_some(Repr::EXTERNAL32))
 }
 
+/// The packed-buffer position a pack or unpack starts at: never negative.
+fn start<P: TryInto<usize>>(position: P) -> Result<usize> {
+    position
+        .try_into()
+        .map_err(|_| Error::bad_arg("position is negative"))
+}
+
 fn too_small(what: &'static str) -> Error {
     Error::new(ErrorClass::Truncate, Reason::BadArgument { what })
 }
@@ -664,7 +671,7 @@ super::mpi! {
             let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, (*position).max(0) as usize, repr)?;
+                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -679,7 +686,7 @@ super::mpi! {
             let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = unpack(e, inbuf, insize as usize, (*position).max(0) as usize, outbuf, outcount, datatype_, repr)?;
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -695,7 +702,9 @@ super::mpi! {
             let s = match form(e, c)? {
                 None => e.types().info(d)?.size,
                 Some(r) => e.types().stream_size(d, &r)?,
-            } * incount as u64;
+            }
+            .checked_mul(incount as u64)
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
             let s = c_int::try_from(s).map_err(|_| Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
             // SAFETY: MPI requires `size` to point to an int.
             unsafe { out(size, s) }
@@ -710,7 +719,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI's rules for the buffers and the string.
             unsafe {
                 let r = external32(datarep)?;
-                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, (*position).max(0) as usize, Some(r))?;
+                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, Some(r))?;
                 *position = p as abi::MPI_Aint;
             }
             Ok(())
@@ -725,7 +734,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI's rules for the buffers and the string.
             unsafe {
                 let r = external32(datarep)?;
-                let p = unpack(e, inbuf, insize as usize, (*position).max(0) as usize, outbuf, outcount, datatype_, Some(r))?;
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, Some(r))?;
                 *position = p as abi::MPI_Aint;
             }
             Ok(())

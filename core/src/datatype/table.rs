@@ -640,7 +640,7 @@ impl TypeTable {
         }
         let ext = self.info(old)?.extent;
         let step = match (stride, stride_bytes) {
-            (Some(s), None) => s as isize * ext,
+            (Some(s), None) => (s as isize).checked_mul(ext).ok_or_else(too_large)?,
             (None, Some(b)) => b,
             _ => return Err(bad_arg("a vector needs one stride")),
         };
@@ -699,6 +699,7 @@ impl TypeTable {
         }
         let ext = self.info(old)?.extent;
         let n = blocklens.len();
+        check_scaled(displs.unwrap_or(&[]).iter().map(|&d| d as i64), ext)?;
         match (displs, displs_bytes) {
             (Some(d), None) if d.len() == n => self.make(
                 Combiner::Indexed,
@@ -745,6 +746,7 @@ impl TypeTable {
             return Err(bad_count(blocklen));
         }
         let ext = self.info(old)?.extent;
+        check_scaled(displs.unwrap_or(&[]).iter().map(|&d| d as i64), ext)?;
         match (displs, displs_bytes) {
             (Some(d), None) => self.make(
                 Combiner::IndexedBlock,
@@ -816,6 +818,9 @@ impl TypeTable {
 
     /// `MPI_Type_create_resized`.
     pub fn resized(&mut self, old: Datatype, lb: isize, extent: isize) -> Result<Datatype> {
+        if lb.checked_add(extent).is_none() {
+            return Err(too_large());
+        }
         let t = self.copy_of(old)?;
         let e = self.entries.at_mut(t.index()).expect("just made");
         e.info.lb = lb;
@@ -1030,6 +1035,7 @@ impl TypeTable {
             let g = dim(d, &mut iv);
             let made = g.and_then(|g| {
                 let ext = self.info(t)?.extent;
+                check_scaled(iv.iter().map(|&(at, _)| at).chain([g as i64]), ext)?;
                 let prev = t;
                 let selected = self.build(Combiner::Hindexed, false, iv.len(), |i| Block {
                     ty: prev,
@@ -1178,18 +1184,26 @@ impl TypeTable {
         block: impl Fn(usize) -> Block,
     ) -> Result<Datatype> {
         // Upper bound of the nodes: each block takes its type's nodes and maybe a loop.
+        // The bounds first: a type whose size or bounds do not fit is refused before it costs
+        // anything.
         let mut bound = 0usize;
+        let mut acc = Bounds::new();
         for i in 0..n {
             let b = block(i);
             let e = self.entry(b.ty)?;
             if b.count > 0 {
                 bound += 1 + e.nodes.1 as usize;
             }
+            let stride = match b.stride {
+                Stride::Extent => e.info.extent,
+                Stride::Bytes(s) => s,
+            };
+            acc.add(&b, stride, &e.info);
         }
+        let mut info = acc.finish(is_struct).ok_or_else(too_large)?;
         self.reclaim();
         let start = self.alloc_nodes(bound as u32)?;
         let mut w = start as usize;
-        let mut acc = Bounds::new();
         for i in 0..n {
             let b = block(i);
             let e = *self.entry(b.ty).expect("checked above");
@@ -1197,7 +1211,6 @@ impl TypeTable {
                 Stride::Extent => e.info.extent,
                 Stride::Bytes(s) => s,
             };
-            acc.add(&b, stride, &e.info);
             if b.count == 0 || e.info.elems == 0 {
                 continue;
             }
@@ -1207,7 +1220,6 @@ impl TypeTable {
         let used = len as u32;
         self.node_ranges.release(start + used, bound as u32 - used);
         let nodes = &self.nodes[start as usize..start as usize + len];
-        let mut info = acc.finish(is_struct);
         info.depth = depth_of(nodes);
         if info.depth as usize > MAX_DEPTH {
             self.node_ranges.release(start, used);
@@ -1276,6 +1288,25 @@ const DISTRIBUTE_BLOCK: i64 = 121;
 const DISTRIBUTE_CYCLIC: i64 = 122;
 const DISTRIBUTE_NONE: i64 = 123;
 
+/// The error of a type whose size, extent or displacements do not fit.
+fn too_large() -> Error {
+    Error::new(
+        ErrorClass::Type,
+        Reason::BadArgument {
+            what: "the datatype's size, extent or bounds would not fit in an MPI_Count",
+        },
+    )
+}
+
+/// Displacements given in extents of `ext` bytes must fit in bytes.
+fn check_scaled(displs: impl IntoIterator<Item = i64>, ext: isize) -> Result<()> {
+    let fits = |d: i64| isize::try_from(d).ok().and_then(|d| d.checked_mul(ext));
+    match displs.into_iter().all(|d| fits(d).is_some()) {
+        true => Ok(()),
+        false => Err(too_large()),
+    }
+}
+
 /// Bounds of a type being built, by the standard's rules.
 struct Bounds {
     lb: isize,
@@ -1289,6 +1320,8 @@ struct Bounds {
     size: u64,
     elems: u64,
     align: u8,
+    /// A block's size or bounds overflowed.
+    overflow: bool,
 }
 
 impl Bounds {
@@ -1305,17 +1338,41 @@ impl Bounds {
             size: 0,
             elems: 0,
             align: 1,
+            overflow: false,
         }
     }
 
+    /// Takes block `b` in; arithmetic that overflows marks the type as too large.
     fn add(&mut self, b: &Block, stride: isize, t: &TypeInfo) {
         if b.count == 0 {
             return;
         }
-        let span = (b.count as isize - 1) * stride;
+        if self.add_checked(b, stride, t).is_none() {
+            self.overflow = true;
+        }
+    }
+
+    fn add_checked(&mut self, b: &Block, stride: isize, t: &TypeInfo) -> Option<()> {
+        let span = isize::try_from(b.count - 1).ok()?.checked_mul(stride)?;
         let (lo_s, hi_s) = (span.min(0), span.max(0));
-        let lo = b.disp + t.lb + lo_s;
-        let hi = b.disp + t.lb + t.extent + hi_s;
+        let lo = b.disp.checked_add(t.lb)?.checked_add(lo_s)?;
+        let hi = b
+            .disp
+            .checked_add(t.lb)?
+            .checked_add(t.extent)?
+            .checked_add(hi_s)?;
+        let tlo = b.disp.checked_add(t.true_lb)?.checked_add(lo_s)?;
+        let thi = b
+            .disp
+            .checked_add(t.true_lb)?
+            .checked_add(t.true_extent)?
+            .checked_add(hi_s)?;
+        let size = self.size.checked_add(b.count.checked_mul(t.size)?)?;
+        let elems = self.elems.checked_add(b.count.checked_mul(t.elems)?)?;
+        // Sizes are reported as an MPI_Count (64-bit signed).
+        if size > i64::MAX as u64 {
+            return None;
+        }
         self.any = true;
         self.lb = self.lb.min(lo);
         self.ub = self.ub.max(hi);
@@ -1327,15 +1384,20 @@ impl Bounds {
         }
         if t.elems > 0 {
             self.any_data = true;
-            self.tlb = self.tlb.min(b.disp + t.true_lb + lo_s);
-            self.tub = self.tub.max(b.disp + t.true_lb + t.true_extent + hi_s);
+            self.tlb = self.tlb.min(tlo);
+            self.tub = self.tub.max(thi);
         }
-        self.size += b.count * t.size;
-        self.elems += b.count * t.elems;
+        self.size = size;
+        self.elems = elems;
         self.align = self.align.max(t.align);
+        Some(())
     }
 
-    fn finish(self, is_struct: bool) -> TypeInfo {
+    /// The type's facts; `None` when its size, extent or bounds do not fit.
+    fn finish(self, is_struct: bool) -> Option<TypeInfo> {
+        if self.overflow {
+            return None;
+        }
         let (mut lb, mut ub) = if self.any { (self.lb, self.ub) } else { (0, 0) };
         if let Some(s) = self.slb {
             lb = s;
@@ -1346,20 +1408,20 @@ impl Bounds {
         if is_struct && self.sub.is_none() && self.any {
             // The C compiler pads a struct to its alignment; users expect MPI to agree.
             let a = self.align as isize;
-            let ext = ub - lb;
-            ub = lb + (ext + a - 1) / a * a;
+            let ext = ub.checked_sub(lb)?;
+            ub = lb.checked_add(ext.checked_add(a - 1)? / a * a)?;
         }
         let (tlb, tub) = if self.any_data {
             (self.tlb, self.tub)
         } else {
             (0, 0)
         };
-        TypeInfo {
+        Some(TypeInfo {
             size: self.size,
             lb,
-            extent: ub - lb,
+            extent: ub.checked_sub(lb)?,
             true_lb: tlb,
-            true_extent: tub - tlb,
+            true_extent: tub.checked_sub(tlb)?,
             elems: self.elems,
             explicit_lb: self.slb.is_some(),
             explicit_ub: self.sub.is_some(),
@@ -1367,7 +1429,7 @@ impl Bounds {
             dense_at: None,
             depth: 0,
             uniform: None,
-        }
+        })
     }
 }
 
@@ -1484,6 +1546,29 @@ pub(crate) mod tests {
         }
         t.commit(l6).unwrap();
         l6
+    }
+
+    #[test]
+    fn sizes_that_do_not_fit_are_refused_not_wrapped() {
+        let mut t = table();
+        // 2^33 bytes, then 2^62: still fine.
+        let a = t.contiguous(1 << 30, Datatype::DOUBLE).unwrap();
+        let b = t.contiguous(1 << 29, a).unwrap();
+        assert_eq!(t.info(b).unwrap().size, 1 << 62);
+        // 2^63 and 2^65 bytes do not fit an MPI_Count.
+        for n in [2, 8] {
+            let e = t.contiguous(n, b).unwrap_err();
+            assert_eq!(e.class, ErrorClass::Type, "{n} x 2^62");
+        }
+        let e = t.vector(3, 1, Some(1 << 30), None, b).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Type);
+        let e = t.indexed(&[1], Some(&[1 << 30]), None, b).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Type);
+        let e = t.resized(Datatype::INT, isize::MAX, 8).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Type);
+        // A negative stride that reaches below the address space is refused too.
+        let e = t.vector(4, 1, Some(-(1 << 30)), None, b).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Type);
     }
 
     #[test]
