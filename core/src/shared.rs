@@ -281,8 +281,10 @@ impl<'a> Inside<'a> {
         let mut rounds = 0u32;
         loop {
             let e = self.e();
-            if let Some(st) = e.p2p.pml.requests_mut().test(id)? {
-                return Ok(st);
+            if e.p2p.pml.requests().done(id) {
+                if let Some(st) = e.p2p.pml.requests_mut().test(id)? {
+                    return Ok(st);
+                }
             }
             rounds = rounds.wrapping_add(1);
             let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {

@@ -194,6 +194,14 @@ impl Requests {
         Ok(Some(status))
     }
 
+    /// Whether request `id` is complete; `true` for a stale id too, so that the caller's
+    /// [`Requests::test`] reports it. The wait loops' cheap look between progress rounds: it
+    /// copies no status.
+    #[inline(always)]
+    pub fn done(&self, id: ReqId) -> bool {
+        self.pool.get(id.0).is_none_or(|r| r.complete)
+    }
+
     /// Whether request `id` is a send or receive (which point-to-point progress alone finishes).
     #[inline]
     pub fn is_p2p(&self, id: ReqId) -> bool {
