@@ -37,8 +37,9 @@ const MAX_QUEUED_OUTPUT: usize = 1 << 20;
 
 /// Time a TCP connection has to identify itself with `initack`.
 pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
-/// TCP connections waiting to identify, at most; more are refused at once,
-/// so that a flood of strangers cannot exhaust the launcher's descriptors.
+/// TCP connections waiting to identify, at most; a new one past that closes
+/// the oldest, so that a flood of strangers can neither exhaust the launcher's
+/// descriptors nor keep a rank out.
 const MAX_PENDING: usize = 64;
 /// The `initack` line is short; a connection that sends more than this
 /// without a newline is not a PMI client.
@@ -214,14 +215,17 @@ impl PmiServer {
         for _ in 0..ACCEPTS_PER_CALL {
             match listener.accept() {
                 Ok((stream, peer)) => {
+                    // A rank identifies as it connects, so only idle strangers grow old here:
+                    // the oldest makes room, and a flood never turns a real rank away.
                     if self.pending.len() >= MAX_PENDING {
-                        events.push(ServerEvent::Rejected {
-                            peer: peer.to_string(),
-                            reason: format!(
-                                "came while {MAX_PENDING} others were waiting to identify"
+                        let old = self.pending.remove(0);
+                        refuse(
+                            old,
+                            format!(
+                                "did not identify while {MAX_PENDING} newer connections waited"
                             ),
-                        });
-                        continue;
+                            events,
+                        );
                     }
                     if stream.set_nonblocking(true).is_err() {
                         continue;
@@ -1064,6 +1068,31 @@ mod tests {
             }
             assert!(Instant::now() < deadline, "no reply from the server");
         }
+    }
+
+    /// 200 connections that never speak, then a remote rank: it is served.
+    #[test]
+    fn a_flood_of_idle_connections_never_keeps_a_rank_out() {
+        let (mut s, addr, _local) = tcp_setup(2);
+        let mut events = Vec::new();
+        let mut idle = Vec::new();
+        for _ in 0..200 {
+            idle.push(TcpStream::connect(addr).unwrap());
+            // Accepted as they come, as the launcher's loop does.
+            s.on_acceptable(&mut events);
+        }
+        pump(&mut s, &mut events, |s, ev| {
+            s.pending_fds().count() == MAX_PENDING && ev.len() >= 200 - MAX_PENDING
+        });
+        let mut rank = tcp_client(addr, b"cmd=initack pmiid=1\n");
+        pump(&mut s, &mut events, |s, _| s.fd(1).is_some());
+        let mut got = String::new();
+        rank.read_line(&mut got).unwrap();
+        assert_eq!(got, "cmd=initack rc=0\n");
+        assert!(events
+            .iter()
+            .all(|e| matches!(e, ServerEvent::Rejected { .. })));
+        drop(idle);
     }
 
     #[test]

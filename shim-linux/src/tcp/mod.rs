@@ -15,8 +15,8 @@
 //! complete so the first fragment leaves at once, else completed by progress). Each connection
 //! starts with a [`wire::Handshake`] (magic, version, secret, both ranks, largest fragment); the
 //! acceptor checks all of it and refuses anything else with one log line, without harm to the
-//! job. Strangers get a 36-byte buffer and a deadline, and at most [`MAX_PENDING`] of them are
-//! served at a time.
+//! job. Strangers get a 36-byte buffer and a deadline; at most [`MAX_PENDING`] of them are held
+//! at a time, and a new connection past that closes the one that has waited longest.
 //!
 //! A process sends to a peer on exactly one connection, chosen at its first send and kept: its
 //! own, or — if the peer has connected to it already — the peer's, after answering with its own
@@ -1033,10 +1033,25 @@ impl Tcp {
         }
     }
 
-    /// Accepts what waits in the listen backlog, while there is room for handshakes.
+    /// The accepted connection that has waited longest without a handshake.
+    fn oldest_pending(&self) -> Option<usize> {
+        self.conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, s.conn.as_deref()?)))
+            .filter(|(_, c)| c.pending())
+            .min_by_key(|(_, c)| c.deadline)
+            .map(|(i, _)| i)
+    }
+
+    /// Accepts what waits in the listen backlog. When the handshake table is full, the
+    /// connection that has waited longest without presenting a handshake makes room: a peer's
+    /// handshake comes with its connection, so only idle strangers age there, and however many
+    /// of them there are, a real peer's connection is served at the next progress.
     fn accept(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
-        while self.pending < MAX_PENDING {
+        // Bounded per call, so that a flood cannot keep progress here.
+        for _ in 0..MAX_PENDING {
             let Some(listener) = &self.listener else {
                 return n;
             };
@@ -1051,6 +1066,14 @@ impl Tcp {
                 }
             };
             n += 1;
+            if self.pending >= MAX_PENDING {
+                if let Some(old) = self.oldest_pending() {
+                    self.reject(
+                        old,
+                        format_args!("no handshake while newer connections wait"),
+                    );
+                }
+            }
             // We may answer on it: no Nagle delay for small frames here either.
             let ready = stream
                 .set_nonblocking(true)

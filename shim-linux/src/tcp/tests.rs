@@ -400,6 +400,30 @@ fn strangers_are_turned_away_and_the_job_goes_on() {
     }
 }
 
+/// 200 connections that send nothing, held open to a rank's listener, do not delay its peer's
+/// first contact: with the handshake deadline at a minute, the peer used to wait in the listen
+/// backlog behind them until the deadline (the test's 20 s bound fails then).
+#[test]
+fn idle_connections_do_not_delay_real_peers() {
+    let p = params(&[("btl_tcp_connect_timeout", "60000")]);
+    let (mut mods, eps, _kv) = job(&[0, 0], &p);
+    let addr1 = mods[1].local_addr();
+    let mut s = sinks(2);
+    let idle: Vec<_> = (0..200)
+        .map(|_| std::net::TcpStream::connect(addr1).unwrap())
+        .collect();
+    for _ in 0..50 {
+        mods[1].progress(&mut s[1]);
+    }
+    assert!(send(&mut mods[0], eps[0][1].unwrap(), 9, b"real"));
+    run(&mut mods, &mut s, |s| !s[1].got.is_empty());
+    assert_eq!(s[1].got, [(0, 9, b"real".to_vec())]);
+    drop(idle);
+    for m in &mut mods {
+        m.finalize();
+    }
+}
+
 #[test]
 fn finalize_flushes_what_is_queued() {
     let p = params(&[("btl_tcp_sndbuf", "16k"), ("btl_tcp_rcvbuf", "16k")]);
