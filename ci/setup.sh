@@ -11,7 +11,8 @@
 #   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
 #                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
 #                    x86_64 and aarch64 musl targets (the node library); rust-src for the nightly
-#                    toolchain where one is installed (ThreadSanitizer, ci/tsan.sh)
+#                    toolchain where one is installed (ThreadSanitizer, ci/tsan.sh), and
+#                    cargo-fuzz from crates.io with it (ci/fuzz.sh)
 set -euo pipefail
 
 need_pkgs=()
@@ -43,6 +44,8 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # sources, where a nightly toolchain is installed.
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     rustup component add rust-src --toolchain nightly >/dev/null 2>&1 || true
+    # The fuzz targets (ci/fuzz.sh) run under cargo-fuzz, from crates.io.
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 fi
 for t in x86_64-unknown-none s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu \
     x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do

@@ -36,6 +36,8 @@ pub enum WireError {
     BadKey(usize),
     /// `key=` followed by nothing.
     EmptyValue(String),
+    /// A line break inside the line (a line ends at its `\n`; no value can hold one).
+    LineBreak,
 }
 
 impl fmt::Display for WireError {
@@ -46,6 +48,7 @@ impl fmt::Display for WireError {
             WireError::NoCmd => f.write_str("line does not start with cmd=<name>"),
             WireError::BadKey(at) => write!(f, "invalid key character at byte {at}"),
             WireError::EmptyValue(k) => write!(f, "key `{k}` has `=` but no value"),
+            WireError::LineBreak => f.write_str("line break inside the line"),
         }
     }
 }
@@ -83,6 +86,9 @@ impl Message {
     pub fn parse(line: &[u8]) -> Result<Message, WireError> {
         if line.len() > MAX_LINE {
             return Err(WireError::TooLong(line.len()));
+        }
+        if line.iter().any(|&b| b == b'\n' || b == b'\r') {
+            return Err(WireError::LineBreak);
         }
         let text = std::str::from_utf8(line).map_err(|_| WireError::NotUtf8)?;
         if !text.starts_with("cmd=") {
@@ -258,6 +264,9 @@ mod tests {
             b"cmd=put kvsname=k key=a value=x\\ y",
             b"cmd=get_result rc=0 msg= value=1",
             b"cmd=x a b c=d",
+            // Found by fuzzing (fuzz/ pmi_line): a line break inside a line.
+            b"cmd=c\n",
+            b"cmd=put key=a value=x\ry",
         ] {
             let Ok(m) = Message::parse(line) else {
                 continue;
