@@ -30,18 +30,31 @@ use stormpi_tests::{
 /// Where Debian installs the test programs.
 const TESTS: &str = "/usr/lib/x86_64-linux-gnu/scalapack";
 
-/// Deadline of one program's run. The slowest program takes ~20 s on 2 busy cores with either
-/// library; a hung one is cut here.
-const RUN_TIMEOUT: Duration = Duration::from_secs(90);
+/// Deadline of one program's run: the slowest of the default run takes ~25 s on 2 busy cores,
+/// the slowest of all (`xzheevr` with Open MPI) ~90 s; a hung one is cut here.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Programs held only to ending in time with exit status 0 where Open MPI's run does, not to
 /// their checks, and why. (The README lists them too.)
-const EXCEPTIONS: &[(&str, &str)] = &[(
-    "xssyevr",
-    "its tester never sets VL and VU for RANGE='A' but checks that PSSYEVR left them \
-     unchanged with .NE., which a NaN bit pattern in that stack slot fails (stormpi's frames \
-     leave 0xffffffff there: 'IL, IU, VL or VU altered by PSSYEVR', FAILED rows)",
-)];
+const EXCEPTIONS: &[(&str, &str)] = &[
+    ("xssyevr", EVR_VL_VU),
+    ("xdsyevr", EVR_VL_VU),
+    ("xcheevr", EVR_VL_VU),
+    ("xzheevr", EVR_VL_VU),
+];
+
+const EVR_VL_VU: &str = "the tester never sets VL and VU for RANGE='A' yet checks with .NE. that \
+     P?SYEVR/P?HEEVR left them unchanged, which fails when that stack slot holds a NaN bit \
+     pattern (stormpi's frames leave 0xffffffff there: 'IL, IU, VL or VU altered', FAILED rows)";
+
+/// Programs left out of the default run for time (set `STORMPI_SCALAPACK_ALL=1` to run them):
+/// on this 2-core machine the four P?SYEVR/P?HEEVR testers take 30-90 s per run with either
+/// library (and are exceptions anyway), and the LLT testers of the other precisions 10-30 s while
+/// `xsllt` runs the same code in single precision (with the condition estimator the preloaded fix
+/// is about); the 63 left take ~5 minutes for both libraries together.
+const SLOW: &[&str] = &[
+    "xssyevr", "xdsyevr", "xcheevr", "xzheevr", "xdllt", "xcllt", "xzllt",
+];
 
 /// One program of the CTest file and its rank count.
 #[derive(Debug)]
@@ -188,16 +201,21 @@ fn every_program_that_passes_with_open_mpi_passes_on_stormpi() {
         in_path("mpirun.openmpi"),
         "mpirun.openmpi (the reference) is missing: apt-get install openmpi-bin"
     );
-    let cases = cases(&listed);
+    let all = std::env::var_os("STORMPI_SCALAPACK_ALL").is_some_and(|v| v == "1");
+    let listed = cases(&listed);
     assert!(
-        !cases.is_empty(),
+        !listed.is_empty(),
         "no add_test lines in {}",
         ctest.display()
     );
+    let cases: Vec<&Case> = listed
+        .iter()
+        .filter(|c| all || !SLOW.contains(&c.name.as_str()))
+        .collect();
     let started = Instant::now();
     let mut table = String::new();
     let mut wrong = Vec::new();
-    for case in &cases {
+    for &case in &cases {
         let reference = on_open_mpi(case);
         let ours = on_stormpi(case);
         let (r, o) = (failure(&reference), failure(&ours));
@@ -222,8 +240,14 @@ fn every_program_that_passes_with_open_mpi_passes_on_stormpi() {
         }
     }
     eprintln!(
-        "ScaLAPACK's tests, {} programs in {:.0} s:\n{table}",
+        "ScaLAPACK's tests, {} of {} programs (not run: {}) in {:.0} s:\n{table}",
         cases.len(),
+        listed.len(),
+        if all {
+            "none".to_string()
+        } else {
+            SLOW.join(", ")
+        },
         started.elapsed().as_secs_f64()
     );
     assert!(
