@@ -10,9 +10,9 @@
  * P?GETRS with different TRANS arguments ("On entry to PSGETRS parameter number 1 had an illegal
  * value") and hang. Which bytes are there depends on whatever ran on that stack before, so it
  * changes with the MPI library, the library's build, a preloaded library, or a debugger:
- * xslu and xsllt hang with Open MPI as well when LU.dat lists its sizes differently. Reported as
- * Reference-ScaLAPACK/scalapack issue 121, fixed by pull request 122 (EST = ZERO on entry), which
- * is not in Debian bookworm's 2.2.1.
+ * xslu hangs with Open MPI as well when LU.dat lists other sizes, and xsllt hung with it as
+ * packaged. Reported as Reference-ScaLAPACK/scalapack issue 121, fixed by pull request 122
+ * (EST = ZERO on entry), which is not in Debian bookworm's 2.2.1.
  *
  * The wrappers set EST to zero when an estimation starts (KASE = 0). P?LACON writes EST only when
  * it returns its final estimate, and the callers do not touch it between calls, so this is the
