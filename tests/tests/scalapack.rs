@@ -9,9 +9,9 @@
 //! ScaLAPACK 2.2.1's norm estimators read an argument their callers never initialised, and
 //! whether the ranks agree then depends on stack garbage, which any change of MPI library (or a
 //! preloaded library, or a debugger) changes: `xslu` hangs with Open MPI too when LU.dat lists
-//! other sizes, and `xsllt` hung with it as packaged. Both libraries run every program with ScaLAPACK's own fix for it
-//! preloaded (`tests/c-extra/scalapack_est.c`, which says more), so that the comparison is of
-//! the MPI libraries, not of what their stack frames leave behind.
+//! other sizes, and `xsllt` hung with it as packaged. Both libraries run every program with
+//! ScaLAPACK's own fix for it preloaded (`tests/c-extra/scalapack_est.c`, which says more), so
+//! that the comparison is of the MPI libraries, not of what their stack frames leave behind.
 //!
 //! A run passes when it exits 0 in time and its output reports no failed check: no `FAILED`
 //! row, no `N tests completed and failed [residual checks]` with N > 0, no `illegal value`
