@@ -51,7 +51,7 @@ const EVR_VL_VU: &str = "the tester never sets VL and VU for RANGE='A' yet check
 /// on this 2-core machine the four P?SYEVR/P?HEEVR testers take 30-90 s per run with either
 /// library (and are exceptions anyway), and the LLT testers of the other precisions 10-30 s while
 /// `xsllt` runs the same code in single precision (with the condition estimator the preloaded fix
-/// is about); the 63 left take ~5 minutes for both libraries together.
+/// is about); the 63 left took 3 to 5 minutes for both libraries together here.
 const SLOW: &[&str] = &[
     "xssyevr", "xdsyevr", "xcheevr", "xzheevr", "xdllt", "xcllt", "xzllt",
 ];
