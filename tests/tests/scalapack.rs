@@ -47,7 +47,8 @@ const EVR_VL_VU: &str = "the tester never sets VL and VU for RANGE='A' yet check
      P?SYEVR/P?HEEVR left them unchanged, which fails when that stack slot holds a NaN bit \
      pattern (stormpi's frames leave 0xffffffff there: 'IL, IU, VL or VU altered', FAILED rows)";
 
-/// Programs left out of the default run for time (set `STORMPI_SCALAPACK_ALL=1` to run them):
+/// Programs left out of the default run for time (`STORMPI_SCALAPACK_ALL=1` runs them too;
+/// `STORMPI_SCALAPACK_ONLY=xslu,xdlu` runs just those):
 /// on this 2-core machine the four P?SYEVR/P?HEEVR testers take 30-90 s per run with either
 /// library (and are exceptions anyway), and the LLT testers of the other precisions 10-30 s while
 /// `xsllt` runs the same code in single precision (with the condition estimator the preloaded fix
@@ -208,10 +209,20 @@ fn every_program_that_passes_with_open_mpi_passes_on_stormpi() {
         "no add_test lines in {}",
         ctest.display()
     );
+    // A comma-separated list of programs to run instead (for looking at a few by hand).
+    let only = std::env::var("STORMPI_SCALAPACK_ONLY").unwrap_or_default();
+    let only: Vec<&str> = only.split(',').filter(|n| !n.is_empty()).collect();
     let cases: Vec<&Case> = listed
         .iter()
-        .filter(|c| all || !SLOW.contains(&c.name.as_str()))
+        .filter(|c| match only.is_empty() {
+            true => all || !SLOW.contains(&c.name.as_str()),
+            false => only.contains(&c.name.as_str()),
+        })
         .collect();
+    assert!(
+        !cases.is_empty(),
+        "STORMPI_SCALAPACK_ONLY names no listed program"
+    );
     let started = Instant::now();
     let mut table = String::new();
     let mut wrong = Vec::new();
@@ -243,8 +254,8 @@ fn every_program_that_passes_with_open_mpi_passes_on_stormpi() {
         "ScaLAPACK's tests, {} of {} programs (not run: {}) in {:.0} s:\n{table}",
         cases.len(),
         listed.len(),
-        if all {
-            "none".to_string()
+        if all || !only.is_empty() {
+            "see above".to_string()
         } else {
             SLOW.join(", ")
         },
