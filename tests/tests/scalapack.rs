@@ -45,7 +45,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
 
 const EVR_VL_VU: &str = "the tester never sets VL and VU for RANGE='A' yet checks with .NE. that \
      P?SYEVR/P?HEEVR left them unchanged, which fails when that stack slot holds a NaN bit \
-     pattern (stormpi's frames leave 0xffffffff there: 'IL, IU, VL or VU altered', FAILED rows)";
+     pattern (under stormpi VU's slot held 0xffffffff: 'IL, IU, VL or VU altered', FAILED rows)";
 
 /// Programs left out of the default run for time (`STORMPI_SCALAPACK_ALL=1` runs them too;
 /// `STORMPI_SCALAPACK_ONLY=xslu,xdlu` runs just those):
