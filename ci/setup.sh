@@ -7,7 +7,9 @@
 #                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs);
 #                    for the lightweight-kernel node build: musl-tools, gcc-aarch64-linux-gnu and
 #                    musl-dev:arm64 (static musl programs, aarch64 ones under qemu-aarch64),
-#                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun)
+#                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun);
+#                    scalapack-mpi-test (ScaLAPACK's test programs built against MPICH and Open
+#                    MPI: tests/tests/scalapack.rs runs them on stormpi, Open MPI the reference)
 #   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
 #                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
 #                    x86_64 and aarch64 musl targets (the node library); rust-src for the nightly
@@ -18,7 +20,8 @@ set -euo pipefail
 need_pkgs=()
 for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
-    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge; do
+    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge \
+    scalapack-mpi-test; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -57,6 +57,7 @@ c_tests! {
     bsend,
     groups,
     topo,
+    blacs_combine,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives
