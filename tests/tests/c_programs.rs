@@ -219,3 +219,32 @@ fn heat2d_gives_the_same_answer_on_any_rank_count() {
         assert_eq!(answer(np, extra), one, "{np} ranks {extra:?}");
     }
 }
+
+/// Issue 25: every kind of non-blocking collective, with and without MPI_IN_PLACE (the ignored
+/// arguments passed as -1, MPI_DATATYPE_NULL, NULL), all in flight on one communicator and
+/// completed by one MPI_Waitall, at the rank counts the conformance suite hung at.
+#[test]
+fn nonblocking_collectives_of_every_kind_in_flight_at_once() {
+    for np in [4, 5, 10] {
+        check("nbc_all_in_flight", np);
+    }
+}
+
+/// Issue 25: MPI_Get_address gives addresses whose differences are field offsets, usable as
+/// struct displacements (relative, and absolute from MPI_BOTTOM).
+#[test]
+fn get_address_builds_struct_types() {
+    for np in [2, 3] {
+        check("get_address", np);
+    }
+}
+
+/// Issue 25: MPI_Comm_split and MPI_Comm_create on an intercommunicator (colors one side lacks
+/// and MPI_UNDEFINED give MPI_COMM_NULL; keys reorder) and MPI_Intercomm_create_from_groups,
+/// each new intercommunicator checked by sizes, a message across and an Allreduce.
+#[test]
+fn intercommunicators_split_created_and_made_from_groups() {
+    for np in [2, 3, 5, 8] {
+        check("intercomm_split", np);
+    }
+}

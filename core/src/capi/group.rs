@@ -1,10 +1,10 @@
 //! Groups, and the communicators made from groups, splits and intercommunicators.
 
-use core::ffi::c_int;
+use core::ffi::{c_char, c_int, CStr};
 
 use super::abi::{self, HandleKind, ObjectKind};
 use super::datatype::array;
-use super::env::{code, run, run_comm, run_comm_inside};
+use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::errors::report;
 use super::handles::{self, out};
 use crate::comm::create::{self, SplitType};
@@ -25,6 +25,14 @@ fn bad_group() -> Error {
 }
 
 /// The group a handle names.
+/// A string tag folded to a number (FNV-1a): both groups pass the same string, so both
+/// leaders meet under the same internal tag.
+fn tag_hash(tag: &[u8]) -> u32 {
+    tag.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 fn group(e: &Engine, h: abi::MPI_Group) -> Result<Group> {
     if h == abi::MPI_GROUP_EMPTY {
         return Ok(Group::Empty);
@@ -295,6 +303,23 @@ super::mpi! {
             };
             let new = create::split_type(cx, c, how, key)?;
             give_comm(new, newcomm)
+        }))
+    }
+
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: abi::MPI_Group, local_leader: c_int, remote_group: abi::MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: abi::MPI_Info, errhandler: abi::MPI_Errhandler, newintercomm: *mut abi::MPI_Comm) {
+        // Hints are not acted on (as for every communicator).
+        let _ = info;
+        code(run_inside("MPI_Intercomm_create_from_groups", None, |cx| {
+            if stringtag.is_null() {
+                return Err(Error::bad_arg("stringtag is NULL"));
+            }
+            // SAFETY: checked non-null; MPI requires a NUL-terminated string.
+            let tag = unsafe { CStr::from_ptr(stringtag) }.to_bytes();
+            let eh = super::errors::comm_handler(cx.e(), errhandler)?;
+            let (lg, rg) = (group(cx.e(), local_group)?, group(cx.e(), remote_group)?);
+            let new = create::intercomm_from_groups(cx, lg, local_leader, rg, remote_leader, tag_hash(tag))?;
+            cx.e().set_errhandler(new, eh)?;
+            give_comm(Some(new), newintercomm)
         }))
     }
 

@@ -26,7 +26,6 @@ macro_rules! unsupported {
 unsupported! {
     MPI_Accumulate / PMPI_Accumulate,
     MPI_Accumulate_c / PMPI_Accumulate_c,
-    MPI_Address / PMPI_Address,
     MPI_Allgather_c / PMPI_Allgather_c,
     MPI_Allgather_init / PMPI_Allgather_init,
     MPI_Allgather_init_c / PMPI_Allgather_init_c,
@@ -164,7 +163,6 @@ unsupported! {
     MPI_Get / PMPI_Get,
     MPI_Get_accumulate / PMPI_Get_accumulate,
     MPI_Get_accumulate_c / PMPI_Get_accumulate_c,
-    MPI_Get_address / PMPI_Get_address,
     MPI_Get_c / PMPI_Get_c,
     MPI_Get_count_c / PMPI_Get_count_c,
     MPI_Get_elements_c / PMPI_Get_elements_c,
@@ -193,7 +191,6 @@ unsupported! {
     MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c,
     MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw,
     MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c,
-    MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups,
     MPI_Irecv_c / PMPI_Irecv_c,
     MPI_Ireduce_c / PMPI_Ireduce_c,
     MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c,

@@ -37,6 +37,10 @@ const CID_WORDS: usize = (1 << 16) / 64 + 1;
 /// `MPI_UNDEFINED` as a split color: the caller gets no communicator.
 pub const UNDEFINED: i32 = -32766;
 
+/// `MPI_Intercomm_create_from_groups` folds its string tag into this range (apart from
+/// `MPI_Comm_create_group`'s), for the local group's construction and the leaders' exchange.
+const TAG_FROM_GROUPS_BASE: i32 = i32::MIN + 0x1_0000;
+
 /// Per-process memory for construction: three ints per process of the job (a split's
 /// (color, key, rank) triples; an intercommunicator's two process lists), the `MPI_Comm_idup`s
 /// in flight, and the state of the blocking context-id agreements under way.
@@ -671,10 +675,130 @@ pub fn split(cx: &mut Inside, comm: CommId, color: i32, key: i32) -> Result<Opti
     }
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
-        return Err(Error::unsupported("MPI_Comm_split on an intercommunicator"));
+        return with_ints(cx, |cx, ints| split_inter(cx, ints, comm, color, key));
     }
     let m = whole(&cx.e().p2p, comm, TAG_SPLIT)?;
     split_members(cx, comm, &m, color, key)
+}
+
+/// `MPI_Comm_split` on intercommunicator `inter`: the members of each side with one color form
+/// a new intercommunicator with the other side's members of that color, each side ranked by
+/// key (ties by rank); a color that only one side has gives `None` there. Collective over both
+/// sides.
+///
+/// Each side gathers its (color, key, rank) triples over the hidden local communicator, the
+/// leaders swap their sides' lists, and each leader broadcasts the other side's; so every
+/// member knows both sides and computes both groups itself. Two context ids are agreed: one
+/// among the local side for the new hidden local communicator (disjoint colors share it, as
+/// in an ordinary split), then one among both sides for the intercommunicator (as `dup` does).
+fn split_inter(
+    cx: &mut Inside,
+    ints: &mut [i32],
+    inter: CommId,
+    color: i32,
+    key: i32,
+) -> Result<Option<CommId>> {
+    let c = cx.e().check_comm(inter)?.clone();
+    let (Some(local), Some(remote)) = (c.local_comm, c.remote) else {
+        return Err(not_inter());
+    };
+    let m = whole(&cx.e().p2p, local, TAG_SPLIT)?;
+    let (n, k) = (m.n as usize, remote.size() as usize);
+    // This side's triples in ints[..3n], the other side's after them; the sides are disjoint,
+    // so both fit in the three ints per process of the job.
+    ints[3 * m.me as usize..3 * m.me as usize + 3].copy_from_slice(&[color, key, m.me as i32]);
+    allgather_triples(cx, &m, ints)?;
+    let ch = Channel {
+        comm: inter,
+        peer: 0,
+        tag: TAG_SPLIT,
+    };
+    if m.me == 0 {
+        let (mine, theirs) = ints.split_at_mut(3 * n);
+        // SAFETY: `theirs` is borrowed until the receive completes.
+        let conv = unsafe { Unpacker::elements(theirs.as_mut_ptr().cast(), 3 * k, Datatype::INT) };
+        let r = post_recv(cx, conv, ch)?;
+        // SAFETY: `mine` is borrowed until the send completes.
+        let conv = unsafe { Packer::elements(mine.as_ptr().cast(), 3 * n, Datatype::INT) };
+        send_on(cx, conv, ch)?;
+        cx.wait(r)?;
+    }
+    let at = ints[3 * n..].as_mut_ptr();
+    // SAFETY: `3 k` ints after this side's triples are borrowed for the call.
+    unsafe { bcast_among(cx, &m, at.cast(), 3 * k, Datatype::INT)? };
+    let (mine, theirs) = ints.split_at_mut(3 * n);
+    let mine = mine.as_chunks_mut::<3>().0;
+    let theirs = theirs[..3 * k].as_chunks_mut::<3>().0;
+    // Members of `color` first, by key, then rank.
+    mine.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
+    theirs.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
+    let count = |t: &[[i32; 3]]| t.iter().take_while(|e| e[0] == color).count();
+    let (len, rlen) = (count(mine), count(theirs));
+    let joined = color != UNDEFINED && rlen > 0;
+
+    let lcid = agree_cid(cx, &Members { tag: TAG_CID, ..m }, None)?;
+    let mut new_local = None;
+    if joined {
+        let rank = mine[..len]
+            .iter()
+            .position(|e| e[2] as u32 == m.me)
+            .expect("own entry") as u32;
+        let g = c.group;
+        let group = cx
+            .e()
+            .p2p
+            .comms
+            .groups
+            .gather(len as u32, |t, i| t.proc_of(g, mine[i as usize][2] as u32))?;
+        new_local = Some((install_hidden(&mut cx.e().p2p, lcid, group, rank)?, rank));
+    }
+    let leader_ch = Channel {
+        comm: inter,
+        peer: 0,
+        tag: TAG_INTER,
+    };
+    let icid = agree_cid(
+        cx,
+        &Members { tag: TAG_CID, ..m },
+        Some((m.me == 0).then_some(leader_ch)),
+    );
+    let (icid, (l, rank)) = match (icid, new_local) {
+        (Err(e), Some((l, _))) => {
+            let _ = free(cx, l);
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+        (Ok(_), None) => return Ok(None),
+        (Ok(cid), Some(lr)) => (cid, lr),
+    };
+    let r = cx.e().p2p.comms.groups.gather(rlen as u32, |t, i| {
+        t.proc_of(remote, theirs[i as usize][2] as u32)
+    });
+    let installed = r.and_then(|rg| {
+        let lg = cx.e().p2p.comm(l)?.group;
+        let group = cx.e().p2p.comms.groups.for_comm(lg);
+        install(
+            &mut cx.e().p2p,
+            Comm {
+                cid: icid,
+                group,
+                remote: Some(rg),
+                local_comm: Some(l),
+                hidden: false,
+                topo: None,
+                rank,
+                errhandler: c.errhandler,
+                freed: false,
+            },
+        )
+    });
+    match installed {
+        Ok(id) => Ok(Some(id)),
+        Err(e) => {
+            let _ = free(cx, l);
+            Err(e)
+        }
+    }
 }
 
 /// Splits `comm` after every member's (color, key) is known to all.
@@ -862,9 +986,21 @@ pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<Comm
     let group = cx.e().p2p.comms.groups.check(group)?;
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
-        return Err(Error::unsupported(
-            "MPI_Comm_create on an intercommunicator",
-        ));
+        // The local group's members in `group` face the remote side's members in its group:
+        // a split with one color, ranked by the place in `group`.
+        let parent = c.group;
+        let p2p = &cx.e().p2p;
+        let groups = &p2p.comms.groups;
+        if groups
+            .members(group)
+            .any(|p| groups.rank_of(parent, p).is_none())
+        {
+            return Err(group_not_subset());
+        }
+        let my_rank = groups.rank_of(group, p2p.me);
+        let color = if my_rank.is_some() { 0 } else { UNDEFINED };
+        let key = my_rank.map_or(0, |r| r as i32);
+        return with_ints(cx, |cx, ints| split_inter(cx, ints, comm, color, key));
     }
     let parent = c.group;
     let me = cx.e().p2p.me;
@@ -905,8 +1041,14 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             },
         ));
     }
-    let parent = c.group;
-    let eh = c.errhandler;
+    group_comm(cx, comm, group, TAG_GROUP_BASE + (tag & 0xffff))
+}
+
+/// A communicator over `group`, a checked subset of `comm`'s group that holds the caller,
+/// agreed among its members only under internal tag `tag`.
+fn group_comm(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
+    let c = cx.e().check_comm(comm)?;
+    let (parent, eh) = (c.group, c.errhandler);
     let p2p = &cx.e().p2p;
     let me = p2p.comms.groups.rank_of(group, p2p.me).ok_or(Error::new(
         ErrorClass::Group,
@@ -914,11 +1056,12 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             what: "the calling process is not in the group",
         },
     ))?;
-    let groups = &cx.e().p2p.comms.groups;
-    for p in groups.members(group) {
-        if groups.rank_of(parent, p).is_none() {
-            return Err(group_not_subset());
-        }
+    let groups = &p2p.comms.groups;
+    if groups
+        .members(group)
+        .any(|p| groups.rank_of(parent, p).is_none())
+    {
+        return Err(group_not_subset());
     }
     let m = Members {
         comm,
@@ -926,7 +1069,7 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
         root: 0,
         n: group.size(),
         me,
-        tag: TAG_GROUP_BASE + (tag & 0xffff),
+        tag,
     };
     let cid = agree_cid(cx, &m, None)?;
     let g = cx.e().p2p.comms.groups.for_comm(group);
@@ -944,6 +1087,63 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             freed: false,
         },
     )
+}
+
+/// `MPI_Intercomm_create_from_groups`: an intercommunicator between `local` (led by its rank
+/// `local_leader`) and `remote` (led by its rank `remote_leader`), collective over both groups
+/// only; `tag` (from the user's string tag) tells concurrent calls apart.
+///
+/// Every process of a job here is a member of `MPI_COMM_WORLD` (there is no spawn), so the
+/// world carries the construction: the local group becomes a temporary communicator as in
+/// `MPI_Comm_create_group`, whose leader reaches the remote leader over the world with an
+/// internal tag, as `MPI_Intercomm_create` with the world as peer.
+pub fn intercomm_from_groups(
+    cx: &mut Inside,
+    local: Group,
+    local_leader: i32,
+    remote: Group,
+    remote_leader: i32,
+    tag: u32,
+) -> Result<CommId> {
+    let groups = &cx.e().p2p.comms.groups;
+    let local = groups.check(local)?;
+    let remote = groups.check(remote)?;
+    if remote_leader < 0 || remote_leader as u32 >= remote.size() {
+        return Err(Error::new(
+            ErrorClass::Rank,
+            Reason::RankOutOfRange {
+                rank: remote_leader,
+                size: remote.size(),
+            },
+        ));
+    }
+    let leader_proc = groups.proc_of(remote, remote_leader as u32);
+    let world_group = cx.e().check_comm(CommId::WORLD)?.group;
+    let peer_rank = cx
+        .e()
+        .p2p
+        .comms
+        .groups
+        .rank_of(world_group, leader_proc)
+        .ok_or(Error::bad_arg(
+            "the remote leader is not a process of this job",
+        ))?;
+    let tag = TAG_FROM_GROUPS_BASE + (tag & 0xffff) as i32;
+    let l = group_comm(cx, CommId::WORLD, local, tag)?;
+    let r = with_ints(cx, |cx, ints| {
+        intercomm_into(
+            cx,
+            ints,
+            l,
+            local_leader,
+            Some(CommId::WORLD),
+            peer_rank as i32,
+            tag,
+        )
+    });
+    let freed = free(cx, l);
+    let inter = r?;
+    freed.map(|()| inter)
 }
 
 /// `MPI_Intercomm_create`: joins the group of `local` (led by its rank `local_leader`) with
