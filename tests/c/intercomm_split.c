@@ -131,7 +131,9 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Group_free(&sub));
     CHECK_MPI(MPI_Group_free(&lg));
 
-    /* MPI_Intercomm_create_from_groups over the world's two sides, twice */
+    /* MPI_Intercomm_create_from_groups over the world's two sides, twice (MPI 4: Open MPI 4.1
+     * does not have it) */
+#if MPI_VERSION >= 4
     CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &wg));
     {
         int r0[3] = {0, wsize - 1 - (wsize - 1) % 2, 2}, r1[3] = {1, wsize - 1 - wsize % 2, 2};
@@ -160,6 +162,12 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Group_free(&g0));
     CHECK_MPI(MPI_Group_free(&g1));
     CHECK_MPI(MPI_Group_free(&wg));
+#else
+    (void)wg, (void)g0, (void)g1;
+    if (wrank == 0)
+        printf("note: MPI_Intercomm_create_from_groups is MPI 4, this library MPI %d: skipped\n",
+               MPI_VERSION);
+#endif
 
     CHECK_MPI(MPI_Comm_free(&inter));
     CHECK_MPI(MPI_Comm_free(&local));
