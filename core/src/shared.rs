@@ -247,6 +247,22 @@ impl<'a> Inside<'a> {
         }
     }
 
+    /// Runs `f` with the engine let go: user callbacks (a generalized request's query, free
+    /// and cancel functions) may call MPI, which enters the engine again. Nothing borrowed from
+    /// the engine lives across it (`e` borrows from `self`).
+    pub fn outside<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        match self.lock {
+            None => f(),
+            Some(l) => {
+                let platform = self.e().platform();
+                l.unlock();
+                let r = f();
+                l.lock(platform);
+                r
+            }
+        }
+    }
+
     /// Progresses until `poll` yields a value, relaxing (and letting other threads in) when a
     /// round moved nothing, and letting waiting threads in after a round that did.
     #[inline]

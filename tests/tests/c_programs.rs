@@ -248,3 +248,13 @@ fn intercommunicators_split_created_and_made_from_groups() {
         check("intercomm_split", np);
     }
 }
+
+/// Issue 25: generalized requests (MPI_Grequest_start/complete with query, free and cancel
+/// callbacks, completed by every form), MPI_Request_get_status, MPI_Status_set_cancelled and
+/// MPI_Status_set_elements(_x).
+#[test]
+fn generalized_requests_and_status_setters() {
+    for np in [1, 2, 3] {
+        check("grequest", np);
+    }
+}
