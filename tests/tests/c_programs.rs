@@ -258,3 +258,22 @@ fn generalized_requests_and_status_setters() {
         check("grequest", np);
     }
 }
+
+/// Issue 25: MPI_Mprobe and MPI_Improbe leave the MPI_ERROR field of their status as the
+/// caller set it (so do MPI_Probe and MPI_Iprobe here).
+#[test]
+fn matched_probes_leave_the_status_error_field_alone() {
+    for np in [2, 3] {
+        check("probe_status_error", np);
+    }
+}
+
+/// Issue 25: 64 MPI_Comm_idup in flight per process (no limit of 16 any more), of three
+/// parents, overlapping blocking MPI_Comm_dup and MPI_Comm_split of the same parents; every
+/// agreement ends with a distinct communicator (it could run out of context ids under overlap).
+#[test]
+fn many_idups_in_flight_overlapping_other_constructions() {
+    for np in [2, 3, 5, 8] {
+        check("many_idups", np);
+    }
+}

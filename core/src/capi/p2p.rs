@@ -472,7 +472,7 @@ super::mpi! {
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         match run_comm_inside("MPI_Probe", comm, |cx, c| cx.block(|e| e.iprobe(source, tag, c))) {
             Ok(st) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Err(rc) => rc,
@@ -487,7 +487,7 @@ super::mpi! {
             Ok(st)
         }) {
             Ok(Some(st)) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Ok(None) => abi::MPI_SUCCESS,
@@ -503,7 +503,7 @@ super::mpi! {
             Ok(st)
         }) {
             Ok(st) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Err(rc) => rc,
@@ -523,7 +523,7 @@ super::mpi! {
             Ok(r.map(|(_, st)| st))
         }) {
             Ok(Some(st)) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Ok(None) => abi::MPI_SUCCESS,

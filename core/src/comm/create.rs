@@ -48,10 +48,18 @@ pub struct Scratch {
     ints: &'static mut [i32],
     /// A construction (another thread's, under `MPI_THREAD_MULTIPLE`) is using `ints`.
     ints_busy: bool,
-    /// Non-blocking duplications in flight (their buffers must not move: the slots do not).
-    idups: &'static mut [Option<Idup>],
-    /// How many of `idups` are in use.
+    /// Non-blocking duplications in flight, in segments that never move (their buffers are
+    /// in flight in allreduces): the first of [`IDUPS_INITIAL`] slots, each further one as
+    /// large as all before it ([`crate::pool::locate`]).
+    idups: [&'static mut [Option<Idup>]; IDUP_SEGMENTS],
+    /// Segments held.
+    idup_segs: usize,
+    /// Slots in them.
+    idup_cap: u32,
+    /// How many slots are in use.
     idups_active: u32,
+    /// Where further segments come from (the engine's memory account).
+    account: Option<&'static crate::memory::Memory>,
     /// The blocking agreement that owns this process's context-id mask for its current round
     /// (see [`agree_cid`]), by its key.
     owner: Option<u64>,
@@ -69,7 +77,7 @@ impl Scratch {
     pub fn size(sizer: &mut Sizer, procs: u32) {
         sizer
             .slice::<i32>(3 * procs as usize)
-            .slice::<Option<Idup>>(MAX_IDUPS);
+            .slice::<Option<Idup>>(IDUPS_INITIAL as usize);
     }
 
     /// Scratch for a job of `procs` processes.
@@ -77,8 +85,16 @@ impl Scratch {
         Ok(Scratch {
             ints: arena.slice(3 * procs as usize, |_| 0)?,
             ints_busy: false,
-            idups: arena.slice(MAX_IDUPS, |_| None)?,
+            idups: {
+                let mut segs: [&'static mut [Option<Idup>]; IDUP_SEGMENTS] =
+                    core::array::from_fn(|_| <&mut [Option<Idup>]>::default());
+                segs[0] = arena.slice(IDUPS_INITIAL as usize, |_| None)?;
+                segs
+            },
+            idup_segs: 1,
+            idup_cap: IDUPS_INITIAL,
             idups_active: 0,
+            account: arena.account(),
             owner: None,
             agreeing: heapless::Vec::new(),
         })
@@ -155,8 +171,64 @@ fn release_ints(e: &mut Engine, held: Ints) {
     }
 }
 
-/// Most `MPI_Comm_idup`s in flight in one process.
-pub const MAX_IDUPS: usize = 16;
+/// `MPI_Comm_idup`s in flight in one process with room at init; more grow the store by
+/// segments within `mpi_memory_max` (no limit of their own).
+pub const IDUPS_INITIAL: u32 = 16;
+/// Most segments of that store (2^24 times the first segment's slots).
+const IDUP_SEGMENTS: usize = 25;
+
+impl Scratch {
+    /// Slot `i` of the idups in flight.
+    fn idup(&self, i: u32) -> &Option<Idup> {
+        let (k, off) = crate::pool::locate(i, IDUPS_INITIAL.trailing_zeros());
+        &self.idups[k][off]
+    }
+
+    fn idup_slot(&mut self, i: u32) -> &mut Option<Idup> {
+        let (k, off) = crate::pool::locate(i, IDUPS_INITIAL.trailing_zeros());
+        &mut self.idups[k][off]
+    }
+
+    /// Every slot, in order.
+    fn idup_slots(&self) -> impl Iterator<Item = &Option<Idup>> + '_ {
+        self.idups[..self.idup_segs].iter().flat_map(|s| s.iter())
+    }
+
+    /// A free slot, growing the store by a segment when every slot is in use.
+    fn free_idup_slot(&mut self) -> Result<u32> {
+        if let Some(i) = (0..self.idup_cap).find(|&i| self.idup(i).is_none()) {
+            return Ok(i);
+        }
+        let what = "MPI_Comm_idup requests in flight";
+        let k = self.idup_segs;
+        let Some(account) = self.account.filter(|_| k < IDUP_SEGMENTS) else {
+            return Err(Error::exhausted(
+                what,
+                self.idup_cap,
+                "(compile-time IDUP_SEGMENTS)",
+            ));
+        };
+        // Segment k holds as many slots as all before it.
+        let n = self.idup_cap as usize;
+        let mut sizer = Sizer::default();
+        sizer.slice::<Option<Idup>>(n);
+        let region = account.take(sizer.bytes()).map_err(|_| {
+            Error::new(
+                ErrorClass::NoMem,
+                Reason::MemoryBound {
+                    what,
+                    max: account.max(),
+                    param: crate::memory::MEMORY_MAX.name,
+                },
+            )
+        })?;
+        self.idups[k] = Arena::new(region).slice(n, |_| None)?;
+        self.idup_segs += 1;
+        let first = self.idup_cap;
+        self.idup_cap += n as u32;
+        Ok(first)
+    }
+}
 
 /// A proposal of "no id free here from the start on".
 const NO_CID: u64 = u64::MAX;
@@ -218,6 +290,15 @@ pub(crate) struct Idup {
     failed: Option<Error>,
     /// Freed before it was made (a failed attribute copy at the call): freed once installed.
     discard: bool,
+}
+
+impl Idup {
+    /// The order of agreements in flight: its parent's context id, then the tag taken at the
+    /// call (alike at every member, and unique among agreements under way).
+    fn key(&self, p2p: &P2p) -> u64 {
+        let cid = p2p.comms.get_any(self.parent).map_or(u16::MAX, |c| c.cid.0);
+        (u64::from(cid) << 32) | u64::from(self.tags[0] as u32)
+    }
 }
 
 /// Which ranks of a parent communicator take part in a construction step, in "virtual rank"
@@ -1564,8 +1645,7 @@ impl Building<'_> {
     /// Ids held by the non-blocking agreements in flight here.
     fn held_cids(&self) -> impl Iterator<Item = u16> + '_ {
         self.creation
-            .idups
-            .iter()
+            .idup_slots()
             .flatten()
             .flat_map(|d| [d.held, d.main])
             .flatten()
@@ -1586,14 +1666,7 @@ impl Building<'_> {
     /// same order as its other collectives.
     pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
         let p = self.p2p.comm(parent)?.clone();
-        let slot =
-            self.creation
-                .idups
-                .iter()
-                .position(Option::is_none)
-                .ok_or(Error::unsupported(
-                    "more than 16 MPI_Comm_idup in flight in one process",
-                ))?;
+        let slot = self.creation.free_idup_slot()?;
         // Tags: taken now, in the user's order of collectives on the parent (see `Idup`).
         let tags = match p.local_comm {
             None => [self.colls().next_coll_tag(parent), 0, 0, 0],
@@ -1617,7 +1690,7 @@ impl Building<'_> {
                 return Err(e);
             }
         };
-        self.creation.idups[slot] = Some(Idup {
+        *self.creation.idup_slot(slot) = Some(Idup {
             parent,
             new,
             req,
@@ -1645,8 +1718,8 @@ impl Building<'_> {
             return 0;
         }
         let mut n = 0;
-        for i in 0..MAX_IDUPS {
-            let Some(d) = self.creation.idups[i] else {
+        for i in 0..self.creation.idup_cap {
+            let Some(d) = *self.creation.idup(i) else {
                 continue;
             };
             let mut err = None;
@@ -1680,12 +1753,12 @@ impl Building<'_> {
         n
     }
 
-    fn idup_mut(&mut self, i: usize) -> &mut Idup {
-        self.creation.idups[i].as_mut().expect("live idup")
+    fn idup_mut(&mut self, i: u32) -> &mut Idup {
+        self.creation.idup_slot(i).as_mut().expect("live idup")
     }
 
     /// The members' answer to the round that has just ended: the maximum of both results.
-    fn idup_next(&mut self, i: usize) {
+    fn idup_next(&mut self, i: u32) {
         let d = *self.idup_mut(i);
         let inter = d.stage == 0 && self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
         let r = if inter {
@@ -1746,14 +1819,24 @@ impl Building<'_> {
     }
 
     /// Lets go of the id held for the current agreement.
-    fn idup_release(&mut self, i: usize) {
+    fn idup_release(&mut self, i: u32) {
         self.idup_mut(i).held = None;
     }
 
     /// Starts agreement `i`'s current round: this member's contribution, then the allreduce(s).
-    fn idup_round(&mut self, i: usize) {
+    fn idup_round(&mut self, i: u32) {
         let d = *self.idup_mut(i);
-        let busy = !self.creation.agreeing.is_empty();
+        // Only the agreement with the lowest key here holds ids: with several holding at once,
+        // members hold different ids in different orders, confirm rounds fail and the ids
+        // tried only climb, until some agreement ran out of ids with most of them free. The
+        // lowest key of the job is lowest at all its members, so it always goes on.
+        let key = d.key(&self.p2p);
+        let lower = self
+            .creation
+            .idup_slots()
+            .flatten()
+            .any(|o| o.key(&self.p2p) < key);
+        let busy = lower || !self.creation.agreeing.is_empty();
         let input = match d.round {
             _ if busy => [0, 1],
             Round::Propose => {
@@ -1852,7 +1935,7 @@ impl Building<'_> {
     }
 
     /// Installs agreement `i`'s communicator (and an intercommunicator's hidden local side).
-    fn idup_install(&mut self, i: usize) -> Result<()> {
+    fn idup_install(&mut self, i: u32) -> Result<()> {
         let d = *self.idup_mut(i);
         let parent = self
             .p2p
@@ -1931,6 +2014,7 @@ impl Building<'_> {
             .creation
             .idups
             .iter_mut()
+            .flat_map(|s| s.iter_mut())
             .flatten()
             .find(|d| d.new == new)
         {
@@ -1944,8 +2028,8 @@ impl Building<'_> {
 
     /// Ends agreement `i`: completes the user's request with `r`; on failure the reserved
     /// slot is given back.
-    fn idup_end(&mut self, i: usize, r: Result<()>) {
-        let Some(d) = self.creation.idups[i].take() else {
+    fn idup_end(&mut self, i: u32, r: Result<()>) {
+        let Some(d) = self.creation.idup_slot(i).take() else {
             return;
         };
         self.creation.idups_active -= 1;
