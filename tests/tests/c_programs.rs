@@ -277,3 +277,20 @@ fn many_idups_in_flight_overlapping_other_constructions() {
         check("many_idups", np);
     }
 }
+
+/// Issue 25: every predefined datatype's MPI_Type_get_name as MPICH names it (aliases of one
+/// handle under MPICH's name: MPI_C_COMPLEX, MPI_LONG_LONG_INT).
+#[test]
+fn predefined_type_names_are_mpichs() {
+    check("type_names", 1);
+}
+
+/// Issue 25: reductions on MPI_LONG_DOUBLE (sum, product, max, min; Allreduce, Reduce, Scan,
+/// Reduce_local), MPI_C_LONG_DOUBLE_COMPLEX (sum, product) and MPI_LONG_DOUBLE_INT (MAXLOC,
+/// MINLOC) with values that differ only past a double's precision.
+#[test]
+fn long_double_reductions() {
+    for np in [1, 2, 3, 8] {
+        check("long_double_reduce", np);
+    }
+}
