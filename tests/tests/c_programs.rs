@@ -294,3 +294,13 @@ fn long_double_reductions() {
         check("long_double_reduce", np);
     }
 }
+
+/// Issue 25: MPI_Comm_split_type with MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED
+/// (mpi_shared_memory, and an unknown resource type: MPI_COMM_NULL), MPI_COMM_TYPE_HW_UNGUIDED
+/// (a strict subset or MPI_COMM_NULL), MPICH's MPIX_COMM_TYPE_NEIGHBORHOOD and MPI_UNDEFINED.
+#[test]
+fn split_type_of_every_kind() {
+    for np in [1, 2, 3] {
+        check("split_type", np);
+    }
+}

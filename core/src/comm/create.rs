@@ -329,8 +329,12 @@ struct Channel {
 /// What kind of communicator `MPI_Comm_split_type` makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SplitType {
-    /// `MPI_COMM_TYPE_SHARED`: the processes sharing this node's memory.
+    /// `MPI_COMM_TYPE_SHARED`, or `MPI_COMM_TYPE_HW_GUIDED` with the resource type
+    /// `mpi_shared_memory`: the processes sharing this node's memory.
     Shared,
+    /// `MPI_COMM_TYPE_HW_UNGUIDED`: the processes of this node when that is a strict subset of
+    /// the communicator, else none. (Nodes are the only hardware level the library knows.)
+    Unguided,
 }
 
 /// The parent rank of virtual rank `v`.
@@ -971,12 +975,23 @@ pub fn split_type(
     how: Option<SplitType>,
     key: i32,
 ) -> Result<Option<CommId>> {
+    let p2p = &cx.e().p2p;
+    let node_of = |p: ProcId| (p2p.procs[p.0 as usize].node & 0x7fff_ffff) as i32;
+    let mine = node_of(p2p.me);
     let color = match how {
         None => UNDEFINED,
-        Some(SplitType::Shared) => {
-            let p2p = &cx.e().p2p;
-            let node = p2p.procs[p2p.me.0 as usize].node;
-            (node & 0x7fff_ffff) as i32
+        Some(SplitType::Shared) => mine,
+        Some(SplitType::Unguided) => {
+            // Every member decides alike: the members span several nodes or they do not.
+            let c = p2p.comm(comm)?;
+            let g = c.group;
+            let groups = &p2p.comms.groups;
+            let spans = (0..c.size()).any(|r| node_of(groups.proc_of(g, r)) != mine);
+            if spans {
+                mine
+            } else {
+                UNDEFINED
+            }
         }
     };
     split(cx, comm, color, key)
