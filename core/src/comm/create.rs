@@ -1845,12 +1845,12 @@ impl Building<'_> {
         // members hold different ids in different orders, confirm rounds fail and the ids
         // tried only climb, until some agreement ran out of ids with most of them free. The
         // lowest key of the job is lowest at all its members, so it always goes on.
-        let key = d.key(&self.p2p);
+        let key = d.key(self.p2p);
         let lower = self
             .creation
             .idup_slots()
             .flatten()
-            .any(|o| o.key(&self.p2p) < key);
+            .any(|o| o.key(self.p2p) < key);
         let busy = lower || !self.creation.agreeing.is_empty();
         let input = match d.round {
             _ if busy => [0, 1],
