@@ -9,6 +9,8 @@ use stormpi_tests::{c_program, c_program_from, run_job, workspace_dir};
 fn args(name: &str, np: u32) -> &'static [&'static str] {
     match (name, np) {
         ("allpairs", 8) => &["1048576"],
+        // Enough polled operations that spinning ranks sharing cores run past the timeout.
+        ("nbc_polled", 10) => &["20000"],
         _ => &[],
     }
 }
@@ -302,5 +304,16 @@ fn long_double_reductions() {
 fn split_type_of_every_kind() {
     for np in [1, 2, 3] {
         check("split_type", np);
+    }
+}
+
+/// Issue 25 (the non-blocking collectives "hang"): 20000 non-blocking collectives and
+/// point-to-point pairs, up to 20 in flight on four communicators, completed by every Wait and
+/// Test form (Test ones polled in loops), at 10 ranks on 2 cores. A poll that found nothing kept
+/// its core, starving the ranks it waited for: past the 60 s timeout before, ~4 s now.
+#[test]
+fn polled_nonblocking_collectives_with_more_ranks_than_cores() {
+    for np in [3, 10] {
+        check("nbc_polled", np);
     }
 }

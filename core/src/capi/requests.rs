@@ -353,6 +353,9 @@ super::mpi! {
         match run_inside("MPI_Test", None, |cx| {
             let r = complete(cx, request, false)?;
             out(flag, r.is_some() as c_int)?;
+            if r.is_none() {
+                cx.polled_idle();
+            }
             Ok(r)
         }) {
             Ok(Some((st, comm))) => {
@@ -391,6 +394,7 @@ super::mpi! {
                 if let Current::Op { op, .. } = current(e, *h)? {
                     if !e.is_complete(op)? {
                         out(flag, 0)?;
+                        cx.polled_idle();
                         return Ok(false);
                     }
                 }
@@ -636,6 +640,7 @@ unsafe fn any(
             if !block {
                 out(flag, 0)?;
                 out(index, abi::MPI_UNDEFINED)?;
+                cx.polled_idle();
                 return Ok(None);
             }
             relax(cx);
@@ -685,6 +690,9 @@ unsafe fn some(
             }
             if done > 0 || !block {
                 out(outcount, done as c_int)?;
+                if done == 0 {
+                    cx.polled_idle();
+                }
                 return Ok(failed);
             }
             relax(cx);
