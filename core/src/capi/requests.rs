@@ -452,6 +452,8 @@ super::mpi! {
             }
             *request = abi::MPI_REQUEST_NULL;
             match greq {
+                // SAFETY (`Greq::of`, here and below): the words are a generalized request's,
+                // made by MPI_Grequest_start.
                 Some(w) => cx.outside(|| Greq::of(w).free()),
                 None => Ok(()),
             }
@@ -473,6 +475,7 @@ super::mpi! {
                     // The user's operation: its cancel function is told whether it completed.
                     Some((w, _)) => {
                         let complete = e.is_complete(op)?;
+                        // SAFETY: as in MPI_Request_free.
                         cx.outside(|| Greq::of(w).cancel(complete))
                     }
                     None => e.cancel(op),
@@ -507,6 +510,7 @@ super::mpi! {
             // request), and its free function is called here.
             requests.finish(id, EMPTY_STATUS);
             match detached {
+                // SAFETY: as in MPI_Request_free.
                 true => cx.outside(|| Greq::of(w).free()),
                 false => Ok(()),
             }
@@ -529,6 +533,7 @@ super::mpi! {
             match (requests.peek(op)?, greq) {
                 (None, _) => Ok(None),
                 // The request stays: only the query function is called.
+                // SAFETY: as in MPI_Request_free.
                 (Some(_), Some((w, _))) => cx.outside(|| Greq::of(w).query()).map(Some),
                 (Some(st), None) => Ok(Some(st)),
             }
