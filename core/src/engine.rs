@@ -87,6 +87,8 @@ pub struct Engine {
     pub(crate) objects: crate::objects::Objects,
     /// Consecutive progress rounds that moved nothing (for the platform's relax policy).
     pub(crate) idle: u32,
+    /// The last progress round moved something.
+    pub(crate) moved: bool,
     /// Some freed communicator waits for its receives or collectives to end.
     pub(crate) comms_draining: bool,
     /// Collectives: non-blocking ones in flight, scratch, user-defined operations.
@@ -362,6 +364,7 @@ impl Engine {
             p2p: P2p::new(pml, bml, comms, types, procs, me),
             objects,
             idle: 0,
+            moved: false,
             comms_draining: false,
         })
     }
@@ -456,10 +459,19 @@ impl Engine {
         }
         n += finished;
         n += self.building().idup_progress();
+        self.moved = n > 0;
         if n > 0 {
             self.idle = 0;
         }
         n
+    }
+
+    /// After a polling call (`MPI_Iprobe`) found nothing: relaxes as an idle wait round does if
+    /// its progress moved nothing (see [`Inside::polled_idle`]).
+    pub fn polled_idle(&mut self) {
+        if !self.moved {
+            self.relax();
+        }
     }
 
     /// Ends the job: a BTL lost the network to `peer`, so messages to and from it are gone and

@@ -271,6 +271,80 @@ fn pair_loc(
     Ok(())
 }
 
+/// `long double` arithmetic, done by the platform's C compiler (Rust has no such type):
+/// `(op, kind, inout, input, count, element size, stride, index offset) -> 0 | 1 (undefined) |
+/// 2 (the element size is not the compiler's)`. Kinds: 0 `long double`, 1 its complex, 2 the
+/// `{long double; int}` pair; ops: sum, prod, max, min, maxloc, minloc (0..=5).
+pub type LongDoubleFn = unsafe extern "C" fn(
+    op: core::ffi::c_int,
+    kind: core::ffi::c_int,
+    inout: *mut u8,
+    input: *const u8,
+    n: usize,
+    elem: usize,
+    stride: usize,
+    index_at: usize,
+) -> core::ffi::c_int;
+
+static LONG_DOUBLE: spin::Once<LongDoubleFn> = spin::Once::new();
+
+/// Registers the platform's `long double` arithmetic (once; a platform without one leaves the
+/// reductions on `long double` unsupported).
+pub fn set_long_double(f: LongDoubleFn) {
+    LONG_DOUBLE.call_once(|| f);
+}
+
+/// A reduction on `long double` elements through the registered C arithmetic.
+fn long_double(
+    op: Op,
+    kind: core::ffi::c_int,
+    stride: usize,
+    index_at: usize,
+    inout: &mut [u8],
+    input: &[u8],
+) -> Result<()> {
+    let Some(f) = LONG_DOUBLE.get() else {
+        return Err(Error::unsupported(
+            "reductions on long double without the platform's C arithmetic",
+        ));
+    };
+    let code = match op {
+        Op::Sum => 0,
+        Op::Prod => 1,
+        Op::Max => 2,
+        Op::Min => 3,
+        Op::Maxloc => 4,
+        Op::Minloc => 5,
+        _ => return Err(not_defined()),
+    };
+    let elem = crate::arch::ArchInfo::LOCAL.long_double.storage_bytes as usize;
+    let n = inout.len() / stride;
+    // SAFETY: both buffers hold `n` elements of `stride` bytes (`apply`'s contract); the
+    // function reads `input` and writes `inout` within them.
+    let rc = unsafe {
+        f(
+            code,
+            kind,
+            inout.as_mut_ptr(),
+            input.as_ptr(),
+            n,
+            elem,
+            stride,
+            index_at,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        1 => Err(not_defined()),
+        _ => Err(Error::new(
+            ErrorClass::Intern,
+            Reason::BadArgument {
+                what: "the C compiler's long double is not the size the library assumes",
+            },
+        )),
+    }
+}
+
 /// Checks that `op` is defined on `datatype`, before any data moves (so that every member of a
 /// collective fails alike instead of some waiting for the others).
 pub fn check(op: Op, datatype: Datatype) -> Result<()> {
@@ -319,8 +393,20 @@ pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Resu
         Scalar::Float(8) => f64s(op, inout, input),
         Scalar::Complex(4) => complex::<f32>(op, inout, input),
         Scalar::Complex(8) => complex::<f64>(op, inout, input),
-        Scalar::LongDouble | Scalar::Float(16) | Scalar::Complex(16) => Err(Error::unsupported(
-            "reductions on long double and quad-precision types",
+        Scalar::LongDouble => long_double(op, 0, datatype.extent(), 0, inout, input),
+        Scalar::Complex(16)
+            if datatype == Datatype::C_LONG_DOUBLE_COMPLEX
+                || datatype == Datatype::CXX_LONG_DOUBLE_COMPLEX =>
+        {
+            long_double(op, 1, datatype.extent(), 0, inout, input)
+        }
+        Scalar::Pair {
+            value: Num::LongDouble,
+            index: Num::I32,
+            index_at,
+        } => long_double(op, 2, datatype.extent(), index_at as usize, inout, input),
+        Scalar::Float(16) | Scalar::Complex(16) => Err(Error::unsupported(
+            "reductions on quad-precision types (MPI_REAL16, MPI_COMPLEX32)",
         )),
         Scalar::Pair {
             value,

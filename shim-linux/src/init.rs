@@ -130,6 +130,7 @@ pub fn params() -> Result<Params> {
 
 /// Brings up this process's engine.
 pub fn engine() -> Result<Engine> {
+    stormpi_core::op::set_long_double(stormpi_long_double_op);
     let params = params()?;
     let mut kvsname = None;
     let rte: &'static mut dyn Rte = match PmiClient::from_env() {
@@ -212,6 +213,20 @@ fn temp_alloc(n: usize) -> Option<*mut u8> {
 fn temp_free(p: *mut u8, n: usize) {
     // SAFETY: `p` came from `temp_alloc(n)`: a Vec<u8> with capacity `n` and length 0.
     drop(unsafe { Vec::from_raw_parts(p, 0, n) });
+}
+
+extern "C" {
+    /// `long double` arithmetic for reductions (`src/long_double.c`, built by build.rs).
+    fn stormpi_long_double_op(
+        op: std::ffi::c_int,
+        kind: std::ffi::c_int,
+        inout: *mut u8,
+        input: *const u8,
+        n: usize,
+        elem: usize,
+        stride: usize,
+        index_at: usize,
+    ) -> std::ffi::c_int;
 }
 
 /// The platform hooks of the C API.

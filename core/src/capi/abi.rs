@@ -424,7 +424,8 @@ pub const MPI_CXX_FLOAT_COMPLEX: MPI_Datatype = 0x4c00_0834;
 pub const MPI_CXX_DOUBLE_COMPLEX: MPI_Datatype = 0x4c00_1035;
 
 /// Every predefined datatype with its name, for `MPI_Type_get_name` and handle validation.
-/// Aliases (`MPI_LONG_LONG`, `MPI_C_COMPLEX`) are listed under their canonical names;
+/// Aliases (one handle, two names) are listed under the name MPICH reports for them
+/// (`MPI_LONG_LONG_INT`, `MPI_C_COMPLEX`);
 /// `MPI_INTEGER16` is the null datatype and not listed.
 pub const PREDEFINED_DATATYPES: &[(MPI_Datatype, &str)] = &[
     (MPI_CHAR, "MPI_CHAR"),
@@ -481,7 +482,8 @@ pub const PREDEFINED_DATATYPES: &[(MPI_Datatype, &str)] = &[
     (MPI_UINT32_T, "MPI_UINT32_T"),
     (MPI_UINT64_T, "MPI_UINT64_T"),
     (MPI_C_BOOL, "MPI_C_BOOL"),
-    (MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX"),
+    // One handle with MPI_C_COMPLEX; MPICH names it so.
+    (MPI_C_FLOAT_COMPLEX, "MPI_C_COMPLEX"),
     (MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX"),
     (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX"),
     (MPI_AINT, "MPI_AINT"),

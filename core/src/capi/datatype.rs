@@ -250,6 +250,63 @@ pub(crate) fn counted(
     })
 }
 
+/// `MPI_Status_set_elements(_x)`: `status` says `count` basic elements of `dt` arrived, so that
+/// `MPI_Get_elements` gives `count` back (and `MPI_Get_count` the matching whole instances).
+pub(crate) unsafe fn set_elements(
+    func: &'static str,
+    status: *mut abi::MPI_Status,
+    dt: abi::MPI_Datatype,
+    count: abi::MPI_Count,
+) -> c_int {
+    let r = (|| {
+        if status.is_null() || core::ptr::eq(status, abi::MPI_STATUS_IGNORE) {
+            return Err(Error::bad_arg("status is NULL or MPI_STATUS_IGNORE"));
+        }
+        if count < 0 {
+            return Err(Error::new(
+                ErrorClass::Count,
+                Reason::NegativeCount { count },
+            ));
+        }
+        let d = datatype(dt)?;
+        let bytes = run_quiet(|e| elements_bytes(e.types(), d, count as u64))?;
+        // SAFETY: checked; MPI requires it to point to an MPI_Status.
+        unsafe { (*status).set_count_bytes(bytes as abi::MPI_Count) };
+        Ok(())
+    })();
+    code(r.map_err(|e| super::errors::report(func, None, e)))
+}
+
+/// The bytes of the first `count` basic elements of a sequence of `dt`.
+fn elements_bytes(
+    types: &crate::datatype::table::TypeTable,
+    dt: Datatype,
+    count: u64,
+) -> Result<u64> {
+    let size = types.info(dt)?.size;
+    if size == 0 || count == 0 {
+        return Ok(0);
+    }
+    let per = prefix(types, dt, &Repr::NATIVE, size)?
+        .1
+        .unwrap_or(1)
+        .max(1);
+    let base = count / per * size;
+    let rest = count % per;
+    if rest == 0 {
+        return Ok(base);
+    }
+    // Within one instance: the first stream length that ends after `rest` elements.
+    for b in 1..size {
+        if prefix(types, dt, &Repr::NATIVE, base + b)?.1 == Some(count) {
+            return Ok(base + b);
+        }
+    }
+    Err(Error::bad_arg(
+        "the count does not end at an element of the datatype",
+    ))
+}
+
 /// Runs `f` on the engine without reporting (the caller reports).
 fn run_quiet<T>(f: impl FnOnce(&mut Engine) -> Result<T>) -> Result<T> {
     match crate::api::ENGINE.enter() {

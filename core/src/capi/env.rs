@@ -249,6 +249,31 @@ pub extern "C" fn PMPI_Aint_diff(a: abi::MPI_Aint, b: abi::MPI_Aint) -> abi::MPI
 pub extern "C" fn MPI_Aint_diff(a: abi::MPI_Aint, b: abi::MPI_Aint) -> abi::MPI_Aint {
     PMPI_Aint_diff(a, b)
 }
+/// `MPI_Get_address`: the address of `location` as an `MPI_Aint`, so that displacements are
+/// differences of addresses (`MPI_BOTTOM` is 0 in this ABI). Needs no engine: programs build
+/// struct types' displacements with it at any time.
+#[no_mangle]
+pub extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut abi::MPI_Aint) -> c_int {
+    // SAFETY: MPI requires `address` to point to an MPI_Aint; `out` refuses NULL.
+    let r = unsafe { out(address, location as usize as abi::MPI_Aint) };
+    code(r.map_err(|e| report("MPI_Get_address", None, e)))
+}
+/// `MPI_Get_address`.
+#[no_mangle]
+pub extern "C" fn MPI_Get_address(location: *const c_void, address: *mut abi::MPI_Aint) -> c_int {
+    PMPI_Get_address(location, address)
+}
+/// `MPI_Address` (deprecated in MPI 2, removed in MPI 3; MPICH still defines it): as
+/// `MPI_Get_address`.
+#[no_mangle]
+pub extern "C" fn PMPI_Address(location: *const c_void, address: *mut abi::MPI_Aint) -> c_int {
+    PMPI_Get_address(location, address)
+}
+/// `MPI_Address`.
+#[no_mangle]
+pub extern "C" fn MPI_Address(location: *const c_void, address: *mut abi::MPI_Aint) -> c_int {
+    PMPI_Get_address(location, address)
+}
 /// `MPI_File_c2f`: there are no files yet, so every file is `MPI_FILE_NULL` (0).
 #[no_mangle]
 pub extern "C" fn PMPI_File_c2f(_file: *mut c_void) -> abi::MPI_Fint {

@@ -350,15 +350,21 @@ unsafe fn create_errhandler(
 
 fn set_errhandler(func: &'static str, comm: abi::MPI_Comm, eh: abi::MPI_Errhandler) -> c_int {
     code(run_comm(func, comm, |e, c| {
-        let h = match handler(eh)? {
-            Handler::Predefined(h) => h,
-            Handler::User(id) => {
-                e.objects.errh.check(id, HandlerKind::Comm)?;
-                ErrHandler::User(id.index)
-            }
-        };
+        let h = comm_handler(e, eh)?;
         e.set_errhandler(c, h)
     }))
+}
+
+/// The communicator error handler `eh` names (a predefined one or a live user handler made for
+/// communicators).
+pub(super) fn comm_handler(e: &Engine, eh: abi::MPI_Errhandler) -> Result<ErrHandler> {
+    Ok(match handler(eh)? {
+        Handler::Predefined(h) => h,
+        Handler::User(id) => {
+            e.objects.errh.check(id, HandlerKind::Comm)?;
+            ErrHandler::User(id.index)
+        }
+    })
 }
 
 unsafe fn get_errhandler(

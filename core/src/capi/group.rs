@@ -1,10 +1,10 @@
 //! Groups, and the communicators made from groups, splits and intercommunicators.
 
-use core::ffi::c_int;
+use core::ffi::{c_char, c_int, CStr};
 
 use super::abi::{self, HandleKind, ObjectKind};
 use super::datatype::array;
-use super::env::{code, run, run_comm, run_comm_inside};
+use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::errors::report;
 use super::handles::{self, out};
 use crate::comm::create::{self, SplitType};
@@ -25,6 +25,39 @@ fn bad_group() -> Error {
 }
 
 /// The group a handle names.
+/// MPICH's implementation split type (its `mpi.h` defines it beside the standard ones).
+const MPIX_COMM_TYPE_NEIGHBORHOOD: c_int = 4;
+
+/// What `MPI_COMM_TYPE_HW_GUIDED` with `info` asks for: the `mpi_hw_resource_type`
+/// `mpi_shared_memory` (the standard's one name) is the node, and so is hwloc's `Machine`; any
+/// other resource is one the library cannot see, and the standard then gives
+/// `MPI_COMM_NULL`. The key is required.
+fn hw_guided(e: &Engine, info: abi::MPI_Info) -> Result<Option<SplitType>> {
+    let missing =
+        || Error::bad_arg("MPI_COMM_TYPE_HW_GUIDED needs the info key mpi_hw_resource_type");
+    if info == abi::MPI_INFO_NULL {
+        return Err(missing());
+    }
+    let id = super::info::info(info)?;
+    let v = e
+        .objects
+        .infos
+        .get(id, b"mpi_hw_resource_type")?
+        .ok_or_else(missing)?;
+    Ok(match v {
+        b"mpi_shared_memory" | b"Machine" => Some(SplitType::Shared),
+        _ => None,
+    })
+}
+
+/// A string tag folded to a number (FNV-1a): both groups pass the same string, so both
+/// leaders meet under the same internal tag.
+fn tag_hash(tag: &[u8]) -> u32 {
+    tag.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 fn group(e: &Engine, h: abi::MPI_Group) -> Result<Group> {
     if h == abi::MPI_GROUP_EMPTY {
         return Ok(Group::Empty);
@@ -286,15 +319,36 @@ super::mpi! {
     }
 
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: abi::MPI_Comm, split_type: c_int, key: c_int, info: abi::MPI_Info, newcomm: *mut abi::MPI_Comm) {
-        let _ = info;
         code(run_comm_inside("MPI_Comm_split_type", comm, |cx, c| {
             let how = match split_type {
                 abi::MPI_UNDEFINED => None,
                 abi::MPI_COMM_TYPE_SHARED => Some(SplitType::Shared),
-                _ => return Err(Error::bad_arg("unknown split type (MPI_COMM_TYPE_SHARED and MPI_UNDEFINED are known)")),
+                abi::MPI_COMM_TYPE_HW_GUIDED => hw_guided(cx.e(), info)?,
+                abi::MPI_COMM_TYPE_HW_UNGUIDED => Some(SplitType::Unguided),
+                // MPICH's MPIX_COMM_TYPE_NEIGHBORHOOD: no neighbourhood hint is acted on, and
+                // MPICH too gives MPI_COMM_NULL without one.
+                MPIX_COMM_TYPE_NEIGHBORHOOD => None,
+                _ => return Err(Error::bad_arg("unknown split type (MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED, MPIX_COMM_TYPE_NEIGHBORHOOD and MPI_UNDEFINED are known)")),
             };
             let new = create::split_type(cx, c, how, key)?;
             give_comm(new, newcomm)
+        }))
+    }
+
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: abi::MPI_Group, local_leader: c_int, remote_group: abi::MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: abi::MPI_Info, errhandler: abi::MPI_Errhandler, newintercomm: *mut abi::MPI_Comm) {
+        // Hints are not acted on (as for every communicator).
+        let _ = info;
+        code(run_inside("MPI_Intercomm_create_from_groups", None, |cx| {
+            if stringtag.is_null() {
+                return Err(Error::bad_arg("stringtag is NULL"));
+            }
+            // SAFETY: checked non-null; MPI requires a NUL-terminated string.
+            let tag = unsafe { CStr::from_ptr(stringtag) }.to_bytes();
+            let eh = super::errors::comm_handler(cx.e(), errhandler)?;
+            let (lg, rg) = (group(cx.e(), local_group)?, group(cx.e(), remote_group)?);
+            let new = create::intercomm_from_groups(cx, lg, local_leader, rg, remote_leader, tag_hash(tag))?;
+            cx.e().set_errhandler(new, eh)?;
+            give_comm(Some(new), newintercomm)
         }))
     }
 

@@ -396,6 +396,18 @@ pub(crate) unsafe fn put_status(p: *mut abi::MPI_Status, st: &Status, code: c_in
     unsafe { p.write(s) };
 }
 
+/// Writes a probe's status, leaving its `MPI_ERROR` as the caller had it: the standard sets
+/// that field only in the statuses of the multiple-completion calls (`MPI_ERR_IN_STATUS`).
+pub(crate) unsafe fn put_probe_status(p: *mut abi::MPI_Status, st: &Status) {
+    if ignored(p) {
+        return;
+    }
+    // SAFETY: MPI requires a non-ignored status pointer to point to an MPI_Status.
+    let keep = unsafe { (*p).MPI_ERROR };
+    // SAFETY: as above.
+    unsafe { put_status(p, st, keep) };
+}
+
 /// The status of an inactive or null request.
 pub(crate) const EMPTY_STATUS: Status = Status {
     source: abi::MPI_ANY_SOURCE,

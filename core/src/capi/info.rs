@@ -34,7 +34,7 @@ fn bad_info() -> Error {
 }
 
 /// The info object a handle names (`MPI_INFO_NULL` is not one).
-fn info(h: abi::MPI_Info) -> Result<InfoId> {
+pub(super) fn info(h: abi::MPI_Info) -> Result<InfoId> {
     if h == abi::MPI_INFO_ENV {
         return Ok(InfoId::ENV);
     }

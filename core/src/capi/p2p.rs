@@ -472,7 +472,7 @@ super::mpi! {
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         match run_comm_inside("MPI_Probe", comm, |cx, c| cx.block(|e| e.iprobe(source, tag, c))) {
             Ok(st) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Err(rc) => rc,
@@ -482,12 +482,15 @@ super::mpi! {
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: abi::MPI_Comm, flag: *mut c_int, status: *mut abi::MPI_Status) {
         match run_comm("MPI_Iprobe", comm, |e, c| {
             let st = e.iprobe(source, tag, c)?;
+            if st.is_none() {
+                e.polled_idle();
+            }
             // SAFETY: MPI requires `flag` to point to an int.
             unsafe { out(flag, st.is_some() as c_int)? };
             Ok(st)
         }) {
             Ok(Some(st)) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Ok(None) => abi::MPI_SUCCESS,
@@ -503,7 +506,7 @@ super::mpi! {
             Ok(st)
         }) {
             Ok(st) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Err(rc) => rc,
@@ -513,6 +516,9 @@ super::mpi! {
     fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: abi::MPI_Comm, flag: *mut c_int, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
         match run_comm("MPI_Improbe", comm, |e, c| {
             let r = e.improbe(source, tag, c)?;
+            if r.is_none() {
+                e.polled_idle();
+            }
             // SAFETY: MPI requires `flag` to point to an int, `message` to an MPI_Message.
             unsafe {
                 out(flag, r.is_some() as c_int)?;
@@ -523,7 +529,7 @@ super::mpi! {
             Ok(r.map(|(_, st)| st))
         }) {
             Ok(Some(st)) => {
-                put_status(status, &probed(st), abi::MPI_SUCCESS);
+                handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
             }
             Ok(None) => abi::MPI_SUCCESS,

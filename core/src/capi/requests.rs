@@ -59,6 +59,7 @@ unsafe fn complete(
     let Current::Op { op, comm, .. } = cur else {
         return Ok(Some((EMPTY_STATUS, None)));
     };
+    let greq = cx.e().p2p.pml.requests().generalized_of(op);
     let st = if block {
         Some(cx.wait(op)?)
     } else {
@@ -68,7 +69,123 @@ unsafe fn complete(
         // SAFETY: as above.
         unsafe { *h = abi::MPI_REQUEST_NULL };
     }
-    Ok(st.map(|s| (s, comm)))
+    match (st, greq) {
+        // A generalized request's status is what its query function says; then it is freed.
+        (Some(_), Some((w, _))) => {
+            let st = cx.outside(|| {
+                // SAFETY: the words came from MPI_Grequest_start.
+                let g = unsafe { Greq::of(w) };
+                let st = g.query();
+                let freed = g.free();
+                st.and_then(|st| freed.map(|()| st))
+            })?;
+            Ok(Some((st, None)))
+        }
+        (st, _) => Ok(st.map(|s| (s, comm))),
+    }
+}
+
+/// A generalized request's callbacks and their state, as `MPI_Grequest_start` got them.
+#[derive(Clone, Copy)]
+struct Greq {
+    query: Option<abi::MPI_Grequest_query_function>,
+    free: Option<abi::MPI_Grequest_free_function>,
+    cancel: Option<abi::MPI_Grequest_cancel_function>,
+    extra: *mut c_void,
+}
+
+// The request core keeps them as words: a function pointer fits one, and `None` is 0.
+const _: () = assert!(
+    core::mem::size_of::<Option<abi::MPI_Grequest_query_function>>()
+        == core::mem::size_of::<usize>()
+);
+
+impl Greq {
+    fn words(self) -> [usize; 4] {
+        [
+            self.query.map_or(0, |f| f as usize),
+            self.free.map_or(0, |f| f as usize),
+            self.cancel.map_or(0, |f| f as usize),
+            self.extra as usize,
+        ]
+    }
+
+    /// # Safety
+    /// `w` came from [`Greq::words`].
+    unsafe fn of(w: [usize; 4]) -> Greq {
+        // SAFETY: each word is 0 (`None`) or a function pointer of the same type, made by
+        // `words`; `Option<fn>` has the pointer's size with 0 for `None`.
+        unsafe {
+            Greq {
+                query: core::mem::transmute::<usize, Option<abi::MPI_Grequest_query_function>>(
+                    w[0],
+                ),
+                free: core::mem::transmute::<usize, Option<abi::MPI_Grequest_free_function>>(w[1]),
+                cancel: core::mem::transmute::<usize, Option<abi::MPI_Grequest_cancel_function>>(
+                    w[2],
+                ),
+                extra: w[3] as *mut c_void,
+            }
+        }
+    }
+
+    /// The status the query function writes (called with the engine let go).
+    fn query(self) -> Result<Status> {
+        let mut cs = abi::MPI_Status {
+            MPI_SOURCE: abi::MPI_ANY_SOURCE,
+            MPI_TAG: abi::MPI_ANY_TAG,
+            MPI_ERROR: abi::MPI_SUCCESS,
+            ..Default::default()
+        };
+        if let Some(q) = self.query {
+            // SAFETY: the user's callback with the state it was given and a status to fill.
+            user_code(
+                unsafe { q(self.extra, &mut cs) },
+                "the query function failed",
+            )?;
+        }
+        let bytes = cs.count_bytes().max(0) as u64;
+        Ok(Status {
+            source: cs.MPI_SOURCE,
+            tag: cs.MPI_TAG,
+            bytes,
+            message_bytes: bytes,
+            error: user_code(cs.MPI_ERROR, "set in the status by the query function").err(),
+            cancelled: cs.cancelled(),
+        })
+    }
+
+    /// Calls the free function (with the engine let go).
+    fn free(self) -> Result<()> {
+        match self.free {
+            // SAFETY: the user's callback with the state it was given.
+            Some(f) => user_code(unsafe { f(self.extra) }, "the free function failed"),
+            None => Ok(()),
+        }
+    }
+
+    /// Calls the cancel function (with the engine let go).
+    fn cancel(self, complete: bool) -> Result<()> {
+        match self.cancel {
+            // SAFETY: the user's callback with the state it was given.
+            Some(f) => user_code(
+                unsafe { f(self.extra, complete as c_int) },
+                "the cancel function failed",
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A code a user callback returned, as a result.
+fn user_code(rc: c_int, what: &'static str) -> Result<()> {
+    if rc == abi::MPI_SUCCESS {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorClass::from_code(rc).unwrap_or(ErrorClass::Other),
+        Reason::BadArgument { what },
+    ))
 }
 
 /// Whether the request at `h` is in flight.
@@ -236,6 +353,9 @@ super::mpi! {
         match run_inside("MPI_Test", None, |cx| {
             let r = complete(cx, request, false)?;
             out(flag, r.is_some() as c_int)?;
+            if r.is_none() {
+                cx.polled_idle();
+            }
             Ok(r)
         }) {
             Ok(Some((st, comm))) => {
@@ -274,6 +394,7 @@ super::mpi! {
                 if let Current::Op { op, .. } = current(e, *h)? {
                     if !e.is_complete(op)? {
                         out(flag, 0)?;
+                        cx.polled_idle();
                         return Ok(false);
                     }
                 }
@@ -309,23 +430,38 @@ super::mpi! {
     }
 
     fn MPI_Request_free / PMPI_Request_free(request: *mut abi::MPI_Request) {
-        code(run("MPI_Request_free", None, |e| {
+        code(run_inside("MPI_Request_free", None, |cx| {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
+            let mut greq = None;
             if *request != handles::REQUEST_SENT {
+                let e = cx.e();
                 match handles::request(e, *request)? {
                     None => return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "MPI_REQUEST_NULL cannot be freed" })),
-                    Some(id) => free(e, id)?,
+                    Some(id) => {
+                        // A complete generalized request is freed now, its free function
+                        // with it; an incomplete one when MPI_Grequest_complete is called.
+                        let requests = e.p2p.pml.requests();
+                        if let Some((w, _)) = requests.generalized_of(id) {
+                            greq = requests.is_complete(id)?.then_some(w);
+                        }
+                        free(e, id)?
+                    }
                 }
             }
             *request = abi::MPI_REQUEST_NULL;
-            Ok(())
+            match greq {
+                // SAFETY (`Greq::of`, here and below): the words are a generalized request's,
+                // made by MPI_Grequest_start.
+                Some(w) => cx.outside(|| Greq::of(w).free()),
+                None => Ok(()),
+            }
         }))
     }
 
     fn MPI_Cancel / PMPI_Cancel(request: *mut abi::MPI_Request) {
-        code(run("MPI_Cancel", None, |e| {
+        code(run_inside("MPI_Cancel", None, |cx| {
             if request.is_null() {
                 return Err(Error::bad_arg("request is NULL"));
             }
@@ -333,11 +469,103 @@ super::mpi! {
                 // Complete already: too late to cancel, which is no error.
                 return Ok(());
             }
+            let e = cx.e();
             match current(e, *request)? {
-                Current::Op { op, .. } => e.cancel(op),
+                Current::Op { op, .. } => match e.p2p.pml.requests().generalized_of(op) {
+                    // The user's operation: its cancel function is told whether it completed.
+                    Some((w, _)) => {
+                        let complete = e.is_complete(op)?;
+                        // SAFETY: as in MPI_Request_free.
+                        cx.outside(|| Greq::of(w).cancel(complete))
+                    }
+                    None => e.cancel(op),
+                },
                 Current::Inactive => Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "cannot cancel a null or inactive request" })),
             }
         }))
+    }
+
+    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<abi::MPI_Grequest_query_function>, free_fn: Option<abi::MPI_Grequest_free_function>, cancel_fn: Option<abi::MPI_Grequest_cancel_function>, extra_state: *mut c_void, request: *mut abi::MPI_Request) {
+        code(run("MPI_Grequest_start", None, |e| {
+            if request.is_null() {
+                return Err(Error::bad_arg("request is NULL"));
+            }
+            let g = Greq { query: query_fn, free: free_fn, cancel: cancel_fn, extra: extra_state };
+            let id = e.p2p.pml.requests_mut().generalized(g.words())?;
+            out(request, handles::request_handle(id))
+        }))
+    }
+
+    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: abi::MPI_Request) {
+        code(run_inside("MPI_Grequest_complete", None, |cx| {
+            let e = cx.e();
+            let not_greq = Error::new(ErrorClass::Request, Reason::BadArgument { what: "not a generalized request" });
+            let id = handles::request(e, request)?.ok_or(not_greq)?;
+            let requests = e.p2p.pml.requests_mut();
+            let (w, detached) = requests.generalized_of(id).ok_or(not_greq)?;
+            if requests.is_complete(id)? {
+                return Err(Error::new(ErrorClass::Request, Reason::BadArgument { what: "the generalized request is complete already" }));
+            }
+            // Freed already by MPI_Request_free: it goes now (`finish` drops a detached
+            // request), and its free function is called here.
+            requests.finish(id, EMPTY_STATUS);
+            match detached {
+                // SAFETY: as in MPI_Request_free.
+                true => cx.outside(|| Greq::of(w).free()),
+                false => Ok(()),
+            }
+        }))
+    }
+
+    fn MPI_Request_get_status / PMPI_Request_get_status(request: abi::MPI_Request, flag: *mut c_int, status: *mut abi::MPI_Status) {
+        match run_inside("MPI_Request_get_status", None, |cx| {
+            if flag.is_null() {
+                return Err(Error::bad_arg("flag is NULL"));
+            }
+            let e = cx.e();
+            let op = match current(e, request)? {
+                Current::Op { op, .. } => op,
+                Current::Inactive => return Ok(Some(EMPTY_STATUS)),
+            };
+            e.progress();
+            let requests = e.p2p.pml.requests();
+            let greq = requests.generalized_of(op);
+            match (requests.peek(op)?, greq) {
+                (None, _) => Ok(None),
+                // The request stays: only the query function is called.
+                // SAFETY: as in MPI_Request_free.
+                (Some(_), Some((w, _))) => cx.outside(|| Greq::of(w).query()).map(Some),
+                (Some(st), None) => Ok(Some(st)),
+            }
+        }) {
+            Ok(None) => {
+                *flag = 0;
+                abi::MPI_SUCCESS
+            }
+            Ok(Some(st)) => {
+                *flag = 1;
+                let rc = handles::status_code("MPI_Request_get_status", None, &st);
+                put_status(status, &st, rc);
+                rc
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut abi::MPI_Status, flag: c_int) {
+        if status.is_null() || core::ptr::eq(status, abi::MPI_STATUS_IGNORE) {
+            return report("MPI_Status_set_cancelled", None, Error::bad_arg("status is NULL or MPI_STATUS_IGNORE"));
+        }
+        (*status).set_cancelled(flag != 0);
+        abi::MPI_SUCCESS
+    }
+
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut abi::MPI_Status, datatype: abi::MPI_Datatype, count: c_int) {
+        super::datatype::set_elements("MPI_Status_set_elements", status, datatype, count as abi::MPI_Count)
+    }
+
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut abi::MPI_Status, datatype: abi::MPI_Datatype, count: abi::MPI_Count) {
+        super::datatype::set_elements("MPI_Status_set_elements_x", status, datatype, count)
     }
 
     fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const abi::MPI_Status, flag: *mut c_int) {
@@ -417,6 +645,7 @@ unsafe fn any(
             if !block {
                 out(flag, 0)?;
                 out(index, abi::MPI_UNDEFINED)?;
+                cx.polled_idle();
                 return Ok(None);
             }
             relax(cx);
@@ -466,6 +695,9 @@ unsafe fn some(
             }
             if done > 0 || !block {
                 out(outcount, done as c_int)?;
+                if done == 0 {
+                    cx.polled_idle();
+                }
                 return Ok(failed);
             }
             relax(cx);

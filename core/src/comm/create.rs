@@ -37,6 +37,10 @@ const CID_WORDS: usize = (1 << 16) / 64 + 1;
 /// `MPI_UNDEFINED` as a split color: the caller gets no communicator.
 pub const UNDEFINED: i32 = -32766;
 
+/// `MPI_Intercomm_create_from_groups` folds its string tag into this range (apart from
+/// `MPI_Comm_create_group`'s), for the local group's construction and the leaders' exchange.
+const TAG_FROM_GROUPS_BASE: i32 = i32::MIN + 0x1_0000;
+
 /// Per-process memory for construction: three ints per process of the job (a split's
 /// (color, key, rank) triples; an intercommunicator's two process lists), the `MPI_Comm_idup`s
 /// in flight, and the state of the blocking context-id agreements under way.
@@ -44,10 +48,18 @@ pub struct Scratch {
     ints: &'static mut [i32],
     /// A construction (another thread's, under `MPI_THREAD_MULTIPLE`) is using `ints`.
     ints_busy: bool,
-    /// Non-blocking duplications in flight (their buffers must not move: the slots do not).
-    idups: &'static mut [Option<Idup>],
-    /// How many of `idups` are in use.
+    /// Non-blocking duplications in flight, in segments that never move (their buffers are
+    /// in flight in allreduces): the first of [`IDUPS_INITIAL`] slots, each further one as
+    /// large as all before it ([`crate::pool::locate`]).
+    idups: [&'static mut [Option<Idup>]; IDUP_SEGMENTS],
+    /// Segments held.
+    idup_segs: usize,
+    /// Slots in them.
+    idup_cap: u32,
+    /// How many slots are in use.
     idups_active: u32,
+    /// Where further segments come from (the engine's memory account).
+    account: Option<&'static crate::memory::Memory>,
     /// The blocking agreement that owns this process's context-id mask for its current round
     /// (see [`agree_cid`]), by its key.
     owner: Option<u64>,
@@ -65,7 +77,7 @@ impl Scratch {
     pub fn size(sizer: &mut Sizer, procs: u32) {
         sizer
             .slice::<i32>(3 * procs as usize)
-            .slice::<Option<Idup>>(MAX_IDUPS);
+            .slice::<Option<Idup>>(IDUPS_INITIAL as usize);
     }
 
     /// Scratch for a job of `procs` processes.
@@ -73,8 +85,16 @@ impl Scratch {
         Ok(Scratch {
             ints: arena.slice(3 * procs as usize, |_| 0)?,
             ints_busy: false,
-            idups: arena.slice(MAX_IDUPS, |_| None)?,
+            idups: {
+                let mut segs: [&'static mut [Option<Idup>]; IDUP_SEGMENTS] =
+                    core::array::from_fn(|_| <&mut [Option<Idup>]>::default());
+                segs[0] = arena.slice(IDUPS_INITIAL as usize, |_| None)?;
+                segs
+            },
+            idup_segs: 1,
+            idup_cap: IDUPS_INITIAL,
             idups_active: 0,
+            account: arena.account(),
             owner: None,
             agreeing: heapless::Vec::new(),
         })
@@ -151,8 +171,64 @@ fn release_ints(e: &mut Engine, held: Ints) {
     }
 }
 
-/// Most `MPI_Comm_idup`s in flight in one process.
-pub const MAX_IDUPS: usize = 16;
+/// `MPI_Comm_idup`s in flight in one process with room at init; more grow the store by
+/// segments within `mpi_memory_max` (no limit of their own).
+pub const IDUPS_INITIAL: u32 = 16;
+/// Most segments of that store (2^24 times the first segment's slots).
+const IDUP_SEGMENTS: usize = 25;
+
+impl Scratch {
+    /// Slot `i` of the idups in flight.
+    fn idup(&self, i: u32) -> &Option<Idup> {
+        let (k, off) = crate::pool::locate(i, IDUPS_INITIAL.trailing_zeros());
+        &self.idups[k][off]
+    }
+
+    fn idup_slot(&mut self, i: u32) -> &mut Option<Idup> {
+        let (k, off) = crate::pool::locate(i, IDUPS_INITIAL.trailing_zeros());
+        &mut self.idups[k][off]
+    }
+
+    /// Every slot, in order.
+    fn idup_slots(&self) -> impl Iterator<Item = &Option<Idup>> + '_ {
+        self.idups[..self.idup_segs].iter().flat_map(|s| s.iter())
+    }
+
+    /// A free slot, growing the store by a segment when every slot is in use.
+    fn free_idup_slot(&mut self) -> Result<u32> {
+        if let Some(i) = (0..self.idup_cap).find(|&i| self.idup(i).is_none()) {
+            return Ok(i);
+        }
+        let what = "MPI_Comm_idup requests in flight";
+        let k = self.idup_segs;
+        let Some(account) = self.account.filter(|_| k < IDUP_SEGMENTS) else {
+            return Err(Error::exhausted(
+                what,
+                self.idup_cap,
+                "(compile-time IDUP_SEGMENTS)",
+            ));
+        };
+        // Segment k holds as many slots as all before it.
+        let n = self.idup_cap as usize;
+        let mut sizer = Sizer::default();
+        sizer.slice::<Option<Idup>>(n);
+        let region = account.take(sizer.bytes()).map_err(|_| {
+            Error::new(
+                ErrorClass::NoMem,
+                Reason::MemoryBound {
+                    what,
+                    max: account.max(),
+                    param: crate::memory::MEMORY_MAX.name,
+                },
+            )
+        })?;
+        self.idups[k] = Arena::new(region).slice(n, |_| None)?;
+        self.idup_segs += 1;
+        let first = self.idup_cap;
+        self.idup_cap += n as u32;
+        Ok(first)
+    }
+}
 
 /// A proposal of "no id free here from the start on".
 const NO_CID: u64 = u64::MAX;
@@ -216,6 +292,15 @@ pub(crate) struct Idup {
     discard: bool,
 }
 
+impl Idup {
+    /// The order of agreements in flight: its parent's context id, then the tag taken at the
+    /// call (alike at every member, and unique among agreements under way).
+    fn key(&self, p2p: &P2p) -> u64 {
+        let cid = p2p.comms.get_any(self.parent).map_or(u16::MAX, |c| c.cid.0);
+        (u64::from(cid) << 32) | u64::from(self.tags[0] as u32)
+    }
+}
+
 /// Which ranks of a parent communicator take part in a construction step, in "virtual rank"
 /// order: virtual rank `v` is member `(v + root) % n` of `group` (or of the parent).
 #[derive(Clone, Copy)]
@@ -244,8 +329,12 @@ struct Channel {
 /// What kind of communicator `MPI_Comm_split_type` makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SplitType {
-    /// `MPI_COMM_TYPE_SHARED`: the processes sharing this node's memory.
+    /// `MPI_COMM_TYPE_SHARED`, or `MPI_COMM_TYPE_HW_GUIDED` with the resource type
+    /// `mpi_shared_memory`: the processes sharing this node's memory.
     Shared,
+    /// `MPI_COMM_TYPE_HW_UNGUIDED`: the processes of this node when that is a strict subset of
+    /// the communicator, else none. (Nodes are the only hardware level the library knows.)
+    Unguided,
 }
 
 /// The parent rank of virtual rank `v`.
@@ -671,10 +760,130 @@ pub fn split(cx: &mut Inside, comm: CommId, color: i32, key: i32) -> Result<Opti
     }
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
-        return Err(Error::unsupported("MPI_Comm_split on an intercommunicator"));
+        return with_ints(cx, |cx, ints| split_inter(cx, ints, comm, color, key));
     }
     let m = whole(&cx.e().p2p, comm, TAG_SPLIT)?;
     split_members(cx, comm, &m, color, key)
+}
+
+/// `MPI_Comm_split` on intercommunicator `inter`: the members of each side with one color form
+/// a new intercommunicator with the other side's members of that color, each side ranked by
+/// key (ties by rank); a color that only one side has gives `None` there. Collective over both
+/// sides.
+///
+/// Each side gathers its (color, key, rank) triples over the hidden local communicator, the
+/// leaders swap their sides' lists, and each leader broadcasts the other side's; so every
+/// member knows both sides and computes both groups itself. Two context ids are agreed: one
+/// among the local side for the new hidden local communicator (disjoint colors share it, as
+/// in an ordinary split), then one among both sides for the intercommunicator (as `dup` does).
+fn split_inter(
+    cx: &mut Inside,
+    ints: &mut [i32],
+    inter: CommId,
+    color: i32,
+    key: i32,
+) -> Result<Option<CommId>> {
+    let c = cx.e().check_comm(inter)?.clone();
+    let (Some(local), Some(remote)) = (c.local_comm, c.remote) else {
+        return Err(not_inter());
+    };
+    let m = whole(&cx.e().p2p, local, TAG_SPLIT)?;
+    let (n, k) = (m.n as usize, remote.size() as usize);
+    // This side's triples in ints[..3n], the other side's after them; the sides are disjoint,
+    // so both fit in the three ints per process of the job.
+    ints[3 * m.me as usize..3 * m.me as usize + 3].copy_from_slice(&[color, key, m.me as i32]);
+    allgather_triples(cx, &m, ints)?;
+    let ch = Channel {
+        comm: inter,
+        peer: 0,
+        tag: TAG_SPLIT,
+    };
+    if m.me == 0 {
+        let (mine, theirs) = ints.split_at_mut(3 * n);
+        // SAFETY: `theirs` is borrowed until the receive completes.
+        let conv = unsafe { Unpacker::elements(theirs.as_mut_ptr().cast(), 3 * k, Datatype::INT) };
+        let r = post_recv(cx, conv, ch)?;
+        // SAFETY: `mine` is borrowed until the send completes.
+        let conv = unsafe { Packer::elements(mine.as_ptr().cast(), 3 * n, Datatype::INT) };
+        send_on(cx, conv, ch)?;
+        cx.wait(r)?;
+    }
+    let at = ints[3 * n..].as_mut_ptr();
+    // SAFETY: `3 k` ints after this side's triples are borrowed for the call.
+    unsafe { bcast_among(cx, &m, at.cast(), 3 * k, Datatype::INT)? };
+    let (mine, theirs) = ints.split_at_mut(3 * n);
+    let mine = mine.as_chunks_mut::<3>().0;
+    let theirs = theirs[..3 * k].as_chunks_mut::<3>().0;
+    // Members of `color` first, by key, then rank.
+    mine.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
+    theirs.sort_unstable_by_key(|e| (e[0] != color, e[1], e[2]));
+    let count = |t: &[[i32; 3]]| t.iter().take_while(|e| e[0] == color).count();
+    let (len, rlen) = (count(mine), count(theirs));
+    let joined = color != UNDEFINED && rlen > 0;
+
+    let lcid = agree_cid(cx, &Members { tag: TAG_CID, ..m }, None)?;
+    let mut new_local = None;
+    if joined {
+        let rank = mine[..len]
+            .iter()
+            .position(|e| e[2] as u32 == m.me)
+            .expect("own entry") as u32;
+        let g = c.group;
+        let group = cx
+            .e()
+            .p2p
+            .comms
+            .groups
+            .gather(len as u32, |t, i| t.proc_of(g, mine[i as usize][2] as u32))?;
+        new_local = Some((install_hidden(&mut cx.e().p2p, lcid, group, rank)?, rank));
+    }
+    let leader_ch = Channel {
+        comm: inter,
+        peer: 0,
+        tag: TAG_INTER,
+    };
+    let icid = agree_cid(
+        cx,
+        &Members { tag: TAG_CID, ..m },
+        Some((m.me == 0).then_some(leader_ch)),
+    );
+    let (icid, (l, rank)) = match (icid, new_local) {
+        (Err(e), Some((l, _))) => {
+            let _ = free(cx, l);
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+        (Ok(_), None) => return Ok(None),
+        (Ok(cid), Some(lr)) => (cid, lr),
+    };
+    let r = cx.e().p2p.comms.groups.gather(rlen as u32, |t, i| {
+        t.proc_of(remote, theirs[i as usize][2] as u32)
+    });
+    let installed = r.and_then(|rg| {
+        let lg = cx.e().p2p.comm(l)?.group;
+        let group = cx.e().p2p.comms.groups.for_comm(lg);
+        install(
+            &mut cx.e().p2p,
+            Comm {
+                cid: icid,
+                group,
+                remote: Some(rg),
+                local_comm: Some(l),
+                hidden: false,
+                topo: None,
+                rank,
+                errhandler: c.errhandler,
+                freed: false,
+            },
+        )
+    });
+    match installed {
+        Ok(id) => Ok(Some(id)),
+        Err(e) => {
+            let _ = free(cx, l);
+            Err(e)
+        }
+    }
 }
 
 /// Splits `comm` after every member's (color, key) is known to all.
@@ -766,12 +975,23 @@ pub fn split_type(
     how: Option<SplitType>,
     key: i32,
 ) -> Result<Option<CommId>> {
+    let p2p = &cx.e().p2p;
+    let node_of = |p: ProcId| (p2p.procs[p.0 as usize].node & 0x7fff_ffff) as i32;
+    let mine = node_of(p2p.me);
     let color = match how {
         None => UNDEFINED,
-        Some(SplitType::Shared) => {
-            let p2p = &cx.e().p2p;
-            let node = p2p.procs[p2p.me.0 as usize].node;
-            (node & 0x7fff_ffff) as i32
+        Some(SplitType::Shared) => mine,
+        Some(SplitType::Unguided) => {
+            // Every member decides alike: the members span several nodes or they do not.
+            let c = p2p.comm(comm)?;
+            let g = c.group;
+            let groups = &p2p.comms.groups;
+            let spans = (0..c.size()).any(|r| node_of(groups.proc_of(g, r)) != mine);
+            if spans {
+                mine
+            } else {
+                UNDEFINED
+            }
         }
     };
     split(cx, comm, color, key)
@@ -862,9 +1082,21 @@ pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<Comm
     let group = cx.e().p2p.comms.groups.check(group)?;
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
-        return Err(Error::unsupported(
-            "MPI_Comm_create on an intercommunicator",
-        ));
+        // The local group's members in `group` face the remote side's members in its group:
+        // a split with one color, ranked by the place in `group`.
+        let parent = c.group;
+        let p2p = &cx.e().p2p;
+        let groups = &p2p.comms.groups;
+        if groups
+            .members(group)
+            .any(|p| groups.rank_of(parent, p).is_none())
+        {
+            return Err(group_not_subset());
+        }
+        let my_rank = groups.rank_of(group, p2p.me);
+        let color = if my_rank.is_some() { 0 } else { UNDEFINED };
+        let key = my_rank.map_or(0, |r| r as i32);
+        return with_ints(cx, |cx, ints| split_inter(cx, ints, comm, color, key));
     }
     let parent = c.group;
     let me = cx.e().p2p.me;
@@ -905,8 +1137,14 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             },
         ));
     }
-    let parent = c.group;
-    let eh = c.errhandler;
+    group_comm(cx, comm, group, TAG_GROUP_BASE + (tag & 0xffff))
+}
+
+/// A communicator over `group`, a checked subset of `comm`'s group that holds the caller,
+/// agreed among its members only under internal tag `tag`.
+fn group_comm(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
+    let c = cx.e().check_comm(comm)?;
+    let (parent, eh) = (c.group, c.errhandler);
     let p2p = &cx.e().p2p;
     let me = p2p.comms.groups.rank_of(group, p2p.me).ok_or(Error::new(
         ErrorClass::Group,
@@ -914,11 +1152,12 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             what: "the calling process is not in the group",
         },
     ))?;
-    let groups = &cx.e().p2p.comms.groups;
-    for p in groups.members(group) {
-        if groups.rank_of(parent, p).is_none() {
-            return Err(group_not_subset());
-        }
+    let groups = &p2p.comms.groups;
+    if groups
+        .members(group)
+        .any(|p| groups.rank_of(parent, p).is_none())
+    {
+        return Err(group_not_subset());
     }
     let m = Members {
         comm,
@@ -926,7 +1165,7 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
         root: 0,
         n: group.size(),
         me,
-        tag: TAG_GROUP_BASE + (tag & 0xffff),
+        tag,
     };
     let cid = agree_cid(cx, &m, None)?;
     let g = cx.e().p2p.comms.groups.for_comm(group);
@@ -944,6 +1183,63 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             freed: false,
         },
     )
+}
+
+/// `MPI_Intercomm_create_from_groups`: an intercommunicator between `local` (led by its rank
+/// `local_leader`) and `remote` (led by its rank `remote_leader`), collective over both groups
+/// only; `tag` (from the user's string tag) tells concurrent calls apart.
+///
+/// Every process of a job here is a member of `MPI_COMM_WORLD` (there is no spawn), so the
+/// world carries the construction: the local group becomes a temporary communicator as in
+/// `MPI_Comm_create_group`, whose leader reaches the remote leader over the world with an
+/// internal tag, as `MPI_Intercomm_create` with the world as peer.
+pub fn intercomm_from_groups(
+    cx: &mut Inside,
+    local: Group,
+    local_leader: i32,
+    remote: Group,
+    remote_leader: i32,
+    tag: u32,
+) -> Result<CommId> {
+    let groups = &cx.e().p2p.comms.groups;
+    let local = groups.check(local)?;
+    let remote = groups.check(remote)?;
+    if remote_leader < 0 || remote_leader as u32 >= remote.size() {
+        return Err(Error::new(
+            ErrorClass::Rank,
+            Reason::RankOutOfRange {
+                rank: remote_leader,
+                size: remote.size(),
+            },
+        ));
+    }
+    let leader_proc = groups.proc_of(remote, remote_leader as u32);
+    let world_group = cx.e().check_comm(CommId::WORLD)?.group;
+    let peer_rank = cx
+        .e()
+        .p2p
+        .comms
+        .groups
+        .rank_of(world_group, leader_proc)
+        .ok_or(Error::bad_arg(
+            "the remote leader is not a process of this job",
+        ))?;
+    let tag = TAG_FROM_GROUPS_BASE + (tag & 0xffff) as i32;
+    let l = group_comm(cx, CommId::WORLD, local, tag)?;
+    let r = with_ints(cx, |cx, ints| {
+        intercomm_into(
+            cx,
+            ints,
+            l,
+            local_leader,
+            Some(CommId::WORLD),
+            peer_rank as i32,
+            tag,
+        )
+    });
+    let freed = free(cx, l);
+    let inter = r?;
+    freed.map(|()| inter)
 }
 
 /// `MPI_Intercomm_create`: joins the group of `local` (led by its rank `local_leader`) with
@@ -1364,8 +1660,7 @@ impl Building<'_> {
     /// Ids held by the non-blocking agreements in flight here.
     fn held_cids(&self) -> impl Iterator<Item = u16> + '_ {
         self.creation
-            .idups
-            .iter()
+            .idup_slots()
             .flatten()
             .flat_map(|d| [d.held, d.main])
             .flatten()
@@ -1386,14 +1681,7 @@ impl Building<'_> {
     /// same order as its other collectives.
     pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
         let p = self.p2p.comm(parent)?.clone();
-        let slot =
-            self.creation
-                .idups
-                .iter()
-                .position(Option::is_none)
-                .ok_or(Error::unsupported(
-                    "more than 16 MPI_Comm_idup in flight in one process",
-                ))?;
+        let slot = self.creation.free_idup_slot()?;
         // Tags: taken now, in the user's order of collectives on the parent (see `Idup`).
         let tags = match p.local_comm {
             None => [self.colls().next_coll_tag(parent), 0, 0, 0],
@@ -1417,7 +1705,7 @@ impl Building<'_> {
                 return Err(e);
             }
         };
-        self.creation.idups[slot] = Some(Idup {
+        *self.creation.idup_slot(slot) = Some(Idup {
             parent,
             new,
             req,
@@ -1445,8 +1733,8 @@ impl Building<'_> {
             return 0;
         }
         let mut n = 0;
-        for i in 0..MAX_IDUPS {
-            let Some(d) = self.creation.idups[i] else {
+        for i in 0..self.creation.idup_cap {
+            let Some(d) = *self.creation.idup(i) else {
                 continue;
             };
             let mut err = None;
@@ -1480,12 +1768,12 @@ impl Building<'_> {
         n
     }
 
-    fn idup_mut(&mut self, i: usize) -> &mut Idup {
-        self.creation.idups[i].as_mut().expect("live idup")
+    fn idup_mut(&mut self, i: u32) -> &mut Idup {
+        self.creation.idup_slot(i).as_mut().expect("live idup")
     }
 
     /// The members' answer to the round that has just ended: the maximum of both results.
-    fn idup_next(&mut self, i: usize) {
+    fn idup_next(&mut self, i: u32) {
         let d = *self.idup_mut(i);
         let inter = d.stage == 0 && self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
         let r = if inter {
@@ -1546,14 +1834,24 @@ impl Building<'_> {
     }
 
     /// Lets go of the id held for the current agreement.
-    fn idup_release(&mut self, i: usize) {
+    fn idup_release(&mut self, i: u32) {
         self.idup_mut(i).held = None;
     }
 
     /// Starts agreement `i`'s current round: this member's contribution, then the allreduce(s).
-    fn idup_round(&mut self, i: usize) {
+    fn idup_round(&mut self, i: u32) {
         let d = *self.idup_mut(i);
-        let busy = !self.creation.agreeing.is_empty();
+        // Only the agreement with the lowest key here holds ids: with several holding at once,
+        // members hold different ids in different orders, confirm rounds fail and the ids
+        // tried only climb, until some agreement ran out of ids with most of them free. The
+        // lowest key of the job is lowest at all its members, so it always goes on.
+        let key = d.key(self.p2p);
+        let lower = self
+            .creation
+            .idup_slots()
+            .flatten()
+            .any(|o| o.key(self.p2p) < key);
+        let busy = lower || !self.creation.agreeing.is_empty();
         let input = match d.round {
             _ if busy => [0, 1],
             Round::Propose => {
@@ -1652,7 +1950,7 @@ impl Building<'_> {
     }
 
     /// Installs agreement `i`'s communicator (and an intercommunicator's hidden local side).
-    fn idup_install(&mut self, i: usize) -> Result<()> {
+    fn idup_install(&mut self, i: u32) -> Result<()> {
         let d = *self.idup_mut(i);
         let parent = self
             .p2p
@@ -1731,6 +2029,7 @@ impl Building<'_> {
             .creation
             .idups
             .iter_mut()
+            .flat_map(|s| s.iter_mut())
             .flatten()
             .find(|d| d.new == new)
         {
@@ -1744,8 +2043,8 @@ impl Building<'_> {
 
     /// Ends agreement `i`: completes the user's request with `r`; on failure the reserved
     /// slot is given back.
-    fn idup_end(&mut self, i: usize, r: Result<()>) {
-        let Some(d) = self.creation.idups[i].take() else {
+    fn idup_end(&mut self, i: u32, r: Result<()>) {
+        let Some(d) = self.creation.idup_slot(i).take() else {
             return;
         };
         self.creation.idups_active -= 1;

@@ -336,6 +336,10 @@ pub enum Op {
     /// A persistent request: never complete itself, it names the operation of its current
     /// start (see [`crate::pml::requests::Current`]).
     Persistent(Persistent),
+    /// A generalized request (`MPI_Grequest_start`): the user's operation, complete when the
+    /// user says. The words are the MPI layer's (its callbacks and their state); the request
+    /// core only keeps them.
+    Generalized([usize; 4]),
 }
 
 /// A request slot.

@@ -157,6 +157,34 @@ impl Requests {
         Ok(ReqId(self.insert_with(|| Request::new(Op::Null, scope))?))
     }
 
+    /// A generalized request keeping `words` for the MPI layer, pending until
+    /// [`Requests::finish`].
+    pub fn generalized(&mut self, words: [usize; 4]) -> Result<ReqId> {
+        Ok(ReqId(
+            self.insert_with(|| Request::new(Op::Generalized(words), 0))?,
+        ))
+    }
+
+    /// The words of generalized request `id`, and whether its owner let go of it; `None` for
+    /// any other request.
+    pub fn generalized_of(&self, id: ReqId) -> Option<([usize; 4], bool)> {
+        match self.pool.get(id.0) {
+            Some(Request {
+                op: Op::Generalized(w),
+                detached,
+                ..
+            }) => Some((*w, *detached)),
+            _ => None,
+        }
+    }
+
+    /// The status of request `id` if it is complete, leaving it in place
+    /// (`MPI_Request_get_status`).
+    pub fn peek(&self, id: ReqId) -> Result<Option<Status>> {
+        let req = self.pool.get(id.0).ok_or_else(bad_request)?;
+        Ok(req.complete.then_some(req.status))
+    }
+
     /// Completes a request made by [`Requests::pending`] with `status`.
     pub fn finish(&mut self, id: ReqId, status: Status) {
         if let Some(req) = self.pool.get_mut(id.0) {
@@ -260,7 +288,7 @@ impl Requests {
                     persistent: Some(id),
                 },
             },
-            Op::Send(_) | Op::Null => Current::Op {
+            Op::Send(_) | Op::Null | Op::Generalized(_) => Current::Op {
                 op: id,
                 comm: None,
                 persistent: None,
