@@ -454,10 +454,11 @@ fn rank_leaving_a_barrier_alone_does_not_hang_the_job() {
     assert!(o.elapsed < Duration::from_secs(5), "took {:?}", o.elapsed);
     let lines = o.stormrun_lines();
     assert_eq!(lines.len(), 1, "{o:#?}");
+    // A rank that initialized PMI and leaves without finalizing ends the job as it exits,
+    // before the barrier it left could be found blocked.
     assert!(
         lines[0].contains("rank 1 (pid ")
-            && lines[0].contains("exited without finalizing PMI while rank(s) ")
-            && lines[0].contains("wait for it in a PMI barrier"),
+            && lines[0].contains("exited with status 0 before MPI_Finalize"),
         "{o:#?}"
     );
     assert!(!o.stdout.contains("passed a fence"), "{o:#?}");
