@@ -887,8 +887,14 @@ pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<Comm
 }
 
 /// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
-/// over the members of `group` only; `tag` separates concurrent calls.
-pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
+/// over the members of `group` only; `tag` separates concurrent calls. An empty group gives
+/// no communicator (`MPI_COMM_NULL`), as the standard says.
+pub fn create_group(
+    cx: &mut Inside,
+    comm: CommId,
+    group: Group,
+    tag: i32,
+) -> Result<Option<CommId>> {
     let group = cx.e().p2p.comms.groups.check(group)?;
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
@@ -904,6 +910,9 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
                 ub: crate::pml::request::TAG_UB,
             },
         ));
+    }
+    if group.size() == 0 {
+        return Ok(None);
     }
     let parent = c.group;
     let eh = c.errhandler;
@@ -944,6 +953,7 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             freed: false,
         },
     )
+    .map(Some)
 }
 
 /// `MPI_Intercomm_create`: joins the group of `local` (led by its rank `local_leader`) with
