@@ -64,6 +64,7 @@ c_tests! {
     cart_map_zero,
     finalize_attrs,
     ibarrier_many,
+    reduce_user,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives
