@@ -7,7 +7,8 @@
 #                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs);
 #                    for the lightweight-kernel node build: musl-tools, gcc-aarch64-linux-gnu and
 #                    musl-dev:arm64 (static musl programs, aarch64 ones under qemu-aarch64),
-#                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun)
+#                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun);
+#                    libclang-dev (bindgen, for rsmpi's mpi-sys in ci/rsmpi.sh)
 #   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
 #                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
 #                    x86_64 and aarch64 musl targets (the node library); rust-src for the nightly
@@ -17,7 +18,8 @@ set -euo pipefail
 need_pkgs=()
 for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
-    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge; do
+    gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge \
+    libclang-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

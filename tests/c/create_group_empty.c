@@ -1,8 +1,9 @@
 /*
  * create_group_empty.c - MPI_Comm_create_group with MPI_GROUP_EMPTY (and with an empty group
  * made by MPI_Group_incl) returns MPI_SUCCESS and MPI_COMM_NULL, as the standard says, on world
- * and on a dup, with every rank calling it; a non-empty create_group still works after it
- * (issue 27).
+ * and on a dup, with every rank calling it; a process outside a non-empty group that calls it
+ * alone gets MPI_COMM_NULL too (rsmpi's split example); a create_group of the whole group still
+ * works after (issue 27).
  */
 #include "stormtest.h"
 
@@ -34,6 +35,24 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
     expect_null(dup, empty, 5, "dup, empty group from MPI_Group_incl");
     expect_null(dup, MPI_GROUP_EMPTY, 6, "dup, MPI_GROUP_EMPTY");
+
+    /* outside the group: a local call giving MPI_COMM_NULL, while the group's one member
+       makes its own communicator of one */
+    {
+        MPI_Group last;
+        int last_rank = size - 1;
+        CHECK_MPI(MPI_Group_incl(world, 1, &last_rank, &last));
+        if (rank != last_rank) {
+            expect_null(dup, last, 8, "dup, a group without the caller");
+        } else {
+            CHECK_MPI(MPI_Comm_create_group(dup, last, 8, &c));
+            CHECK(c != MPI_COMM_NULL, "MPI_Comm_create_group(own rank) gave MPI_COMM_NULL");
+            CHECK_MPI(MPI_Comm_size(c, &n));
+            CHECK(n == 1, "communicator of the last rank has size %d", n);
+            CHECK_MPI(MPI_Comm_free(&c));
+        }
+        CHECK_MPI(MPI_Group_free(&last));
+    }
 
     /* the whole group still makes a communicator afterwards */
     CHECK_MPI(MPI_Comm_create_group(dup, world, 7, &c));

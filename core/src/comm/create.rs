@@ -887,8 +887,9 @@ pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<Comm
 }
 
 /// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
-/// over the members of `group` only; `tag` separates concurrent calls. An empty group gives
-/// no communicator (`MPI_COMM_NULL`), as the standard says.
+/// over the members of `group` only; `tag` separates concurrent calls. A process outside
+/// `group` (an empty group, for one) gets no communicator (`MPI_COMM_NULL`) at once, as the
+/// standard says.
 pub fn create_group(
     cx: &mut Inside,
     comm: CommId,
@@ -911,24 +912,18 @@ pub fn create_group(
             },
         ));
     }
-    if group.size() == 0 {
-        return Ok(None);
-    }
     let parent = c.group;
     let eh = c.errhandler;
-    let p2p = &cx.e().p2p;
-    let me = p2p.comms.groups.rank_of(group, p2p.me).ok_or(Error::new(
-        ErrorClass::Group,
-        Reason::BadArgument {
-            what: "the calling process is not in the group",
-        },
-    ))?;
     let groups = &cx.e().p2p.comms.groups;
     for p in groups.members(group) {
         if groups.rank_of(parent, p).is_none() {
             return Err(group_not_subset());
         }
     }
+    let p2p = &cx.e().p2p;
+    let Some(me) = p2p.comms.groups.rank_of(group, p2p.me) else {
+        return Ok(None);
+    };
     let m = Members {
         comm,
         group: Some(group),
