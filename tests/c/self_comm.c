@@ -6,6 +6,9 @@
  *   - on a dup of MPI_COMM_SELF: MPI_Irecv, then MPI_Bsend into an attached buffer, then Wait,
  *     several times (each message must arrive once, in order);
  *   - MPI_Probe + MPI_Get_count + MPI_Recv of an unexpected message to oneself;
+ *   - MPI_Issend to oneself, MPI_Cancel, MPI_Request_get_status (mpi4py's testCancel: the
+ *     request stays; when the send was not cancelled, the message is received and the request
+ *     completes) - once failing, this left the message behind for the next receives to take;
  *   - a Barrier, Bcast and Allreduce on MPI_COMM_SELF in between.
  * Every payload and status is checked.
  */
@@ -107,6 +110,37 @@ static void probe_recv(MPI_Comm comm, int n, int seed)
     free(out);
 }
 
+/* Issend to oneself, Cancel, then Request_get_status until the send completes. */
+static void issend_cancel(MPI_Comm comm, int n, int seed)
+{
+    int *in = test_malloc(sizeof(int) * (size_t)n), *out = test_malloc(sizeof(int) * (size_t)n);
+    MPI_Request req;
+    MPI_Status st;
+    int flag = -1, cancelled = -1;
+    fill(out, n, seed);
+    CHECK_MPI(MPI_Issend(out, n, MPI_INT, 0, 0, comm, &req));
+    CHECK_MPI(MPI_Cancel(&req));
+    CHECK_MPI(MPI_Request_get_status(req, &flag, &st));
+    CHECK(req != MPI_REQUEST_NULL, "MPI_Request_get_status freed the request");
+    if (flag) {
+        CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
+        CHECK(cancelled, "an unmatched Issend completed without being cancelled");
+        CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    } else {
+        memset(in, 0xee, sizeof(int) * (size_t)n);
+        CHECK_MPI(MPI_Recv(in, n, MPI_INT, 0, 0, comm, &st));
+        check(in, n, seed, "Issend + Cancel + Recv from self");
+        do
+            CHECK_MPI(MPI_Request_get_status(req, &flag, MPI_STATUS_IGNORE));
+        while (!flag);
+        CHECK(req != MPI_REQUEST_NULL, "MPI_Request_get_status freed the request");
+        CHECK_MPI(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+        CHECK(flag && req == MPI_REQUEST_NULL, "MPI_Test of a completed send: flag %d", flag);
+    }
+    free(in);
+    free(out);
+}
+
 static void collectives(MPI_Comm comm, int seed)
 {
     int v = seed, sum = -1;
@@ -130,6 +164,8 @@ int main(int argc, char **argv)
     for (i = 0; i < 3; i++) {
         for (s = 0; s < (int)(sizeof sizes / sizeof sizes[0]); s++) {
             int seed = rank * 100 + i * 10 + s;
+            issend_cancel(MPI_COMM_SELF, sizes[s], seed + 3);
+            issend_cancel(dup, sizes[s], seed + 4);
             irecv_send(MPI_COMM_SELF, sizes[s], seed);
             collectives(MPI_COMM_SELF, seed);
             irecv_send(dup, sizes[s], seed + 5);

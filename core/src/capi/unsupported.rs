@@ -255,7 +255,6 @@ unsupported! {
     MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c,
     MPI_Register_datarep / PMPI_Register_datarep,
     MPI_Register_datarep_c / PMPI_Register_datarep_c,
-    MPI_Request_get_status / PMPI_Request_get_status,
     MPI_Rget / PMPI_Rget,
     MPI_Rget_accumulate / PMPI_Rget_accumulate,
     MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c,
