@@ -14,7 +14,9 @@
 #   PREFIX/lib/            libmpi.a (localized: only MPI's symbols global), libmpi.so,
 #                          libmpich.so.12 -> libmpi.so (so that programs
 #                          built with MPICH's mpicc run on stormpi with
-#                          LD_LIBRARY_PATH=PREFIX/lib)
+#                          LD_LIBRARY_PATH=PREFIX/lib), libstormpi.so -> libmpi.so (the name
+#                          pkg-config and stormcc --dynamic link: a program records it, and no
+#                          other MPI has a library of that name to be loaded instead)
 #   PREFIX/lib/pkgconfig/  stormpi.pc, mpi.pc -> stormpi.pc
 #
 # stormcc finds PREFIX/include and PREFIX/lib from its own location, so the tree can be moved
@@ -77,6 +79,7 @@ ln -sfn stormcxx "$bin/mpic++"
 ln -sfn stormrun "$bin/mpirun"
 ln -sfn stormrun "$bin/mpiexec"
 ln -sfn libmpi.so "$lib/libmpich.so.12"
+ln -sfn libmpi.so "$lib/libstormpi.so"
 
 # The native libraries libmpi.a needs: the ones the installed stormcc adds after it.
 show=$("$bin/stormcc" -show conftest.c)

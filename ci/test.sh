@@ -47,4 +47,7 @@ bash ci/fuzz.sh 30
 step "unit and multi-process tests"
 STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
 
+step "rsmpi (the mpi crate 0.8.2 from crates.io): its examples through MPICC and pkg-config, 2 and 4 ranks"
+bash ci/rsmpi.sh
+
 step "all tests passed"

@@ -22,7 +22,7 @@ use crate::btl::{Btl, Modex, ModexPut, PeerInfo};
 use crate::comm::{self, Comm, CommId, CommSimilarity, CommTable, ContextId, ErrHandler};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
-use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::error::{Allowed, Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
 use crate::memory::Memory;
 use crate::p2p::{Bytes, Make, P2p, Posted, RecvRound};
@@ -185,12 +185,9 @@ impl Engine {
         let n = rte.size();
         let max_cids = params.u32(&comm::MAX_CIDS);
         if !max_cids.is_multiple_of(64) {
-            return Err(Error::new(
-                ErrorClass::Arg,
-                Reason::BadParam {
-                    name: comm::MAX_CIDS.name,
-                },
-            ));
+            return Err(
+                comm::MAX_CIDS.refused_with(Allowed::Text("a multiple of 64 from 64 to 65472"))
+            );
         }
         let needed = Engine::memory_needed(&params, n);
         if memory.len() < needed {
@@ -280,13 +277,8 @@ impl Engine {
                 p.0
             );
         }
-        let policy =
-            crate::bml::StripePolicy::parse(params.str(&crate::bml::STRIPE)).ok_or(Error::new(
-                ErrorClass::Arg,
-                Reason::BadParam {
-                    name: crate::bml::STRIPE.name,
-                },
-            ))?;
+        let policy = crate::bml::StripePolicy::parse(params.str(&crate::bml::STRIPE))
+            .ok_or(crate::bml::STRIPE.refused_with(Allowed::Text("auto, always or never")))?;
         let mut bml = Bml::new(chosen, n, policy, &mut arena)?;
         bml.add_procs(procs, &mut RteModex(&mut *rte))?;
 
@@ -333,14 +325,7 @@ impl Engine {
         match params.str(&pml::PML_SELECT).trim() {
             "ob1" => mtl = None,
             "cm" | "" => {}
-            _ => {
-                return Err(Error::new(
-                    ErrorClass::Arg,
-                    Reason::BadParam {
-                        name: pml::PML_SELECT.name,
-                    },
-                ))
-            }
+            _ => return Err(pml::PML_SELECT.refused_with(Allowed::Text("ob1 or cm"))),
         }
         let mut pml = match mtl {
             Some(m) => Pml::Cm(Cm::new(&params, &mut arena, comm_max, m, procs, max_cids)?),

@@ -243,9 +243,36 @@ pub enum Reason {
         what: &'static str,
     },
     /// A parameter value could not be parsed or is out of range.
-    BadParam { name: &'static str },
+    BadParam {
+        name: &'static str,
+        allowed: Allowed,
+    },
     /// MPI is not initialised, or already finalised.
     NotInitialized,
+}
+
+/// The values a parameter accepts, named when another is refused (so that a user who raised a
+/// limit too far learns how far it goes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allowed {
+    /// An integer in `min..=max`.
+    Range {
+        /// The smallest value accepted.
+        min: i64,
+        /// The largest value accepted.
+        max: i64,
+    },
+    /// Described in words.
+    Text(&'static str),
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Allowed::Range { min, max } => write!(f, "an integer from {min} to {max}"),
+            Allowed::Text(t) => f.write_str(t),
+        }
+    }
 }
 
 /// An MPI error: its class and the reason.
@@ -331,7 +358,9 @@ impl fmt::Display for Reason {
             Reason::BadArgument { what } => f.write_str(what),
             Reason::Runtime { what } => write!(f, "runtime failure: {what}"),
             Reason::Transport { btl, what } => write!(f, "transport {btl} failed: {what}"),
-            Reason::BadParam { name } => write!(f, "parameter {name} has an invalid value"),
+            Reason::BadParam { name, allowed } => {
+                write!(f, "parameter {name} has an invalid value; allowed: {allowed}")
+            }
             Reason::NotInitialized => f.write_str("MPI is not initialized (or already finalized)"),
         }
     }

@@ -10,7 +10,7 @@ use core::fmt;
 
 use heapless::{String, Vec};
 
-use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::error::{Allowed, Error, ErrorClass, Reason, Result};
 
 /// Longest string value.
 pub const MAX_STR: usize = 128;
@@ -57,6 +57,29 @@ pub struct ParamDef {
     pub default: Default,
     /// One line for the info tool.
     pub description: &'static str,
+}
+
+impl ParamDef {
+    /// The error refusing a value of this parameter, naming the values its kind accepts.
+    pub fn refused(&'static self) -> Error {
+        let allowed = match self.kind {
+            Kind::Int { min, max } => Allowed::Range { min, max },
+            Kind::Bool => Allowed::Text("1/0, true/false, yes/no or on/off"),
+            Kind::Str => Allowed::Text("text of at most 128 bytes"),
+        };
+        self.refused_with(allowed)
+    }
+
+    /// The error refusing a value of this parameter that breaks a rule of its own (`allowed`).
+    pub fn refused_with(&'static self, allowed: Allowed) -> Error {
+        Error::new(
+            ErrorClass::Arg,
+            Reason::BadParam {
+                name: self.name,
+                allowed,
+            },
+        )
+    }
 }
 
 /// A parameter's current value.
@@ -242,7 +265,7 @@ impl Params {
 }
 
 fn bad(def: &'static ParamDef) -> Error {
-    Error::new(ErrorClass::Arg, Reason::BadParam { name: def.name })
+    def.refused()
 }
 
 fn default_value(def: &ParamDef) -> Value {
@@ -385,8 +408,18 @@ mod tests {
         assert_eq!(
             e.reason,
             Reason::BadParam {
-                name: "btl_test_eager_limit"
+                name: "btl_test_eager_limit",
+                allowed: Allowed::Range {
+                    min: 64,
+                    max: 1 << 30
+                }
             }
+        );
+        // The message names the range, so a user who raised a limit too far learns how far.
+        assert_eq!(
+            std::format!("{}", e.reason),
+            "parameter btl_test_eager_limit has an invalid value; allowed: an integer from 64 \
+             to 1073741824"
         );
     }
 

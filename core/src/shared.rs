@@ -17,7 +17,7 @@
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::engine::Engine;
 use crate::error::Result;
@@ -99,6 +99,11 @@ pub struct Shared {
     threads: AtomicBool,
     platform: spin::Once<&'static dyn Platform>,
     engine: UnsafeCell<Option<Engine>>,
+    /// 1 + the id of the thread running a user's function from inside the engine with the lock
+    /// held (a user-defined reduction), 0 when none is: MPI calls that function makes (mpi4py's
+    /// reductions ask for the datatype's extent) re-enter instead of waiting for the lock
+    /// their own thread holds.
+    callback: AtomicU64,
 }
 
 // SAFETY: the engine is only reached through `enter`, which takes the lock whenever threads may
@@ -114,7 +119,24 @@ impl Shared {
             threads: AtomicBool::new(false),
             platform: spin::Once::new(),
             engine: UnsafeCell::new(None),
+            callback: AtomicU64::new(0),
         }
+    }
+
+    /// Runs `f`, a user's function called from inside the engine, so that MPI calls it makes
+    /// from this thread enter the engine as the thread already inside it (as every call of a
+    /// single-threaded program does) rather than wait for the lock it holds. Other threads
+    /// still wait for the lock.
+    pub fn user_callback<R>(&self, f: impl FnOnce() -> R) -> R {
+        let Some(platform) = self.platform.get().filter(|_| self.threads()) else {
+            return f();
+        };
+        let me = platform.thread_id().wrapping_add(1);
+        // Only this thread reads back its own id: Relaxed suffices (the lock orders the rest).
+        let before = self.callback.swap(me, Ordering::Relaxed);
+        let r = f();
+        self.callback.store(before, Ordering::Relaxed);
+        r
     }
 
     /// A shared engine made from `engine` (for a driver that keeps it elsewhere than a static).
@@ -152,13 +174,21 @@ impl Shared {
     pub fn enter(&self) -> Option<Inside<'_>> {
         let lock = if self.threads.load(Ordering::Relaxed) {
             let platform = *self.platform.get()?;
-            self.lock.lock(platform);
-            Some(&self.lock)
+            let cb = self.callback.load(Ordering::Relaxed);
+            if cb != 0 && cb == platform.thread_id().wrapping_add(1) {
+                // This thread holds the lock and is in a user's function (`user_callback`).
+                None
+            } else {
+                self.lock.lock(platform);
+                Some(&self.lock)
+            }
         } else {
             None
         };
         // SAFETY: the lock is held when threads may call at once; otherwise only one thread
-        // calls (see `Sync` above). The pointer stays valid: the engine is never removed.
+        // calls (see `Sync` above), and a thread in a user's function called from inside the
+        // engine re-enters it the same way. The pointer stays valid: the engine is never
+        // removed.
         let engine = unsafe { (*self.engine.get()).as_mut() };
         match engine {
             Some(e) => Some(Inside {

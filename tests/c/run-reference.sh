@@ -121,6 +121,10 @@ launch_extra() {
 #    the program makes over 4000 communicators and runs 2000 Allreduces: minutes at np 3,
 #    far more at np 8.  There it runs with 100 communicators alive and 4 cycles of 25; at np 2
 #    it runs the default (2000 alive, 2000 more in cycles, in well under a second).
+#  - Open MPI 4.1.4, cart_map_zero: MPI_Cart_map gives every process its own rank, also those
+#    outside the grid (a zero in dims, {2, 0}: a grid of no processes; or a 1-D grid smaller than
+#    the communicator), where MPICH (and stormpi) give them MPI_UNDEFINED as the standard says.
+#    That answer is accepted there.
 # prog_args MPI PROG [NP]
 prog_args() {
     if [ "$1 $2" = "mpich many_comms" ] && [ "${3:-2}" -gt 2 ]; then
@@ -133,6 +137,7 @@ prog_args() {
         "openmpi many_outstanding") echo "60000" ;;
         "openmpi many_persistent") echo "--bsend-init-once" ;;
         "openmpi bsend") echo "--no-overflow" ;;
+        "openmpi cart_map_zero") echo "--own-rank-outside" ;;
         "openmpi intercoll") echo "--no-rejections" ;;
         "mpich intercoll") echo "--no-ibcast --no-neighbor" ;;
         *) echo "" ;;

@@ -60,6 +60,14 @@ c_tests! {
     groups,
     topo,
     blacs_combine,
+    // issue 27: what rsmpi and mpi4py hit
+    self_comm,
+    get_parent,
+    create_group_empty,
+    cart_map_zero,
+    finalize_attrs,
+    ibarrier_many,
+    reduce_user,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives

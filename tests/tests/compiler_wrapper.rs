@@ -96,6 +96,15 @@ fn show_prints_the_whole_command() {
         shown(&["--dynamic", "-show", "prog.c"]),
         format!("cc -I{inc} prog.c -L{lib} -lmpi -Wl,-rpath,{lib}")
     );
+    // Issue 27: alone, each spelling of -show describes the build in flags tools can parse.
+    for flag in ["-show", "-showme", "-link_info"] {
+        assert_eq!(
+            shown(&[flag]),
+            format!("cc -I{inc} -L{lib} -lmpi -Wl,-rpath,{lib}"),
+            "{flag}"
+        );
+    }
+    assert_eq!(shown(&["-compile_info"]), format!("cc -I{inc}"));
     let mut cmd = wrapper(&stormcc());
     cmd.env("STORMPI_CC", "gcc -m64")
         .args(["-show", "-E", "prog.c"]);
@@ -363,6 +372,42 @@ fn missing_library_is_reported() {
     );
 }
 
+/// Issue 27: a program built with `pkg-config --cflags --libs stormpi` loads stormpi's library
+/// whatever else the dynamic linker could find under the name `libmpi.so` (Debian's Open MPI
+/// installs one in the default search path; here its directory is even put first with
+/// LD_LIBRARY_PATH): it records a library name no other MPI uses, and a run path to it.
+fn pkg_config_build_runs_on_stormpi(prefix: &Path) {
+    let mut cmd = Command::new("pkg-config");
+    cmd.env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .args(["--cflags", "--libs", "stormpi"]);
+    let out = run(cmd, Duration::from_secs(30));
+    assert!(out.success(), "{}", out.report());
+    let exe = prefix.join("hello.pc");
+    let mut cmd = Command::new("cc");
+    cmd.args(C_FLAGS)
+        .arg("-o")
+        .arg(&exe)
+        .arg(c_source("hello"))
+        .args(out.stdout.split_whitespace());
+    let out = run(cmd, COMPILE_TIMEOUT);
+    assert!(out.success(), "{}", out.report());
+    let mut cmd = Command::new(prefix.join("bin/mpirun"));
+    cmd.args(["-n", "2", "--timeout"])
+        .arg(JOB_TIMEOUT.as_secs().to_string())
+        .arg(&exe);
+    let ompi = Path::new("/usr/lib/x86_64-linux-gnu/openmpi/lib");
+    if ompi.is_dir() {
+        cmd.env("LD_LIBRARY_PATH", ompi);
+    }
+    let out = run_stormrun(cmd);
+    out.assert_ok("hello");
+    assert!(
+        out.stdout.matches(", stormpi ").count() == 2,
+        "not running on stormpi\n{}",
+        out.report()
+    );
+}
+
 fn link_target(path: &Path) -> String {
     std::fs::read_link(path)
         .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", path.display()))
@@ -414,6 +459,7 @@ fn install_script_lays_out_a_working_tree() {
         ("bin/mpirun", "stormrun"),
         ("bin/mpiexec", "stormrun"),
         ("lib/libmpich.so.12", "libmpi.so"),
+        ("lib/libstormpi.so", "libmpi.so"),
         ("lib/pkgconfig/mpi.pc", "stormpi.pc"),
     ] {
         assert_eq!(link_target(&p(link)), to, "{link}");
@@ -471,11 +517,15 @@ fn install_script_lays_out_a_working_tree() {
             let out = run(cmd, Duration::from_secs(30));
             assert_eq!(
                 out.stdout.trim_end(),
-                format!("-I{prefix_s}/include -L{prefix_s}/lib -lmpi {NATIVE_LIBS}"),
+                format!(
+                    "-I{prefix_s}/include -L{prefix_s}/lib -lstormpi -Wl,-rpath,{prefix_s}/lib \
+                     {NATIVE_LIBS}"
+                ),
                 "{}",
                 out.report()
             );
         }
+        pkg_config_build_runs_on_stormpi(&prefix);
     } else {
         eprintln!("NOTE: pkg-config is not installed; the .pc file was not checked by it");
     }

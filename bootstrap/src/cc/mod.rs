@@ -3,7 +3,8 @@
 //! what an MPI program needs added.
 //!
 //! ```text
-//! stormcc [--dynamic] [-show] COMPILER-ARGS...
+//! stormcc [--dynamic] [-show | -compile_info | -link_info | -showme:compile | -showme:link]
+//!         COMPILER-ARGS...
 //! ```
 //!
 //! - The compiler is `$STORMPI_CC` (C++: `$STORMPI_CXX`), else `cc` (`c++`).
@@ -12,9 +13,16 @@
 //!   `-E`, `-S`, `-M`, `-MM` is given), `<libdir>/libmpi.a` and the native
 //!   libraries a Rust static library needs ([`NATIVE_STATIC_LIBS`]) follow
 //!   the user's arguments. With `--dynamic` (or `-dynamic-mpi`) the program
-//!   links the shared library instead: `-L<libdir> -lmpi -Wl,-rpath,<libdir>`.
-//! - `-show` (also `-showme`, `--showme`) prints the command instead of
-//!   running it.
+//!   links the shared library instead: `-L<libdir> -l<name> -Wl,-rpath,<libdir>`,
+//!   `<name>` being `stormpi` where `libstormpi.so` is installed (a name no other
+//!   MPI's library has, so the program cannot load another MPI's `libmpi.so`),
+//!   else `mpi`.
+//! - `-show` (also `-showme`, `--showme`, MPICH's `-link_info`) prints the
+//!   command instead of running it; `-compile_info` the command without
+//!   libraries; Open MPI's `-showme:compile` and `-showme:link` only the flags
+//!   the wrapper adds. Without input files they describe how a program is
+//!   built (build systems and rsmpi run `mpicc -show` alone and read `-I`,
+//!   `-L` and `-l` from it): the header directory and the shared library.
 //! - Before a static link, a `libmpi.a` that still defines more than MPI's
 //!   symbols (cargo's output) is rewritten to define only those
 //!   ([`localize`]), so the program's own `cbrt` stays libm's.
@@ -227,11 +235,24 @@ impl Mode {
     }
 }
 
+/// What a show flag asks the wrapper to print instead of running the compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    /// The whole command (`-show`, `-showme`, `-link_info`).
+    Command,
+    /// The command without the libraries (`-compile_info`).
+    Compile,
+    /// Only the compile flags the wrapper adds (`-showme:compile`).
+    CompileFlags,
+    /// Only the link flags the wrapper adds (`-showme:link`).
+    LinkFlags,
+}
+
 /// A parsed wrapper command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
-    /// Print the command instead of running it.
-    pub show: bool,
+    /// Print (part of) the command instead of running it.
+    pub show: Option<Show>,
     /// Print the wrapper's usage.
     pub help: bool,
     /// Localize the archives named by `args` instead of compiling.
@@ -246,7 +267,7 @@ impl Invocation {
     /// Splits the wrapper's own flags from the compiler's.
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Invocation {
         let mut inv = Invocation {
-            show: false,
+            show: None,
             help: false,
             localize: false,
             linking: Linking::Static,
@@ -254,7 +275,12 @@ impl Invocation {
         };
         for arg in args {
             match arg.as_bytes() {
-                b"-show" | b"--show" | b"-showme" | b"--showme" => inv.show = true,
+                b"-show" | b"--show" | b"-showme" | b"--showme" | b"-link_info" => {
+                    inv.show = Some(Show::Command)
+                }
+                b"-compile_info" => inv.show = Some(Show::Compile),
+                b"-showme:compile" | b"--showme:compile" => inv.show = Some(Show::CompileFlags),
+                b"-showme:link" | b"--showme:link" => inv.show = Some(Show::LinkFlags),
                 b"--dynamic" | b"-dynamic-mpi" => inv.linking = Linking::Dynamic,
                 b"--static-mpi" | b"-static-mpi" => inv.linking = Linking::Static,
                 b"-help" | b"--stormpi-help" => inv.help = true,
@@ -265,9 +291,46 @@ impl Invocation {
         inv
     }
 
-    /// The full command: compiler words first. Fails when a file the
-    /// command needs is missing.
+    /// What to print for a show flag, or the command to run without one:
+    /// compiler words first. Fails when a file the command needs is missing.
     pub fn command(&self, compiler: &[OsString], layout: &Layout) -> Result<Vec<OsString>, String> {
+        if self.args.is_empty() || matches!(self.show, Some(Show::CompileFlags | Show::LinkFlags)) {
+            return self.describe(compiler, layout);
+        }
+        let mut cmd = self.full_command(compiler, layout)?;
+        if self.show == Some(Show::Compile) {
+            // The compile step's view of the same command: everything but what linking adds.
+            cmd.truncate(compiler.len() + 1 + self.args.len());
+        }
+        Ok(cmd)
+    }
+
+    /// How a program is built, for a show flag without input files (or Open
+    /// MPI's flag-only forms): the header directory and the shared library
+    /// in `-I`/`-L`/`-l` form, which is what tools that parse `mpicc -show`
+    /// understand (a static archive's path is no flag they know).
+    fn describe(&self, compiler: &[OsString], layout: &Layout) -> Result<Vec<OsString>, String> {
+        let show = self.show.unwrap_or(Show::Command);
+        let link = matches!(show, Show::Command | Show::LinkFlags);
+        layout.check(link.then_some(Linking::Dynamic))?;
+        let mut cmd = Vec::new();
+        if matches!(show, Show::Command | Show::Compile) {
+            cmd.extend_from_slice(compiler);
+        }
+        if show != Show::LinkFlags {
+            cmd.push(concat_os("-I", &layout.includedir));
+        }
+        if link {
+            cmd.extend(layout.shared_link_flags());
+        }
+        Ok(cmd)
+    }
+
+    fn full_command(
+        &self,
+        compiler: &[OsString],
+        layout: &Layout,
+    ) -> Result<Vec<OsString>, String> {
         let mode = Mode::of(&self.args);
         layout.check((mode == Mode::Link).then_some(self.linking))?;
         let mut cmd = compiler.to_vec();
@@ -293,13 +356,25 @@ impl Invocation {
                     cmd.push(lib.into());
                 }
             }
-            Linking::Dynamic => {
-                cmd.push(concat_os("-L", &layout.libdir));
-                cmd.push("-lmpi".into());
-                cmd.push(concat_os("-Wl,-rpath,", &layout.libdir));
-            }
+            Linking::Dynamic => cmd.extend(layout.shared_link_flags()),
         }
         Ok(cmd)
+    }
+}
+
+impl Layout {
+    /// The flags that link the shared library and find it again at run time.
+    fn shared_link_flags(&self) -> [OsString; 3] {
+        let name = if self.libdir.join("libstormpi.so").exists() {
+            "-lstormpi"
+        } else {
+            "-lmpi"
+        };
+        [
+            concat_os("-L", &self.libdir),
+            name.into(),
+            concat_os("-Wl,-rpath,", &self.libdir),
+        ]
     }
 }
 
@@ -350,7 +425,11 @@ pub fn usage(lang: Language) -> String {
     format!(
         "Usage: {name} [--dynamic] [-show] COMPILER-ARGS...\n\
          Runs ${var} (default: {cc}) with stormpi's header and library added.\n\
-         \n  -show, -showme    print the command instead of running it\
+         \n  -show, -showme    print the command instead of running it (also -link_info;\
+         \n                    without input files: the flags that build with libmpi.so)\
+         \n  -compile_info     print the command without the libraries\
+         \n  -showme:compile, -showme:link\
+         \n                    print only the compile or link flags stormpi adds\
          \n  --dynamic         link libmpi.so (with an rpath) instead of libmpi.a\
          \n                    (also -dynamic-mpi; --static-mpi is the default)\
          \n  --localize-library ARCHIVE...\
@@ -377,7 +456,7 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
         print!("{}", usage(lang));
         return 0;
     }
-    if inv.args.is_empty() {
+    if inv.args.is_empty() && inv.show.is_none() {
         eprint!("{name}: no input files\n{}", usage(lang));
         return 1;
     }
@@ -420,7 +499,7 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
             return 1;
         }
     };
-    if inv.show {
+    if inv.show.is_some() {
         println!("{}", shell_line(&cmd));
         return 0;
     }
@@ -528,7 +607,7 @@ mod tests {
     #[test]
     fn wrapper_flags_are_taken_out() {
         let inv = Invocation::parse(os(&["-show", "-O2", "--dynamic", "a.c"]));
-        assert!(inv.show && !inv.help);
+        assert!(inv.show == Some(Show::Command) && !inv.help);
         assert_eq!(inv.linking, Linking::Dynamic);
         assert_eq!(inv.args, os(&["-O2", "a.c"]));
         let inv = Invocation::parse(os(&["-dynamic-mpi", "--static-mpi", "a.c"]));
@@ -612,6 +691,51 @@ mod tests {
             concat_os("-Wl,-rpath,", &lib),
         ];
         assert_eq!(cmd[cmd.len() - 3..], tail[..]);
+    }
+
+    /// A show flag alone (how rsmpi, CMake and autotools ask) describes the build in flags:
+    /// each spelling prints what it prints with files, the libraries as `-L`/`-l`.
+    #[test]
+    fn show_without_files_describes_the_build() {
+        let (t, l) = installed("describe");
+        let inc = concat_os("-I", &t.root.join("include"));
+        let lib = t.root.join("lib");
+        let link = vec![
+            concat_os("-L", &lib),
+            "-lmpi".into(),
+            concat_os("-Wl,-rpath,", &lib),
+        ];
+        let shown = |flag: &str| {
+            Invocation::parse(os(&[flag]))
+                .command(&os(&["gcc"]), &l)
+                .unwrap()
+        };
+        let mut full = vec!["gcc".into(), inc.clone()];
+        full.extend(link.iter().cloned());
+        for flag in ["-show", "-showme", "--showme", "-link_info"] {
+            assert_eq!(shown(flag), full, "{flag}");
+        }
+        assert_eq!(
+            shown("-compile_info"),
+            vec![OsString::from("gcc"), inc.clone()]
+        );
+        assert_eq!(shown("-showme:compile"), vec![inc.clone()]);
+        assert_eq!(shown("-showme:link"), link);
+        // With libstormpi.so installed, that name is linked: no other MPI's library has it.
+        std::fs::write(lib.join("libstormpi.so"), b"").unwrap();
+        assert_eq!(shown("-showme:link")[1], OsString::from("-lstormpi"));
+        // With files, -compile_info leaves the libraries out and Open MPI's forms ignore them.
+        let with = |flag: &str| {
+            Invocation::parse(os(&[flag, "-O2", "a.c"]))
+                .command(&os(&["gcc"]), &l)
+                .unwrap()
+        };
+        assert_eq!(
+            with("-compile_info"),
+            vec!["gcc".into(), inc.clone(), "-O2".into(), "a.c".into()]
+        );
+        assert_eq!(with("-link_info"), with("-show"));
+        assert_eq!(with("-showme:compile"), vec![inc]);
     }
 
     #[test]

@@ -84,6 +84,9 @@ impl Loopback {
                 ErrorClass::Arg,
                 Reason::BadParam {
                     name: QUEUE_BYTES.name,
+                    allowed: crate::error::Allowed::Text(
+                        "at least twice btl_self_max_send_size plus two record headers",
+                    ),
                 },
             ));
         }

@@ -343,14 +343,13 @@ pub(crate) fn type_freed(e: &mut Engine, d: Datatype) {
 }
 
 /// The start of `MPI_Finalize`: deletes `MPI_COMM_SELF`'s attributes, in the reverse order of
-/// their setting, while MPI is still fully usable (the standard's rule). A failing callback is
-/// reported; the others still run.
-pub(crate) fn finalize_self() {
-    let _ = delete_all(
-        "MPI_Finalize",
-        Object::comm(CommId::SELF.0),
-        OnError::Report,
-    );
+/// their setting, while MPI is still fully usable (the standard's rule), then `MPI_COMM_WORLD`'s
+/// the same way (as MPICH and Open MPI do: programs free resources in those callbacks). A failing
+/// callback is reported; the others still run.
+pub(crate) fn finalize_attributes() {
+    for comm in [CommId::SELF, CommId::WORLD] {
+        let _ = delete_all("MPI_Finalize", Object::comm(comm.0), OnError::Report);
+    }
 }
 
 // ---- attribute functions ----------------------------------------------------------------------

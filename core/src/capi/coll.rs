@@ -573,9 +573,13 @@ unsafe fn call_user(func: usize, input: *const u8, inout: *mut u8, len: i32, dt:
     let f: abi::MPI_User_function = unsafe { core::mem::transmute(func) };
     let mut len = len;
     let mut h = handles::datatype_handle(dt);
-    // SAFETY: the engine passes `len` elements of `dt` at both pointers, as the user's function
-    // expects.
-    unsafe { f(input as *mut c_void, inout.cast(), &mut len, &mut h) };
+    // The engine's lock is held here; the function may call MPI (mpi4py's ask for the type's
+    // extent), which must not wait for that lock.
+    crate::api::ENGINE.user_callback(|| {
+        // SAFETY: the engine passes `len` elements of `dt` at both pointers, as the user's
+        // function expects.
+        unsafe { f(input as *mut c_void, inout.cast(), &mut len, &mut h) }
+    });
 }
 
 fn op_handle(op: Op) -> abi::MPI_Op {

@@ -4,7 +4,7 @@
 use core::ffi::c_int;
 
 use super::abi;
-use super::env::{code, run_comm, run_comm_inside};
+use super::env::{code, run, run_comm, run_comm_inside};
 use super::errors::report;
 use super::handles::out;
 use crate::comm::CommId;
@@ -99,6 +99,15 @@ super::mpi! {
     fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: abi::MPI_Comm, info_: abi::MPI_Info, newcomm: *mut abi::MPI_Comm, request: *mut abi::MPI_Request) {
         // SAFETY: as above.
         unsafe { idup("MPI_Comm_idup_with_info", comm, Some(info_), newcomm, request) }
+    }
+
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut abi::MPI_Comm) {
+        // No process is started by MPI_Comm_spawn yet, so none has a parent: the standard's
+        // answer for a process that was not spawned is MPI_COMM_NULL.
+        code(run("MPI_Comm_get_parent", None, |_| {
+            // SAFETY: MPI requires `parent` to point to an MPI_Comm (`out` refuses NULL).
+            unsafe { out(parent, abi::MPI_COMM_NULL) }
+        }))
     }
 
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut abi::MPI_Comm) {

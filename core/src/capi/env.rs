@@ -142,9 +142,9 @@ super::mpi! {
         if !state::active() {
             return report("MPI_Finalize", None, Error::new(ErrorClass::Other, Reason::NotInitialized));
         }
-        // First of all, MPI_COMM_SELF's attributes are deleted (latest set first), while MPI is
-        // still fully usable from their callbacks.
-        super::attr::finalize_self();
+        // First of all, MPI_COMM_SELF's attributes are deleted (latest set first), then
+        // MPI_COMM_WORLD's, while MPI is still fully usable from their callbacks.
+        super::attr::finalize_attributes();
         super::p2p::detach_all();
         let r = run_inside("MPI_Finalize", None, |cx| cx.finalize());
         FINALIZED.store(true, Ordering::Release);

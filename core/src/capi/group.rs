@@ -307,7 +307,7 @@ super::mpi! {
         code(run_comm_inside("MPI_Comm_create_group", comm, |cx, c| {
             let gr = group(cx.e(), g)?;
             let new = create::create_group(cx, c, gr, tag)?;
-            give_comm(Some(new), newcomm)
+            give_comm(new, newcomm)
         }))
     }
 

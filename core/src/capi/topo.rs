@@ -94,8 +94,10 @@ super::mpi! {
         code(run_comm("MPI_Cart_map", comm, |e, c| {
             // SAFETY: MPI requires `dims` and `periods` to hold `ndims` ints.
             let (d, _) = unsafe { (array(dims, ndims, "dims")?, array(periods, ndims, "periods")?) };
-            if d.iter().any(|&x| x <= 0) {
-                return Err(Error::new(ErrorClass::Dims, Reason::BadArgument { what: "a dimension is not positive" }));
+            // A zero dimension is a grid of no processes: every rank is outside it (MPICH's
+            // reading of the standard's "MPI_UNDEFINED if the process is not in the grid").
+            if d.iter().any(|&x| x < 0) {
+                return Err(Error::new(ErrorClass::Dims, Reason::BadArgument { what: "a dimension is negative" }));
             }
             let nodes: u64 = d.iter().map(|&x| x as u64).product();
             let rank = e.comm(c)?.rank;

@@ -57,7 +57,6 @@ unsupported! {
     MPI_Comm_connect / PMPI_Comm_connect,
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group,
     MPI_Comm_disconnect / PMPI_Comm_disconnect,
-    MPI_Comm_get_parent / PMPI_Comm_get_parent,
     MPI_Comm_join / PMPI_Comm_join,
     MPI_Comm_spawn / PMPI_Comm_spawn,
     MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple,

@@ -70,7 +70,7 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
-use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::error::{Allowed, Error, ErrorClass, Reason, Result};
 use crate::op::{self, Op};
 use crate::p2p::Elements;
 use crate::p2p::P2p;
@@ -322,10 +322,8 @@ pub(crate) struct Tuning {
 }
 
 fn parse<T>(params: &Params, def: &'static ParamDef, f: fn(&str) -> Option<T>) -> Result<T> {
-    f(params.str(def)).ok_or(Error::new(
-        ErrorClass::Arg,
-        Reason::BadParam { name: def.name },
-    ))
+    // The description lists the algorithms by name.
+    f(params.str(def)).ok_or(def.refused_with(Allowed::Text(def.description)))
 }
 
 impl Tuning {

@@ -1119,8 +1119,15 @@ pub fn create(cx: &mut Inside, comm: CommId, group: Group) -> Result<Option<Comm
 }
 
 /// `MPI_Comm_create_group`: a communicator over `group` (a subset of `comm`), collective
-/// over the members of `group` only; `tag` separates concurrent calls.
-pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<CommId> {
+/// over the members of `group` only; `tag` separates concurrent calls. A process outside
+/// `group` (an empty group, for one) gets no communicator (`MPI_COMM_NULL`) at once, as the
+/// standard says.
+pub fn create_group(
+    cx: &mut Inside,
+    comm: CommId,
+    group: Group,
+    tag: i32,
+) -> Result<Option<CommId>> {
     let group = cx.e().p2p.comms.groups.check(group)?;
     let c = cx.e().check_comm(comm)?;
     if c.is_inter() {
@@ -1137,7 +1144,20 @@ pub fn create_group(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Re
             },
         ));
     }
-    group_comm(cx, comm, group, TAG_GROUP_BASE + (tag & 0xffff))
+    // A process outside `group` (an empty group, for one) takes no part: no communicator.
+    let parent = cx.e().check_comm(comm)?.group;
+    let p2p = &cx.e().p2p;
+    if p2p.comms.groups.rank_of(group, p2p.me).is_none() {
+        let groups = &p2p.comms.groups;
+        if groups
+            .members(group)
+            .any(|p| groups.rank_of(parent, p).is_none())
+        {
+            return Err(group_not_subset());
+        }
+        return Ok(None);
+    }
+    group_comm(cx, comm, group, TAG_GROUP_BASE + (tag & 0xffff)).map(Some)
 }
 
 /// A communicator over `group`, a checked subset of `comm`'s group that holds the caller,

@@ -126,6 +126,10 @@ impl Cm {
                 ErrorClass::Arg,
                 Reason::BadParam {
                     name: crate::comm::MAX_CIDS.name,
+                    allowed: crate::error::Allowed::Range {
+                        min: 64,
+                        max: a.max_contexts as i64,
+                    },
                 },
             ));
         }

@@ -23,7 +23,7 @@ use stormpi_core::arch::Arch;
 use stormpi_core::btl::{
     AmTag, AreaState, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink,
 };
-use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::error::{Allowed, Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::rte::ProcId;
 
@@ -148,6 +148,10 @@ impl Sm {
                 ErrorClass::Arg,
                 Reason::BadParam {
                     name: RING_BYTES.name,
+                    allowed: Allowed::Range {
+                        min: min_ring_bytes(max_send) as i64,
+                        max: MAX_RING_BYTES as i64,
+                    },
                 },
             ));
         }
@@ -157,6 +161,7 @@ impl Sm {
                 ErrorClass::Arg,
                 Reason::BadParam {
                     name: BACKING_DIRECTORY.name,
+                    allowed: Allowed::Text("a directory's path"),
                 },
             ));
         }

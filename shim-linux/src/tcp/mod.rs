@@ -76,7 +76,7 @@ use stormpi_core::btl::{
     AmTag, Btl, BtlAttrs, BtlFlags, DataRef, Delivery, Endpoint, Modex, ModexPut, PeerInfo, Sent,
     Sink, Token,
 };
-use stormpi_core::error::{Error, ErrorClass, Reason, Result};
+use stormpi_core::error::{Allowed, Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
 use stormpi_core::rte::ProcId;
 
@@ -456,7 +456,8 @@ fn transport(what: &'static str) -> Error {
 
 fn bad_param(def: &'static ParamDef, msg: &str) -> Error {
     eprintln!("stormpi: tcp: parameter {}: {msg}", def.name);
-    Error::new(ErrorClass::Arg, Reason::BadParam { name: def.name })
+    // The description says what the value may be; the message above what was wrong with it.
+    def.refused_with(Allowed::Text(def.description))
 }
 
 /// Creates one module per usable interface for process `me` (at most `max` of them).
