@@ -368,32 +368,6 @@ super::mpi! {
         }
     }
 
-    fn MPI_Request_get_status / PMPI_Request_get_status(request: abi::MPI_Request, flag: *mut c_int, status: *mut abi::MPI_Status) {
-        // MPI_Test that leaves the request as it is: not freed, the handle not reset (mpi4py's
-        // tests call it on an MPI_Issend they cancel).
-        match run("MPI_Request_get_status", None, |e| {
-            let st = match current(e, request)? {
-                Current::Op { op, comm, .. } => {
-                    e.progress();
-                    e.p2p.pml.requests().status(op)?.map(|s| (s, comm))
-                }
-                Current::Inactive => Some((EMPTY_STATUS, None)),
-            };
-            // SAFETY: MPI requires `flag` to point to an int (`out` refuses NULL).
-            unsafe { out(flag, st.is_some() as c_int)? };
-            Ok(st)
-        }) {
-            Ok(Some((st, comm))) => {
-                let rc = handles::status_code("MPI_Request_get_status", comm, &st);
-                // SAFETY: MPI requires `status` to be MPI_STATUS_IGNORE or point to a status.
-                unsafe { put_status(status, &st, rc) };
-                rc
-            }
-            Ok(None) => abi::MPI_SUCCESS,
-            Err(rc) => rc,
-        }
-    }
-
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut abi::MPI_Request, statuses: *mut abi::MPI_Status) {
         match run_inside("MPI_Waitall", None, |cx| {
             let reqs = array(requests, count)?;
@@ -544,6 +518,8 @@ super::mpi! {
     }
 
     fn MPI_Request_get_status / PMPI_Request_get_status(request: abi::MPI_Request, flag: *mut c_int, status: *mut abi::MPI_Status) {
+        // MPI_Test that leaves the request as it is: not freed, the handle not reset (mpi4py's
+        // tests call it on an MPI_Issend they cancel).
         match run_inside("MPI_Request_get_status", None, |cx| {
             if flag.is_null() {
                 return Err(Error::bad_arg("flag is NULL"));

@@ -239,12 +239,6 @@ impl Requests {
         )
     }
 
-    /// The status of request `id` if it is complete, without freeing it (`MPI_Request_get_status`).
-    pub fn status(&self, id: ReqId) -> Result<Option<Status>> {
-        let req = self.pool.get(id.0).ok_or_else(bad_request)?;
-        Ok(req.complete.then_some(req.status))
-    }
-
     /// Whether request `id` is complete, without freeing it.
     pub fn is_complete(&self, id: ReqId) -> Result<bool> {
         self.pool
