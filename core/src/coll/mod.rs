@@ -1715,8 +1715,25 @@ impl Colls<'_> {
         let unit = red.bytes(per).next_multiple_of(GRANULE);
         let conv = if direct.is_some() { 0 } else { 2 };
         let nbufs = alg.buffers(&kind) + conv;
-        let (sc, base) = self.grab(unit * nbufs, mode)?;
+        // A reduce-scatter's counts are read as its steps run: they are copied beside its
+        // scratch, as the user (or a binding that converted them into a temporary) may reuse
+        // the array once the call has returned.
+        let counts_len = match kind {
+            RedKind::ReduceScatter(Counts::V(..)) => (p as usize * 4).next_multiple_of(GRANULE),
+            _ => 0,
+        };
+        let (sc, base) = self.grab(unit * nbufs + counts_len, mode)?;
         pl.scratch = sc;
+        let kind = match kind {
+            RedKind::ReduceScatter(Counts::V(c, m)) => {
+                let copy = base.wrapping_add(unit * nbufs).cast::<i32>();
+                // SAFETY: `c` has an entry per rank (checked when the collective started), and
+                // the scratch just taken holds `p` more after the buffers.
+                unsafe { core::ptr::copy_nonoverlapping(c, copy, p as usize) };
+                RedKind::ReduceScatter(Counts::V(copy, m))
+            }
+            k => k,
+        };
         let buf = |i: usize| red.base(base.wrapping_add(i * unit));
         let plan = RedPlan {
             kind,
