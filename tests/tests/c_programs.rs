@@ -337,3 +337,14 @@ fn polled_nonblocking_collectives_with_more_ranks_than_cores() {
         check("nbc_polled", np);
     }
 }
+
+/// Issue 27: an MPI_Ireduce_scatter whose counts array its caller overwrites once the call has
+/// returned (as mpi4py's int-count fallback does) still gives every rank its block: the counts
+/// are read when it starts, as MPICH and Open MPI do.
+#[test]
+fn reduce_scatter_counts_are_read_at_the_start() {
+    for np in [2, 3] {
+        let out = run_job(np, &[], &c_extra_program("counts_reused"), &[]);
+        out.assert_ok("counts_reused");
+    }
+}
