@@ -86,7 +86,8 @@ step "fetch the mpi crate $version"
 fetch=$work/fetch
 if [ ! -f "$fetch/Cargo.toml" ]; then
     mkdir -p "$fetch/src"
-    printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nmpi = "=%s"\n' \
+    # Its own workspace: WORK may lie inside stormpi's (target/rsmpi by default).
+    printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nmpi = "=%s"\n[workspace]\n' \
         "$version" >"$fetch/Cargo.toml"
     echo 'fn main() {}' >"$fetch/src/main.rs"
 fi
@@ -96,6 +97,8 @@ src=$(cd "$fetch" && cargo metadata -q --format-version 1 |
 crate=$work/mpi-$version
 rm -rf "$crate"
 cp -r "$(dirname "$src")" "$crate"
+# The copy builds alone, not as a stray member of a workspace around WORK.
+grep -q '^\[workspace\]' "$crate/Cargo.toml" || printf '\n[workspace]\n' >>"$crate/Cargo.toml"
 
 failures=0
 for how in $discovery; do
