@@ -8,14 +8,13 @@
 //! as large, giving the old one back (its items are addressed by index through the store, never
 //! by pointer, so they may move).
 
-use core::mem::{align_of, size_of, MaybeUninit};
 use core::ops::{Deref, DerefMut};
 
 use heapless::Vec;
 
 use crate::arena::{Arena, Sizer};
+use crate::array::Array;
 use crate::error::{Error, Result};
-use crate::memory::{Memory, GRANT_ALIGN};
 
 /// A first-fit allocator of ranges in a store, with coalescing.
 pub struct Ranges {
@@ -94,18 +93,14 @@ impl Ranges {
 
 /// The array a [`Ranges`] allocates in, growing by moving to a larger grant.
 pub struct Store<T: Copy + 'static> {
-    items: &'static mut [T],
-    max: usize,
+    items: Array<T>,
     fill: T,
-    account: Option<&'static Memory>,
-    /// The items are a grant of the account (not the init region): they go back when moved.
-    granted: bool,
 }
 
 impl<T: Copy> Store<T> {
     /// Arena bytes for a store of `initial` items.
     pub fn size(sizer: &mut Sizer, initial: usize, max: usize) {
-        sizer.slice::<T>(initial.min(max));
+        Array::<T>::size(sizer, initial, max);
     }
 
     /// A store of `initial` items set to `fill`, carved from `arena`, growing through its
@@ -116,19 +111,10 @@ impl<T: Copy> Store<T> {
         max: usize,
         fill: T,
     ) -> Result<(Store<T>, Ranges)> {
-        const { assert!(align_of::<T>() <= GRANT_ALIGN) };
-        let n = initial.min(max).min(u32::MAX as usize);
-        let items = arena.slice(n, |_| fill)?;
-        Ok((
-            Store {
-                items,
-                max: max.min(u32::MAX as usize),
-                fill,
-                account: arena.account(),
-                granted: false,
-            },
-            Ranges::new(n as u32),
-        ))
+        let max = max.min(u32::MAX as usize);
+        let items = Array::new(arena, initial, max, |_| fill)?;
+        let n = items.len() as u32;
+        Ok((Store { items, fill }, Ranges::new(n)))
     }
 
     /// `n` items from `ranges`, growing the store when no hole is large enough; running out
@@ -166,42 +152,16 @@ impl<T: Copy> Store<T> {
         param: &'static str,
     ) -> Result<()> {
         let len = self.items.len();
-        let full = || Error::exhausted(what, len as u32, param);
-        let account = self.account.ok_or_else(full)?;
-        if len >= self.max {
-            return Err(full());
+        if len >= self.items.max() {
+            return Err(Error::exhausted(what, len as u32, param));
         }
         // A free tail of the old store joins the new part, so the maximum may still do.
         let new_len = len
             .saturating_mul(2)
             .max(len.saturating_add(more))
-            .min(self.max);
-        // Exactly the items (a grant is aligned for any of them), so the old array can go back
-        // as the grant it was.
-        let bytes = size_of::<T>().checked_mul(new_len).ok_or_else(full)?;
-        let region = account
-            .take(bytes)
-            .map_err(|why| account.refused(what, why))?;
+            .min(self.items.max());
         let fill = self.fill;
-        let old = core::mem::take(&mut self.items);
-        let items = match Arena::new(region).slice(new_len, |i| old.get(i).copied().unwrap_or(fill))
-        {
-            Ok(items) => items,
-            Err(e) => {
-                self.items = old;
-                return Err(e);
-            }
-        };
-        self.items = items;
-        if self.granted {
-            let (p, n) = (old.as_mut_ptr(), old.len());
-            // SAFETY: the old items were a whole grant of `account` (sized as above), copied out
-            // and reachable no more; `old` is the only reference to them.
-            account.give_back(unsafe {
-                core::slice::from_raw_parts_mut(p.cast::<MaybeUninit<u8>>(), n * size_of::<T>())
-            });
-        }
-        self.granted = true;
+        self.items.grow_to(new_len, |_| fill, what, param)?;
         if let Some(ranges) = ranges {
             ranges.release(len as u32, (new_len - len) as u32);
         }
@@ -212,13 +172,13 @@ impl<T: Copy> Store<T> {
 impl<T: Copy> Deref for Store<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        self.items
+        &self.items
     }
 }
 
 impl<T: Copy> DerefMut for Store<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        self.items
+        &mut self.items
     }
 }
 
