@@ -196,16 +196,7 @@ mod tests {
         let e = a
             .grow_to(1000, |_| Vec::new(), "items", "test_max")
             .unwrap_err();
-        assert!(
-            matches!(
-                e.reason,
-                Reason::MemoryBound {
-                    param: "mpi_memory_max",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        crate::memory::tests::assert_names_memory_max(&e);
         assert_eq!((a.len(), &a[0][..]), (4, &[0, 7][..]));
     }
 

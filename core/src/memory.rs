@@ -170,6 +170,21 @@ pub(crate) mod tests {
         }
     }
 
+    /// Asserts that `e` is a growth refused by the memory bound, naming `mpi_memory_max`.
+    #[track_caller]
+    pub fn assert_names_memory_max(e: &crate::error::Error) {
+        assert!(
+            matches!(
+                e.reason,
+                crate::error::Reason::MemoryBound {
+                    param: "mpi_memory_max",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
     /// An account of `max` bytes over the heap, for tests.
     pub fn account(max: usize) -> &'static Memory {
         Box::leak(Box::new(Memory::new(&HeapPlatform, max, 0)))

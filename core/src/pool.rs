@@ -566,16 +566,7 @@ mod tests {
         assert!(p.is_full(), "the next array would pass the bound");
         assert_eq!(p.insert(8), Err(8));
         let e = p.exhausted("test pool", "test_max");
-        assert!(
-            matches!(
-                e.reason,
-                Reason::MemoryBound {
-                    param: "mpi_memory_max",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        crate::memory::tests::assert_names_memory_max(&e);
     }
 
     #[test]

@@ -263,12 +263,6 @@ mod tests {
     fn a_store_past_the_memory_bound_names_mpi_memory_max() {
         let (mut s, mut r) = store(8, 1 << 20, 100);
         let e = s.alloc(&mut r, 100, "items", "test_max").unwrap_err();
-        assert!(matches!(
-            e.reason,
-            Reason::MemoryBound {
-                param: "mpi_memory_max",
-                ..
-            }
-        ));
+        crate::memory::tests::assert_names_memory_max(&e);
     }
 }

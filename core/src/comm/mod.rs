@@ -695,16 +695,7 @@ mod tests {
             t.insert(comm(cid), None).unwrap();
         }
         let e = t.insert(comm(32), None).unwrap_err();
-        assert!(
-            matches!(
-                e.reason,
-                Reason::MemoryBound {
-                    param: "mpi_memory_max",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        crate::memory::tests::assert_names_memory_max(&e);
         assert_eq!(t.count(), 32);
         assert_eq!(
             t.get(CommId(31)).unwrap().cid,

@@ -528,16 +528,7 @@ mod tests {
         let (_comms, _types, mut ob1) = setup(1 << 15);
         // 2^15 communicators' queues (some 3 KiB each) pass the 64 MiB account.
         let e = ob1.comm_room(1 << 15).unwrap_err();
-        assert!(
-            matches!(
-                e.reason,
-                Reason::MemoryBound {
-                    param: "mpi_memory_max",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        crate::memory::tests::assert_names_memory_max(&e);
         assert_eq!(ob1.comms.len(), COMMS_INITIAL as usize, "nothing changed");
         ob1.comm_room(64).unwrap();
         assert_eq!(ob1.comms.len(), 64);
