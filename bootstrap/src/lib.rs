@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod cc;
 pub mod launch;
 pub mod pmi;

@@ -669,20 +669,31 @@ int main(int argc, char **argv) {
     );
 
     // Ranks 1 and 2 "remote": MPICH's own client does the PMI_PORT/PMI_ID
-    // handshake with our TCP server.
-    let o = run(&[
-        "--timeout",
-        "20",
-        "--host",
-        "localhost:1,fakehost:2",
-        "--launch-agent",
-        LOCAL_AGENT,
-        "--pmi-address",
-        "127.0.0.1",
-        "-n",
-        "3",
-        exe,
-    ]);
+    // handshake with our TCP server, but cannot prove the job's key: refused,
+    // with a message saying what to do, unless the user allows it.
+    let remote = |extra: &[&str]| {
+        let mut args = vec![
+            "--timeout",
+            "20",
+            "--host",
+            "localhost:1,fakehost:2",
+            "--launch-agent",
+            LOCAL_AGENT,
+            "--pmi-address",
+            "127.0.0.1",
+        ];
+        args.extend(extra);
+        args.extend(["-n", "3", exe]);
+        run(&args)
+    };
+    let o = remote(&[]);
+    assert_ne!(o.code, Some(0), "{o:#?}");
+    assert!(
+        o.stderr.contains("without proving the job's key")
+            && o.stderr.contains("--pmi-unauthenticated"),
+        "{o:#?}"
+    );
+    let o = remote(&["--pmi-unauthenticated"]);
     assert_eq!(o.code, Some(0), "{o:#?}");
     for r in 0..3 {
         let line = format!("mpich rank {r} of 3 sum 3");
@@ -714,6 +725,98 @@ fn successful_job_removes_its_shm_files() {
 /// CMD...` drops the host and execs the rest, as `ip netns exec HOST` would in a namespace. It
 /// exercises the whole remote path (agent command line, PMI over TCP) without root.
 const LOCAL_AGENT: &str = r#"sh -c 'shift; exec "$@"' agent"#;
+
+/// Strangers race a slow launch agent for the remote ranks' identities at the PMI port:
+/// claiming a rank without a proof, and sending an abort. Each is refused and nothing they send
+/// is obeyed; the real ranks, which prove their keys, run the job. The key never appears on the
+/// agent's command line.
+#[test]
+fn forged_pmi_clients_racing_a_slow_agent_are_refused() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let argv_file = dir.join(format!("slow-agent-argv-{port}"));
+    let _ = std::fs::remove_file(&argv_file);
+    let agent = format!(
+        r#"sh -c 'echo "$@" >> {}; sleep 1; shift; exec "$@"' agent"#,
+        argv_file.display()
+    );
+    let done = Arc::new(AtomicBool::new(false));
+    let stop = done.clone();
+    let forger = std::thread::spawn(move || {
+        let mut answers = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            for rank in [1, 2] {
+                let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let forged = format!("cmd=initack pmiid={rank}\ncmd=abort exitcode=42\n");
+                let _ = c.write_all(forged.as_bytes());
+                let mut answer = String::new();
+                let _ = c.read_to_string(&mut answer);
+                answers.push(answer);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        answers
+    });
+    let pmi_address = format!("127.0.0.1:{port}");
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "localhost:1,fakehost:2",
+        "--launch-agent",
+        &agent,
+        "--pmi-address",
+        &pmi_address,
+        "-n",
+        "3",
+        RANK,
+        "nodes",
+    ]);
+    done.store(true, Ordering::Relaxed);
+    let answers = forger.join().unwrap();
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    for r in 0..3 {
+        let line = format!("rank {r}/3 appnum 0: exchange ok (1000-byte values)");
+        assert!(o.stdout.lines().any(|l| l == line), "{o:#?}");
+    }
+    let refused: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.starts_with("cmd=initack rc=-1 msg="))
+        .collect();
+    assert!(
+        !refused.is_empty(),
+        "the forger never got through to the port: {answers:?}"
+    );
+    assert!(
+        answers.iter().all(|a| !a.contains("rc=0")),
+        "a forger was served: {answers:?}"
+    );
+    for line in o.stormrun_lines() {
+        assert!(
+            line.starts_with("stormrun: refused a PMI connection from 127.0.0.1:")
+                && line.contains("without proving the job's key"),
+            "{o:#?}"
+        );
+    }
+    let argv = std::fs::read_to_string(&argv_file).unwrap();
+    assert!(argv.contains("--exec-with-pmi-key"), "{argv}");
+    assert!(
+        !argv.contains("STORMPI_PMI_KEY"),
+        "the key is on the command line: {argv}"
+    );
+}
 
 #[test]
 fn remote_ranks_use_pmi_over_tcp() {

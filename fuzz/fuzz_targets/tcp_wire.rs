@@ -1,9 +1,11 @@
-//! The TCP BTL's frame header, connection handshake and address record from any bytes: parsing
-//! never panics, and whatever parses is written back to bytes that parse the same.
+//! The TCP BTL's frame header, connection challenge and handshake and address record from any
+//! bytes: parsing never panics, and whatever parses is written back to bytes that parse the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mpi::tcp::wire::{AddrRecord, Frame, Handshake, ADDR_LEN, FRAME_LEN, HANDSHAKE_LEN};
+use mpi::tcp::wire::{
+    AddrRecord, Challenge, Frame, Handshake, ADDR_LEN, CHALLENGE_LEN, FRAME_LEN, HANDSHAKE_LEN,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(b) = data.first_chunk::<FRAME_LEN>() {
@@ -15,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some(b) = data.first_chunk::<HANDSHAKE_LEN>() {
         if let Ok(h) = Handshake::parse(b) {
             assert_eq!(Handshake::parse(&h.to_bytes()), Ok(h));
+        }
+    }
+    if let Some(b) = data.first_chunk::<CHALLENGE_LEN>() {
+        if let Ok(c) = Challenge::parse(b) {
+            assert_eq!(Challenge::parse(&c.to_bytes()), Ok(c));
         }
     }
     if let Ok(a) = AddrRecord::parse(data) {

@@ -5,7 +5,7 @@
 //! modules with `btl_tcp_if_include=lo`, publish into a modex kept as files in a scratch
 //! directory, and talk only through the `Btl` trait: ping-pong of every interesting size up to
 //! `max_send_size` (copied and zero-copy, in both directions, with completions), connections from
-//! strangers (wrong secret, unknown rank, garbage, silence) turned away while the job goes on,
+//! strangers (wrong proof of the secret, unknown rank, garbage, silence) turned away while the job goes on,
 //! 10,000 fragments each way at once with content checks and checksums, back-pressure while rank
 //! 1 stops reading, and a throughput figure. Every wait has a deadline.
 
@@ -17,8 +17,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mpi::tcp::wire::{AddrRecord, Handshake};
+use mpi::tcp::wire::{AddrRecord, Challenge, Handshake, CHALLENGE_LEN, CONNECT};
 use mpi::tcp::{modules, Tcp, PARAMS};
+use stormpi_bootstrap::auth::{Key, Nonce};
 use stormpi_core::btl::{
     AmTag, Btl, DataRef, Delivery, Endpoint, Modex, ModexPut, PeerInfo, Sent, Sink, Token,
 };
@@ -423,23 +424,33 @@ impl<'a> Rank<'a> {
     }
 }
 
-/// Connects to `addr`, sends `bytes`, and waits (progressing `r`) until the module closes the
-/// connection.
-fn stranger(r: &mut Rank, addr: SocketAddrV4, bytes: &[u8]) {
+/// Connects to `addr`, reads the module's challenge, sends what `answer` makes of its nonce,
+/// and waits (progressing `r`) until the module closes the connection.
+fn stranger(r: &mut Rank, addr: SocketAddrV4, answer: impl Fn(Nonce) -> Vec<u8>) {
     let mut c = TcpStream::connect(addr).unwrap();
-    c.write_all(bytes).unwrap();
     c.set_nonblocking(true).unwrap();
+    let mut challenge = Vec::new();
     loop {
         r.check_time("waiting for a stranger to be turned away");
         r.progress();
-        let mut b = [0u8; 16];
-        match c.read(&mut b) {
+        let mut b = [0u8; CHALLENGE_LEN];
+        let want = (CHALLENGE_LEN - challenge.len()).max(1);
+        match c.read(&mut b[..want]) {
             Ok(0) => return,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(1))
             }
             Err(_) => return,
-            Ok(_) => panic!("the acceptor wrote to a stranger"),
+            Ok(_) if challenge.len() == CHALLENGE_LEN => {
+                panic!("the acceptor wrote to a stranger after its challenge")
+            }
+            Ok(n) => {
+                challenge.extend_from_slice(&b[..n]);
+                if challenge.len() == CHALLENGE_LEN {
+                    let ch = Challenge::parse(&challenge.clone().try_into().unwrap()).unwrap();
+                    c.write_all(&answer(ch.nonce)).unwrap();
+                }
+            }
         }
     }
 }
@@ -553,26 +564,32 @@ fn rank0(dir: &Path, child: &mut Child, control: &mut ChildStdin) -> Figures {
     let n = modex.get(ProcId(1), "btl.tcp.0", &mut b).unwrap().unwrap();
     let rec = AddrRecord::parse(&b[..n]).unwrap();
     let addr = SocketAddrV4::new(rec.addr, rec.port);
-    let mut secret = [0u8; 16];
+    let mut secret = [0u8; 32];
     assert_eq!(
         modex.get(ProcId(0), "btl.tcp.secret", &mut secret).unwrap(),
-        Some(16)
+        Some(32)
     );
-    let hs = |secret, from| {
+    let secret = Key::from_bytes(secret);
+    let hs = |key: &Key, from, theirs: Nonce| {
         Handshake {
-            secret,
+            nonce: Nonce([7; 16]),
             from,
             to: 1,
             max_frag: MAX as u32,
             follows: false,
+            proof: [0; 32],
         }
+        .sign(key, CONNECT, &theirs)
         .to_bytes()
+        .to_vec()
     };
     r.send(STRANGERS, &[]);
-    stranger(&mut r, addr, &hs([0xee; 16], 0));
-    stranger(&mut r, addr, &hs(secret, 5));
-    stranger(&mut r, addr, b"\x16\x03\x01 hello, is this TLS?");
-    stranger(&mut r, addr, b"");
+    stranger(&mut r, addr, |n| hs(&Key::from_bytes([0xee; 32]), 0, n));
+    stranger(&mut r, addr, |n| hs(&secret, 5, n));
+    stranger(&mut r, addr, |_| {
+        b"\x16\x03\x01 hello, is this TLS?".to_vec()
+    });
+    stranger(&mut r, addr, |_| Vec::new());
     assert_eq!(r.expect(PONG), b"still here");
 
     let stalls_before = r.stalls;
@@ -731,7 +748,7 @@ fn two_processes_through_tcp() {
     assert!(status.success(), "rank 1 failed: {status}");
     let log = log.lock().unwrap();
     for reason in [
-        "wrong secret",
+        "wrong proof of the job secret",
         "unknown rank 5",
         "bad magic",
         "no handshake in time",

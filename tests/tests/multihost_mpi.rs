@@ -21,6 +21,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use stormpi_bootstrap::auth::{Key, Nonce};
+
 use stormpi_tests::netns::{
     in_netns, interface_bytes, socket_inodes, tcp_sockets, Link, NetnsHosts, Traffic, TCP_LISTEN,
 };
@@ -350,19 +352,21 @@ fn two_networks_between_two_hosts() {
     }
 }
 
-/// A wrong-secret handshake: magic, this build's version, flags 0, a secret that is not the job's,
-/// "from rank 0 to rank `to`", largest fragment 512 KiB.
-fn wrong_secret_handshake(to: u32) -> Vec<u8> {
-    let mut b = Vec::with_capacity(36);
-    b.extend_from_slice(b"STCP");
-    b.extend_from_slice(&mpi::tcp::wire::VERSION.to_be_bytes());
-    b.extend_from_slice(&0u16.to_be_bytes());
-    b.extend_from_slice(&[0x5a; 16]);
-    b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&to.to_be_bytes());
-    b.extend_from_slice(&(512u32 << 10).to_be_bytes());
-    assert_eq!(b.len(), 36);
-    b
+/// A handshake "from rank 0 to rank `to`" answering the challenge `nonce` with a proof made with
+/// a secret that is not the job's.
+fn wrong_secret_handshake(to: u32, nonce: Nonce) -> Vec<u8> {
+    use mpi::tcp::wire::{Handshake, CONNECT};
+    Handshake {
+        nonce: Nonce([0x11; 16]),
+        from: 0,
+        to,
+        max_frag: 512 << 10,
+        follows: false,
+        proof: [0; 32],
+    }
+    .sign(&Key::from_bytes([0x5a; 32]), CONNECT, &nonce)
+    .to_bytes()
+    .to_vec()
 }
 
 /// What a stray connection did: where it came from, and how the rank ended it.
@@ -373,19 +377,26 @@ struct Stray {
     ended_by: String,
 }
 
-/// Connects to `to` (in the calling thread's namespace), sends `bytes`, and waits up to 10 s
-/// for the other side to close the connection.
+/// Connects to `to` (in the calling thread's namespace), reads the rank's challenge, sends what
+/// `answer` makes of its nonce, and waits up to 10 s for the other side to close the connection.
 ///
 /// # Panics
-/// If it cannot connect, or the connection stays open.
-fn stray_connection(to: SocketAddrV4, bytes: &[u8]) -> Stray {
+/// If it cannot connect, gets no challenge, or the connection stays open.
+fn stray_connection(to: SocketAddrV4, answer: impl Fn(Nonce) -> Vec<u8>) -> Stray {
+    use mpi::tcp::wire::{Challenge, CHALLENGE_LEN};
     let mut s = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("connecting to {to}: {e}"));
     let from = s.local_addr().unwrap();
     let t0 = Instant::now();
-    s.write_all(bytes)
-        .unwrap_or_else(|e| panic!("writing to {to}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    s.read_exact(&mut challenge)
+        .unwrap_or_else(|e| panic!("no challenge from {to}: {e}"));
+    let nonce = Challenge::parse(&challenge)
+        .unwrap_or_else(|e| panic!("{to} sent a bad challenge: {e}"))
+        .nonce;
+    s.write_all(&answer(nonce))
+        .unwrap_or_else(|e| panic!("writing to {to}: {e}"));
     let mut buf = [0u8; 256];
     let ended_by = loop {
         match s.read(&mut buf) {
@@ -486,21 +497,27 @@ fn stray_connections_are_rejected_while_a_job_runs() {
             .map(|r| {
                 (
                     r,
-                    stray_connection(ports[r], &wrong_secret_handshake(r as u32)),
+                    stray_connection(ports[r], |n| wrong_secret_handshake(r as u32, n)),
                 )
             })
             .collect()
     });
     for (r, s) in strays {
         let line = format!(
-            "stormpi: tcp (rank {r}, n1): rejected a connection from {}: wrong secret",
+            "stormpi: tcp (rank {r}, n1): rejected a connection from {}: wrong proof of the job secret (a stranger, or a \
+             replayed handshake)",
             s.from
         );
         expected.push((line, s));
     }
     let strays: Vec<(usize, Stray)> = in_netns(&hosts.names[1], || {
         (0..np)
-            .map(|r| (r, stray_connection(ports[r], b"GET / HTTP/1.0\r\n\r\n")))
+            .map(|r| {
+                (
+                    r,
+                    stray_connection(ports[r], |_| b"GET / HTTP/1.0\r\n\r\n".to_vec()),
+                )
+            })
             .collect()
     });
     for (r, s) in strays {

@@ -3,7 +3,7 @@
 //! A remote rank is started as
 //!
 //! ```text
-//! <agent words> <host> env NAME=VALUE... <program> <args>...
+//! <agent words> <host> env NAME=VALUE... <stormrun> --exec-with-pmi-key <program> <args>...
 //! ```
 //!
 //! `env` sets the rank's environment (see [`crate::launch`]) on the far
@@ -20,6 +20,14 @@
 //! (by its file name, so `/usr/bin/ssh -p 2222` counts); `--launch-agent-quote
 //! always|never` decides for agents the rule cannot recognise (e.g.
 //! `timeout 30 ssh`).
+//!
+//! The rank's PMI key must not appear on a command line (anyone on either
+//! host can read those), so the remote command starts with stormrun's exec
+//! helper ([`KEY_HELPER_FLAG`]): stormrun writes the key as the first line
+//! of the agent's stdin, and the helper, on the far side, reads that one
+//! line, puts the key in the environment and execs the program, which
+//! inherits the rest of stdin. So stormrun must be installed at the same
+//! path on every host, as its ranks' programs must be.
 //!
 //! Teardown signals the agent's process group. With an exec-style agent the
 //! rank *is* that process (`ip netns exec` execs the command), so it dies.
@@ -54,6 +62,59 @@ impl QuoteMode {
             _ => None,
         }
     }
+}
+
+/// First argument of stormrun's exec helper mode: `stormrun
+/// --exec-with-pmi-key PROGRAM ARGS...` (see [`exec_with_key`]).
+pub const KEY_HELPER_FLAG: &str = "--exec-with-pmi-key";
+
+/// The longest key line the helper reads.
+const MAX_KEY_LINE: usize = 256;
+
+/// The exec helper: reads the PMI key from the first line of stdin (one
+/// byte at a time, so nothing after it is consumed), then execs `argv` with
+/// the key in [`crate::pmi::port::KEY_ENV`]. Returns only on failure, with
+/// the exit status to use after printing the error.
+pub fn exec_with_key(argv: &[OsString]) -> i32 {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("stormrun {KEY_HELPER_FLAG}: no program given");
+        return 127;
+    };
+    let mut line = Vec::new();
+    let mut stdin = std::io::stdin().lock();
+    let mut byte = [0u8; 1];
+    let ok = loop {
+        match stdin.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => break true,
+            Ok(1) if line.len() < MAX_KEY_LINE => line.push(byte[0]),
+            Ok(_) => break false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break false,
+        }
+    };
+    let key = std::str::from_utf8(&line)
+        .ok()
+        .filter(|_| ok)
+        .and_then(crate::auth::Key::from_hex);
+    let Some(key) = key else {
+        eprintln!(
+            "stormrun {KEY_HELPER_FLAG}: stdin did not start with the PMI key (this mode is for \
+             stormrun's launch agent only)"
+        );
+        return 127;
+    };
+    let e = std::process::Command::new(program)
+        .args(args)
+        .env(crate::pmi::port::KEY_ENV, key.to_hex())
+        .exec();
+    eprintln!(
+        "stormrun {KEY_HELPER_FLAG}: cannot run `{}`: {e}",
+        program.to_string_lossy()
+    );
+    127
 }
 
 /// The agent used when `--launch-agent` is not given.

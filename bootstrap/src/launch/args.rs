@@ -63,6 +63,8 @@ pub struct JobOptions {
     pub agent_quote: QuoteMode,
     /// `--pmi-address`.
     pub pmi_address: Option<SocketAddr>,
+    /// `--pmi-unauthenticated`.
+    pub pmi_unauthenticated: bool,
 }
 
 /// One `-x` argument.
@@ -115,6 +117,7 @@ enum Opt {
     LaunchAgent,
     AgentQuote,
     PmiAddress,
+    PmiUnauthenticated,
     Help,
     Version,
 }
@@ -182,7 +185,8 @@ const OPTIONS: &[OptSpec] = &[
         names: &["--launch-agent", "-launch-agent"],
         opt: Opt::LaunchAgent,
         values: &["CMD"],
-        help: "start remote ranks with `CMD HOST env VAR=VALUE... PROGRAM ARGS` (default: ssh)",
+        help: "start remote ranks with `CMD HOST env VAR=VALUE... STORMRUN --exec-with-pmi-key PROGRAM \
+               ARGS` (default: ssh; stormrun must be at the same path there)",
     },
     OptSpec {
         names: &["--launch-agent-quote"],
@@ -195,6 +199,13 @@ const OPTIONS: &[OptSpec] = &[
         opt: Opt::PmiAddress,
         values: &["ADDR[:PORT]"],
         help: "this machine's address remote ranks reach the PMI server at",
+    },
+    OptSpec {
+        names: &["--pmi-unauthenticated"],
+        opt: Opt::PmiUnauthenticated,
+        values: &[],
+        help: "serve remote ranks whose PMI client cannot prove the job's key (another MPI's \
+               library) on a first-come basis; only on a network you trust",
     },
     OptSpec {
         names: &["-h", "--help"],
@@ -400,6 +411,7 @@ fn apply(
             let v = text(&values[0])?;
             options.pmi_address = Some(address::parse_pmi_address(&v).map_err(ArgError)?);
         }
+        Opt::PmiUnauthenticated => options.pmi_unauthenticated = true,
         Opt::Help | Opt::Version => unreachable!("handled by the caller"),
     }
     Ok(())

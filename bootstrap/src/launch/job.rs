@@ -12,7 +12,7 @@
 //! is dropped after [`crate::pmi::IDENTIFY_TIMEOUT`].
 
 use std::ffi::{OsStr, OsString};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -20,11 +20,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::agent::LaunchAgent;
+use super::agent::{self, LaunchAgent};
 use super::shm;
 use super::signals::SignalPipe;
 use super::stdio::{self, Dest, Forwarder};
-use crate::pmi::{PmiServer, ServerEvent};
+use crate::auth::Key;
+use crate::pmi::{port, PmiServer, ServerEvent};
 use crate::sys::{self, Exit};
 
 /// Time ranks get to exit after SIGTERM (or a forwarded SIGINT) before
@@ -107,6 +108,8 @@ pub struct RemoteLaunch {
     pub agent: LaunchAgent,
     /// Where the PMI server listens (port 0: any free port).
     pub pmi_bind: SocketAddr,
+    /// Serve remote ranks that do not prove the job's key (`--pmi-unauthenticated`).
+    pub unauthenticated: bool,
 }
 
 /// A rank's process and the pipes of its output.
@@ -202,7 +205,18 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
         pmi_port: 0,
     };
 
+    match Key::generate() {
+        Ok(key) => job.server.require_key(key),
+        Err(e) => {
+            job.fail(
+                format!("no random bytes for the job's key: {e}; job aborted"),
+                1,
+            );
+            return job.finish();
+        }
+    }
     if let Some(remote) = &cfg.remote {
+        job.server.allow_unauthenticated(remote.unauthenticated);
         match job.server.listen(remote.pmi_bind) {
             Ok(bound) => job.pmi_port = bound.port(),
             Err(e) => {
@@ -276,6 +290,10 @@ impl Job {
                 None
             }
         };
+        let key = self.server.rank_key(rank);
+        if let (Some(key), None) = (&key, &remote) {
+            set(port::KEY_ENV, key.to_hex());
+        }
         set("PMI_RANK", rank.to_string());
         set("PMI_SIZE", size.to_string());
         set("STORMPI_JOBID", cfg.jobid.clone());
@@ -294,8 +312,11 @@ impl Job {
                 cmd
             }
             Some((r, agent)) => {
-                let program = remote_program(&app.program);
-                let argv = agent.command_line(&r.host, &env, &program, &app.args);
+                // The key travels on stdin, through stormrun's exec helper there.
+                let mut args = vec![agent::KEY_HELPER_FLAG.into(), remote_program(&app.program)];
+                args.extend(app.args.iter().cloned());
+                let helper = std::env::current_exe()?;
+                let argv = agent.command_line(&r.host, &env, helper.as_os_str(), &args);
                 let mut cmd = Command::new(&argv[0]);
                 cmd.args(&argv[1..]);
                 cmd
@@ -312,7 +333,9 @@ impl Job {
         // Rank 0 gets our stdin unless it is a terminal: the ranks run in
         // their own process groups, where reading the terminal would stop them.
         let stdin_ok = rank == 0 && !std::io::stdin().is_terminal();
-        cmd.stdin(if stdin_ok {
+        cmd.stdin(if remote.is_some() {
+            Stdio::piped()
+        } else if stdin_ok {
             Stdio::inherit()
         } else {
             Stdio::null()
@@ -346,6 +369,14 @@ impl Job {
         }
         let mut child = cmd.spawn()?;
         drop(pmi_fd); // the rank holds its end now
+        if let (Some(mut pipe), Some(key)) = (child.stdin.take(), key) {
+            // A short line into an empty pipe: it does not block.
+            pipe.write_all(format!("{}\n", key.to_hex()).as_bytes())?;
+            if stdin_ok {
+                // The rest of the agent's stdin is ours (closed when ours ends).
+                std::thread::spawn(move || std::io::copy(&mut std::io::stdin().lock(), &mut pipe));
+            }
+        }
         let forwarder = |pipe: Option<OwnedFd>, dest: Dest| -> std::io::Result<Option<Forwarder>> {
             let prefix = if cfg.tag_output {
                 stdio::tag(rank, dest)

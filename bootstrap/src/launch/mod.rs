@@ -7,7 +7,8 @@
 //! before the next host (see [`hosts`]). A host named `localhost`,
 //! `127.0.0.1` or this machine's host name runs its ranks here by
 //! fork/exec; any other host runs them through the launch agent (see
-//! [`agent`]): `<agent> <host> env VAR=VALUE... <program> <args>`.
+//! [`agent`]): `<agent> <host> env VAR=VALUE... <stormrun> --exec-with-pmi-key
+//! <program> <args>`.
 //!
 //! # What a rank gets
 //!
@@ -20,6 +21,7 @@
 //! |---|---|
 //! | `PMI_FD` | local ranks: descriptor of the rank's PMI-1 socket (see [`crate::pmi`]) |
 //! | `PMI_PORT`, `PMI_ID` | remote ranks: `ADDR:PORT` of stormrun's PMI server, and the id to send in `cmd=initack` (the rank) — see [`crate::pmi::port`] and [`address`] |
+//! | `STORMPI_PMI_KEY` | the rank's PMI key (see [`crate::pmi::port`]); a remote rank gets it on its agent's stdin instead, and stormrun's exec helper on its host puts it here (see [`agent`]) |
 //! | `PMI_RANK`, `PMI_SIZE` | rank in the job, number of ranks |
 //! | `STORMPI_JOBID` | job id: `<stormrun pid>-<8 hex digits>`, only `[0-9a-f-]` |
 //! | `STORMPI_NODE` | the node the rank runs on: the host name as given for remote ranks, this machine's host name for local ones. Ranks with the same value share a node (the library's node layout follows it, so network namespaces of one machine count as separate nodes) |
@@ -29,7 +31,8 @@
 //!
 //! Each rank (for a remote rank: its agent) runs in its own process group;
 //! stdin is `/dev/null` except for rank 0, which inherits stormrun's stdin
-//! when that is not a terminal.
+//! when that is not a terminal (a remote rank's stdin is a pipe that starts
+//! with its key; a remote rank 0's then carries stormrun's stdin).
 //!
 //! # Shared memory
 //!
@@ -285,6 +288,7 @@ fn place_on_hosts(
         Some(job::RemoteLaunch {
             agent: agent::LaunchAgent::new(text, opts.agent_quote)?,
             pmi_bind: listen.bind,
+            unauthenticated: opts.pmi_unauthenticated,
         })
     };
     // Every local host entry is this one machine: one node.

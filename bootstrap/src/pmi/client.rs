@@ -10,6 +10,7 @@ use super::port;
 use super::transport::{LineChannel, Transport};
 use super::v1;
 use super::value::{self, Head};
+use crate::auth::Key;
 
 /// How long `abort` waits for the launcher to react before exiting by itself.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
@@ -90,7 +91,7 @@ impl PmiClient {
                 };
                 chan.set_read_timeout(Some(port::HANDSHAKE_TIMEOUT))
                     .map_err(io)?;
-                let rs = port::handshake(&mut chan, id)?;
+                let rs = port::handshake(&mut chan, id, key_from_env()?.as_ref())?;
                 // PMI waits (barriers) may take as long as the job's
                 // slowest rank: no timeout after the handshake.
                 chan.set_read_timeout(None).map_err(io)?;
@@ -112,7 +113,24 @@ impl PmiClient {
         })?;
         let (rank, size) = rank_and_size()?;
         let stream = adopt_socket(fd)?;
-        Self::connect(Transport::Unix(stream), rank, size)
+        let Some(key) = key_from_env()? else {
+            return Self::connect(Transport::Unix(stream), rank, size);
+        };
+        // stormrun's server serves nothing before we prove who we are.
+        let mut chan = LineChannel::new(Transport::Unix(stream));
+        let told = port::handshake(&mut chan, rank, Some(&key))?;
+        if told != (rank, size) {
+            return Err(PmiError::Malformed(format!(
+                "the PMI server says rank {} of {}, the environment rank {rank} of {size}",
+                told.0, told.1
+            )));
+        }
+        let session = v1::Session::init_on(chan)?;
+        Ok(PmiClient {
+            proto: Protocol::V1(session),
+            rank,
+            size,
+        })
     }
 
     /// Runs the PMI-1 handshake over an already connected stream, for a
@@ -279,6 +297,19 @@ fn scoped_key(key: &str, rank: u32) -> Result<String, PmiError> {
         ));
     }
     Ok(format!("{key}-{rank}"))
+}
+
+/// This rank's PMI key, when its launcher gave it one ([`port::KEY_ENV`]).
+fn key_from_env() -> Result<Option<Key>, PmiError> {
+    let Some(text) = std::env::var_os(port::KEY_ENV) else {
+        return Ok(None);
+    };
+    Key::from_hex(&text.to_string_lossy())
+        .map(Some)
+        .ok_or_else(|| PmiError::Env {
+            var: port::KEY_ENV,
+            problem: "is not a key (64 hexadecimal digits)".into(),
+        })
 }
 
 /// How a `PMI_PORT` client learns its rank and the job size.

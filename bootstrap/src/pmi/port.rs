@@ -20,6 +20,24 @@
 //! closes the connection. Without `PMI_ID`, MPICH's client skips the
 //! handshake and takes its rank and size from `PMI_RANK`/`PMI_SIZE`; this
 //! client does the same, but stormrun's server requires the handshake.
+//!
+//! **Authentication.** stormrun gives each rank a key of its own
+//! ([`KEY_ENV`]; derived from the job's key, see [`crate::auth`]) and
+//! requires every connection, over TCP or the inherited socket, to prove it
+//! holds the key of the rank it claims before it serves any command. The
+//! client adds a nonce to `initack`; the server answers with its own nonce
+//! and its proof, and the client proves itself in turn:
+//!
+//! ```text
+//! client: cmd=initack pmiid=<id> nonce=<client nonce>
+//! server: cmd=challenge nonce=<server nonce> proof=<server's proof>
+//! client: cmd=response proof=<client's proof>
+//! server: cmd=initack rc=0 ...                           (as above)
+//! ```
+//!
+//! Both proofs cover both nonces, so a recorded exchange proves nothing on
+//! another connection; each side checks the other's, so neither a stranger
+//! at the port nor a stranger posing as the server learns anything.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -28,6 +46,14 @@ use std::time::Duration;
 use super::error::PmiError;
 use super::transport::LineChannel;
 use super::wire::{excerpt, Message};
+use crate::auth::{self, Key, Nonce};
+
+/// The environment variable with a rank's PMI key (hexadecimal), set by
+/// stormrun for local ranks and by its exec helper for remote ones.
+pub const KEY_ENV: &str = "STORMPI_PMI_KEY";
+
+/// The label of ranks' PMI keys under the job's key ([`Key::derive`]).
+pub const RANK_KEYS: &str = "pmi rank";
 
 /// How long a client tries to reach the server's address.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,9 +111,13 @@ pub(crate) fn connect(text: &str) -> Result<TcpStream, PmiError> {
     })
 }
 
-/// The client's first line.
-pub(crate) fn initack_request(id: u32) -> Message {
-    Message::new("initack").arg("pmiid", id)
+/// The client's first line; with a nonce when it will authenticate.
+pub(crate) fn initack_request(id: u32, nonce: Option<&Nonce>) -> Message {
+    let m = Message::new("initack").arg("pmiid", id);
+    match nonce {
+        Some(n) => m.arg("nonce", n.to_hex()),
+        None => m,
+    }
 }
 
 /// The server's answer to an accepted `initack`: four lines.
@@ -108,8 +138,17 @@ pub(crate) fn initack_refusal(why: &str) -> Vec<u8> {
         .to_line()
 }
 
-/// The id in a client's first line, or why the line is not an `initack`.
-pub(crate) fn parse_initack_request(line: &[u8]) -> Result<u32, String> {
+/// A client's `initack`: the id it claims and its nonce, if it sent one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Initack {
+    /// The `pmiid`.
+    pub id: u32,
+    /// The client's nonce (an authenticating client).
+    pub nonce: Option<Nonce>,
+}
+
+/// The client's first line, or why the line is not an `initack`.
+pub(crate) fn parse_initack_request(line: &[u8]) -> Result<Initack, String> {
     let msg = Message::parse(line)
         .map_err(|e| format!("sent `{}` ({e}) instead of cmd=initack", excerpt(line)))?;
     if msg.cmd != "initack" {
@@ -121,15 +160,99 @@ pub(crate) fn parse_initack_request(line: &[u8]) -> Result<u32, String> {
     let id = msg
         .get("pmiid")
         .ok_or_else(|| "sent cmd=initack without pmiid".to_string())?;
-    id.parse::<u32>()
-        .map_err(|_| format!("sent cmd=initack with pmiid `{}`", excerpt(id.as_bytes())))
+    let id = id
+        .parse::<u32>()
+        .map_err(|_| format!("sent cmd=initack with pmiid `{}`", excerpt(id.as_bytes())))?;
+    let nonce = match msg.get("nonce") {
+        None => None,
+        Some(n) => Some(Nonce::from_hex(n).ok_or_else(|| {
+            format!(
+                "sent cmd=initack with a malformed nonce `{}`",
+                excerpt(n.as_bytes())
+            )
+        })?),
+    };
+    Ok(Initack { id, nonce })
+}
+
+/// What the proofs of rank `rank`'s exchange cover besides the nonces.
+fn context(rank: u32) -> Vec<u8> {
+    format!("stormpi pmi initack {rank}").into_bytes()
+}
+
+/// The server's side of an authentication between its challenge and the
+/// client's response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Challenged {
+    /// The rank claimed.
+    pub rank: u32,
+    client: Nonce,
+    server: Nonce,
+}
+
+impl Challenged {
+    /// Answers the `initack` of a client claiming `rank` with `client` as
+    /// its nonce, whose key is `key`: the `challenge` line to send, and the
+    /// state that checks the response.
+    pub(crate) fn start(key: &Key, rank: u32, client: Nonce) -> io::Result<(Vec<u8>, Challenged)> {
+        let server = Nonce::generate()?;
+        let proof = key.prove("server", &context(rank), &server, &client);
+        let line = Message::new("challenge")
+            .arg("nonce", server.to_hex())
+            .arg("proof", auth::hex(&proof))
+            .to_line();
+        Ok((
+            line,
+            Challenged {
+                rank,
+                client,
+                server,
+            },
+        ))
+    }
+
+    /// Checks the client's `response` line against `key`.
+    pub(crate) fn check(&self, key: &Key, line: &[u8]) -> Result<(), String> {
+        let msg = Message::parse(line)
+            .map_err(|e| format!("sent `{}` ({e}) instead of cmd=response", excerpt(line)))?;
+        if msg.cmd != "response" {
+            return Err(format!(
+                "sent `{}` instead of cmd=response to the challenge",
+                excerpt(line)
+            ));
+        }
+        let proof = msg
+            .get("proof")
+            .and_then(auth::unhex::<{ auth::PROOF_LEN }>)
+            .ok_or("sent cmd=response without a well-formed proof")?;
+        let ctx = context(self.rank);
+        if key.verify(&proof, "client", &ctx, &self.client, &self.server) {
+            Ok(())
+        } else {
+            Err(format!(
+                "failed to prove it holds rank {}'s key (wrong key or a replayed answer)",
+                self.rank
+            ))
+        }
+    }
 }
 
 /// Client side of the handshake: identifies as `id` and returns the
 /// (rank, size) the server assigns. The caller bounds the wait with a read
 /// timeout on the channel.
-pub(crate) fn handshake(chan: &mut LineChannel, id: u32) -> Result<(u32, u32), PmiError> {
-    chan.send(&initack_request(id).to_line())?;
+pub(crate) fn handshake(
+    chan: &mut LineChannel,
+    id: u32,
+    key: Option<&Key>,
+) -> Result<(u32, u32), PmiError> {
+    let nonce = key
+        .map(|_| Nonce::generate())
+        .transpose()
+        .map_err(|source| PmiError::Io {
+            op: "draw a nonce",
+            source,
+        })?;
+    chan.send(&initack_request(id, nonce.as_ref()).to_line())?;
     let recv = |chan: &mut LineChannel| -> Result<Message, PmiError> {
         let line = chan.recv().map_err(|e| match e {
             PmiError::Io { source, .. }
@@ -155,7 +278,34 @@ pub(crate) fn handshake(chan: &mut LineChannel, id: u32) -> Result<(u32, u32), P
             ))
         })
     };
-    let ack = recv(chan)?;
+    let mut ack = recv(chan)?;
+    if let (Some(key), Some(own), "challenge") = (key, &nonce, ack.cmd.as_str()) {
+        let theirs = ack.get("nonce").and_then(Nonce::from_hex);
+        let proof = ack
+            .get("proof")
+            .and_then(auth::unhex::<{ auth::PROOF_LEN }>);
+        let (Some(theirs), Some(proof)) = (theirs, proof) else {
+            return Err(PmiError::Malformed(format!("malformed challenge `{ack}`")));
+        };
+        if !key.verify(&proof, "server", &context(id), &theirs, own) {
+            return Err(PmiError::Malformed(
+                "the PMI server failed to prove it holds this job's key (not our launcher?)".into(),
+            ));
+        }
+        let mine = key.prove("client", &context(id), own, &theirs);
+        chan.send(
+            &Message::new("response")
+                .arg("proof", auth::hex(&mine))
+                .to_line(),
+        )?;
+        ack = recv(chan)?;
+    } else if key.is_some() && ack.cmd == "initack" && ack.get("rc").is_none_or(|rc| rc == "0") {
+        return Err(PmiError::Malformed(
+            "the PMI server accepted us without proving it holds this job's key (not our \
+             launcher?)"
+                .into(),
+        ));
+    }
     if ack.cmd != "initack" {
         return Err(PmiError::Malformed(format!(
             "expected `initack` in reply to cmd=initack, got `{ack}`"
@@ -252,7 +402,7 @@ mod tests {
 
     #[test]
     fn handshake_bytes() {
-        assert_eq!(initack_request(3).to_line(), b"cmd=initack pmiid=3\n");
+        assert_eq!(initack_request(3, None).to_line(), b"cmd=initack pmiid=3\n");
         assert_eq!(
             initack_reply(3, 4),
             b"cmd=initack rc=0\ncmd=set size=4\ncmd=set rank=3\ncmd=set debug=0\n"
@@ -261,12 +411,27 @@ mod tests {
             initack_refusal("rank 3 is already connected"),
             b"cmd=initack rc=-1 msg=rank_3_is_already_connected\n"
         );
-        assert_eq!(parse_initack_request(b"cmd=initack pmiid=12"), Ok(12));
+        assert_eq!(
+            parse_initack_request(b"cmd=initack pmiid=12"),
+            Ok(Initack {
+                id: 12,
+                nonce: None
+            })
+        );
+        let n = Nonce([0xab; auth::NONCE_LEN]);
+        assert_eq!(
+            parse_initack_request(initack_request(7, Some(&n)).to_string().as_bytes()),
+            Ok(Initack {
+                id: 7,
+                nonce: Some(n)
+            })
+        );
         for bad in [
             &b"cmd=init pmi_version=1"[..],
             b"cmd=initack",
             b"cmd=initack pmiid=-1",
             b"cmd=initack pmiid=x",
+            b"cmd=initack pmiid=1 nonce=00",
             b"GET / HTTP/1.1",
         ] {
             assert!(parse_initack_request(bad).is_err(), "{bad:?}");
@@ -289,7 +454,7 @@ mod tests {
         let stream = connect(&addr.to_string()).unwrap();
         let mut chan = LineChannel::new(Transport::Tcp(stream));
         chan.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let result = handshake(&mut chan, 2);
+        let result = handshake(&mut chan, 2, None);
         (result, server.join().unwrap())
     }
 
@@ -325,7 +490,7 @@ mod tests {
         let mut chan = LineChannel::new(Transport::Tcp(stream));
         chan.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        match handshake(&mut chan, 0) {
+        match handshake(&mut chan, 0, None) {
             Err(PmiError::Io { source, .. }) => {
                 assert_eq!(source.kind(), io::ErrorKind::TimedOut)
             }

@@ -7,6 +7,15 @@
 //! that has not connected before. Anything else is refused, closed and
 //! reported as [`ServerEvent::Rejected`]; the job goes on.
 //!
+//! With a job key ([`PmiServer::require_key`], as stormrun always sets), a
+//! TCP connection must also prove it holds the key of the rank it claims
+//! (the challenge–response of [`super::port`]) before any command is served;
+//! a rank's identity is bound at that moment. On a socketpair, stormpi's
+//! client proves it the same way, and a failed proof closes the socket; a
+//! client that does not try (MPICH's) is served as the rank whose socketpair
+//! it holds, since only the process the launcher started for that rank
+//! inherited it.
+//!
 //! The server does no waiting of its own: the launcher polls the descriptors
 //! it exposes and calls [`PmiServer::on_readable`] / [`PmiServer::on_writable`],
 //! collecting the [`ServerEvent`]s that need the launcher's attention (abort,
@@ -20,9 +29,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use super::port;
+use super::port::{self, Challenged};
 use super::transport::Transport;
 use super::wire::{self, excerpt, Message, MAX_LINE};
+use crate::auth::Key;
 
 /// Limits announced in the `maxes` reply (Hydra's values; each counts a NUL).
 pub const KVSNAME_MAX: usize = 256;
@@ -35,8 +45,9 @@ pub const VALLEN_MAX: usize = 1024;
 /// past it is disconnected rather than growing the launcher without bound.
 const MAX_QUEUED_OUTPUT: usize = 1 << 20;
 
-/// Time a TCP connection has to identify itself with `initack`.
-pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a TCP connection has to identify itself with `initack` and prove its key (a real
+/// rank does both at once as it connects).
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// TCP connections waiting to identify, at most; a new one past that closes
 /// the oldest, so that a flood of strangers can neither exhaust the launcher's
 /// descriptors nor keep a rank out.
@@ -108,6 +119,30 @@ struct Conn {
     /// A TCP connection has identified as this rank; another one will be
     /// refused, even after this one closes.
     claimed: bool,
+    /// Where the connection is in proving who it is.
+    auth: Auth,
+}
+
+/// How far a connection has come in proving which rank it is.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Auth {
+    /// Proven (or the server requires no proof): commands are served.
+    #[default]
+    Done,
+    /// Nothing received yet; `initack` with a nonce must come first.
+    Expected,
+    /// Challenged; the response must come next.
+    Challenged(Challenged),
+}
+
+/// What the next line of an identifying connection leads to.
+enum Step {
+    /// Send this challenge and wait for the response.
+    Challenge(Vec<u8>, Challenged),
+    /// It is this rank's connection from now on.
+    Adopt(u32),
+    /// Refuse it, for this reason.
+    Refuse(String),
 }
 
 /// A TCP connection that has not identified itself yet.
@@ -118,6 +153,8 @@ struct Pending {
     peer: SocketAddr,
     inbuf: Vec<u8>,
     deadline: Instant,
+    /// Sent the challenge for an `initack`, waiting for the response.
+    challenged: Option<Challenged>,
 }
 
 /// The PMI-1 server of one job: one key-value space, one barrier.
@@ -131,6 +168,10 @@ pub struct PmiServer {
     listener: Option<TcpListener>,
     pending: Vec<Pending>,
     next_pending_id: u64,
+    /// The job's key, when connections must prove they hold their rank's key.
+    key: Option<Key>,
+    /// Serve TCP connections that identify without a proof, despite the key.
+    unauthenticated: bool,
 }
 
 impl PmiServer {
@@ -149,7 +190,30 @@ impl PmiServer {
             listener: None,
             pending: Vec::new(),
             next_pending_id: 0,
+            key: None,
+            unauthenticated: false,
         }
+    }
+
+    /// Requires every connection to prove it holds its rank's key, derived
+    /// from `job` (give each rank `job.derive(port::RANK_KEYS, rank)`). Call
+    /// before [`connect_rank`](Self::connect_rank).
+    pub fn require_key(&mut self, job: Key) {
+        self.key = Some(job);
+    }
+
+    /// With `yes`, a TCP connection that identifies without trying to prove
+    /// its key (another MPI's PMI client) is served as the rank it claims,
+    /// if that rank has not connected yet — as a server without a key does.
+    /// One that tries must still succeed.
+    pub fn allow_unauthenticated(&mut self, yes: bool) {
+        self.unauthenticated = yes;
+    }
+
+    /// The key connections of `rank` must prove, if any: the launcher gives
+    /// it to the rank.
+    pub fn rank_key(&self, rank: u32) -> Option<Key> {
+        self.key.as_ref().map(|k| k.derive(port::RANK_KEYS, rank))
     }
 
     /// Number of ranks served.
@@ -172,6 +236,11 @@ impl PmiServer {
         let conn = &mut self.conns[rank as usize];
         *conn = Conn {
             stream: Some(Transport::Unix(ours)),
+            auth: if self.key.is_some() {
+                Auth::Expected
+            } else {
+                Auth::Done
+            },
             ..Conn::default()
         };
         Ok(OwnedFd::from(theirs))
@@ -238,6 +307,7 @@ impl PmiServer {
                         peer,
                         inbuf: Vec::new(),
                         deadline: Instant::now() + IDENTIFY_TIMEOUT,
+                        challenged: None,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -311,21 +381,93 @@ impl PmiServer {
             refuse(self.pending.swap_remove(i), reason, events);
             return;
         }
-        let Some(line) = wire::take_line(&mut p.inbuf) else {
-            if p.inbuf.len() > MAX_IDENTIFY_LINE {
-                let reason = format!(
-                    "sent {} bytes without a newline instead of cmd=initack",
-                    p.inbuf.len()
-                );
-                refuse(self.pending.swap_remove(i), reason, events);
+        while let Some(line) = wire::take_line(&mut self.pending[i].inbuf) {
+            match self.identify(self.pending[i].challenged.as_ref(), &line, None) {
+                Step::Challenge(out, state) => {
+                    let p = &mut self.pending[i];
+                    p.challenged = Some(state);
+                    // The first bytes on the connection: they fit its send buffer.
+                    if let Err(e) = p.stream.write_all(&out) {
+                        let reason = format!("connection failed while identifying: {e}");
+                        refuse(self.pending.swap_remove(i), reason, events);
+                        return;
+                    }
+                }
+                Step::Refuse(reason) => {
+                    refuse(self.pending.swap_remove(i), reason, events);
+                    return;
+                }
+                Step::Adopt(rank) => {
+                    let p = self.pending.swap_remove(i);
+                    self.adopt(rank, p, events);
+                    return;
+                }
             }
-            return;
-        };
-        let p = self.pending.swap_remove(i);
-        match port::parse_initack_request(&line).and_then(|id| self.claimable(id)) {
-            Ok(rank) => self.adopt(rank, p, events),
-            Err(reason) => refuse(p, reason, events),
         }
+        let p = &self.pending[i];
+        if p.inbuf.len() > MAX_IDENTIFY_LINE {
+            let reason = format!(
+                "sent {} bytes without a newline instead of cmd=initack",
+                p.inbuf.len()
+            );
+            refuse(self.pending.swap_remove(i), reason, events);
+        }
+    }
+
+    /// Serves one line of a connection that has not yet proven which rank
+    /// it is. `challenged` is its challenge, once sent; `socket_of` the rank
+    /// whose socketpair it is (`None`: a TCP connection, which may claim any
+    /// remote rank not yet connected).
+    fn identify(
+        &self,
+        challenged: Option<&Challenged>,
+        line: &[u8],
+        socket_of: Option<u32>,
+    ) -> Step {
+        let Some(state) = challenged else {
+            let req = match port::parse_initack_request(line) {
+                Ok(r) => r,
+                Err(e) => return Step::Refuse(e),
+            };
+            let rank = match socket_of {
+                None => match self.claimable(req.id) {
+                    Ok(r) => r,
+                    Err(e) => return Step::Refuse(e),
+                },
+                Some(r) if r == req.id => r,
+                Some(r) => {
+                    return Step::Refuse(format!(
+                        "identified as rank {} on rank {r}'s socket",
+                        req.id
+                    ))
+                }
+            };
+            return match (self.rank_key(rank), req.nonce) {
+                (None, _) => Step::Adopt(rank),
+                (Some(_), None) if self.unauthenticated => Step::Adopt(rank),
+                (Some(_), None) => Step::Refuse(format!(
+                    "identified as rank {rank} without proving the job's key (another MPI's \
+                     PMI client? see stormrun --pmi-unauthenticated)"
+                )),
+                (Some(key), Some(nonce)) => match Challenged::start(&key, rank, nonce) {
+                    Ok((out, state)) => Step::Challenge(out, state),
+                    Err(e) => Step::Refuse(format!("no random bytes for a challenge: {e}")),
+                },
+            };
+        };
+        let Some(key) = self.rank_key(state.rank) else {
+            return Step::Refuse("challenged without a key".into());
+        };
+        if let Err(e) = state.check(&key, line) {
+            return Step::Refuse(e);
+        }
+        // Another connection may have proven the same rank meanwhile.
+        if socket_of.is_none() {
+            if let Err(e) = self.claimable(state.rank) {
+                return Step::Refuse(e);
+            }
+        }
+        Step::Adopt(state.rank)
     }
 
     /// Whether a TCP connection may become rank `id`'s.
@@ -501,6 +643,21 @@ impl PmiServer {
 
     /// Serves one complete command line from `rank`.
     fn handle_line(&mut self, rank: u32, line: &[u8], events: &mut Vec<ServerEvent>) {
+        match self.conns[rank as usize].auth {
+            Auth::Done => {}
+            Auth::Expected if line.starts_with(b"cmd=initack ") => {
+                return self.authenticate(rank, None, line, events);
+            }
+            // A client that does not authenticate (MPICH's, say) is the rank
+            // whose socketpair it holds: only that rank's process can have it.
+            Auth::Expected if Message::parse(line).is_ok() => {
+                self.conns[rank as usize].auth = Auth::Done
+            }
+            Auth::Expected => {}
+            Auth::Challenged(state) => {
+                return self.authenticate(rank, Some(state), line, events);
+            }
+        }
         let msg = match Message::parse(line) {
             Ok(m) => m,
             Err(e) => {
@@ -677,6 +834,41 @@ impl PmiServer {
                     c.outbuf.extend_from_slice(&out);
                 }
                 self.flush(r, events);
+            }
+        }
+    }
+
+    /// Serves a line of a socketpair that has not proven it is `rank`'s:
+    /// nothing but the authenticating `initack` is served.
+    fn authenticate(
+        &mut self,
+        rank: u32,
+        challenged: Option<Challenged>,
+        line: &[u8],
+        events: &mut Vec<ServerEvent>,
+    ) {
+        let size = self.size();
+        let step = self.identify(challenged.as_ref(), line, Some(rank));
+        let c = &mut self.conns[rank as usize];
+        match step {
+            Step::Challenge(out, state) => {
+                c.auth = Auth::Challenged(state);
+                c.outbuf.extend_from_slice(&out);
+            }
+            Step::Adopt(_) => {
+                c.auth = Auth::Done;
+                c.outbuf.extend_from_slice(&port::initack_reply(rank, size));
+            }
+            Step::Refuse(reason) => {
+                if let Some(stream) = c.stream.as_mut() {
+                    let _ = stream.write(&port::initack_refusal(&reason));
+                }
+                self.disconnect(rank);
+                events.push(ServerEvent::ProtocolError {
+                    rank,
+                    detail: format!("refused on its PMI socket: {reason}"),
+                });
+                events.push(ServerEvent::Disconnected { rank });
             }
         }
     }
@@ -1159,7 +1351,7 @@ mod tests {
         assert_eq!(events.len(), before, "not yet");
         s.expire_pending(Instant::now() + IDENTIFY_TIMEOUT, &mut events);
         assert!(
-            matches!(&events[before..], [ServerEvent::Rejected { reason, .. }] if reason.contains("within 10 s")),
+            matches!(&events[before..], [ServerEvent::Rejected { reason, .. }] if reason.contains("within 5 s")),
             "{events:?}"
         );
         assert_eq!(s.pending_fds().count(), 0);
@@ -1175,5 +1367,214 @@ mod tests {
             serve_until_reply(&mut s, 1, &mut good),
             "cmd=appnum appnum=0\n"
         );
+    }
+
+    use crate::auth::Nonce;
+    use crate::pmi::PmiError;
+
+    /// A server with a job key, rank 0 local and the others remote.
+    fn keyed_setup(n: u32) -> (PmiServer, SocketAddr, Key) {
+        let mut s = PmiServer::new("kvs_test", vec![0; n as usize]);
+        let job = Key::from_bytes([42; crate::auth::KEY_LEN]);
+        s.require_key(job.clone());
+        let addr = s.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        for r in 1..n {
+            s.expect_remote(r);
+        }
+        (s, addr, job)
+    }
+
+    /// Reads lines from `c` while pumping `s`, until one arrives.
+    fn pump_line(
+        s: &mut PmiServer,
+        events: &mut Vec<ServerEvent>,
+        c: &mut BufReader<TcpStream>,
+    ) -> String {
+        c.get_mut()
+            .set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let mut line = String::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !line.ends_with('\n') {
+            assert!(
+                Instant::now() < deadline,
+                "no line; got `{line}`, {events:?}"
+            );
+            s.on_acceptable(events);
+            let ids: Vec<u64> = s.pending_fds().map(|(id, _)| id).collect();
+            for id in ids {
+                s.on_pending_readable(id, events);
+            }
+            let _ = c.read_line(&mut line);
+        }
+        line
+    }
+
+    /// The forger's side: claims `rank` with `nonce`, returns the server's nonce.
+    fn challenged(
+        s: &mut PmiServer,
+        events: &mut Vec<ServerEvent>,
+        addr: SocketAddr,
+        rank: u32,
+        nonce: &Nonce,
+    ) -> (BufReader<TcpStream>, Nonce) {
+        let first = port::initack_request(rank, Some(nonce)).to_line();
+        let mut c = tcp_client(addr, &first);
+        let line = pump_line(s, events, &mut c);
+        let m = Message::parse(line.trim_end().as_bytes()).unwrap();
+        assert_eq!(m.cmd, "challenge", "{line}");
+        (c, Nonce::from_hex(m.get("nonce").unwrap()).unwrap())
+    }
+
+    /// Strangers who race a rank for its identity at the PMI port: without a proof, with a
+    /// wrong one, with one replayed from another exchange, with an abort instead of one. Each
+    /// is refused, nothing they send is obeyed, and the real rank then proves itself.
+    #[test]
+    fn identity_needs_the_rank_key_and_cannot_be_replayed_or_claimed_twice() {
+        use crate::auth;
+        let (mut s, addr, job) = keyed_setup(3);
+        let key1 = job.derive(port::RANK_KEYS, 1);
+        let ctx = b"stormpi pmi initack 1";
+        let mut events = Vec::new();
+        let refused = |events: &[ServerEvent], want: &str| {
+            assert!(
+                events.iter().any(
+                    |e| matches!(e, ServerEvent::Rejected { reason, .. } if reason.contains(want))
+                ),
+                "{want}: {events:?}"
+            );
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e, ServerEvent::Abort { .. })),
+                "{events:?}"
+            );
+        };
+
+        // No proof offered.
+        let mut c = tcp_client(addr, b"cmd=initack pmiid=1\n");
+        let line = pump_line(&mut s, &mut events, &mut c);
+        assert!(line.starts_with("cmd=initack rc=-1 msg="), "{line}");
+        refused(&events, "without proving the job's key");
+
+        // A proof made with another rank's key, and one made up.
+        let key2 = job.derive(port::RANK_KEYS, 2);
+        for (i, key) in [key2, Key::from_bytes([1; auth::KEY_LEN])]
+            .iter()
+            .enumerate()
+        {
+            let n = Nonce([i as u8; auth::NONCE_LEN]);
+            let (mut c, theirs) = challenged(&mut s, &mut events, addr, 1, &n);
+            let proof = key.prove("client", ctx, &n, &theirs);
+            let resp = format!("cmd=response proof={}\n", auth::hex(&proof));
+            c.get_mut().write_all(resp.as_bytes()).unwrap();
+            let line = pump_line(&mut s, &mut events, &mut c);
+            assert!(line.starts_with("cmd=initack rc=-1 msg="), "{line}");
+            refused(&events, "failed to prove it holds rank 1's key");
+        }
+
+        // An abort instead of the response.
+        let n = Nonce([7; auth::NONCE_LEN]);
+        let (mut c, _) = challenged(&mut s, &mut events, addr, 1, &n);
+        c.get_mut().write_all(b"cmd=abort exitcode=42\n").unwrap();
+        pump_line(&mut s, &mut events, &mut c);
+        refused(&events, "instead of cmd=response");
+
+        // A right proof for one exchange, replayed on the next with the same client nonce:
+        // the server's nonce differs, so it proves nothing.
+        let n = Nonce([9; auth::NONCE_LEN]);
+        let (first, ns1) = challenged(&mut s, &mut events, addr, 1, &n);
+        let recorded = key1.prove("client", ctx, &n, &ns1);
+        drop(first);
+        let (mut c, ns2) = challenged(&mut s, &mut events, addr, 1, &n);
+        assert_ne!(ns1, ns2);
+        let resp = format!("cmd=response proof={}\n", auth::hex(&recorded));
+        c.get_mut().write_all(resp.as_bytes()).unwrap();
+        pump_line(&mut s, &mut events, &mut c);
+        refused(&events, "replayed");
+        assert!(s.fd(1).is_none());
+
+        // The real rank: stormpi's client with rank 1's key.
+        let client = std::thread::spawn(move || {
+            let stream = port::connect(&addr.to_string()).unwrap();
+            let mut chan = crate::pmi::transport::LineChannel::new(Transport::Tcp(stream));
+            chan.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            port::handshake(&mut chan, 1, Some(&key1))
+        });
+        pump(&mut s, &mut events, |s, _| s.fd(1).is_some());
+        assert_eq!(client.join().unwrap().unwrap(), (1, 3));
+
+        // Identity is bound: a new claim for rank 1 is refused before any proof.
+        let n = Nonce([3; auth::NONCE_LEN]);
+        let first = port::initack_request(1, Some(&n)).to_line();
+        let mut c = tcp_client(addr, &first);
+        let line = pump_line(&mut s, &mut events, &mut c);
+        assert!(line.contains("which_has_connected_already"), "{line}");
+    }
+
+    /// stormpi's client checks the server too: one that cannot prove the key is not believed.
+    #[test]
+    fn client_refuses_a_server_without_the_key() {
+        let (mut s, addr, _job) = keyed_setup(2);
+        let wrong = Key::from_bytes([5; crate::auth::KEY_LEN]);
+        let client = std::thread::spawn(move || {
+            let stream = port::connect(&addr.to_string()).unwrap();
+            let mut chan = crate::pmi::transport::LineChannel::new(Transport::Tcp(stream));
+            chan.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            port::handshake(&mut chan, 1, Some(&wrong))
+        });
+        let mut events = Vec::new();
+        pump(&mut s, &mut events, |_, ev| !ev.is_empty());
+        match client.join().unwrap() {
+            Err(PmiError::Malformed(m)) => assert!(m.contains("failed to prove"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(s.fd(1).is_none());
+    }
+
+    /// Over a socketpair, stormpi's client proves its key; a wrong proof closes the socket.
+    #[test]
+    fn socketpair_clients_prove_their_key() {
+        let mut s = PmiServer::new("kvs_test", vec![0; 2]);
+        let job = Key::from_bytes([11; crate::auth::KEY_LEN]);
+        s.require_key(job.clone());
+        let mut events = Vec::new();
+        let sock = UnixStream::from(s.connect_rank(0).unwrap());
+        let key = job.derive(port::RANK_KEYS, 0);
+        let client = std::thread::spawn(move || {
+            let mut chan = crate::pmi::transport::LineChannel::new(Transport::Unix(sock));
+            chan.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            port::handshake(&mut chan, 0, Some(&key))
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !client.is_finished() {
+            assert!(Instant::now() < deadline);
+            s.on_readable(0, &mut events);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(client.join().unwrap().unwrap(), (0, 2));
+        assert!(events.is_empty(), "{events:?}");
+
+        // Rank 1's socket, answering the challenge with a proof it cannot have made.
+        let mut c = [BufReader::new(UnixStream::from(s.connect_rank(1).unwrap()))];
+        c[0].get_mut()
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let n = Nonce([1; crate::auth::NONCE_LEN]);
+        let first = port::initack_request(1, Some(&n)).to_line();
+        c[0].get_mut().write_all(&first).unwrap();
+        s.on_readable(1, &mut events);
+        let mut line = String::new();
+        c[0].read_line(&mut line).unwrap();
+        assert!(line.starts_with("cmd=challenge nonce="), "{line}");
+        let bogus = format!("cmd=response proof={}\n", "ab".repeat(32));
+        c[0].get_mut().write_all(bogus.as_bytes()).unwrap();
+        s.on_readable(1, &mut events);
+        assert!(
+            events.iter().any(|e| matches!(e,
+                ServerEvent::ProtocolError { rank: 1, detail } if detail.contains("rank 1's key"))),
+            "{events:?}"
+        );
+        assert!(s.fd(1).is_none());
     }
 }

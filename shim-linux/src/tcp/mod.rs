@@ -4,23 +4,29 @@
 //! interface that is up except loopback, or loopback when nothing else is; `btl_tcp_if_include`
 //! / `btl_tcp_if_exclude` choose by name or CIDR). Each module listens on its interface's address
 //! with a non-blocking socket and publishes that address ([`wire::AddrRecord`]) in the modex.
-//! Rank 0 also publishes a 16-byte secret from the kernel's random source; every connection
-//! presents it, so only members of the job can feed fragments into it.
+//! Rank 0 also publishes a 32-byte secret from the kernel's random source; every connection
+//! proves it holds it, so only members of the job can feed fragments into it.
 //!
 //! **Reachability.** A peer is reachable by a module if it published an address in the module's
 //! subnet (loopback addresses only between processes of one node); the endpoint remembers that
 //! address. Malformed modex entries are logged and ignored.
 //!
 //! **Connections.** Opened lazily by the first send (a non-blocking connect, given a moment to
-//! complete so the first fragment leaves at once, else completed by progress). Each connection
-//! starts with a [`wire::Handshake`] (magic, version, secret, both ranks, largest fragment); the
-//! acceptor checks all of it and refuses anything else with one log line, without harm to the
-//! job. Strangers get a 36-byte buffer and a deadline; at most [`MAX_PENDING`] of them are held
-//! at a time, and a new connection past that closes the one that has waited longest.
+//! complete so the first fragment leaves at once, else completed by progress). The acceptor
+//! speaks first: a [`wire::Challenge`] with a fresh nonce. The connecting side answers with its
+//! [`wire::Handshake`] (magic, version, its own nonce, both ranks, largest fragment, and a proof
+//! of the secret over all of it and the challenge's nonce), and its frames follow at once; until
+//! the challenge arrives they wait in its queue (the first send waits a millisecond for it, so
+//! a peer in progress gets the first frame at once). The acceptor checks all of it and refuses
+//! anything else with one log line, without harm to the job. Strangers get a 68-byte buffer and
+//! a deadline; at most [`MAX_PENDING`] of them are held at a time, and a new connection past
+//! that closes the one that has waited longest. A connecting side that finds its peer gave up
+//! on it before its handshake went out (it was not in progress for `btl_tcp_connect_timeout`)
+//! connects again with the same queue.
 //!
 //! A process sends to a peer on exactly one connection, chosen at its first send and kept: its
 //! own, or — if the peer has connected to it already — the peer's, after answering with its own
-//! handshake (which the peer checks in turn). So a conversation runs over one connection in both
+//! handshake, whose proof covers the peer's nonce (which the peer checks in turn). So a conversation runs over one connection in both
 //! directions, and TCP acknowledgements ride on the replies: on loopback that saves about a third
 //! of the small-message latency over one connection per direction (where every data segment
 //! costs a pure acknowledgement).
@@ -83,7 +89,8 @@ use stormpi_core::rte::ProcId;
 use iface::Interface;
 use recv::{HandshakeRead, HsBuf, ReadEnd, Reader};
 use send::{SendQueue, INLINE_HEADER};
-use wire::{AddrRecord, Handshake, FRAME_LEN, HANDSHAKE_LEN, SECRET_LEN};
+use stormpi_bootstrap::auth::{Key, Nonce};
+use wire::{AddrRecord, Challenge, Handshake, CHALLENGE_LEN, FRAME_LEN, HANDSHAKE_LEN, SECRET_LEN};
 
 /// `btl_tcp_if_include`.
 pub static IF_INCLUDE: ParamDef = ParamDef {
@@ -291,6 +298,13 @@ pub const IDLE_CHECK_EVERY: u32 = 32;
 /// then the first fragment leaves at once instead of waiting for the sender's next progress call
 /// (which may be far away: the sender may be computing).
 const CONNECT_WAIT_MS: i32 = 100;
+/// How long the first send to a peer waits for the challenge on its new connection: a peer in
+/// progress sends it within microseconds; one that is computing is not waited for (the frames
+/// leave when the challenge arrives, at a later progress call).
+const CHALLENGE_WAIT_MS: i32 = 1;
+/// Times our connection to a peer is opened again when the peer closed it before our
+/// handshake went out (it gave up waiting for a handshake while we were not in progress).
+const MAX_REOPENS: u8 = 3;
 /// Most addresses read from one peer's modex entries.
 const MAX_PEER_MODULES: u32 = 64;
 /// Rejected connections logged one by one before the log falls silent.
@@ -324,9 +338,11 @@ struct Config {
 
 /// The reading side of a connection.
 enum Rx {
+    /// Our own connection, waiting for the acceptor's challenge (our handshake waits for it).
+    Challenge(HsBuf<CHALLENGE_LEN>),
     /// Waiting for the other side's handshake: on an accepted connection before anything else;
     /// on our own connection before the peer answers on it (if it ever does).
-    Handshake(HsBuf),
+    Handshake(HsBuf<HANDSHAKE_LEN>),
     /// Authenticated: frames from the peer.
     Frames(Reader),
 }
@@ -359,6 +375,10 @@ struct Conn {
     /// Epoll said the peer shut its side (or the connection failed): reads go on to the end of
     /// stream, however short the last one (that edge will not come again).
     hup: bool,
+    /// Our nonce in this connection's exchange (in our handshake, or our challenge).
+    own_nonce: Nonce,
+    /// The other side's nonce, once its challenge or handshake has arrived.
+    peer_nonce: Option<Nonce>,
 }
 
 impl Conn {
@@ -403,6 +423,8 @@ struct Peer {
     accepted_ended: bool,
     /// Our connection whose frames from the peer wait for `accepted` to end.
     held: Option<usize>,
+    /// Times our connection was opened again (see [`MAX_REOPENS`]).
+    reopens: u8,
 }
 
 /// One tcp BTL module: one interface of this process.
@@ -417,9 +439,9 @@ pub struct Tcp {
     port: u16,
     epoll: sys::Epoll,
     /// The secret this process generated (rank 0), to publish.
-    own_secret: Option<[u8; SECRET_LEN]>,
+    own_secret: Option<Key>,
     /// The job's secret, from rank 0's modex entry.
-    secret: Option<[u8; SECRET_LEN]>,
+    secret: Option<Key>,
     peers: Vec<Peer>,
     /// Endpoint of each rank, or `NO_EP`.
     ep_of: Vec<u32>,
@@ -478,12 +500,10 @@ pub fn modules(params: &Params, me: ProcId, max: usize) -> Result<Vec<Tcp>> {
         chosen.truncate(max);
     }
     let secret = if me == ProcId(0) && !chosen.is_empty() {
-        let mut s = [0u8; SECRET_LEN];
-        sys::random(&mut s).map_err(|e| {
+        Some(Key::generate().map_err(|e| {
             eprintln!("stormpi: tcp: no random bytes for the job secret: {e}");
             transport("getrandom failed")
-        })?;
-        Some(s)
+        })?)
     } else {
         None
     };
@@ -491,7 +511,7 @@ pub fn modules(params: &Params, me: ProcId, max: usize) -> Result<Vec<Tcp>> {
     chosen
         .into_iter()
         .enumerate()
-        .map(|(i, ifc)| Tcp::new(params, ifc, me, i, count, secret))
+        .map(|(i, ifc)| Tcp::new(params, ifc, me, i, count, secret.clone()))
         .collect()
 }
 
@@ -504,7 +524,7 @@ impl Tcp {
         me: ProcId,
         index: usize,
         count: usize,
-        secret: Option<[u8; SECRET_LEN]>,
+        secret: Option<Key>,
     ) -> Result<Tcp> {
         let max_send = params.usize(&MAX_SEND_SIZE);
         let eager = params.usize(&EAGER_LIMIT).min(max_send);
@@ -695,21 +715,34 @@ impl Tcp {
         Ok(None)
     }
 
-    /// Our handshake towards the peer of endpoint `ep`.
+    /// Our handshake towards the peer of endpoint `ep`, in `role`, for the exchange of
+    /// nonces `own` (ours) and `theirs`.
     fn handshake_to(
         &self,
         ep: usize,
-        secret: [u8; SECRET_LEN],
+        secret: &Key,
+        role: &str,
+        (own, theirs): (Nonce, Nonce),
         follows: bool,
     ) -> [u8; HANDSHAKE_LEN] {
         Handshake {
-            secret,
+            nonce: own,
             from: self.me.0,
             to: self.peers[ep].proc.0,
             max_frag: self.attrs.max_send_size as u32,
             follows,
+            proof: [0; stormpi_bootstrap::auth::PROOF_LEN],
         }
+        .sign(secret, role, &theirs)
         .to_bytes()
+    }
+
+    /// Our answer on connection `slot`, which the peer of `ep` opened and authenticated.
+    fn answer_on(&self, slot: usize, ep: usize, follows: bool) -> Option<[u8; HANDSHAKE_LEN]> {
+        let secret = self.secret.as_ref()?;
+        let c = self.conns.get(slot)?.conn.as_deref()?;
+        let nonces = (c.own_nonce, c.peer_nonce?);
+        Some(self.handshake_to(ep, secret, wire::ANSWER, nonces, follows))
     }
 
     /// Files a new connection and watches it.
@@ -782,9 +815,6 @@ impl Tcp {
     /// The peer of `ep` opened a connection to us while we send on our own to it, and it has the
     /// lower rank: its connection wins. Answer on it (marked "follows") and retire ours.
     fn switch(&mut self, ep: usize, winner: usize) {
-        let Some(secret) = self.secret else {
-            return;
-        };
         let Tx::On(own) = self.peers[ep].tx else {
             return;
         };
@@ -793,12 +823,16 @@ impl Tcp {
         };
         // Only our own connection on which the peer never answered (it cannot have: it had its
         // own) is retired.
-        if !c.initiated || !matches!(c.rx, Rx::Handshake(_)) {
+        if !c.initiated || !matches!(c.rx, Rx::Handshake(_) | Rx::Challenge(_)) {
             return;
         }
-        c.retiring = true;
-        let hs = self.handshake_to(ep, secret, true);
-        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, hs);
+        let Some(hs) = self.answer_on(winner, ep, true) else {
+            return;
+        };
+        if let Some(c) = self.conn(own) {
+            c.retiring = true;
+        }
+        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs));
         let Some(w) = self.conn(winner) else {
             return;
         };
@@ -863,7 +897,7 @@ impl Tcp {
     #[cold]
     #[inline(never)]
     fn start_tx(&mut self, ep: usize) -> Option<usize> {
-        let secret = self.secret?;
+        self.secret.as_ref()?;
         match &self.peers[ep].tx {
             Tx::On(slot) => return Some(*slot),
             Tx::Down { why, logged } => {
@@ -881,16 +915,23 @@ impl Tcp {
             }
             Tx::Idle => {}
         }
-        let hs = self.handshake_to(ep, secret, false);
-        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, hs);
         if let Some(slot) = self.peers[ep].accepted {
             // Our handshake goes first, so the peer knows who answers on its connection.
+            let hs = self.answer_on(slot, ep, false)?;
+            let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs));
             let c = self.conn(slot)?;
             c.tx = Some(q);
             self.peers[ep].tx = Tx::On(slot);
             self.flush(slot);
             return Some(slot);
         }
+        // Our handshake waits for the acceptor's challenge; frames queue behind it.
+        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, None);
+        self.open(ep, q)
+    }
+
+    /// Opens our connection to the peer of `ep`, to send what `q` holds.
+    fn open(&mut self, ep: usize, q: SendQueue) -> Option<usize> {
         let addr = self.peers[ep].addr;
         let proc = self.peers[ep].proc;
         let user_timeout = self.cfg.user_timeout_ms;
@@ -905,6 +946,7 @@ impl Tcp {
             }
         });
         let conn = started.and_then(|(stream, connected)| {
+            let own_nonce = Nonce::generate()?;
             self.insert(Conn {
                 stream,
                 from: SocketAddr::V4(addr),
@@ -912,20 +954,28 @@ impl Tcp {
                 ep: Some(ep),
                 connected,
                 deadline: (!connected).then(|| Instant::now() + self.cfg.connect_timeout),
-                rx: Rx::Handshake(HsBuf::new()),
+                rx: Rx::Challenge(HsBuf::new()),
                 tx: Some(q),
                 listed: false,
                 hold: false,
                 retiring: false,
                 hup: false,
+                own_nonce,
+                peer_nonce: None,
             })
         });
         match conn {
             Ok(slot) => {
                 self.peers[ep].tx = Tx::On(slot);
-                // The handshake leaves now (if connected), so the first frame can follow it
-                // at once.
-                self.flush(slot);
+                // A peer in progress answers at once: then the handshake and the first frame
+                // leave now; else when the challenge arrives.
+                let fd = self
+                    .conn(slot)
+                    .filter(|c| c.connected)
+                    .map(|c| c.stream.as_raw_fd());
+                if fd.is_some_and(|fd| sys::wait_readable(fd, CHALLENGE_WAIT_MS).unwrap_or(false)) {
+                    self.take_challenge(slot);
+                }
                 match self.peers[ep].tx {
                     Tx::On(slot) => Some(slot),
                     _ => None,
@@ -1080,7 +1130,16 @@ impl Tcp {
                 .set_nonblocking(true)
                 .and_then(|_| stream.set_nodelay(true))
                 .and_then(|_| sys::set_user_timeout(stream.as_raw_fd(), self.cfg.user_timeout_ms));
+            // The challenge first: the connecting side's proof must cover our fresh nonce.
             let conn = ready.and_then(|_| {
+                let own_nonce = Nonce::generate()?;
+                let challenge = Challenge { nonce: own_nonce }.to_bytes();
+                // A fresh socket's buffer takes these few bytes whole.
+                let n =
+                    sys::send_vectored(stream.as_raw_fd(), &[std::io::IoSlice::new(&challenge)])?;
+                if n != CHALLENGE_LEN {
+                    return Err(std::io::Error::other("the challenge did not fit"));
+                }
                 self.insert(Conn {
                     stream,
                     from,
@@ -1094,6 +1153,8 @@ impl Tcp {
                     hold: false,
                     retiring: false,
                     hup: false,
+                    own_nonce,
+                    peer_nonce: None,
                 })
             });
             match conn {
@@ -1105,13 +1166,19 @@ impl Tcp {
         n
     }
 
-    /// Checks the handshake of an accepted connection; the endpoint of the peer it
-    /// authenticates.
-    fn check_handshake(&self, b: &[u8; HANDSHAKE_LEN]) -> std::result::Result<usize, String> {
+    /// Checks the handshake of an accepted connection whose challenge carried `ours`; the
+    /// endpoint of the peer it authenticates, and the peer's nonce.
+    fn check_handshake(
+        &self,
+        b: &[u8; HANDSHAKE_LEN],
+        ours: &Nonce,
+    ) -> std::result::Result<(usize, Nonce), String> {
         let hs = Handshake::parse(b).map_err(|e| e.to_string())?;
         let secret = self.secret.as_ref().ok_or("no job secret known yet")?;
-        if !wire::same_secret(&hs.secret, secret) {
-            return Err("wrong secret".into());
+        if !hs.verify(secret, wire::CONNECT, ours) {
+            return Err(
+                "wrong proof of the job secret (a stranger, or a replayed handshake)".into(),
+            );
         }
         if hs.to != self.me.0 {
             return Err(format!(
@@ -1130,20 +1197,23 @@ impl Tcp {
         if self.peers[ep as usize].accepted.is_some() {
             return Err(format!("rank {} is connected already", hs.from));
         }
-        Ok(ep as usize)
+        Ok((ep as usize, hs.nonce))
     }
 
-    /// Checks the handshake with which the peer of `ep` answers on our connection; whether its
-    /// frames follow those of its own connection to us.
+    /// Checks the handshake with which the peer of `ep` answers on our connection, in the
+    /// exchange of nonces `ours` and `theirs` (from its challenge); whether its frames follow
+    /// those of its own connection to us.
     fn check_answer(
         &self,
         b: &[u8; HANDSHAKE_LEN],
         ep: usize,
+        ours: &Nonce,
+        theirs: Option<Nonce>,
     ) -> std::result::Result<bool, String> {
         let hs = Handshake::parse(b).map_err(|e| e.to_string())?;
         let secret = self.secret.as_ref().ok_or("no job secret known")?;
-        if !wire::same_secret(&hs.secret, secret) {
-            return Err("wrong secret".into());
+        if theirs != Some(hs.nonce) || !hs.verify(secret, wire::ANSWER, ours) {
+            return Err("wrong proof of the job secret".into());
         }
         let want = self.peers[ep].proc.0;
         if hs.from != want || hs.to != self.me.0 {
@@ -1220,9 +1290,10 @@ impl Tcp {
             Rx::Frames(_) if c.hold => return 0,
             Rx::Frames(r) if r.paused => return 0,
             Rx::Frames(_) => return self.pump(slot, sink),
+            Rx::Challenge(_) => return self.take_challenge(slot) + self.read_answer(slot, sink),
             Rx::Handshake(h) => h.read(fd),
         };
-        let (initiated, ep) = (c.initiated, c.ep);
+        let (initiated, ep, own_nonce, peer_nonce) = (c.initiated, c.ep, c.own_nonce, c.peer_nonce);
         let b = match got {
             Ok(HandshakeRead::Partial) => return 0,
             Ok(HandshakeRead::Complete(b)) => b,
@@ -1257,7 +1328,7 @@ impl Tcp {
         let mut hold = false;
         let ep = if initiated {
             let ep = ep.expect("our own connections know their peer");
-            match self.check_answer(&b, ep) {
+            match self.check_answer(&b, ep, &own_nonce, peer_nonce) {
                 Ok(follows) => {
                     // Its frames here come after those on its own connection to us.
                     hold = follows && !self.peers[ep].accepted_ended;
@@ -1273,10 +1344,13 @@ impl Tcp {
             }
             ep
         } else {
-            match self.check_handshake(&b) {
-                Ok(ep) => {
+            match self.check_handshake(&b, &own_nonce) {
+                Ok((ep, theirs)) => {
                     self.pending -= 1;
                     self.peers[ep].accepted = Some(slot);
+                    if let Some(c) = self.conn(slot) {
+                        c.peer_nonce = Some(theirs);
+                    }
                     ep
                 }
                 Err(why) => {
@@ -1300,6 +1374,90 @@ impl Tcp {
             self.switch(ep, slot);
         }
         1 + self.pump(slot, sink)
+    }
+
+    /// Reads the acceptor's challenge on our connection `slot`; once it is there, completes our
+    /// handshake with the proof over its nonce and writes what waits. Counts events.
+    fn take_challenge(&mut self, slot: usize) -> usize {
+        let Some(c) = self.conn(slot) else {
+            return 0;
+        };
+        let fd = c.stream.as_raw_fd();
+        let Rx::Challenge(h) = &mut c.rx else {
+            return 0;
+        };
+        let b = match h.read(fd) {
+            Ok(HandshakeRead::Partial) => return 0,
+            Ok(HandshakeRead::Complete(b)) => b,
+            Ok(HandshakeRead::Closed) => {
+                self.close(slot, "closed by the peer before its challenge", true);
+                return 1;
+            }
+            Ok(HandshakeRead::Garbage) => {
+                self.close(slot, "the peer's challenge is garbage", true);
+                return 1;
+            }
+            Err(e) => {
+                self.fail(slot, "read failed", &e);
+                return 1;
+            }
+        };
+        let ch = match Challenge::parse(&b) {
+            Ok(ch) => ch,
+            Err(e) => {
+                self.close(slot, &format!("the peer's challenge: {e}"), true);
+                return 1;
+            }
+        };
+        let (ep, own) = (c.ep, c.own_nonce);
+        let (Some(ep), Some(secret)) = (ep, self.secret.as_ref()) else {
+            return 0;
+        };
+        if sys::peer_closed(fd) {
+            return self.reopen(slot, ep);
+        }
+        let hs = self.handshake_to(ep, secret, wire::CONNECT, (own, ch.nonce), false);
+        let Some(c) = self.conn(slot) else {
+            return 0;
+        };
+        c.peer_nonce = Some(ch.nonce);
+        c.rx = Rx::Handshake(HsBuf::new());
+        if let Some(q) = &mut c.tx {
+            q.set_prefix(hs);
+        }
+        self.flush(slot);
+        1
+    }
+
+    /// The peer closed our connection `slot` right after its challenge: it waited longer than
+    /// its `btl_tcp_connect_timeout` for our handshake (we were not in progress), or made room
+    /// for newer connections. Nothing of ours was written on it, so open another with the same
+    /// queue.
+    fn reopen(&mut self, slot: usize, ep: usize) -> usize {
+        if self.peers[ep].reopens >= MAX_REOPENS {
+            self.close(
+                slot,
+                "the peer closed each connection before our handshake went out",
+                true,
+            );
+            return 1;
+        }
+        self.peers[ep].reopens += 1;
+        let Some(q) = self.remove(slot).and_then(|mut c| c.tx.take()) else {
+            return 0;
+        };
+        self.peers[ep].tx = Tx::Idle;
+        self.open(ep, q);
+        1
+    }
+
+    /// After the challenge: an answer that may have come with it (edge-triggered epoll will
+    /// not report those bytes again).
+    fn read_answer(&mut self, slot: usize, sink: &mut dyn Sink) -> usize {
+        match self.conn(slot) {
+            Some(c) if matches!(c.rx, Rx::Handshake(_)) => self.read(slot, sink),
+            _ => 0,
+        }
     }
 
     /// Delivers what authenticated connection `slot` has; closes it when it ended.
@@ -1433,7 +1591,7 @@ impl Btl for Tcp {
         if self.index == 0 {
             modex.put(wire::COUNT_KEY, &(self.count as u32).to_be_bytes())?;
             if let Some(s) = &self.own_secret {
-                modex.put(wire::SECRET_KEY, s)?;
+                modex.put(wire::SECRET_KEY, s.as_bytes())?;
             }
         }
         Ok(())
@@ -1466,7 +1624,11 @@ impl Btl for Tcp {
             .node;
         let mut buf = [0u8; 64];
         self.secret = match modex.get(ProcId(0), wire::SECRET_KEY, &mut buf)? {
-            Some(SECRET_LEN) => Some(buf[..SECRET_LEN].try_into().expect("16 bytes")),
+            Some(SECRET_LEN) => {
+                let mut k = [0; SECRET_LEN];
+                k.copy_from_slice(&buf[..SECRET_LEN]);
+                Some(Key::from_bytes(k))
+            }
             other => {
                 if peers.len() > 1 {
                     self.log(format_args!(
@@ -1501,6 +1663,7 @@ impl Btl for Tcp {
                     accepted: None,
                     accepted_ended: false,
                     held: None,
+                    reopens: 0,
                 });
                 *ep = Some(Endpoint(i));
             }

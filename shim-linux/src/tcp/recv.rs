@@ -19,47 +19,48 @@ use stormpi_core::btl::{AmTag, Delivery, Sink, Token, PLACE_HEAD};
 use stormpi_core::rte::ProcId;
 
 use super::sys;
-use super::wire::{Frame, FrameError, Handshake, FRAME_LEN, HANDSHAKE_LEN, PAD_MAX};
+use super::wire::{self, Frame, FrameError, FRAME_LEN, PAD_MAX};
 
-/// The handshake of a connection, as far as it has arrived.
-pub struct HsBuf {
-    buf: [u8; HANDSHAKE_LEN],
+/// The challenge (`N` = [`wire::CHALLENGE_LEN`]) or handshake (`N` = [`wire::HANDSHAKE_LEN`])
+/// at the start of a connection, as far as it has arrived.
+pub struct HsBuf<const N: usize> {
+    buf: [u8; N],
     got: usize,
 }
 
-/// What reading a handshake gave.
-pub enum HandshakeRead {
+/// What reading a challenge or handshake gave.
+pub enum HandshakeRead<const N: usize> {
     /// Not all of it yet.
     Partial,
     /// All of it (still to be checked against the job).
-    Complete([u8; HANDSHAKE_LEN]),
+    Complete([u8; N]),
     /// The first bytes are not a stormpi handshake.
     Garbage,
     /// The connection closed first.
     Closed,
 }
 
-impl HsBuf {
+impl<const N: usize> HsBuf<N> {
     /// Nothing read yet.
-    pub fn new() -> HsBuf {
+    pub fn new() -> HsBuf<N> {
         HsBuf {
-            buf: [0; HANDSHAKE_LEN],
+            buf: [0; N],
             got: 0,
         }
     }
 
     /// Reads what has arrived of the handshake from `fd`, and not a byte past it (the frames
     /// behind it stay in the socket for the [`Reader`]).
-    pub fn read(&mut self, fd: RawFd) -> io::Result<HandshakeRead> {
+    pub fn read(&mut self, fd: RawFd) -> io::Result<HandshakeRead<N>> {
         loop {
             match sys::recv(fd, &mut self.buf[self.got..]) {
                 Ok(0) => return Ok(HandshakeRead::Closed),
                 Ok(n) => {
                     self.got += n;
-                    if !Handshake::plausible_prefix(&self.buf[..self.got]) {
+                    if !wire::plausible_prefix(&self.buf[..self.got]) {
                         return Ok(HandshakeRead::Garbage);
                     }
-                    if self.got == HANDSHAKE_LEN {
+                    if self.got == N {
                         return Ok(HandshakeRead::Complete(self.buf));
                     }
                 }
@@ -358,7 +359,8 @@ impl Reader {
             match got {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
-                    budget -= n;
+                    // The read-ahead behind a placed payload may take a little past the budget.
+                    budget = budget.saturating_sub(n);
                     // A short read means the socket is empty now (the end of stream, which
                     // only the next read reports, aside).
                     drained = n < want && !hup;
@@ -450,17 +452,18 @@ mod tests {
     #[test]
     fn handshake_is_read_exactly() {
         let (mut a, b) = pair();
-        let mut p = HsBuf::new();
+        let mut p = HsBuf::<{ wire::HANDSHAKE_LEN }>::new();
         assert!(matches!(
             p.read(b.as_raw_fd()).unwrap(),
             HandshakeRead::Partial
         ));
-        let hs = Handshake {
-            secret: [1; 16],
+        let hs = wire::Handshake {
+            nonce: stormpi_bootstrap::auth::Nonce([1; 16]),
             from: 1,
             to: 0,
             max_frag: 100,
             follows: false,
+            proof: [2; 32],
         }
         .to_bytes();
         a.write_all(&hs[..10]).unwrap();
@@ -490,7 +493,7 @@ mod tests {
     #[test]
     fn garbage_and_early_close_are_recognised() {
         let (mut a, b) = pair();
-        let mut p = HsBuf::new();
+        let mut p = HsBuf::<{ wire::HANDSHAKE_LEN }>::new();
         a.write_all(b"SX").unwrap();
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
         loop {
@@ -501,7 +504,7 @@ mod tests {
             }
         }
         let (a, b) = pair();
-        let mut p = HsBuf::new();
+        let mut p = HsBuf::<{ wire::HANDSHAKE_LEN }>::new();
         drop(a);
         loop {
             match p.read(b.as_raw_fd()).unwrap() {

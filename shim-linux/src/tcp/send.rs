@@ -104,6 +104,8 @@ pub struct SendQueue {
     done: Vec<Token>,
     /// The handshake, sent before any frame.
     prefix: [u8; HANDSHAKE_LEN],
+    /// The handshake is known: nothing is written before it is (see [`SendQueue::set_prefix`]).
+    prefix_ready: bool,
     prefix_sent: usize,
     /// The frame queued last is a zero-copy one.
     last_is_ref: bool,
@@ -111,8 +113,13 @@ pub struct SendQueue {
 
 impl SendQueue {
     /// A queue with a ring of `ring_bytes` (at least one largest frame) and room for `max_refs`
-    /// zero-copy frames, that first sends `handshake`.
-    pub fn new(ring_bytes: usize, max_refs: usize, handshake: [u8; HANDSHAKE_LEN]) -> SendQueue {
+    /// zero-copy frames, that first sends `handshake`; with `None`, frames queue but nothing is
+    /// written until [`SendQueue::set_prefix`] gives the handshake.
+    pub fn new(
+        ring_bytes: usize,
+        max_refs: usize,
+        handshake: Option<[u8; HANDSHAKE_LEN]>,
+    ) -> SendQueue {
         let max_refs = max_refs.max(1);
         // Copied frames between two zero-copy ones merge into one descriptor, and so do the
         // frames on each side of a wrap: 2 per reference and 2 more bound the count.
@@ -128,10 +135,18 @@ impl SendQueue {
             refs: 0,
             max_refs,
             done: Vec::with_capacity(max_refs),
-            prefix: handshake,
+            prefix: handshake.unwrap_or([0; HANDSHAKE_LEN]),
+            prefix_ready: handshake.is_some(),
             prefix_sent: 0,
             last_is_ref: false,
         }
+    }
+
+    /// Gives the handshake of a queue made without one; it goes before every frame queued.
+    pub fn set_prefix(&mut self, handshake: [u8; HANDSHAKE_LEN]) {
+        debug_assert!(!self.prefix_ready, "tcp: the handshake is set once");
+        self.prefix = handshake;
+        self.prefix_ready = true;
     }
 
     /// Whether nothing waits to be written.
@@ -336,6 +351,9 @@ impl SendQueue {
             bytes: 0,
             blocked: false,
         };
+        if !self.prefix_ready {
+            return Ok(out);
+        }
         loop {
             let (n, wanted) = {
                 let mut iov = [IoSlice::new(&[]); MAX_IOV];
@@ -544,10 +562,26 @@ mod tests {
         (a, b)
     }
 
+    /// Frames queued before the handshake is known wait for it, then follow it.
+    #[test]
+    fn nothing_leaves_before_the_handshake() {
+        let (a, mut b) = pair();
+        let mut q = SendQueue::new(1024, 4, None);
+        assert!(put(&mut q, 1, b"early"));
+        let f = q.flush(a.as_raw_fd()).unwrap();
+        assert_eq!(f.bytes, 0);
+        assert!(!q.is_empty());
+        q.set_prefix(HS);
+        let mut want = HS.to_vec();
+        want.extend(frame(1, b"early"));
+        assert_eq!(q.flush(a.as_raw_fd()).unwrap().bytes, want.len());
+        assert_eq!(read_all(&mut b, want.len()), want);
+    }
+
     #[test]
     fn handshake_then_frames_in_order_in_one_send() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(1024, 4, HS);
+        let mut q = SendQueue::new(1024, 4, Some(HS));
         assert!(!q.is_empty());
         assert!(put(&mut q, 1, b"one"));
         let user = b"zero-copy payload".to_vec();
@@ -582,7 +616,7 @@ mod tests {
     #[test]
     fn ring_wraps_and_pushes_back() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(100, 2, HS);
+        let mut q = SendQueue::new(100, 2, Some(HS));
         let d = *b"ref";
         // SAFETY: `d` outlives the queue's use of it.
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -624,7 +658,7 @@ mod tests {
     #[test]
     fn blocked_socket_keeps_order_and_reports_references_later() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(64 << 10, 4, HS);
+        let mut q = SendQueue::new(64 << 10, 4, Some(HS));
         let big = vec![0xabu8; 200_000];
         // SAFETY: `big` outlives every use by the queue in this test.
         let r = unsafe { DataRef::new(big.as_ptr(), big.len()) };
@@ -657,7 +691,7 @@ mod tests {
 
     #[test]
     fn reference_limits_and_abandon() {
-        let mut q = SendQueue::new(256, 2, HS);
+        let mut q = SendQueue::new(256, 2, Some(HS));
         let d = [0u8; 8];
         // SAFETY: `d` outlives the queue's use (nothing is ever sent).
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -680,7 +714,7 @@ mod tests {
 
     #[test]
     fn descriptor_bound_is_back_pressure() {
-        let mut q = SendQueue::new(1 << 16, 1, HS);
+        let mut q = SendQueue::new(1 << 16, 1, Some(HS));
         let d = [0u8; 1];
         // SAFETY: `d` outlives the queue's use (nothing is ever sent).
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -697,7 +731,7 @@ mod tests {
     #[test]
     fn inline_frames_go_at_once_or_their_rest_through_the_ring() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(64 << 10, 4, HS);
+        let mut q = SendQueue::new(64 << 10, 4, Some(HS));
         b.set_nonblocking(true).unwrap();
         // The handshake is still queued: the frame waits behind it, copied.
         assert!(q
@@ -755,7 +789,7 @@ mod tests {
     #[test]
     fn zero_copy_written_at_once_is_done() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(256, 2, HS);
+        let mut q = SendQueue::new(256, 2, Some(HS));
         let d = *b"payload";
         // SAFETY: `d` outlives the flush below.
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };

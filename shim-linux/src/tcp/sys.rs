@@ -297,6 +297,34 @@ pub fn wait_writable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Whether the peer of socket `fd` has closed it with nothing unread before the end (a
+/// non-blocking peek at the next byte).
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut b = 0u8;
+    // SAFETY: `b` is one writable byte; MSG_PEEK leaves the socket's data in place.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable (or fail); whether it did.
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call.
+    let n = check(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
+    Ok(n > 0)
+}
+
 /// Zeroed bytes starting on a page boundary.
 ///
 /// The socket buffers live here: this CPU copies (`rep movsb`, the kernel's socket copies

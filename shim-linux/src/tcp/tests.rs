@@ -84,11 +84,10 @@ fn table(nodes: &[u32]) -> Vec<PeerInfo> {
 /// A job of `nodes.len()` ranks with one loopback module each.
 fn job(nodes: &[u32], p: &Params) -> (Vec<Tcp>, Vec<Vec<Option<Endpoint>>>, Kv) {
     let mut kv = Kv::default();
-    let mut secret = [0u8; 16];
-    sys::random(&mut secret).unwrap();
+    let secret = Key::generate().unwrap();
     let mut mods: Vec<Tcp> = (0..nodes.len())
         .map(|r| {
-            let s = (r == 0).then_some(secret);
+            let s = (r == 0).then(|| secret.clone());
             Tcp::new(p, lo(), ProcId(r as u32), 0, 1, s).unwrap()
         })
         .collect();
@@ -149,7 +148,7 @@ fn attrs_publish_and_endpoints() {
     let port = mods[2].local_addr().port().to_be_bytes();
     assert_eq!(rec[..], [1, 8, port[0], port[1], 127, 0, 0, 1]);
     assert_eq!(kv.0[&(0, "btl.tcp.count".to_string())], [0, 0, 0, 1]);
-    assert_eq!(kv.0[&(0, "btl.tcp.secret".to_string())].len(), 16);
+    assert_eq!(kv.0[&(0, "btl.tcp.secret".to_string())].len(), 32);
     assert!(!kv.0.contains_key(&(1, "btl.tcp.secret".to_string())));
 }
 
@@ -325,22 +324,36 @@ fn retry_is_back_pressure_and_nothing_is_lost() {
     }
 }
 
-/// Connects to `addr` and sends `bytes`; returns whether the module closed the connection.
-fn stranger(addr: SocketAddrV4, bytes: &[u8], mods: &mut [Tcp], s: &mut [Collect]) -> bool {
+/// Connects to `addr`, reads the module's challenge, and sends what `answer` makes of its nonce;
+/// returns whether the module closed the connection.
+fn stranger(
+    addr: SocketAddrV4,
+    answer: impl Fn(Nonce) -> Vec<u8>,
+    mods: &mut [Tcp],
+    s: &mut [Collect],
+) -> bool {
     let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(bytes).unwrap();
     c.set_nonblocking(true).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut challenge = Vec::new();
+    let mut answered = false;
     loop {
         for (m, sk) in mods.iter_mut().zip(s.iter_mut()) {
             m.progress(sk);
         }
-        let mut b = [0u8; 1];
-        match c.read(&mut b) {
+        let mut b = [0u8; CHALLENGE_LEN];
+        let want = CHALLENGE_LEN - challenge.len();
+        match c.read(&mut b[..want.max(1)]) {
             Ok(0) => return true,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => return true,
-            Ok(_) => panic!("the module never writes on accepted connections"),
+            Ok(_) if want == 0 => panic!("the module writes nothing after its challenge"),
+            Ok(n) => challenge.extend_from_slice(&b[..n]),
+        }
+        if challenge.len() == CHALLENGE_LEN && !answered {
+            let ch = Challenge::parse(&challenge.clone().try_into().unwrap()).unwrap();
+            c.write_all(&answer(ch.nonce)).unwrap();
+            answered = true;
         }
         if Instant::now() >= deadline {
             return false;
@@ -353,36 +366,59 @@ fn strangers_are_turned_away_and_the_job_goes_on() {
     let p = params(&[("btl_tcp_connect_timeout", "300")]);
     let (mut mods, eps, kv) = job(&[0, 0], &p);
     let addr1 = mods[1].local_addr();
-    let secret: [u8; 16] = kv.0[&(0, "btl.tcp.secret".to_string())][..]
-        .try_into()
-        .unwrap();
+    let secret = Key::from_bytes(
+        kv.0[&(0, "btl.tcp.secret".to_string())][..]
+            .try_into()
+            .unwrap(),
+    );
     let mut s = sinks(2);
-    let hs = |secret, from, to| {
+    let mine = Nonce([5; 16]);
+    // A handshake from `from` to `to` with the proof `key` gives over `their` nonce.
+    let hs = |key: &Key, from, to, their: Nonce| {
         Handshake {
-            secret,
+            nonce: mine,
             from,
             to,
             max_frag: 512 << 10,
             follows: false,
+            proof: [0; 32],
         }
+        .sign(key, wire::CONNECT, &their)
         .to_bytes()
+        .to_vec()
     };
-    // Wrong secret, unknown rank, addressed to another rank, garbage, too large fragments,
-    // silence: each is closed.
-    assert!(stranger(addr1, &hs([0; 16], 0, 1), &mut mods, &mut s));
-    assert!(stranger(addr1, &hs(secret, 7, 1), &mut mods, &mut s));
-    assert!(stranger(addr1, &hs(secret, 0, 0), &mut mods, &mut s));
+    let wrong = Key::from_bytes([0; 32]);
+    // Wrong secret, a proof over another nonce (a replay), the acceptor's role, unknown rank,
+    // addressed to another rank, garbage, too large fragments, silence: each is closed.
+    assert!(stranger(addr1, |n| hs(&wrong, 0, 1, n), &mut mods, &mut s));
     assert!(stranger(
         addr1,
-        b"GET / HTTP/1.0\r\n\r\n",
+        |_| hs(&secret, 0, 1, Nonce([1; 16])),
         &mut mods,
         &mut s
     ));
-    let mut big = hs(secret, 0, 1);
-    big[32..36].copy_from_slice(&(1u32 << 20).to_be_bytes());
-    assert!(stranger(addr1, &big, &mut mods, &mut s));
+    let as_answer = |n| {
+        let mut h = Handshake::parse(&hs(&secret, 0, 1, n).try_into().unwrap()).unwrap();
+        h = h.sign(&secret, wire::ANSWER, &n);
+        h.to_bytes().to_vec()
+    };
+    assert!(stranger(addr1, as_answer, &mut mods, &mut s));
+    assert!(stranger(addr1, |n| hs(&secret, 7, 1, n), &mut mods, &mut s));
+    assert!(stranger(addr1, |n| hs(&secret, 0, 0, n), &mut mods, &mut s));
+    assert!(stranger(
+        addr1,
+        |_| b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+        &mut mods,
+        &mut s
+    ));
+    let big = |n| {
+        let mut h = Handshake::parse(&hs(&secret, 0, 1, n).try_into().unwrap()).unwrap();
+        h.max_frag = 1 << 20;
+        h.sign(&secret, wire::CONNECT, &n).to_bytes().to_vec()
+    };
+    assert!(stranger(addr1, big, &mut mods, &mut s));
     assert!(
-        stranger(addr1, b"", &mut mods, &mut s),
+        stranger(addr1, |_| Vec::new(), &mut mods, &mut s),
         "silence outlives the deadline"
     );
     assert_eq!(mods[1].connections(), (0, 0));
@@ -391,10 +427,33 @@ fn strangers_are_turned_away_and_the_job_goes_on() {
     assert!(send(&mut mods[0], eps[0][1].unwrap(), 9, b"real"));
     run(&mut mods, &mut s, |s| !s[1].got.is_empty());
     assert_eq!(s[1].got, [(0, 9, b"real".to_vec())]);
-    // A second connection claiming to be rank 0 is refused (it is connected already).
-    assert!(stranger(addr1, &hs(secret, 0, 1), &mut mods, &mut s));
+    // A second connection proving it is rank 0 is refused (it is connected already).
+    assert!(stranger(addr1, |n| hs(&secret, 0, 1, n), &mut mods, &mut s));
     assert!(send(&mut mods[0], eps[0][1].unwrap(), 9, b"again"));
     run(&mut mods, &mut s, |s| s[1].got.len() == 2);
+    for m in &mut mods {
+        m.finalize();
+    }
+}
+
+/// A sender that is not in progress while its peer challenges it loses nothing: the peer gives
+/// up on the connection after `btl_tcp_connect_timeout`, and the sender, finding the challenge
+/// followed by the end of the connection, opens another with the same frames.
+#[test]
+fn a_sender_late_for_its_handshake_connects_again() {
+    let p = params(&[("btl_tcp_connect_timeout", "200")]);
+    let (mut mods, eps, _) = job(&[0, 0], &p);
+    let mut s = sinks(2);
+    assert!(send(&mut mods[0], eps[0][1].unwrap(), 9, b"patient"));
+    // Rank 0 computes; rank 1 accepts, challenges, waits, gives up.
+    let until = Instant::now() + Duration::from_millis(600);
+    while Instant::now() < until {
+        mods[1].progress(&mut s[1]);
+    }
+    assert_eq!(mods[1].connections(), (0, 0));
+    run(&mut mods, &mut s, |s| !s[1].got.is_empty());
+    assert_eq!(s[1].got, [(0, 9, b"patient".to_vec())]);
+    assert_eq!(mods[0].peers[0].reopens, 1);
     for m in &mut mods {
         m.finalize();
     }
@@ -508,20 +567,25 @@ fn two_that_start_at_once_settle_on_one_connection_in_order() {
         assert!(send(&mut mods[0], to1, 1, &[i; 1000]));
         assert!(send(&mut mods[1], to0, 2, &[i; 1000]));
     }
-    // Rank 1 alone: it accepts rank 0's connection, moves over to it (the lower rank's) and
+    // Each challenges the other's connection, and each proves itself on its own. Rank 0 takes
+    // no frame yet. Rank 1 accepts rank 0's connection, moves over to it (the lower rank's) and
     // retires its own once that is written.
+    s[0].refuse = true;
     let deadline = Instant::now() + Duration::from_secs(20);
     while mods[1].connections() != (0, 1) || s[1].got.len() < 20 {
         assert!(Instant::now() < deadline, "rank 1 kept its own connection");
         mods[1].progress(&mut s[1]);
+        mods[0].progress(&mut s[0]);
     }
+    assert!(s[0].got.is_empty());
     for i in 20..40u8 {
         assert!(send(&mut mods[1], to0, 2, &[i; 1000]));
     }
-    // Rank 0 now finds both: the old connection (20 frames and its end) and rank 1's answer on
+    // Rank 0 now takes both: the old connection (20 frames and its end) and rank 1's answer on
     // its own with 20 more. The first frame of the old one is refused once, so whichever
     // connection rank 0 looks at first, the new path is seen while the old one still holds
     // frames: they must wait.
+    s[0].refuse = false;
     s[0].refuse_once = Some(vec![0; 1000]);
     run(&mut mods, &mut s, |s| s[0].got.len() == 40);
     // (sender, tag, the byte the frame is filled with) in arrival order.
@@ -582,8 +646,29 @@ fn an_answer_with_a_wrong_handshake_ends_the_connection() {
     let to1 = eps[0][1].unwrap();
     assert!(send(&mut mods[0], to1, 1, b"hello"));
     let (mut c, _) = fake.accept().unwrap();
+    c.write_all(
+        &Challenge {
+            nonce: Nonce([4; 16]),
+        }
+        .to_bytes(),
+    )
+    .unwrap();
     let mut hs = [0u8; HANDSHAKE_LEN];
-    c.read_exact(&mut hs).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    c.set_nonblocking(true).unwrap();
+    let mut got = 0;
+    while got < HANDSHAKE_LEN {
+        assert!(
+            Instant::now() < deadline,
+            "no handshake after the challenge"
+        );
+        mods[0].progress(&mut s[0]);
+        match c.read(&mut hs[got..]) {
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
     let mine = Handshake::parse(&hs).unwrap();
     assert_eq!((mine.from, mine.to), (0, 1));
     let answer = Handshake {

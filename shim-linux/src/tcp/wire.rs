@@ -8,6 +8,8 @@
 
 use std::net::Ipv4Addr;
 
+use stormpi_bootstrap::auth::{self, Key, Nonce, Proof};
+
 /// Bytes of a frame header.
 pub const FRAME_LEN: usize = 8;
 
@@ -111,30 +113,59 @@ impl Frame {
     }
 }
 
+/// Bytes of the challenge.
+pub const CHALLENGE_LEN: usize = 24;
 /// Bytes of the handshake.
-pub const HANDSHAKE_LEN: usize = 36;
-/// First four bytes of every connection: "STCP".
+pub const HANDSHAKE_LEN: usize = 68;
+/// First four bytes of every connection, in each direction: "STCP".
 pub const MAGIC: [u8; 4] = *b"STCP";
-/// The protocol version this build speaks (2: frames may carry a pad).
-pub const VERSION: u16 = 2;
+/// The protocol version this build speaks (3: challenge and proofs instead of the bare secret).
+pub const VERSION: u16 = 3;
 /// Bytes of the job secret.
-pub const SECRET_LEN: usize = 16;
+pub const SECRET_LEN: usize = auth::KEY_LEN;
+/// Bytes of the handshake that its proof covers (all before the proof).
+const SIGNED_LEN: usize = 36;
 
-/// The first bytes a connecting process sends:
+/// The role of a connecting process's handshake in its proof.
+pub const CONNECT: &str = "stormpi tcp connect";
+/// The role of the handshake with which an accepting process answers on the connection.
+pub const ANSWER: &str = "stormpi tcp answer";
+
+/// The first bytes an accepting process sends, before it reads anything: its nonce, which the
+/// connecting process's proof must cover.
+///
+/// | offset | size | field |
+/// | --- | --- | --- |
+/// | 0 | 4 | magic `STCP` |
+/// | 4 | 2 | protocol version |
+/// | 6 | 2 | zero |
+/// | 8 | 16 | the acceptor's nonce |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// The acceptor's nonce.
+    pub nonce: Nonce,
+}
+
+/// The handshake: the first bytes a connecting process sends once it has the challenge, and
+/// those an accepting process sends first when it answers on the connection.
 ///
 /// | offset | size | field |
 /// | --- | --- | --- |
 /// | 0 | 4 | magic `STCP` |
 /// | 4 | 2 | protocol version |
 /// | 6 | 2 | flags: bit 0 [`FLAG_FOLLOWS`], the others zero |
-/// | 8 | 16 | the job's secret |
+/// | 8 | 16 | the sender's nonce |
 /// | 24 | 4 | sender's rank |
 /// | 28 | 4 | receiver's rank (who the sender means to reach) |
 /// | 32 | 4 | sender's largest fragment (`btl_tcp_max_send_size`) |
+/// | 36 | 32 | proof: HMAC-SHA-256 under the job secret of bytes 0..36, the sender's role ([`CONNECT`] or [`ANSWER`]), its nonce and the other side's |
+///
+/// The secret itself never crosses the wire, and each proof covers the other side's fresh
+/// nonce, so a recorded handshake is refused on any other connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handshake {
-    /// The job's secret.
-    pub secret: [u8; SECRET_LEN],
+    /// The sender's nonce.
+    pub nonce: Nonce,
     /// Sender's rank.
     pub from: u32,
     /// Receiver's rank.
@@ -144,6 +175,8 @@ pub struct Handshake {
     /// The sender's frames on this connection come after those on another connection it opened
     /// to the receiver earlier, which it is closing: deliver them once that one has ended.
     pub follows: bool,
+    /// The proof (see [`Handshake::sign`]).
+    pub proof: Proof,
 }
 
 /// Handshake flag: see [`Handshake::follows`].
@@ -154,13 +187,15 @@ mod hs_field {
     pub const MAGIC: Range<usize> = 0..4;
     pub const VERSION: Range<usize> = 4..6;
     pub const FLAGS: Range<usize> = 6..8;
-    pub const SECRET: Range<usize> = 8..24;
+    pub const NONCE: Range<usize> = 8..24;
     pub const FROM: Range<usize> = 24..28;
     pub const TO: Range<usize> = 28..32;
     pub const MAX_FRAG: Range<usize> = 32..36;
+    pub const PROOF: Range<usize> = 36..68;
 }
 
-/// Why a handshake was refused (the acceptor's own checks of rank and secret come after this).
+/// Why a challenge or handshake was refused (the acceptor's own checks of ranks and proof come
+/// after this).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HandshakeError {
     /// Not a stormpi tcp connection.
@@ -183,56 +218,107 @@ impl std::fmt::Display for HandshakeError {
     }
 }
 
+/// Checks magic, version and flags (the first 8 bytes of both messages); the flags.
+fn parse_head(b: &[u8]) -> Result<u16, HandshakeError> {
+    if b[hs_field::MAGIC] != MAGIC {
+        return Err(HandshakeError::BadMagic);
+    }
+    let version = u16::from_be_bytes([b[4], b[5]]);
+    if version != VERSION {
+        return Err(HandshakeError::Version(version));
+    }
+    Ok(u16::from_be_bytes([b[6], b[7]]))
+}
+
+/// Whether the first `prefix.len()` bytes of a connection can still be a challenge or handshake:
+/// lets either side drop garbage before it has read a whole one.
+pub fn plausible_prefix(prefix: &[u8]) -> bool {
+    let n = prefix.len().min(MAGIC.len());
+    prefix[..n] == MAGIC[..n]
+}
+
+impl Challenge {
+    /// The challenge as bytes.
+    pub fn to_bytes(&self) -> [u8; CHALLENGE_LEN] {
+        let mut b = [0; CHALLENGE_LEN];
+        b[hs_field::MAGIC].copy_from_slice(&MAGIC);
+        b[hs_field::VERSION].copy_from_slice(&VERSION.to_be_bytes());
+        b[hs_field::NONCE].copy_from_slice(&self.nonce.0);
+        b
+    }
+
+    /// Reads a challenge.
+    pub fn parse(b: &[u8; CHALLENGE_LEN]) -> Result<Challenge, HandshakeError> {
+        match parse_head(b)? {
+            0 => {}
+            flags => return Err(HandshakeError::Flags(flags)),
+        }
+        let mut nonce = [0; auth::NONCE_LEN];
+        nonce.copy_from_slice(&b[hs_field::NONCE]);
+        Ok(Challenge {
+            nonce: Nonce(nonce),
+        })
+    }
+}
+
 impl Handshake {
     /// The handshake as bytes.
     pub fn to_bytes(&self) -> [u8; HANDSHAKE_LEN] {
         let mut b = [0; HANDSHAKE_LEN];
+        b[..SIGNED_LEN].copy_from_slice(&self.signed());
+        b[hs_field::PROOF].copy_from_slice(&self.proof);
+        b
+    }
+
+    /// The bytes the proof covers.
+    fn signed(&self) -> [u8; SIGNED_LEN] {
+        let mut b = [0; SIGNED_LEN];
         b[hs_field::MAGIC].copy_from_slice(&MAGIC);
         b[hs_field::VERSION].copy_from_slice(&VERSION.to_be_bytes());
         let flags = if self.follows { FLAG_FOLLOWS } else { 0 };
         b[hs_field::FLAGS].copy_from_slice(&flags.to_be_bytes());
-        b[hs_field::SECRET].copy_from_slice(&self.secret);
+        b[hs_field::NONCE].copy_from_slice(&self.nonce.0);
         b[hs_field::FROM].copy_from_slice(&self.from.to_be_bytes());
         b[hs_field::TO].copy_from_slice(&self.to.to_be_bytes());
         b[hs_field::MAX_FRAG].copy_from_slice(&self.max_frag.to_be_bytes());
         b
     }
 
-    /// Whether the first `prefix.len()` bytes of a connection can still be a handshake: lets the
-    /// acceptor drop garbage before it has read a whole handshake.
-    pub fn plausible_prefix(prefix: &[u8]) -> bool {
-        let n = prefix.len().min(MAGIC.len());
-        prefix[..n] == MAGIC[..n]
+    /// Sets the proof that the sender, in `role`, holds `secret`, for the exchange in which
+    /// the other side's nonce is `theirs`.
+    pub fn sign(mut self, secret: &Key, role: &str, theirs: &Nonce) -> Handshake {
+        self.proof = secret.prove(role, &self.signed(), &self.nonce, theirs);
+        self
     }
 
-    /// Reads a handshake.
+    /// Whether the proof is right for a sender in `role` holding `secret`, where the receiver's
+    /// own nonce in the exchange is `ours`.
+    pub fn verify(&self, secret: &Key, role: &str, ours: &Nonce) -> bool {
+        secret.verify(&self.proof, role, &self.signed(), &self.nonce, ours)
+    }
+
+    /// Reads a handshake (its proof still to be verified).
     pub fn parse(b: &[u8; HANDSHAKE_LEN]) -> Result<Handshake, HandshakeError> {
-        if b[hs_field::MAGIC] != MAGIC {
-            return Err(HandshakeError::BadMagic);
-        }
-        let be16 = |r: std::ops::Range<usize>| u16::from_be_bytes(b[r].try_into().expect("2"));
-        let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(b[r].try_into().expect("4"));
-        let version = be16(hs_field::VERSION);
-        if version != VERSION {
-            return Err(HandshakeError::Version(version));
-        }
-        let flags = be16(hs_field::FLAGS);
+        let flags = parse_head(b)?;
         if flags & !FLAG_FOLLOWS != 0 {
             return Err(HandshakeError::Flags(flags));
         }
+        let be32 = |r: std::ops::Range<usize>| {
+            u32::from_be_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+        };
+        let mut nonce = [0; auth::NONCE_LEN];
+        nonce.copy_from_slice(&b[hs_field::NONCE]);
+        let mut proof = [0; auth::PROOF_LEN];
+        proof.copy_from_slice(&b[hs_field::PROOF]);
         Ok(Handshake {
-            secret: b[hs_field::SECRET].try_into().expect("16 bytes"),
+            nonce: Nonce(nonce),
             from: be32(hs_field::FROM),
             to: be32(hs_field::TO),
             max_frag: be32(hs_field::MAX_FRAG),
             follows: flags & FLAG_FOLLOWS != 0,
+            proof,
         })
     }
-}
-
-/// Compares secrets in time independent of where they differ.
-pub fn same_secret(a: &[u8; SECRET_LEN], b: &[u8; SECRET_LEN]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Bytes of a published address.
@@ -394,25 +480,28 @@ mod tests {
 
     const HS: [u8; HANDSHAKE_LEN] = [
         b'S', b'T', b'C', b'P', // magic
-        0x00, 0x02, // version
+        0x00, 0x03, // version
         0x00, 0x00, // flags
-        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, // secret
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, // nonce
         0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, //
         0x00, 0x00, 0x01, 0x02, // from 258
         0x00, 0x00, 0x00, 0x07, // to 7
         0x00, 0x02, 0x00, 0x00, // max fragment 128 KiB
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, // proof
+        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, //
     ];
 
     fn hs() -> Handshake {
         Handshake {
-            secret: [
+            nonce: Nonce([
                 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
                 0xee, 0xff,
-            ],
+            ]),
             from: 258,
             to: 7,
             max_frag: 128 << 10,
             follows: false,
+            proof: core::array::from_fn(|i| i as u8 + 1),
         }
     }
 
@@ -431,33 +520,66 @@ mod tests {
     }
 
     #[test]
+    fn challenge_fixture() {
+        let c = Challenge {
+            nonce: Nonce([0xab; 16]),
+        };
+        let mut b = [0xab; CHALLENGE_LEN];
+        b[..8].copy_from_slice(&[b'S', b'T', b'C', b'P', 0, 3, 0, 0]);
+        assert_eq!(c.to_bytes(), b);
+        assert_eq!(Challenge::parse(&b), Ok(c));
+        b[7] = 1;
+        assert_eq!(Challenge::parse(&b), Err(HandshakeError::Flags(1)));
+        b[7] = 0;
+        b[0] = b'G';
+        assert_eq!(Challenge::parse(&b), Err(HandshakeError::BadMagic));
+    }
+
+    #[test]
     fn handshake_checks() {
         let mut b = HS;
         b[0] = b'X';
         assert_eq!(Handshake::parse(&b), Err(HandshakeError::BadMagic));
         let mut b = HS;
-        b[5] = 1;
-        assert_eq!(Handshake::parse(&b), Err(HandshakeError::Version(1)));
+        b[5] = 2;
+        assert_eq!(Handshake::parse(&b), Err(HandshakeError::Version(2)));
         let mut b = HS;
         b[6] = 0x80;
         assert_eq!(Handshake::parse(&b), Err(HandshakeError::Flags(0x8000)));
         b[6] = 0;
         b[7] = 0x03;
         assert_eq!(Handshake::parse(&b), Err(HandshakeError::Flags(0x0003)));
-        assert!(Handshake::plausible_prefix(b""));
-        assert!(Handshake::plausible_prefix(b"ST"));
-        assert!(Handshake::plausible_prefix(&HS));
-        assert!(!Handshake::plausible_prefix(b"GET / HTTP/1.1"));
-        assert!(!Handshake::plausible_prefix(b"SX"));
+        assert!(plausible_prefix(b""));
+        assert!(plausible_prefix(b"ST"));
+        assert!(plausible_prefix(&HS));
+        assert!(!plausible_prefix(b"GET / HTTP/1.1"));
+        assert!(!plausible_prefix(b"SX"));
     }
 
+    /// A proof holds only for its secret, role, fields and the other side's nonce.
     #[test]
-    fn secrets_compare() {
-        let a = [7u8; 16];
-        let mut b = a;
-        assert!(same_secret(&a, &b));
-        b[15] = 8;
-        assert!(!same_secret(&a, &b));
+    fn proofs_bind_secret_role_fields_and_nonce() {
+        let secret = Key::from_bytes([3; SECRET_LEN]);
+        let ours = Nonce([9; 16]);
+        let h = hs().sign(&secret, CONNECT, &ours);
+        assert!(h.verify(&secret, CONNECT, &ours));
+        let back = Handshake::parse(&h.to_bytes()).unwrap();
+        assert!(back.verify(&secret, CONNECT, &ours));
+        assert!(!h.verify(&secret, ANSWER, &ours));
+        assert!(!h.verify(&secret, CONNECT, &Nonce([8; 16])));
+        assert!(!h.verify(&Key::from_bytes([4; SECRET_LEN]), CONNECT, &ours));
+        for changed in [
+            Handshake { from: 1, ..h },
+            Handshake { to: 1, ..h },
+            Handshake { max_frag: 1, ..h },
+            Handshake { follows: true, ..h },
+            Handshake {
+                nonce: Nonce([1; 16]),
+                ..h
+            },
+        ] {
+            assert!(!changed.verify(&secret, CONNECT, &ours), "{changed:?}");
+        }
     }
 
     #[test]
