@@ -99,6 +99,52 @@ pub static mpifcmb5_: Common<OneInt> = Common::new(OneInt(0));
 #[no_mangle]
 pub static mpifcmb9_: Common<OneInt> = Common::new(OneInt(0));
 
+/// The `mpi` module's sentinels (`include/mpi.f90`: `BIND(C)` variables of these names, exact
+/// sizes, so that a program linked against `libmpi.so` may hold copies of them).
+#[repr(C)]
+pub struct Sentinel<T>(UnsafeCell<T>);
+
+// SAFETY: as for `Common`: only the address is used.
+unsafe impl<T> Sync for Sentinel<T> {}
+
+impl<T> Sentinel<T> {
+    const fn new(v: T) -> Sentinel<T> {
+        Sentinel(UnsafeCell::new(v))
+    }
+
+    fn addr(&self) -> usize {
+        self.0.get() as usize
+    }
+}
+
+/// `MPI_BOTTOM` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_bottom: Sentinel<c_int> = Sentinel::new(0);
+/// `MPI_IN_PLACE` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_in_place: Sentinel<c_int> = Sentinel::new(0);
+/// `MPI_STATUS_IGNORE` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_status_ignore: Sentinel<[c_int; 5]> = Sentinel::new([0; 5]);
+/// `MPI_STATUSES_IGNORE` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_statuses_ignore: Sentinel<[c_int; 5]> = Sentinel::new([0; 5]);
+/// `MPI_ERRCODES_IGNORE` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_errcodes_ignore: Sentinel<[c_int; 1]> = Sentinel::new([0]);
+/// `MPI_UNWEIGHTED` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_unweighted: Sentinel<c_int> = Sentinel::new(0);
+/// `MPI_WEIGHTS_EMPTY` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_weights_empty: Sentinel<c_int> = Sentinel::new(0);
+/// `MPI_ARGVS_NULL` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_argvs_null: Sentinel<[u8; 1]> = Sentinel::new([0]);
+/// `MPI_ARGV_NULL` of the `mpi` module.
+#[no_mangle]
+pub static stormpi_f_argv_null: Sentinel<[u8; 1]> = Sentinel::new([0]);
+
 extern "C" {
     static MPI_UNWEIGHTED: *mut c_int;
     static MPI_WEIGHTS_EMPTY: *mut c_int;
@@ -112,9 +158,9 @@ fn priv1() -> usize {
 pub fn buffer(p: *mut c_void) -> *mut c_void {
     let a = p as usize;
     let base = priv1();
-    if a == base + core::mem::offset_of!(Priv1, bottom) {
+    if a == base + core::mem::offset_of!(Priv1, bottom) || a == stormpi_f_bottom.addr() {
         core::ptr::null_mut()
-    } else if a == base + core::mem::offset_of!(Priv1, in_place) {
+    } else if a == base + core::mem::offset_of!(Priv1, in_place) || a == stormpi_f_in_place.addr() {
         usize::MAX as *mut c_void
     } else {
         p
@@ -123,7 +169,10 @@ pub fn buffer(p: *mut c_void) -> *mut c_void {
 
 /// A status argument: `MPI_STATUS_IGNORE` is C's `(MPI_Status *)1`.
 pub fn status(p: *mut c_int) -> *mut c_void {
-    if p as usize == priv1() + core::mem::offset_of!(Priv1, status_ignore) {
+    let a = p as usize;
+    if a == priv1() + core::mem::offset_of!(Priv1, status_ignore)
+        || a == stormpi_f_status_ignore.addr()
+    {
         1 as *mut c_void
     } else {
         p.cast()
@@ -132,7 +181,10 @@ pub fn status(p: *mut c_int) -> *mut c_void {
 
 /// An array of statuses: `MPI_STATUSES_IGNORE` is C's `(MPI_Status *)1`.
 pub fn statuses(p: *mut c_int) -> *mut c_void {
-    if p as usize == mpipriv2_.addr() + core::mem::offset_of!(Priv2, statuses_ignore) {
+    let a = p as usize;
+    if a == mpipriv2_.addr() + core::mem::offset_of!(Priv2, statuses_ignore)
+        || a == stormpi_f_statuses_ignore.addr()
+    {
         1 as *mut c_void
     } else {
         p.cast()
@@ -141,7 +193,10 @@ pub fn statuses(p: *mut c_int) -> *mut c_void {
 
 /// `MPI_ERRCODES_IGNORE` is C's null.
 pub fn errcodes(p: *mut c_int) -> *mut c_void {
-    if p as usize == mpipriv2_.addr() + core::mem::offset_of!(Priv2, errcodes_ignore) {
+    let a = p as usize;
+    if a == mpipriv2_.addr() + core::mem::offset_of!(Priv2, errcodes_ignore)
+        || a == stormpi_f_errcodes_ignore.addr()
+    {
         core::ptr::null_mut()
     } else {
         p.cast()
@@ -150,11 +205,12 @@ pub fn errcodes(p: *mut c_int) -> *mut c_void {
 
 /// Graph weights: `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY` are the C library's objects.
 pub fn weights(p: *mut c_int) -> *mut c_void {
+    let a = p as usize;
     // SAFETY: the C library defines both objects, set before any call.
     unsafe {
-        if p as usize == mpifcmb5_.addr() {
+        if a == mpifcmb5_.addr() || a == stormpi_f_unweighted.addr() {
             MPI_UNWEIGHTED.cast()
-        } else if p as usize == mpifcmb9_.addr() {
+        } else if a == mpifcmb9_.addr() || a == stormpi_f_weights_empty.addr() {
             MPI_WEIGHTS_EMPTY.cast()
         } else {
             p.cast()
