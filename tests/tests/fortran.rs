@@ -228,3 +228,74 @@ fn libmpi_defines_the_fortran_names_of_libmpichfort() {
         &missing[..missing.len().min(30)]
     );
 }
+
+/// ci/install.sh installs the Fortran side (`--no-build`, as in compiler_wrapper.rs): stormfort
+/// and its names, mpif.h, the mpi module compiled for this gfortran, the library's Fortran
+/// names; a program built with the installed mpif90 runs, and so does one built with MPICH's
+/// mpif90 with only `LD_LIBRARY_PATH=PREFIX/lib`.
+#[test]
+fn installed_tree_builds_and_runs_fortran() {
+    if gfortran_missing() {
+        return;
+    }
+    let prefix = stormpi_tests::scratch_subdir("fortran-install").join("prefix");
+    let mut cmd = Command::new(workspace_dir().join("ci/install.sh"));
+    cmd.arg("--no-build").arg(&prefix);
+    cmd.env(
+        "CARGO_TARGET_DIR",
+        stormpi_tests::bin_dir().parent().unwrap(),
+    );
+    let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(120));
+    assert!(out.success(), "{}", out.report());
+    let p = |rel: &str| prefix.join(rel);
+    for f in [
+        "bin/stormfort",
+        "include/mpif.h",
+        "include/mpi.f90",
+        "include/mpi.mod",
+    ] {
+        assert!(p(f).is_file(), "{f} not installed");
+    }
+    for (link, to) in [
+        ("bin/mpifort", "stormfort"),
+        ("bin/mpif90", "stormfort"),
+        ("bin/mpif77", "stormfort"),
+        ("lib/libmpifort.a", "libmpi.a"),
+        ("lib/libmpifort.so", "libmpi.so"),
+        ("lib/libmpichfort.so.12", "libmpi.so"),
+    ] {
+        let target = std::fs::read_link(p(link)).unwrap_or_else(|e| panic!("{link}: {e}"));
+        assert_eq!(target, Path::new(to), "{link}");
+    }
+    let mut cmd = Command::new(p("bin/mpif90"));
+    cmd.args(["-show", "x.f90"]);
+    let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(30));
+    let inc = p("include");
+    assert_eq!(
+        out.stdout.split_whitespace().take(3).collect::<Vec<_>>(),
+        [
+            "gfortran",
+            &format!("-I{}", inc.display()),
+            "-fallow-argument-mismatch"
+        ],
+        "{}",
+        out.report()
+    );
+
+    let exe = p("with_module");
+    let mut cmd = Command::new(p("bin/mpif90"));
+    cmd.args(["-O1", "-o"]).arg(&exe).arg(source("with_module"));
+    let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(300));
+    assert!(out.success(), "{}", out.report());
+    let mut cmd = Command::new(p("bin/mpirun"));
+    cmd.args(["-n", "2", "--timeout", "60"]).arg(&exe);
+    assert_all_passed(&run_stormrun(cmd), "with_module", 2);
+
+    if let Some(exe) = mpich_program("with_mpif") {
+        let mut cmd = Command::new(p("bin/mpirun"));
+        cmd.args(["-n", "2", "--timeout", "60"])
+            .arg(&exe)
+            .env("LD_LIBRARY_PATH", p("lib"));
+        assert_all_passed(&run_stormrun(cmd), "with_mpif", 2);
+    }
+}
