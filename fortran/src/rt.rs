@@ -154,6 +154,9 @@ fn priv1() -> usize {
     mpipriv1_.addr()
 }
 
+/// C's `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE`: `(MPI_Status *)1`.
+const C_STATUS_IGNORE: *mut c_void = core::ptr::without_provenance_mut(1);
+
 /// A choice buffer: `MPI_BOTTOM` is C's null, `MPI_IN_PLACE` C's -1.
 pub fn buffer(p: *mut c_void) -> *mut c_void {
     let a = p as usize;
@@ -161,7 +164,7 @@ pub fn buffer(p: *mut c_void) -> *mut c_void {
     if a == base + core::mem::offset_of!(Priv1, bottom) || a == stormpi_f_bottom.addr() {
         core::ptr::null_mut()
     } else if a == base + core::mem::offset_of!(Priv1, in_place) || a == stormpi_f_in_place.addr() {
-        usize::MAX as *mut c_void
+        core::ptr::without_provenance_mut(usize::MAX)
     } else {
         p
     }
@@ -173,7 +176,7 @@ pub fn status(p: *mut c_int) -> *mut c_void {
     if a == priv1() + core::mem::offset_of!(Priv1, status_ignore)
         || a == stormpi_f_status_ignore.addr()
     {
-        1 as *mut c_void
+        C_STATUS_IGNORE
     } else {
         p.cast()
     }
@@ -185,7 +188,7 @@ pub fn statuses(p: *mut c_int) -> *mut c_void {
     if a == mpipriv2_.addr() + core::mem::offset_of!(Priv2, statuses_ignore)
         || a == stormpi_f_statuses_ignore.addr()
     {
-        1 as *mut c_void
+        C_STATUS_IGNORE
     } else {
         p.cast()
     }

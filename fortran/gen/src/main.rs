@@ -149,8 +149,6 @@ struct FFunc {
     args: Vec<Arg>,
     ret: Ret,
     body: Body,
-    /// The C prototype, for generic bodies.
-    proto: Option<Proto>,
 }
 
 impl FFunc {
@@ -159,9 +157,12 @@ impl FFunc {
     }
 }
 
+/// A Fortran argument of a hand-written procedure: name, type, shape.
+type FArg = (&'static str, FTy, Dim);
+
 /// Functions whose Fortran form is written by hand (`src/special.rs`): name, arguments
 /// (`IERROR` and hidden lengths not listed), what they return.
-const SPECIALS: &[(&str, &[(&str, FTy, Dim)], Ret)] = &[
+const SPECIALS: &[(&str, &[FArg], Ret)] = &[
     ("Init", &[], Ret::Ierror),
     (
         "Init_thread",
@@ -258,18 +259,18 @@ const SPECIALS: &[(&str, &[(&str, FTy, Dim)], Ret)] = &[
     ),
 ];
 
-const SET_ATTR: &[(&str, FTy, Dim)] = &[
+const SET_ATTR: &[FArg] = &[
     ("obj", FTy::Integer, Dim::Scalar),
     ("keyval", FTy::Integer, Dim::Scalar),
     ("attribute_val", FTy::Aint, Dim::Scalar),
 ];
-const GET_ATTR: &[(&str, FTy, Dim)] = &[
+const GET_ATTR: &[FArg] = &[
     ("obj", FTy::Integer, Dim::Scalar),
     ("keyval", FTy::Integer, Dim::Scalar),
     ("attribute_val", FTy::Aint, Dim::Scalar),
     ("flag", FTy::Logical, Dim::Scalar),
 ];
-const CREATE_KEYVAL: &[(&str, FTy, Dim)] = &[
+const CREATE_KEYVAL: &[FArg] = &[
     ("copy_fn", FTy::External, Dim::Scalar),
     ("delete_fn", FTy::External, Dim::Scalar),
     ("keyval", FTy::Integer, Dim::Scalar),
@@ -643,7 +644,6 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                     .collect(),
                 ret: *ret,
                 body: Body::Special,
-                proto: Some(proto.clone()),
             });
             continue;
         }
@@ -661,14 +661,12 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                 })
                 .collect::<Vec<_>>()
         };
-        if let Some((_, why)) = LEFT_OUT.iter().find(|l| l.0 == proto.name) {
-            let _ = why;
+        if LEFT_OUT.iter().any(|l| l.0 == proto.name) {
             out.push(FFunc {
                 name: proto.name.clone(),
                 args: placeholders(),
                 ret: Ret::Ierror,
                 body: Body::Unsupported(format!("{fortran_upper} (Fortran binding)")),
-                proto: None,
             });
             continue;
         }
@@ -683,7 +681,6 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                 args,
                 ret: Ret::Ierror,
                 body: Body::Generic,
-                proto: Some(proto.clone()),
             }),
             other => {
                 // The C function's own message when C lacks it too, else the Fortran name's.
@@ -701,7 +698,6 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                     args: placeholders(),
                     ret: Ret::Ierror,
                     body: Body::Unsupported(what),
-                    proto: None,
                 });
             }
         }
@@ -881,7 +877,6 @@ fn link_names(name: &str) -> Vec<(String, bool)> {
 }
 
 fn emit_generic_body(s: &mut String, f: &FFunc) {
-    let Some(proto) = &f.proto else { return };
     let upper = format!("MPI_{}", f.name.to_uppercase());
     let mut pre = String::new();
     let mut post = String::new();
@@ -890,9 +885,8 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
         .args
         .iter()
         .any(|a| a.conv == Conv::LogicalOut && a.name == "flag");
-    for (a, p) in f.args.iter().zip(&proto.params) {
+    for a in &f.args {
         let n = &a.name;
-        let cty = c_extern_ty(p);
         match &a.conv {
             Conv::Value => {
                 if f.name == "Info_get" && n == "valuelen" {
@@ -946,7 +940,6 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
             }
             Conv::Procedure => cargs.push(format!("{n} as *mut c_void")),
         }
-        let _ = cty;
     }
     s.push_str(&pre);
     let call = cargs.join(", ");
@@ -1195,19 +1188,15 @@ fn emit_mpif(consts: &[(String, i64)], funcs: &[FFunc]) -> String {
         .filter(|n| **n != "F_SYNC_REG")
         .map(|n| format!("MPI_{n}"))
         .collect();
-    for f in funcs {
-        match f.ret {
-            Ret::Double => {
-                let _ = writeln!(
-                    s,
-                    "       DOUBLE PRECISION MPI_{0}, PMPI_{0}",
-                    f.name.to_uppercase()
-                );
-                ext.push(format!("MPI_{}", f.name.to_uppercase()));
-                ext.push(format!("PMPI_{}", f.name.to_uppercase()));
-            }
-            _ => {}
-        }
+    // MPI_WTIME and MPI_WTICK (MPICH's mpif.h declares no other function).
+    for f in funcs.iter().filter(|f| f.ret == Ret::Double) {
+        let _ = writeln!(
+            s,
+            "       DOUBLE PRECISION MPI_{0}, PMPI_{0}",
+            f.name.to_uppercase()
+        );
+        ext.push(format!("MPI_{}", f.name.to_uppercase()));
+        ext.push(format!("PMPI_{}", f.name.to_uppercase()));
     }
     for e in ext {
         let _ = writeln!(s, "       EXTERNAL {e}");
@@ -1352,7 +1341,7 @@ fn generate() -> Result<Vec<(&'static str, String)>, String> {
     for n in FORTRAN_ONLY {
         funcs.push(fortran_only(n));
     }
-    funcs.sort_by(|a, b| a.lower().cmp(&b.lower()));
+    funcs.sort_by_key(FFunc::lower);
     let consts = constants(&defines);
     Ok(vec![
         ("src/bindings.rs", emit_rust(&funcs, &protos)),
@@ -1445,7 +1434,6 @@ fn fortran_only(name: &str) -> FFunc {
         args,
         ret,
         body: Body::Special,
-        proto: None,
     }
 }
 
