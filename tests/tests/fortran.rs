@@ -141,6 +141,22 @@ fn use_mpi_three_ranks() {
     run_stormfort("with_module", 3);
 }
 
+/// `stormfort -static`: a fully static program (libgfortran's weak thread functions linked in).
+#[test]
+fn use_mpi_fully_static() {
+    if gfortran_missing() {
+        return;
+    }
+    let src = source("with_module");
+    let exe = build_once("with_module.static", |out| {
+        let mut cmd = Command::new(artifact("stormfort"));
+        cmd.args(["-static", "-O1", "-w", "-o"]).arg(out).arg(&src);
+        cmd
+    });
+    let out = run_job(2, &[], &exe, &[]);
+    assert_all_passed(&out, "with_module", 2);
+}
+
 #[test]
 fn mpif_h_two_ranks() {
     run_stormfort("with_mpif", 2);

@@ -60,6 +60,18 @@ pub const NATIVE_STATIC_LIBS: &[&str] = &[
     "-lc",
 ];
 
+/// For a fully static Fortran program: the POSIX thread functions libgfortran
+/// refers to weakly, made part of the link. Its locks are on once a program
+/// has `pthread_key_create` — which libmpi.a brings (the Rust runtime) — and
+/// weak references pull nothing out of glibc's libc.a, so without these the
+/// program calls address 0 when its units are closed at exit.
+pub const GFORTRAN_STATIC_PTHREAD: &str = "-Wl,-u,pthread_mutex_lock,-u,pthread_mutex_unlock,\
+     -u,pthread_mutex_trylock,-u,pthread_mutex_init,-u,pthread_mutex_destroy,\
+     -u,pthread_cond_broadcast,-u,pthread_cond_wait,-u,pthread_cond_init,\
+     -u,pthread_cond_destroy,-u,pthread_create,-u,pthread_join,-u,pthread_self,\
+     -u,pthread_key_create,-u,pthread_key_delete,-u,pthread_getspecific,\
+     -u,pthread_setspecific";
+
 /// The header directory of the source tree, for a wrapper run from
 /// `target/<profile>/`.
 const SOURCE_INCLUDEDIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/include");
@@ -393,6 +405,9 @@ impl Invocation {
                 // A fully static program has no libgcc_s.so; the unwinder
                 // it needs is in libgcc_eh.a.
                 let fully_static = self.args.iter().any(|a| a == "-static");
+                if fully_static && self.lang == Language::Fortran {
+                    cmd.push(GFORTRAN_STATIC_PTHREAD.into());
+                }
                 for lib in NATIVE_STATIC_LIBS {
                     let lib = if fully_static && *lib == "-lgcc_s" {
                         "-lgcc_eh"
@@ -752,6 +767,26 @@ mod tests {
         inv.show = Some(Show::Compile);
         let cmd = inv.command(&os(&["flang"]), &l).unwrap();
         assert_eq!(cmd, os(&["flang", &inc, "-O2", "a.f90", "-o", "a"]));
+    }
+
+    /// A fully static Fortran link pulls in the thread functions libgfortran needs.
+    #[test]
+    fn fortran_fully_static_link_pulls_in_pthread() {
+        let (_t, l) = installed("fortran-static");
+        let mut inv = Invocation::parse(os(&["-static", "a.f90"]));
+        inv.lang = Language::Fortran;
+        let Err(e) = inv.command(&os(&["gfortran"]), &l) else {
+            panic!("no mpif.h in that tree");
+        };
+        assert!(e.contains("mpif.h"), "{e}");
+        let t = Tree::new(
+            "fortran-static-2",
+            &["include/mpi.h", "include/mpif.h", "lib/libmpi.a"],
+        );
+        let l = Layout::locate(&t.root.join("bin"), no_env);
+        let cmd = inv.command(&os(&["gfortran"]), &l).unwrap();
+        assert!(cmd.contains(&GFORTRAN_STATIC_PTHREAD.into()), "{cmd:?}");
+        assert!(cmd.contains(&"-lgcc_eh".into()), "{cmd:?}");
     }
 
     /// From a cargo build directory, mpif.h comes from the sources and mpi.mod from

@@ -899,8 +899,14 @@ mod f90_tests {
         let reals = [abi::MPI_REAL4, abi::MPI_REAL8, abi::MPI_REAL16];
         assert_eq!(f90_real(6, 37, reals), Some(abi::MPI_REAL4));
         assert_eq!(f90_real(7, abi::MPI_UNDEFINED, reals), Some(abi::MPI_REAL8));
-        assert_eq!(f90_real(abi::MPI_UNDEFINED, 400, reals), Some(abi::MPI_REAL16));
+        assert_eq!(
+            f90_real(abi::MPI_UNDEFINED, 400, reals),
+            Some(abi::MPI_REAL16)
+        );
         assert_eq!(f90_real(34, 0, reals), None);
-        assert_eq!(f90_real(abi::MPI_UNDEFINED, abi::MPI_UNDEFINED, reals), None);
+        assert_eq!(
+            f90_real(abi::MPI_UNDEFINED, abi::MPI_UNDEFINED, reals),
+            None
+        );
     }
 }
