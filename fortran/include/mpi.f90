@@ -1325,6 +1325,7 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: sources(*)
       INTEGER :: degrees(*)
       INTEGER :: destinations(*)
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: weights
       INTEGER :: weights(*)
       INTEGER :: info
       LOGICAL :: reorder
@@ -1338,9 +1339,11 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: comm_old
       INTEGER :: indegree
       INTEGER :: sources(*)
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: sourceweights
       INTEGER :: sourceweights(*)
       INTEGER :: outdegree
       INTEGER :: destinations(*)
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: destweights
       INTEGER :: destweights(*)
       INTEGER :: info
       LOGICAL :: reorder
@@ -1354,9 +1357,11 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: comm
       INTEGER :: maxindegree
       INTEGER :: sources(*)
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: sourceweights
       INTEGER :: sourceweights(*)
       INTEGER :: maxoutdegree
       INTEGER :: destinations(*)
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: destweights
       INTEGER :: destweights(*)
       INTEGER :: ierror
     end subroutine MPI_DIST_GRAPH_NEIGHBORS

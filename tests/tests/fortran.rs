@@ -2,8 +2,10 @@
 //! checks and wildcards, `MPI_STATUS_IGNORE`, reductions on Fortran types incl. `MPI_MAXLOC` on
 //! `MPI_2REAL` and `MPI_2DOUBLE_PRECISION`, `MPI_IN_PLACE`, a `CHARACTER` broadcast,
 //! `MPI_COMM_SPLIT`, names, attributes with Fortran callbacks, a Fortran reduction and error
-//! handler, errors returned through `IERROR`, a strided type, `MPI_WTIME`) through the `mpi`
-//! module and through `mpif.h`:
+//! handler, errors returned through `IERROR`, a strided type, `MPI_BOTTOM` with absolute
+//! addresses, `MPI_WAITSOME` indices, `LOGICAL` arrays of a Cartesian topology, a distributed
+//! graph with `MPI_UNWEIGHTED`, info strings, pack/unpack, a scan, the `MPI_TYPE_CREATE_F90_*`
+//! types, `MPI_WTIME`) through the `mpi` module and through `mpif.h`:
 //!
 //! * built with `stormfort` (statically linked) and run at 2 and 3 ranks;
 //! * built with Debian's `mpif90.mpich` (dynamically linked against MPICH's

@@ -1223,7 +1223,9 @@ fn f_decl(a: &Arg) -> String {
         (_, Dim::Statuses) => "(MPI_STATUS_SIZE,*)",
     };
     let mut s = String::new();
-    if a.fty == FTy::Choice {
+    // Choice buffers take anything; weights take arrays and the scalar MPI_UNWEIGHTED and
+    // MPI_WEIGHTS_EMPTY.
+    if a.fty == FTy::Choice || a.conv == Conv::Weights {
         let _ = writeln!(s, "      !GCC$ ATTRIBUTES NO_ARG_CHECK :: {}", a.name);
     }
     let _ = write!(s, "      {ty} :: {}{dim}", a.name);
