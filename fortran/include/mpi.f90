@@ -1720,6 +1720,17 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: request
       INTEGER :: ierror
     end subroutine MPI_GREQUEST_COMPLETE
+    subroutine MPI_GREQUEST_START(query_fn, free_fn, cancel_fn, extra_state, request, &
+        ierror)
+      import
+      implicit none
+      EXTERNAL :: query_fn
+      EXTERNAL :: free_fn
+      EXTERNAL :: cancel_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_GREQUEST_START
     subroutine MPI_GROUP_COMPARE(group1, group2, result, ierror)
       import
       implicit none

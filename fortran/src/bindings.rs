@@ -7881,40 +7881,40 @@ pub unsafe extern "C" fn PMPI_GREQUEST_COMPLETE(request: *mut c_int, ierror: *mu
 
 /// `MPI_GREQUEST_START` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_grequest_start<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_GREQUEST_START (Fortran binding: a parameter of type MPI_Grequest_query_function*)");
+unsafe fn f_grequest_start<const PMPI: bool>(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    special::grequest_start::<PMPI>(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_grequest_start_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_grequest_start::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_grequest_start_(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    f_grequest_start::<false>(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_grequest_start_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_grequest_start::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_grequest_start_(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    f_grequest_start::<true>(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_grequest_start__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_grequest_start__(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    mpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_grequest_start(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_grequest_start(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    mpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_GREQUEST_START(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_GREQUEST_START(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    mpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_grequest_start__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_grequest_start__(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_grequest_start(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_grequest_start(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_GREQUEST_START(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_grequest_start_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_GREQUEST_START(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 
 /// `MPI_GROUP_COMPARE` (`PMPI` chooses the profiling C function).

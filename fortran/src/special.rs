@@ -1,14 +1,14 @@
 //! The procedures whose Fortran form differs from the C one beyond what the generator converts:
 //! `MPI_INIT` (no `argc`/`argv`), the functions that return values, attributes (Fortran passes
-//! attribute values, C pointers), keyvals with Fortran callbacks, `MPI_BUFFER_DETACH`,
-//! `MPI_INFO_GET_STRING`, and the Fortran-only predefined callbacks.
+//! attribute values, C pointers), keyvals and generalized requests with Fortran callbacks,
+//! `MPI_BUFFER_DETACH`, `MPI_INFO_GET_STRING`, and the Fortran-only predefined callbacks.
 //!
 //! Each takes the Fortran procedure's arguments (references, `ierror` last, hidden string
 //! lengths after it) and `PMPI` says whether to call the profiling C functions.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use stormpi_core::error::{Error, ErrorClass, Reason};
 
@@ -508,6 +508,135 @@ pub unsafe fn keyval_create<const PMPI: bool>(
             *extra as MpiAint,
         )
     };
+}
+
+// --- generalized requests with Fortran callbacks ----------------------------------------------
+
+/// `QUERY_FN(EXTRA_STATE, STATUS, IERROR)`.
+type FortranQuery = unsafe extern "C" fn(*mut MpiAint, *mut c_int, *mut c_int);
+/// `FREE_FN(EXTRA_STATE, IERROR)`.
+type FortranFree = unsafe extern "C" fn(*mut MpiAint, *mut c_int);
+/// `CANCEL_FN(EXTRA_STATE, COMPLETE, IERROR)`, `COMPLETE` a `LOGICAL`.
+type FortranCancel = unsafe extern "C" fn(*mut MpiAint, *mut c_int, *mut c_int);
+
+/// A generalized request started from Fortran: its callbacks and extra state, the C library's
+/// extra state for the request. Free again once the free callback has run (the C library calls
+/// it once per request).
+pub struct GrequestSlot {
+    in_use: AtomicBool,
+    query: AtomicUsize,
+    free: AtomicUsize,
+    cancel: AtomicUsize,
+    extra: AtomicUsize,
+}
+
+/// How many generalized requests started from Fortran can be alive at once.
+pub const GREQUESTS: usize = 1024;
+
+static GREQUEST_SLOTS: [GrequestSlot; GREQUESTS] = [const {
+    GrequestSlot {
+        in_use: AtomicBool::new(false),
+        query: AtomicUsize::new(0),
+        free: AtomicUsize::new(0),
+        cancel: AtomicUsize::new(0),
+        extra: AtomicUsize::new(0),
+    }
+}; GREQUESTS];
+
+unsafe extern "C" fn grequest_query(extra_state: *mut c_void, status: *mut c_void) -> c_int {
+    // SAFETY: the C library passes back the slot given at the start and a status (five ints,
+    // Fortran's INTEGER(MPI_STATUS_SIZE)); the slot holds a Fortran procedure of this type.
+    unsafe {
+        let slot = &*extra_state.cast::<GrequestSlot>();
+        let f = core::mem::transmute::<usize, FortranQuery>(slot.query.load(Ordering::Acquire));
+        let mut extra = slot.extra.load(Ordering::Relaxed) as MpiAint;
+        let mut ierr = rt::SUCCESS;
+        f(&mut extra, status.cast(), &mut ierr);
+        ierr
+    }
+}
+
+unsafe extern "C" fn grequest_free(extra_state: *mut c_void) -> c_int {
+    // SAFETY: as in grequest_query.
+    unsafe {
+        let slot = &*extra_state.cast::<GrequestSlot>();
+        let f = core::mem::transmute::<usize, FortranFree>(slot.free.load(Ordering::Acquire));
+        let mut extra = slot.extra.load(Ordering::Relaxed) as MpiAint;
+        let mut ierr = rt::SUCCESS;
+        f(&mut extra, &mut ierr);
+        slot.in_use.store(false, Ordering::Release);
+        ierr
+    }
+}
+
+unsafe extern "C" fn grequest_cancel(extra_state: *mut c_void, complete: c_int) -> c_int {
+    // SAFETY: as in grequest_query.
+    unsafe {
+        let slot = &*extra_state.cast::<GrequestSlot>();
+        let f = core::mem::transmute::<usize, FortranCancel>(slot.cancel.load(Ordering::Acquire));
+        let mut extra = slot.extra.load(Ordering::Relaxed) as MpiAint;
+        let mut complete = rt::logical_in(complete);
+        let mut ierr = rt::SUCCESS;
+        f(&mut extra, &mut complete, &mut ierr);
+        ierr
+    }
+}
+
+/// `MPI_GREQUEST_START(QUERY_FN, FREE_FN, CANCEL_FN, EXTRA_STATE, REQUEST, IERROR)` with
+/// Fortran callbacks, through C trampolines.
+///
+/// # Safety
+/// Fortran's arguments: valid references, procedures of the callbacks' interfaces.
+pub unsafe fn grequest_start<const PMPI: bool>(
+    query: *const c_void,
+    free: *const c_void,
+    cancel: *const c_void,
+    extra: *mut MpiAint,
+    request: *mut c_int,
+    ierror: *mut c_int,
+) {
+    let taken = GREQUEST_SLOTS.iter().find(|s| {
+        s.in_use
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    });
+    let Some(slot) = taken else {
+        let rc = stormpi_core::capi::report_error(
+            "MPI_GREQUEST_START",
+            Error::new(
+                ErrorClass::NoMem,
+                Reason::BadArgument {
+                    what: "the Fortran binding's 1024 generalized requests are all alive",
+                },
+            ),
+        );
+        // SAFETY: the caller's contract.
+        unsafe { *ierror = rc };
+        return;
+    };
+    // SAFETY: the caller's contract.
+    slot.extra
+        .store(unsafe { *extra } as usize, Ordering::Relaxed);
+    slot.free.store(free as usize, Ordering::Relaxed);
+    slot.cancel.store(cancel as usize, Ordering::Relaxed);
+    slot.query.store(query as usize, Ordering::Release);
+    let state = (slot as *const GrequestSlot).cast_mut().cast::<c_void>();
+    let rc = call!(
+        PMPI,
+        MPI_Grequest_start,
+        PMPI_Grequest_start(
+            grequest_query as *mut c_void,
+            grequest_free as *mut c_void,
+            grequest_cancel as *mut c_void,
+            state,
+            request.cast()
+        )
+    );
+    if rc != rt::SUCCESS {
+        slot.in_use.store(false, Ordering::Release);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { *ierror = rc };
 }
 
 // --- the predefined callbacks, Fortran's forms -----------------------------------------------

@@ -239,6 +239,17 @@ const SPECIALS: &[(&str, &[FArg], Ret)] = &[
         Ret::Ierror,
     ),
     (
+        "Grequest_start",
+        &[
+            ("query_fn", FTy::External, Dim::Scalar),
+            ("free_fn", FTy::External, Dim::Scalar),
+            ("cancel_fn", FTy::External, Dim::Scalar),
+            ("extra_state", FTy::Aint, Dim::Scalar),
+            ("request", FTy::Integer, Dim::Scalar),
+        ],
+        Ret::Ierror,
+    ),
+    (
         "Buffer_detach",
         &[
             ("buffer_addr", FTy::Choice, Dim::Star),
