@@ -7,16 +7,21 @@
 # what target/release (or $CARGO_TARGET_DIR/release) already holds.
 #
 # Layout:
-#   PREFIX/bin/            stormrun, stormcc, stormcxx (-> stormcc);
+#   PREFIX/bin/            stormrun, stormcc, stormcxx (-> stormcc), stormfort;
 #                          mpicc -> stormcc, mpicxx and mpic++ -> stormcxx,
+#                          mpifort, mpif90 and mpif77 -> stormfort,
 #                          mpirun and mpiexec -> stormrun
-#   PREFIX/include/        mpi.h
+#   PREFIX/include/        mpi.h; mpif.h, mpi.f90 and mpi.mod (the Fortran `mpi` module, compiled
+#                          here by $STORMPI_FC or gfortran; skipped with a note when there is none)
 #   PREFIX/lib/            libmpi.a (localized: only MPI's symbols global), libmpi.so,
 #                          libmpich.so.12 -> libmpi.so (so that programs
 #                          built with MPICH's mpicc run on stormpi with
 #                          LD_LIBRARY_PATH=PREFIX/lib), libstormpi.so -> libmpi.so (the name
 #                          pkg-config and stormcc --dynamic link: a program records it, and no
-#                          other MPI has a library of that name to be loaded instead)
+#                          other MPI has a library of that name to be loaded instead);
+#                          the Fortran binding is part of libmpi: libmpifort.a -> libmpi.a,
+#                          libmpifort.so -> libmpi.so, and libmpichfort.so.12 -> libmpi.so (so that
+#                          programs built with MPICH's mpif90 run on stormpi too)
 #   PREFIX/lib/pkgconfig/  stormpi.pc, mpi.pc -> stormpi.pc
 #
 # stormcc finds PREFIX/include and PREFIX/lib from its own location, so the tree can be moved
@@ -49,7 +54,7 @@ rel=$target/release
 if [ $build -eq 1 ]; then
     (cd "$root" && "$cargo" build --release -p stormpi-linux -p stormpi-bootstrap)
 fi
-for f in stormrun stormcc libmpi.a libmpi.so; do
+for f in stormrun stormcc stormfort libmpi.a libmpi.so; do
     if [ ! -f "$rel/$f" ]; then
         echo "install.sh: $rel/$f is missing (cargo build --release -p stormpi-linux -p stormpi-bootstrap)" >&2
         exit 1
@@ -63,8 +68,8 @@ install -d "$bin" "$inc" "$lib" "$pc"
 
 # install(1) replaces files by unlink + create, so a running stormrun or a program using the old
 # libmpi.so keeps its copy.
-install -m 755 "$rel/stormrun" "$rel/stormcc" "$bin/"
-install -m 644 "$root/core/include/mpi.h" "$inc/"
+install -m 755 "$rel/stormrun" "$rel/stormcc" "$rel/stormfort" "$bin/"
+install -m 644 "$root/core/include/mpi.h" "$root/fortran/include/mpif.h" "$root/fortran/include/mpi.f90" "$inc/"
 install -m 644 "$rel/libmpi.a" "$lib/"
 install -m 755 "$rel/libmpi.so" "$lib/"
 # cargo's libmpi.a defines the Rust runtime and compiler_builtins' libm too; the installed one
@@ -76,10 +81,33 @@ ln -sfn stormcc "$bin/stormcxx"
 ln -sfn stormcc "$bin/mpicc"
 ln -sfn stormcxx "$bin/mpicxx"
 ln -sfn stormcxx "$bin/mpic++"
+ln -sfn stormfort "$bin/mpifort"
+ln -sfn stormfort "$bin/mpif90"
+ln -sfn stormfort "$bin/mpif77"
 ln -sfn stormrun "$bin/mpirun"
 ln -sfn stormrun "$bin/mpiexec"
 ln -sfn libmpi.so "$lib/libmpich.so.12"
 ln -sfn libmpi.so "$lib/libstormpi.so"
+ln -sfn libmpi.a "$lib/libmpifort.a"
+ln -sfn libmpi.so "$lib/libmpifort.so"
+ln -sfn libmpi.so "$lib/libmpichfort.so.12"
+
+# The mpi module, for the Fortran compiler of this machine (a .mod file is the compiler's own).
+fc=${STORMPI_FC:-gfortran}
+if command -v "${fc%% *}" >/dev/null; then
+    modwork=$(mktemp -d)
+    # shellcheck disable=SC2086 # STORMPI_FC may hold several words
+    if ! $fc -c "$inc/mpi.f90" -J "$modwork" -o "$modwork/mpi.o"; then
+        rm -rf "$modwork"
+        echo "install.sh: $fc could not compile $inc/mpi.f90" >&2
+        exit 1
+    fi
+    install -m 644 "$modwork/mpi.mod" "$inc/"
+    rm -rf "$modwork"
+else
+    echo "install.sh: note: no Fortran compiler ($fc): the mpi module is not built (mpif.h works;" \
+        "rerun with gfortran installed for use mpi)" >&2
+fi
 
 # The native libraries libmpi.a needs: the ones the installed stormcc adds after it.
 show=$("$bin/stormcc" -show conftest.c)
@@ -100,4 +128,5 @@ ln -sfn stormpi.pc "$pc/mpi.pc"
 
 echo "stormpi $version installed in $prefix"
 echo "  compile: $bin/mpicc prog.c -o prog   (or pkg-config: PKG_CONFIG_PATH=$pc)"
+echo "           $bin/mpif90 prog.f90 -o prog (use mpi or include 'mpif.h')"
 echo "  run:     $bin/mpirun -n 4 ./prog"

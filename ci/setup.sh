@@ -2,7 +2,7 @@
 # setup.sh - installs what building and testing stormpi needs on a fresh Debian machine.
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 #
-#   Debian packages: C and C++ compilers, binutils, pkg-config, MPICH (its header and launcher for the ABI and Hydra tests),
+#   Debian packages: C, C++ and Fortran compilers (gfortran: the Fortran binding's tests), binutils, pkg-config, MPICH (its header and launcher for the ABI and Hydra tests),
 #                    Open MPI (the reference for benchmarks), iproute2 (network namespaces),
 #                    cross compilers for s390x, i686 and ppc64 and qemu-user (heterogeneous jobs);
 #                    for the lightweight-kernel node build: musl-tools, gcc-aarch64-linux-gnu and
@@ -19,7 +19,7 @@
 set -euo pipefail
 
 need_pkgs=()
-for p in gcc g++ libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
+for p in gcc g++ gfortran libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
     gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge \
     scalapack-mpi-test libclang-dev; do

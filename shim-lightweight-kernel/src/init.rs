@@ -189,3 +189,7 @@ pub static HOOKS: Hooks = Hooks {
 };
 
 stormpi_core::bind_platform!(HOOKS);
+
+// The Fortran binding (mpif.h, the mpi module): its procedures and common blocks are part of the
+// library, over the C functions above.
+use stormpi_fortran as _;

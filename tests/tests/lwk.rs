@@ -464,3 +464,64 @@ fn lwk_threads_multiple() {
         }
     }
 }
+
+/// A Fortran test program of `tests/fortran/` linked fully statically against the host's node
+/// library with gfortran, as `stormfort -static` links (`mpif.h` from the sources, the `mpi`
+/// module compiled here); `None`, said loudly, without gfortran.
+fn fortran_node_program(name: &str) -> Option<PathBuf> {
+    if !stormpi_tests::in_path("gfortran") {
+        eprintln!("\n*** SKIPPED: gfortran is not installed; the node build's Fortran was NOT tested ***\n");
+        return None;
+    }
+    let include = workspace_dir().join("fortran/include");
+    let module = stormpi_tests::build_once("lwk-mpi-module/mpi.o", |out| {
+        let dir = out.parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = std::process::Command::new("gfortran");
+        cmd.arg("-c")
+            .arg(include.join("mpi.f90"))
+            .arg(format!("-J{}", dir.display()))
+            .arg("-o")
+            .arg(out);
+        cmd
+    });
+    let moddir = module.parent().unwrap().to_path_buf();
+    let lib = Target::host().library();
+    let src = workspace_dir().join(format!("tests/fortran/{name}.f90"));
+    Some(stormpi_tests::build_once(
+        &format!("lwk-host-{name}"),
+        |out| {
+            let mut cmd = std::process::Command::new("gfortran");
+            cmd.args(["-static", "-O1", "-w", "-fallow-argument-mismatch"])
+                .arg(format!("-I{}", include.display()))
+                .arg(format!("-I{}", moddir.display()))
+                .arg("-o")
+                .arg(out)
+                .arg(&src)
+                .arg(&lib)
+                .arg(stormpi_bootstrap::cc::GFORTRAN_STATIC_PTHREAD)
+                .args(["-lgcc_eh", "-lpthread", "-lm", "-ldl", "-lc"]);
+            cmd
+        },
+    ))
+}
+
+/// The Fortran binding on the node build: `use mpi` over the Portals MTL, `mpif.h` over the
+/// Portals BTL, confined like the C programs.
+#[test]
+fn lwk_fortran_use_mpi_cm_np2() {
+    if let Some(exe) = fortran_node_program("with_module") {
+        LwkJob::new(2, Pml::Cm)
+            .run(&exe, &[])
+            .assert_ok("with_module");
+    }
+}
+
+#[test]
+fn lwk_fortran_mpif_h_ob1_np3() {
+    if let Some(exe) = fortran_node_program("with_mpif") {
+        LwkJob::new(3, Pml::Ob1)
+            .run(&exe, &[])
+            .assert_ok("with_mpif");
+    }
+}

@@ -45,8 +45,19 @@ pub const EXPORTED_PREFIXES: &[&str] = &[
 
 /// Exported names outside those prefixes: MPICH's `MPIR_Dup_fn`
 /// (`MPICH_COMPAT_FUNCTIONS` in `core/src/capi/names.rs`; the symbol check
-/// fails if a name there is missing here, as the library would lack it).
-pub const EXPORTED_NAMES: &[&str] = &["MPIR_Dup_fn"];
+/// fails if a name there is missing here, as the library would lack it), and
+/// the Fortran binding's common blocks (`fortran/src/rt.rs`: `MPI_BOTTOM`,
+/// `MPI_IN_PLACE`, `MPI_STATUS_IGNORE`, ... live in them; a local copy would
+/// give the program common blocks of its own, at addresses the library does
+/// not recognize).
+pub const EXPORTED_NAMES: &[&str] = &[
+    "MPIR_Dup_fn",
+    "mpifcmb5_",
+    "mpifcmb9_",
+    "mpipriv1_",
+    "mpipriv2_",
+    "mpiprivc_",
+];
 
 /// Whether the static library keeps `name` global. Only C identifiers: defmt
 /// also names data `_defmt_version_ = 4`, which its decoder finds as well

@@ -1,14 +1,23 @@
-//! The compiler wrapper behind `stormcc` (installed also as `mpicc`) and
-//! `stormcxx` (`mpicxx`, `mpic++`): it runs the system C or C++ compiler with
-//! what an MPI program needs added.
+//! The compiler wrapper behind `stormcc` (installed also as `mpicc`),
+//! `stormcxx` (`mpicxx`, `mpic++`) and `stormfort` (`mpifort`, `mpif90`,
+//! `mpif77`): it runs the system C, C++ or Fortran compiler with what an MPI
+//! program needs added.
 //!
 //! ```text
 //! stormcc [--dynamic] [-show | -compile_info | -link_info | -showme:compile | -showme:link]
 //!         COMPILER-ARGS...
 //! ```
 //!
-//! - The compiler is `$STORMPI_CC` (C++: `$STORMPI_CXX`), else `cc` (`c++`).
-//!   The variable may hold several words (`ccache gcc`).
+//! - The compiler is `$STORMPI_CC` (C++: `$STORMPI_CXX`, Fortran:
+//!   `$STORMPI_FC`), else `cc` (`c++`, `gfortran`). The variable may hold
+//!   several words (`ccache gcc`).
+//! - Fortran: `-I` names the directories of `mpif.h` and of the `mpi`
+//!   module's `mpi.mod`. An installed tree has both in `PREFIX/include` (the
+//!   module compiled by `ci/install.sh` with the installed gfortran); run from
+//!   a cargo build directory, the wrapper compiles `fortran/include/mpi.f90`
+//!   into `target/<profile>/fortran/` when `mpi.mod` there is missing or
+//!   older than its source. The procedures themselves are in `libmpi.a` and
+//!   `libmpi.so`, linked as for C.
 //! - `-I<includedir>` is always added. When the command links (none of `-c`,
 //!   `-E`, `-S`, `-M`, `-MM` is given), `<libdir>/libmpi.a` and the native
 //!   libraries a Rust static library needs ([`NATIVE_STATIC_LIBS`]) follow
@@ -51,9 +60,24 @@ pub const NATIVE_STATIC_LIBS: &[&str] = &[
     "-lc",
 ];
 
+/// For a fully static Fortran program: the POSIX thread functions libgfortran
+/// refers to weakly, made part of the link. Its locks are on once a program
+/// has `pthread_key_create` — which libmpi.a brings (the Rust runtime) — and
+/// weak references pull nothing out of glibc's libc.a, so without these the
+/// program calls address 0 when its units are closed at exit.
+pub const GFORTRAN_STATIC_PTHREAD: &str = "-Wl,-u,pthread_mutex_lock,-u,pthread_mutex_unlock,\
+     -u,pthread_mutex_trylock,-u,pthread_mutex_init,-u,pthread_mutex_destroy,\
+     -u,pthread_cond_broadcast,-u,pthread_cond_wait,-u,pthread_cond_init,\
+     -u,pthread_cond_destroy,-u,pthread_create,-u,pthread_join,-u,pthread_self,\
+     -u,pthread_key_create,-u,pthread_key_delete,-u,pthread_getspecific,\
+     -u,pthread_setspecific";
+
 /// The header directory of the source tree, for a wrapper run from
 /// `target/<profile>/`.
 const SOURCE_INCLUDEDIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/include");
+
+/// The directory of `mpif.h` and `mpi.f90` in the source tree.
+const SOURCE_FORTRAN_INCLUDEDIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fortran/include");
 
 /// Which compiler the wrapper stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,15 +86,23 @@ pub enum Language {
     C,
     /// `stormcxx`, `mpicxx`, `mpic++`.
     Cxx,
+    /// `stormfort`, `mpifort`, `mpif90`, `mpif77`.
+    Fortran,
 }
 
 impl Language {
     /// The language a wrapper invoked under this name stands for: a name
-    /// ending in `cxx` or `++` is the C++ wrapper, anything else the C one.
+    /// ending in `cxx` or `++` is the C++ wrapper, one ending in `fort`, `f90`,
+    /// `f95` or `f77` the Fortran one, anything else the C one.
     pub fn from_program_name(argv0: &OsStr) -> Language {
         let name = Path::new(argv0).file_name().unwrap_or(argv0).as_bytes();
         if name.ends_with(b"cxx") || name.ends_with(b"++") {
             Language::Cxx
+        } else if [&b"fort"[..], b"f90", b"f95", b"f77"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            Language::Fortran
         } else {
             Language::C
         }
@@ -81,6 +113,7 @@ impl Language {
         match self {
             Language::C => "STORMPI_CC",
             Language::Cxx => "STORMPI_CXX",
+            Language::Fortran => "STORMPI_FC",
         }
     }
 
@@ -89,6 +122,7 @@ impl Language {
         match self {
             Language::C => "cc",
             Language::Cxx => "c++",
+            Language::Fortran => "gfortran",
         }
     }
 
@@ -96,6 +130,7 @@ impl Language {
         match self {
             Language::C => "stormcc",
             Language::Cxx => "stormcxx",
+            Language::Fortran => "stormfort",
         }
     }
 }
@@ -105,6 +140,10 @@ impl Language {
 pub struct Layout {
     /// The directory holding `mpi.h`.
     pub includedir: PathBuf,
+    /// The directory holding `mpif.h`.
+    pub fortran_includedir: PathBuf,
+    /// The directory holding the `mpi` module (`mpi.mod`).
+    pub moddir: PathBuf,
     /// The directory holding `libmpi.a` and `libmpi.so`.
     pub libdir: PathBuf,
     /// Whether this is an installed tree (`PREFIX/bin`, `PREFIX/include`,
@@ -129,18 +168,29 @@ impl Layout {
     pub fn locate(exe_dir: &Path, env: impl Fn(&str) -> Option<OsString>) -> Layout {
         let prefix = exe_dir.parent().unwrap_or(exe_dir);
         let installed = prefix.join("include/mpi.h").is_file();
-        let (includedir, libdir) = if installed {
-            (prefix.join("include"), prefix.join("lib"))
+        // The baked paths hold a `..`; show users the plain one.
+        let plain = |p: &str| {
+            let p = Path::new(p);
+            p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+        };
+        let (includedir, fortran_includedir, moddir, libdir) = if installed {
+            let inc = prefix.join("include");
+            (inc.clone(), inc.clone(), inc, prefix.join("lib"))
         } else {
-            let src = Path::new(SOURCE_INCLUDEDIR);
-            // The baked path holds a `..`; show users the plain one.
-            let src = src.canonicalize().unwrap_or_else(|_| src.to_path_buf());
-            (src, exe_dir.to_path_buf())
+            (
+                plain(SOURCE_INCLUDEDIR),
+                plain(SOURCE_FORTRAN_INCLUDEDIR),
+                exe_dir.join("fortran"),
+                exe_dir.to_path_buf(),
+            )
         };
         let nonempty = |var| env(var).filter(|v| !v.is_empty()).map(PathBuf::from);
         let libdir_env = nonempty("STORMPI_LIBDIR");
+        let inc_env = nonempty("STORMPI_INCLUDEDIR");
         Layout {
-            includedir: nonempty("STORMPI_INCLUDEDIR").unwrap_or(includedir),
+            fortran_includedir: inc_env.clone().unwrap_or(fortran_includedir),
+            moddir: inc_env.clone().unwrap_or(moddir),
+            includedir: inc_env.unwrap_or(includedir),
             libdir_from_env: libdir_env.is_some(),
             libdir: libdir_env.unwrap_or(libdir),
             installed,
@@ -149,12 +199,16 @@ impl Layout {
 
     /// Checks that the files a command needs are there, with a message that
     /// says how to get them.
-    fn check(&self, linking: Option<Linking>) -> Result<(), String> {
-        let header = self.includedir.join("mpi.h");
+    fn check(&self, lang: Language, linking: Option<Linking>) -> Result<(), String> {
+        let header = match lang {
+            Language::Fortran => self.fortran_includedir.join("mpif.h"),
+            _ => self.includedir.join("mpi.h"),
+        };
         if !header.is_file() {
             return Err(format!(
-                "{} not found (set STORMPI_INCLUDEDIR to the directory holding mpi.h)",
-                header.display()
+                "{} not found (set STORMPI_INCLUDEDIR to the directory holding {})",
+                header.display(),
+                header.file_name().unwrap_or_default().to_string_lossy()
             ));
         }
         let lib = match linking {
@@ -259,6 +313,8 @@ pub struct Invocation {
     pub localize: bool,
     /// Static or shared stormpi.
     pub linking: Linking,
+    /// The language of the wrapper (C unless set after [`Invocation::parse`]).
+    pub lang: Language,
     /// Everything else, passed to the compiler in order.
     pub args: Vec<OsString>,
 }
@@ -271,6 +327,7 @@ impl Invocation {
             help: false,
             localize: false,
             linking: Linking::Static,
+            lang: Language::C,
             args: Vec::new(),
         };
         for arg in args {
@@ -300,7 +357,8 @@ impl Invocation {
         let mut cmd = self.full_command(compiler, layout)?;
         if self.show == Some(Show::Compile) {
             // The compile step's view of the same command: everything but what linking adds.
-            cmd.truncate(compiler.len() + 1 + self.args.len());
+            let added = layout.compile_flags(self.lang, compiler).len();
+            cmd.truncate(compiler.len() + added + self.args.len());
         }
         Ok(cmd)
     }
@@ -312,13 +370,13 @@ impl Invocation {
     fn describe(&self, compiler: &[OsString], layout: &Layout) -> Result<Vec<OsString>, String> {
         let show = self.show.unwrap_or(Show::Command);
         let link = matches!(show, Show::Command | Show::LinkFlags);
-        layout.check(link.then_some(Linking::Dynamic))?;
+        layout.check(self.lang, link.then_some(Linking::Dynamic))?;
         let mut cmd = Vec::new();
         if matches!(show, Show::Command | Show::Compile) {
             cmd.extend_from_slice(compiler);
         }
         if show != Show::LinkFlags {
-            cmd.push(concat_os("-I", &layout.includedir));
+            cmd.extend(layout.compile_flags(self.lang, compiler));
         }
         if link {
             cmd.extend(layout.shared_link_flags());
@@ -332,10 +390,10 @@ impl Invocation {
         layout: &Layout,
     ) -> Result<Vec<OsString>, String> {
         let mode = Mode::of(&self.args);
-        layout.check((mode == Mode::Link).then_some(self.linking))?;
+        layout.check(self.lang, (mode == Mode::Link).then_some(self.linking))?;
         let mut cmd = compiler.to_vec();
         if mode != Mode::Query {
-            cmd.push(concat_os("-I", &layout.includedir));
+            cmd.extend(layout.compile_flags(self.lang, compiler));
         }
         cmd.extend(self.args.iter().cloned());
         if mode != Mode::Link {
@@ -347,6 +405,9 @@ impl Invocation {
                 // A fully static program has no libgcc_s.so; the unwinder
                 // it needs is in libgcc_eh.a.
                 let fully_static = self.args.iter().any(|a| a == "-static");
+                if fully_static && self.lang == Language::Fortran {
+                    cmd.push(GFORTRAN_STATIC_PTHREAD.into());
+                }
                 for lib in NATIVE_STATIC_LIBS {
                     let lib = if fully_static && *lib == "-lgcc_s" {
                         "-lgcc_eh"
@@ -363,6 +424,70 @@ impl Invocation {
 }
 
 impl Layout {
+    /// The `-I` flags of a language: `mpi.h`'s directory; for Fortran the
+    /// directories of `mpif.h` and `mpi.mod`.
+    fn include_flags(&self, lang: Language) -> Vec<OsString> {
+        match lang {
+            Language::Fortran if self.moddir != self.fortran_includedir => vec![
+                concat_os("-I", &self.fortran_includedir),
+                concat_os("-I", &self.moddir),
+            ],
+            Language::Fortran => vec![concat_os("-I", &self.fortran_includedir)],
+            _ => vec![concat_os("-I", &self.includedir)],
+        }
+    }
+
+    /// The flags a language adds at compile time: `-I` ([`Layout::include_flags`]), and for
+    /// gfortran `-fallow-argument-mismatch`, without which gfortran 10 and later refuse
+    /// `mpif.h` programs that pass buffers of different types to one procedure (MPICH's
+    /// `mpif90` adds it too).
+    fn compile_flags(&self, lang: Language, compiler: &[OsString]) -> Vec<OsString> {
+        let mut flags = self.include_flags(lang);
+        let gfortran = compiler.iter().any(|w| {
+            Path::new(w)
+                .file_name()
+                .is_some_and(|n| n.as_bytes().starts_with(b"gfortran"))
+        });
+        if lang == Language::Fortran && gfortran {
+            flags.push("-fallow-argument-mismatch".into());
+        }
+        flags
+    }
+
+    /// For a wrapper run from a cargo build directory: compiles the `mpi`
+    /// module (`mpi.f90` beside `mpif.h`) into `moddir` when `mpi.mod` there
+    /// is missing or older than its source. Compiled in a directory of its
+    /// own and renamed into place, so that wrappers running at once never
+    /// see half a module.
+    pub fn ensure_module(&self, compiler: &[OsString]) -> Result<(), String> {
+        let src = self.fortran_includedir.join("mpi.f90");
+        let module = self.moddir.join("mpi.mod");
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        match (modified(&src), modified(&module)) {
+            (None, _) => return Err(format!("{} not found", src.display())),
+            (Some(s), Some(m)) if m >= s => return Ok(()),
+            _ => {}
+        }
+        let work = self.moddir.join(format!("build-{}", std::process::id()));
+        std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+        let status = std::process::Command::new(&compiler[0])
+            .args(&compiler[1..])
+            .arg("-c")
+            .arg(&src)
+            .arg(concat_os("-J", &work))
+            .arg("-o")
+            .arg(work.join("mpi.o"))
+            .status();
+        let result = match status {
+            Ok(s) if s.success() => std::fs::rename(work.join("mpi.mod"), &module)
+                .map_err(|e| format!("{}: {e}", module.display())),
+            Ok(s) => Err(format!("compiling {} failed ({s})", src.display())),
+            Err(e) => Err(format!("cannot run {}: {e}", compiler[0].to_string_lossy())),
+        };
+        let _ = std::fs::remove_dir_all(&work);
+        result
+    }
+
     /// The flags that link the shared library and find it again at run time.
     fn shared_link_flags(&self) -> [OsString; 3] {
         let name = if self.libdir.join("libstormpi.so").exists() {
@@ -424,7 +549,7 @@ pub fn usage(lang: Language) -> String {
     let name = lang.wrapper_name();
     format!(
         "Usage: {name} [--dynamic] [-show] COMPILER-ARGS...\n\
-         Runs ${var} (default: {cc}) with stormpi's header and library added.\n\
+         Runs ${var} (default: {cc}) with stormpi's header{module} and library added.\n\
          \n  -show, -showme    print the command instead of running it (also -link_info;\
          \n                    without input files: the flags that build with libmpi.so)\
          \n  -compile_info     print the command without the libraries\
@@ -440,6 +565,11 @@ pub fn usage(lang: Language) -> String {
          \nSTORMPI_INCLUDEDIR and STORMPI_LIBDIR override where mpi.h and libmpi are.\n",
         var = lang.compiler_variable(),
         cc = lang.default_compiler(),
+        module = if lang == Language::Fortran {
+            ", the mpi module"
+        } else {
+            ""
+        },
     )
 }
 
@@ -451,7 +581,8 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
 
     let lang = Language::from_program_name(argv0);
     let name = lang.wrapper_name();
-    let inv = Invocation::parse(args);
+    let mut inv = Invocation::parse(args);
+    inv.lang = lang;
     if inv.help {
         print!("{}", usage(lang));
         return 0;
@@ -502,6 +633,12 @@ pub fn main(argv0: &OsStr, args: impl IntoIterator<Item = OsString>) -> i32 {
     if inv.show.is_some() {
         println!("{}", shell_line(&cmd));
         return 0;
+    }
+    if lang == Language::Fortran && !layout.installed && Mode::of(&inv.args) != Mode::Query {
+        if let Err(msg) = layout.ensure_module(&compiler_words) {
+            eprintln!("{name}: the mpi module: {msg}");
+            return 1;
+        }
     }
     if inv.linking == Linking::Static && Mode::of(&inv.args) == Mode::Link {
         // cargo writes libmpi.a afresh with every build; the first link after
@@ -585,6 +722,81 @@ mod tests {
                 "{n}"
             );
         }
+        for n in ["stormfort", "/opt/s/bin/mpifort", "mpif90", "mpif77"] {
+            assert_eq!(
+                Language::from_program_name(OsStr::new(n)),
+                Language::Fortran,
+                "{n}"
+            );
+        }
+    }
+
+    /// Fortran: mpif.h and mpi.mod from PREFIX/include, gfortran's mismatch flag, libmpi.a.
+    #[test]
+    fn fortran_static_link_command() {
+        let t = Tree::new(
+            "fortran",
+            &[
+                "include/mpi.h",
+                "include/mpif.h",
+                "lib/libmpi.a",
+                "lib/libmpi.so",
+            ],
+        );
+        let l = Layout::locate(&t.root.join("bin"), no_env);
+        assert_eq!(l.moddir, t.root.join("include"));
+        let mut inv = Invocation::parse(os(&["-O2", "a.f90", "-o", "a"]));
+        inv.lang = Language::Fortran;
+        let cmd = inv.command(&os(&["gfortran"]), &l).unwrap();
+        let inc = format!("-I{}", t.root.join("include").display());
+        let lib = t.root.join("lib/libmpi.a");
+        assert_eq!(
+            cmd[..7],
+            os(&[
+                "gfortran",
+                &inc,
+                "-fallow-argument-mismatch",
+                "-O2",
+                "a.f90",
+                "-o",
+                "a"
+            ])[..]
+        );
+        assert_eq!(cmd[7], lib.as_os_str());
+        // Another compiler gets no gfortran flag; -compile_info drops the libraries.
+        inv.show = Some(Show::Compile);
+        let cmd = inv.command(&os(&["flang"]), &l).unwrap();
+        assert_eq!(cmd, os(&["flang", &inc, "-O2", "a.f90", "-o", "a"]));
+    }
+
+    /// A fully static Fortran link pulls in the thread functions libgfortran needs.
+    #[test]
+    fn fortran_fully_static_link_pulls_in_pthread() {
+        let (_t, l) = installed("fortran-static");
+        let mut inv = Invocation::parse(os(&["-static", "a.f90"]));
+        inv.lang = Language::Fortran;
+        let Err(e) = inv.command(&os(&["gfortran"]), &l) else {
+            panic!("no mpif.h in that tree");
+        };
+        assert!(e.contains("mpif.h"), "{e}");
+        let t = Tree::new(
+            "fortran-static-2",
+            &["include/mpi.h", "include/mpif.h", "lib/libmpi.a"],
+        );
+        let l = Layout::locate(&t.root.join("bin"), no_env);
+        let cmd = inv.command(&os(&["gfortran"]), &l).unwrap();
+        assert!(cmd.contains(&GFORTRAN_STATIC_PTHREAD.into()), "{cmd:?}");
+        assert!(cmd.contains(&"-lgcc_eh".into()), "{cmd:?}");
+    }
+
+    /// From a cargo build directory, mpif.h comes from the sources and mpi.mod from
+    /// target/<profile>/fortran.
+    #[test]
+    fn fortran_build_tree_layout() {
+        let l = Layout::locate(Path::new("/w/target/release"), no_env);
+        assert!(l.fortran_includedir.ends_with("fortran/include"));
+        assert_eq!(l.moddir, Path::new("/w/target/release/fortran"));
+        assert_eq!(l.include_flags(Language::Fortran).len(), 2);
     }
 
     #[test]

@@ -720,6 +720,32 @@ super::mpi! {
         }))
     }
 
+    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut abi::MPI_Datatype) {
+        code(run("MPI_Type_create_f90_integer", None, |_| {
+            let h = f90_integer(r).ok_or(Error::bad_arg("no integer type has that decimal range"))?;
+            // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
+            unsafe { out(newtype, h) }
+        }))
+    }
+
+    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut abi::MPI_Datatype) {
+        code(run("MPI_Type_create_f90_real", None, |_| {
+            let h = f90_real(p, r, [abi::MPI_REAL4, abi::MPI_REAL8, abi::MPI_REAL16])
+                .ok_or(Error::bad_arg("no real type has that precision and range"))?;
+            // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
+            unsafe { out(newtype, h) }
+        }))
+    }
+
+    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut abi::MPI_Datatype) {
+        code(run("MPI_Type_create_f90_complex", None, |_| {
+            let h = f90_real(p, r, [abi::MPI_COMPLEX8, abi::MPI_COMPLEX16, abi::MPI_COMPLEX32])
+                .ok_or(Error::bad_arg("no complex type has that precision and range"))?;
+            // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
+            unsafe { out(newtype, h) }
+        }))
+    }
+
     fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype_: abi::MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: abi::MPI_Comm) {
         code(super::env::run_comm("MPI_Pack", comm, |e, c| {
             if position.is_null() || outsize < 0 {
@@ -821,5 +847,66 @@ super::mpi! {
 
     fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const abi::MPI_Status, datatype_: abi::MPI_Datatype, count: *mut abi::MPI_Count) {
         get_count_x("MPI_Get_elements_x", status, datatype_, count, true)
+    }
+}
+
+/// `MPI_Type_create_f90_integer`: the smallest of `INTEGER1`, `2`, `4`, `8` holding every integer
+/// of `r` decimal digits (gfortran's `SELECTED_INT_KIND`). The predefined type itself is
+/// returned (MPICH returns a type whose envelope says `MPI_COMBINER_F90_INTEGER`; here it says
+/// `MPI_COMBINER_NAMED`).
+fn f90_integer(r: c_int) -> Option<abi::MPI_Datatype> {
+    match r {
+        0..=2 => Some(abi::MPI_INTEGER1),
+        3..=4 => Some(abi::MPI_INTEGER2),
+        5..=9 => Some(abi::MPI_INTEGER4),
+        10..=18 => Some(abi::MPI_INTEGER8),
+        _ => None,
+    }
+}
+
+/// `MPI_Type_create_f90_real`/`_complex`: the first of the 4-, 8- and 16-byte kinds (`types`)
+/// with at least `p` decimal digits of precision and a decimal exponent range of at least `r`,
+/// as gfortran's `SELECTED_REAL_KIND` chooses (`MPI_UNDEFINED` leaves one unconstrained, not
+/// both); the predefined type itself, as for integers.
+fn f90_real(p: c_int, r: c_int, types: [abi::MPI_Datatype; 3]) -> Option<abi::MPI_Datatype> {
+    if p == abi::MPI_UNDEFINED && r == abi::MPI_UNDEFINED {
+        return None;
+    }
+    let p = if p == abi::MPI_UNDEFINED { 0 } else { p };
+    let r = if r == abi::MPI_UNDEFINED { 0 } else { r };
+    if p < 0 || r < 0 {
+        return None;
+    }
+    // (precision, range) of IEEE single, double and quad precision.
+    const KINDS: [(c_int, c_int); 3] = [(6, 37), (15, 307), (33, 4931)];
+    KINDS
+        .iter()
+        .zip(types)
+        .find(|((kp, kr), _)| p <= *kp && r <= *kr)
+        .map(|(_, t)| t)
+}
+
+#[cfg(test)]
+mod f90_tests {
+    use super::*;
+
+    #[test]
+    fn f90_types_follow_selected_kinds() {
+        assert_eq!(f90_integer(2), Some(abi::MPI_INTEGER1));
+        assert_eq!(f90_integer(9), Some(abi::MPI_INTEGER4));
+        assert_eq!(f90_integer(18), Some(abi::MPI_INTEGER8));
+        assert_eq!(f90_integer(19), None);
+        let reals = [abi::MPI_REAL4, abi::MPI_REAL8, abi::MPI_REAL16];
+        assert_eq!(f90_real(6, 37, reals), Some(abi::MPI_REAL4));
+        assert_eq!(f90_real(7, abi::MPI_UNDEFINED, reals), Some(abi::MPI_REAL8));
+        assert_eq!(
+            f90_real(abi::MPI_UNDEFINED, 400, reals),
+            Some(abi::MPI_REAL16)
+        );
+        assert_eq!(f90_real(34, 0, reals), None);
+        assert_eq!(
+            f90_real(abi::MPI_UNDEFINED, abi::MPI_UNDEFINED, reals),
+            None
+        );
     }
 }

@@ -36,6 +36,19 @@ mod unsupported;
 
 pub use env::{finalize, init, wtick, wtime};
 
+/// For a binding over the C API (the Fortran one, `fortran/`): reports `err` of `func` as the C
+/// functions do (through `MPI_COMM_WORLD`'s error handler, the message kept for
+/// `MPI_Error_string`) and returns its code.
+pub fn report_error(func: &'static str, err: crate::error::Error) -> core::ffi::c_int {
+    errors::report(func, None, err)
+}
+
+/// For a binding over the C API: `MPI_ERR_UNSUPPORTED_OPERATION` for `func`, reported as the C
+/// functions stormpi lacks report it.
+pub fn unsupported(func: &'static str) -> core::ffi::c_int {
+    errors::unsupported(func)
+}
+
 use crate::engine::Engine;
 use crate::error::Result;
 
