@@ -199,8 +199,13 @@ pub extern "C" fn PtlInit() -> c_int {
             }
         }
     }
-    g.as_mut().unwrap().inits += 1;
-    PTL_OK
+    match g.as_mut() {
+        Some(s) => {
+            s.inits = s.inits.saturating_add(1);
+            PTL_OK
+        }
+        None => PTL_FAIL,
+    }
 }
 
 #[no_mangle]
