@@ -2173,7 +2173,14 @@ impl State {
     fn progress_work(&mut self) {
         let n = self.peers.len();
         for src in 0..n {
+            // At most a ring's worth from each peer per call: a peer that keeps its ring full
+            // (or a broken one whose old records come round again) cannot hold the call, or
+            // the other peers, for ever.
+            let mut budget = self.cfg.ring_bytes;
             loop {
+                if budget == 0 {
+                    break;
+                }
                 let (h, data) = {
                     let Some(own) = self.own.as_ref() else {
                         return;
@@ -2191,6 +2198,7 @@ impl State {
                     return;
                 };
                 self.peers[src].cons.advance(own, src, &h);
+                budget = budget.saturating_sub(crate::shm::record_bytes(h.payload()));
             }
             if self.peers[src].cons.broken() && self.peers[src].bad == 0 {
                 self.peers[src].bad = 1;
@@ -3227,6 +3235,29 @@ mod tests {
         st.write_inbound(0, &(kind::WRAP as u64).to_ne_bytes());
         st.progress();
         assert_eq!(st.malformed_records(), 1);
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_records_that_come_round_again_do_not_hold_progress() {
+        let mut buf = [0u8; 64];
+        let (mut st, slot, eq) = target("replay", &mut buf);
+        // A put, then a wrap marker: the consumer goes back to offset 0, where the put still
+        // lies (its producer never cleared it), and round again. Each call takes at most a
+        // ring's worth and returns.
+        let mut bytes = record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[4; 8]);
+        bytes.extend((kind::WRAP as u64).to_ne_bytes());
+        st.write_inbound(0, &bytes);
+        st.progress();
+        st.progress();
+        assert_eq!(st.malformed_records(), 0);
+        assert_eq!(&buf[..8], &[4; 8]);
+        // The queue (16 events, flow controlled) filled and the entry was disabled.
+        let mut puts = 0;
+        while let Ok(Some((ev, _))) = st.eq_take(eq) {
+            puts += (ev.type_ == PTL_EVENT_PUT) as u32;
+        }
+        assert!(puts >= 15, "{puts} puts");
         st.shutdown();
     }
 
