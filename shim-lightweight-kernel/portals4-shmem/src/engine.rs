@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::atomics;
 use crate::job::{Config, Job};
@@ -650,6 +651,13 @@ fn target_event(
         atomic_operation: h.extra as u8,
         atomic_type: (h.extra >> 8) as u8,
     }
+}
+
+/// Whether this is the first malformed record of the process (the one reported on stderr: a
+/// hostile peer must not be able to flood it).
+fn first_report() -> bool {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    !REPORTED.swap(true, Ordering::Relaxed)
 }
 
 /// Portal table entry `i` of `ni`, if allocated.
@@ -2202,11 +2210,14 @@ impl State {
             }
             if self.peers[src].cons.broken() && self.peers[src].bad == 0 {
                 self.peers[src].bad = 1;
-                eprintln!(
-                    "portals4-shmem: rank {}: the ring from rank {src} holds a record no producer \
-                     writes (past the ring's end, or a misplaced wrap); it is no longer read",
-                    self.job.rank
-                );
+                if first_report() {
+                    eprintln!(
+                        "portals4-shmem: rank {}: the ring from rank {src} holds a record no \
+                         producer writes (past the ring's end, or a misplaced wrap); it is no \
+                         longer read, and later malformed records are only counted",
+                        self.job.rank
+                    );
+                }
             }
         }
         for p in 0..n {
@@ -2239,7 +2250,7 @@ impl State {
 
     /// A record from `src` that no correct peer writes: dropped, counted in the interface's drop
     /// count (when it names one) and in [`State::malformed_records`], reported on stderr the
-    /// first time.
+    /// first time in the process.
     #[cold]
     #[inline(never)]
     fn bad_record(&mut self, src: usize, h: &Hdr, why: &str) {
@@ -2250,7 +2261,7 @@ impl State {
             return;
         };
         peer.bad += 1;
-        if peer.bad == 1 {
+        if first_report() {
             eprintln!(
                 "portals4-shmem: rank {}: dropped a malformed record (kind {}) from rank {src}: \
                  {why}; later ones are only counted",
