@@ -810,6 +810,8 @@ impl State {
             limits.max_mds = cap(d.max_mds, limits.max_mds);
             limits.max_entries = cap(d.max_entries, limits.max_entries);
             limits.max_list_size = cap(d.max_list_size, limits.max_list_size);
+            limits.max_unexpected_headers =
+                cap(d.max_unexpected_headers, limits.max_unexpected_headers);
         }
         let n = self.job.size;
         self.nis[slot] = Some(Ni {
@@ -2544,6 +2546,23 @@ impl State {
             }
             return self.respond_fail(src, h, PTL_NI_DROPPED);
         };
+        // An overflow entry's arrival keeps a header in the unexpected list: no more than the
+        // interface's limit (peers cannot grow it without bound); past it, as with no entry.
+        if list == PTL_OVERFLOW_LIST && e.options & PTL_ME_UNEXPECTED_HDR_DISABLE == 0 {
+            let held = ni
+                .pts
+                .get(pti)
+                .and_then(|p| p.as_ref())
+                .map_or(0, |p| p.unexpected.len());
+            if held >= ni.limits.max_unexpected_headers.max(0) as usize {
+                count_drop(ni);
+                if flowctrl {
+                    Self::disable_pt(ni, h.pt_index);
+                    return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+                }
+                return self.respond_fail(src, h, PTL_NI_DROPPED);
+            }
+        }
         if e.uid != PTL_UID_ANY && e.uid != h.uid {
             count_sr(ni, PTL_SR_PERMISSION_VIOLATIONS);
             return self.respond_fail(src, h, PTL_NI_PERM_VIOLATION);
@@ -3246,6 +3265,53 @@ mod tests {
         st.write_inbound(0, &(kind::WRAP as u64).to_ne_bytes());
         st.progress();
         assert_eq!(st.malformed_records(), 1);
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_unexpected_headers_stop_at_the_interface_s_limit() {
+        let mut st = State::new(Job {
+            rank: 0,
+            size: 1,
+            id: format!("unexp-limit-{}", std::process::id()),
+        });
+        let want = ptl_ni_limits_t {
+            max_unexpected_headers: 2,
+            ..ptl_ni_limits_t::default()
+        };
+        let (slot, limits) = st
+            .ni_init(PTL_NI_MATCHING | PTL_NI_LOGICAL, PTL_PID_ANY, Some(&want))
+            .unwrap();
+        assert_eq!(limits.max_unexpected_headers, 2);
+        let eq = st.eq_alloc(slot, 16).unwrap();
+        assert_eq!(st.pt_alloc(slot, 0, eq, 0), Ok(0));
+        let mut buf = [0u8; 64];
+        let me = ptl_me_t {
+            start: buf.as_mut_ptr().cast(),
+            length: 64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 5,
+            ignore_bits: 0,
+            min_free: 0,
+        };
+        st.append(slot, 0, &me, PTL_OVERFLOW_LIST, 1, true).unwrap();
+        let mut bytes = Vec::new();
+        for b in 1..=3u8 {
+            bytes.extend(record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[b; 8]));
+        }
+        st.write_inbound(0, &bytes);
+        st.progress();
+        // Two headers kept; the third message dropped, its bytes not written.
+        assert_eq!(&buf[..24], &[[1u8; 8], [2; 8], [0; 8]].concat()[..]);
+        assert_eq!(st.status(slot, PTL_SR_DROP_COUNT), Ok(1));
+        let mut overflow = 0;
+        while let Ok(Some((ev, _))) = st.eq_take(eq) {
+            overflow += (ev.ptl_list == PTL_OVERFLOW_LIST) as u32;
+        }
+        assert_eq!(overflow, 2);
         st.shutdown();
     }
 
