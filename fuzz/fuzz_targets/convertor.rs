@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stormpi_core::datatype::convertor::{Packer, Unpacker};
+use stormpi_core::datatype::convertor::{prefix, Packer, Unpacker};
 use stormpi_core::datatype::repr::Repr;
 use stormpi_core::datatype::table::TypeTable;
 use stormpi_fuzz::{free_pool, grow, predefined_pool, with_table, Args, Conv, Input, Made};
@@ -136,6 +136,35 @@ fn check(t: &mut TypeTable, m: &Made, count: u64, inp: &mut Input<'_>) {
         pos += got;
     }
     drop(p);
+
+    // A buffered send's copy: the stream itself, cut at element boundaries.
+    // SAFETY: `stream` holds the packed bytes of the `count` instances and outlives the packer.
+    let mut p = unsafe { Packer::packed(stream.as_ptr(), count, m.ty, t) }.expect("packs");
+    p.whole_elements();
+    let mut pos = 0;
+    while pos < len {
+        let k = frag(inp, len - pos).max(16);
+        let got = p.pack(t, pos, &mut out[..k]);
+        assert!(
+            got > 0 && ends.binary_search(&(pos + got)).is_ok(),
+            "packed copy at {pos}"
+        );
+        assert_eq!(&out[..got], &stream[pos..pos + got], "packed copy at {pos}");
+        pos += got;
+    }
+    drop(p);
+
+    // What a prefix of the stream holds: its bytes, and its elements when it ends between two.
+    for _ in 0..4 {
+        let b = inp.below(len + 1);
+        let (native, whole) = prefix(t, m.ty, &Repr::NATIVE, b as u64).expect("a live type");
+        assert_eq!(native, b as u64, "native bytes of a {b}-byte prefix");
+        assert_eq!(
+            whole,
+            ends.binary_search(&b).ok().map(|k| k as u64),
+            "elements in a {b}-byte prefix"
+        );
+    }
 
     // Unpacking: what the reference writes, and nothing else. Elements that overlap are
     // written in stream order (fragments in order); otherwise the fragments come in any order.
