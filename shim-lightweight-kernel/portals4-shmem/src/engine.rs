@@ -1319,11 +1319,8 @@ impl State {
         };
         let mut i = 0;
         let mut consumed = false;
-        loop {
-            // (The field, not `pt_mut`: the entries are borrowed beside it.)
-            let Some(pt) = ni.pts.get_mut(pt_index as usize).and_then(|p| p.as_mut()) else {
-                break;
-            };
+        // (The field, not `pt_mut`: the entries are borrowed beside it.)
+        while let Some(pt) = ni.pts.get_mut(pt_index as usize).and_then(|p| p.as_mut()) {
             let Some(&u) = pt.unexpected.get(i) else {
                 break;
             };
