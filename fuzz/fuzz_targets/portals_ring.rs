@@ -115,7 +115,7 @@ fuzz_target!(|data: &[u8]| {
 
     let eq = st.eq_alloc(slot, 1 + inp.u8() as u64 % 8).expect("a queue");
     let ct = st.ct_alloc(slot).expect("a counter");
-    let fc = if inp.u8() % 2 == 0 {
+    let fc = if inp.u8().is_multiple_of(2) {
         PTL_PT_FLOWCTRL
     } else {
         0
@@ -125,23 +125,26 @@ fuzz_target!(|data: &[u8]| {
     let neq = st.eq_alloc(nslot, 4).expect("a queue");
     st.pt_alloc(nslot, 0, neq, 0).expect("entry 0");
     let mut scattered = false;
-    for i in 0..4 {
+    for (i, b) in bufs.iter_mut().enumerate() {
         let pt = inp.u8() as u32 % 2;
         let list = inp.u8() % 2;
         let opts =
             inp.u32() & PTL_ME_APPEND_OPTIONS_MASK & !PTL_IOVEC | PTL_ME_OP_PUT | PTL_ME_OP_GET;
-        let iovec = i == 3 && inp.u8() % 2 == 0;
+        let iovec = i == 3 && inp.u8().is_multiple_of(2);
         scattered |= iovec;
         let (start, length, opts) = if iovec {
             (iov.as_mut_ptr().cast(), iov.len() as u64, opts | PTL_IOVEC)
         } else {
-            let b = &mut bufs[i];
             (b.mem.as_mut_ptr().cast(), b.mem.len() as u64, opts)
         };
         let me = ptl_me_t {
             start,
             length,
-            ct_handle: if inp.u8() % 2 == 0 { ct } else { PTL_CT_NONE },
+            ct_handle: if inp.u8().is_multiple_of(2) {
+                ct
+            } else {
+                PTL_CT_NONE
+            },
             uid: PTL_UID_ANY,
             options: opts,
             match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
@@ -230,7 +233,7 @@ fuzz_target!(|data: &[u8]| {
 
     // Rank 1 "writes" its ring toward rank 0.
     let mut ring = Vec::with_capacity(RING);
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         ring.extend_from_slice(inp.rest());
     } else {
         while !inp.is_empty() {

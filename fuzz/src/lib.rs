@@ -728,7 +728,7 @@ impl Gen<'_, '_> {
     }
     fn dims(&mut self) -> usize {
         match self.args {
-            Args::Extreme if self.inp.u8() % 8 == 0 => [0, 17][self.inp.below(2)],
+            Args::Extreme if self.inp.u8().is_multiple_of(8) => [0, 17][self.inp.below(2)],
             _ => 1 + self.inp.u8() as usize % 3,
         }
     }
@@ -905,7 +905,7 @@ pub fn grow(inp: &mut Input<'_>, t: &mut TypeTable, pool: &[Made], args: Args) -
         9 | 10 => {
             let old = pick(&mut g);
             let nd = g.dims();
-            let c_order = g.inp.u8() % 2 == 0;
+            let c_order = g.inp.u8().is_multiple_of(2);
             let order = if c_order { Order::C } else { Order::Fortran };
             let gs: Vec<i32> = (0..nd).map(|_| g.dim_size()).collect();
             let iv = if op == 9 {
