@@ -1208,10 +1208,11 @@ impl State {
         }
         let (_, _, i, g) = split(ct);
         if let Some(c) = ni.cts.get_mut(i, g) {
+            // Counters wrap, as a NIC's do (a peer decides how many bytes arrive).
             if ok {
-                c.success += bytes.unwrap_or(1);
+                c.success = c.success.wrapping_add(bytes.unwrap_or(1));
             } else {
-                c.failure += 1;
+                c.failure = c.failure.wrapping_add(1);
             }
         }
     }
