@@ -12,7 +12,9 @@ use libfuzzer_sys::fuzz_target;
 use stormpi_core::datatype::convertor::{prefix, Packer, Unpacker};
 use stormpi_core::datatype::repr::Repr;
 use stormpi_core::datatype::table::TypeTable;
-use stormpi_fuzz::{free_pool, grow, predefined_pool, with_table, Args, Conv, Input, Made};
+use stormpi_fuzz::{
+    agree, free_pool, grow, indexed, predefined_pool, with_table, Args, Conv, Input, Made,
+};
 
 /// Largest buffer a type's instances may span.
 const SPAN_MAX: i128 = 64 << 10;
@@ -46,6 +48,28 @@ fuzz_target!(|data: &[u8]| {
         for _ in 0..1 + inp.u8() % 6 {
             if let Some(m) = grow(&mut inp, t, &pool, Args::Small) {
                 pool.push(m);
+            }
+        }
+        // Sometimes the newest moved next to an end of the address space (its loops' bases may
+        // then lie beyond it; only its elements' addresses must fit).
+        if inp.u8() % 4 == 0 {
+            let m = &pool[pool.len() - 1].model;
+            let slack = inp.u8() as i128;
+            let d = match inp.u8() % 2 {
+                0 => isize::MIN as i128 - m.true_lb + slack,
+                _ => isize::MAX as i128 - (m.true_lb + m.true_extent) - slack,
+            };
+            if let Ok(d) = isize::try_from(d) {
+                let old = pool[pool.len() - 1].ty;
+                let model = indexed(&[1], None, Some(&[d]), m);
+                let made = t.indexed_block(1, None, Some(&[d]), old);
+                if let Some((ty, model)) = agree(made, model, t, &format!("moved by {d}")) {
+                    pool.push(Made {
+                        ty,
+                        model,
+                        derived: true,
+                    });
+                }
             }
         }
         // The newest types are the interesting ones.
@@ -82,7 +106,7 @@ fn check(t: &mut TypeTable, m: &Made, count: u64, inp: &mut Input<'_>) {
     let mut fill = Bytes(inp.u64() | 1);
     let mut src = vec![0u8; (hi - lo) as usize];
     fill.fill(&mut src);
-    let base = src.as_ptr().wrapping_offset(-(lo as isize));
+    let base = src.as_ptr().wrapping_offset((lo as isize).wrapping_neg());
     // The reference: each element's bytes, in type-map order; and where elements end.
     let mut stream = Vec::new();
     let mut ends = vec![0usize];
@@ -192,7 +216,9 @@ fn check(t: &mut TypeTable, m: &Made, count: u64, inp: &mut Input<'_>) {
         }
     }
     {
-        let dbase = dst.as_mut_ptr().wrapping_offset(-(lo as isize));
+        let dbase = dst
+            .as_mut_ptr()
+            .wrapping_offset((lo as isize).wrapping_neg());
         // SAFETY: every byte the type map touches from `dbase` is in `dst`, which nothing else
         // touches while the unpacker lives.
         let mut u = unsafe { Unpacker::new(dbase, count, m.ty, t) }.expect("unpacks");
@@ -213,7 +239,7 @@ fn check(t: &mut TypeTable, m: &Made, count: u64, inp: &mut Input<'_>) {
     // The round trip (overlapping elements were written in stream order, each with the bytes
     // it was read from: the stream comes back too).
     {
-        let dbase = dst.as_ptr().wrapping_offset(-(lo as isize));
+        let dbase = dst.as_ptr().wrapping_offset((lo as isize).wrapping_neg());
         // SAFETY: as for the first packer, over `dst`.
         let mut p = unsafe { Packer::new(dbase, count, m.ty, t) }.expect("packs");
         let mut back = vec![0u8; len];
@@ -257,7 +283,9 @@ fn check(t: &mut TypeTable, m: &Made, count: u64, inp: &mut Input<'_>) {
         want[i..i + s].copy_from_slice(&src[i..i + s]);
     }
     {
-        let dbase = dst.as_mut_ptr().wrapping_offset(-(lo as isize));
+        let dbase = dst
+            .as_mut_ptr()
+            .wrapping_offset((lo as isize).wrapping_neg());
         // SAFETY: as for the first unpacker.
         let mut u = unsafe { Unpacker::new(dbase, count, m.ty, t) }.expect("unpacks");
         u.set_source(t, &Repr::EXTERNAL32)
