@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         }
         // Sometimes the newest moved next to an end of the address space (its loops' bases may
         // then lie beyond it; only its elements' addresses must fit).
-        if inp.u8() % 4 == 0 {
+        if inp.u8().is_multiple_of(4) {
             let m = &pool[pool.len() - 1].model;
             let slack = inp.u8() as i128;
             let d = match inp.u8() % 2 {
