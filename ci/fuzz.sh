@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
 # fuzz.sh - every cargo-fuzz target in fuzz/ for a bounded time each, from the committed seeds
-# (fuzz/seeds/<target>), with AddressSanitizer: the PML's wire headers, the TCP BTL's frame,
-# handshake and address record, PMI-1 lines (parse and write back) and stormrun's PMI server fed
-# any bytes. A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a
-# unit test beside the code it broke. Needs the nightly toolchain and cargo-fuzz (ci/setup.sh
-# installs cargo-fuzz where a nightly toolchain is installed); without them it says so and exits 0.
+# (fuzz/seeds/<target>), with AddressSanitizer:
+#   pml_header     the PML's wire headers (parse, write back, the eager fast path)
+#   tcp_wire       the TCP BTL's frame, handshake and address record
+#   pmi_line       PMI-1 lines (parse and write back)
+#   pmi_server     stormrun's PMI server fed any bytes by a rank
+#   datatype_ctor  the datatype constructors with extreme arguments, against a model of the
+#                  bounds rules in i128 (fuzz/src/lib.rs)
+#   convertor      random type trees packed and unpacked (whole, in fragments, seeking, external32)
+#                  against a packer written in the target
+#   portals_ring   the software Portals NI's inbound ring fed any bytes, consumed by State::progress
+# A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a unit test
+# beside the code it broke. Seeds of the last three come from fuzz/seeds/make-seeds.py. To hunt
+# rather than check, run a target longer with overflow checks on:
+#   cd fuzz && cargo +nightly fuzz run -O -a <target> -- -max_total_time=600
+# Needs the nightly toolchain and cargo-fuzz (ci/setup.sh installs cargo-fuzz where a nightly
+# toolchain is installed); without them it says so and exits 0.
 #
-# usage: ci/fuzz.sh [SECONDS per target, default 30]
+# usage: ci/fuzz.sh [SECONDS per target, default 30; ci/test.sh gives 20]
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-30}

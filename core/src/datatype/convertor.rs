@@ -20,6 +20,11 @@
 //!
 //! A convertor holds a raw pointer to memory the user lent for the life of a request: that loan
 //! is the one boundary here, stated on the constructors.
+//!
+//! Memory positions are computed with wrapping arithmetic, from a base that may be anywhere
+//! (`MPI_BOTTOM` is address 0): a loop's base can lie outside the type's bounds (a loop at
+//! `isize::MIN` whose body starts 36 bytes up, moved 4 bytes down), and only the elements'
+//! final addresses are the type's, which its constructor checked fit.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -134,7 +139,7 @@ impl Cursor {
                 if self.depth == 0 {
                     self.inst += 1;
                     self.at = 0;
-                    self.base = self.inst as isize * shape.extent;
+                    self.base = (self.inst as isize).wrapping_mul(shape.extent);
                     continue;
                 }
                 let l = &mut self.levels[self.depth as usize - 1];
@@ -150,7 +155,10 @@ impl Cursor {
                 l.iter += 1;
                 if (l.iter as u64) < count {
                     self.at = l.node + 1;
-                    self.base = l.outer + disp + l.iter as isize * stride;
+                    self.base = l
+                        .outer
+                        .wrapping_add(disp)
+                        .wrapping_add((l.iter as isize).wrapping_mul(stride));
                 } else {
                     self.at = l.node + nodes[l.node as usize].span() as u32;
                     self.base = l.outer;
@@ -169,7 +177,7 @@ impl Cursor {
                         outer: self.base,
                     };
                     self.depth += 1;
-                    self.base += disp;
+                    self.base = self.base.wrapping_add(disp);
                     self.at += 1;
                 }
             }
@@ -182,7 +190,7 @@ impl Cursor {
         c.pos = pos;
         // A message without data (no instances, or empty ones) ends everywhere.
         c.inst = pos.checked_div(shape.inst).unwrap_or(shape.count);
-        c.base = c.inst as isize * shape.extent;
+        c.base = (c.inst as isize).wrapping_mul(shape.extent);
         if c.inst >= shape.count {
             return c;
         }
@@ -215,7 +223,10 @@ impl Cursor {
                         outer: c.base,
                     };
                     c.depth += 1;
-                    c.base += disp + iter as isize * stride;
+                    c.base = c
+                        .base
+                        .wrapping_add(disp)
+                        .wrapping_add((iter as isize).wrapping_mul(stride));
                     c.at += 1;
                 }
             }
@@ -262,7 +273,10 @@ impl Cursor {
                     let n = (iters - l.iter as u64).min((len - done) / run);
                     for k in 0..n as isize {
                         visit(Piece {
-                            mem: self.base + disp + k * stride,
+                            mem: self
+                                .base
+                                .wrapping_add(disp)
+                                .wrapping_add(k.wrapping_mul(stride)),
                             basic,
                             bytes: run,
                             elems: count,
@@ -272,7 +286,9 @@ impl Cursor {
                     // Stand on the end of the last iteration taken; the step below moves on.
                     let last = &mut self.levels[self.depth as usize - 1];
                     last.iter += n as u32 - 1;
-                    self.base += (n as isize - 1) * stride;
+                    self.base = self
+                        .base
+                        .wrapping_add((n as isize - 1).wrapping_mul(stride));
                     self.off = run;
                 }
             }
@@ -294,7 +310,7 @@ impl Cursor {
                     self.off
                 };
                 visit(Piece {
-                    mem: self.base + disp + mem as isize,
+                    mem: self.base.wrapping_add(disp).wrapping_add(mem as isize),
                     basic,
                     bytes: take,
                     elems: take / es,
@@ -745,7 +761,13 @@ impl Packer {
                 }
                 // SAFETY: `pos + n <= len`, and the constructor's contract makes the type's
                 // bytes from `base` readable; `out` holds at least `n` bytes.
-                unsafe { copy(self.base.offset(*at).add(pos), out.as_mut_ptr(), n) };
+                unsafe {
+                    copy(
+                        self.base.wrapping_offset(*at).wrapping_add(pos),
+                        out.as_mut_ptr(),
+                        n,
+                    )
+                };
                 n
             }
             Layout::Typed { .. } => self.pack_typed(types, pos, out),
@@ -784,7 +806,7 @@ impl Packer {
                             let src = if shape.packed {
                                 base.add(pos + w)
                             } else {
-                                base.offset(p.mem)
+                                base.wrapping_offset(p.mem)
                             };
                             if shape.convert {
                                 let n = p.elems as usize;
@@ -993,7 +1015,13 @@ impl Unpacker {
                 let n = data.len().min(*len - pos);
                 // SAFETY: `pos + n <= len`, and the constructor's contract makes the loaned
                 // bytes writable and unaliased for the request's life; `data` holds `n` bytes.
-                unsafe { copy(data.as_ptr(), self.base.offset(*at).add(pos), n) };
+                unsafe {
+                    copy(
+                        data.as_ptr(),
+                        self.base.wrapping_offset(*at).wrapping_add(pos),
+                        n,
+                    )
+                };
                 self.local += n as u64;
                 n
             }
@@ -1027,7 +1055,7 @@ impl Unpacker {
                     // SAFETY: `p.mem` is an offset the type map of the loaned instances touches,
                     // so (by the constructor's contract) writable for the element.
                     unsafe {
-                        let dst = base.offset(p.mem);
+                        let dst = base.wrapping_offset(p.mem);
                         if shape.convert {
                             let n = p.elems as usize;
                             let bytes = n * p.basic.size as usize;
@@ -1168,6 +1196,49 @@ mod tests {
             assert_eq!(n, 4.min(10usize.saturating_sub(pos)));
             assert_eq!(&out[..n], &data[pos.min(10)..pos.min(10) + n]);
         }
+    }
+
+    #[test]
+    fn a_loop_based_outside_the_address_space_packs_what_its_type_map_says() {
+        // Found by fuzzing (datatype_ctor): two copies of a char 36 bytes up a 36-byte resized
+        // type, at isize::MIN, then moved 4 bytes down. The loop's base goes below isize::MIN
+        // while every element's address fits; shifting it overflowed.
+        let mut t = crate::datatype::table::tests::table();
+        let a = t.resized(Datatype::CHAR, 2, 36).unwrap();
+        let b = t.indexed_block(1, None, Some(&[36]), a).unwrap();
+        let c = t.indexed_block(2, None, Some(&[isize::MIN]), b).unwrap();
+        let d = t.indexed_block(1, None, Some(&[-4]), c).unwrap();
+        let info = *t.info(d).unwrap();
+        assert_eq!(
+            (info.size, info.true_lb, info.true_extent),
+            (2, isize::MIN + 32, 37)
+        );
+        t.commit(d).unwrap();
+        let mut mem = [0u8; 37];
+        mem[0] = 7;
+        mem[36] = 9;
+        // The user's buffer is where the type's lowest element lies.
+        let base = mem.as_mut_ptr().wrapping_offset(-(isize::MIN + 32));
+        // SAFETY: the type map's two bytes from `base` are `mem[0]` and `mem[36]`.
+        let mut p = unsafe { Packer::new(base, 1, d, &t) }.unwrap();
+        let mut out = [0u8; 4];
+        assert_eq!(p.pack(&t, 0, &mut out), 2);
+        assert_eq!(&out[..2], &[7, 9]);
+        assert_eq!(p.pack(&t, 1, &mut out[..1]), 1);
+        assert_eq!(out[0], 9);
+        drop(p);
+        mem = [0; 37];
+        // SAFETY: as above, for writes.
+        let mut u = unsafe { Unpacker::new(base, 1, d, &t) }.unwrap();
+        assert_eq!(u.unpack(&t, 1, &[5]), 1);
+        assert_eq!(u.unpack(&t, 0, &[4]), 1);
+        drop(u);
+        assert_eq!((mem[0], mem[36]), (4, 5));
+        assert_eq!(mem[1..36], [0; 35]);
+        for x in [a, b, c, d] {
+            t.free(x).unwrap();
+        }
+        assert_eq!(t.derived_in_use(), 0);
     }
 
     #[test]

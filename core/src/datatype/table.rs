@@ -863,10 +863,12 @@ impl TypeTable {
             ));
         }
         for d in 0..nd {
+            // In i64: `start + subsize` of two i32s may not fit one (it wrapped, and a start
+            // past the array's end was taken).
             if sizes[d] <= 0
                 || subsizes[d] <= 0
                 || starts[d] < 0
-                || starts[d] + subsizes[d] > sizes[d]
+                || starts[d] as i64 + subsizes[d] as i64 > sizes[d] as i64
             {
                 return Err(bad_arg(
                     "subarray dimension out of range (need 0 < subsize and start + subsize <= size)",
@@ -917,10 +919,12 @@ impl TypeTable {
                 "a darray needs gsizes, distribs, dargs and psizes for each of 1..=16 dimensions",
             ));
         }
-        if psizes.iter().any(|&p| p <= 0)
-            || psizes.iter().map(|&p| p as i64).product::<i64>() != size as i64
-            || rank < 0
-            || rank >= size
+        // Checked: sixteen i32 factors overflow an i64 (and a wrapped product could equal
+        // `size`).
+        let procs = psizes
+            .iter()
+            .try_fold(1i64, |a, &p| a.checked_mul(p as i64));
+        if psizes.iter().any(|&p| p <= 0) || procs != Some(size as i64) || rank < 0 || rank >= size
         {
             return Err(bad_arg(
                 "darray: the process grid does not have `size` processes, or rank is outside it",
@@ -1569,6 +1573,44 @@ pub(crate) mod tests {
         // A negative stride that reaches below the address space is refused too.
         let e = t.vector(4, 1, Some(-(1 << 30)), None, b).unwrap_err();
         assert_eq!(e.class, ErrorClass::Type);
+    }
+
+    #[test]
+    fn a_subarray_starting_past_its_array_is_refused_whatever_the_sum_of_i32s() {
+        // Found by fuzzing (datatype_ctor): `start + subsize` wrapped to a negative i32, so a
+        // start of i32::MAX in an array of 4 passed the check.
+        let mut t = table();
+        let e = t
+            .subarray(&[4], &[1], &[i32::MAX], Order::C, Datatype::INT)
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Arg);
+        let e = t
+            .subarray(
+                &[4, i32::MAX],
+                &[1, i32::MAX],
+                &[0, 1],
+                Order::C,
+                Datatype::INT,
+            )
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Arg);
+        // A process grid whose size overflows an i64 is refused, not multiplied with wrapping.
+        let big = [i32::MAX; 3];
+        let none = [Distrib::None; 3];
+        let e = t
+            .darray(
+                6,
+                0,
+                &[1, 1, 1],
+                &none,
+                &[DFLT_DARG; 3],
+                &big,
+                Order::C,
+                Datatype::INT,
+            )
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Arg);
+        assert_eq!(t.derived_in_use(), 0);
     }
 
     #[test]

@@ -82,6 +82,15 @@ pub fn valid(op: ptl_op_t, dt: ptl_datatype_t) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Unsupported;
 
+/// The first `N` bytes of `b`, zero-padded when it is shorter (the callers pass chunks of
+/// exactly the element size).
+fn bytes_of<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    let n = b.len().min(N);
+    a[..n].copy_from_slice(&b[..n]);
+    a
+}
+
 /// `target[i] = op(target[i], src[i])` element by element (`operand`: the comparand or mask).
 pub fn apply(
     op: ptl_op_t,
@@ -97,13 +106,13 @@ pub fn apply(
     macro_rules! each {
         ($t:ty, $ops:ident) => {{
             let c = if operand.len() >= size {
-                <$t>::from_ne_bytes(operand[..size].try_into().unwrap())
+                <$t>::from_ne_bytes(bytes_of(operand))
             } else {
                 <$t>::from_ne_bytes([0u8; std::mem::size_of::<$t>()])
             };
             for (tc, sc) in target.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-                let t = <$t>::from_ne_bytes((&*tc).try_into().unwrap());
-                let s = <$t>::from_ne_bytes(sc.try_into().unwrap());
+                let t = <$t>::from_ne_bytes(bytes_of(tc));
+                let s = <$t>::from_ne_bytes(bytes_of(sc));
                 let r = $ops!($t, op, t, s, c).ok_or(Unsupported)?;
                 tc.copy_from_slice(&r.to_ne_bytes());
             }

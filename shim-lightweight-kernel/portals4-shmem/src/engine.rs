@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::atomics;
 use crate::job::{Config, Job};
@@ -493,6 +494,8 @@ struct Op {
     awaits: bool,
     /// The target reads the data directly: `PTL_EVENT_SEND` waits for its acknowledgment.
     cma_put: bool,
+    /// The target's job rank: only its ACK or REPLY records may complete the operation.
+    peer: u32,
 }
 
 enum Payload {
@@ -554,6 +557,34 @@ struct Staged {
     /// Replies: the fragments go straight to the initiator's MD.
     reply: bool,
     got: u64,
+    /// Payload bytes the message carries in all (at most, for a reply).
+    total: u64,
+}
+
+/// Bytes of staging reserved up front for a fragmented message (the rest grows as fragments
+/// arrive): the announced length is the peer's word, not an allocation size.
+const STAGE_RESERVE: u64 = 1 << 20;
+
+/// Payload bytes a request described by `h` carries in all (its records together), as the
+/// initiator writes it; `None` for a request no initiator writes (an atomic beyond
+/// [`MAX_ATOMIC`]).
+fn request_bytes(h: &Hdr) -> Option<u64> {
+    match h.kind() {
+        kind::PUT if h.flags() & flag::CMA != 0 => Some(0),
+        kind::PUT => Some(h.length),
+        kind::GET => Some(0),
+        kind::ATOMIC | kind::FETCH if h.length <= MAX_ATOMIC => {
+            let (op, dt) = (h.extra as u8, (h.extra >> 8) as u8);
+            // As the target splits it: the operand (compare-and-swap family), then the data.
+            let olen = if atomics::needs_operand(op) {
+                atomics::elem_size(dt).unwrap_or(0)
+            } else {
+                0
+            };
+            Some(h.length + olen as u64)
+        }
+        _ => None,
+    }
 }
 
 /// Everything about one peer (a job rank).
@@ -564,6 +595,8 @@ struct Peer {
     txq: VecDeque<Tx>,
     cons: Consumer,
     staged: Option<Staged>,
+    /// Malformed records from this peer, dropped (the first one is reported on stderr).
+    bad: u64,
 }
 
 /// The process's Portals state.
@@ -618,6 +651,38 @@ fn target_event(
         atomic_operation: h.extra as u8,
         atomic_type: (h.extra >> 8) as u8,
     }
+}
+
+/// Whether this is the first malformed record of the process (the one reported on stderr: a
+/// hostile peer must not be able to flood it).
+fn first_report() -> bool {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    !REPORTED.swap(true, Ordering::Relaxed)
+}
+
+/// Portal table entry `i` of `ni`, if allocated.
+fn pt_mut(ni: &mut Ni, i: u32) -> Option<&mut Pt> {
+    ni.pts.get_mut(i as usize).and_then(|p| p.as_mut())
+}
+
+/// The event queue of portal table entry `i` ([`PTL_EQ_NONE`] if there is no such entry).
+fn pt_eq(ni: &Ni, i: u32) -> u32 {
+    ni.pts
+        .get(i as usize)
+        .and_then(|p| p.as_ref())
+        .map_or(PTL_EQ_NONE, |p| p.eq)
+}
+
+/// Adds one to status register `reg` of `ni` (it wraps, as a hardware counter does).
+fn count_sr(ni: &mut Ni, reg: ptl_sr_index_t) {
+    if let Some(r) = ni.sr.get_mut(reg as usize) {
+        *r = r.wrapping_add(1);
+    }
+}
+
+/// A message dropped at `ni`.
+fn count_drop(ni: &mut Ni) {
+    count_sr(ni, PTL_SR_DROP_COUNT);
 }
 
 fn ni_slot(options: u32) -> usize {
@@ -745,6 +810,8 @@ impl State {
             limits.max_mds = cap(d.max_mds, limits.max_mds);
             limits.max_entries = cap(d.max_entries, limits.max_entries);
             limits.max_list_size = cap(d.max_list_size, limits.max_list_size);
+            limits.max_unexpected_headers =
+                cap(d.max_unexpected_headers, limits.max_unexpected_headers);
         }
         let n = self.job.size;
         self.nis[slot] = Some(Ni {
@@ -933,10 +1000,13 @@ impl State {
             return PTL_IN_USE;
         }
         let (eq, fc) = (pt.eq, pt.options & PTL_PT_FLOWCTRL != 0);
-        for u in std::mem::take(&mut ni.pts[idx as usize])
-            .unwrap()
-            .unexpected
-        {
+        let unexpected = ni
+            .pts
+            .get_mut(idx as usize)
+            .and_then(Option::take)
+            .map(|p| p.unexpected)
+            .unwrap_or_default();
+        for u in unexpected {
             Self::drop_unexp_ref(ni, u.entry, None);
         }
         if fc {
@@ -1138,10 +1208,11 @@ impl State {
         }
         let (_, _, i, g) = split(ct);
         if let Some(c) = ni.cts.get_mut(i, g) {
+            // Counters wrap, as a NIC's do (a peer decides how many bytes arrive).
             if ok {
-                c.success += bytes.unwrap_or(1);
+                c.success = c.success.wrapping_add(bytes.unwrap_or(1));
             } else {
-                c.failure += 1;
+                c.failure = c.failure.wrapping_add(1);
             }
         }
     }
@@ -1204,11 +1275,16 @@ impl State {
         // Every match in the unexpected list is an overflow event; a use-once entry takes one
         // and is never linked.
         if sweep && Self::sweep_unexpected(ni, pt_index, idx, logical, true) {
-            let e = ni.entries.remove(idx, gen).unwrap();
-            Self::unlink_event(ni, pt_index, &e);
+            if let Some(e) = ni.entries.remove(idx, gen) {
+                Self::unlink_event(ni, pt_index, &e);
+            }
             return Ok(h);
         }
-        let pt = ni.pts[pt_index as usize].as_mut().unwrap();
+        let Some(pt) = pt_mut(ni, pt_index) else {
+            // Checked above and nothing between frees it; never leave the entry behind.
+            ni.entries.remove(idx, gen);
+            return Err(PTL_FAIL);
+        };
         if list == PTL_PRIORITY_LIST {
             pt.priority.push_back(idx);
         } else {
@@ -1239,16 +1315,19 @@ impl State {
         logical: bool,
         deliver: bool,
     ) -> bool {
-        let once = ni.entries.at(idx).unwrap().options & PTL_ME_USE_ONCE != 0;
+        let Some(once) = ni.entries.at(idx).map(|e| e.options & PTL_ME_USE_ONCE != 0) else {
+            return false;
+        };
         let mut i = 0;
         let mut consumed = false;
-        loop {
-            let pt = ni.pts[pt_index as usize].as_mut().unwrap();
-            if i >= pt.unexpected.len() {
+        // (The field, not `pt_mut`: the entries are borrowed beside it.)
+        while let Some(pt) = ni.pts.get_mut(pt_index as usize).and_then(|p| p.as_mut()) {
+            let Some(&u) = pt.unexpected.get(i) else {
                 break;
-            }
-            let u = pt.unexpected[i];
-            let e = ni.entries.at(idx).unwrap();
+            };
+            let Some(e) = ni.entries.at(idx) else {
+                break;
+            };
             if !Self::id_bits_match(e, &u.initiator, u.match_bits, logical) {
                 i += 1;
                 continue;
@@ -1272,9 +1351,11 @@ impl State {
 
     /// The overflow (or search) event of entry `idx` for unexpected message `u`.
     fn overflow_event(ni: &mut Ni, pt_index: u32, idx: u32, u: &Unexp, deliver: bool) {
-        let e = ni.entries.at(idx).unwrap();
+        let Some(e) = ni.entries.at(idx) else {
+            return;
+        };
         let (opts, ct, user_ptr) = (e.options, e.ct, e.user_ptr);
-        let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+        let eq = pt_eq(ni, pt_index);
         let ev = ptl_event_t {
             type_: if deliver { u.event } else { PTL_EVENT_SEARCH },
             start: u.start as *mut c_void,
@@ -1314,13 +1395,12 @@ impl State {
             None => false,
         };
         if free {
-            let e = ni.entries.remove(idx, gen).unwrap();
+            let Some(e) = ni.entries.remove(idx, gen) else {
+                return;
+            };
             if let Some(p) = pt_index {
                 if e.options & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
-                    let eq = ni.pts[p as usize]
-                        .as_ref()
-                        .map(|p| p.eq)
-                        .unwrap_or(PTL_EQ_NONE);
+                    let eq = pt_eq(ni, p);
                     let ev = ptl_event_t {
                         type_: PTL_EVENT_AUTO_FREE,
                         user_ptr: e.user_ptr as *mut c_void,
@@ -1338,7 +1418,7 @@ impl State {
         if e.options & PTL_ME_EVENT_UNLINK_DISABLE != 0 {
             return;
         }
-        let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+        let eq = pt_eq(ni, pt_index);
         let ev = ptl_event_t {
             type_: PTL_EVENT_AUTO_UNLINK,
             user_ptr: e.user_ptr as *mut c_void,
@@ -1389,10 +1469,11 @@ impl State {
         if refs > 0 {
             // Unexpected headers still point into it; the slot lives until they are gone,
             // without an event (it was not unlinked automatically).
-            let e = ni.entries.get_mut(i, g).unwrap();
-            e.linked = false;
-            e.free_due = true;
-            e.options |= PTL_ME_EVENT_UNLINK_DISABLE;
+            if let Some(e) = ni.entries.get_mut(i, g) {
+                e.linked = false;
+                e.free_due = true;
+                e.options |= PTL_ME_EVENT_UNLINK_DISABLE;
+            }
         } else {
             ni.entries.remove(i, g);
         }
@@ -1449,18 +1530,26 @@ impl State {
             Some(k) => k,
             None => return PTL_NO_SPACE,
         };
-        let before = ni.pts[pt_index as usize].as_ref().unwrap().unexpected.len();
+        let unexpected = |ni: &Ni| {
+            ni.pts
+                .get(pt_index as usize)
+                .and_then(|p| p.as_ref())
+                .map_or(0, |p| p.unexpected.len())
+        };
+        let before = unexpected(ni);
         let delete = op == PTL_SEARCH_DELETE;
         let found = if delete {
             Self::sweep_unexpected(ni, pt_index, idx, logical, true);
-            ni.pts[pt_index as usize].as_ref().unwrap().unexpected.len() < before
+            unexpected(ni) < before
         } else {
             let n = Self::count_search(ni, pt_index, idx, logical);
             n > 0
         };
-        let e = ni.entries.remove(idx, gen).unwrap();
+        let Some(e) = ni.entries.remove(idx, gen) else {
+            return PTL_FAIL;
+        };
         if !found {
-            let eq = ni.pts[pt_index as usize].as_ref().unwrap().eq;
+            let eq = pt_eq(ni, pt_index);
             if e.options & PTL_ME_EVENT_COMM_DISABLE == 0 {
                 let ev = ptl_event_t {
                     type_: PTL_EVENT_SEARCH,
@@ -1477,22 +1566,22 @@ impl State {
 
     /// Search events (no removal) for entry `idx`; returns how many matched.
     fn count_search(ni: &mut Ni, pt_index: u32, idx: u32, logical: bool) -> usize {
-        let once = ni.entries.at(idx).unwrap().options & PTL_ME_USE_ONCE != 0;
-        let list: Vec<Unexp> = ni.pts[pt_index as usize]
-            .as_ref()
-            .unwrap()
-            .unexpected
-            .iter()
-            .copied()
-            .collect();
+        let Some(once) = ni.entries.at(idx).map(|e| e.options & PTL_ME_USE_ONCE != 0) else {
+            return 0;
+        };
+        let list: Vec<Unexp> = ni
+            .pts
+            .get(pt_index as usize)
+            .and_then(|p| p.as_ref())
+            .map(|p| p.unexpected.iter().copied().collect())
+            .unwrap_or_default();
         let mut n = 0;
         for u in list {
-            if Self::id_bits_match(
-                ni.entries.at(idx).unwrap(),
-                &u.initiator,
-                u.match_bits,
-                logical,
-            ) {
+            if ni
+                .entries
+                .at(idx)
+                .is_some_and(|e| Self::id_bits_match(e, &u.initiator, u.match_bits, logical))
+            {
                 Self::overflow_event(ni, pt_index, idx, &u, false);
                 n += 1;
                 if once {
@@ -1554,7 +1643,9 @@ impl State {
         if ack_req > PTL_OC_ACK_REQ || pt_index > MAX_PT_INDEX {
             return PTL_ARG_INVALID;
         }
-        let ni = self.nis[slot].as_mut().unwrap();
+        let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
+            return PTL_ARG_INVALID;
+        };
         let md = match ni.mds.get(i, g) {
             Some(m) => m,
             None => return PTL_ARG_INVALID,
@@ -1627,13 +1718,13 @@ impl State {
             h.uid = self.uid;
             let me = self.job.rank as usize;
             let peer = &mut self.peers[dest as usize];
-            let seg = peer.seg.as_ref().unwrap();
-            let pushed = peer
-                .prod
-                .push(seg, me, &h, kind::PUT, 0, length as usize, |dst| {
-                    // SAFETY: range checked above; `dst` has room for `length` bytes.
-                    unsafe { src_region.read_at(local_offset, dst, length) }
-                });
+            let pushed = peer.seg.as_ref().is_some_and(|seg| {
+                peer.prod
+                    .push(seg, me, &h, kind::PUT, 0, length as usize, |dst| {
+                        // SAFETY: range checked above; `dst` has room for `length` bytes.
+                        unsafe { src_region.read_at(local_offset, dst, length) }
+                    })
+            });
             if pushed {
                 let si = SendInfo {
                     md: md_h,
@@ -1649,10 +1740,22 @@ impl State {
                 return PTL_OK;
             }
         }
-        let ni = self.nis[slot].as_mut().unwrap();
-        ni.mds.get_mut(i, g).unwrap().pending += 1;
+        // Both descriptors were found above, and nothing since has released them.
+        let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
+            return PTL_FAIL;
+        };
+        match ni.mds.get_mut(i, g) {
+            Some(m) => m.pending += 1,
+            None => return PTL_FAIL,
+        }
         if kind_ == kind::FETCH && get_md_h != md_h {
-            ni.mds.get_mut(gi, gg).unwrap().pending += 1;
+            match ni.mds.get_mut(gi, gg) {
+                Some(m) => m.pending += 1,
+                None => {
+                    self.release_md_refs(slot, md_h, md_h, kind::PUT);
+                    return PTL_FAIL;
+                }
+            }
         }
         let op = Op {
             ni: slot,
@@ -1671,6 +1774,7 @@ impl State {
             sent: kind_ == kind::GET,
             awaits,
             cma_put,
+            peer: dest,
         };
         let (oi, og) = match self.ops.insert(op) {
             Some(k) => k,
@@ -1701,9 +1805,9 @@ impl State {
                 off: local_offset,
             },
             kind::GET => {
-                if cma_get {
+                if let (true, Some(r)) = (cma_get, reply_region.as_ref()) {
                     flags |= flag::CMA;
-                    h.addr = reply_region.as_ref().unwrap().addr_at(get_offset) as u64;
+                    h.addr = r.addr_at(get_offset) as u64;
                 }
                 Payload::Empty
             }
@@ -1811,7 +1915,10 @@ impl State {
             return false;
         }
         let (eq, ct, opts, start) = (md.eq, md.ct, md.options, md.region.addr_at(p.local_offset));
-        let ni = self.nis[slot].as_mut().unwrap();
+        let Some(ni) = self.nis[slot].as_mut() else {
+            // Found above; the record is written, so the put is done either way.
+            return true;
+        };
         if opts & (PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE) == 0 {
             let ev = ptl_event_t {
                 type_: PTL_EVENT_SEND,
@@ -1872,7 +1979,9 @@ impl State {
         let me = self.job.rank as usize;
         let maxp = self.max_payload as u64;
         let peer = &mut self.peers[p];
-        let seg = peer.seg.as_ref().unwrap();
+        let Some(seg) = peer.seg.as_ref() else {
+            return;
+        };
         while let Some(tx) = peer.txq.front_mut() {
             let first = tx.sent == 0;
             let chunk = (tx.len - tx.sent).min(maxp);
@@ -2072,19 +2181,43 @@ impl State {
     fn progress_work(&mut self) {
         let n = self.peers.len();
         for src in 0..n {
+            // At most a ring's worth from each peer per call: a peer that keeps its ring full
+            // (or a broken one whose old records come round again) cannot hold the call, or
+            // the other peers, for ever.
+            let mut budget = self.cfg.ring_bytes;
             loop {
+                if budget == 0 {
+                    break;
+                }
                 let (h, data) = {
-                    let own = self.own.as_ref().unwrap();
+                    let Some(own) = self.own.as_ref() else {
+                        return;
+                    };
                     match self.peers[src].cons.peek(own, src) {
                         Some(x) => x,
                         None => break,
                     }
                 };
-                // SAFETY: the payload stays in place until `advance` below.
+                // SAFETY: `peek` checked that the payload lies inside the ring, and it stays in
+                // place until `advance` below.
                 let payload = unsafe { std::slice::from_raw_parts(data, h.payload()) };
                 self.on_record(src, &h, payload);
-                let own = self.own.as_ref().unwrap();
+                let Some(own) = self.own.as_ref() else {
+                    return;
+                };
                 self.peers[src].cons.advance(own, src, &h);
+                budget = budget.saturating_sub(crate::shm::record_bytes(h.payload()));
+            }
+            if self.peers[src].cons.broken() && self.peers[src].bad == 0 {
+                self.peers[src].bad = 1;
+                if first_report() {
+                    eprintln!(
+                        "portals4-shmem: rank {}: the ring from rank {src} holds a record no \
+                         producer writes (past the ring's end, or a misplaced wrap); it is no \
+                         longer read, and later malformed records are only counted",
+                        self.job.rank
+                    );
+                }
             }
         }
         for p in 0..n {
@@ -2097,67 +2230,145 @@ impl State {
         }
     }
 
+    /// Malformed records dropped so far, over all peers (a broken ring counts once).
+    #[doc(hidden)]
+    pub fn malformed_records(&self) -> u64 {
+        self.peers.iter().map(|p| p.bad).sum()
+    }
+
+    /// Writes `bytes` into this process's inbound ring from `src`, where its consumer reads next
+    /// (up to the end of the ring), as a peer's producer would; returns the bytes written. For
+    /// fuzzing and tests of what a broken or hostile peer can write: the next
+    /// [`State::progress`] consumes them through the production path.
+    #[doc(hidden)]
+    pub fn write_inbound(&mut self, src: usize, bytes: &[u8]) -> usize {
+        let (Some(own), Some(peer)) = (self.own.as_ref(), self.peers.get_mut(src)) else {
+            return 0;
+        };
+        peer.cons.write_raw(own, src, bytes)
+    }
+
+    /// A record from `src` that no correct peer writes: dropped, counted in the interface's drop
+    /// count (when it names one) and in [`State::malformed_records`], reported on stderr the
+    /// first time in the process.
+    #[cold]
+    #[inline(never)]
+    fn bad_record(&mut self, src: usize, h: &Hdr, why: &str) {
+        if let Some(ni) = self.nis.get_mut(h.ni() as usize).and_then(|n| n.as_mut()) {
+            count_drop(ni);
+        }
+        let Some(peer) = self.peers.get_mut(src) else {
+            return;
+        };
+        peer.bad += 1;
+        if first_report() {
+            eprintln!(
+                "portals4-shmem: rank {}: dropped a malformed record (kind {}) from rank {src}: \
+                 {why}; later ones are only counted",
+                self.job.rank,
+                h.kind()
+            );
+        }
+    }
+
     fn on_record(&mut self, src: usize, h: &Hdr, payload: &[u8]) {
         let more = h.flags() & flag::MORE != 0;
+        let len = payload.len() as u64;
         match h.kind() {
             kind::DATA => {
-                let (reply, hdr, got) = match self.peers[src].staged.as_ref() {
-                    Some(s) => (s.reply, s.hdr, s.got),
-                    None => return,
+                let Some(st) = self.peers[src].staged.as_mut() else {
+                    return self.bad_record(src, h, "a fragment of no message");
                 };
-                if reply {
-                    self.reply_data(&hdr, got, payload);
-                }
-                let st = self.peers[src].staged.as_mut().unwrap();
+                let (reply, hdr, at) = (st.reply, st.hdr, st.got);
+                let got = match at.checked_add(len) {
+                    Some(g) if g <= st.total && (more || reply || g == st.total) => g,
+                    _ => {
+                        self.peers[src].staged = None;
+                        return self.bad_record(src, h, "fragments do not add up to the message");
+                    }
+                };
                 if !reply {
+                    if st.buf.try_reserve(payload.len()).is_err() {
+                        self.peers[src].staged = None;
+                        self.respond_fail(src, &hdr, PTL_NI_UNDELIVERABLE);
+                        return;
+                    }
                     st.buf.extend_from_slice(payload);
                 }
-                st.got += payload.len() as u64;
+                st.got = got;
+                if reply {
+                    self.reply_data(src, &hdr, at, payload);
+                }
                 if !more {
-                    let st = self.peers[src].staged.take().unwrap();
-                    if st.reply {
-                        self.reply_done(&st.hdr);
-                    } else {
-                        self.on_request(src, &st.hdr, Src::Bytes(&st.buf));
+                    if let Some(st) = self.peers[src].staged.take() {
+                        if st.reply {
+                            self.reply_done(src, &st.hdr);
+                        } else {
+                            self.on_request(src, &st.hdr, Src::Bytes(&st.buf));
+                        }
                     }
                 }
             }
             kind::PUT | kind::GET | kind::ATOMIC | kind::FETCH => {
+                if self.peers[src].staged.is_some() {
+                    self.peers[src].staged = None;
+                    self.bad_record(src, h, "a message started inside another");
+                }
+                let total = request_bytes(h);
                 if more {
-                    let mut buf = Vec::with_capacity(h.length as usize);
+                    let Some(total) = total.filter(|&t| t > len && h.flags() & flag::CMA == 0)
+                    else {
+                        self.bad_record(src, h, "a fragmented request of the wrong length");
+                        return self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
+                    };
+                    let mut buf = Vec::new();
+                    if buf.try_reserve(total.min(STAGE_RESERVE) as usize).is_err() {
+                        return self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
+                    }
                     buf.extend_from_slice(payload);
                     self.peers[src].staged = Some(Staged {
                         hdr: *h,
                         buf,
                         reply: false,
-                        got: payload.len() as u64,
+                        got: len,
+                        total,
                     });
+                } else if total != Some(len) {
+                    self.bad_record(src, h, "a request whose payload is not its length");
+                    self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
                 } else if h.flags() & flag::CMA != 0 && h.kind() == kind::PUT {
                     if !self.attach(src) {
                         self.respond_fail(src, h, PTL_NI_UNDELIVERABLE);
                         return;
                     }
-                    let pid = self.peers[src].seg.as_ref().unwrap().owner_pid();
+                    let pid = self.peers[src].seg.as_ref().map_or(0, |s| s.owner_pid());
                     self.on_request(src, h, Src::Cma { pid, addr: h.addr });
                 } else if !self.put_fast(src, h, payload) {
                     self.on_request(src, h, Src::Bytes(payload));
                 }
             }
-            kind::ACK => self.on_ack(h),
+            kind::ACK => self.on_ack(src, h),
             kind::REPLY => {
-                self.reply_data(h, 0, payload);
+                if len > h.length {
+                    return self.bad_record(src, h, "a reply longer than its length");
+                }
+                self.reply_data(src, h, 0, payload);
                 if more {
+                    if self.peers[src].staged.is_some() {
+                        self.bad_record(src, h, "a message started inside another");
+                    }
                     self.peers[src].staged = Some(Staged {
                         hdr: *h,
                         buf: Vec::new(),
                         reply: true,
-                        got: payload.len() as u64,
+                        got: len,
+                        total: h.length,
                     });
                 } else {
-                    self.reply_done(h);
+                    self.reply_done(src, h);
                 }
             }
-            _ => {}
+            _ => self.bad_record(src, h, "an unknown kind"),
         }
     }
 
@@ -2272,13 +2483,13 @@ impl State {
         let (flowctrl, eq) = match ni.pts.get(pti).and_then(|p| p.as_ref()) {
             Some(p) if p.enabled => (p.options & PTL_PT_FLOWCTRL != 0, p.eq),
             _ => {
-                ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+                count_drop(ni);
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
         };
         if flowctrl {
             let (_, _, i, g) = split(eq);
-            let room = ni.eqs.get(i, g).map(|e| e.room()).unwrap_or(usize::MAX);
+            let room = ni.eqs.get(i, g).map_or(usize::MAX, |e| e.room());
             if room == 0 {
                 Self::disable_pt(ni, h.pt_index);
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
@@ -2292,9 +2503,10 @@ impl State {
         };
         // Priority list first, then (puts and atomics) the overflow list.
         let found = {
-            let pt = ni.pts[pti].as_ref().unwrap();
             let fits = |idx: u32| {
-                let e = ni.entries.at(idx).unwrap();
+                let Some(e) = ni.entries.at(idx) else {
+                    return false;
+                };
                 if !Self::id_bits_match(e, &init, h.match_bits, logical) {
                     return false;
                 }
@@ -2310,32 +2522,51 @@ impl State {
                 }
                 true
             };
-            match pt.priority.as_slice().iter().position(|&i| fits(i)) {
-                Some(pos) => Some((PTL_PRIORITY_LIST, pos, pt.priority.as_slice()[pos])),
-                None if is_put => pt
-                    .overflow
-                    .as_slice()
-                    .iter()
-                    .position(|&i| fits(i))
-                    .map(|pos| (PTL_OVERFLOW_LIST, pos, pt.overflow.as_slice()[pos])),
-                None => None,
-            }
+            let pick = |list: ptl_list_t, entries: &[u32]| {
+                let pos = entries.iter().position(|&i| fits(i))?;
+                Some((list, pos, entries[pos]))
+            };
+            ni.pts.get(pti).and_then(|p| p.as_ref()).and_then(|pt| {
+                pick(PTL_PRIORITY_LIST, pt.priority.as_slice()).or_else(|| {
+                    is_put
+                        .then(|| pick(PTL_OVERFLOW_LIST, pt.overflow.as_slice()))
+                        .flatten()
+                })
+            })
         };
-        let Some((list, pos, idx)) = found else {
-            ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+        let Some((list, pos, idx, e)) =
+            found.and_then(|(l, p, i)| Some((l, p, i, ni.entries.at(i)?)))
+        else {
+            count_drop(ni);
             if flowctrl {
                 Self::disable_pt(ni, h.pt_index);
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
             return self.respond_fail(src, h, PTL_NI_DROPPED);
         };
-        let e = ni.entries.at(idx).unwrap();
+        // An overflow entry's arrival keeps a header in the unexpected list: no more than the
+        // interface's limit (peers cannot grow it without bound); past it, as with no entry.
+        if list == PTL_OVERFLOW_LIST && e.options & PTL_ME_UNEXPECTED_HDR_DISABLE == 0 {
+            let held = ni
+                .pts
+                .get(pti)
+                .and_then(|p| p.as_ref())
+                .map_or(0, |p| p.unexpected.len());
+            if held >= ni.limits.max_unexpected_headers.max(0) as usize {
+                count_drop(ni);
+                if flowctrl {
+                    Self::disable_pt(ni, h.pt_index);
+                    return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+                }
+                return self.respond_fail(src, h, PTL_NI_DROPPED);
+            }
+        }
         if e.uid != PTL_UID_ANY && e.uid != h.uid {
-            ni.sr[PTL_SR_PERMISSION_VIOLATIONS as usize] += 1;
+            count_sr(ni, PTL_SR_PERMISSION_VIOLATIONS);
             return self.respond_fail(src, h, PTL_NI_PERM_VIOLATION);
         }
         if e.options & need != need {
-            ni.sr[PTL_SR_OPERATION_VIOLATIONS as usize] += 1;
+            count_sr(ni, PTL_SR_OPERATION_VIOLATIONS);
             return self.respond_fail(src, h, PTL_NI_OP_VIOLATION);
         }
         let manage_local = e.is_me && e.options & PTL_ME_MANAGE_LOCAL != 0;
@@ -2362,7 +2593,7 @@ impl State {
             kind::GET if h.flags() & flag::CMA != 0 => {
                 let region = e.region.clone();
                 let pid = if self.attach(src) {
-                    self.peers[src].seg.as_ref().unwrap().owner_pid()
+                    self.peers[src].seg.as_ref().map_or(0, |s| s.owner_pid())
                 } else {
                     0
                 };
@@ -2413,8 +2644,13 @@ impl State {
             }
         }
         if fail == PTL_NI_OK {
-            let ni = self.nis[slot].as_mut().unwrap();
-            let e = ni.entries.at_mut(idx).unwrap();
+            // Both were found above; moving the data touched neither.
+            let Some(ni) = self.nis.get_mut(slot).and_then(|n| n.as_mut()) else {
+                return;
+            };
+            let Some(e) = ni.entries.at_mut(idx) else {
+                return;
+            };
             if manage_local {
                 e.local_offset = off + mlength;
             }
@@ -2456,25 +2692,30 @@ impl State {
                     op: h.extra as u8,
                     dt: (h.extra >> 8) as u8,
                 };
-                let e = ni.entries.at_mut(idx).unwrap();
-                e.unexp_refs += 1;
-                refs = e.unexp_refs;
-                ni.pts[pti].as_mut().unwrap().unexpected.push_back(u);
+                if let Some(e) = ni.entries.at_mut(idx) {
+                    e.unexp_refs = e.unexp_refs.saturating_add(1);
+                    refs = e.unexp_refs;
+                }
+                if let Some(pt) = pt_mut(ni, h.pt_index) {
+                    pt.unexpected.push_back(u);
+                }
             } else if list == PTL_OVERFLOW_LIST {
-                refs = ni.entries.at(idx).unwrap().unexp_refs;
+                refs = ni.entries.at(idx).map_or(0, |e| e.unexp_refs);
             }
             if unlink {
-                let pt = ni.pts[pti].as_mut().unwrap();
-                let l = if list == PTL_PRIORITY_LIST {
-                    &mut pt.priority
-                } else {
-                    &mut pt.overflow
-                };
-                l.remove(pos);
+                if let Some(pt) = pt_mut(ni, h.pt_index) {
+                    let l = if list == PTL_PRIORITY_LIST {
+                        &mut pt.priority
+                    } else {
+                        &mut pt.overflow
+                    };
+                    l.remove(pos);
+                }
                 if refs > 0 {
-                    let e = ni.entries.at_mut(idx).unwrap();
-                    e.linked = false;
-                    e.free_due = true;
+                    if let Some(e) = ni.entries.at_mut(idx) {
+                        e.linked = false;
+                        e.free_due = true;
+                    }
                 } else {
                     ni.entries.free_entry(idx);
                 }
@@ -2529,8 +2770,10 @@ impl State {
 
     /// Flow control: the entry stops accepting messages and says so.
     fn disable_pt(ni: &mut Ni, pt_index: u32) {
-        let pt = ni.pts[pt_index as usize].as_mut().unwrap();
-        ni.sr[PTL_SR_DROP_COUNT as usize] += 1;
+        count_drop(ni);
+        let Some(pt) = pt_mut(ni, pt_index) else {
+            return;
+        };
         if !pt.enabled {
             return;
         }
@@ -2579,10 +2822,13 @@ impl State {
     }
 
     /// An acknowledgment arrived for one of our puts or atomics.
-    fn on_ack(&mut self, h: &Hdr) {
+    fn on_ack(&mut self, src: usize, h: &Hdr) {
         let (_, _, oi, og) = split(h.op);
         let (sent, slot, md_h, user_ptr, ack_req, target) = match self.ops.get(oi, og) {
-            Some(o) => (o.sent, o.ni, o.md, o.user_ptr, o.ack_req, o.target),
+            Some(o) if o.peer as usize == src && o.kind != kind::GET && o.kind != kind::FETCH => {
+                (o.sent, o.ni, o.md, o.user_ptr, o.ack_req, o.target)
+            }
+            Some(_) => return self.bad_record(src, h, "an acknowledgment of another's operation"),
             None => return,
         };
         let fail = (h.extra >> 16) as u8;
@@ -2634,30 +2880,40 @@ impl State {
         self.retire(h.op);
     }
 
+    /// The get or fetching atomic a REPLY record from `src` answers: one of ours, sent there.
+    fn reply_op(&self, src: usize, h: &Hdr) -> Option<&Op> {
+        let (_, _, oi, og) = split(h.op);
+        self.ops
+            .get(oi, og)
+            .filter(|o| o.peer as usize == src && (o.kind == kind::GET || o.kind == kind::FETCH))
+    }
+
     /// Reply bytes for one of our gets (at `at` of the reply).
-    fn reply_data(&mut self, h: &Hdr, at: u64, payload: &[u8]) {
+    fn reply_data(&mut self, src: usize, h: &Hdr, at: u64, payload: &[u8]) {
         if payload.is_empty() {
             return;
         }
-        let (_, _, oi, og) = split(h.op);
-        let (slot, gmd, goff, length) = match self.ops.get(oi, og) {
+        let (slot, gmd, goff, length) = match self.reply_op(src, h) {
             Some(o) => (o.ni, o.get_md, o.get_offset, o.length),
             None => return,
         };
         if let Some(ni) = self.nis[slot].as_ref() {
             let (_, _, i, g) = split(gmd);
             if let Some(md) = ni.mds.get(i, g) {
+                // The reply's own length is the peer's word: clip to the get's.
                 let n = (payload.len() as u64).min(length.saturating_sub(at));
-                // SAFETY: range checked when the get started.
-                unsafe { md.region.write_at(goff + at, payload.as_ptr(), n) };
+                if n > 0 {
+                    // SAFETY: `[goff, goff + length)` was checked to be inside the MD when the
+                    // get started, and `at + n <= length`; `payload` holds `n` bytes.
+                    unsafe { md.region.write_at(goff + at, payload.as_ptr(), n) };
+                }
             }
         }
     }
 
     /// A reply is complete: `PTL_EVENT_REPLY`.
-    fn reply_done(&mut self, h: &Hdr) {
-        let (_, _, oi, og) = split(h.op);
-        let (slot, gmd, goff, user_ptr, target) = match self.ops.get(oi, og) {
+    fn reply_done(&mut self, src: usize, h: &Hdr) {
+        let (slot, gmd, goff, user_ptr, target) = match self.reply_op(src, h) {
             Some(o) => (o.ni, o.get_md, o.get_offset, o.user_ptr, o.target),
             None => return,
         };
@@ -2904,6 +3160,180 @@ mod tests {
             assert_eq!(r, PTL_OK);
         }
         st.progress();
+    }
+
+    const HDR_LEN: usize = crate::shm::HDR;
+
+    /// One record as a producer lays it in a ring: `h` with `kind`, `flags` and the payload
+    /// length `announced` in its first word, then `payload`, padded to 64 bytes.
+    fn record(h: &Hdr, kind_: u8, flags: u8, announced: u64, payload: &[u8]) -> Vec<u8> {
+        let mut h = *h;
+        h.word = (h.word & 0xffff_0000) | kind_ as u64 | (flags as u64) << 8 | announced << 32;
+        let mut v = h.to_bytes().to_vec();
+        v.extend_from_slice(payload);
+        v.resize(crate::shm::record_bytes(payload.len()), 0);
+        v
+    }
+
+    /// A job of one with a receive of 64 zero bytes (match bits 5) on portal table entry 0.
+    fn target(id: &str, buf: &mut [u8; 64]) -> (State, usize, u32) {
+        let mut src = [0u8; 8];
+        let (mut st, slot, eq, _) = loopback(id, &mut src);
+        let me = ptl_me_t {
+            start: buf.as_mut_ptr().cast(),
+            length: 64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 5,
+            ignore_bits: 0,
+            min_free: 0,
+        };
+        st.append(slot, 0, &me, PTL_PRIORITY_LIST, 77, true)
+            .unwrap();
+        (st, slot, eq)
+    }
+
+    fn put_hdr(slot: usize, length: u64) -> Hdr {
+        let mut h = Hdr::new(kind::PUT, 0, slot as u8, PTL_NO_ACK_REQ);
+        h.match_bits = 5;
+        h.length = length;
+        h
+    }
+
+    #[test]
+    fn lwk_a_put_longer_than_its_payload_is_dropped_not_read_past() {
+        let mut buf = [0u8; 64];
+        let (mut st, slot, eq) = target("short-put", &mut buf);
+        // 64 bytes announced, 8 carried: the target used to copy 56 bytes of whatever followed
+        // in the ring into the receive buffer.
+        let mut bytes = record(&put_hdr(slot, 64), kind::PUT, 0, 8, &[7; 8]);
+        bytes[HDR_LEN + 8..].fill(0xaa);
+        bytes.extend(record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[9; 8]));
+        assert_eq!(st.write_inbound(0, &bytes), bytes.len());
+        st.progress();
+        assert_eq!(st.malformed_records(), 1);
+        assert_eq!(st.status(slot, PTL_SR_DROP_COUNT), Ok(1));
+        // The well-formed put behind it is delivered, and only its 8 bytes.
+        assert_eq!(&buf[..8], &[9; 8]);
+        assert_eq!(&buf[8..], &[0; 56]);
+        let (ev, _) = st.eq_take(eq).unwrap().unwrap();
+        assert_eq!((ev.type_, ev.mlength), (PTL_EVENT_PUT, 8));
+        assert!(matches!(st.eq_take(eq), Ok(None)));
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_a_fragmented_request_of_2_62_bytes_reserves_little_and_must_add_up() {
+        let mut buf = [0u8; 64];
+        let (mut st, slot, _) = target("huge-stage", &mut buf);
+        // The first fragment of a put announcing 2^62 bytes: staging used to reserve them all
+        // (a capacity overflow, so a panic across the C interface).
+        let mut bytes = record(&put_hdr(slot, 1 << 62), kind::PUT, flag::MORE, 8, &[1; 8]);
+        // Its last fragment ends 2^62 - 16 bytes short: the message is dropped.
+        bytes.extend(record(&Hdr::default(), kind::DATA, 0, 8, &[2; 8]));
+        // A fragment of no message.
+        bytes.extend(record(&Hdr::default(), kind::DATA, 0, 8, &[3; 8]));
+        st.write_inbound(0, &bytes);
+        st.progress();
+        assert_eq!(st.malformed_records(), 2);
+        assert_eq!(buf, [0; 64]);
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_a_record_past_the_ring_s_end_or_a_wrap_at_its_start_breaks_the_ring() {
+        let mut buf = [0u8; 64];
+        let (mut st, slot, _) = target("past-end", &mut buf);
+        let ring = st.cfg.ring_bytes as u64;
+        let bytes = record(&put_hdr(slot, ring), kind::PUT, 0, ring, &[]);
+        st.write_inbound(0, &bytes);
+        st.progress();
+        assert_eq!(st.malformed_records(), 1);
+        // Nothing behind it is read (a good record where the consumer stands is not taken).
+        let good = record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[9; 8]);
+        st.write_inbound(0, &good);
+        st.progress();
+        assert_eq!(buf, [0; 64]);
+        st.shutdown();
+
+        // A wrap marker at offset 0 used to send the consumer round the ring forever.
+        let (mut st, _, _) = target("wrap-at-0", &mut buf);
+        st.write_inbound(0, &(kind::WRAP as u64).to_ne_bytes());
+        st.progress();
+        assert_eq!(st.malformed_records(), 1);
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_unexpected_headers_stop_at_the_interface_s_limit() {
+        let mut st = State::new(Job {
+            rank: 0,
+            size: 1,
+            id: format!("unexp-limit-{}", std::process::id()),
+        });
+        let want = ptl_ni_limits_t {
+            max_unexpected_headers: 2,
+            ..ptl_ni_limits_t::default()
+        };
+        let (slot, limits) = st
+            .ni_init(PTL_NI_MATCHING | PTL_NI_LOGICAL, PTL_PID_ANY, Some(&want))
+            .unwrap();
+        assert_eq!(limits.max_unexpected_headers, 2);
+        let eq = st.eq_alloc(slot, 16).unwrap();
+        assert_eq!(st.pt_alloc(slot, 0, eq, 0), Ok(0));
+        let mut buf = [0u8; 64];
+        let me = ptl_me_t {
+            start: buf.as_mut_ptr().cast(),
+            length: 64,
+            ct_handle: PTL_CT_NONE,
+            uid: PTL_UID_ANY,
+            options: PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_EVENT_LINK_DISABLE,
+            match_id: ptl_process_t::from_rank(PTL_RANK_ANY),
+            match_bits: 5,
+            ignore_bits: 0,
+            min_free: 0,
+        };
+        st.append(slot, 0, &me, PTL_OVERFLOW_LIST, 1, true).unwrap();
+        let mut bytes = Vec::new();
+        for b in 1..=3u8 {
+            bytes.extend(record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[b; 8]));
+        }
+        st.write_inbound(0, &bytes);
+        st.progress();
+        // Two headers kept; the third message dropped, its bytes not written.
+        assert_eq!(&buf[..24], &[[1u8; 8], [2; 8], [0; 8]].concat()[..]);
+        assert_eq!(st.status(slot, PTL_SR_DROP_COUNT), Ok(1));
+        let mut overflow = 0;
+        while let Ok(Some((ev, _))) = st.eq_take(eq) {
+            overflow += (ev.ptl_list == PTL_OVERFLOW_LIST) as u32;
+        }
+        assert_eq!(overflow, 2);
+        st.shutdown();
+    }
+
+    #[test]
+    fn lwk_records_that_come_round_again_do_not_hold_progress() {
+        let mut buf = [0u8; 64];
+        let (mut st, slot, eq) = target("replay", &mut buf);
+        // A put, then a wrap marker: the consumer goes back to offset 0, where the put still
+        // lies (its producer never cleared it), and round again. Each call takes at most a
+        // ring's worth and returns.
+        let mut bytes = record(&put_hdr(slot, 8), kind::PUT, 0, 8, &[4; 8]);
+        bytes.extend((kind::WRAP as u64).to_ne_bytes());
+        st.write_inbound(0, &bytes);
+        st.progress();
+        st.progress();
+        assert_eq!(st.malformed_records(), 0);
+        assert_eq!(&buf[..8], &[4; 8]);
+        // The queue (16 events, flow controlled) filled and the entry was disabled.
+        let mut puts = 0;
+        while let Ok(Some((ev, _))) = st.eq_take(eq) {
+            puts += (ev.type_ == PTL_EVENT_PUT) as u32;
+        }
+        assert!(puts >= 15, "{puts} puts");
+        st.shutdown();
     }
 
     #[test]

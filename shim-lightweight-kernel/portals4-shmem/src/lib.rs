@@ -28,6 +28,15 @@
 //! priority list only), complex and `long double` atomics, access control by job id, status
 //! registers beyond drop count and violations.
 
+//!
+//! # Safety of the C interface
+//!
+//! The exported functions that take pointers are `unsafe extern "C"`: a caller passes what the
+//! Portals 4.1 specification says each argument points to (valid for the reads and writes the
+//! call makes; descriptors' and entries' memory valid while bound or linked). They check every
+//! handle, index, length and option they are given and return a Portals error code
+//! (`PTL_ARG_INVALID`, `PTL_NO_SPACE`, `PTL_FAIL`, ...) for what is wrong; they do not panic.
+
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 #[path = "../../portals4-sys/src/types.rs"]
@@ -199,8 +208,13 @@ pub extern "C" fn PtlInit() -> c_int {
             }
         }
     }
-    g.as_mut().unwrap().inits += 1;
-    PTL_OK
+    match g.as_mut() {
+        Some(s) => {
+            s.inits = s.inits.saturating_add(1);
+            PTL_OK
+        }
+        None => PTL_FAIL,
+    }
 }
 
 #[no_mangle]

@@ -171,7 +171,8 @@ pub fn cma(pid: libc::pid_t, region: &Region, off: u64, remote: u64, n: u64, rea
         }
         let want: usize = lv.iter().map(|v| v.iov_len).sum();
         let rv = libc::iovec {
-            iov_base: (remote as usize + done as usize) as *mut libc::c_void,
+            // (A peer's address: the kernel checks it; wrapping, it cannot panic here.)
+            iov_base: (remote as usize).wrapping_add(done as usize) as *mut libc::c_void,
             iov_len: want,
         };
         // SAFETY: local iovecs describe our live region; the remote side is checked by the

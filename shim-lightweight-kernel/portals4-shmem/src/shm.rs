@@ -96,6 +96,29 @@ impl Hdr {
     pub fn payload(&self) -> usize {
         (self.word >> 32) as usize
     }
+    /// The header's 64 bytes as they lie in a ring (native byte order: both ends are one
+    /// machine).
+    pub fn to_bytes(&self) -> [u8; HDR] {
+        let mut b = [0u8; HDR];
+        let words = [
+            self.word,
+            self.match_bits,
+            self.hdr_data,
+            self.length,
+            self.offset,
+            self.addr,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[8 * i..8 * i + 8].copy_from_slice(&w.to_ne_bytes());
+        }
+        for (i, w) in [self.op, self.pt_index, self.uid, self.extra]
+            .iter()
+            .enumerate()
+        {
+            b[48 + 4 * i..52 + 4 * i].copy_from_slice(&w.to_ne_bytes());
+        }
+        b
+    }
     fn with(&self, kind: u8, flags: u8, payload: usize) -> u64 {
         (self.word & 0xffff_0000) | kind as u64 | (flags as u64) << 8 | (payload as u64) << 32
     }
@@ -368,12 +391,19 @@ impl Producer {
 }
 
 /// The consumer side of one ring (kept by the owner).
+///
+/// The ring is written by another process, so nothing read from it is trusted: a record whose
+/// payload would run past the end of the ring, or a wrap marker where no producer writes one
+/// (at offset 0, which would send the consumer round forever), means the producer is broken or
+/// hostile. The consumer then stops reading that ring for good ([`Consumer::broken`]); the
+/// records it had taken before stay taken.
 pub struct Consumer {
     head: u64,
     /// The ring's first byte and `ring_bytes - 1`, learned at the first look (every poll looks,
     /// so the address is not worked out from the geometry each time).
     ring: *mut u8,
     mask: u64,
+    broken: bool,
 }
 
 impl Default for Consumer {
@@ -382,6 +412,7 @@ impl Default for Consumer {
             head: 0,
             ring: ptr::null_mut(),
             mask: 0,
+            broken: false,
         }
     }
 }
@@ -400,14 +431,22 @@ impl Consumer {
     #[inline]
     pub fn ready(&mut self, seg: &Segment, src: usize) -> bool {
         let ring = self.ring(seg, src);
-        word(ring, (self.head & self.mask) as usize).load(Ordering::Acquire) != 0
+        !self.broken && word(ring, (self.head & self.mask) as usize).load(Ordering::Acquire) != 0
     }
 
-    /// The next record, if any: its header and a pointer to its payload, valid until
-    /// [`Consumer::advance`].
+    /// Whether the ring held something no producer writes, and is no longer read.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The next record, if any: its header and its payload, which lies inside the ring and is
+    /// valid until [`Consumer::advance`]. `None` also when the ring turns out to be broken.
     #[inline]
     pub fn peek(&mut self, seg: &Segment, src: usize) -> Option<(Hdr, *const u8)> {
         let ring = self.ring(seg, src);
+        if self.broken {
+            return None;
+        }
         loop {
             let pos = (self.head & self.mask) as usize;
             let w = word(ring, pos).load(Ordering::Acquire);
@@ -415,15 +454,41 @@ impl Consumer {
                 return None;
             }
             if w as u8 == kind::WRAP {
+                if pos == 0 {
+                    // A producer wraps only where a record does not fit before the end.
+                    self.broken = true;
+                    return None;
+                }
                 self.head += self.mask + 1 - pos as u64;
                 continue;
             }
-            // SAFETY: the record was published (Acquire above); its bytes are ours to read.
+            // A record never runs past the end of the ring (the producer wraps first).
+            let payload = (w >> 32) as usize;
+            if record_bytes(payload) as u64 > self.mask + 1 - pos as u64 {
+                self.broken = true;
+                return None;
+            }
+            // SAFETY: the record was published (Acquire above); its 64 header bytes are inside
+            // the ring (positions are 64-aligned and the ring is a multiple of 64 bytes).
             let mut h = unsafe { ptr::read(ring.add(pos) as *const Hdr) };
             h.word = w;
-            // SAFETY: as above.
+            // SAFETY: the payload's `h.payload()` bytes end inside the ring (checked above).
             return Some((h, unsafe { ring.add(pos + HDR) as *const u8 }));
         }
+    }
+
+    /// Copies `bytes` into the ring where this consumer reads next, up to the ring's end, as a
+    /// producer's records would lie there (for fuzzing and tests of a broken or hostile
+    /// producer); returns the bytes copied.
+    #[doc(hidden)]
+    pub fn write_raw(&mut self, seg: &Segment, src: usize, bytes: &[u8]) -> usize {
+        let ring = self.ring(seg, src);
+        let pos = (self.head & self.mask) as usize;
+        let n = bytes.len().min(self.mask as usize + 1 - pos);
+        // SAFETY: [pos, pos + n) is inside the ring; the caller stands in for the ring's
+        // producer, and nothing reads these bytes before the next `peek`.
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), ring.add(pos), n) };
+        n
     }
 
     /// Releases the record returned by the last [`Consumer::peek`].
