@@ -1,15 +1,21 @@
 //! stormrun's PMI server fed any bytes by a rank: it never panics, and whatever the rank sends
 //! it stays able to serve the job (a well-formed command from another rank is still answered).
+//! An odd first byte gives the server a job key, so the bytes also go through the
+//! authentication exchange (`initack` with a nonce, challenge, response).
 #![no_main]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
 use libfuzzer_sys::fuzz_target;
+use stormpi_bootstrap::auth::Key;
 use stormpi_bootstrap::pmi::PmiServer;
 
 fuzz_target!(|data: &[u8]| {
     let mut s = PmiServer::new("kvs_fuzz", vec![0, 0]);
+    if data.first().is_some_and(|b| b & 1 == 1) {
+        s.require_key(Key::from_bytes([0x42; 32]));
+    }
     let (Ok(a), Ok(b)) = (s.connect_rank(0), s.connect_rank(1)) else {
         return;
     };
