@@ -72,6 +72,29 @@ fn srun_over_two_nodes() {
         assert!(out.has_line(&line), "no `{line}`:\n{}", out.report());
     }
 
+    // Slurm's PMI-2 plugin serves PMI-1 clients too; forced to PMI-1 the library has no process
+    // mapping and tells the nodes apart by Slurm's node names (both slurmds run on one host).
+    let mut cmd = slurm.srun();
+    cmd.args([
+        "--time=1",
+        "--kill-on-bad-exit=1",
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--mpi=pmi2",
+    ])
+    .arg(&program)
+    .args(["4", "2"])
+    .env("STORMPI_PMI", "pmi1");
+    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    assert!(
+        out.success() && out.has_line("OK slurm_nodes"),
+        "srun --mpi=pmi2 with STORMPI_PMI=pmi1:\n{}\n{}",
+        out.report(),
+        logs()
+    );
+
     // MPI_Abort from rank 1 ends the step at once. Slurm's PMI-2 server ignores the code and
     // kills the step (srun exits 137); the library tells the code on stderr.
     let out = srun(

@@ -744,6 +744,16 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(ok.universe_size(), None, "Hydra's -1 means unknown");
+        // Slurm's PMI-1 server does not number applications.
+        let slurm = scripted(vec![
+            Some(INIT_OK),
+            Some(MAXES),
+            Some(KVS),
+            Some("cmd=appnum rc=0 appnum=-1\n"),
+            Some("cmd=universe_size rc=0 size=4\n"),
+        ])
+        .unwrap();
+        assert_eq!((slurm.appnum(), slurm.universe_size()), (0, Some(4)));
     }
 
     /// Frames a PMI-2 reply as Hydra does (length right-aligned).

@@ -306,7 +306,11 @@ impl Session {
         }
         // Slurm answers -1 (it does not number applications): one application, number 0.
         let appnum: i64 = int_field(&reply, "appnum")?;
-        let appnum = u32::try_from(appnum).unwrap_or(0);
+        let appnum = match appnum {
+            -1 => 0,
+            n => u32::try_from(n)
+                .map_err(|_| PmiError::Malformed(format!("appnum {n} is negative in `{reply}`")))?,
+        };
 
         let reply = call(&mut chan, &Command::new("job-getid"), "job-getid-response")?;
         let jobid = match reply.get("jobid") {
