@@ -893,6 +893,11 @@ mod tests {
             ),
             (
                 V2_INIT_OK,
+                with(0, "cmd=fullinit-response;rank=1;size=2;appnum=-3;"),
+                "appnum -3 is negative",
+            ),
+            (
+                V2_INIT_OK,
                 with(1, "cmd=job-getid-response;rc=0;"),
                 "lacks `jobid`",
             ),
