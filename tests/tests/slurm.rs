@@ -72,6 +72,35 @@ fn srun_over_two_nodes() {
         assert!(out.has_line(&line), "no `{line}`:\n{}", out.report());
     }
 
+    // The heat2d demo over both nodes computes what it computes alone.
+    let heat = stormpi_tests::c_program_from(
+        &stormpi_tests::workspace_dir().join("examples/heat2d/heat2d.c"),
+    );
+    let args = ["-n", "64", "-i", "20000", "-t", "1e-4"];
+    let answer = |out: &Output| -> Vec<String> {
+        out.stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("iterations:")
+                    || l.starts_with("residual:")
+                    || l.starts_with("checksum (fixed-point):")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let mut alone = std::process::Command::new(&heat);
+    alone.args(args);
+    let alone = stormpi_tests::run(alone, JOB_LIMIT);
+    assert!(alone.success(), "heat2d alone:\n{}", alone.report());
+    let out = srun(&slurm, &["-N", "2", "-n", "4", "--mpi=pmi2"], &heat, &args);
+    assert!(
+        out.success() && answer(&out).len() == 3 && answer(&out) == answer(&alone),
+        "heat2d under srun --mpi=pmi2 (alone: {:?}):\n{}\n{}",
+        answer(&alone),
+        out.report(),
+        logs()
+    );
+
     // Slurm's PMI-2 plugin serves PMI-1 clients too; forced to PMI-1 the library has no process
     // mapping and tells the nodes apart by Slurm's node names (both slurmds run on one host).
     let mut cmd = slurm.srun();
