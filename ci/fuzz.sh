@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh - every cargo-fuzz target in fuzz/ for a bounded time each, from the committed seeds
 # (fuzz/seeds/<target>), with AddressSanitizer: the PML's wire headers, the TCP BTL's frame,
-# handshake and address record, PMI-1 lines (parse and write back) and stormrun's PMI server fed
-# any bytes. A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a
+# handshake and address record, PMI-1 lines and PMI-2 commands (parse and write back; and the
+# PMI-2 process mapping) and stormrun's PMI server fed any bytes. A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a
 # unit test beside the code it broke. Needs the nightly toolchain and cargo-fuzz (ci/setup.sh
 # installs cargo-fuzz where a nightly toolchain is installed); without them it says so and exits 0.
 #

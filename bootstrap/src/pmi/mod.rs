@@ -22,7 +22,7 @@ pub mod port;
 mod server;
 mod transport;
 mod v1;
-mod v2;
+pub mod v2;
 mod value;
 pub mod wire;
 

@@ -30,24 +30,26 @@ use super::transport::LineChannel;
 use super::wire::{excerpt, Message};
 
 /// Characters of the length prefix.
-pub(crate) const LEN_DIGITS: usize = 6;
+pub const LEN_DIGITS: usize = 6;
 /// Longest command body either side sends (MPICH's limit, `PMII_MAX_COMMAND_LEN`).
-pub(crate) const MAX_COMMAND: usize = 64 * 1024;
+pub const MAX_COMMAND: usize = 64 * 1024;
 /// Longest key, counting the C string's NUL (`PMI2_MAX_KEYLEN` of MPICH and Slurm).
-pub(crate) const KEYLEN_MAX: usize = 64;
+pub const KEYLEN_MAX: usize = 64;
 /// Longest value, counting the C string's NUL (`PMI2_MAX_VALLEN`).
-pub(crate) const VALLEN_MAX: usize = 1024;
+pub const VALLEN_MAX: usize = 1024;
 
 /// One PMI-2 command or reply: its `cmd` and the other `key=value` pairs in wire order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Command {
+pub struct Command {
+    /// The value of the leading `cmd=` pair, e.g. `kvs-get-response`.
     pub cmd: String,
+    /// The other pairs in wire order (values unescaped).
     pub args: Vec<(String, String)>,
 }
 
 /// Why bytes are not a PMI-2 command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum WireError {
+pub enum WireError {
     /// The length prefix is not a decimal number of 1 to [`MAX_COMMAND`].
     BadLength(String),
     /// The body is not UTF-8.
@@ -79,7 +81,7 @@ fn is_key_char(c: char) -> bool {
 }
 
 /// Reads the length prefix: decimal digits, padded with spaces on either side.
-pub(crate) fn parse_length(prefix: &[u8]) -> Result<usize, WireError> {
+pub fn parse_length(prefix: &[u8]) -> Result<usize, WireError> {
     let bad = || WireError::BadLength(excerpt(prefix));
     let text = std::str::from_utf8(prefix).map_err(|_| bad())?;
     let digits = text.trim_matches(' ');
@@ -93,7 +95,8 @@ pub(crate) fn parse_length(prefix: &[u8]) -> Result<usize, WireError> {
 }
 
 impl Command {
-    pub(crate) fn new(cmd: &str) -> Command {
+    /// A command with no pairs yet.
+    pub fn new(cmd: &str) -> Command {
         Command {
             cmd: cmd.to_string(),
             args: Vec::new(),
@@ -101,13 +104,13 @@ impl Command {
     }
 
     /// Appends `key=value` (builder style).
-    pub(crate) fn arg(mut self, key: &str, value: impl ToString) -> Command {
+    pub fn arg(mut self, key: &str, value: impl ToString) -> Command {
         self.args.push((key.to_string(), value.to_string()));
         self
     }
 
     /// The value of the first pair named `key`.
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+    pub fn get(&self, key: &str) -> Option<&str> {
         self.args
             .iter()
             .find(|(k, _)| k == key)
@@ -115,7 +118,7 @@ impl Command {
     }
 
     /// Parses a body (without its length prefix).
-    pub(crate) fn parse(body: &[u8]) -> Result<Command, WireError> {
+    pub fn parse(body: &[u8]) -> Result<Command, WireError> {
         let text = std::str::from_utf8(body).map_err(|_| WireError::NotUtf8)?;
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut chars = text.char_indices().peekable();
@@ -154,7 +157,7 @@ impl Command {
     }
 
     /// The body, `cmd=<name>;<key>=<value>;...;`, with `;` in values doubled.
-    pub(crate) fn body(&self) -> String {
+    pub fn body(&self) -> String {
         let mut out = String::with_capacity(16 + 16 * self.args.len());
         for (k, v) in std::iter::once(("cmd", self.cmd.as_str()))
             .chain(self.args.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -168,7 +171,7 @@ impl Command {
     }
 
     /// The command as sent: length prefix (left-aligned, as Slurm writes it) and body.
-    pub(crate) fn to_wire(&self) -> Result<Vec<u8>, PmiError> {
+    pub fn to_wire(&self) -> Result<Vec<u8>, PmiError> {
         let body = self.body();
         if body.len() > MAX_COMMAND {
             return Err(PmiError::InvalidKey {
@@ -193,7 +196,7 @@ impl fmt::Display for Command {
 /// where each block says that `C` nodes from node `N` on hold `P` consecutive ranks each; the
 /// blocks repeat, in order, until every rank of the job has a node (`(vector,(0,2,1))` deals
 /// ranks round robin over two nodes).
-pub(crate) fn parse_process_mapping(text: &str, size: u32) -> Result<Vec<u32>, String> {
+pub fn parse_process_mapping(text: &str, size: u32) -> Result<Vec<u32>, String> {
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     let inner = compact
         .strip_prefix("(vector")
