@@ -22,14 +22,15 @@ pub struct PmiRte {
 
 impl PmiRte {
     /// Wraps `client` and learns the node layout: from the launcher's process mapping when it
-    /// gives one (PMI-2's `PMI_process_mapping`), else by publishing this process's node name —
-    /// the one the launcher gives in `STORMPI_NODE` (it knows which of its hosts started the
-    /// rank — several "hosts" may share one machine, e.g. network namespaces), else Slurm's
-    /// node name (`SLURMD_NODENAME`: several slurmds may share one machine), else the host name.
+    /// gives one (`PMI_process_mapping`, from Slurm and Hydra, PMI-1 or PMI-2 — the launcher
+    /// knows its nodes even when several share one machine, as two slurmds on one host do),
+    /// else by publishing this process's node name: the one the launcher gives in
+    /// `STORMPI_NODE` (stormrun knows which of its hosts started the rank — several "hosts" may
+    /// share one machine, e.g. network namespaces), else the host name.
     pub fn new(mut client: PmiClient) -> Result<PmiRte> {
-        let host = ["STORMPI_NODE", "SLURMD_NODENAME"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|n| !n.is_empty()))
+        let host = std::env::var("STORMPI_NODE")
+            .ok()
+            .filter(|n| !n.is_empty())
             .unwrap_or_else(hostname);
         let nodes = OnceLock::new();
         match client.nodes() {

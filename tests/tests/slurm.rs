@@ -101,8 +101,8 @@ fn srun_over_two_nodes() {
         logs()
     );
 
-    // Slurm's PMI-2 plugin serves PMI-1 clients too; forced to PMI-1 the library has no process
-    // mapping and tells the nodes apart by Slurm's node names (both slurmds run on one host).
+    // Slurm's PMI-2 plugin serves PMI-1 clients too, and its process mapping as a PMI-1 key:
+    // forced to PMI-1, the library still tells the two nodes on one host apart.
     let mut cmd = slurm.srun();
     cmd.args([
         "--time=1",

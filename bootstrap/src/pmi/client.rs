@@ -123,6 +123,8 @@ pub struct PmiClient {
     proto: Protocol,
     rank: u32,
     size: u32,
+    /// The node of each rank, when the server says.
+    nodes: Option<Vec<u32>>,
 }
 
 impl PmiClient {
@@ -178,7 +180,7 @@ impl PmiClient {
         size: Option<u32>,
         pmi_jobid: Option<&str>,
     ) -> Result<PmiClient, PmiError> {
-        let session = v2::Session::init(LineChannel::new(transport), rank, pmi_jobid)?;
+        let mut session = v2::Session::init(LineChannel::new(transport), rank, pmi_jobid)?;
         if let Some(size) = size.filter(|&s| s != session.size) {
             return Err(PmiError::Malformed(format!(
                 "the PMI-2 server says a job of {}, the environment {size}",
@@ -188,6 +190,7 @@ impl PmiClient {
         Ok(PmiClient {
             rank: session.rank,
             size: session.size,
+            nodes: session.nodes.take(),
             proto: Protocol::V2(session),
         })
     }
@@ -232,11 +235,7 @@ impl PmiClient {
             }
         };
         let session = v1::Session::init_on(chan)?;
-        Ok(PmiClient {
-            proto: Protocol::V1(session),
-            rank,
-            size,
-        })
+        Self::over_v1(session, rank, size)
     }
 
     fn from_fd_env(fd_text: &str) -> Result<PmiClient, PmiError> {
@@ -259,10 +258,25 @@ impl PmiClient {
             )));
         }
         let session = v1::Session::init_on(chan)?;
+        Self::over_v1(session, rank, size)
+    }
+
+    /// A client over an initialized PMI-1 session, with the node layout from the server's
+    /// `PMI_process_mapping` when it has one (Hydra, Slurm).
+    fn over_v1(mut session: v1::Session, rank: u32, size: u32) -> Result<PmiClient, PmiError> {
+        let nodes = session
+            .get("PMI_process_mapping")?
+            .map(|text| {
+                v2::parse_process_mapping(&text, size).map_err(|why| {
+                    PmiError::Malformed(format!("PMI_process_mapping=`{text}`: {why}"))
+                })
+            })
+            .transpose()?;
         Ok(PmiClient {
             proto: Protocol::V1(session),
             rank,
             size,
+            nodes,
         })
     }
 
@@ -270,11 +284,7 @@ impl PmiClient {
     /// process that knows its rank and the job size by other means.
     pub fn connect(transport: Transport, rank: u32, size: u32) -> Result<PmiClient, PmiError> {
         let session = v1::Session::init(transport)?;
-        Ok(PmiClient {
-            proto: Protocol::V1(session),
-            rank,
-            size,
-        })
+        Self::over_v1(session, rank, size)
     }
 
     /// This process's rank in the job (`MPI_COMM_WORLD`).
@@ -322,12 +332,10 @@ impl PmiClient {
     }
 
     /// The node of every rank (ranks with the same number share a node), when the launcher
-    /// says (PMI-2's `PMI_process_mapping`); `None` otherwise.
+    /// says (its `PMI_process_mapping`: a PMI-2 job attribute, a PMI-1 key of Hydra and Slurm);
+    /// `None` otherwise (stormrun, which gives `STORMPI_NODE` instead).
     pub fn nodes(&self) -> Option<&[u32]> {
-        match &self.proto {
-            Protocol::V1(_) => None,
-            Protocol::V2(s) => s.nodes.as_deref(),
-        }
+        self.nodes.as_deref()
     }
 
     /// Publishes `value` under `key` for this rank.
@@ -709,6 +717,17 @@ mod tests {
                 ],
                 "invalid key character",
             ),
+            (
+                vec![
+                    Some(INIT_OK),
+                    Some(MAXES),
+                    Some(KVS),
+                    Some(APPNUM),
+                    Some("cmd=universe_size size=1\n"),
+                    Some("cmd=get_result rc=0 value=(vector,(0,1))\n"),
+                ],
+                "PMI_process_mapping=`(vector,(0,1))`: block `(0,1)` has not three numbers",
+            ),
         ];
         for (script, needle) in cases {
             match scripted(script.clone()) {
@@ -741,9 +760,11 @@ mod tests {
             Some(KVS),
             Some(APPNUM),
             Some("cmd=universe_size size=-1\n"),
+            Some("cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found\n"),
         ])
         .unwrap();
         assert_eq!(ok.universe_size(), None, "Hydra's -1 means unknown");
+        assert_eq!(ok.nodes(), None, "stormrun has no process mapping");
         // Slurm's PMI-1 server does not number applications.
         let slurm = scripted(vec![
             Some(INIT_OK),
@@ -751,9 +772,15 @@ mod tests {
             Some(KVS),
             Some("cmd=appnum rc=0 appnum=-1\n"),
             Some("cmd=universe_size rc=0 size=4\n"),
+            Some("cmd=get_result rc=0 value=(vector,(0,1,1))\n"),
         ])
         .unwrap();
         assert_eq!((slurm.appnum(), slurm.universe_size()), (0, Some(4)));
+        assert_eq!(
+            slurm.nodes(),
+            Some(&[0][..]),
+            "the mapping of a PMI-1 server"
+        );
     }
 
     /// Frames a PMI-2 reply as Hydra does (length right-aligned).
