@@ -4,6 +4,7 @@
 #   pml_header     the PML's wire headers (parse, write back, the eager fast path)
 #   tcp_wire       the TCP BTL's frame, handshake and address record
 #   pmi_line       PMI-1 lines (parse and write back)
+#   pmi2_command   PMI-2 length prefixes, commands (parse and write back) and process mappings
 #   pmi_server     stormrun's PMI server fed any bytes by a rank
 #   datatype_ctor  the datatype constructors with extreme arguments, against a model of the
 #                  bounds rules in i128 (fuzz/src/lib.rs)

@@ -2,7 +2,7 @@
 
 use std::mem::MaybeUninit;
 
-use stormpi_bootstrap::pmi::PmiClient;
+use stormpi_bootstrap::pmi::{PmiClient, PmiError};
 use stormpi_core::capi::Hooks;
 use stormpi_core::engine::{btl_selected, Engine, Init, BTL_SELECT};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
@@ -142,7 +142,11 @@ pub fn engine() -> Result<Engine> {
             leak(pmi)
         }
         Some(Err(e)) => {
-            eprintln!("stormpi: cannot reach the launcher's PMI server: {e}");
+            match e {
+                // The environment is wrong: say so, without blaming a server.
+                PmiError::Env { .. } | PmiError::Unsupported(_) => eprintln!("stormpi: {e}"),
+                _ => eprintln!("stormpi: cannot reach the launcher's PMI server: {e}"),
+            }
             return Err(Error::new(
                 ErrorClass::Intern,
                 Reason::Runtime {

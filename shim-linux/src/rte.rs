@@ -21,23 +21,32 @@ pub struct PmiRte {
 }
 
 impl PmiRte {
-    /// Wraps `client` and publishes this process's node name (for the node layout): the one the
-    /// launcher gives in `STORMPI_NODE` (it knows which of its hosts started the rank — several
-    /// "hosts" may share one machine, e.g. network namespaces), else the host name.
+    /// Wraps `client` and learns the node layout: from the launcher's process mapping when it
+    /// gives one (`PMI_process_mapping`, from Slurm and Hydra, PMI-1 or PMI-2 — the launcher
+    /// knows its nodes even when several share one machine, as two slurmds on one host do),
+    /// else by publishing this process's node name: the one the launcher gives in
+    /// `STORMPI_NODE` (stormrun knows which of its hosts started the rank — several "hosts" may
+    /// share one machine, e.g. network namespaces), else the host name.
     pub fn new(mut client: PmiClient) -> Result<PmiRte> {
         let host = std::env::var("STORMPI_NODE")
             .ok()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(hostname);
-        client
-            .put("host", host.as_bytes())
-            .map_err(|e| pmi_error("publishing the host name", e))?;
+        let nodes = OnceLock::new();
+        match client.nodes() {
+            Some(map) if map.len() == client.size() as usize => {
+                let _ = nodes.set(first_appearance(map));
+            }
+            _ => client
+                .put("host", host.as_bytes())
+                .map_err(|e| pmi_error("publishing the host name", e))?,
+        }
         Ok(PmiRte {
             rank: client.rank(),
             size: client.size(),
             client: Some(client),
             host,
-            nodes: OnceLock::new(),
+            nodes,
         })
     }
 
@@ -78,6 +87,21 @@ impl PmiRte {
         }
         self.nodes.get().expect("set above")
     }
+}
+
+/// Renumbers node ids `0, 1, ...` in order of first appearance (as host names are numbered), so
+/// that ids stay small whatever numbers the launcher used.
+fn first_appearance(map: &[u32]) -> Vec<u32> {
+    let mut seen: Vec<u32> = Vec::new();
+    map.iter()
+        .map(|n| {
+            let id = seen.iter().position(|s| s == n).unwrap_or_else(|| {
+                seen.push(*n);
+                seen.len() - 1
+            });
+            id as u32
+        })
+        .collect()
 }
 
 /// This machine's host name.
@@ -166,4 +190,15 @@ fn singleton_abort(code: i32, msg: &str) -> ! {
 /// The runtime of a process started without a launcher.
 pub fn singleton() -> Singleton<8> {
     Singleton::new(singleton_abort)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_appearance;
+
+    #[test]
+    fn launcher_node_ids_become_small_ids_in_order() {
+        assert_eq!(first_appearance(&[7, 7, 3, 3, 7]), vec![0, 0, 1, 1, 0]);
+        assert_eq!(first_appearance(&[]), Vec::<u32>::new());
+    }
 }

@@ -1,7 +1,8 @@
 //! A one-host Slurm brought up for a test: `munged`, `slurmctld` and `slurmd` in a scratch
 //! directory with a minimal configuration (the recipe of the machine notes), torn down when the
 //! [`Slurm`] is dropped. [`Slurm::start`] says why when Slurm cannot run here, so a test can skip
-//! loudly.
+//! loudly. [`Slurm::start_nodes`] runs one `slurmd -N NAME` per node instead, each a node of its
+//! own on this host (Debian's slurmd supports several per host), for jobs over several "nodes".
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,18 +15,27 @@ pub struct Slurm {
     dir: PathBuf,
     conf: PathBuf,
     daemons: Vec<Child>,
-    /// Step daemons that existed before this Slurm started (not ours to end).
-    steps_before: Vec<i32>,
+    /// The nodes' names (`localhost` for the one-node form).
+    nodes: Vec<String>,
 }
 
-/// Process ids of the running `slurmstepd`s (they detach from slurmd).
-fn step_daemons() -> Vec<i32> {
+/// The variable every daemon of one test Slurm carries (its scratch directory), so that its step
+/// daemons — which slurmd starts and which detach from it — can be told from other Slurms' on
+/// this host.
+const MARK_ENV: &str = "STORMPI_TEST_SLURM";
+
+/// Process ids of the running `slurmstepd`s whose environment carries `mark` (they detach from
+/// slurmd and inherit its environment).
+fn step_daemons(mark: &str) -> Vec<i32> {
+    let needle = format!("{MARK_ENV}={mark}");
     std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
                 .filter(|pid| {
                     std::fs::read_to_string(format!("/proc/{pid}/comm"))
                         .is_ok_and(|c| c.trim() == "slurmstepd")
+                        && std::fs::read(format!("/proc/{pid}/environ"))
+                            .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
                 })
                 .collect()
         })
@@ -43,6 +53,21 @@ fn spawn(cmd: &mut Command) -> Result<Child, String> {
 impl Slurm {
     /// Starts munge and Slurm in a fresh directory and waits until the node is idle.
     pub fn start() -> Result<Slurm, String> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a Slurm of several nodes on this host, one slurmd per name (each with its own
+    /// port and spool directory), in a partition that may oversubscribe them; waits until all
+    /// are idle.
+    pub fn start_nodes(names: &[&str]) -> Result<Slurm, String> {
+        if names.is_empty() {
+            return Err("a Slurm needs a node".into());
+        }
+        Self::start_with(names)
+    }
+
+    /// `names` empty: the one-node form (`NodeName=localhost`).
+    fn start_with(names: &[&str]) -> Result<Slurm, String> {
         for tool in ["munged", "slurmctld", "slurmd", "srun", "sinfo", "runuser"] {
             if !in_path(tool) && !Path::new("/usr/sbin").join(tool).exists() {
                 return Err(format!(
@@ -77,11 +102,16 @@ impl Slurm {
         let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::set_permissions(&munge_dir, std::fs::Permissions::from_mode(0o755));
         let socket = munge_dir.join("munge.socket");
+        let nodes: Vec<String> = if names.is_empty() {
+            vec!["localhost".into()]
+        } else {
+            names.iter().map(|n| n.to_string()).collect()
+        };
         let mut slurm = Slurm {
             conf: dir.join("slurm.conf"),
             dir: dir.clone(),
             daemons: Vec::new(),
-            steps_before: step_daemons(),
+            nodes: nodes.clone(),
         };
         slurm.daemons.push(spawn(
             Command::new("runuser")
@@ -108,10 +138,14 @@ impl Slurm {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let base = 20000 + (std::process::id() % 20000) as u16;
+        let base = 20000 + (std::process::id() % 10000) as u16 * 3;
         let d = dir.display();
-        let conf = format!(
-            "ClusterName=lwktest\nSlurmctldHost=localhost\nAuthType=auth/munge\n\
+        // Job ids from a number of this test run's own, so that two test Slurms (or reruns
+        // after a crash) do not give jobs the same id (stormpi names its files after it).
+        let first_job = 1000 + (std::process::id() % 100_000) * 1000;
+        let conf = if names.is_empty() {
+            format!(
+                "ClusterName=lwktest\nSlurmctldHost=localhost\nAuthType=auth/munge\n\
              AuthInfo=socket={}\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
              SlurmctldPort={}\nSlurmdPort={}\nStateSaveLocation={d}/state\n\
              SlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/slurmctld.pid\n\
@@ -121,23 +155,59 @@ impl Slurm {
              MpiDefault=none\nJobAcctGatherType=jobacct_gather/none\n\
              AccountingStorageType=accounting_storage/none\nReturnToService=2\n\
              NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN\n\
-             PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
-            socket.display(),
-            base,
-            base + 1
-        );
+             PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n\
+             FirstJobId={first_job}\n",
+                socket.display(),
+                base,
+                base + 1
+            )
+        } else {
+            let mut conf = format!(
+                "ClusterName=stormpitest\nSlurmctldHost=localhost\nAuthType=auth/munge\n\
+                 AuthInfo=socket={}\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
+                 SlurmctldPort={base}\nStateSaveLocation={d}/state\n\
+                 SlurmdSpoolDir={d}/spool/slurmd-%n\nSlurmctldPidFile={d}/slurmctld.pid\n\
+                 SlurmdPidFile={d}/slurmd-%n.pid\nSlurmctldLogFile={d}/slurmctld.log\n\
+                 SlurmdLogFile={d}/slurmd-%n.log\nProctrackType=proctrack/linuxproc\n\
+                 TaskPlugin=task/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
+                 MpiDefault=none\nJobAcctGatherType=jobacct_gather/none\n\
+                 AccountingStorageType=accounting_storage/none\nReturnToService=2\n\
+                 FirstJobId={first_job}\n",
+                socket.display(),
+            );
+            for (i, n) in names.iter().enumerate() {
+                conf.push_str(&format!(
+                    "NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=2 \
+                     State=UNKNOWN\n",
+                    base + 1 + i as u16
+                ));
+                std::fs::create_dir_all(dir.join(format!("spool/slurmd-{n}")))
+                    .map_err(|e| e.to_string())?;
+            }
+            conf.push_str(&format!(
+                "PartitionName=debug Nodes={} Default=YES MaxTime=INFINITE State=UP \
+                 OverSubscribe=FORCE\n",
+                names.join(",")
+            ));
+            conf
+        };
         std::fs::write(&slurm.conf, conf).map_err(|e| e.to_string())?;
+        let mark = dir.display().to_string();
         slurm.daemons.push(spawn(
             Command::new("slurmctld")
                 .args(["-D", "-i", "-f"])
-                .arg(&slurm.conf),
-        )?);
-        slurm.daemons.push(spawn(
-            Command::new("slurmd")
-                .args(["-D", "-f"])
                 .arg(&slurm.conf)
-                .args(["-N", "localhost"]),
+                .env(MARK_ENV, &mark),
         )?);
+        for n in &nodes {
+            slurm.daemons.push(spawn(
+                Command::new("slurmd")
+                    .args(["-D", "-f"])
+                    .arg(&slurm.conf)
+                    .args(["-N", n])
+                    .env(MARK_ENV, &mark),
+            )?);
+        }
         let until = Instant::now() + Duration::from_secs(30);
         loop {
             let out = Command::new("sinfo")
@@ -146,7 +216,7 @@ impl Slurm {
                 .output()
                 .map_err(|e| e.to_string())?;
             let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if state == "idle" {
+            if !state.is_empty() && state.lines().all(|l| l.trim() == "idle") {
                 return Ok(slurm);
             }
             if Instant::now() > until {
@@ -169,6 +239,21 @@ impl Slurm {
     /// The scratch directory (logs).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The slurmd logs, each headed by its node's name (for failure reports).
+    pub fn slurmd_logs(&self) -> String {
+        let mut out = String::new();
+        for n in &self.nodes {
+            let file = if self.nodes.len() == 1 && n == "localhost" {
+                "slurmd.log".to_string()
+            } else {
+                format!("slurmd-{n}.log")
+            };
+            let log = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            out.push_str(&format!("--- slurmd {n}:\n{log}"));
+        }
+        out
     }
 }
 
@@ -195,12 +280,10 @@ impl Drop for Slurm {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // Step daemons this Slurm started and that outlived it.
-        for pid in step_daemons() {
-            if !self.steps_before.contains(&pid) {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+        // Step daemons this Slurm started and that outlived it (marked by its environment).
+        for pid in step_daemons(&self.dir.display().to_string()) {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         // munged runs under runuser: end it by its pid file too.
         if let Ok(pid) = std::fs::read_to_string(self.dir.join("munge/munged.pid")) {

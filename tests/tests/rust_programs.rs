@@ -73,20 +73,26 @@ fn under_hydra() {
         return;
     }
     let _serial = serial();
-    let before = shm_files("stormpi-");
-    let mut cmd = Command::new(MPIEXEC);
-    cmd.args(["-n", "3"]).arg(rust_ring()).arg("1000");
-    // The program takes well under a second; a hang is killed after 30 s.
-    let out = run(cmd, Duration::from_secs(30));
-    // Hydra does not know stormpi's files: the library must remove them itself.
-    let left: Vec<String> = shm_files("stormpi-").difference(&before).cloned().collect();
-    for f in &left {
-        let _ = std::fs::remove_file(std::path::Path::new(SHM_DIR).join(f));
+    // Hydra serves PMI-1 (what the library chooses there) and PMI-2 (forced).
+    for protocol in ["auto", "pmi2"] {
+        let before = shm_files("stormpi-");
+        let mut cmd = Command::new(MPIEXEC);
+        cmd.args(["-n", "3"])
+            .arg(rust_ring())
+            .arg("1000")
+            .env("STORMPI_PMI", protocol);
+        // The program takes well under a second; a hang is killed after 30 s.
+        let out = run(cmd, Duration::from_secs(30));
+        // Hydra does not know stormpi's files: the library must remove them itself.
+        let left: Vec<String> = shm_files("stormpi-").difference(&before).cloned().collect();
+        for f in &left {
+            let _ = std::fs::remove_file(std::path::Path::new(SHM_DIR).join(f));
+        }
+        assert!(
+            out.success() && out.has_line("OK rust_ring 3"),
+            "STORMPI_PMI={protocol}: {}",
+            out.report()
+        );
+        assert!(left.is_empty(), "left in {SHM_DIR}: {left:?}");
     }
-    assert!(
-        out.success() && out.has_line("OK rust_ring 3"),
-        "{}",
-        out.report()
-    );
-    assert!(left.is_empty(), "left in {SHM_DIR}: {left:?}");
 }

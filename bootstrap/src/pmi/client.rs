@@ -9,6 +9,7 @@ use super::error::PmiError;
 use super::port;
 use super::transport::{LineChannel, Transport};
 use super::v1;
+use super::v2;
 use super::value::{self, Head};
 use crate::auth::Key;
 
@@ -19,6 +20,95 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 enum Protocol {
     V1(v1::Session),
+    V2(v2::Session),
+}
+
+/// The environment variable that chooses the PMI protocol: `pmi1`, `pmi2`, `singleton` (run
+/// as a job of one whatever the launcher set), or `auto` (the default; see
+/// [`PmiClient::from_env`]).
+pub const PROTOCOL_ENV: &str = "STORMPI_PMI";
+
+/// How [`PmiClient::from_env`] reaches the launcher, decided from the environment alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Plan {
+    /// No launcher: a job of one.
+    Singleton,
+    /// PMI-1 over the inherited socket.
+    V1Fd,
+    /// PMI-2 over the inherited socket, with Slurm's `PMI_JOBID` when set.
+    V2Fd(Option<String>),
+    /// PMI-1 over TCP to `PMI_PORT`.
+    Port,
+}
+
+/// Chooses the protocol from the environment (`get` reads a variable).
+///
+/// * `STORMPI_PMI=pmi1|pmi2|singleton` forces one.
+/// * Otherwise, with `PMI_FD`: PMI-2 when `PMI_JOBID` is set too — Slurm's `--mpi=pmi2` sets it,
+///   and its `fullinit` needs it; Hydra does not set it and serves both versions, stormrun
+///   serves PMI-1 — and PMI-1 otherwise, or always when stormrun gave a key (its
+///   authentication is PMI-1's).
+/// * With `PMI_PORT`: PMI-1 (stormrun's remote ranks, MPICH's port form).
+/// * With neither: a singleton, unless `srun` started this process as one of several tasks
+///   without PMI (`--mpi=none`): that is an error that says what to do, not a job of one per
+///   task that would compute alone.
+fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
+    #[derive(PartialEq)]
+    enum Force {
+        Auto,
+        V1,
+        V2,
+    }
+    let force = match get(PROTOCOL_ENV).as_deref().map(str::trim) {
+        None | Some("") | Some("auto") => Force::Auto,
+        Some("pmi1") => Force::V1,
+        Some("pmi2") => Force::V2,
+        Some("singleton") => return Ok(Plan::Singleton),
+        Some(other) => {
+            return Err(PmiError::Env {
+                var: PROTOCOL_ENV,
+                problem: format!("is `{other}`, not one of pmi1, pmi2, singleton, auto"),
+            })
+        }
+    };
+    let keyed = get(port::KEY_ENV).is_some();
+    if get("PMI_FD").is_some() {
+        let jobid = get("PMI_JOBID").filter(|j| !j.is_empty());
+        return match force {
+            Force::V2 if keyed => Err(PmiError::Unsupported(format!(
+                "{PROTOCOL_ENV}=pmi2, but stormrun's PMI server speaks PMI-1 only"
+            ))),
+            Force::V2 => Ok(Plan::V2Fd(jobid)),
+            Force::V1 => Ok(Plan::V1Fd),
+            Force::Auto if jobid.is_some() && !keyed => Ok(Plan::V2Fd(jobid)),
+            Force::Auto => Ok(Plan::V1Fd),
+        };
+    }
+    if get("PMI_PORT").is_some() {
+        return match force {
+            Force::V2 => Err(PmiError::Unsupported(format!(
+                "{PROTOCOL_ENV}=pmi2, but PMI-2 over PMI_PORT is not supported (only over PMI_FD)"
+            ))),
+            _ => Ok(Plan::Port),
+        };
+    }
+    if force != Force::Auto {
+        return Err(PmiError::Env {
+            var: "PMI_FD",
+            problem: format!(
+                "is not set (nor PMI_PORT), but {PROTOCOL_ENV} asks for a PMI launcher"
+            ),
+        });
+    }
+    let srun_tasks = get("SLURM_STEP_NUM_TASKS").and_then(|n| n.trim().parse::<u32>().ok());
+    match srun_tasks {
+        Some(n) if n > 1 => Err(PmiError::Unsupported(format!(
+            "srun started this process as one of {n} tasks without PMI (srun --mpi=none); \
+             start the job with `srun --mpi=pmi2`, or set {PROTOCOL_ENV}=singleton to run each \
+             task as a job of its own"
+        ))),
+        _ => Ok(Plan::Singleton),
+    }
 }
 
 /// A connection to the job's PMI server (stormrun, Hydra, ...).
@@ -33,30 +123,76 @@ pub struct PmiClient {
     proto: Protocol,
     rank: u32,
     size: u32,
+    /// The node of each rank, when the server says.
+    nodes: Option<Vec<u32>>,
 }
 
 impl PmiClient {
     /// Connects to the launcher named by the environment.
     ///
     /// * `PMI_FD` (a launcher on this host): the inherited socket; rank and
-    ///   size from `PMI_RANK` and `PMI_SIZE`.
+    ///   size from `PMI_RANK` and `PMI_SIZE`; PMI-2 or PMI-1 as [`PROTOCOL_ENV`]
+    ///   and the launcher's variables say (PMI-2 under Slurm's `--mpi=pmi2`).
     /// * else `PMI_PORT=<host>:<port>` (a launcher on another host): a TCP
     ///   connection; with `PMI_ID` set, the `initack` handshake (see
     ///   [`port`](super::port)) tells the rank and size, else `PMI_RANK` and
     ///   `PMI_SIZE` do, as in MPICH's client.
     ///
     /// Returns `None` when no PMI launcher started this process (neither
-    /// `PMI_FD` nor `PMI_PORT` is set): the caller then runs as a singleton.
-    /// Malformed variables are errors that name the variable.
+    /// `PMI_FD` nor `PMI_PORT` is set) or `STORMPI_PMI=singleton`: the
+    /// caller then runs as a singleton. Malformed variables are errors that
+    /// name the variable; so is a process `srun` started without PMI as one
+    /// of several tasks.
     pub fn from_env() -> Option<Result<PmiClient, PmiError>> {
-        if let Some(fd) = std::env::var_os("PMI_FD") {
-            return Some(Self::from_fd_env(&fd.to_string_lossy()));
+        let get = |var: &str| std::env::var_os(var).map(|v| v.to_string_lossy().into_owned());
+        let plan = match plan(&get) {
+            Ok(plan) => plan,
+            Err(e) => return Some(Err(e)),
+        };
+        let fd = || get("PMI_FD").unwrap_or_default();
+        match plan {
+            Plan::Singleton => None,
+            Plan::V1Fd => Some(Self::from_fd_env(&fd())),
+            Plan::V2Fd(jobid) => Some(Self::from_fd_env_v2(&fd(), jobid.as_deref())),
+            Plan::Port => {
+                let port = get("PMI_PORT").unwrap_or_default();
+                Some(Self::from_port_env(&port, get("PMI_ID").as_deref()))
+            }
         }
-        if let Some(port) = std::env::var_os("PMI_PORT") {
-            let id = std::env::var_os("PMI_ID").map(|v| v.to_string_lossy().into_owned());
-            return Some(Self::from_port_env(&port.to_string_lossy(), id.as_deref()));
+    }
+
+    /// The PMI-2 path: `PMI_FD` is `fd_text`, `pmi_jobid` Slurm's `PMI_JOBID`.
+    fn from_fd_env_v2(fd_text: &str, pmi_jobid: Option<&str>) -> Result<PmiClient, PmiError> {
+        let fd: i32 = fd_text.trim().parse().map_err(|_| PmiError::Env {
+            var: "PMI_FD",
+            problem: format!("is `{fd_text}`, not a file descriptor number"),
+        })?;
+        let (rank, size) = rank_and_size()?;
+        let stream = adopt_socket(fd)?;
+        Self::connect_v2(Transport::Unix(stream), rank, Some(size), pmi_jobid)
+    }
+
+    /// Runs the PMI-2 start-up over an already connected stream as `rank`; `size`, when
+    /// known, is checked against the server's.
+    fn connect_v2(
+        transport: Transport,
+        rank: u32,
+        size: Option<u32>,
+        pmi_jobid: Option<&str>,
+    ) -> Result<PmiClient, PmiError> {
+        let mut session = v2::Session::init(LineChannel::new(transport), rank, pmi_jobid)?;
+        if let Some(size) = size.filter(|&s| s != session.size) {
+            return Err(PmiError::Malformed(format!(
+                "the PMI-2 server says a job of {}, the environment {size}",
+                session.size
+            )));
         }
-        None
+        Ok(PmiClient {
+            rank: session.rank,
+            size: session.size,
+            nodes: session.nodes.take(),
+            proto: Protocol::V2(session),
+        })
     }
 
     /// The `PMI_PORT` path: `port_text` is `PMI_PORT`, `id` is `PMI_ID`.
@@ -99,11 +235,7 @@ impl PmiClient {
             }
         };
         let session = v1::Session::init_on(chan)?;
-        Ok(PmiClient {
-            proto: Protocol::V1(session),
-            rank,
-            size,
-        })
+        Self::over_v1(session, rank, size)
     }
 
     fn from_fd_env(fd_text: &str) -> Result<PmiClient, PmiError> {
@@ -126,10 +258,25 @@ impl PmiClient {
             )));
         }
         let session = v1::Session::init_on(chan)?;
+        Self::over_v1(session, rank, size)
+    }
+
+    /// A client over an initialized PMI-1 session, with the node layout from the server's
+    /// `PMI_process_mapping` when it has one (Hydra, Slurm).
+    fn over_v1(mut session: v1::Session, rank: u32, size: u32) -> Result<PmiClient, PmiError> {
+        let nodes = session
+            .get("PMI_process_mapping")?
+            .map(|text| {
+                v2::parse_process_mapping(&text, size).map_err(|why| {
+                    PmiError::Malformed(format!("PMI_process_mapping=`{text}`: {why}"))
+                })
+            })
+            .transpose()?;
         Ok(PmiClient {
             proto: Protocol::V1(session),
             rank,
             size,
+            nodes,
         })
     }
 
@@ -137,11 +284,7 @@ impl PmiClient {
     /// process that knows its rank and the job size by other means.
     pub fn connect(transport: Transport, rank: u32, size: u32) -> Result<PmiClient, PmiError> {
         let session = v1::Session::init(transport)?;
-        Ok(PmiClient {
-            proto: Protocol::V1(session),
-            rank,
-            size,
-        })
+        Self::over_v1(session, rank, size)
     }
 
     /// This process's rank in the job (`MPI_COMM_WORLD`).
@@ -159,6 +302,7 @@ impl PmiClient {
     pub fn appnum(&self) -> u32 {
         match &self.proto {
             Protocol::V1(s) => s.appnum,
+            Protocol::V2(s) => s.appnum,
         }
     }
 
@@ -167,6 +311,7 @@ impl PmiClient {
     pub fn kvsname(&self) -> &str {
         match &self.proto {
             Protocol::V1(s) => &s.kvsname,
+            Protocol::V2(s) => &s.jobid,
         }
     }
 
@@ -174,7 +319,23 @@ impl PmiClient {
     pub fn universe_size(&self) -> Option<u32> {
         match &self.proto {
             Protocol::V1(s) => s.universe_size,
+            Protocol::V2(s) => s.universe_size,
         }
+    }
+
+    /// The PMI protocol in use: 1 or 2.
+    pub fn version(&self) -> u32 {
+        match &self.proto {
+            Protocol::V1(_) => 1,
+            Protocol::V2(_) => 2,
+        }
+    }
+
+    /// The node of every rank (ranks with the same number share a node), when the launcher
+    /// says (its `PMI_process_mapping`: a PMI-2 job attribute, a PMI-1 key of Hydra and Slurm);
+    /// `None` otherwise (stormrun, which gives `STORMPI_NODE` instead).
+    pub fn nodes(&self) -> Option<&[u32]> {
+        self.nodes.as_deref()
     }
 
     /// Publishes `value` under `key` for this rank.
@@ -195,6 +356,7 @@ impl PmiClient {
         for (k, v) in value::encode(&wire_key, value, max_value) {
             match &mut self.proto {
                 Protocol::V1(s) => s.put(&k, &v)?,
+                Protocol::V2(s) => s.put(&k, &v)?,
             }
         }
         Ok(())
@@ -203,8 +365,11 @@ impl PmiClient {
     /// Commits this rank's puts and waits for every rank to do the same;
     /// afterwards every rank's puts are visible to `get`.
     pub fn fence(&mut self) -> Result<(), PmiError> {
-        // PMI-1 commits each put at once, so the barrier alone suffices.
-        self.barrier()
+        match &mut self.proto {
+            // PMI-1 commits each put at once, so the barrier alone suffices.
+            Protocol::V1(s) => s.barrier(),
+            Protocol::V2(s) => s.fence(),
+        }
     }
 
     /// Reads the value `rank` published under `key` into `out` (replacing
@@ -216,14 +381,14 @@ impl PmiClient {
             key: key.to_string(),
             rank,
         };
-        let head = self.get_raw(&wire_key)?.ok_or_else(not_found)?;
+        let head = self.get_raw(rank, &wire_key)?.ok_or_else(not_found)?;
         match value::decode_head(&wire_key, &head)? {
             Head::Inline(bytes) => *out = bytes,
             Head::Chunked(n) => {
                 for i in 0..n {
                     let chunk_key = value::chunk_wire_key(&wire_key, i);
                     let chunk =
-                        self.get_raw(&chunk_key)?
+                        self.get_raw(rank, &chunk_key)?
                             .ok_or_else(|| PmiError::CorruptValue {
                                 key: wire_key.clone(),
                                 detail: format!("chunk {i} of {n} is missing"),
@@ -239,6 +404,8 @@ impl PmiClient {
     pub fn barrier(&mut self) -> Result<(), PmiError> {
         match &mut self.proto {
             Protocol::V1(s) => s.barrier(),
+            // PMI-2 has no barrier of its own; a fence without puts is one.
+            Protocol::V2(s) => s.fence(),
         }
     }
 
@@ -248,12 +415,23 @@ impl PmiClient {
     /// Waits a few seconds for the launcher to kill us first, so that it
     /// reports the abort rather than this process's exit.
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        if let Protocol::V2(_) = self.proto {
+            // A PMI-2 abort carries the code, but Slurm's server ignores it and kills the step
+            // (srun then exits 137): the code is told here, where it is known.
+            let sep = if msg.is_empty() { "" } else { ": " };
+            eprintln!(
+                "stormpi: rank {} aborts the job with code {code}{sep}{msg}",
+                self.rank
+            );
+        }
         let sent = match &mut self.proto {
             Protocol::V1(s) => s.abort(code, msg),
+            Protocol::V2(s) => s.abort(code, msg),
         };
         if sent.is_ok() {
             match &mut self.proto {
                 Protocol::V1(s) => s.wait_for_close(ABORT_WAIT),
+                Protocol::V2(s) => s.wait_for_close(ABORT_WAIT),
             }
         }
         std::process::exit(code)
@@ -263,12 +441,14 @@ impl PmiClient {
     pub fn finalize(self) -> Result<(), PmiError> {
         match self.proto {
             Protocol::V1(s) => s.finalize(),
+            Protocol::V2(s) => s.finalize(),
         }
     }
 
-    fn get_raw(&mut self, wire_key: &str) -> Result<Option<String>, PmiError> {
+    fn get_raw(&mut self, rank: u32, wire_key: &str) -> Result<Option<String>, PmiError> {
         match &mut self.proto {
             Protocol::V1(s) => s.get(wire_key),
+            Protocol::V2(s) => s.get(rank, wire_key),
         }
     }
 
@@ -276,6 +456,7 @@ impl PmiClient {
     fn limits(&self) -> (usize, usize) {
         match &self.proto {
             Protocol::V1(s) => (s.maxes.keylen_max - 1, s.maxes.vallen_max - 1),
+            Protocol::V2(_) => (v2::KEYLEN_MAX - 1, v2::VALLEN_MAX - 1),
         }
     }
 }
@@ -536,6 +717,17 @@ mod tests {
                 ],
                 "invalid key character",
             ),
+            (
+                vec![
+                    Some(INIT_OK),
+                    Some(MAXES),
+                    Some(KVS),
+                    Some(APPNUM),
+                    Some("cmd=universe_size size=1\n"),
+                    Some("cmd=get_result rc=0 value=(vector,(0,1))\n"),
+                ],
+                "PMI_process_mapping=`(vector,(0,1))`: block `(0,1)` has not three numbers",
+            ),
         ];
         for (script, needle) in cases {
             match scripted(script.clone()) {
@@ -568,9 +760,320 @@ mod tests {
             Some(KVS),
             Some(APPNUM),
             Some("cmd=universe_size size=-1\n"),
+            Some("cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found\n"),
         ])
         .unwrap();
         assert_eq!(ok.universe_size(), None, "Hydra's -1 means unknown");
+        assert_eq!(ok.nodes(), None, "stormrun has no process mapping");
+        // Slurm's PMI-1 server does not number applications.
+        let slurm = scripted(vec![
+            Some(INIT_OK),
+            Some(MAXES),
+            Some(KVS),
+            Some("cmd=appnum rc=0 appnum=-1\n"),
+            Some("cmd=universe_size rc=0 size=4\n"),
+            Some("cmd=get_result rc=0 value=(vector,(0,1,1))\n"),
+        ])
+        .unwrap();
+        assert_eq!((slurm.appnum(), slurm.universe_size()), (0, Some(4)));
+        assert_eq!(
+            slurm.nodes(),
+            Some(&[0][..]),
+            "the mapping of a PMI-1 server"
+        );
+    }
+
+    /// Frames a PMI-2 reply as Hydra does (length right-aligned).
+    fn frame(body: &str) -> Vec<u8> {
+        format!("{:>6}{body}", body.len()).into_bytes()
+    }
+
+    /// A fake PMI-2 server: answers the init line with `init_reply`, then each command with the
+    /// next scripted reply (`None`: close instead). Returns what the client sent (the init line,
+    /// then command bodies) once the script is done or the client hung up.
+    fn fake_v2(
+        init_reply: &'static str,
+        replies: Vec<Option<String>>,
+    ) -> (UnixStream, thread::JoinHandle<Vec<String>>) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let server = thread::spawn(move || {
+            use std::io::Read;
+            let mut seen = Vec::new();
+            let mut reader = BufReader::new(theirs);
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return seen;
+            }
+            seen.push(line.trim_end().to_string());
+            reader.get_mut().write_all(init_reply.as_bytes()).unwrap();
+            for reply in replies {
+                let mut len = [0u8; 6];
+                if reader.read_exact(&mut len).is_err() {
+                    return seen;
+                }
+                let n: usize = std::str::from_utf8(&len).unwrap().trim().parse().unwrap();
+                let mut body = vec![0u8; n];
+                reader.read_exact(&mut body).unwrap();
+                seen.push(String::from_utf8(body).unwrap());
+                match reply {
+                    Some(r) => reader.get_mut().write_all(&frame(&r)).unwrap(),
+                    None => return seen,
+                }
+            }
+            seen
+        });
+        (ours, server)
+    }
+
+    const V2_INIT_OK: &str = "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n";
+
+    /// Slurm's replies to the start-up of rank 1 of 2, two nodes of one rank each.
+    fn slurm_startup() -> Vec<Option<String>> {
+        [
+            "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=-1;\
+             debugged=FALSE;pmiverbose=FALSE;",
+            "cmd=job-getid-response;rc=0;jobid=7.0;",
+            "cmd=info-getjobattr-response;rc=0;found=TRUE;value=2;",
+            "cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,2,1));",
+        ]
+        .iter()
+        .map(|r| Some(r.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn pmi2_session_against_a_scripted_slurm() {
+        let mut script = slurm_startup();
+        for r in [
+            "cmd=kvs-put-response;rc=0;",
+            "cmd=kvs-fence-response;rc=0;",
+            "cmd=kvs-get-response;rc=0;found=TRUE;value=x6869;",
+            "cmd=kvs-get-response;rc=0;found=FALSE;",
+            "cmd=finalize-response;rc=0;",
+        ] {
+            script.push(Some(r.to_string()));
+        }
+        let (stream, server) = fake_v2(V2_INIT_OK, script);
+        let mut pmi =
+            PmiClient::connect_v2(Transport::Unix(stream), 1, Some(2), Some("7.0")).unwrap();
+        assert_eq!((pmi.rank(), pmi.size(), pmi.version()), (1, 2, 2));
+        assert_eq!((pmi.appnum(), pmi.kvsname()), (0, "7.0"));
+        assert_eq!(pmi.universe_size(), Some(2));
+        assert_eq!(pmi.nodes(), Some(&[0, 1][..]));
+        pmi.put("host", b"hi").unwrap();
+        pmi.fence().unwrap();
+        let mut out = Vec::new();
+        pmi.get(0, "host", &mut out).unwrap();
+        assert_eq!(out, b"hi");
+        assert!(matches!(
+            pmi.get(0, "nothing", &mut out),
+            Err(PmiError::KeyNotFound { rank: 0, .. })
+        ));
+        pmi.finalize().unwrap();
+        assert_eq!(
+            server.join().unwrap(),
+            [
+                "cmd=init pmi_version=2 pmi_subversion=0",
+                "cmd=fullinit;pmijobid=7.0;pmirank=1;threaded=FALSE;",
+                "cmd=job-getid;",
+                "cmd=info-getjobattr;key=universeSize;",
+                "cmd=info-getjobattr;key=PMI_process_mapping;",
+                "cmd=kvs-put;key=host-1;value=x6869;",
+                "cmd=kvs-fence;",
+                "cmd=kvs-get;jobid=7.0;srcid=0;key=host-0;",
+                "cmd=kvs-get;jobid=7.0;srcid=0;key=nothing-0;",
+                "cmd=finalize;",
+            ]
+        );
+    }
+
+    #[test]
+    fn pmi2_malformed_replies_are_errors_that_say_what() {
+        let start = slurm_startup();
+        let with = |n: usize, last: &str| {
+            let mut s: Vec<Option<String>> = start[..n].to_vec();
+            s.push(Some(last.to_string()));
+            s
+        };
+        let cases: Vec<(&'static str, Vec<Option<String>>, &str)> = vec![
+            (
+                "cmd=response_to_init pmi_version=1 rc=0\n",
+                vec![],
+                "does not speak PMI-2",
+            ),
+            ("cmd=maxes\n", vec![], "expected `response_to_init`"),
+            ("garbage\n", vec![], "does not start with cmd="),
+            (
+                V2_INIT_OK,
+                with(0, "cmd=fullinit-response;rc=0;size=2;"),
+                "lacks `rank`",
+            ),
+            (
+                V2_INIT_OK,
+                with(0, "cmd=fullinit-response;rank=0;size=2;appnum=0;"),
+                "answered with rank 0",
+            ),
+            (
+                V2_INIT_OK,
+                with(0, "cmd=fullinit-response;rank=1;size=x;"),
+                "`size=x` is not a number",
+            ),
+            (
+                V2_INIT_OK,
+                with(0, "cmd=fullinit-response;rank=1;size=2;appnum=-3;"),
+                "appnum -3 is negative",
+            ),
+            (
+                V2_INIT_OK,
+                with(1, "cmd=job-getid-response;rc=0;"),
+                "lacks `jobid`",
+            ),
+            (
+                V2_INIT_OK,
+                with(2, "cmd=info-getjobattr-response;found=TRUE;value=many;"),
+                "universeSize=`many`",
+            ),
+            (
+                V2_INIT_OK,
+                with(
+                    3,
+                    "cmd=info-getjobattr-response;found=TRUE;value=(vector,(0,2));",
+                ),
+                "PMI_process_mapping=`(vector,(0,2))`: block `(0,2)` has not three numbers",
+            ),
+            (
+                V2_INIT_OK,
+                with(0, "no command here"),
+                "no `key=value` pair at byte 2",
+            ),
+            (
+                V2_INIT_OK,
+                with(1, "cmd=kvs-fence-response;rc=0;"),
+                "expected `job-getid-response`",
+            ),
+        ];
+        for (init, script, needle) in cases {
+            let (stream, server) = fake_v2(init, script.clone());
+            let got = PmiClient::connect_v2(Transport::Unix(stream), 1, Some(2), Some("7.0"));
+            drop(server.join());
+            match got {
+                Err(PmiError::Malformed(m)) | Err(PmiError::Unsupported(m)) => {
+                    assert!(m.contains(needle), "{script:?}: {m}")
+                }
+                other => panic!("{script:?} gave {other:?}"),
+            }
+        }
+        // A size other than the environment's, a refusal, a bad length prefix, a hang-up.
+        let (stream, server) = fake_v2(V2_INIT_OK, slurm_startup());
+        let got = PmiClient::connect_v2(Transport::Unix(stream), 1, Some(3), None);
+        drop(server.join());
+        assert!(matches!(got, Err(PmiError::Malformed(m)) if m.contains("the environment 3")));
+        let (stream, server) = fake_v2(
+            V2_INIT_OK,
+            vec![Some(
+                "cmd=fullinit-response;rc=3;errmsg=no such job;".into(),
+            )],
+        );
+        let got = PmiClient::connect_v2(Transport::Unix(stream), 1, None, None);
+        drop(server.join());
+        assert!(matches!(got, Err(PmiError::Refused { rc: 3, msg, .. }) if msg == "no such job"));
+        let (stream, server) = fake_v2(V2_INIT_OK, vec![None]);
+        let got = PmiClient::connect_v2(Transport::Unix(stream), 1, None, None);
+        drop(server.join());
+        assert!(matches!(got, Err(PmiError::Closed)), "{got:?}");
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let server = thread::spawn(move || {
+            let mut reader = BufReader::new(theirs);
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            reader.get_mut().write_all(V2_INIT_OK.as_bytes()).unwrap();
+            let mut fullinit = [0u8; 6 + 38]; // `cmd=fullinit;pmirank=1;threaded=FALSE;`
+            std::io::Read::read_exact(&mut reader, &mut fullinit).unwrap();
+            reader.get_mut().write_all(b"12x   cmd=x;").unwrap();
+        });
+        let got = PmiClient::connect_v2(Transport::Unix(ours), 1, None, None);
+        server.join().unwrap();
+        assert!(
+            matches!(&got, Err(PmiError::Malformed(m)) if m.contains("length prefix `12x   `")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn the_protocol_is_chosen_from_the_environment() {
+        fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |v: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == v)
+                    .map(|(_, val)| val.to_string())
+            }
+        }
+        let slurm_pmi2 = [
+            ("PMI_FD", "5"),
+            ("PMI_JOBID", "7.0"),
+            ("PMI_RANK", "0"),
+            ("PMI_SIZE", "2"),
+        ];
+        assert_eq!(
+            plan(&env(&slurm_pmi2)).unwrap(),
+            Plan::V2Fd(Some("7.0".into()))
+        );
+        // Hydra: PMI_FD without PMI_JOBID.
+        let hydra = [("PMI_FD", "6"), ("PMI_RANK", "0"), ("PMI_SIZE", "1")];
+        assert_eq!(plan(&env(&hydra)).unwrap(), Plan::V1Fd);
+        assert_eq!(
+            plan(&env(&[("PMI_FD", "6"), (PROTOCOL_ENV, "pmi2")])).unwrap(),
+            Plan::V2Fd(None)
+        );
+        assert_eq!(
+            plan(&env(&[
+                ("PMI_FD", "5"),
+                ("PMI_JOBID", "7.0"),
+                (PROTOCOL_ENV, "pmi1")
+            ]))
+            .unwrap(),
+            Plan::V1Fd
+        );
+        // stormrun's ranks carry a key: PMI-1, and PMI-2 cannot be forced.
+        let stormrun = [("PMI_FD", "5"), ("PMI_JOBID", "x"), (port::KEY_ENV, "00")];
+        assert_eq!(plan(&env(&stormrun)).unwrap(), Plan::V1Fd);
+        let forced = [
+            ("PMI_FD", "5"),
+            (port::KEY_ENV, "00"),
+            (PROTOCOL_ENV, "pmi2"),
+        ];
+        assert!(matches!(plan(&env(&forced)), Err(PmiError::Unsupported(_))));
+        assert_eq!(plan(&env(&[("PMI_PORT", "h:1")])).unwrap(), Plan::Port);
+        assert!(matches!(
+            plan(&env(&[("PMI_PORT", "h:1"), (PROTOCOL_ENV, "pmi2")])),
+            Err(PmiError::Unsupported(_))
+        ));
+        assert_eq!(plan(&env(&[])).unwrap(), Plan::Singleton);
+        assert_eq!(
+            plan(&env(&[("PMI_FD", "5"), (PROTOCOL_ENV, "singleton")])).unwrap(),
+            Plan::Singleton
+        );
+        assert!(matches!(
+            plan(&env(&[(PROTOCOL_ENV, "pmi1")])),
+            Err(PmiError::Env { var: "PMI_FD", .. })
+        ));
+        assert!(matches!(
+            plan(&env(&[(PROTOCOL_ENV, "pmix")])),
+            Err(PmiError::Env {
+                var: PROTOCOL_ENV,
+                ..
+            })
+        ));
+        // srun --mpi=none: an error when there are several tasks, a singleton for one.
+        let none = [("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_PROCID", "2")];
+        match plan(&env(&none)) {
+            Err(PmiError::Unsupported(m)) => assert!(m.contains("srun --mpi=pmi2"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let one = [("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_PROCID", "0")];
+        assert_eq!(plan(&env(&one)).unwrap(), Plan::Singleton);
+        let forced_single = [("SLURM_STEP_NUM_TASKS", "4"), (PROTOCOL_ENV, "singleton")];
+        assert_eq!(plan(&env(&forced_single)).unwrap(), Plan::Singleton);
     }
 
     #[test]

@@ -96,12 +96,40 @@ impl LineChannel {
     /// Sends one complete line (which must end in `\n`).
     pub(crate) fn send(&mut self, line: &[u8]) -> Result<(), PmiError> {
         debug_assert!(line.ends_with(b"\n"));
+        self.send_raw(line)
+    }
+
+    /// Sends bytes as they are (a length-prefixed PMI-2 command).
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) -> Result<(), PmiError> {
         self.stream
-            .write_all(line)
+            .write_all(bytes)
             .map_err(|source| match source.kind() {
                 io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => PmiError::Closed,
                 _ => PmiError::Io { op: "send", source },
             })
+    }
+
+    /// Blocks until exactly `n` bytes have arrived (after any already buffered) and returns them.
+    pub(crate) fn recv_exact(&mut self, n: usize) -> Result<Vec<u8>, PmiError> {
+        let mut chunk = [0u8; 4096];
+        while self.pending.len() < n {
+            let want = (n - self.pending.len()).min(chunk.len());
+            match self.stream.read(&mut chunk[..want]) {
+                Ok(0) => return Err(PmiError::Closed),
+                Ok(got) => self.pending.extend_from_slice(&chunk[..got]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(PmiError::Closed)
+                }
+                Err(source) => {
+                    return Err(PmiError::Io {
+                        op: "receive",
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(self.pending.drain(..n).collect())
     }
 
     /// Blocks until one line arrives and returns it without its `\n`.

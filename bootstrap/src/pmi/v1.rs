@@ -70,8 +70,13 @@ impl Session {
 
         let reply = call(&mut chan, &Message::new("get_appnum"), "appnum")?;
         let appnum: i64 = int_field(&reply, "appnum")?;
-        let appnum = u32::try_from(appnum)
-            .map_err(|_| PmiError::Malformed(format!("appnum {appnum} is negative")))?;
+        // Slurm's servers (PMI-1 and PMI-2) answer -1: they do not number applications, so
+        // there is one, number 0.
+        let appnum = match appnum {
+            -1 => 0,
+            n => u32::try_from(n)
+                .map_err(|_| PmiError::Malformed(format!("appnum {n} is negative")))?,
+        };
 
         let reply = call(
             &mut chan,
