@@ -89,3 +89,42 @@ impl std::error::Error for PmiError {
         }
     }
 }
+
+/// The parts of a server's reply that say whether a request worked.
+pub(crate) struct Reply<'a> {
+    /// The reply's command.
+    pub cmd: &'a str,
+    /// Its return code, if it has one (none counts as success, as in several of Hydra's
+    /// replies).
+    pub rc: Option<&'a str>,
+    /// Its error message, if any.
+    pub msg: Option<&'a str>,
+}
+
+/// Checks that the reply to `request` is the command `expect` with return code 0 or none;
+/// `shown` is the whole reply, for the error.
+pub(crate) fn check_reply(
+    request: &str,
+    expect: &str,
+    reply: Reply<'_>,
+    shown: &dyn fmt::Display,
+) -> Result<(), PmiError> {
+    if let Some(rc) = reply.rc {
+        let rc: i64 = rc
+            .parse()
+            .map_err(|_| PmiError::Malformed(format!("non-numeric rc in `{shown}`")))?;
+        if rc != 0 {
+            return Err(PmiError::Refused {
+                request: request.to_string(),
+                rc,
+                msg: reply.msg.unwrap_or("").to_string(),
+            });
+        }
+    }
+    if reply.cmd != expect {
+        return Err(PmiError::Malformed(format!(
+            "expected `{expect}` in reply to `{request}`, got `{shown}`"
+        )));
+    }
+    Ok(())
+}

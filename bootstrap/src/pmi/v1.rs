@@ -2,7 +2,7 @@
 //! request line, one reply line, strictly alternating. Values are plain text
 //! here; encoding binary data is the caller's business.
 
-use super::error::PmiError;
+use super::error::{self, PmiError, Reply};
 use super::transport::{LineChannel, Transport};
 use super::wire::{excerpt, Message};
 
@@ -158,24 +158,12 @@ fn call(chan: &mut LineChannel, req: &Message, expect: &str) -> Result<Message, 
 }
 
 fn check_reply(req: &Message, expect: &str, reply: Message) -> Result<Message, PmiError> {
-    if let Some(rc) = reply.get("rc") {
-        let rc: i64 = rc
-            .parse()
-            .map_err(|_| PmiError::Malformed(format!("non-numeric rc in `{reply}`")))?;
-        if rc != 0 {
-            return Err(PmiError::Refused {
-                request: req.cmd.clone(),
-                rc,
-                msg: reply.get("msg").unwrap_or("").to_string(),
-            });
-        }
-    }
-    if reply.cmd != expect {
-        return Err(PmiError::Malformed(format!(
-            "expected `{expect}` in reply to `{}`, got `{reply}`",
-            req.cmd
-        )));
-    }
+    let parts = Reply {
+        cmd: &reply.cmd,
+        rc: reply.get("rc"),
+        msg: reply.get("msg"),
+    };
+    error::check_reply(&req.cmd, expect, parts, &reply)?;
     Ok(reply)
 }
 

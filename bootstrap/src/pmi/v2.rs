@@ -25,7 +25,7 @@
 
 use std::fmt;
 
-use super::error::PmiError;
+use super::error::{self, PmiError, Reply};
 use super::transport::LineChannel;
 use super::wire::{excerpt, Message};
 
@@ -426,24 +426,12 @@ fn call(chan: &mut LineChannel, req: &Command, expect: &str) -> Result<Command, 
 }
 
 fn check_reply(req: &Command, expect: &str, reply: Command) -> Result<Command, PmiError> {
-    if let Some(rc) = reply.get("rc") {
-        let rc: i64 = rc
-            .parse()
-            .map_err(|_| PmiError::Malformed(format!("non-numeric rc in `{reply}`")))?;
-        if rc != 0 {
-            return Err(PmiError::Refused {
-                request: req.cmd.clone(),
-                rc,
-                msg: reply.get("errmsg").unwrap_or("").to_string(),
-            });
-        }
-    }
-    if reply.cmd != expect {
-        return Err(PmiError::Malformed(format!(
-            "expected `{expect}` in reply to `{}`, got `{reply}`",
-            req.cmd
-        )));
-    }
+    let parts = Reply {
+        cmd: &reply.cmd,
+        rc: reply.get("rc"),
+        msg: reply.get("errmsg"),
+    };
+    error::check_reply(&req.cmd, expect, parts, &reply)?;
     Ok(reply)
 }
 

@@ -1,6 +1,6 @@
 //! The few Linux calls std does not offer for sockets: epoll, gathered sends without SIGPIPE,
-//! non-blocking connect from a chosen address, socket options set before `listen`, and random
-//! bytes. Each wrapper checks the result and returns `io::Result`.
+//! non-blocking connect from a chosen address, socket options set before `listen`, waits and
+//! peeks. Each wrapper checks the result and returns `io::Result`.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
@@ -380,25 +380,6 @@ impl Drop for PageBuf {
     }
 }
 
-/// Fills `buf` with random bytes from the kernel.
-pub fn random(buf: &mut [u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &mut buf[done..];
-        // SAFETY: `rest` is writable for its length.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,13 +464,5 @@ mod tests {
             b.fill(7);
             assert!(b.iter().all(|&x| x == 7));
         }
-    }
-
-    #[test]
-    fn random_bytes_differ() {
-        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-        random(&mut a).unwrap();
-        random(&mut b).unwrap();
-        assert_ne!(a, b);
     }
 }
