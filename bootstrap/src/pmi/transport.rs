@@ -111,12 +111,24 @@ impl LineChannel {
 
     /// Blocks until exactly `n` bytes have arrived (after any already buffered) and returns them.
     pub(crate) fn recv_exact(&mut self, n: usize) -> Result<Vec<u8>, PmiError> {
-        let mut chunk = [0u8; 4096];
         while self.pending.len() < n {
-            let want = (n - self.pending.len()).min(chunk.len());
+            self.read_more(n - self.pending.len())?;
+        }
+        Ok(self.pending.drain(..n).collect())
+    }
+
+    /// Reads what has arrived, at most `max` bytes, onto the pending bytes (blocking until
+    /// something does).
+    fn read_more(&mut self, max: usize) -> Result<(), PmiError> {
+        let mut chunk = [0u8; 4096];
+        let want = max.min(chunk.len());
+        loop {
             match self.stream.read(&mut chunk[..want]) {
                 Ok(0) => return Err(PmiError::Closed),
-                Ok(got) => self.pending.extend_from_slice(&chunk[..got]),
+                Ok(got) => {
+                    self.pending.extend_from_slice(&chunk[..got]);
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
                     return Err(PmiError::Closed)
@@ -129,12 +141,10 @@ impl LineChannel {
                 }
             }
         }
-        Ok(self.pending.drain(..n).collect())
     }
 
     /// Blocks until one line arrives and returns it without its `\n`.
     pub(crate) fn recv(&mut self) -> Result<Vec<u8>, PmiError> {
-        let mut chunk = [0u8; 4096];
         loop {
             if let Some(line) = wire::take_line(&mut self.pending) {
                 return Ok(line);
@@ -144,20 +154,7 @@ impl LineChannel {
                     "reply longer than {MAX_LINE} bytes without a newline"
                 )));
             }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(PmiError::Closed),
-                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(PmiError::Closed)
-                }
-                Err(source) => {
-                    return Err(PmiError::Io {
-                        op: "receive",
-                        source,
-                    })
-                }
-            }
+            self.read_more(usize::MAX)?;
         }
     }
 
