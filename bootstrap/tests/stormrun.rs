@@ -428,6 +428,155 @@ fn exports_and_mca_reach_the_ranks() {
     assert_eq!(jobids.len(), 1, "one job id per job");
 }
 
+/// Each rank's CPU list, from `pmi-test-rank cpus` output.
+fn cpus_of(o: &Outcome, ranks: u32) -> Vec<String> {
+    (0..ranks)
+        .map(|r| {
+            o.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("rank {r} cpus ")))
+                .unwrap_or_else(|| panic!("rank {r} did not report: {o:#?}"))
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn ranks_are_bound_to_cores_when_they_fit_and_not_when_oversubscribed() {
+    let n = cores() as u32;
+    let o = run(&["--timeout", "20", "--report-bindings", RANK, "cpus"]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    let cpus = cpus_of(&o, n);
+    for (r, c) in cpus.iter().enumerate() {
+        assert!(!c.contains(['-', ',']), "rank {r} bound to one cpu: {o:#?}");
+        assert!(
+            o.stderr.contains(&format!("stormrun: rank {r} on ")),
+            "{o:#?}"
+        );
+    }
+    let mut distinct = cpus.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), cpus.len(), "one core each: {o:#?}");
+    let over = (n + 1).to_string();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--oversubscribe",
+        "-n",
+        &over,
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    let all = stormpi_bootstrap::launch::bind::list_text(
+        &stormpi_bootstrap::launch::bind::allowed_cpus(),
+    );
+    assert!(cpus_of(&o, n + 1).iter().all(|c| *c == all), "{o:#?}");
+    // Asked for explicitly, a binding that cannot be made is an error before
+    // anything starts.
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--oversubscribe",
+        "--bind-to",
+        "core",
+        "-n",
+        &over,
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(o.stderr.contains("--bind-to none"), "{o:#?}");
+    assert!(o.stdout.is_empty(), "{o:#?}");
+}
+
+#[test]
+fn the_launchers_own_cpu_set_is_respected() {
+    // Like a cpuset from Slurm or a container: stormrun started on cpu 0
+    // alone binds its one rank there and sees two ranks as oversubscribed.
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", env!("CARGO_BIN_EXE_stormrun")]).args([
+        "--timeout",
+        "20",
+        "-n",
+        "1",
+        RANK,
+        "cpus",
+    ]);
+    let o = run_with_limit(&mut cmd, LIMIT);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert_eq!(cpus_of(&o, 1), ["0"], "{o:#?}");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", env!("CARGO_BIN_EXE_stormrun")]).args([
+        "--timeout",
+        "20",
+        "-n",
+        "2",
+        RANK,
+        "cpus",
+    ]);
+    let o = run_with_limit(&mut cmd, LIMIT);
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(o.stderr.contains("only 1 core"), "{o:#?}");
+}
+
+#[test]
+fn cpus_per_rank_rankfile_and_none() {
+    if cores() < 2 {
+        eprintln!("SKIPPED: needs 2 cores");
+        return;
+    }
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "1",
+        "--cpus-per-rank",
+        "2",
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert_eq!(cpus_of(&o, 1), ["0-1"], "{o:#?}");
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "2",
+        "--bind-to",
+        "none",
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(cpus_of(&o, 2), ["0-1", "0-1"], "{o:#?}");
+    let dir = std::env::temp_dir().join(format!("stormrun-rankfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rf = dir.join("rankfile");
+    std::fs::write(&rf, "rank 0=localhost slot=1\nrank 1=localhost slot=0\n").unwrap();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--rankfile",
+        rf.to_str().unwrap(),
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert_eq!(cpus_of(&o, 2), ["1", "0"], "{o:#?}");
+    std::fs::write(&rf, "rank 0=localhost slot=7\n").unwrap();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--rankfile",
+        rf.to_str().unwrap(),
+        RANK,
+        "cpus",
+    ]);
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(o.stderr.contains("rankfile slot 7"), "{o:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn oversubscription_needs_the_flag() {
     let n = (cores() + 1).to_string();

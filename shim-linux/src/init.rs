@@ -107,8 +107,15 @@ fn local_ranks() -> Option<usize> {
     .find_map(|v| std::env::var(v).ok()?.parse().ok())
 }
 
+/// Cores of this node the job's ranks share: the launcher's count (taken
+/// before it bound the rank to some of them), else the cores this process may
+/// use.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::env::var("STORMPI_NUM_CORES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Registers every parameter of this build in `params`.

@@ -104,6 +104,63 @@ fn pmi_exchange_across_namespaces() {
     assert_namespaces_empty(&hosts, &out);
 }
 
+/// `--map-by node` deals ranks to the hosts in turn, and each remote rank is bound on its host by
+/// stormrun's exec helper there (`--report-bindings` lines come from that host).
+#[test]
+fn map_by_node_and_remote_binding() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = two_hosts("map_by_node_and_remote_binding") else {
+        return;
+    };
+    let (h1, h2) = (&hosts.names[0], &hosts.names[1]);
+    let rank = pmi_test_rank();
+    let list = format!("{h1}:2,{h2}:2");
+    let out = run_stormrun(stormrun_on(
+        &hosts,
+        &list,
+        &[
+            "-n",
+            "4",
+            "--map-by",
+            "node",
+            "--report-bindings",
+            rank.to_str().unwrap(),
+            "nodes",
+        ],
+    ));
+    assert!(out.success(), "{}", out.report());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cpus = Vec::new();
+    for (r, ns, local) in [(0, h1, 0), (1, h2, 0), (2, h1, 1), (3, h2, 1)] {
+        let line = format!(
+            "rank {r}/4 node {ns} local {local}/2 pmi port net:[{}]: nodes ok",
+            NetnsHosts::inode(ns)
+        );
+        assert!(out.has_line(&line), "missing `{line}`\n{}", out.report());
+        let prefix = format!("stormrun: rank {r} on ");
+        let report = out
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no binding report for rank {r}\n{}", out.report()));
+        if cores >= 2 {
+            let set = report
+                .split_once("bound to cpus ")
+                .and_then(|(_, rest)| rest.split(' ').next())
+                .unwrap_or_else(|| panic!("rank {r} not bound: {report}"));
+            cpus.push(set.to_string());
+        } else {
+            assert!(report.ends_with("not bound"), "rank {r}: {report}");
+        }
+    }
+    if cores >= 2 {
+        // The two ranks of a host on different cores.
+        assert_ne!(cpus[0], cpus[2], "{}", out.report());
+        assert_ne!(cpus[1], cpus[3], "{}", out.report());
+    }
+    assert_namespaces_empty(&hosts, &out);
+}
+
 /// Local and remote ranks in one job: `localhost` runs by fork/exec with PMI over its socket
 /// (node: this machine's name), the namespaces through the agent with PMI over TCP; one
 /// key-value space for all. MPMD contexts continue over the host list.

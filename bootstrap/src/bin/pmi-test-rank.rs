@@ -9,6 +9,7 @@
 //!                                    rank's (through PMI), then exchange
 //! pmi-test-rank lines COUNT LEN      write COUNT lines of LEN bytes, in pieces
 //! pmi-test-rank env VAR...           print VAR=value for each VAR
+//! pmi-test-rank cpus                 print the CPUs this rank may run on
 //! pmi-test-rank fail RANK HOW WAIT   RANK fails (HOW: exit:N, kill, abort:N);
 //!                                    the others WAIT (fence or sleep)
 //! pmi-test-rank barrier-exit RANK    RANK exits 0 at once; the others fence
@@ -46,6 +47,12 @@ fn main() {
                 let value = std::env::var(var).unwrap_or_else(|_| "(unset)".into());
                 println!("rank {rank} {var}={value}");
             }
+        }
+        "cpus" => {
+            let rank = std::env::var("PMI_RANK").unwrap_or_default();
+            let cpus = stormpi_bootstrap::launch::bind::allowed_cpus();
+            let list = stormpi_bootstrap::launch::bind::list_text(&cpus);
+            println!("rank {rank} cpus {list}");
         }
         "fail" => fail(num(1, 0) as u32, arg(2), arg(3)),
         "barrier-exit" => {

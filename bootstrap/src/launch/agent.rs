@@ -106,10 +106,33 @@ pub fn exec_with_key(argv: &[OsString]) -> i32 {
         );
         return 127;
     };
-    let e = std::process::Command::new(program)
-        .args(args)
-        .env(crate::pmi::port::KEY_ENV, key.to_hex())
-        .exec();
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).env(crate::pmi::port::KEY_ENV, key.to_hex());
+    // This host's usable cores, for the library's spin-or-yield choice
+    // (measured before binding narrows them).
+    let cores = super::bind::allowed_cpus().len().max(1);
+    cmd.env("STORMPI_NUM_CORES", cores.to_string());
+    if let Some(text) = std::env::var_os(super::bind::REQUEST_ENV) {
+        cmd.env_remove(super::bind::REQUEST_ENV);
+        let rank = std::env::var("PMI_ID").unwrap_or_else(|_| "?".into());
+        let req = text
+            .to_str()
+            .and_then(super::bind::Request::from_env)
+            .ok_or_else(|| format!("bad {} value", super::bind::REQUEST_ENV))
+            .and_then(|req| super::bind::bind_self(&req, &rank));
+        match req {
+            Ok(Some(report)) => eprintln!("stormrun: {report}"),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!(
+                    "stormrun: rank {rank} on {}: {e}",
+                    super::hosts::local_hostname()
+                );
+                return 127;
+            }
+        }
+    }
+    let e = cmd.exec();
     eprintln!(
         "stormrun {KEY_HELPER_FLAG}: cannot run `{}`: {e}",
         program.to_string_lossy()

@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use super::address;
 use super::agent::{self, QuoteMode};
-use super::hosts::{self, Host};
+use super::bind;
+use super::hosts::{self, Host, MapBy};
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// Launch a job.
-    Run(LaunchSpec),
+    Run(Box<LaunchSpec>),
     /// Print the help text.
     Help,
     /// Print the version.
@@ -65,6 +66,18 @@ pub struct JobOptions {
     pub pmi_address: Option<SocketAddr>,
     /// `--pmi-unauthenticated`.
     pub pmi_unauthenticated: bool,
+    /// `--bind-to`.
+    pub bind_to: bind::Level,
+    /// `--bind-to LEVEL:overload-allowed`.
+    pub bind_overload: bool,
+    /// `--map-by` (or `-N`).
+    pub map_by: MapBy,
+    /// `--rankfile`, read when the job is configured.
+    pub rankfile: Option<PathBuf>,
+    /// `--report-bindings`.
+    pub report_bindings: bool,
+    /// `--cpus-per-rank` (1 when not given).
+    pub cpus_per_rank: Option<u32>,
 }
 
 /// One `-x` argument.
@@ -118,6 +131,12 @@ enum Opt {
     AgentQuote,
     PmiAddress,
     PmiUnauthenticated,
+    BindTo,
+    MapBy,
+    NPerNode,
+    Rankfile,
+    ReportBindings,
+    CpusPerRank,
     Help,
     Version,
 }
@@ -206,6 +225,45 @@ const OPTIONS: &[OptSpec] = &[
         values: &[],
         help: "serve remote ranks whose PMI client cannot prove the job's key (another MPI's \
                library) on a first-come basis; only on a network you trust",
+    },
+    OptSpec {
+        names: &["--bind-to", "-bind-to"],
+        opt: Opt::BindTo,
+        values: &["LEVEL"],
+        help: "bind ranks to none|hwthread|core|socket|numa (add :overload-allowed to let \
+               ranks share); default: cores when a node's ranks fit its cores, else none",
+    },
+    OptSpec {
+        names: &["--map-by", "-map-by"],
+        opt: Opt::MapBy,
+        values: &["POLICY"],
+        help: "place ranks by slot (fill each host in turn; default), core (the same), node \
+               (round robin over hosts) or ppr:N:node (N ranks per host)",
+    },
+    OptSpec {
+        names: &["-N", "--npernode", "-npernode"],
+        opt: Opt::NPerNode,
+        values: &["N"],
+        help: "N ranks per host (--map-by ppr:N:node)",
+    },
+    OptSpec {
+        names: &["--rankfile", "-rankfile", "-rf"],
+        opt: Opt::Rankfile,
+        values: &["FILE"],
+        help: "host and cores of each rank from FILE: lines `rank R=HOST slot=CORES` (CORES: \
+               cores like 0-1, or SOCKET:CORES like 1:0)",
+    },
+    OptSpec {
+        names: &["--report-bindings", "-report-bindings"],
+        opt: Opt::ReportBindings,
+        values: &[],
+        help: "print each rank's binding on stderr as it starts",
+    },
+    OptSpec {
+        names: &["--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc"],
+        opt: Opt::CpusPerRank,
+        values: &["N"],
+        help: "bind each rank to N consecutive cores (a thread per core for threaded ranks)",
     },
     OptSpec {
         names: &["-h", "--help"],
@@ -310,7 +368,7 @@ where
             return err("nothing follows the last `:`");
         }
     }
-    Ok(Command::Run(LaunchSpec { options, apps }))
+    Ok(Command::Run(Box::new(LaunchSpec { options, apps })))
 }
 
 /// Applies one option with its values.
@@ -412,6 +470,56 @@ fn apply(
             options.pmi_address = Some(address::parse_pmi_address(&v).map_err(ArgError)?);
         }
         Opt::PmiUnauthenticated => options.pmi_unauthenticated = true,
+        Opt::BindTo => {
+            let v = text(&values[0])?;
+            let (level, qualifier) = match v.split_once(':') {
+                Some((l, q)) => (l, Some(q)),
+                None => (v.as_str(), None),
+            };
+            options.bind_to = bind::Level::parse(level).ok_or_else(|| {
+                ArgError(format!(
+                    "`{name}` takes none, hwthread, core, socket or numa, not `{level}`"
+                ))
+            })?;
+            match qualifier {
+                None => {}
+                Some("overload-allowed") => options.bind_overload = true,
+                Some(q) => {
+                    return err(format!(
+                        "`{name} {v}`: the only qualifier is overload-allowed, not `{q}`"
+                    ))
+                }
+            }
+        }
+        Opt::MapBy => {
+            let v = text(&values[0])?;
+            options.map_by = MapBy::parse(&v).ok_or_else(|| {
+                ArgError(format!(
+                    "`{name}` takes slot, core, node or ppr:N:node, not `{v}`"
+                ))
+            })?;
+        }
+        Opt::NPerNode => {
+            let v = text(&values[0])?;
+            match v.parse::<u32>() {
+                Ok(n) if n > 0 => options.map_by = MapBy::PerNode(n),
+                _ => return err(format!("`{name}` needs a positive number, not `{v}`")),
+            }
+        }
+        Opt::Rankfile => {
+            if options.rankfile.is_some() {
+                return err(format!("`{name}` given twice"));
+            }
+            options.rankfile = Some(PathBuf::from(&values[0]));
+        }
+        Opt::ReportBindings => options.report_bindings = true,
+        Opt::CpusPerRank => {
+            let v = text(&values[0])?;
+            match v.parse::<u32>() {
+                Ok(n) if n > 0 => options.cpus_per_rank = Some(n),
+                _ => return err(format!("`{name}` needs a positive number, not `{v}`")),
+            }
+        }
         Opt::Help | Opt::Version => unreachable!("handled by the caller"),
     }
     Ok(())
@@ -500,7 +608,7 @@ mod tests {
 
     fn run(args: &[&str]) -> LaunchSpec {
         match parse_str(args) {
-            Ok(Command::Run(spec)) => spec,
+            Ok(Command::Run(spec)) => *spec,
             other => panic!("{args:?} gave {other:?}"),
         }
     }
@@ -697,6 +805,12 @@ mod tests {
                 "auto, always or never",
             ),
             (&["--pmi-address", "eth0", "p"], "not an IP address"),
+            (&["--bind-to", "l3cache", "p"], "none, hwthread, core"),
+            (&["--bind-to", "core:maybe", "p"], "overload-allowed"),
+            (&["--map-by", "ppr:x:node", "p"], "ppr:N:node"),
+            (&["-N", "0", "p"], "positive number"),
+            (&["--cpus-per-rank", "0", "p"], "positive number"),
+            (&["--rankfile", "a", "--rankfile", "b", "p"], "given twice"),
         ];
         for (args, needle) in cases {
             match parse_str(args) {
@@ -704,5 +818,25 @@ mod tests {
                 other => panic!("{args:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn placement_and_binding_options() {
+        let o = run(&[
+            "--bind-to",
+            "socket:overload-allowed",
+            "--map-by",
+            "ppr:2:node",
+            "--report-bindings",
+            "--cpus-per-rank=2",
+            "p",
+        ])
+        .options;
+        assert_eq!(o.bind_to, bind::Level::Socket);
+        assert!(o.bind_overload && o.report_bindings);
+        assert_eq!(o.map_by, MapBy::PerNode(2));
+        assert_eq!(o.cpus_per_rank, Some(2));
+        assert_eq!(run(&["-N", "3", "p"]).options.map_by, MapBy::PerNode(3));
+        assert_eq!(run(&["--map-by", "node", "p"]).options.map_by, MapBy::Node);
     }
 }

@@ -137,11 +137,61 @@ pub fn total_slots(hosts: &[Host]) -> u64 {
     hosts.iter().map(|h| u64::from(h.slots)).sum()
 }
 
+/// How ranks are placed on hosts (`--map-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MapBy {
+    /// Fill each host's slots before the next (`slot`, `core`).
+    #[default]
+    Slot,
+    /// One rank per host in turn, within their slots (`node`).
+    Node,
+    /// N ranks on each host (`ppr:N:node`, `-N N`).
+    PerNode(u32),
+}
+
+impl MapBy {
+    /// Parses `--map-by`'s value.
+    pub fn parse(s: &str) -> Option<MapBy> {
+        match s {
+            "slot" | "core" => Some(MapBy::Slot),
+            "node" => Some(MapBy::Node),
+            _ => {
+                let n = s.strip_prefix("ppr:")?.strip_suffix(":node")?;
+                n.parse().ok().filter(|&n| n > 0).map(MapBy::PerNode)
+            }
+        }
+    }
+}
+
 /// The host (an index into `hosts`) of each of `ranks` ranks, in rank order.
-pub fn place(hosts: &[Host], ranks: u32, oversubscribe: bool) -> Result<Vec<usize>, String> {
+pub fn place(
+    hosts: &[Host],
+    ranks: u32,
+    oversubscribe: bool,
+    map_by: MapBy,
+) -> Result<Vec<usize>, String> {
     let slots = total_slots(hosts);
     if slots == 0 {
         return Err("the host list is empty".into());
+    }
+    if let MapBy::PerNode(n) = map_by {
+        let room = u64::from(n) * hosts.len() as u64;
+        if u64::from(ranks) > room {
+            return Err(format!(
+                "{ranks} ranks requested but ppr:{n}:node on {} host(s) places {room}",
+                hosts.len()
+            ));
+        }
+        if let Some(h) = hosts.iter().find(|h| h.slots < n) {
+            if !oversubscribe {
+                return Err(format!(
+                    "ppr:{n}:node puts {n} ranks on {} but it has only {} slot(s); \
+                     pass --oversubscribe to place more ranks than slots",
+                    h.name, h.slots
+                ));
+            }
+        }
+        return Ok((0..ranks as usize).map(|r| r / n as usize).collect());
     }
     if u64::from(ranks) > slots && !oversubscribe {
         return Err(format!(
@@ -150,17 +200,100 @@ pub fn place(hosts: &[Host], ranks: u32, oversubscribe: bool) -> Result<Vec<usiz
         ));
     }
     let mut out = Vec::with_capacity(ranks as usize);
-    'fill: loop {
-        for (i, h) in hosts.iter().enumerate() {
-            for _ in 0..h.slots {
-                if out.len() == ranks as usize {
-                    break 'fill;
+    match map_by {
+        MapBy::Node => {
+            // Round robin over hosts with free slots; once all are full
+            // (oversubscribed), round robin over all of them.
+            let mut used = vec![0u32; hosts.len()];
+            while out.len() < ranks as usize {
+                let full = hosts.iter().zip(&used).all(|(h, &u)| u >= h.slots);
+                for (i, h) in hosts.iter().enumerate() {
+                    if out.len() == ranks as usize {
+                        break;
+                    }
+                    if full || used[i] < h.slots {
+                        used[i] += 1;
+                        out.push(i);
+                    }
                 }
-                out.push(i);
             }
         }
+        _ => 'fill: loop {
+            for (i, h) in hosts.iter().enumerate() {
+                for _ in 0..h.slots {
+                    if out.len() == ranks as usize {
+                        break 'fill;
+                    }
+                    out.push(i);
+                }
+            }
+        },
     }
     Ok(out)
+}
+
+/// One line of a rankfile: `rank R=HOST slot=CORES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankfileEntry {
+    /// The rank.
+    pub rank: u32,
+    /// Its host.
+    pub host: String,
+    /// Its cores there.
+    pub slots: super::bind::Slots,
+}
+
+/// Parses a rankfile: one `rank R=HOST slot=CORES` per line, `#` comments;
+/// every rank from 0 to the largest must appear once. Returns the entries in
+/// rank order.
+pub fn parse_rankfile(text: &str) -> Result<Vec<RankfileEntry>, String> {
+    let mut entries: Vec<RankfileEntry> = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: &str| format!("line {}: {why} (`{line}`)", n + 1);
+        let rest = line
+            .strip_prefix("rank")
+            .ok_or_else(|| bad("lines read `rank R=HOST slot=CORES`"))?;
+        let (rank, rest) = rest
+            .trim_start()
+            .split_once('=')
+            .ok_or_else(|| bad("no `=` after the rank"))?;
+        let rank: u32 = rank.trim().parse().map_err(|_| bad("not a rank number"))?;
+        let mut words = rest.split_whitespace();
+        let host = words.next().ok_or_else(|| bad("no host"))?;
+        check_name(host).map_err(|e| bad(&e))?;
+        let slot = words
+            .next()
+            .and_then(|w| w.strip_prefix("slot="))
+            .ok_or_else(|| bad("no `slot=CORES` after the host"))?;
+        if words.next().is_some() {
+            return Err(bad("unexpected text after slot="));
+        }
+        let slots = super::bind::parse_slots(slot).map_err(|e| bad(&e))?;
+        if entries.iter().any(|e| e.rank == rank) {
+            return Err(bad(&format!("rank {rank} appears twice")));
+        }
+        entries.push(RankfileEntry {
+            rank,
+            host: host.to_string(),
+            slots,
+        });
+    }
+    entries.sort_by_key(|e| e.rank);
+    if let Some(gap) = entries
+        .iter()
+        .enumerate()
+        .find(|(i, e)| e.rank != *i as u32)
+    {
+        return Err(format!("rank {} is missing", gap.0));
+    }
+    if entries.is_empty() {
+        return Err("no ranks in it".into());
+    }
+    Ok(entries)
 }
 
 /// Whether `name` means this machine: `localhost`, a loopback address, or
@@ -270,9 +403,12 @@ mod tests {
     #[test]
     fn placement_fills_slots_in_order() {
         let hosts = [h("h1", 2), h("h2", 3)];
-        assert_eq!(place(&hosts, 5, false).unwrap(), [0, 0, 1, 1, 1]);
-        assert_eq!(place(&hosts, 3, false).unwrap(), [0, 0, 1]);
-        let e = place(&hosts, 6, false).unwrap_err();
+        assert_eq!(
+            place(&hosts, 5, false, MapBy::Slot).unwrap(),
+            [0, 0, 1, 1, 1]
+        );
+        assert_eq!(place(&hosts, 3, false, MapBy::Slot).unwrap(), [0, 0, 1]);
+        let e = place(&hosts, 6, false, MapBy::Slot).unwrap_err();
         assert!(
             e.contains("6 ranks requested")
                 && e.contains("5 slot(s)")
@@ -280,9 +416,15 @@ mod tests {
             "{e}"
         );
         // Oversubscribed: wrap around and fill the slots again.
-        assert_eq!(place(&hosts, 8, true).unwrap(), [0, 0, 1, 1, 1, 0, 0, 1]);
-        assert_eq!(place(&[h("a", 1)], 3, true).unwrap(), [0, 0, 0]);
-        assert!(place(&[], 1, true).is_err());
+        assert_eq!(
+            place(&hosts, 8, true, MapBy::Slot).unwrap(),
+            [0, 0, 1, 1, 1, 0, 0, 1]
+        );
+        assert_eq!(
+            place(&[h("a", 1)], 3, true, MapBy::Slot).unwrap(),
+            [0, 0, 0]
+        );
+        assert!(place(&[], 1, true, MapBy::Slot).is_err());
     }
 
     #[test]
@@ -293,6 +435,58 @@ mod tests {
         assert!(is_local("node1", "node1.cluster"));
         for name in ["vm2", "me@vm", "10.0.0.1", "stormpi-h1-7"] {
             assert!(!is_local(name, "vm"), "{name}");
+        }
+    }
+
+    #[test]
+    fn map_by_node_goes_round_robin_within_slots_then_over_all() {
+        let hosts = [h("a", 3), h("b", 1)];
+        assert_eq!(place(&hosts, 4, false, MapBy::Node).unwrap(), [0, 1, 0, 0]);
+        assert_eq!(
+            place(&hosts, 6, true, MapBy::Node).unwrap(),
+            [0, 1, 0, 0, 0, 1]
+        );
+    }
+
+    #[test]
+    fn ppr_puts_n_on_each_host_and_checks_slots() {
+        let hosts = [h("a", 2), h("b", 2)];
+        assert_eq!(
+            place(&hosts, 3, false, MapBy::PerNode(2)).unwrap(),
+            [0, 0, 1]
+        );
+        assert!(place(&hosts, 5, true, MapBy::PerNode(2))
+            .unwrap_err()
+            .contains("places 4"));
+        assert!(place(&hosts, 2, false, MapBy::PerNode(3))
+            .unwrap_err()
+            .contains("--oversubscribe"));
+        assert_eq!(MapBy::parse("ppr:2:node"), Some(MapBy::PerNode(2)));
+        assert_eq!(MapBy::parse("ppr:0:node"), None);
+        assert_eq!(MapBy::parse("core"), Some(MapBy::Slot));
+    }
+
+    #[test]
+    fn rankfiles_give_each_rank_a_host_and_cores() {
+        use crate::launch::bind::Slots;
+        let rf = parse_rankfile("# two hosts\nrank 1=b slot=1:0\n rank 0=a slot=0-1 \n").unwrap();
+        assert_eq!(rf.len(), 2);
+        assert_eq!(
+            (rf[0].host.as_str(), &rf[0].slots),
+            ("a", &Slots::Cores(vec![0, 1]))
+        );
+        assert_eq!(rf[1].slots, Slots::SocketCores(1, vec![0]));
+        for (text, why) in [
+            ("rank 0=a slot=0\nrank 2=a slot=1", "rank 1 is missing"),
+            ("rank 0=a slot=0\nrank 0=a slot=1", "twice"),
+            ("rank 0=a", "slot="),
+            ("rank x=a slot=0", "not a rank"),
+            ("host a", "rank R=HOST"),
+            ("rank 0=-a slot=0", "starts with `-`"),
+            ("", "no ranks"),
+        ] {
+            let e = parse_rankfile(text).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
         }
     }
 }

@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::agent::{self, LaunchAgent};
+use super::bind;
 use super::shm;
 use super::signals::SignalPipe;
 use super::stdio::{self, Dest, Forwarder};
@@ -67,6 +68,9 @@ pub struct JobConfig {
     pub tag_output: bool,
     /// Kill the job after this long.
     pub timeout: Option<Duration>,
+    /// Print each local rank's binding as it starts (remote ones: their
+    /// exec helper prints it).
+    pub report_bindings: bool,
     /// Cores of this node, passed to ranks as `STORMPI_NUM_CORES`.
     pub cores: u32,
     /// Directory holding the job's shared-memory files (`/dev/shm`).
@@ -90,6 +94,17 @@ pub struct Placement {
     pub local_rank: u32,
     /// Its `STORMPI_LOCAL_SIZE`.
     pub local_size: u32,
+    /// Where it may run.
+    pub binding: Binding,
+}
+
+/// A rank's binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binding {
+    /// A local rank: these CPUs, or unbound.
+    Local(Option<Vec<u32>>),
+    /// A remote rank: bound by stormrun's exec helper on its host, as asked.
+    Remote(bind::Request),
 }
 
 /// A rank on another host.
@@ -301,10 +316,25 @@ impl Job {
         set("STORMPI_LOCAL_RANK", place.local_rank.to_string());
         set("STORMPI_LOCAL_SIZE", place.local_size.to_string());
         if remote.is_none() {
-            // Another host's core count is its own business: the library
-            // there measures it.
+            // Another host's core count is its own business: the exec
+            // helper there says it.
             set("STORMPI_NUM_CORES", cfg.cores.to_string());
         }
+        let cpus = match &place.binding {
+            Binding::Local(cpus) => cpus.as_deref(),
+            Binding::Remote(req) => {
+                set(bind::REQUEST_ENV, req.to_env());
+                None
+            }
+        };
+        if cfg.report_bindings && remote.is_none() {
+            let topo = bind::Topology::probe();
+            eprintln!(
+                "stormrun: {}",
+                bind::report_line(&rank.to_string(), &topo, cpus)
+            );
+        }
+        let cpu_set = cpus.map(bind::CpuSet::new);
         let mut cmd = match remote {
             None => {
                 let mut cmd = Command::new(&app.program);
@@ -350,8 +380,8 @@ impl Job {
         let launcher_pid = unsafe { libc::getpid() };
         let raw_pmi_fd = pmi_fd.as_ref().map(|fd| fd.as_raw_fd());
         // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe system calls (prctl, getppid, fcntl); it
-        // allocates nothing.
+        // async-signal-safe system calls (prctl, getppid, sched_setaffinity,
+        // fcntl); it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 // If stormrun dies without tearing the job down (SIGKILL),
@@ -360,6 +390,9 @@ impl Job {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 if libc::getppid() != launcher_pid {
                     return Err(std::io::Error::other("launcher exited during spawn"));
+                }
+                if let Some(set) = &cpu_set {
+                    set.apply()?;
                 }
                 match raw_pmi_fd {
                     Some(fd) => sys::clear_cloexec(fd),

@@ -2,9 +2,10 @@
 //!
 //! # Where ranks run
 //!
-//! Without `--host`/`--hostfile`, every rank runs on this machine. With a
-//! host list, ranks are placed in rank order, filling each host's slots
-//! before the next host (see [`hosts`]). A host named `localhost`,
+//! Without `--host`/`--hostfile`/`--rankfile`, every rank runs on this
+//! machine. With a host list, ranks are placed in rank order, filling each
+//! host's slots before the next host, or as `--map-by` says (see [`hosts`]);
+//! each is bound on its host as [`bind`] describes. A host named `localhost`,
 //! `127.0.0.1` or this machine's host name runs its ranks here by
 //! fork/exec; any other host runs them through the launch agent (see
 //! [`agent`]): `<agent> <host> env VAR=VALUE... <stormrun> --exec-with-pmi-key
@@ -26,7 +27,8 @@
 //! | `STORMPI_JOBID` | job id: `<stormrun pid>-<8 hex digits>`, only `[0-9a-f-]` |
 //! | `STORMPI_NODE` | the node the rank runs on: the host name as given for remote ranks, this machine's host name for local ones. Ranks with the same value share a node (the library's node layout follows it, so network namespaces of one machine count as separate nodes) |
 //! | `STORMPI_LOCAL_RANK`, `STORMPI_LOCAL_SIZE` | rank and rank count on this node |
-//! | `STORMPI_NUM_CORES` | local ranks only: cores usable on this machine |
+//! | `STORMPI_NUM_CORES` | cores usable on the rank's host before binding (for a remote rank set by the exec helper there) |
+//! | `STORMPI_BIND_REQUEST` | remote ranks: how the exec helper binds them (see [`bind`]); removed before the program runs |
 //! | `STORMPI_MCA_<NAME>` | value of `--mca NAME VALUE` |
 //!
 //! Each rank (for a remote rank: its agent) runs in its own process group;
@@ -57,6 +59,7 @@
 pub mod address;
 pub mod agent;
 pub mod args;
+pub mod bind;
 pub mod hosts;
 pub mod job;
 pub mod shm;
@@ -67,7 +70,7 @@ use std::ffi::OsString;
 use std::hash::{BuildHasher, Hasher};
 
 use args::{Command, Export, LaunchSpec};
-use hosts::Host;
+use hosts::{Host, MapBy};
 
 /// Exit status for command-line errors.
 pub const USAGE_EXIT: i32 = 2;
@@ -77,7 +80,7 @@ pub const USAGE_EXIT: i32 = 2;
 /// process's main thread.
 pub fn main(argv: impl IntoIterator<Item = OsString>) -> i32 {
     let spec = match args::parse(argv) {
-        Ok(Command::Run(spec)) => spec,
+        Ok(Command::Run(spec)) => *spec,
         Ok(Command::Help) => {
             print!("{}", args::help_text());
             return 0;
@@ -95,6 +98,7 @@ pub fn main(argv: impl IntoIterator<Item = OsString>) -> i32 {
     let machine = Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         hostname: hosts::local_hostname(),
+        topology: bind::Topology::probe(),
     };
     let config = match configure(&spec, &machine, new_jobid()) {
         Ok(c) => c,
@@ -136,6 +140,8 @@ pub struct Machine {
     pub cores: u32,
     /// Host name (the local ranks' `STORMPI_NODE`).
     pub hostname: String,
+    /// The CPUs stormrun may use, for binding local ranks.
+    pub topology: bind::Topology,
 }
 
 /// Turns a parsed command line into a job: rank counts, placement on hosts
@@ -148,10 +154,29 @@ pub fn configure(
 ) -> Result<job::JobConfig, String> {
     let opts = &spec.options;
     let hosts = host_list(spec)?;
-    let default_np = if hosts.is_empty() {
-        machine.cores
-    } else {
-        u32::try_from(hosts::total_slots(&hosts)).unwrap_or(u32::MAX)
+    let rankfile = match &opts.rankfile {
+        None => None,
+        Some(_) if !hosts.is_empty() => {
+            return Err(
+                "--rankfile names each rank's host; do not combine it with --host or \
+                        --hostfile"
+                    .into(),
+            )
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read rankfile {}: {e}", path.display()))?;
+            Some(
+                hosts::parse_rankfile(&text)
+                    .map_err(|e| format!("rankfile {}: {e}", path.display()))?,
+            )
+        }
+    };
+    let default_np = match (&rankfile, opts.map_by) {
+        (Some(rf), _) => rf.len() as u32,
+        (None, MapBy::PerNode(n)) => n.saturating_mul(hosts.len().max(1) as u32),
+        (None, _) if hosts.is_empty() => machine.cores,
+        (None, _) => u32::try_from(hosts::total_slots(&hosts)).unwrap_or(u32::MAX),
     };
     let counts = spec.rank_counts(default_np).map_err(|e| e.0)?;
     let total: u64 = counts.iter().map(|&n| u64::from(n)).sum();
@@ -160,10 +185,37 @@ pub fn configure(
     }
     let total = total as u32;
     let Layout {
-        placement,
+        mut placement,
         remote,
         notes,
-    } = if hosts.is_empty() {
+    } = if let Some(rf) = &rankfile {
+        if total as usize != rf.len() {
+            return Err(format!(
+                "the rankfile places {} rank(s) but {total} were requested",
+                rf.len()
+            ));
+        }
+        let named = hosts::merge(
+            rf.iter()
+                .map(|e| Host {
+                    name: e.host.clone(),
+                    slots: 1,
+                })
+                .collect(),
+        );
+        let at = rf
+            .iter()
+            .map(|e| named.iter().position(|h| h.name == e.host).unwrap_or(0))
+            .collect();
+        place_at(spec, machine, &named, at)?
+    } else if hosts.is_empty() {
+        if let MapBy::PerNode(n) = opts.map_by {
+            if total > n {
+                return Err(format!(
+                    "{total} ranks requested but ppr:{n}:node on this one node places {n}"
+                ));
+            }
+        }
         if total > machine.cores && !opts.oversubscribe {
             return Err(format!(
                 "{total} ranks requested but this node has only {} core(s); \
@@ -176,6 +228,7 @@ pub fn configure(
             remote: None,
             local_rank: 0,
             local_size: total,
+            binding: job::Binding::Local(None),
         };
         let placement = (0..total)
             .map(|r| job::Placement {
@@ -189,8 +242,30 @@ pub fn configure(
             notes: Vec::new(),
         }
     } else {
-        place_on_hosts(spec, machine, &hosts, total)?
+        let at = hosts::place(&hosts, total, opts.oversubscribe, opts.map_by)?;
+        place_at(spec, machine, &hosts, at)?
     };
+    for (rank, p) in placement.iter_mut().enumerate() {
+        let req = bind::Request {
+            level: opts.bind_to,
+            local_rank: p.local_rank,
+            local_size: p.local_size,
+            cpus_per_rank: opts.cpus_per_rank.unwrap_or(1),
+            overload: opts.bind_overload,
+            slots: rankfile.as_ref().map(|rf| rf[rank].slots.clone()),
+            report: opts.report_bindings,
+        };
+        p.binding = if p.remote.is_some() {
+            job::Binding::Remote(req)
+        } else {
+            job::Binding::Local(
+                machine
+                    .topology
+                    .cpus_for(&req)
+                    .map_err(|e| format!("rank {rank}: {e}"))?,
+            )
+        };
+    }
 
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     for export in &opts.exports {
@@ -221,6 +296,7 @@ pub fn configure(
         env,
         tag_output: opts.tag_output,
         timeout: opts.timeout,
+        report_bindings: opts.report_bindings,
         cores: machine.cores,
         shm_dir: shm::SHM_DIR.into(),
         placement,
@@ -253,15 +329,15 @@ struct Layout {
     notes: Vec<String>,
 }
 
-/// Placement of `total` ranks on `hosts`, and how to reach the remote ones.
-fn place_on_hosts(
+/// The placement of ranks on `hosts` (`at`: each rank's host index), and
+/// how to reach the remote ones.
+fn place_at(
     spec: &LaunchSpec,
     machine: &Machine,
     hosts: &[Host],
-    total: u32,
+    at: Vec<usize>,
 ) -> Result<Layout, String> {
     let opts = &spec.options;
-    let at = hosts::place(hosts, total, opts.oversubscribe)?;
     let local: Vec<bool> = hosts
         .iter()
         .map(|h| hosts::is_local(&h.name, &machine.hostname))
@@ -327,6 +403,7 @@ fn place_on_hosts(
                 }),
                 local_rank,
                 local_size: seen.iter().find(|(n, _)| *n == node).map_or(1, |s| s.1),
+                binding: job::Binding::Local(None),
             }
         })
         .collect();
@@ -358,12 +435,22 @@ mod tests {
         Machine {
             cores,
             hostname: "vm".into(),
+            topology: bind::Topology {
+                cpus: (0..cores)
+                    .map(|id| bind::Cpu {
+                        id,
+                        socket: 0,
+                        core: id,
+                        numa: 0,
+                    })
+                    .collect(),
+            },
         }
     }
 
     fn spec(args: &[&str]) -> LaunchSpec {
         match args::parse(args.iter().map(OsString::from)).unwrap() {
-            Command::Run(s) => s,
+            Command::Run(s) => *s,
             other => panic!("{other:?}"),
         }
     }
