@@ -7,7 +7,7 @@
 # what target/release (or $CARGO_TARGET_DIR/release) already holds.
 #
 # Layout:
-#   PREFIX/bin/            stormrun, stormcc, stormcxx (-> stormcc), stormfort;
+#   PREFIX/bin/            stormrun, stormcc, stormcxx (-> stormcc), stormfort, stormpi-info;
 #                          mpicc -> stormcc, mpicxx and mpic++ -> stormcxx,
 #                          mpifort, mpif90 and mpif77 -> stormfort,
 #                          mpirun and mpiexec -> stormrun
@@ -54,7 +54,7 @@ rel=$target/release
 if [ $build -eq 1 ]; then
     (cd "$root" && "$cargo" build --release -p stormpi-linux -p stormpi-bootstrap)
 fi
-for f in stormrun stormcc stormfort libmpi.a libmpi.so; do
+for f in stormrun stormcc stormfort stormpi-info libmpi.a libmpi.so; do
     if [ ! -f "$rel/$f" ]; then
         echo "install.sh: $rel/$f is missing (cargo build --release -p stormpi-linux -p stormpi-bootstrap)" >&2
         exit 1
@@ -68,7 +68,7 @@ install -d "$bin" "$inc" "$lib" "$pc"
 
 # install(1) replaces files by unlink + create, so a running stormrun or a program using the old
 # libmpi.so keeps its copy.
-install -m 755 "$rel/stormrun" "$rel/stormcc" "$rel/stormfort" "$bin/"
+install -m 755 "$rel/stormrun" "$rel/stormcc" "$rel/stormfort" "$rel/stormpi-info" "$bin/"
 install -m 644 "$root/core/include/mpi.h" "$root/fortran/include/mpif.h" "$root/fortran/include/mpi.f90" "$inc/"
 install -m 644 "$rel/libmpi.a" "$lib/"
 install -m 755 "$rel/libmpi.so" "$lib/"

@@ -9,7 +9,7 @@ use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{ParamSource, Params};
 use stormpi_core::rte::Rte;
 
-use crate::params::{EnvSource, FileSource};
+use crate::params::{CmdlineSource, EnvSource, FileSource};
 use crate::platform::{self, LinuxPlatform};
 use crate::rte::{self, PmiRte};
 use crate::sm::{self, Sm};
@@ -128,9 +128,10 @@ pub fn register_params(params: &mut Params) -> Result<()> {
 
 /// The parameter registry with the Linux sources.
 pub fn params() -> Result<Params> {
+    let cmdline: &'static dyn ParamSource = leak(CmdlineSource::from_env());
     let env: &'static dyn ParamSource = leak(EnvSource);
     let file: &'static dyn ParamSource = leak(FileSource::load());
-    let mut params = Params::new(&[env, file]);
+    let mut params = Params::new(&[cmdline, env, file]);
     register_params(&mut params)?;
     Ok(params)
 }

@@ -2,11 +2,44 @@
 //!
 //! First the environment (`STORMPI_MCA_<name>=value`, which is also how `stormrun --mca NAME
 //! VALUE` passes them), then a config file of `name = value` lines: `$STORMPI_MCA_CONF` if set,
-//! else `~/.stormpi/mca-params.conf`.
+//! else `~/.stormpi/mca-params.conf`. The names stormrun set from its command line are listed in
+//! [`CMDLINE_ENV`], so their values say so ([`CmdlineSource`]).
 
 use std::collections::HashMap;
 
 use stormpi_core::params::{ParamSource, Source};
+
+/// The variable in which the launcher lists (comma-separated) the parameters it set from its
+/// command line (`stormrun --mca NAME VALUE`).
+pub const CMDLINE_ENV: &str = "STORMPI_MCA_CMDLINE";
+
+/// The launcher's `--mca` parameters: `STORMPI_MCA_<name>` variables it lists in [`CMDLINE_ENV`].
+pub struct CmdlineSource {
+    names: Vec<String>,
+}
+
+impl CmdlineSource {
+    /// The names listed in the environment now.
+    pub fn from_env() -> CmdlineSource {
+        let names = std::env::var(CMDLINE_ENV)
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        CmdlineSource { names }
+    }
+}
+
+impl ParamSource for CmdlineSource {
+    fn source(&self) -> Source {
+        Source::CommandLine
+    }
+
+    fn lookup(&self, name: &str, out: &mut [u8]) -> Option<usize> {
+        if !self.names.iter().any(|n| n == name) {
+            return None;
+        }
+        EnvSource.lookup(name, out)
+    }
+}
 
 /// Parameters from `STORMPI_MCA_<name>` environment variables.
 pub struct EnvSource;

@@ -30,6 +30,7 @@
 //! | `STORMPI_NUM_CORES` | cores usable on the rank's host before binding (for a remote rank set by the exec helper there) |
 //! | `STORMPI_BIND_REQUEST` | remote ranks: how the exec helper binds them (see [`bind`]); removed before the program runs |
 //! | `STORMPI_MCA_<NAME>` | value of `--mca NAME VALUE` |
+//! | `STORMPI_MCA_CMDLINE` | the NAMEs of those, comma-separated (the library reports their source as the command line) |
 //!
 //! Each rank (for a remote rank: its agent) runs in its own process group;
 //! stdin is `/dev/null` except for rank 0, which inherits stormrun's stdin
@@ -279,6 +280,11 @@ pub fn configure(
     }
     for (name, value) in &opts.mca {
         env.push((format!("STORMPI_MCA_{name}").into(), value.clone()));
+    }
+    if !opts.mca.is_empty() {
+        // So the library reports these values as set on the command line.
+        let names: Vec<&str> = opts.mca.iter().map(|(n, _)| n.as_str()).collect();
+        env.push(("STORMPI_MCA_CMDLINE".into(), names.join(",").into()));
     }
     let apps = spec
         .apps

@@ -73,6 +73,9 @@ pub static BACKING_DIRECTORY: ParamDef = ParamDef {
 };
 
 /// Parameters of the sm BTL.
+/// The `sm` BTL's exclusivity: above `tcp`'s, so node-local peers use shared memory only.
+pub const EXCLUSIVITY: u32 = 1000;
+
 pub static PARAMS: [&ParamDef; 4] = [
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -172,7 +175,7 @@ impl Sm {
                 max_send_size: max_send,
                 latency_ns: 300,
                 bandwidth_mbps: 80_000,
-                exclusivity: 1000,
+                exclusivity: EXCLUSIVITY,
                 flags: BtlFlags::SEND,
                 get_min: usize::MAX,
             },
