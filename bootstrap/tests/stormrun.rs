@@ -579,6 +579,182 @@ fn cpus_per_rank_rankfile_and_none() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("stormrun-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn output_files_per_rank_with_and_without_a_copy() {
+    let dir = scratch("output");
+    let d = dir.to_str().unwrap();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "2",
+        "--output-filename",
+        d,
+        RANK,
+        "env",
+        "PMI_RANK",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    for r in 0..2 {
+        let file = dir.join(format!("1/rank.{r}/stdout"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text, format!("rank {r} PMI_RANK={r}\n"), "{file:?}");
+        assert!(o.stdout.contains(&text), "copied to the terminal: {o:#?}");
+        assert!(dir.join(format!("1/rank.{r}/stderr")).exists());
+    }
+    let nocopy = format!("{d}:nocopy");
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "1",
+        "--output-filename",
+        &nocopy,
+        RANK,
+        "env",
+        "X",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert!(o.stdout.is_empty(), "{o:#?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("1/rank.0/stdout")).unwrap(),
+        "rank 0 X=(unset)\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn wdir_path_and_mpiexec_timeout() {
+    let dir = scratch("wdir");
+    let canonical = dir.canonicalize().unwrap();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "1",
+        "--wdir",
+        dir.to_str().unwrap(),
+        "pwd",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert_eq!(o.stdout.trim(), canonical.to_str().unwrap(), "{o:#?}");
+    let o = run(&["-n", "1", "--wdir", "/nonexistent/dir", "pwd"]);
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(o.stderr.contains("not a directory"), "{o:#?}");
+    let script = dir.join("stormrun-path-probe");
+    std::fs::write(&script, "#!/bin/sh\necho found by --path\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = run(&[
+        "--timeout",
+        "20",
+        "-n",
+        "1",
+        "--path",
+        dir.to_str().unwrap(),
+        "stormrun-path-probe",
+    ]);
+    assert_eq!(o.code, Some(0), "{o:#?}");
+    assert_eq!(o.stdout.trim(), "found by --path", "{o:#?}");
+    let o = run_with_limit(
+        stormrun(&["-n", "1", RANK, "hang"]).env("MPIEXEC_TIMEOUT", "1"),
+        LIMIT,
+    );
+    assert_eq!(o.code, Some(124), "{o:#?}");
+    let o = run_with_limit(
+        stormrun(&["-n", "1", RANK, "hang"]).env("MPIEXEC_TIMEOUT", "soon"),
+        LIMIT,
+    );
+    assert_eq!(o.code, Some(2), "{o:#?}");
+    assert!(o.stderr.contains("MPIEXEC_TIMEOUT"), "{o:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A process's state letter from /proc (`T` stopped, `S` sleeping, ...).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+#[test]
+fn ctrl_z_stops_the_ranks_and_fg_continues_them() {
+    let mut child = stormrun(&["--timeout", "30", "-n", "2", RANK, "hang"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let ranks = || -> Vec<u32> {
+        let out = Command::new("pgrep")
+            .args(["-P", &pid.to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let deadline = Instant::now() + LIMIT;
+    while ranks().len() < 2 {
+        assert!(Instant::now() < deadline, "ranks did not start");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let wait_state = |want: char| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let states: Vec<Option<char>> = ranks().into_iter().map(proc_state).collect();
+            if states.len() == 2 && states.iter().all(|s| *s == Some(want)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ranks not in state {want}: {states:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTSTP) };
+    wait_state('T');
+    assert_eq!(proc_state(pid), Some('T'), "stormrun stops too");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    wait_state('S');
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn an_unreachable_host_is_named_as_such() {
+    // An agent failing as ssh does when it cannot reach the host.
+    let o = run(&[
+        "--timeout",
+        "20",
+        "--host",
+        "faraway:1",
+        "--pmi-address",
+        "127.0.0.1",
+        "--launch-agent",
+        "sh -c 'echo ssh: connect to host faraway: No route to host >&2; exit 255'",
+        RANK,
+        "exchange",
+    ]);
+    assert_eq!(o.code, Some(255), "{o:#?}");
+    assert!(o.stderr.contains("No route to host"), "{o:#?}");
+    assert!(
+        o.stderr.contains("rank 0 on faraway (pid ")
+            && o.stderr.contains("the launch agent could not start it"),
+        "{o:#?}"
+    );
+}
+
 #[test]
 fn oversubscription_needs_the_flag() {
     let n = (cores() + 1).to_string();

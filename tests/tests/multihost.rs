@@ -161,6 +161,43 @@ fn map_by_node_and_remote_binding() {
     assert_namespaces_empty(&hosts, &out);
 }
 
+/// `--wdir` and `--path` reach a remote rank through the exec helper on its host.
+#[test]
+fn remote_wdir_and_path() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(hosts) = two_hosts("remote_wdir_and_path") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("stormpi-remote-wdir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("stormpi-path-probe");
+    std::fs::write(&script, "#!/bin/sh\necho probe in $(pwd)\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = dir.to_str().unwrap();
+    let list = format!("{}:1", hosts.names[0]);
+    let out = run_stormrun(stormrun_on(
+        &hosts,
+        &list,
+        &["-n", "1", "--wdir", "/", "--path", d, "stormpi-path-probe"],
+    ));
+    assert!(out.success(), "{}", out.report());
+    assert!(out.has_line("probe in /"), "{}", out.report());
+    let out = run_stormrun(stormrun_on(
+        &hosts,
+        &list,
+        &["-n", "1", "--wdir", "/nonexistent", "pwd"],
+    ));
+    assert!(!out.success(), "{}", out.report());
+    assert!(
+        out.stderr
+            .contains("--wdir /nonexistent: not a directory on"),
+        "{}",
+        out.report()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_namespaces_empty(&hosts, &out);
+}
+
 /// Local and remote ranks in one job: `localhost` runs by fork/exec with PMI over its socket
 /// (node: this machine's name), the namespaces through the agent with PMI over TCP; one
 /// key-value space for all. MPMD contexts continue over the host list.

@@ -68,6 +68,22 @@ impl QuoteMode {
 /// --exec-with-pmi-key PROGRAM ARGS...` (see [`exec_with_key`]).
 pub const KEY_HELPER_FLAG: &str = "--exec-with-pmi-key";
 
+/// The working directory the exec helper runs a remote rank in (`--wdir`).
+pub const WDIR_ENV: &str = "STORMPI_WDIR";
+
+/// Directories the exec helper puts before `PATH` for a remote rank (`--path`).
+pub const PATH_ENV: &str = "STORMPI_PATH";
+
+/// `dirs` followed by this process's `PATH`: where the program is looked for.
+pub fn search_path(dirs: &OsStr) -> OsString {
+    let mut p = dirs.to_os_string();
+    if let Some(rest) = std::env::var_os("PATH") {
+        p.push(":");
+        p.push(rest);
+    }
+    p
+}
+
 /// The longest key line the helper reads.
 const MAX_KEY_LINE: usize = 256;
 
@@ -108,6 +124,20 @@ pub fn exec_with_key(argv: &[OsString]) -> i32 {
     };
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env(crate::pmi::port::KEY_ENV, key.to_hex());
+    if let Some(dir) = std::env::var_os(WDIR_ENV) {
+        if !std::path::Path::new(&dir).is_dir() {
+            eprintln!(
+                "stormrun: --wdir {}: not a directory on {}",
+                dir.to_string_lossy(),
+                super::hosts::local_hostname()
+            );
+            return 127;
+        }
+        cmd.env_remove(WDIR_ENV).current_dir(dir);
+    }
+    if let Some(dirs) = std::env::var_os(PATH_ENV) {
+        cmd.env_remove(PATH_ENV).env("PATH", search_path(&dirs));
+    }
     // This host's usable cores, for the library's spin-or-yield choice
     // (measured before binding narrows them).
     let cores = super::bind::allowed_cpus().len().max(1);

@@ -78,6 +78,13 @@ pub struct JobOptions {
     pub report_bindings: bool,
     /// `--cpus-per-rank` (1 when not given).
     pub cpus_per_rank: Option<u32>,
+    /// `--output-filename DIR[:nocopy]`: per-rank output files under DIR, and
+    /// whether output is also copied to stormrun's own.
+    pub output_dir: Option<(PathBuf, bool)>,
+    /// `--wdir`: the ranks' working directory.
+    pub wdir: Option<PathBuf>,
+    /// `--path`: directories searched for the program before `PATH`.
+    pub path: Option<OsString>,
 }
 
 /// One `-x` argument.
@@ -137,6 +144,9 @@ enum Opt {
     Rankfile,
     ReportBindings,
     CpusPerRank,
+    OutputFilename,
+    Wdir,
+    Path,
     Help,
     Version,
 }
@@ -264,6 +274,25 @@ const OPTIONS: &[OptSpec] = &[
         opt: Opt::CpusPerRank,
         values: &["N"],
         help: "bind each rank to N consecutive cores (a thread per core for threaded ranks)",
+    },
+    OptSpec {
+        names: &["--output-filename", "-output-filename"],
+        opt: Opt::OutputFilename,
+        values: &["DIR[:nocopy]"],
+        help: "also write each rank's output to DIR/1/rank.R/stdout and stderr (:nocopy: only \
+               there)",
+    },
+    OptSpec {
+        names: &["--wdir", "-wdir", "--wd", "-wd"],
+        opt: Opt::Wdir,
+        values: &["DIR"],
+        help: "run the ranks in DIR (default: stormrun's working directory)",
+    },
+    OptSpec {
+        names: &["--path", "-path"],
+        opt: Opt::Path,
+        values: &["DIRS"],
+        help: "look for the program in DIRS (colon-separated) before PATH",
     },
     OptSpec {
         names: &["-h", "--help"],
@@ -519,6 +548,27 @@ fn apply(
                 Ok(n) if n > 0 => options.cpus_per_rank = Some(n),
                 _ => return err(format!("`{name}` needs a positive number, not `{v}`")),
             }
+        }
+        Opt::OutputFilename => {
+            let raw = values[0].as_bytes();
+            let (dir, copy) = match raw
+                .strip_suffix(b":nocopy")
+                .or(raw.strip_suffix(b":NOCOPY"))
+            {
+                Some(d) => (d, false),
+                None => (raw, true),
+            };
+            if dir.is_empty() {
+                return err(format!("`{name}` needs a directory"));
+            }
+            options.output_dir = Some((PathBuf::from(OsStr::from_bytes(dir)), copy));
+        }
+        Opt::Wdir => options.wdir = Some(PathBuf::from(&values[0])),
+        Opt::Path => {
+            if values[0].is_empty() {
+                return err(format!("`{name}` needs directories"));
+            }
+            options.path = Some(values[0].clone());
         }
         Opt::Help | Opt::Version => unreachable!("handled by the caller"),
     }

@@ -16,7 +16,7 @@ use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,13 @@ pub struct JobConfig {
     pub tag_output: bool,
     /// Kill the job after this long.
     pub timeout: Option<Duration>,
+    /// `--output-filename`: per-rank output files under this directory, and
+    /// whether output also goes to stormrun's own.
+    pub output_dir: Option<(PathBuf, bool)>,
+    /// `--wdir`: the ranks' working directory.
+    pub wdir: Option<PathBuf>,
+    /// `--path`: directories searched for the program before `PATH`.
+    pub path: Option<OsString>,
     /// Print each local rank's binding as it starts (remote ones: their
     /// exec helper prints it).
     pub report_bindings: bool,
@@ -335,10 +342,30 @@ impl Job {
             );
         }
         let cpu_set = cpus.map(bind::CpuSet::new);
+        if remote.is_some() {
+            // The exec helper on the far side applies these there.
+            if let Some(dir) = &cfg.wdir {
+                set(agent::WDIR_ENV, dir.to_string_lossy().into_owned());
+            }
+            if let Some(dirs) = &cfg.path {
+                set(agent::PATH_ENV, dirs.to_string_lossy().into_owned());
+            }
+        }
         let mut cmd = match remote {
             None => {
-                let mut cmd = Command::new(&app.program);
+                let program = match &cfg.wdir {
+                    // Relative to where stormrun was started, not to --wdir.
+                    Some(_) => remote_program(&app.program),
+                    None => app.program.clone(),
+                };
+                let mut cmd = Command::new(program);
                 cmd.args(&app.args).envs(env.iter().map(|(k, v)| (k, v)));
+                if let Some(dir) = &cfg.wdir {
+                    cmd.current_dir(dir);
+                }
+                if let Some(dirs) = &cfg.path {
+                    cmd.env("PATH", agent::search_path(dirs));
+                }
                 cmd
             }
             Some((r, agent)) => {
@@ -410,13 +437,29 @@ impl Job {
                 std::thread::spawn(move || std::io::copy(&mut std::io::stdin().lock(), &mut pipe));
             }
         }
+        let files = match &cfg.output_dir {
+            Some((dir, copy)) => Some((stdio::rank_files(dir, rank)?, *copy)),
+            None => None,
+        };
         let forwarder = |pipe: Option<OwnedFd>, dest: Dest| -> std::io::Result<Option<Forwarder>> {
             let prefix = if cfg.tag_output {
                 stdio::tag(rank, dest)
             } else {
                 Vec::new()
             };
-            pipe.map(|p| Forwarder::new(p, prefix, dest)).transpose()
+            let tee = files.as_ref().map(|((out, err), copy)| {
+                let file = match dest {
+                    Dest::Stdout => out,
+                    Dest::Stderr => err,
+                };
+                (file.try_clone(), *copy)
+            });
+            let tee = match tee {
+                Some((file, copy)) => Some((file?, copy)),
+                None => None,
+            };
+            pipe.map(|p| Forwarder::new(p, prefix, dest, tee))
+                .transpose()
         };
         let stdout = forwarder(child.stdout.take().map(OwnedFd::from), Dest::Stdout)?;
         let stderr = forwarder(child.stderr.take().map(OwnedFd::from), Dest::Stderr)?;
@@ -611,7 +654,14 @@ impl Job {
                 self.reap();
                 self.next_reap = Instant::now() + REAP_TICK;
             }
-            libc::SIGUSR1 | libc::SIGUSR2 => self.signal_running(sig),
+            libc::SIGUSR1 | libc::SIGUSR2 | libc::SIGCONT => self.signal_running(sig),
+            libc::SIGTSTP => {
+                // Ctrl-Z: stop the ranks, then ourselves; SIGCONT (`fg`)
+                // reaches us and is forwarded to them.
+                self.signal_running(libc::SIGSTOP);
+                // SAFETY: raise has no preconditions.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
             _ => {
                 if self.teardown.is_some() {
                     // A second Ctrl-C: no more patience.
@@ -691,6 +741,22 @@ impl Job {
                     1,
                 ),
                 Exit::Code(0) => {}
+                // ssh's status when it cannot reach or log in to the host; the
+                // rank never got to MPI_Init.
+                Exit::Code(255)
+                    if self.ranks[i].host.is_some()
+                        && !self.server.is_active(rank)
+                        && !self.server.is_finalized(rank) =>
+                {
+                    self.fail(
+                        format!(
+                            "{who}: the launch agent could not start it (exit status 255; its \
+                             own message is above: is the host reachable, and can this user log \
+                             in there without a password?); job aborted"
+                        ),
+                        255,
+                    )
+                }
                 Exit::Code(code) => self.fail(
                     format!("{who} exited with status {code}; job aborted"),
                     code,

@@ -119,6 +119,8 @@ pub fn main(argv: impl IntoIterator<Item = OsString>) -> i32 {
         libc::SIGQUIT,
         libc::SIGUSR1,
         libc::SIGUSR2,
+        libc::SIGTSTP,
+        libc::SIGCONT,
     ]) {
         Ok(s) => s,
         Err(e) => {
@@ -268,6 +270,11 @@ pub fn configure(
         };
     }
 
+    if let Some(dir) = &opts.wdir {
+        if placement.iter().any(|p| p.remote.is_none()) && !dir.is_dir() {
+            return Err(format!("--wdir {}: not a directory here", dir.display()));
+        }
+    }
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     for export in &opts.exports {
         match export {
@@ -301,7 +308,13 @@ pub fn configure(
         apps,
         env,
         tag_output: opts.tag_output,
-        timeout: opts.timeout,
+        timeout: match opts.timeout {
+            Some(t) => Some(t),
+            None => env_timeout()?,
+        },
+        output_dir: opts.output_dir.clone(),
+        wdir: opts.wdir.clone(),
+        path: opts.path.clone(),
         report_bindings: opts.report_bindings,
         cores: machine.cores,
         shm_dir: shm::SHM_DIR.into(),
@@ -309,6 +322,22 @@ pub fn configure(
         remote,
         notes,
     })
+}
+
+/// `MPIEXEC_TIMEOUT` (seconds), which mpiexec implementations read when no
+/// timeout option is given.
+fn env_timeout() -> Result<Option<std::time::Duration>, String> {
+    match std::env::var("MPIEXEC_TIMEOUT") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
+                Ok(Some(std::time::Duration::from_secs_f64(s)))
+            }
+            _ => Err(format!(
+                "MPIEXEC_TIMEOUT must be a positive number of seconds, not `{v}`"
+            )),
+        },
+    }
 }
 
 /// The merged host list of `--host` or `--hostfile` (empty if neither).

@@ -78,16 +78,33 @@ pub struct Forwarder {
     pipe: File,
     lines: LineBuffer,
     dest: Dest,
+    /// `--output-filename`'s file, which gets the bytes as they come.
+    file: Option<File>,
+    /// Whether lines also go to `dest`.
+    copy: bool,
 }
 
 impl Forwarder {
-    /// Forwards the read end `pipe` to `dest`, prefixing lines with `prefix`.
-    pub fn new(pipe: OwnedFd, prefix: Vec<u8>, dest: Dest) -> io::Result<Forwarder> {
+    /// Forwards the read end `pipe` to `dest`, prefixing lines with `prefix`;
+    /// with `tee`, also writes everything to its file, and to `dest` only if
+    /// its flag says so.
+    pub fn new(
+        pipe: OwnedFd,
+        prefix: Vec<u8>,
+        dest: Dest,
+        tee: Option<(File, bool)>,
+    ) -> io::Result<Forwarder> {
         sys::set_nonblocking(pipe.as_raw_fd())?;
+        let (file, copy) = match tee {
+            Some((f, copy)) => (Some(f), copy),
+            None => (None, true),
+        };
         Ok(Forwarder {
             pipe: File::from(pipe),
             lines: LineBuffer::new(prefix),
             dest,
+            file,
+            copy,
         })
     }
 
@@ -111,7 +128,15 @@ impl Forwarder {
                     self.lines.finish(&mut out);
                     break;
                 }
-                Ok(n) => self.lines.push(&chunk[..n], &mut out),
+                Ok(n) => {
+                    if let Some(f) = &mut self.file {
+                        // A full disk must not stop the job's supervision.
+                        let _ = f.write_all(&chunk[..n]);
+                    }
+                    if self.copy {
+                        self.lines.push(&chunk[..n], &mut out);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
@@ -146,6 +171,18 @@ fn write_out(dest: Dest, bytes: &[u8]) {
         }
         Dest::Stderr => io::stderr().lock().write_all(bytes),
     };
+}
+
+/// Creates `DIR/1/rank.R/stdout` and `stderr` (Open MPI's layout, job number
+/// 1) for `--output-filename`, replacing earlier ones.
+pub fn rank_files(dir: &std::path::Path, rank: u32) -> io::Result<(File, File)> {
+    let d = dir.join("1").join(format!("rank.{rank}"));
+    std::fs::create_dir_all(&d)
+        .map_err(|e| io::Error::new(e.kind(), format!("--output-filename {}: {e}", d.display())))?;
+    Ok((
+        File::create(d.join("stdout"))?,
+        File::create(d.join("stderr"))?,
+    ))
 }
 
 /// The `--tag-output` prefix, in Open MPI's format (`[jobid,rank]<stream>:`,
