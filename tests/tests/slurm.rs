@@ -183,6 +183,31 @@ fn srun_over_two_nodes() {
         logs()
     );
 
+    // Allowed only sm and self, ranks cannot reach the other node: an error that names the
+    // peer, not a hang.
+    let mut cmd = slurm.srun();
+    cmd.args([
+        "--time=1",
+        "--kill-on-bad-exit=1",
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--mpi=pmi2",
+    ])
+    .arg(&program)
+    .args(["4", "2"])
+    .env("STORMPI_MCA_btl", "sm,self");
+    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    assert!(
+        !out.success()
+            && out.elapsed < Duration::from_secs(20)
+            && out.stderr.contains("no transport can reach process"),
+        "srun --mpi=pmi2 with btl sm,self over two nodes:\n{}\n{}",
+        out.report(),
+        logs()
+    );
+
     // Without PMI several tasks cannot form a job: a clear error rather than N jobs of one.
     let out = srun(&slurm, &["-n", "2", "--mpi=none"], &hello, &[]);
     assert!(
