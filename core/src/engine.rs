@@ -795,8 +795,7 @@ impl Engine {
 
     /// Sets communicator `id`'s error handler.
     pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
-        self.p2p.comms.get_mut(id)?.errhandler = eh;
-        Ok(())
+        self.p2p.comms.set_errhandler(id, eh)
     }
 
     /// Blocks until every member of `comm` has called it (`MPI_Barrier`).

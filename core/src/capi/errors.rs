@@ -376,7 +376,7 @@ unsafe fn get_errhandler(
         if eh.is_null() {
             return Err(Error::bad_arg("errhandler is NULL"));
         }
-        let h = e.comm(c)?.errhandler;
+        let h = e.p2p.comms.errhandler(c)?;
         let handle = handler_handle(e, h)?;
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
         unsafe { out(eh, handle) }
