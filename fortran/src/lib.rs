@@ -21,5 +21,9 @@
 #[doc(hidden)]
 #[rustfmt::skip]
 pub mod bindings;
+#[doc(hidden)]
+#[rustfmt::skip]
+pub mod bindings_f08;
+pub mod f08;
 pub mod rt;
 pub mod special;

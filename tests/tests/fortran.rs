@@ -169,6 +169,55 @@ fn mpif_h_three_ranks() {
     run_stormfort("with_mpif", 3);
 }
 
+/// `use mpi_f08` (`tests/fortran/with_f08.f90`): derived-type handles and their comparisons,
+/// `TYPE(MPI_Status)`, optional `ierror`, non-contiguous sections in point-to-point and
+/// collectives, `MPI_ERR_BUFFER` where a section cannot be described, `MPI_SIZEOF`.
+#[test]
+fn use_mpi_f08_two_ranks() {
+    run_stormfort("with_f08", 2);
+}
+
+#[test]
+fn use_mpi_f08_four_ranks() {
+    run_stormfort("with_f08", 4);
+}
+
+/// `MPI_SIZEOF` through the `mpi` module.
+#[test]
+fn mpi_sizeof_in_the_mpi_module() {
+    run_stormfort("sizeof_mpi", 1);
+}
+
+/// The `mpi_f08` procedures are exported under the standard's specific names, with their
+/// profiling twins, and the large-count forms under theirs when the C library has them.
+#[test]
+fn libmpi_defines_the_mpi_f08_names() {
+    let ours = defined_symbols(&artifact("libmpi.so"));
+    for name in [
+        "MPI_Send_f08ts",
+        "PMPI_Send_f08ts",
+        "MPI_Comm_rank_f08",
+        "PMPI_Comm_rank_f08",
+        "MPI_Allreduce_f08ts",
+        "stormpi_f08_mpi_comm_eq",
+        "stormpi_sizeof_r8",
+    ] {
+        assert!(ours.contains(name), "libmpi.so lacks {name}");
+    }
+    let coverage =
+        std::fs::read_to_string(workspace_dir().join("fortran/include/coverage_f08.txt")).unwrap();
+    for line in coverage.lines().filter(|l| l.starts_with("bound ")) {
+        let name = line.split_whitespace().nth(1).unwrap();
+        if name.ends_with("_f08") || name.ends_with("_f08ts") {
+            assert!(ours.contains(name), "libmpi.so lacks {name}");
+            assert!(
+                ours.contains(&format!("P{name}")),
+                "libmpi.so lacks P{name}"
+            );
+        }
+    }
+}
+
 /// The headline of the MPICH ABI: programs built by MPICH's Fortran wrapper run on stormpi.
 #[test]
 fn mpich_built_use_mpi_runs_on_stormpi() {
@@ -271,6 +320,8 @@ fn installed_tree_builds_and_runs_fortran() {
         "include/mpif.h",
         "include/mpi.f90",
         "include/mpi.mod",
+        "include/mpi_f08.f90",
+        "include/mpi_f08.mod",
     ] {
         assert!(p(f).is_file(), "{f} not installed");
     }
@@ -308,6 +359,15 @@ fn installed_tree_builds_and_runs_fortran() {
     let mut cmd = Command::new(p("bin/mpirun"));
     cmd.args(["-n", "2", "--timeout", "60"]).arg(&exe);
     assert_all_passed(&run_stormrun(cmd), "with_module", 2);
+
+    let exe = p("with_f08");
+    let mut cmd = Command::new(p("bin/mpif90"));
+    cmd.args(["-O1", "-o"]).arg(&exe).arg(source("with_f08"));
+    let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(300));
+    assert!(out.success(), "{}", out.report());
+    let mut cmd = Command::new(p("bin/mpirun"));
+    cmd.args(["-n", "2", "--timeout", "60"]).arg(&exe);
+    assert_all_passed(&run_stormrun(cmd), "with_f08", 2);
 
     if let Some(exe) = mpich_program("with_mpif") {
         let mut cmd = Command::new(p("bin/mpirun"));

@@ -25,6 +25,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod f08;
+
 /// One C prototype of `mpi.h` (the `MPI_` one; `PMPI_` twins have the same parameters).
 #[derive(Debug, Clone)]
 struct Proto {
@@ -117,6 +119,8 @@ struct Arg {
     fty: FTy,
     dim: Dim,
     conv: Conv,
+    /// The C parameter's type without `const` and `*` (empty for hand-written procedures).
+    cbase: String,
 }
 
 /// What a Fortran procedure returns.
@@ -557,6 +561,7 @@ fn classify(f: &str, p: &Param) -> Result<Arg, String> {
             fty,
             dim,
             conv,
+            cbase: p.base.clone(),
         })
     };
     let dim = if p.triples {
@@ -651,6 +656,7 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                         fty: *fty,
                         dim: *dim,
                         conv: Conv::Pass,
+                        cbase: String::new(),
                     })
                     .collect(),
                 ret: *ret,
@@ -669,6 +675,7 @@ fn build(protos: &[Proto], c_unsupported: &BTreeSet<String>) -> Vec<FFunc> {
                     fty: FTy::Integer,
                     dim: Dim::Scalar,
                     conv: Conv::Pass,
+                    cbase: String::new(),
                 })
                 .collect::<Vec<_>>()
         };
@@ -1274,6 +1281,7 @@ fn emit_module(consts: &[(String, i64)], funcs: &[FFunc]) -> String {
     for n in FORTRAN_ONLY.iter().filter(|n| **n != "F_SYNC_REG") {
         let _ = writeln!(s, "  EXTERNAL :: MPI_{n}");
     }
+    s.push_str(&f08::sizeof_interface(false));
     s.push_str("\n  interface\n");
     let passed_as_values =
         |f: &FFunc| FORTRAN_ONLY.contains(&f.name.as_str()) && f.name != "F_SYNC_REG";
@@ -1350,13 +1358,21 @@ fn generate() -> Result<Vec<(&'static str, String)>, String> {
             header_path.display()
         ));
     }
-    let mut funcs = build(&protos, &c_unsupported(&unsup));
+    let unsupported = c_unsupported(&unsup);
+    let mut funcs = build(&protos, &unsupported);
     for n in FORTRAN_ONLY {
         funcs.push(fortran_only(n));
     }
     funcs.sort_by_key(FFunc::lower);
     let consts = constants(&defines);
+    let (specs, left) = f08::specifics(&funcs, &protos, &unsupported);
     Ok(vec![
+        ("src/bindings_f08.rs", f08::emit_rust(&specs, &protos)),
+        (
+            "include/mpi_f08.f90",
+            f08::emit_module(&consts, &defines, &specs),
+        ),
+        ("include/coverage_f08.txt", f08::coverage(&specs, &left)),
         ("src/bindings.rs", emit_rust(&funcs, &protos)),
         ("include/mpif.h", emit_mpif(&consts, &funcs)),
         ("include/mpi.f90", emit_module(&consts, &funcs)),
@@ -1371,18 +1387,21 @@ fn fortran_only(name: &str) -> FFunc {
         fty: FTy::Integer,
         dim: Dim::Scalar,
         conv: Conv::Pass,
+        cbase: String::new(),
     };
     let aint = |n: &str| Arg {
         name: n.into(),
         fty: FTy::Aint,
         dim: Dim::Scalar,
         conv: Conv::Pass,
+        cbase: String::new(),
     };
     let logical = |n: &str| Arg {
         name: n.into(),
         fty: FTy::Logical,
         dim: Dim::Scalar,
         conv: Conv::Pass,
+        cbase: String::new(),
     };
     // MPI-1's callbacks (MPI_DUP_FN, MPI_NULL_COPY_FN, ...) take INTEGER values, the others
     // INTEGER(KIND=MPI_ADDRESS_KIND).
@@ -1410,6 +1429,7 @@ fn fortran_only(name: &str) -> FFunc {
             fty: FTy::Choice,
             dim: Dim::Star,
             conv: Conv::Pass,
+            cbase: String::new(),
         }]
     } else {
         // MPI_CONVERSION_FN_NULL(userbuf, datatype, count, filebuf, position, extra_state, ierror)
@@ -1419,6 +1439,7 @@ fn fortran_only(name: &str) -> FFunc {
                 fty: FTy::Choice,
                 dim: Dim::Star,
                 conv: Conv::Pass,
+                cbase: String::new(),
             },
             int("datatype"),
             int("count"),
@@ -1427,12 +1448,14 @@ fn fortran_only(name: &str) -> FFunc {
                 fty: FTy::Choice,
                 dim: Dim::Star,
                 conv: Conv::Pass,
+                cbase: String::new(),
             },
             Arg {
                 name: "position".into(),
                 fty: FTy::Offset,
                 dim: Dim::Scalar,
                 conv: Conv::Pass,
+                cbase: String::new(),
             },
             aint("extra_state"),
         ]
