@@ -182,6 +182,47 @@ fn use_mpi_f08_four_ranks() {
     run_stormfort("with_f08", 4);
 }
 
+/// examples/heat2d-f08 (`use mpi_f08`, strided column sections as halo buffers) computes what
+/// examples/heat2d computes: the same iteration count, residual and fixed-point checksum, on 1
+/// and 4 ranks (2-D blocks) and 3 ranks in strips.
+#[test]
+fn heat2d_f08_gives_the_same_answer_as_the_c_one() {
+    if gfortran_missing() {
+        return;
+    }
+    let c = stormpi_tests::c_program_from(&workspace_dir().join("examples/heat2d/heat2d.c"));
+    let src = workspace_dir().join("examples/heat2d-f08/heat2d.f90");
+    let f = build_once("heat2d-f08", |out| {
+        let mut cmd = Command::new(artifact("stormfort"));
+        cmd.args(["-O2", "-o"]).arg(out).arg(&src);
+        cmd
+    });
+    // The numbers of the lines both print alike.
+    let answer = |prog: &Path, np: u32, extra: &[&str]| {
+        let mut args = vec!["-n", "64", "-i", "20000", "-t", "1e-4"];
+        args.extend(extra);
+        let out = run_job(np, &[], prog, &args);
+        assert!(out.success(), "{}", out.report());
+        let get = |prefix: &str| {
+            out.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+                .unwrap_or_else(|| panic!("no {prefix} line:\n{}", out.report()))
+        };
+        [
+            get("iterations: "),
+            get("residual: "),
+            get("checksum (fixed-point): "),
+        ]
+    };
+    for (np, extra) in [(1, &[][..]), (4, &[][..]), (3, &["-d", "1"][..])] {
+        let want = answer(&c, np, extra);
+        assert_eq!(want[0], "1690", "the C run should converge in 1690 sweeps");
+        assert_eq!(answer(&f, np, extra), want, "{np} ranks {extra:?}");
+    }
+}
+
 /// `MPI_SIZEOF` through the `mpi` module.
 #[test]
 fn mpi_sizeof_in_the_mpi_module() {
