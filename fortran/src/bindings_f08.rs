@@ -2262,7 +2262,7 @@ pub unsafe extern "C" fn PMPI_Info_create_env_f08(info: *mut c_int, ierror: *mut
 unsafe fn f08_info_delete<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, ierror: *mut c_int) {
     let (key_s, key_len) = f08::string(key);
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_delete")); }
+    if !rt::info_string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_delete")); }
     let rc = if PMPI { c::PMPI_Info_delete(*info, key_c.as_mut_ptr().cast()) } else { c::MPI_Info_delete(*info, key_c.as_mut_ptr().cast()) };
     f08::set_ierror(ierror, rc);
 }
@@ -2310,7 +2310,7 @@ pub unsafe extern "C" fn PMPI_Info_free_f08(info: *mut c_int, ierror: *mut c_int
 unsafe fn f08_info_get<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, valuelen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
     let (key_s, key_len) = f08::string(key);
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_get")); }
+    if !rt::info_string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_get")); }
     let (value_s, value_len) = f08::string(value);
     let mut value_c = [0u8; 1025];
     let rc = if PMPI { c::PMPI_Info_get(*info, key_c.as_mut_ptr().cast(), (*valuelen).min(rt::INFO_VALUE_MAX), value_c.as_mut_ptr().cast(), flag.cast()) } else { c::MPI_Info_get(*info, key_c.as_mut_ptr().cast(), (*valuelen).min(rt::INFO_VALUE_MAX), value_c.as_mut_ptr().cast(), flag.cast()) };
@@ -2365,7 +2365,7 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey_f08(info: *mut c_int, n: *mut c_in
 unsafe fn f08_info_get_valuelen<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, valuelen: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
     let (key_s, key_len) = f08::string(key);
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_get_valuelen")); }
+    if !rt::info_string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_get_valuelen")); }
     let rc = if PMPI { c::PMPI_Info_get_valuelen(*info, key_c.as_mut_ptr().cast(), valuelen.cast(), flag.cast()) } else { c::MPI_Info_get_valuelen(*info, key_c.as_mut_ptr().cast(), valuelen.cast(), flag.cast()) };
     if rc == rt::SUCCESS { rt::logical_out(flag); }
     f08::set_ierror(ierror, rc);
@@ -2384,10 +2384,10 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen_f08(info: *mut c_int, key: *cons
 unsafe fn f08_info_set<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, value: *const f08::Cdesc, ierror: *mut c_int) {
     let (key_s, key_len) = f08::string(key);
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_set")); }
+    if !rt::info_string_in(key_s, key_len, &mut key_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_set")); }
     let (value_s, value_len) = f08::string(value);
     let mut value_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(value_s, value_len, &mut value_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_set")); }
+    if !rt::info_string_in(value_s, value_len, &mut value_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Info_set")); }
     let rc = if PMPI { c::PMPI_Info_set(*info, key_c.as_mut_ptr().cast(), value_c.as_mut_ptr().cast()) } else { c::MPI_Info_set(*info, key_c.as_mut_ptr().cast(), value_c.as_mut_ptr().cast()) };
     f08::set_ierror(ierror, rc);
 }

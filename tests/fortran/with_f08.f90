@@ -3,7 +3,7 @@
 ! point-to-point and collectives (described by derived datatypes), a section where the binding
 ! needs a contiguous buffer (MPI_ERR_BUFFER, not silently wrong), MPI_IN_PLACE,
 ! MPI_STATUS(ES)_IGNORE, a derived type, requests, strings, MPI_MAXLOC on
-! MPI_2DOUBLE_PRECISION, MPI_SIZEOF. Each rank stops with status 1 at the first mismatch and prints
+! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, info keys and values with blanks. Each rank stops with status 1 at the first mismatch and prints
 ! `fortran checks passed on rank N` at the end (rank 0 also `OK with_f08`).
 program with_f08
   use mpi_f08
@@ -16,6 +16,8 @@ program with_f08
   type(MPI_Request) :: reqs(2)
   type(MPI_Comm) :: dup, sub
   type(MPI_Datatype) :: vec
+  type(MPI_Info) :: info
+  character(len=30) :: ival
   character(len=MPI_MAX_OBJECT_NAME) :: cname
   logical :: flag
   complex(kind=8) :: zval
@@ -119,6 +121,15 @@ program with_f08
   call MPI_Comm_set_name(dup, 'f08 dup   ')
   call MPI_Comm_get_name(dup, cname, slen)
   call expect(cname == 'f08 dup' .and. slen == 7, 'MPI_Comm_get_name')
+  ! Info keys and values lose leading and trailing blanks (MPI 4.1).
+  call MPI_Info_create(info)
+  call MPI_Info_set(info, '  color ', '  deep blue  ')
+  call MPI_Info_get(info, 'color', 20, ival, flag)
+  call expect(flag .and. ival == 'deep blue', 'MPI_Info_set strips blanks of keys and values')
+  call MPI_Info_get_valuelen(info, ' color', slen, flag)
+  call expect(flag .and. slen == 9, 'MPI_Info_get_valuelen with a blank-led key')
+  call MPI_Info_free(info)
+  call expect(info == MPI_INFO_NULL, 'MPI_Info_free')
   call MPI_Initialized(flag)
   call expect(flag, 'MPI_Initialized')
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), rank, sub)

@@ -424,7 +424,8 @@ fn emit_body(s: &mut String, spec: &Specific) {
                 let _ = writeln!(pre, "    let mut {n}_c = [0u8; rt::STRING_IN_MAX];");
                 let _ = writeln!(
                     pre,
-                    "    if !rt::string_in({n}_s, {n}_len, &mut {n}_c) {{ return f08::set_ierror(ierror, rt::string_too_long({what:?})); }}"
+                    "    if !rt::{}({n}_s, {n}_len, &mut {n}_c) {{ return f08::set_ierror(ierror, rt::string_too_long({what:?})); }}",
+                    string_in_fn(&f.name)
                 );
                 cargs.push(format!("{n}_c.as_mut_ptr().cast()"));
             }

@@ -894,6 +894,16 @@ fn link_names(name: &str) -> Vec<(String, bool)> {
     v
 }
 
+/// How a string argument of `func` is read: info keys and values lose leading blanks too (MPI
+/// 4.1), other strings only trailing ones.
+fn string_in_fn(func: &str) -> &'static str {
+    if func.starts_with("Info_") {
+        "info_string_in"
+    } else {
+        "string_in"
+    }
+}
+
 fn emit_generic_body(s: &mut String, f: &FFunc) {
     let upper = format!("MPI_{}", f.name.to_uppercase());
     let mut pre = String::new();
@@ -939,7 +949,8 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
                 let _ = writeln!(pre, "    let mut {n}_c = [0u8; rt::STRING_IN_MAX];");
                 let _ = writeln!(
                     pre,
-                    "    if !rt::string_in({n}, {n}_len, &mut {n}_c) {{ *ierror = rt::string_too_long({upper:?}); return; }}"
+                    "    if !rt::{}({n}, {n}_len, &mut {n}_c) {{ *ierror = rt::string_too_long({upper:?}); return; }}",
+                    string_in_fn(&f.name)
                 );
                 cargs.push(format!("{n}_c.as_mut_ptr().cast()"));
             }
