@@ -423,6 +423,35 @@ module mpi_f08
       type(MPI_Win), intent(in) :: a, b
     end function stormpi_f08_mpi_win_ne
   end interface
+abstract interface
+    subroutine MPI_User_function(invec, inoutvec, len, datatype)
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      type(c_ptr), value :: invec, inoutvec
+      integer :: len
+      type(MPI_Datatype) :: datatype
+    end subroutine MPI_User_function
+    subroutine MPI_Comm_errhandler_function(comm, error_code)
+      import
+      type(MPI_Comm) :: comm
+      integer :: error_code
+    end subroutine MPI_Comm_errhandler_function
+    subroutine MPI_Win_errhandler_function(win, error_code)
+      import
+      type(MPI_Win) :: win
+      integer :: error_code
+    end subroutine MPI_Win_errhandler_function
+    subroutine MPI_File_errhandler_function(file, error_code)
+      import
+      type(MPI_File) :: file
+      integer :: error_code
+    end subroutine MPI_File_errhandler_function
+    subroutine MPI_Session_errhandler_function(session, error_code)
+      import
+      type(MPI_Session) :: session
+      integer :: error_code
+    end subroutine MPI_Session_errhandler_function
+  end interface
   interface MPI_SIZEOF
     subroutine MPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
       integer(kind=1), dimension(..) :: x
@@ -1356,6 +1385,24 @@ module mpi_f08
       TYPE(MPI_Comm) :: newcomm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_create_f08
+  end interface
+  interface MPI_Comm_create_errhandler
+    subroutine MPI_Comm_create_errhandler_f08(comm_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_errhandler_function) :: comm_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_create_errhandler_f08
+  end interface
+  interface PMPI_Comm_create_errhandler
+    subroutine PMPI_Comm_create_errhandler_f08(comm_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_errhandler_function) :: comm_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_create_errhandler_f08
   end interface
   interface MPI_Comm_create_group
     subroutine MPI_Comm_create_group_f08(comm, group, tag, newcomm, ierror) bind(C, &
@@ -4212,6 +4259,26 @@ module mpi_f08
       LOGICAL :: commute
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Op_commutative_f08
+  end interface
+  interface MPI_Op_create
+    subroutine MPI_Op_create_f08(user_fn, commute, op, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_User_function) :: user_fn
+      LOGICAL, INTENT(IN) :: commute
+      TYPE(MPI_Op) :: op
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Op_create_f08
+  end interface
+  interface PMPI_Op_create
+    subroutine PMPI_Op_create_f08(user_fn, commute, op, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_User_function) :: user_fn
+      LOGICAL, INTENT(IN) :: commute
+      TYPE(MPI_Op) :: op
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Op_create_f08
   end interface
   interface MPI_Op_free
     subroutine MPI_Op_free_f08(op, ierror) bind(C, name='MPI_Op_free_f08')

@@ -74,6 +74,8 @@ mod c {
         pub fn PMPI_Comm_compare(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Comm_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Comm_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Comm_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Comm_create_group(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Comm_create_group(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Comm_delete_attr(a0: c_int, a1: c_int) -> c_int;
@@ -300,6 +302,8 @@ mod c {
         pub fn PMPI_Neighbor_alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
         pub fn MPI_Op_commutative(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Op_commutative(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Op_create(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Op_create(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Op_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Op_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Pack(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: *mut c_void, a6: c_int) -> c_int;
@@ -943,6 +947,21 @@ pub unsafe extern "C" fn MPI_Comm_create_f08(comm: *mut c_int, group: *mut c_int
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_f08(comm: *mut c_int, group: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
     f08_comm_create::<true>(comm, group, newcomm, ierror)
+}
+
+/// `MPI_Comm_create_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_create_errhandler<const PMPI: bool>(comm_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Comm_create_errhandler(comm_errhandler_fn as *mut c_void, errhandler.cast()) } else { c::MPI_Comm_create_errhandler(comm_errhandler_fn as *mut c_void, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_create_errhandler_f08_(comm_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_comm_create_errhandler::<false>(comm_errhandler_fn, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_comm_create_errhandler_f08_(comm_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_comm_create_errhandler::<true>(comm_errhandler_fn, errhandler, ierror)
 }
 
 /// `MPI_Comm_create_group` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2855,6 +2874,21 @@ pub unsafe extern "C" fn MPI_Op_commutative_f08(op: *mut c_int, commute: *mut c_
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_commutative_f08(op: *mut c_int, commute: *mut c_int, ierror: *mut c_int) {
     f08_op_commutative::<true>(op, commute, ierror)
+}
+
+/// `MPI_Op_create` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_op_create<const PMPI: bool>(user_fn: *const c_void, commute: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Op_create(user_fn as *mut c_void, rt::logical_in(*commute), op.cast()) } else { c::MPI_Op_create(user_fn as *mut c_void, rt::logical_in(*commute), op.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_op_create_f08_(user_fn: *const c_void, commute: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    f08_op_create::<false>(user_fn, commute, op, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_op_create_f08_(user_fn: *const c_void, commute: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    f08_op_create::<true>(user_fn, commute, op, ierror)
 }
 
 /// `MPI_Op_free` of `mpi_f08` (`PMPI` chooses the profiling C function).

@@ -3,12 +3,13 @@
 ! point-to-point and collectives (described by derived datatypes), a section where the binding
 ! needs a contiguous buffer (MPI_ERR_BUFFER, not silently wrong), MPI_IN_PLACE,
 ! MPI_STATUS(ES)_IGNORE, a derived type, requests, strings, MPI_MAXLOC on
-! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, info keys and values with blanks. Each rank stops with status 1 at the first mismatch and prints
+! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, a Fortran reduction and error handler, info keys and values with blanks. Each rank stops with status 1 at the first mismatch and prints
 ! `fortran checks passed on rank N` at the end (rank 0 also `OK with_f08`).
 program with_f08
   use mpi_f08
   implicit none
   integer, parameter :: n = 6
+  integer :: handled = 0
   integer :: ierr, rank, nprocs, i, count, cls, peer, slen
   double precision :: a(2*n), b(2*n), m(4, 4), col(4), dpair(2), dres(2)
   integer :: iv(n), isum(n), grid(3, 4)
@@ -17,6 +18,8 @@ program with_f08
   type(MPI_Comm) :: dup, sub
   type(MPI_Datatype) :: vec
   type(MPI_Info) :: info
+  type(MPI_Op) :: myop
+  type(MPI_Errhandler) :: errh
   character(len=30) :: ival
   character(len=MPI_MAX_OBJECT_NAME) :: cname
   logical :: flag
@@ -93,6 +96,21 @@ program with_f08
   call MPI_Allreduce(dpair, dres, 1, MPI_2DOUBLE_PRECISION, MPI_MAXLOC, MPI_COMM_WORLD)
   call expect(dres(1) == dble(nprocs - 1) .and. dres(2) == dble(nprocs - 1), 'MPI_MAXLOC')
 
+  ! A reduction written in Fortran, and an error handler.
+  call MPI_Op_create(add_doubles, .true., myop)
+  dpair = [dble(rank), 1.0d0]
+  call MPI_Allreduce(dpair, dres, 2, MPI_DOUBLE_PRECISION, myop, MPI_COMM_WORLD)
+  call expect(dres(1) == dble(nprocs * (nprocs - 1) / 2) .and. dres(2) == dble(nprocs), &
+    'a Fortran reduction')
+  call MPI_Op_free(myop)
+  call expect(myop == MPI_OP_NULL, 'MPI_Op_free')
+  call MPI_Comm_create_errhandler(count_errors, errh)
+  call MPI_Comm_set_errhandler(MPI_COMM_SELF, errh)
+  call MPI_Send(a, 1, MPI_DOUBLE_PRECISION, 5, 0, MPI_COMM_SELF, ierr)
+  call expect(handled == 1 .and. ierr /= MPI_SUCCESS, 'a Fortran error handler was called')
+  call MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL)
+  call MPI_Errhandler_free(errh)
+
   ! A reduction's datatype cannot describe two sections: MPI_ERR_BUFFER, reported.
   call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)
   call MPI_Allreduce(a(1:2*n:2), b(1:n), n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
@@ -159,6 +177,23 @@ program with_f08
   call MPI_Finalize()
 
 contains
+
+  subroutine add_doubles(invec, inoutvec, len, datatype)
+    use, intrinsic :: iso_c_binding, only: c_ptr, c_f_pointer
+    type(c_ptr), value :: invec, inoutvec
+    integer :: len
+    type(MPI_Datatype) :: datatype
+    double precision, pointer :: x(:), y(:)
+    call c_f_pointer(invec, x, [len])
+    call c_f_pointer(inoutvec, y, [len])
+    if (datatype == MPI_DOUBLE_PRECISION) y = x + y
+  end subroutine add_doubles
+
+  subroutine count_errors(comm, code)
+    type(MPI_Comm) :: comm
+    integer :: code
+    if (comm == MPI_COMM_SELF .and. code /= MPI_SUCCESS) handled = handled + 1
+  end subroutine count_errors
 
   subroutine expect(ok, what)
     logical, intent(in) :: ok

@@ -64,6 +64,22 @@ pub struct Specific {
 }
 
 impl Specific {
+    /// Whether the procedure takes a procedure argument: such an interface cannot be
+    /// `BIND(C)` (the user's procedure is not), so the compiler's own convention applies —
+    /// no descriptors in these, everything by reference — under gfortran's link name.
+    fn takes_procedure(&self) -> bool {
+        self.func.args.iter().any(|a| a.conv == Conv::Procedure)
+    }
+
+    /// The symbol the library defines: the `BIND(C)` name, or gfortran's for the rest.
+    fn symbol(&self, pmpi: bool) -> String {
+        if self.takes_procedure() {
+            format!("{}_", self.link(pmpi).to_lowercase())
+        } else {
+            self.link(pmpi)
+        }
+    }
+
     fn link(&self, pmpi: bool) -> String {
         let p = if pmpi { "PMPI" } else { "MPI" };
         let ts = if self.func.args.iter().any(|a| a.fty == FTy::Choice) {
@@ -101,7 +117,8 @@ pub fn specifics(
     let mut left = Vec::new();
     for f in funcs {
         let ok = match &f.body {
-            Body::Generic => !f.args.iter().any(|a| a.conv == Conv::Procedure),
+            // MPI-1's MPI_ERRHANDLER_CREATE has no mpi_f08 form.
+            Body::Generic => f.name != "Errhandler_create",
             Body::Special => F08_SPECIALS.contains(&f.name.as_str()),
             Body::Unsupported(_) => false,
         };
@@ -325,7 +342,7 @@ pub fn emit_rust(specs: &[Specific], protos: &[Proto]) -> String {
             let _ = writeln!(
                 s,
                 "#[no_mangle]\npub unsafe extern \"C\" fn {}({decl}){ret} {{\n    f08_{lower}::<{pmpi}>({call})\n}}",
-                spec.link(pmpi)
+                spec.symbol(pmpi)
             );
         }
         s.push('\n');
@@ -486,7 +503,7 @@ fn f08_decl(a: &Arg) -> String {
         FTy::Count => "INTEGER(KIND=MPI_COUNT_KIND)".into(),
         FTy::Char => "CHARACTER(LEN=*)".into(),
         FTy::Choice => "TYPE(*), DIMENSION(..)".into(),
-        FTy::External => "EXTERNAL".into(),
+        FTy::External => format!("PROCEDURE({})", a.cbase),
     };
     let intent = match a.conv {
         Conv::Value | Conv::LogicalValue | Conv::StrIn => ", INTENT(IN)",
@@ -528,6 +545,40 @@ pub fn sizeof_interface(optional_ierror: bool) -> String {
     }
     s
 }
+
+/// The procedures the library calls back: what C passes (pointers to the buffers, the count,
+/// the handle, the error code) is what these take by reference.
+const ABSTRACT_INTERFACES: &str = "\
+  abstract interface
+    subroutine MPI_User_function(invec, inoutvec, len, datatype)
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      type(c_ptr), value :: invec, inoutvec
+      integer :: len
+      type(MPI_Datatype) :: datatype
+    end subroutine MPI_User_function
+    subroutine MPI_Comm_errhandler_function(comm, error_code)
+      import
+      type(MPI_Comm) :: comm
+      integer :: error_code
+    end subroutine MPI_Comm_errhandler_function
+    subroutine MPI_Win_errhandler_function(win, error_code)
+      import
+      type(MPI_Win) :: win
+      integer :: error_code
+    end subroutine MPI_Win_errhandler_function
+    subroutine MPI_File_errhandler_function(file, error_code)
+      import
+      type(MPI_File) :: file
+      integer :: error_code
+    end subroutine MPI_File_errhandler_function
+    subroutine MPI_Session_errhandler_function(session, error_code)
+      import
+      type(MPI_Session) :: session
+      integer :: error_code
+    end subroutine MPI_Session_errhandler_function
+  end interface
+";
 
 /// `include/mpi_f08.f90`.
 pub fn emit_module(
@@ -593,6 +644,7 @@ pub fn emit_module(
         }
         s.push_str("  end interface\n");
     }
+    s.push_str(ABSTRACT_INTERFACES);
     s.push_str(&sizeof_interface(true));
     // Wtime and Wtick are C's own functions.
     for p in ["MPI", "PMPI"] {
@@ -618,9 +670,14 @@ pub fn emit_module(
                 if f.ret == Ret::Ierror {
                     names.push("ierror".into());
                 }
+                let bind = if spec.takes_procedure() {
+                    String::new()
+                } else {
+                    format!(" bind(C, name='{link}')")
+                };
                 let head = match f.ret {
                     Ret::Ierror | Ret::Nothing => {
-                        format!("    subroutine {link}({}) bind(C, name='{link}')", names.join(", "))
+                        format!("    subroutine {link}({}){bind}", names.join(", "))
                     }
                     Ret::Double => format!(
                         "    double precision function {link}({}) bind(C, name='{link}')",
@@ -663,7 +720,7 @@ pub fn coverage(specs: &[Specific], left: &[(String, String)]) -> String {
         .map(|x| {
             (
                 x.c_name.to_lowercase(),
-                format!("bound    {}", x.link(false)),
+                format!("bound    {}", x.symbol(false)),
             )
         })
         .collect();
