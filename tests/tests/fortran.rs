@@ -12,6 +12,10 @@
 //!   `libmpichfort.so.12` and `libmpich.so.12`) and run unchanged on stormpi's libraries, put
 //!   first on the library path under MPICH's names — the MPICH ABI.
 //!
+//! The `mpi_f08` module (`with_f08.f90`: sections, typed handles, optional `ierror`, Fortran
+//! callbacks, `MPI_SIZEOF`) and `MPI_SIZEOF` in `mpi` (`sizeof_mpi.f90`), built with stormfort;
+//! `examples/heat2d-f08` against the C demo.
+//!
 //! And the ABI's names: stormpi's `libmpi.so` defines every Fortran symbol MPICH's
 //! `libmpichfort.so.12` defines (but the `mpi_f08` ones and MPICH's extensions).
 
