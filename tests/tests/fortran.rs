@@ -147,20 +147,23 @@ fn use_mpi_three_ranks() {
     run_stormfort("with_module", 3);
 }
 
-/// `stormfort -static`: a fully static program (libgfortran's weak thread functions linked in).
+/// `stormfort -static`: fully static programs, `use mpi` and `use mpi_f08` (libgfortran's weak
+/// thread functions linked in).
 #[test]
 fn use_mpi_fully_static() {
     if gfortran_missing() {
         return;
     }
-    let src = source("with_module");
-    let exe = build_once("with_module.static", |out| {
-        let mut cmd = Command::new(artifact("stormfort"));
-        cmd.args(["-static", "-O1", "-w", "-o"]).arg(out).arg(&src);
-        cmd
-    });
-    let out = run_job(2, &[], &exe, &[]);
-    assert_all_passed(&out, "with_module", 2);
+    for name in ["with_module", "with_f08"] {
+        let src = source(name);
+        let exe = build_once(&format!("{name}.static"), |out| {
+            let mut cmd = Command::new(artifact("stormfort"));
+            cmd.args(["-static", "-O1", "-w", "-o"]).arg(out).arg(&src);
+            cmd
+        });
+        let out = run_job(2, &[], &exe, &[]);
+        assert_all_passed(&out, name, 2);
+    }
 }
 
 #[test]
