@@ -550,7 +550,7 @@ fn no_window() -> Error {
     Error::new(
         ErrorClass::Win,
         Reason::BadArgument {
-            what: "not a window (stormpi has no one-sided communication yet)",
+            what: "attributes of user keyvals on windows are not supported yet",
         },
     )
 }
@@ -656,8 +656,22 @@ super::mpi! {
         delete_attr("MPI_Type_delete_attr", None, |e| type_object(e, datatype_), type_keyval, ObjKind::Type)
     }
 
-    fn MPI_Win_get_attr / PMPI_Win_get_attr(_win: abi::MPI_Win, _win_keyval: c_int, _attribute_val: *mut c_void, _flag: *mut c_int) {
-        report("MPI_Win_get_attr", None, no_window())
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(win: abi::MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        match super::win::builtin_attr(win, win_keyval) {
+            Some(Ok(v)) => {
+                if attribute_val.is_null() || flag.is_null() {
+                    return report("MPI_Win_get_attr", None, Error::bad_arg("attribute_val or flag is NULL"));
+                }
+                // SAFETY: MPI requires `attribute_val` to point to a `void *` and `flag` to an int.
+                unsafe {
+                    *attribute_val.cast::<*mut c_void>() = v;
+                    *flag = 1;
+                }
+                abi::MPI_SUCCESS
+            }
+            Some(Err(err)) => report("MPI_Win_get_attr", None, err),
+            None => report("MPI_Win_get_attr", None, no_window()),
+        }
     }
 
     fn MPI_Win_set_attr / PMPI_Win_set_attr(_win: abi::MPI_Win, _win_keyval: c_int, _attribute_val: *mut c_void) {
