@@ -33,4 +33,8 @@ macro_rules! rma_tests {
 
 rma_tests! {
     rma_fence,
+    rma_lock,
+    rma_pscw,
+    rma_accumulate,
+    rma_dynamic,
 }

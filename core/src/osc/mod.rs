@@ -568,6 +568,9 @@ impl Window {
             out.copy_from_slice(t);
             if h.kind == kind::GET_ACC {
                 let (op, dt) = acc_args(&h)?;
+                if op == Op::NoOp {
+                    return Ok(());
+                }
                 let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
                 apply::combine(op, dt, t, data)?;
             }
@@ -580,6 +583,10 @@ impl Window {
         match h.kind {
             kind::GET_ACC => {
                 let (op, dt) = acc_args(&h)?;
+                if op == Op::NoOp {
+                    // An atomic read: no data came with it.
+                    return Ok(());
+                }
                 let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
                 // SAFETY: as above.
                 unsafe { apply::accumulate(x, &t, op, dt, data) }?;
