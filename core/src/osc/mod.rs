@@ -486,20 +486,16 @@ impl Window {
         let am = Am::parse(msg).map_err(|_| Why::Malformed)?;
         let h = am.hdr;
         let t = span(&am);
-        let mem_ = self.exposed();
-        let regions: Vec<(usize, usize), MAX_ATTACHED> = self.regions.clone();
-        let x = Exposed {
-            regions: &regions,
-            ..mem_
-        };
         match h.kind {
             kind::PUT => {
+                let x = self.exposed();
                 apply::check(&x, &t, h.len)?;
                 let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
                 // SAFETY: the window's memory, exposed by MPI's rules for the window's life.
                 unsafe { apply::put(&x, &t, data) }?;
             }
             kind::ACC => {
+                let x = self.exposed();
                 let (op, dt) = acc_args(&h)?;
                 let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
                 if h.flags & wire::flags::IMAGE != 0 {
@@ -516,7 +512,7 @@ impl Window {
                 let mut out = self.buffer(mem, len).map_err(|_| Why::NoMem)?;
                 // SAFETY: the grant was just taken; the window alone holds it.
                 let o = unsafe { out.bytes(len) };
-                let r = self.fetch(&x, &am, o);
+                let r = fetch(&self.exposed(), &am, o);
                 let sent = match r {
                     Ok(()) => self.reply(p2p, mem, src, h.reply_tag, out, len),
                     Err(w) => {
@@ -555,52 +551,6 @@ impl Window {
             kind::FLUSH => self.answer(p2p, mem, src, h.reply_tag)?,
             kind::DONE => self.done += 1,
             _ => return Err(Why::Malformed),
-        }
-        Ok(())
-    }
-
-    /// Fills `out` for a fetching message (and applies its update).
-    fn fetch(&self, x: &Exposed, am: &Am, out: &mut [u8]) -> core::result::Result<(), Why> {
-        let h = am.hdr;
-        let image_ = h.flags & wire::flags::IMAGE != 0;
-        if image_ {
-            let t = image(x, &h)?;
-            out.copy_from_slice(t);
-            if h.kind == kind::GET_ACC {
-                let (op, dt) = acc_args(&h)?;
-                if op == Op::NoOp {
-                    return Ok(());
-                }
-                let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
-                apply::combine(op, dt, t, data)?;
-            }
-            return Ok(());
-        }
-        let t = span(am);
-        apply::check(x, &t, h.len)?;
-        // SAFETY: the window's memory, exposed by MPI's rules for the window's life.
-        unsafe { apply::get(x, &t, out) }?;
-        match h.kind {
-            kind::GET_ACC => {
-                let (op, dt) = acc_args(&h)?;
-                if op == Op::NoOp {
-                    // An atomic read: no data came with it.
-                    return Ok(());
-                }
-                let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
-                // SAFETY: as above.
-                unsafe { apply::accumulate(x, &t, op, dt, data) }?;
-            }
-            kind::CAS => {
-                let len = h.len as usize;
-                let new = am.data.get(..len).ok_or(Why::Malformed)?;
-                let compare = am.data.get(len..2 * len).ok_or(Why::Malformed)?;
-                if out == compare {
-                    // SAFETY: as above.
-                    unsafe { apply::put(x, &t, new) }?;
-                }
-            }
-            _ => {}
         }
         Ok(())
     }
@@ -725,6 +675,52 @@ impl core::fmt::Display for Why {
             Why::Send => "the reply could not be sent",
         })
     }
+}
+
+/// Fills `out` for a fetching message (and applies its update).
+fn fetch(x: &Exposed, am: &Am, out: &mut [u8]) -> core::result::Result<(), Why> {
+    let h = am.hdr;
+    let image_ = h.flags & wire::flags::IMAGE != 0;
+    if image_ {
+        let t = image(x, &h)?;
+        out.copy_from_slice(t);
+        if h.kind == kind::GET_ACC {
+            let (op, dt) = acc_args(&h)?;
+            if op == Op::NoOp {
+                return Ok(());
+            }
+            let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
+            apply::combine(op, dt, t, data)?;
+        }
+        return Ok(());
+    }
+    let t = span(am);
+    apply::check(x, &t, h.len)?;
+    // SAFETY: the window's memory, exposed by MPI's rules for the window's life.
+    unsafe { apply::get(x, &t, out) }?;
+    match h.kind {
+        kind::GET_ACC => {
+            let (op, dt) = acc_args(&h)?;
+            if op == Op::NoOp {
+                // An atomic read: no data came with it.
+                return Ok(());
+            }
+            let data = am.data.get(..h.len as usize).ok_or(Why::Malformed)?;
+            // SAFETY: as above.
+            unsafe { apply::accumulate(x, &t, op, dt, data) }?;
+        }
+        kind::CAS => {
+            let len = h.len as usize;
+            let new = am.data.get(..len).ok_or(Why::Malformed)?;
+            let compare = am.data.get(len..2 * len).ok_or(Why::Malformed)?;
+            if out == compare {
+                // SAFETY: as above.
+                unsafe { apply::put(x, &t, new) }?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn span<'a>(am: &Am<'a>) -> Span<'a> {
@@ -1794,6 +1790,10 @@ pub fn post(cx: &mut Inside, id: WinId, origins: &[u32], assert: i32) -> Result<
     }
     w.exposure = Some(origins.len() as u32);
     w.done = 0;
+    if assert & MODE_NOCHECK != 0 {
+        // The matching starts say MPI_MODE_NOCHECK too and wait for no notice.
+        return Ok(());
+    }
     let comm = w.comm;
     for &r in origins {
         let d = p2p.dest(comm, r)?;
