@@ -12,6 +12,17 @@
 
 #define N 64
 
+static int deleted = 0;
+
+static int delete_fn(MPI_Win win, int keyval, void *value, void *extra)
+{
+    (void)win;
+    (void)keyval;
+    (void)extra;
+    deleted += *(int *)value;
+    return MPI_SUCCESS;
+}
+
 static void check_attrs(MPI_Win win, void *base, MPI_Aint size, int unit, int flavor)
 {
     void *v = NULL;
@@ -82,7 +93,7 @@ int main(int argc, char **argv)
     MPI_Errhandler eh;
     CHECK_MPI(MPI_Win_get_errhandler(win, &eh));
     CHECK(eh == MPI_ERRORS_RETURN, "MPI_Win_get_errhandler did not give MPI_ERRORS_RETURN");
-    int x = 1, cls = 0;
+    int x = 1, cls = 0, flag_ = 0;
     int rc = MPI_Put(&x, 1, MPI_INT, 0, 0, 1, MPI_INT, win);
     MPI_Error_class(rc, &cls);
     CHECK(cls == MPI_ERR_RMA_SYNC, "a put outside an epoch gave class %d", cls);
@@ -121,7 +132,15 @@ int main(int argc, char **argv)
     MPI_Info info;
     CHECK_MPI(MPI_Win_get_info(win, &info));
     MPI_Info_free(&info);
+    /* A user keyval: set, read back, deleted by MPI_Win_free. */
+    int kv, seven = 7, *got = NULL;
+    CHECK_MPI(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, delete_fn, &kv, NULL));
+    CHECK_MPI(MPI_Win_set_attr(win, kv, &seven));
+    CHECK_MPI(MPI_Win_get_attr(win, kv, &got, &flag_));
+    CHECK(flag_ && got == &seven, "a window attribute read back as %p (flag %d)", (void *)got, flag_);
     CHECK_MPI(MPI_Win_free(&win));
+    CHECK(deleted == 7, "the window attribute's delete callback ran %d", deleted);
+    CHECK_MPI(MPI_Win_free_keyval(&kv));
     CHECK(win == MPI_WIN_NULL, "MPI_Win_free did not set MPI_WIN_NULL");
     free(mine);
 

@@ -340,8 +340,12 @@ super::mpi! {
         }
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Win.
         let h = unsafe { *win };
+        if let Err(c) = super::attr::win_freeing("MPI_Win_free", h) {
+            return c;
+        }
         let r = run_win("MPI_Win_free", h, |cx, id| {
             let info = osc::free(cx, id)?;
+            super::attr::win_freed(cx.e(), h);
             if let Some(i) = info {
                 let _ = cx.e().objects.infos.free(i);
             }
