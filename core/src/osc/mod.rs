@@ -227,7 +227,8 @@ pub struct Window {
     attrs: *mut WinAttrs,
     peers: *mut Peer,
     pending: Vec<Pending, MAX_PENDING>,
-    replies: Vec<(ReqId, Grant), MAX_REPLIES>,
+    /// Replies being sent, with the buffer each holds (none when sent from the window itself).
+    replies: Vec<(ReqId, Option<Grant>), MAX_REPLIES>,
     /// The message being received, and its buffer.
     incoming: Option<(ReqId, Grant, u32)>,
     cache: Vec<Grant, CACHE>,
@@ -344,7 +345,9 @@ impl Window {
                 Ok(None) => i += 1,
                 _ => {
                     self.replies.swap_remove(i);
-                    self.release(mem, b);
+                    if let Some(b) = b {
+                        self.release(mem, b);
+                    }
                     n += 1;
                 }
             }
@@ -507,6 +510,25 @@ impl Window {
                     unsafe { apply::accumulate(&x, &t, op, dt, data) }?;
                 }
             }
+            kind::GET if t.count == 1 && matches!(t.nodes, [n] if n.loop_ == 0) => {
+                // One run of the window: the reply goes from there, without a copy (the window
+                // outlives the send: `MPI_Win_free` waits for its replies).
+                let len = h.len as usize;
+                let x = self.exposed();
+                let at = match x.locate(h.disp, t.nodes[0].disp, len) {
+                    Some(a) if len > 0 => a,
+                    _ if len == 0 => 0,
+                    _ => {
+                        let _ = self.answer(p2p, mem, src, h.reply_tag);
+                        return Err(Why::Range);
+                    }
+                };
+                // SAFETY: `locate` put the range inside the window's memory, which stays valid
+                // until the reply's request completes (see above).
+                let conv = unsafe { Packer::contiguous(at as *const u8, len) };
+                self.reply_from(p2p, mem, src, h.reply_tag, conv, None)
+                    .map_err(|_| Why::Send)?;
+            }
             kind::GET | kind::GET_ACC | kind::CAS => {
                 let len = h.len as usize;
                 let mut out = self.buffer(mem, len).map_err(|_| Why::NoMem)?;
@@ -564,12 +586,27 @@ impl Window {
         buf: Grant,
         len: usize,
     ) -> Result<()> {
-        let d = p2p.dest(self.comm, dst)?;
         // SAFETY: the grant stays the window's until the send completes (`reap`).
         let conv = unsafe { Packer::contiguous(buf.ptr, len) };
+        self.reply_from(p2p, mem, dst, tag, conv, Some(buf))
+    }
+
+    /// Sends `conv` to `dst` on `tag`, keeping `buf` (if any) until it is sent.
+    fn reply_from(
+        &mut self,
+        p2p: &mut P2p,
+        mem: &Memory,
+        dst: u32,
+        tag: i32,
+        conv: Packer,
+        buf: Option<Grant>,
+    ) -> Result<()> {
+        let d = p2p.dest(self.comm, dst)?;
         match p2p.send(&d, tag, conv, SendMode::Standard, 0)? {
             None => {
-                self.release(mem, buf);
+                if let Some(b) = buf {
+                    self.release(mem, b);
+                }
                 Ok(())
             }
             Some(req) => self.replies.push((req, buf)).map_err(|_| {
