@@ -153,6 +153,49 @@ int main(int argc, char **argv)
     exchange(win, mem, rank, size);
     CHECK_MPI(MPI_Win_free(&win));
 
+    /* Large transfers (past every eager limit): a put of 300 000 ints to the next rank under
+     * fences, then a get of them back under a lock, and an Rput of a strided origin. */
+    {
+        const int big = 300000;
+        int *bm, *src = malloc(big * sizeof(int)), *back = malloc(big * sizeof(int));
+        int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+        CHECK_MPI(MPI_Win_allocate(big * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
+                                   &bm, &win));
+        for (int i = 0; i < big; i++) {
+            src[i] = rank * 7 + i;
+            bm[i] = -1;
+        }
+        CHECK_MPI(MPI_Win_fence(0, win));
+        CHECK_MPI(MPI_Put(src, big, MPI_INT, next, 0, big, MPI_INT, win));
+        CHECK_MPI(MPI_Win_fence(0, win));
+        for (int i = 0; i < big; i++)
+            CHECK(bm[i] == prev * 7 + i, "big put: [%d] = %d", i, bm[i]);
+        CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, next, 0, win));
+        CHECK_MPI(MPI_Get(back, big, MPI_INT, next, 0, big, MPI_INT, win));
+        CHECK_MPI(MPI_Win_unlock(next, win));
+        for (int i = 0; i < big; i++)
+            CHECK(back[i] == src[i], "big get: [%d] = %d", i, back[i]);
+        MPI_Datatype every_other;
+        CHECK_MPI(MPI_Type_vector(big / 2, 1, 2, MPI_INT, &every_other));
+        CHECK_MPI(MPI_Type_commit(&every_other));
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_Request rq;
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, next, 0, win));
+        CHECK_MPI(MPI_Rput(src, 1, every_other, next, 0, big / 2, MPI_INT, win, &rq));
+        CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Win_unlock(next, win));
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        for (int i = 0; i < big / 2; i++)
+            CHECK(bm[i] == prev * 7 + 2 * i, "strided big put: [%d] = %d", i, bm[i]);
+        for (int i = big / 2; i < big; i++)
+            CHECK(bm[i] == prev * 7 + i, "strided big put overran: [%d] = %d", i, bm[i]);
+        MPI_Type_free(&every_other);
+        CHECK_MPI(MPI_Win_free(&win));
+        free(src);
+        free(back);
+    }
+
     /* Several windows at once, and a communicator other than the world. */
     MPI_Comm half;
     CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half));

@@ -74,6 +74,9 @@ const CACHE: usize = 8;
 const CACHE_MAX: usize = 1 << 20;
 /// Most memory ranges attached to a dynamic window at once.
 pub const MAX_ATTACHED: usize = 64;
+/// From this many bytes, a put to one run of the target's memory sends its data as a message of
+/// its own, received straight into the window: no copy into a message buffer at either end.
+pub const PUT_SPLIT: u64 = 8192;
 /// Most nodes of a target datatype's description an operation can carry.
 pub const MAX_NODES: usize = 4096;
 
@@ -231,6 +234,9 @@ pub struct Window {
     replies: Vec<(ReqId, Option<Grant>), MAX_REPLIES>,
     /// The message being received, and its buffer.
     incoming: Option<(ReqId, Grant, u32)>,
+    /// The data of a split put being received into the window: no other message is applied
+    /// until it is in (they may depend on it).
+    data_in: Option<ReqId>,
     cache: Vec<Grant, CACHE>,
     next_tag: i32,
     /// Target: shared locks granted, and whether an exclusive one is.
@@ -441,6 +447,13 @@ impl Window {
             if self.replies.is_full() {
                 break;
             }
+            if let Some(r) = self.data_in {
+                if p2p.pml.requests_mut().test(r)?.is_none() {
+                    break;
+                }
+                self.data_in = None;
+                n += 1;
+            }
             let (req, buf, len) = match self.incoming {
                 Some(x) => x,
                 None => {
@@ -490,6 +503,29 @@ impl Window {
         let h = am.hdr;
         let t = span(&am);
         match h.kind {
+            kind::PUT if h.flags & wire::flags::DATA_FOLLOWS != 0 => {
+                let x = self.exposed();
+                let len = h.len as usize;
+                let ok = apply::check(&x, &t, h.len);
+                let at = match (ok, t.nodes) {
+                    (Ok(()), [n]) if n.loop_ == 0 && t.count == 1 => x.locate(h.disp, n.disp, len),
+                    _ => None,
+                };
+                let conv = match at {
+                    // SAFETY: `locate` put the range inside the window's memory, which MPI lends
+                    // the window for its life; no other message is applied until this is in.
+                    Some(a) => unsafe { Unpacker::contiguous(a as *mut u8, len) },
+                    // The data must still be taken off the wire: into nothing (truncated).
+                    None => Unpacker::empty(),
+                };
+                let s = p2p
+                    .sel(self.comm, Source::Rank(src), h.reply_tag)
+                    .map_err(|_| Why::Send)?;
+                self.data_in = Some(p2p.irecv(&s, conv, 0).map_err(|_| Why::Send)?);
+                if at.is_none() {
+                    return Err(Why::Range);
+                }
+            }
             kind::PUT => {
                 let x = self.exposed();
                 apply::check(&x, &t, h.len)?;
@@ -1056,6 +1092,7 @@ fn build(
         pending: Vec::new(),
         replies: Vec::new(),
         incoming: None,
+        data_in: None,
         cache: Vec::new(),
         next_tag: TAG_REPLY,
         shared: 0,
@@ -1098,7 +1135,7 @@ pub fn free(cx: &mut Inside, id: WinId) -> Result<Option<crate::info::InfoId>> {
         let mem = osc.memory;
         let w = osc.get_mut(id)?;
         w.reap(p2p, mem);
-        Ok((w.replies.is_empty() && w.incoming.is_none()).then_some(()))
+        Ok((w.replies.is_empty() && w.incoming.is_none() && w.data_in.is_none()).then_some(()))
     })?;
     let e = cx.e();
     let mem = e.osc.memory;
@@ -1467,8 +1504,13 @@ pub fn issue(
     if result.is_some() {
         hdr.reply_tag = w.tag();
     }
+    let split = kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
+    if split {
+        hdr.flags |= wire::flags::DATA_FOLLOWS;
+        hdr.reply_tag = w.tag();
+    }
     let head = HDR_LEN + ndesc * NODE_LEN;
-    let total = head + data_len as usize;
+    let total = head + if split { 0 } else { data_len as usize };
     let mut buf = w.buffer(mem, total)?;
     {
         // SAFETY: the grant was just taken or reused; nothing else refers to it.
@@ -1486,35 +1528,39 @@ pub fn issue(
             }
         }
         h.copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr));
-        let packed = match op {
-            RmaOp::Cas {
-                origin,
-                compare,
-                result,
-            } => {
-                let n = hdr.len as usize;
-                let _ = result;
-                // SAFETY: MPI requires `origin` and `compare` to hold one element of the type.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(origin, data.as_mut_ptr(), n);
-                    core::ptr::copy_nonoverlapping(compare, data.as_mut_ptr().add(n), n);
-                }
-                Ok(2 * n)
-            }
-            _ => match origin {
-                Some(o) if image_ => {
-                    // SAFETY: MPI requires the origin buffer to hold `count` instances.
+        let packed = if split {
+            Ok(0)
+        } else {
+            match op {
+                RmaOp::Cas {
+                    origin,
+                    compare,
+                    result,
+                } => {
+                    let n = hdr.len as usize;
+                    let _ = result;
+                    // SAFETY: MPI requires `origin` and `compare` to hold one element of the type.
                     unsafe {
-                        core::ptr::copy_nonoverlapping(o.addr, data.as_mut_ptr(), data.len())
-                    };
-                    Ok(data.len())
+                        core::ptr::copy_nonoverlapping(origin, data.as_mut_ptr(), n);
+                        core::ptr::copy_nonoverlapping(compare, data.as_mut_ptr().add(n), n);
+                    }
+                    Ok(2 * n)
                 }
-                // SAFETY: MPI requires the origin buffer to hold `count` instances of its type,
-                // unchanged during the call; the packer lives only here.
-                Some(o) => unsafe { Packer::new(o.addr, o.count, o.ty, types) }
-                    .map(|mut p| p.pack(types, 0, data)),
-                None => Ok(0),
-            },
+                _ => match origin {
+                    Some(o) if image_ => {
+                        // SAFETY: MPI requires the origin buffer to hold `count` instances.
+                        unsafe {
+                            core::ptr::copy_nonoverlapping(o.addr, data.as_mut_ptr(), data.len())
+                        };
+                        Ok(data.len())
+                    }
+                    // SAFETY: MPI requires the origin buffer to hold `count` instances of its type,
+                    // unchanged during the call; the packer lives only here.
+                    Some(o) => unsafe { Packer::new(o.addr, o.count, o.ty, types) }
+                        .map(|mut p| p.pack(types, 0, data)),
+                    None => Ok(0),
+                },
+            }
         };
         match packed {
             Ok(n) if n == data.len() => {}
@@ -1560,7 +1606,31 @@ pub fn issue(
     if let Some(p) = w.peer_mut(t) {
         p.dirty = true;
     }
-    let sent = w.send(p2p, mem, t, buf, total, user && user_req.is_none())?;
+    let mut sent = w.send(
+        p2p,
+        mem,
+        t,
+        buf,
+        total,
+        user && user_req.is_none() && !split,
+    )?;
+    if let (true, Some(o)) = (split, origin) {
+        // The data straight from the user's buffer, behind the header (same peer, same
+        // communicator: it arrives after it).
+        let d = p2p.dest(w.comm, t)?;
+        // SAFETY: MPI lends the origin buffer, unchanged, until the put completes locally; the
+        // request is tracked, and every completion call waits for it.
+        let conv = unsafe { Packer::new(o.addr, o.count, o.ty, &p2p.types)? };
+        sent = p2p.send(&d, hdr.reply_tag, conv, SendMode::Standard, 0)?;
+        if let Some(req) = sent {
+            w.track(Pending {
+                req,
+                target: t,
+                buf: None,
+                user,
+            })?;
+        }
+    }
     if !user {
         return Ok(None);
     }

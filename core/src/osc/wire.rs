@@ -48,8 +48,11 @@ pub mod flags {
     /// The data is the memory image of `count` elements of the predefined pair type `basic`
     /// (with its padding), not a packed stream: `MPI_MINLOC`/`MPI_MAXLOC` accumulates.
     pub const IMAGE: u8 = 0x02;
+    /// A put whose data comes as a message of its own, on the header's `reply_tag`, received
+    /// straight into the window (large puts to one run of memory).
+    pub const DATA_FOLLOWS: u8 = 0x04;
     /// Every flag this version knows.
-    pub const KNOWN: u8 = BIG_ENDIAN | IMAGE;
+    pub const KNOWN: u8 = BIG_ENDIAN | IMAGE | DATA_FOLLOWS;
 }
 
 /// Lock kinds in [`AmHdr::lock`].
