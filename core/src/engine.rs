@@ -95,6 +95,8 @@ pub struct Engine {
     pub(crate) coll: crate::coll::CollState,
     /// Memory for building communicators.
     pub(crate) creation: comm::create::Scratch,
+    /// One-sided communication: the windows.
+    pub(crate) osc: crate::osc::Osc,
 }
 
 struct RteModex<'a>(&'a mut dyn Rte);
@@ -344,6 +346,7 @@ impl Engine {
             creation,
             platform,
             memory: account,
+            osc: crate::osc::Osc::new(account),
             rte,
             params,
             p2p: P2p::new(pml, bml, comms, types, procs, me),
@@ -444,6 +447,7 @@ impl Engine {
         }
         n += finished;
         n += self.building().idup_progress();
+        n += self.osc.progress(&mut self.p2p, self.platform);
         self.moved = n > 0;
         if n > 0 {
             self.idle = 0;

@@ -70,6 +70,8 @@ pub type CommErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
 pub enum HandlerKind {
     /// `MPI_Comm_create_errhandler` (and the deprecated `MPI_Errhandler_create`).
     Comm,
+    /// `MPI_Win_create_errhandler`.
+    Win,
 }
 
 /// Generations of a handler slot (a handle has room for 10 bits).
@@ -204,6 +206,14 @@ impl ErrhTable {
             }
             _ => Err(bad_handler()),
         }
+    }
+
+    /// The kind of objects the live handler in slot `index` was made for.
+    pub fn kind_of(&self, index: u16) -> Option<HandlerKind> {
+        self.slots
+            .get(index as usize)
+            .filter(|s| s.func.is_some())
+            .map(|s| s.kind)
     }
 
     /// The function of slot `index` (a communicator's handler, even if the user freed its handle).

@@ -302,7 +302,7 @@ fn handler(h: abi::MPI_Errhandler) -> Result<Handler> {
     })
 }
 
-fn handler_handle(e: &mut Engine, h: ErrHandler) -> Result<abi::MPI_Errhandler> {
+pub(super) fn handler_handle(e: &mut Engine, h: ErrHandler) -> Result<abi::MPI_Errhandler> {
     Ok(match h {
         ErrHandler::Fatal => abi::MPI_ERRORS_ARE_FATAL,
         ErrHandler::Return => abi::MPI_ERRORS_RETURN,
@@ -315,7 +315,7 @@ fn handler_handle(e: &mut Engine, h: ErrHandler) -> Result<abi::MPI_Errhandler> 
 }
 
 /// Whether a communicator (live or draining) uses user handler slot `index`.
-fn handler_in_use(comms: &CommTable, index: u16) -> bool {
+pub(super) fn handler_in_use(comms: &CommTable, index: u16) -> bool {
     (0..comms.capacity()).any(|i| {
         comms
             .get_any(CommId(i))
@@ -353,6 +353,27 @@ fn set_errhandler(func: &'static str, comm: abi::MPI_Comm, eh: abi::MPI_Errhandl
         let h = comm_handler(e, eh)?;
         e.set_errhandler(c, h)
     }))
+}
+
+/// The handle of user handler `id`.
+pub(super) fn errh_handle(id: ErrhId) -> abi::MPI_Errhandler {
+    ERRH_DIRECT | (c_int::from(id.gen) << 16) | c_int::from(id.index)
+}
+
+/// The error handler `eh` names for objects of `kind` (a predefined one or a live user handler
+/// made for them).
+pub(super) fn handler_for(
+    e: &Engine,
+    eh: abi::MPI_Errhandler,
+    kind: HandlerKind,
+) -> Result<ErrHandler> {
+    Ok(match handler(eh)? {
+        Handler::Predefined(h) => h,
+        Handler::User(id) => {
+            e.objects.errh.check(id, kind)?;
+            ErrHandler::User(id.index)
+        }
+    })
 }
 
 /// The communicator error handler `eh` names (a predefined one or a live user handler made for
@@ -423,7 +444,12 @@ super::mpi! {
             Ok(Handler::Predefined(_)) => Ok(()),
             Ok(Handler::User(id)) => run("MPI_Errhandler_free", None, |e| {
                 let comms = &e.p2p.comms;
-                e.objects.errh.release(id, HandlerKind::Comm, |i| handler_in_use(comms, i))
+                let osc = &e.osc;
+                let kind = e.objects.errh.kind_of(id.index).unwrap_or(HandlerKind::Comm);
+                e.objects.errh.release(id, kind, |i| {
+                    handler_in_use(comms, i)
+                        || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
+                })
             }),
             Err(err) => Err(report("MPI_Errhandler_free", None, err)),
         };

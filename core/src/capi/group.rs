@@ -76,6 +76,21 @@ fn group_handle(g: Group) -> abi::MPI_Group {
 }
 
 /// Stores a new group (whose reference passes to the handle) through `newgroup`.
+/// The group a handle names (for the window functions).
+pub(super) fn group_of(e: &Engine, h: abi::MPI_Group) -> Result<Group> {
+    group(e, h)
+}
+
+/// Writes the handle of `comm`'s group (`MPI_Win_get_group` over a window's communicator).
+pub(super) fn comm_group_out(
+    e: &mut Engine,
+    comm: CommId,
+    newgroup: *mut abi::MPI_Group,
+) -> Result<()> {
+    let g = create::group(&mut e.p2p, comm)?;
+    give(e, g, newgroup)
+}
+
 fn give(e: &mut Engine, g: Group, newgroup: *mut abi::MPI_Group) -> Result<()> {
     // Shapes get a stored entry so that the handle can name them.
     let h = match g {
