@@ -668,6 +668,42 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Abort_f08
   end interface
+  interface MPI_Accumulate
+    subroutine MPI_Accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, ierror) bind(C, &
+        name='MPI_Accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Accumulate_f08ts
+  end interface
+  interface PMPI_Accumulate
+    subroutine PMPI_Accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, ierror) bind(C, &
+        name='PMPI_Accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Accumulate_f08ts
+  end interface
   interface MPI_Add_error_class
     subroutine MPI_Add_error_class_f08(errorclass, ierror) bind(C, &
         name='MPI_Add_error_class_f08')
@@ -1919,6 +1955,37 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_test_inter_f08
   end interface
+  interface MPI_Compare_and_swap
+    subroutine MPI_Compare_and_swap_f08ts(origin_addr, compare_addr, result_addr, datatype, &
+        target_rank, target_disp, win, ierror) bind(C, name='MPI_Compare_and_swap_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..) :: compare_addr
+      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Compare_and_swap_f08ts
+  end interface
+  interface PMPI_Compare_and_swap
+    subroutine PMPI_Compare_and_swap_f08ts(origin_addr, compare_addr, result_addr, &
+        datatype, target_rank, target_disp, win, ierror) bind(C, &
+        name='PMPI_Compare_and_swap_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..) :: compare_addr
+      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Compare_and_swap_f08ts
+  end interface
   interface MPI_Dims_create
     subroutine MPI_Dims_create_f08(nnodes, ndims, dims, ierror) bind(C, &
         name='MPI_Dims_create_f08')
@@ -2198,6 +2265,36 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Exscan_f08ts
   end interface
+  interface MPI_Fetch_and_op
+    subroutine MPI_Fetch_and_op_f08ts(origin_addr, result_addr, datatype, target_rank, &
+        target_disp, op, win, ierror) bind(C, name='MPI_Fetch_and_op_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Fetch_and_op_f08ts
+  end interface
+  interface PMPI_Fetch_and_op
+    subroutine PMPI_Fetch_and_op_f08ts(origin_addr, result_addr, datatype, target_rank, &
+        target_disp, op, win, ierror) bind(C, name='PMPI_Fetch_and_op_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Fetch_and_op_f08ts
+  end interface
   interface MPI_Finalize
     subroutine MPI_Finalize_f08(ierror) bind(C, name='MPI_Finalize_f08')
       import
@@ -2309,6 +2406,80 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Gatherv_f08ts
+  end interface
+  interface MPI_Get
+    subroutine MPI_Get_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_f08ts
+  end interface
+  interface PMPI_Get
+    subroutine PMPI_Get_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_f08ts
+  end interface
+  interface MPI_Get_accumulate
+    subroutine MPI_Get_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER, INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_accumulate_f08ts
+  end interface
+  interface PMPI_Get_accumulate
+    subroutine PMPI_Get_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER, INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_accumulate_f08ts
   end interface
   interface MPI_Get_address
     subroutine MPI_Get_address_f08ts(location, address, ierror) bind(C, &
@@ -4442,6 +4613,38 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Probe_f08
   end interface
+  interface MPI_Put
+    subroutine MPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Put_f08ts
+  end interface
+  interface PMPI_Put
+    subroutine PMPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Put_f08ts
+  end interface
   interface MPI_Query_thread
     subroutine MPI_Query_thread_f08(provided, ierror) bind(C, name='MPI_Query_thread_f08')
       import
@@ -4458,6 +4661,44 @@ abstract interface
       INTEGER :: provided
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Query_thread_f08
+  end interface
+  interface MPI_Raccumulate
+    subroutine MPI_Raccumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, request, ierror) bind(C, &
+        name='MPI_Raccumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Raccumulate_f08ts
+  end interface
+  interface PMPI_Raccumulate
+    subroutine PMPI_Raccumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, request, ierror) bind(C, &
+        name='PMPI_Raccumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Raccumulate_f08ts
   end interface
   interface MPI_Recv
     subroutine MPI_Recv_f08ts(buf, count, datatype, source, tag, comm, status, &
@@ -4669,6 +4910,122 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Request_get_status_f08
+  end interface
+  interface MPI_Rget
+    subroutine MPI_Rget_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='MPI_Rget_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rget_f08ts
+  end interface
+  interface PMPI_Rget
+    subroutine PMPI_Rget_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='PMPI_Rget_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rget_f08ts
+  end interface
+  interface MPI_Rget_accumulate
+    subroutine MPI_Rget_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER, INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rget_accumulate_f08ts
+  end interface
+  interface PMPI_Rget_accumulate
+    subroutine PMPI_Rget_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER, INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rget_accumulate_f08ts
+  end interface
+  interface MPI_Rput
+    subroutine MPI_Rput_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='MPI_Rput_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rput_f08ts
+  end interface
+  interface PMPI_Rput
+    subroutine PMPI_Rput_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='PMPI_Rput_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER, INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER, INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rput_f08ts
   end interface
   interface MPI_Rsend
     subroutine MPI_Rsend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -6152,6 +6509,160 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Waitsome_f08
   end interface
+  interface MPI_Win_allocate
+    subroutine MPI_Win_allocate_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='MPI_Win_allocate_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_allocate_f08ts
+  end interface
+  interface PMPI_Win_allocate
+    subroutine PMPI_Win_allocate_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='PMPI_Win_allocate_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_allocate_f08ts
+  end interface
+  interface MPI_Win_attach
+    subroutine MPI_Win_attach_f08ts(win, base, size, ierror) bind(C, &
+        name='MPI_Win_attach_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_attach_f08ts
+  end interface
+  interface PMPI_Win_attach
+    subroutine PMPI_Win_attach_f08ts(win, base, size, ierror) bind(C, &
+        name='PMPI_Win_attach_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_attach_f08ts
+  end interface
+  interface MPI_Win_call_errhandler
+    subroutine MPI_Win_call_errhandler_f08(win, errorcode, ierror) bind(C, &
+        name='MPI_Win_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_call_errhandler_f08
+  end interface
+  interface PMPI_Win_call_errhandler
+    subroutine PMPI_Win_call_errhandler_f08(win, errorcode, ierror) bind(C, &
+        name='PMPI_Win_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_call_errhandler_f08
+  end interface
+  interface MPI_Win_complete
+    subroutine MPI_Win_complete_f08(win, ierror) bind(C, name='MPI_Win_complete_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_complete_f08
+  end interface
+  interface PMPI_Win_complete
+    subroutine PMPI_Win_complete_f08(win, ierror) bind(C, name='PMPI_Win_complete_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_complete_f08
+  end interface
+  interface MPI_Win_create
+    subroutine MPI_Win_create_f08ts(base, size, disp_unit, info, comm, win, ierror) bind(C, &
+        name='MPI_Win_create_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_f08ts
+  end interface
+  interface PMPI_Win_create
+    subroutine PMPI_Win_create_f08ts(base, size, disp_unit, info, comm, win, &
+        ierror) bind(C, name='PMPI_Win_create_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_f08ts
+  end interface
+  interface MPI_Win_create_dynamic
+    subroutine MPI_Win_create_dynamic_f08(info, comm, win, ierror) bind(C, &
+        name='MPI_Win_create_dynamic_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_dynamic_f08
+  end interface
+  interface PMPI_Win_create_dynamic
+    subroutine PMPI_Win_create_dynamic_f08(info, comm, win, ierror) bind(C, &
+        name='PMPI_Win_create_dynamic_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_dynamic_f08
+  end interface
+  interface MPI_Win_create_errhandler
+    subroutine MPI_Win_create_errhandler_f08(win_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_errhandler_function) :: win_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_errhandler_f08
+  end interface
+  interface PMPI_Win_create_errhandler
+    subroutine PMPI_Win_create_errhandler_f08(win_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_errhandler_function) :: win_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_errhandler_f08
+  end interface
   interface MPI_Win_delete_attr
     subroutine MPI_Win_delete_attr_f08(win, win_keyval, ierror) bind(C, &
         name='MPI_Win_delete_attr_f08')
@@ -6171,6 +6682,132 @@ abstract interface
       INTEGER, INTENT(IN) :: win_keyval
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_delete_attr_f08
+  end interface
+  interface MPI_Win_detach
+    subroutine MPI_Win_detach_f08ts(win, base, ierror) bind(C, &
+        name='MPI_Win_detach_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_detach_f08ts
+  end interface
+  interface PMPI_Win_detach
+    subroutine PMPI_Win_detach_f08ts(win, base, ierror) bind(C, &
+        name='PMPI_Win_detach_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_detach_f08ts
+  end interface
+  interface MPI_Win_fence
+    subroutine MPI_Win_fence_f08(assert, win, ierror) bind(C, name='MPI_Win_fence_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_fence_f08
+  end interface
+  interface PMPI_Win_fence
+    subroutine PMPI_Win_fence_f08(assert, win, ierror) bind(C, name='PMPI_Win_fence_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_fence_f08
+  end interface
+  interface MPI_Win_flush
+    subroutine MPI_Win_flush_f08(rank, win, ierror) bind(C, name='MPI_Win_flush_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_flush_f08
+  end interface
+  interface PMPI_Win_flush
+    subroutine PMPI_Win_flush_f08(rank, win, ierror) bind(C, name='PMPI_Win_flush_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_flush_f08
+  end interface
+  interface MPI_Win_flush_all
+    subroutine MPI_Win_flush_all_f08(win, ierror) bind(C, name='MPI_Win_flush_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_flush_all_f08
+  end interface
+  interface PMPI_Win_flush_all
+    subroutine PMPI_Win_flush_all_f08(win, ierror) bind(C, name='PMPI_Win_flush_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_flush_all_f08
+  end interface
+  interface MPI_Win_flush_local
+    subroutine MPI_Win_flush_local_f08(rank, win, ierror) bind(C, &
+        name='MPI_Win_flush_local_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_flush_local_f08
+  end interface
+  interface PMPI_Win_flush_local
+    subroutine PMPI_Win_flush_local_f08(rank, win, ierror) bind(C, &
+        name='PMPI_Win_flush_local_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_flush_local_f08
+  end interface
+  interface MPI_Win_flush_local_all
+    subroutine MPI_Win_flush_local_all_f08(win, ierror) bind(C, &
+        name='MPI_Win_flush_local_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_flush_local_all_f08
+  end interface
+  interface PMPI_Win_flush_local_all
+    subroutine PMPI_Win_flush_local_all_f08(win, ierror) bind(C, &
+        name='PMPI_Win_flush_local_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_flush_local_all_f08
+  end interface
+  interface MPI_Win_free
+    subroutine MPI_Win_free_f08(win, ierror) bind(C, name='MPI_Win_free_f08')
+      import
+      implicit none
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_free_f08
+  end interface
+  interface PMPI_Win_free
+    subroutine PMPI_Win_free_f08(win, ierror) bind(C, name='PMPI_Win_free_f08')
+      import
+      implicit none
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_free_f08
   end interface
   interface MPI_Win_free_keyval
     subroutine MPI_Win_free_keyval_f08(win_keyval, ierror) bind(C, &
@@ -6214,6 +6851,154 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_get_attr_f08
   end interface
+  interface MPI_Win_get_errhandler
+    subroutine MPI_Win_get_errhandler_f08(win, errhandler, ierror) bind(C, &
+        name='MPI_Win_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_get_errhandler_f08
+  end interface
+  interface PMPI_Win_get_errhandler
+    subroutine PMPI_Win_get_errhandler_f08(win, errhandler, ierror) bind(C, &
+        name='PMPI_Win_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_get_errhandler_f08
+  end interface
+  interface MPI_Win_get_group
+    subroutine MPI_Win_get_group_f08(win, group, ierror) bind(C, &
+        name='MPI_Win_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_get_group_f08
+  end interface
+  interface PMPI_Win_get_group
+    subroutine PMPI_Win_get_group_f08(win, group, ierror) bind(C, &
+        name='PMPI_Win_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_get_group_f08
+  end interface
+  interface MPI_Win_get_info
+    subroutine MPI_Win_get_info_f08(win, info_used, ierror) bind(C, &
+        name='MPI_Win_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_get_info_f08
+  end interface
+  interface PMPI_Win_get_info
+    subroutine PMPI_Win_get_info_f08(win, info_used, ierror) bind(C, &
+        name='PMPI_Win_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_get_info_f08
+  end interface
+  interface MPI_Win_get_name
+    subroutine MPI_Win_get_name_f08(win, win_name, resultlen, ierror) bind(C, &
+        name='MPI_Win_get_name_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      CHARACTER(LEN=*) :: win_name
+      INTEGER :: resultlen
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_get_name_f08
+  end interface
+  interface PMPI_Win_get_name
+    subroutine PMPI_Win_get_name_f08(win, win_name, resultlen, ierror) bind(C, &
+        name='PMPI_Win_get_name_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      CHARACTER(LEN=*) :: win_name
+      INTEGER :: resultlen
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_get_name_f08
+  end interface
+  interface MPI_Win_lock
+    subroutine MPI_Win_lock_f08(lock_type, rank, assert, win, ierror) bind(C, &
+        name='MPI_Win_lock_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: lock_type
+      INTEGER, INTENT(IN) :: rank
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_lock_f08
+  end interface
+  interface PMPI_Win_lock
+    subroutine PMPI_Win_lock_f08(lock_type, rank, assert, win, ierror) bind(C, &
+        name='PMPI_Win_lock_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: lock_type
+      INTEGER, INTENT(IN) :: rank
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_lock_f08
+  end interface
+  interface MPI_Win_lock_all
+    subroutine MPI_Win_lock_all_f08(assert, win, ierror) bind(C, &
+        name='MPI_Win_lock_all_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_lock_all_f08
+  end interface
+  interface PMPI_Win_lock_all
+    subroutine PMPI_Win_lock_all_f08(assert, win, ierror) bind(C, &
+        name='PMPI_Win_lock_all_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_lock_all_f08
+  end interface
+  interface MPI_Win_post
+    subroutine MPI_Win_post_f08(group, assert, win, ierror) bind(C, &
+        name='MPI_Win_post_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_post_f08
+  end interface
+  interface PMPI_Win_post
+    subroutine PMPI_Win_post_f08(group, assert, win, ierror) bind(C, &
+        name='PMPI_Win_post_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_post_f08
+  end interface
   interface MPI_Win_set_attr
     subroutine MPI_Win_set_attr_f08(obj, keyval, attribute_val, ierror) bind(C, &
         name='MPI_Win_set_attr_f08')
@@ -6235,5 +7020,172 @@ abstract interface
       INTEGER(KIND=MPI_ADDRESS_KIND) :: attribute_val
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_set_attr_f08
+  end interface
+  interface MPI_Win_set_errhandler
+    subroutine MPI_Win_set_errhandler_f08(win, errhandler, ierror) bind(C, &
+        name='MPI_Win_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_set_errhandler_f08
+  end interface
+  interface PMPI_Win_set_errhandler
+    subroutine PMPI_Win_set_errhandler_f08(win, errhandler, ierror) bind(C, &
+        name='PMPI_Win_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_set_errhandler_f08
+  end interface
+  interface MPI_Win_set_info
+    subroutine MPI_Win_set_info_f08(win, info, ierror) bind(C, &
+        name='MPI_Win_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_set_info_f08
+  end interface
+  interface PMPI_Win_set_info
+    subroutine PMPI_Win_set_info_f08(win, info, ierror) bind(C, &
+        name='PMPI_Win_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_set_info_f08
+  end interface
+  interface MPI_Win_set_name
+    subroutine MPI_Win_set_name_f08(win, win_name, ierror) bind(C, &
+        name='MPI_Win_set_name_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      CHARACTER(LEN=*), INTENT(IN) :: win_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_set_name_f08
+  end interface
+  interface PMPI_Win_set_name
+    subroutine PMPI_Win_set_name_f08(win, win_name, ierror) bind(C, &
+        name='PMPI_Win_set_name_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      CHARACTER(LEN=*), INTENT(IN) :: win_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_set_name_f08
+  end interface
+  interface MPI_Win_start
+    subroutine MPI_Win_start_f08(group, assert, win, ierror) bind(C, &
+        name='MPI_Win_start_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_start_f08
+  end interface
+  interface PMPI_Win_start
+    subroutine PMPI_Win_start_f08(group, assert, win, ierror) bind(C, &
+        name='PMPI_Win_start_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      INTEGER, INTENT(IN) :: assert
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_start_f08
+  end interface
+  interface MPI_Win_sync
+    subroutine MPI_Win_sync_f08(win, ierror) bind(C, name='MPI_Win_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_sync_f08
+  end interface
+  interface PMPI_Win_sync
+    subroutine PMPI_Win_sync_f08(win, ierror) bind(C, name='PMPI_Win_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_sync_f08
+  end interface
+  interface MPI_Win_test
+    subroutine MPI_Win_test_f08(win, flag, ierror) bind(C, name='MPI_Win_test_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_test_f08
+  end interface
+  interface PMPI_Win_test
+    subroutine PMPI_Win_test_f08(win, flag, ierror) bind(C, name='PMPI_Win_test_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_test_f08
+  end interface
+  interface MPI_Win_unlock
+    subroutine MPI_Win_unlock_f08(rank, win, ierror) bind(C, name='MPI_Win_unlock_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_unlock_f08
+  end interface
+  interface PMPI_Win_unlock
+    subroutine PMPI_Win_unlock_f08(rank, win, ierror) bind(C, name='PMPI_Win_unlock_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: rank
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_unlock_f08
+  end interface
+  interface MPI_Win_unlock_all
+    subroutine MPI_Win_unlock_all_f08(win, ierror) bind(C, name='MPI_Win_unlock_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_unlock_all_f08
+  end interface
+  interface PMPI_Win_unlock_all
+    subroutine PMPI_Win_unlock_all_f08(win, ierror) bind(C, &
+        name='PMPI_Win_unlock_all_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_unlock_all_f08
+  end interface
+  interface MPI_Win_wait
+    subroutine MPI_Win_wait_f08(win, ierror) bind(C, name='MPI_Win_wait_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_wait_f08
+  end interface
+  interface PMPI_Win_wait
+    subroutine PMPI_Win_wait_f08(win, ierror) bind(C, name='PMPI_Win_wait_f08')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_wait_f08
   end interface
 end module mpi_f08

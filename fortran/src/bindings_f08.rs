@@ -18,6 +18,8 @@ mod c {
     extern "C" {
         pub fn MPI_Abort(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Abort(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn MPI_Add_error_class(a0: *mut c_void) -> c_int;
         pub fn PMPI_Add_error_class(a0: *mut c_void) -> c_int;
         pub fn MPI_Add_error_code(a0: c_int, a1: *mut c_void) -> c_int;
@@ -122,6 +124,8 @@ mod c {
         pub fn PMPI_Comm_split_type(a0: c_int, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Comm_test_inter(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Comm_test_inter(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Compare_and_swap(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: MpiAint, a6: c_int) -> c_int;
+        pub fn PMPI_Compare_and_swap(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: MpiAint, a6: c_int) -> c_int;
         pub fn MPI_Dims_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Dims_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Dist_graph_create(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
@@ -144,6 +148,8 @@ mod c {
         pub fn PMPI_Error_string(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Exscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Exscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
         pub fn MPI_Finalize() -> c_int;
         pub fn PMPI_Finalize() -> c_int;
         pub fn MPI_Finalized(a0: *mut c_void) -> c_int;
@@ -154,6 +160,10 @@ mod c {
         pub fn PMPI_Gather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Gatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Gatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Get(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Get(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Get_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int) -> c_int;
+        pub fn PMPI_Get_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int) -> c_int;
         pub fn MPI_Get_address(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_Get_address(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Get_count(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
@@ -316,8 +326,12 @@ mod c {
         pub fn PMPI_Pack_size(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Query_thread(a0: *mut c_void) -> c_int;
         pub fn PMPI_Query_thread(a0: *mut c_void) -> c_int;
+        pub fn MPI_Raccumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Raccumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Recv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
@@ -334,6 +348,12 @@ mod c {
         pub fn PMPI_Request_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Request_get_status(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_Request_get_status(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_Rget(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Rget(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Rget_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
+        pub fn PMPI_Rget_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
+        pub fn MPI_Rput(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Rput(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Rsend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
@@ -450,10 +470,70 @@ mod c {
         pub fn PMPI_Waitany(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void) -> c_int;
         pub fn MPI_Waitsome(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Waitsome(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Win_allocate(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_allocate(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
+        pub fn PMPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
+        pub fn MPI_Win_call_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_call_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_complete(a0: c_int) -> c_int;
+        pub fn PMPI_Win_complete(a0: c_int) -> c_int;
+        pub fn MPI_Win_create(a0: *mut c_void, a1: MpiAint, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_create(a0: *mut c_void, a1: MpiAint, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_create_dynamic(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Win_create_dynamic(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Win_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Win_delete_attr(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Win_delete_attr(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_detach(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_detach(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_fence(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_fence(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_flush(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_flush(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_flush_all(a0: c_int) -> c_int;
+        pub fn PMPI_Win_flush_all(a0: c_int) -> c_int;
+        pub fn MPI_Win_flush_local(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_flush_local(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_flush_local_all(a0: c_int) -> c_int;
+        pub fn PMPI_Win_flush_local_all(a0: c_int) -> c_int;
+        pub fn MPI_Win_free(a0: *mut c_void) -> c_int;
+        pub fn PMPI_Win_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Win_free_keyval(a0: *mut c_void) -> c_int;
         pub fn PMPI_Win_free_keyval(a0: *mut c_void) -> c_int;
+        pub fn MPI_Win_get_errhandler(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_get_errhandler(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_get_group(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_get_group(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_get_info(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_get_info(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_get_name(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Win_get_name(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_Win_lock(a0: c_int, a1: c_int, a2: c_int, a3: c_int) -> c_int;
+        pub fn PMPI_Win_lock(a0: c_int, a1: c_int, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_Win_lock_all(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_lock_all(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_post(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn PMPI_Win_post(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn MPI_Win_set_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_set_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_set_info(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_set_info(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_set_name(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_set_name(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_start(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn PMPI_Win_start(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn MPI_Win_sync(a0: c_int) -> c_int;
+        pub fn PMPI_Win_sync(a0: c_int) -> c_int;
+        pub fn MPI_Win_test(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Win_test(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_unlock(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Win_unlock(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Win_unlock_all(a0: c_int) -> c_int;
+        pub fn PMPI_Win_unlock_all(a0: c_int) -> c_int;
+        pub fn MPI_Win_wait(a0: c_int) -> c_int;
+        pub fn PMPI_Win_wait(a0: c_int) -> c_int;
     }
 }
 
@@ -470,6 +550,23 @@ pub unsafe extern "C" fn MPI_Abort_f08(comm: *mut c_int, errorcode: *mut c_int, 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abort_f08(comm: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
     f08_abort::<true>(comm, errorcode, ierror)
+}
+
+/// `MPI_Accumulate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_accumulate<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Accumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) } else { c::MPI_Accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_accumulate::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_accumulate::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
 }
 
 /// `MPI_Add_error_class` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -1348,6 +1445,24 @@ pub unsafe extern "C" fn PMPI_Comm_test_inter_f08(comm: *mut c_int, flag: *mut c
     f08_comm_test_inter::<true>(comm, flag, ierror)
 }
 
+/// `MPI_Compare_and_swap` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_compare_and_swap<const PMPI: bool>(origin_addr: *const f08::Cdesc, compare_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, win: *mut c_int, ierror: *mut c_int) {
+    let origin_addr_p = match f08::contiguous(origin_addr, "MPI_Compare_and_swap") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let compare_addr_p = match f08::contiguous(compare_addr, "MPI_Compare_and_swap") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let result_addr_p = match f08::contiguous(result_addr, "MPI_Compare_and_swap") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Compare_and_swap(origin_addr_p, compare_addr_p, result_addr_p, *datatype, *target_rank, *target_disp, *win) } else { c::MPI_Compare_and_swap(origin_addr_p, compare_addr_p, result_addr_p, *datatype, *target_rank, *target_disp, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Compare_and_swap_f08ts(origin_addr: *const f08::Cdesc, compare_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, win: *mut c_int, ierror: *mut c_int) {
+    f08_compare_and_swap::<false>(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Compare_and_swap_f08ts(origin_addr: *const f08::Cdesc, compare_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, win: *mut c_int, ierror: *mut c_int) {
+    f08_compare_and_swap::<true>(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, ierror)
+}
+
 /// `MPI_Dims_create` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_dims_create<const PMPI: bool>(nnodes: *mut c_int, ndims: *mut c_int, dims: *mut c_int, ierror: *mut c_int) {
@@ -1520,6 +1635,23 @@ pub unsafe extern "C" fn PMPI_Exscan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: 
     f08_exscan::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
 }
 
+/// `MPI_Fetch_and_op` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_fetch_and_op<const PMPI: bool>(origin_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let origin_addr_p = match f08::contiguous(origin_addr, "MPI_Fetch_and_op") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let result_addr_p = match f08::contiguous(result_addr, "MPI_Fetch_and_op") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Fetch_and_op(origin_addr_p, result_addr_p, *datatype, *target_rank, *target_disp, *op, *win) } else { c::MPI_Fetch_and_op(origin_addr_p, result_addr_p, *datatype, *target_rank, *target_disp, *op, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Fetch_and_op_f08ts(origin_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_fetch_and_op::<false>(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Fetch_and_op_f08ts(origin_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_fetch_and_op::<true>(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, ierror)
+}
+
 /// `MPI_Finalize` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_finalize<const PMPI: bool>(ierror: *mut c_int) {
@@ -1602,6 +1734,42 @@ pub unsafe extern "C" fn MPI_Gatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_gatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Get` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Get") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Get(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) } else { c::MPI_Get(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+
+/// `MPI_Get_accumulate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get_accumulate<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Get_accumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut result_addr_s = f08::Section::new();
+    let (result_addr_p, result_addr_n, result_addr_t) = match result_addr_s.paired(result_addr, *result_count as i64, *result_datatype, "MPI_Get_accumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Get_accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) } else { c::MPI_Get_accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_accumulate::<false>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_accumulate::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
 }
 
 /// `MPI_Get_address` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3007,6 +3175,23 @@ pub unsafe extern "C" fn PMPI_Probe_f08(source: *mut c_int, tag: *mut c_int, com
     f08_probe::<true>(source, tag, comm, status, ierror)
 }
 
+/// `MPI_Put` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_put<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Put") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Put(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) } else { c::MPI_Put(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Put_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_put::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Put_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_put::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+
 /// `MPI_Query_thread` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_query_thread<const PMPI: bool>(provided: *mut c_int, ierror: *mut c_int) {
@@ -3020,6 +3205,23 @@ pub unsafe extern "C" fn MPI_Query_thread_f08(provided: *mut c_int, ierror: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Query_thread_f08(provided: *mut c_int, ierror: *mut c_int) {
     f08_query_thread::<true>(provided, ierror)
+}
+
+/// `MPI_Raccumulate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_raccumulate<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Raccumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Raccumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) } else { c::MPI_Raccumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Raccumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_raccumulate::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Raccumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_raccumulate::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
 }
 
 /// `MPI_Recv` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3156,6 +3358,59 @@ pub unsafe extern "C" fn MPI_Request_get_status_f08(request: *mut c_int, flag: *
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status_f08(request: *mut c_int, flag: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_request_get_status::<true>(request, flag, status, ierror)
+}
+
+/// `MPI_Rget` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rget<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rget") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rget(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) } else { c::MPI_Rget(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rget_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+
+/// `MPI_Rget_accumulate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rget_accumulate<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rget_accumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut result_addr_s = f08::Section::new();
+    let (result_addr_p, result_addr_n, result_addr_t) = match result_addr_s.paired(result_addr, *result_count as i64, *result_datatype, "MPI_Rget_accumulate") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rget_accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) } else { c::MPI_Rget_accumulate(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rget_accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_accumulate::<false>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget_accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut c_int, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_accumulate::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+
+/// `MPI_Rput` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rput<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rput") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rput(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) } else { c::MPI_Rput(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rput_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rput::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rput_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rput::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
 }
 
 /// `MPI_Rsend` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4111,6 +4366,114 @@ pub unsafe extern "C" fn PMPI_Waitsome_f08(incount: *mut c_int, array_of_request
     f08_waitsome::<true>(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, ierror)
 }
 
+/// `MPI_Win_allocate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_allocate<const PMPI: bool>(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_allocate") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_allocate(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) } else { c::MPI_Win_allocate(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_allocate_f08ts(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate::<false>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate_f08ts(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+
+/// `MPI_Win_attach` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_attach<const PMPI: bool>(win: *mut c_int, base: *const f08::Cdesc, size: *mut MpiAint, ierror: *mut c_int) {
+    let base_p = match f08::contiguous(base, "MPI_Win_attach") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_attach(*win, base_p, *size) } else { c::MPI_Win_attach(*win, base_p, *size) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_attach_f08ts(win: *mut c_int, base: *const f08::Cdesc, size: *mut MpiAint, ierror: *mut c_int) {
+    f08_win_attach::<false>(win, base, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_attach_f08ts(win: *mut c_int, base: *const f08::Cdesc, size: *mut MpiAint, ierror: *mut c_int) {
+    f08_win_attach::<true>(win, base, size, ierror)
+}
+
+/// `MPI_Win_call_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_call_errhandler<const PMPI: bool>(win: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_call_errhandler(*win, *errorcode) } else { c::MPI_Win_call_errhandler(*win, *errorcode) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_call_errhandler_f08(win: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_win_call_errhandler::<false>(win, errorcode, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_call_errhandler_f08(win: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_win_call_errhandler::<true>(win, errorcode, ierror)
+}
+
+/// `MPI_Win_complete` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_complete<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_complete(*win) } else { c::MPI_Win_complete(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_complete_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_complete::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_complete_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_complete::<true>(win, ierror)
+}
+
+/// `MPI_Win_create` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_create<const PMPI: bool>(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let base_p = match f08::contiguous(base, "MPI_Win_create") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_create(base_p, *size, *disp_unit, *info, *comm, win.cast()) } else { c::MPI_Win_create(base_p, *size, *disp_unit, *info, *comm, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_create_f08ts(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create::<false>(base, size, disp_unit, info, comm, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_f08ts(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create::<true>(base, size, disp_unit, info, comm, win, ierror)
+}
+
+/// `MPI_Win_create_dynamic` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_create_dynamic<const PMPI: bool>(info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_create_dynamic(*info, *comm, win.cast()) } else { c::MPI_Win_create_dynamic(*info, *comm, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_create_dynamic_f08(info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_dynamic::<false>(info, comm, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_dynamic_f08(info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_dynamic::<true>(info, comm, win, ierror)
+}
+
+/// `MPI_Win_create_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_create_errhandler<const PMPI: bool>(win_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_create_errhandler(win_errhandler_fn as *mut c_void, errhandler.cast()) } else { c::MPI_Win_create_errhandler(win_errhandler_fn as *mut c_void, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_win_create_errhandler_f08_(win_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_errhandler::<false>(win_errhandler_fn, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_win_create_errhandler_f08_(win_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_errhandler::<true>(win_errhandler_fn, errhandler, ierror)
+}
+
 /// `MPI_Win_delete_attr` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_win_delete_attr<const PMPI: bool>(win: *mut c_int, win_keyval: *mut c_int, ierror: *mut c_int) {
@@ -4124,6 +4487,112 @@ pub unsafe extern "C" fn MPI_Win_delete_attr_f08(win: *mut c_int, win_keyval: *m
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr_f08(win: *mut c_int, win_keyval: *mut c_int, ierror: *mut c_int) {
     f08_win_delete_attr::<true>(win, win_keyval, ierror)
+}
+
+/// `MPI_Win_detach` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_detach<const PMPI: bool>(win: *mut c_int, base: *const f08::Cdesc, ierror: *mut c_int) {
+    let base_p = match f08::contiguous(base, "MPI_Win_detach") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_detach(*win, base_p) } else { c::MPI_Win_detach(*win, base_p) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_detach_f08ts(win: *mut c_int, base: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_detach::<false>(win, base, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_detach_f08ts(win: *mut c_int, base: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_detach::<true>(win, base, ierror)
+}
+
+/// `MPI_Win_fence` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_fence<const PMPI: bool>(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_fence(*assert, *win) } else { c::MPI_Win_fence(*assert, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_fence_f08(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_fence::<false>(assert, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_fence_f08(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_fence::<true>(assert, win, ierror)
+}
+
+/// `MPI_Win_flush` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_flush<const PMPI: bool>(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_flush(*rank, *win) } else { c::MPI_Win_flush(*rank, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_flush_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush::<false>(rank, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush::<true>(rank, win, ierror)
+}
+
+/// `MPI_Win_flush_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_flush_all<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_flush_all(*win) } else { c::MPI_Win_flush_all(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_flush_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_all::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_all::<true>(win, ierror)
+}
+
+/// `MPI_Win_flush_local` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_flush_local<const PMPI: bool>(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_flush_local(*rank, *win) } else { c::MPI_Win_flush_local(*rank, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_flush_local_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_local::<false>(rank, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_local_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_local::<true>(rank, win, ierror)
+}
+
+/// `MPI_Win_flush_local_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_flush_local_all<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_flush_local_all(*win) } else { c::MPI_Win_flush_local_all(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_flush_local_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_local_all::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_local_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_flush_local_all::<true>(win, ierror)
+}
+
+/// `MPI_Win_free` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_free<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_free(win.cast()) } else { c::MPI_Win_free(win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_free_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_free::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_free_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_free::<true>(win, ierror)
 }
 
 /// `MPI_Win_free_keyval` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4157,6 +4626,114 @@ pub unsafe extern "C" fn PMPI_Win_get_attr_f08(obj: *mut c_int, keyval: *mut c_i
     f08_win_get_attr::<true>(obj, keyval, attribute_val, flag, ierror)
 }
 
+/// `MPI_Win_get_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_get_errhandler<const PMPI: bool>(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_get_errhandler(*win, errhandler.cast()) } else { c::MPI_Win_get_errhandler(*win, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_get_errhandler_f08(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_errhandler::<false>(win, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_errhandler_f08(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_errhandler::<true>(win, errhandler, ierror)
+}
+
+/// `MPI_Win_get_group` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_get_group<const PMPI: bool>(win: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_get_group(*win, group.cast()) } else { c::MPI_Win_get_group(*win, group.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_get_group_f08(win: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_group::<false>(win, group, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_group_f08(win: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_group::<true>(win, group, ierror)
+}
+
+/// `MPI_Win_get_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_get_info<const PMPI: bool>(win: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_get_info(*win, info_used.cast()) } else { c::MPI_Win_get_info(*win, info_used.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_get_info_f08(win: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_info::<false>(win, info_used, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_info_f08(win: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_info::<true>(win, info_used, ierror)
+}
+
+/// `MPI_Win_get_name` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_get_name<const PMPI: bool>(win: *mut c_int, win_name: *const f08::Cdesc, resultlen: *mut c_int, ierror: *mut c_int) {
+    let (win_name_s, win_name_len) = f08::string(win_name);
+    let mut win_name_c = [0u8; 1025];
+    let rc = if PMPI { c::PMPI_Win_get_name(*win, win_name_c.as_mut_ptr().cast(), resultlen.cast()) } else { c::MPI_Win_get_name(*win, win_name_c.as_mut_ptr().cast(), resultlen.cast()) };
+    if rc == rt::SUCCESS { rt::string_out(win_name_s, win_name_len, &win_name_c); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_get_name_f08(win: *mut c_int, win_name: *const f08::Cdesc, resultlen: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_name::<false>(win, win_name, resultlen, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_name_f08(win: *mut c_int, win_name: *const f08::Cdesc, resultlen: *mut c_int, ierror: *mut c_int) {
+    f08_win_get_name::<true>(win, win_name, resultlen, ierror)
+}
+
+/// `MPI_Win_lock` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_lock<const PMPI: bool>(lock_type: *mut c_int, rank: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_lock(*lock_type, *rank, *assert, *win) } else { c::MPI_Win_lock(*lock_type, *rank, *assert, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_lock_f08(lock_type: *mut c_int, rank: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_lock::<false>(lock_type, rank, assert, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_lock_f08(lock_type: *mut c_int, rank: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_lock::<true>(lock_type, rank, assert, win, ierror)
+}
+
+/// `MPI_Win_lock_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_lock_all<const PMPI: bool>(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_lock_all(*assert, *win) } else { c::MPI_Win_lock_all(*assert, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_lock_all_f08(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_lock_all::<false>(assert, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_lock_all_f08(assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_lock_all::<true>(assert, win, ierror)
+}
+
+/// `MPI_Win_post` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_post<const PMPI: bool>(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_post(*group, *assert, *win) } else { c::MPI_Win_post(*group, *assert, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_post_f08(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_post::<false>(group, assert, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_post_f08(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_post::<true>(group, assert, win, ierror)
+}
+
 /// `MPI_Win_set_attr` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_win_set_attr<const PMPI: bool>(obj: *mut c_int, keyval: *mut c_int, attribute_val: *mut MpiAint, ierror: *mut c_int) {
@@ -4171,6 +4748,145 @@ pub unsafe extern "C" fn MPI_Win_set_attr_f08(obj: *mut c_int, keyval: *mut c_in
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr_f08(obj: *mut c_int, keyval: *mut c_int, attribute_val: *mut MpiAint, ierror: *mut c_int) {
     f08_win_set_attr::<true>(obj, keyval, attribute_val, ierror)
+}
+
+/// `MPI_Win_set_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_set_errhandler<const PMPI: bool>(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_set_errhandler(*win, *errhandler) } else { c::MPI_Win_set_errhandler(*win, *errhandler) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_set_errhandler_f08(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_set_errhandler::<false>(win, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_errhandler_f08(win: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_win_set_errhandler::<true>(win, errhandler, ierror)
+}
+
+/// `MPI_Win_set_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_set_info<const PMPI: bool>(win: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_set_info(*win, *info) } else { c::MPI_Win_set_info(*win, *info) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_set_info_f08(win: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f08_win_set_info::<false>(win, info, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_info_f08(win: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f08_win_set_info::<true>(win, info, ierror)
+}
+
+/// `MPI_Win_set_name` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_set_name<const PMPI: bool>(win: *mut c_int, win_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (win_name_s, win_name_len) = f08::string(win_name);
+    let mut win_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(win_name_s, win_name_len, &mut win_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Win_set_name")); }
+    let rc = if PMPI { c::PMPI_Win_set_name(*win, win_name_c.as_mut_ptr().cast()) } else { c::MPI_Win_set_name(*win, win_name_c.as_mut_ptr().cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_set_name_f08(win: *mut c_int, win_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_set_name::<false>(win, win_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_name_f08(win: *mut c_int, win_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_set_name::<true>(win, win_name, ierror)
+}
+
+/// `MPI_Win_start` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_start<const PMPI: bool>(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_start(*group, *assert, *win) } else { c::MPI_Win_start(*group, *assert, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_start_f08(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_start::<false>(group, assert, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_start_f08(group: *mut c_int, assert: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_start::<true>(group, assert, win, ierror)
+}
+
+/// `MPI_Win_sync` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_sync<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_sync(*win) } else { c::MPI_Win_sync(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_sync_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_sync::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_sync_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_sync::<true>(win, ierror)
+}
+
+/// `MPI_Win_test` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_test<const PMPI: bool>(win: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_test(*win, flag.cast()) } else { c::MPI_Win_test(*win, flag.cast()) };
+    if rc == rt::SUCCESS { rt::logical_out(flag); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_test_f08(win: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_win_test::<false>(win, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_test_f08(win: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_win_test::<true>(win, flag, ierror)
+}
+
+/// `MPI_Win_unlock` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_unlock<const PMPI: bool>(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_unlock(*rank, *win) } else { c::MPI_Win_unlock(*rank, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_unlock_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_unlock::<false>(rank, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_unlock_f08(rank: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_unlock::<true>(rank, win, ierror)
+}
+
+/// `MPI_Win_unlock_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_unlock_all<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_unlock_all(*win) } else { c::MPI_Win_unlock_all(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_unlock_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_unlock_all::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_unlock_all_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_unlock_all::<true>(win, ierror)
+}
+
+/// `MPI_Win_wait` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_wait<const PMPI: bool>(win: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Win_wait(*win) } else { c::MPI_Win_wait(*win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_wait_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_wait::<false>(win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_wait_f08(win: *mut c_int, ierror: *mut c_int) {
+    f08_win_wait::<true>(win, ierror)
 }
 
 /// `MPI_Comm == MPI_Comm` of `mpi_f08`.
