@@ -68,6 +68,7 @@ c_tests! {
     finalize_attrs,
     ibarrier_many,
     reduce_user,
+    status_conv,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives
