@@ -11,6 +11,7 @@
 //! matched in order (one tag per collective, non-overtaking).
 
 use super::exec::{Acts, Red, Span, BATCH, MAX_ACTS};
+use super::ints::Ints;
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 
@@ -134,16 +135,16 @@ pub(crate) enum Blocks {
     /// Block `i`: `counts[i]` instances of `dt` at `base + displs[i] * ext`.
     V {
         base: *mut u8,
-        counts: *const i32,
-        displs: *const i32,
+        counts: Ints,
+        displs: Ints,
         dt: Datatype,
         ext: isize,
     },
     /// Block `i`: `counts[i]` instances of `types[i]` at `base + displs[i]` bytes.
     W {
         base: *mut u8,
-        counts: *const i32,
-        displs: *const i32,
+        counts: Ints,
+        displs: Ints,
         types: *const i32,
         map: fn(i32) -> Datatype,
     },
@@ -183,8 +184,8 @@ impl Blocks {
                 ext,
             } => unsafe {
                 Span::new(
-                    base.wrapping_offset(at(displs, i) as isize * ext),
-                    at(counts, i) as u64,
+                    base.wrapping_offset(displs.get(i as usize) as isize * ext),
+                    counts.get(i as usize) as u64,
                     dt,
                 )
             },
@@ -196,8 +197,8 @@ impl Blocks {
                 map,
             } => unsafe {
                 Span::new(
-                    base.wrapping_offset(at(displs, i) as isize),
-                    at(counts, i) as u64,
+                    base.wrapping_offset(displs.get(i as usize) as isize),
+                    counts.get(i as usize) as u64,
                     map(at(types, i)),
                 )
             },
@@ -218,7 +219,7 @@ pub(crate) enum Counts {
     /// Every rank gets `n` elements.
     Block(u64),
     /// Rank `i` gets `counts[i]` times the multiplier (working elements per instance).
-    V(*const i32, u64),
+    V(Ints, u64),
 }
 
 impl Counts {
@@ -227,7 +228,9 @@ impl Counts {
         match *self {
             Counts::Block(n) => i as u64 * n,
             // SAFETY: an entry per rank, checked when the collective started.
-            Counts::V(c, m) => (0..i).map(|j| unsafe { at(c, j) } as u64 * m).sum(),
+            Counts::V(c, m) => (0..i)
+                .map(|j| unsafe { c.get(j as usize) } as u64 * m)
+                .sum(),
         }
     }
 
@@ -235,7 +238,7 @@ impl Counts {
         match *self {
             Counts::Block(n) => n,
             // SAFETY: as above.
-            Counts::V(c, m) => unsafe { at(c, i) as u64 * m },
+            Counts::V(c, m) => unsafe { c.get(i as usize) as u64 * m },
         }
     }
 }

@@ -295,13 +295,25 @@ pub struct P2pInit {
 // is (whichever thread starts it, under the engine's lock); nothing here dereferences it.
 unsafe impl Send for P2pInit {}
 
-/// What a persistent request begins at each start. Only point-to-point so far; persistent
-/// collectives and partitioned communication are further kinds of the same request: the request
-/// core's part (active or not, the current operation, completion, freeing) is the same for all.
+/// A persistent collective request (`MPI_Bcast_init`, ...): its call is kept by the
+/// collectives (which this layer does not know), under `call`.
+#[derive(Clone, Copy, Debug)]
+pub struct CollInit {
+    /// Communicator.
+    pub comm: CommId,
+    /// The collectives' key for the call each start begins.
+    pub call: crate::pool::Key,
+}
+
+/// What a persistent request begins at each start: point-to-point or a collective;
+/// partitioned communication is to be a further kind of the same request: the request core's
+/// part (active or not, the current operation, completion, freeing) is the same for all.
 #[derive(Clone, Copy, Debug)]
 pub enum PersistentKind {
     /// A send or receive.
     P2p(P2pInit),
+    /// A collective.
+    Coll(CollInit),
 }
 
 impl PersistentKind {
@@ -309,6 +321,7 @@ impl PersistentKind {
     pub fn comm(&self) -> CommId {
         match self {
             PersistentKind::P2p(p) => p.comm,
+            PersistentKind::Coll(c) => c.comm,
         }
     }
 }
