@@ -71,6 +71,7 @@ c_tests! {
     // issue 18: large counts and persistent collectives
     large_count,
     persistent_coll,
+    neighbor_nb,
 }
 
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),

@@ -10,7 +10,7 @@ use super::abi;
 use super::env::{code, run, run_comm_inside};
 use super::handles::{self, out};
 use crate::coll::ints::Ints;
-use crate::coll::{Buf, Call, Mode, UserOp, VBuf, WBuf};
+use crate::coll::{Buf, Call, Mode, NBlocks, UserOp, VBuf, WBuf};
 use crate::comm::CommId;
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
@@ -581,6 +581,107 @@ unsafe fn reduce_scatter(
     })
 }
 
+/// The neighbourhood collectives' shapes.
+#[derive(Clone, Copy)]
+enum NShape {
+    Allgather,
+    Alltoall,
+}
+
+/// `MPI_(I)neighbor_allgather` and `alltoall`, every form.
+#[allow(clippy::too_many_arguments)]
+unsafe fn neighbor(
+    func: &'static str,
+    shape: NShape,
+    sb: *const c_void,
+    sc: abi::MPI_Count,
+    st: abi::MPI_Datatype,
+    rb: *mut c_void,
+    rc: abi::MPI_Count,
+    rt: abi::MPI_Datatype,
+    comm: abi::MPI_Comm,
+    rq: How,
+) -> c_int {
+    start(func, comm, rq, |e, _| {
+        let send = buf(e, sb, sc, st)?;
+        Ok(Call::Neighbor {
+            send: match shape {
+                NShape::Allgather => NBlocks::Same(send),
+                NShape::Alltoall => NBlocks::Each(send),
+            },
+            recv: NBlocks::Each(buf(e, rb, rc, rt)?),
+        })
+    })
+}
+
+/// `MPI_(I)neighbor_allgatherv`, every form.
+#[allow(clippy::too_many_arguments)]
+unsafe fn neighbor_allgatherv(
+    func: &'static str,
+    sb: *const c_void,
+    sc: abi::MPI_Count,
+    st: abi::MPI_Datatype,
+    rb: *mut c_void,
+    rcs: Ints,
+    displs: Ints,
+    rt: abi::MPI_Datatype,
+    comm: abi::MPI_Comm,
+    rq: How,
+) -> c_int {
+    start(func, comm, rq, |e, _| {
+        Ok(Call::Neighbor {
+            send: NBlocks::Same(buf(e, sb, sc, st)?),
+            recv: NBlocks::V(vbuf(e, rb, rcs, displs, rt)?),
+        })
+    })
+}
+
+/// `MPI_(I)neighbor_alltoallv`, every form.
+#[allow(clippy::too_many_arguments)]
+unsafe fn neighbor_alltoallv(
+    func: &'static str,
+    sb: *const c_void,
+    scs: Ints,
+    sd: Ints,
+    st: abi::MPI_Datatype,
+    rb: *mut c_void,
+    rcs: Ints,
+    rd: Ints,
+    rt: abi::MPI_Datatype,
+    comm: abi::MPI_Comm,
+    rq: How,
+) -> c_int {
+    start(func, comm, rq, |e, _| {
+        Ok(Call::Neighbor {
+            send: NBlocks::V(vbuf(e, sb, scs, sd, st)?),
+            recv: NBlocks::V(vbuf(e, rb, rcs, rd, rt)?),
+        })
+    })
+}
+
+/// `MPI_(I)neighbor_alltoallw`, every form.
+#[allow(clippy::too_many_arguments)]
+unsafe fn neighbor_alltoallw(
+    func: &'static str,
+    sb: *const c_void,
+    scs: Ints,
+    sd: Ints,
+    sts: *const abi::MPI_Datatype,
+    rb: *mut c_void,
+    rcs: Ints,
+    rd: Ints,
+    rts: *const abi::MPI_Datatype,
+    comm: abi::MPI_Comm,
+    rq: How,
+) -> c_int {
+    start(func, comm, rq, |_, _| {
+        Ok(Call::Neighbor {
+            send: NBlocks::W(wbuf(sb, scs, sd, sts)),
+            recv: NBlocks::W(wbuf(rb, rcs, rd, rts)),
+        })
+    })
+}
+
 /// Calls a C `MPI_User_function` (`func`) for the engine.
 unsafe fn call_user(func: usize, input: *const u8, inout: *mut u8, len: i32, dt: Datatype) {
     // SAFETY: `func` was an `MPI_User_function` when MPI_Op_create stored it.
@@ -1074,6 +1175,116 @@ super::mpi! {
     fn MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, datatype: abi::MPI_Datatype, op: abi::MPI_Op, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
         let _ = info;
         reduce_scatter("MPI_Reduce_scatter_init_c", sendbuf, recvbuf, Ints::Wide(recvcounts), datatype, op, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        neighbor("MPI_Neighbor_allgather_c", NShape::Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::Blocking)
+    }
+
+    fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor("MPI_Ineighbor_allgather", NShape::Allgather, sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor("MPI_Ineighbor_allgather_c", NShape::Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor("MPI_Neighbor_allgather_init", NShape::Allgather, sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor("MPI_Neighbor_allgather_init_c", NShape::Allgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, displs: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        neighbor_allgatherv("MPI_Neighbor_allgatherv_c", sendbuf, sendcount, sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(displs), recvtype, comm, How::Blocking)
+    }
+
+    fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_allgatherv("MPI_Ineighbor_allgatherv", sendbuf, sendcount.into(), sendtype, recvbuf, Ints::Int(recvcounts), Ints::Int(displs), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, displs: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_allgatherv("MPI_Ineighbor_allgatherv_c", sendbuf, sendcount, sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(displs), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_allgatherv("MPI_Neighbor_allgatherv_init", sendbuf, sendcount.into(), sendtype, recvbuf, Ints::Int(recvcounts), Ints::Int(displs), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, displs: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_allgatherv("MPI_Neighbor_allgatherv_init_c", sendbuf, sendcount, sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(displs), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        neighbor("MPI_Neighbor_alltoall_c", NShape::Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::Blocking)
+    }
+
+    fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor("MPI_Ineighbor_alltoall", NShape::Alltoall, sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor("MPI_Ineighbor_alltoall_c", NShape::Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor("MPI_Neighbor_alltoall_init", NShape::Alltoall, sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor("MPI_Neighbor_alltoall_init_c", NShape::Alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        neighbor_alltoallv("MPI_Neighbor_alltoallv_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtype, comm, How::Blocking)
+    }
+
+    fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_alltoallv("MPI_Ineighbor_alltoallv", sendbuf, Ints::Int(sendcounts), Ints::Int(sdispls), sendtype, recvbuf, Ints::Int(recvcounts), Ints::Int(rdispls), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_alltoallv("MPI_Ineighbor_alltoallv_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtype, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_alltoallv("MPI_Neighbor_alltoallv_init", sendbuf, Ints::Int(sendcounts), Ints::Int(sdispls), sendtype, recvbuf, Ints::Int(recvcounts), Ints::Int(rdispls), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtype: abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtype: abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_alltoallv("MPI_Neighbor_alltoallv_init_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtype, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtype, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        neighbor_alltoallw("MPI_Neighbor_alltoallw_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtypes, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtypes, comm, How::Blocking)
+    }
+
+    fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_alltoallw("MPI_Ineighbor_alltoallw", sendbuf, Ints::Int(sendcounts), Ints::aint(sdispls), sendtypes, recvbuf, Ints::Int(recvcounts), Ints::aint(rdispls), recvtypes, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        neighbor_alltoallw("MPI_Ineighbor_alltoallw_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtypes, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtypes, comm, How::NonBlocking(request))
+    }
+
+    fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_alltoallw("MPI_Neighbor_alltoallw_init", sendbuf, Ints::Int(sendcounts), Ints::aint(sdispls), sendtypes, recvbuf, Ints::Int(recvcounts), Ints::aint(rdispls), recvtypes, comm, How::Persistent(request))
+    }
+
+    fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const abi::MPI_Count, sdispls: *const abi::MPI_Aint, sendtypes: *const abi::MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const abi::MPI_Count, rdispls: *const abi::MPI_Aint, recvtypes: *const abi::MPI_Datatype, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        neighbor_alltoallw("MPI_Neighbor_alltoallw_init_c", sendbuf, Ints::Wide(sendcounts), Ints::aint(sdispls), sendtypes, recvbuf, Ints::Wide(recvcounts), Ints::aint(rdispls), recvtypes, comm, How::Persistent(request))
     }
 
     fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, op: abi::MPI_Op) {

@@ -1835,6 +1835,8 @@ pub(crate) enum Alg {
     AlltoallInPlace(AlltoallInPlace),
     /// Point-to-point with the remote group of an intercommunicator.
     Inter(super::inter::Exchange),
+    /// A neighbourhood collective.
+    Neighbor(Neighbor),
 }
 
 macro_rules! then {
@@ -1852,6 +1854,43 @@ macro_rules! then {
             }
         }
     }};
+}
+
+// ---- neighbourhood collectives -----------------------------------------------------------------
+
+/// A neighbourhood collective (`MPI_Ineighbor_alltoall`, ...) in one step: a receive of block
+/// `slot` of `recv` from each in-neighbour, a send of block `slot` of `send` to each
+/// out-neighbour. The peers are `(rank, slot)` pairs in scratch, in the order they are posted
+/// (`MPI_PROC_NULL` left out when planned): every message of the collective travels under its
+/// one tag, so a peer met twice (both neighbours of a periodic dimension of size 1 or 2) gets
+/// its blocks in posting order, and the planner orders the pairs so that this is right.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Neighbor {
+    pub ins: *const [u32; 2],
+    pub ni: u32,
+    pub outs: *const [u32; 2],
+    pub no: u32,
+    pub send: Blocks,
+    pub recv: Blocks,
+}
+
+impl Neighbor {
+    fn step(&mut self, k: u32, a: &mut Acts) -> bool {
+        if k > 0 {
+            return false;
+        }
+        for j in 0..self.ni as usize {
+            // SAFETY: the planner wrote `ni` pairs there, in scratch held until completion.
+            let [r, slot] = unsafe { *self.ins.add(j) };
+            a.recv(r, self.recv.block(slot));
+        }
+        for i in 0..self.no as usize {
+            // SAFETY: as above, `no` pairs.
+            let [r, slot] = unsafe { *self.outs.add(i) };
+            a.send(r, self.send.block(slot));
+        }
+        true
+    }
 }
 
 impl Alg {
@@ -1892,6 +1931,7 @@ impl Alg {
             Alg::AlltoallBruck(x) => x.step(k, a),
             Alg::AlltoallInPlace(x) => x.step(k, a, types),
             Alg::Inter(x) => x.step(k, a),
+            Alg::Neighbor(x) => x.step(k, a),
         }
     }
 }

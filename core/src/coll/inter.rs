@@ -734,6 +734,14 @@ impl Colls<'_> {
             Call::Scan { .. } | Call::Exscan { .. } => {
                 unreachable!("rejected before planning")
             }
+            Call::Neighbor { .. } => {
+                return Err(Error::new(
+                    ErrorClass::Topology,
+                    Reason::BadArgument {
+                        what: "neighbourhood collectives need a topology, which intercommunicators do not have",
+                    },
+                ))
+            }
         }
         Ok(())
     }

@@ -515,6 +515,19 @@ pub struct WBuf {
     pub check: fn(&TypeTable, i32) -> Result<Datatype>,
 }
 
+/// The blocks of one side of a neighbourhood collective, block `i` for neighbour `i`.
+#[derive(Clone, Copy, Debug)]
+pub enum NBlocks {
+    /// The one buffer for every neighbour (`MPI_Neighbor_allgather(v)`'s send side).
+    Same(Buf),
+    /// Consecutive blocks of the buffer's count each (`MPI_Neighbor_alltoall`).
+    Each(Buf),
+    /// Blocks at displacements in extents (the v-forms).
+    V(VBuf),
+    /// Blocks of their own types at byte displacements (the w-form).
+    W(WBuf),
+}
+
 /// A collective call. Buffers are `None` for `MPI_IN_PLACE`; arguments significant only at the
 /// root are ignored elsewhere.
 #[derive(Clone, Copy, Debug)]
@@ -611,6 +624,11 @@ pub enum Call {
         dt: Datatype,
         op: Op,
     },
+    /// A neighbourhood collective on the communicator's topology.
+    Neighbor {
+        send: NBlocks,
+        recv: NBlocks,
+    },
 }
 
 /// A persistent collective's call, kept for every start.
@@ -645,6 +663,14 @@ fn call_types(call: &Call) -> [Option<Datatype>; 2] {
         | Call::ReduceScatter { dt, .. }
         | Call::Scan { dt, .. }
         | Call::Exscan { dt, .. } => [Some(*dt), None],
+        Call::Neighbor { send, recv } => {
+            let t = |b: &NBlocks| match b {
+                NBlocks::Same(b) | NBlocks::Each(b) => Some(b.dt),
+                NBlocks::V(v) => Some(v.dt),
+                NBlocks::W(_) => None,
+            };
+            [t(send), t(recv)]
+        }
     }
 }
 
@@ -961,6 +987,96 @@ impl Colls<'_> {
         }
     }
 
+    /// Plans a neighbourhood collective: the topology's neighbours as `(rank, slot)` pairs in
+    /// scratch, in posting order. On a grid, a rank's sends go (lower, upper) and its receives
+    /// (from upper, from lower) per dimension: the block sent downward is the one the lower
+    /// neighbour takes from its upper side, so a peer that is both neighbours gets both blocks
+    /// in the order they were sent.
+    fn plan_neighbor(
+        &mut self,
+        comm: CommId,
+        send: NBlocks,
+        recv: NBlocks,
+        mode: Mode,
+    ) -> Result<Planned> {
+        let mut ins: heapless::Vec<[u32; 2], MAX_ACTS> = heapless::Vec::new();
+        let mut outs: heapless::Vec<[u32; 2], MAX_ACTS> = heapless::Vec::new();
+        let (mut ni, mut no, mut over_in, mut over_out) = (0u32, 0u32, false, false);
+        crate::topo::neighbors(
+            self.p2p,
+            comm,
+            |r, _| {
+                if r != crate::pml::request::PROC_NULL {
+                    over_in |= ins.push([r as u32, ni]).is_err();
+                }
+                ni += 1;
+            },
+            |r, _| {
+                if r != crate::pml::request::PROC_NULL {
+                    over_out |= outs.push([r as u32, no]).is_err();
+                }
+                no += 1;
+            },
+        )?;
+        if over_in || over_out || ins.len() + outs.len() > MAX_ACTS {
+            return Err(Error::unsupported(
+                "non-blocking and persistent neighbourhood collectives with more than 64 \
+                 neighbours in all (the blocking forms take up to 256)",
+            ));
+        }
+        if let Some((crate::topo::table::Shape::Cart { .. }, _)) =
+            crate::topo::topology(self.p2p, comm)?
+        {
+            // Receives from (lower, upper) become (upper, lower) per dimension; a PROC_NULL
+            // left out leaves no pair to swap.
+            let mut k = 0;
+            while k + 1 < ins.len() {
+                if ins[k][1] / 2 == ins[k + 1][1] / 2 {
+                    ins.swap(k, k + 1);
+                    k += 2;
+                } else {
+                    k += 1;
+                }
+            }
+        }
+        let types = &self.p2p.types;
+        let blocks = |b: &NBlocks, n: u32| -> Result<Blocks> {
+            Ok(match b {
+                NBlocks::Same(b) => Blocks::Uniform {
+                    base: b.ptr,
+                    count: b.count,
+                    dt: b.dt,
+                    ext: 0,
+                },
+                NBlocks::Each(b) => uniform(types, b)?,
+                NBlocks::V(v) => vblocks(types, v, n)?,
+                NBlocks::W(w) => wblocks(types, w, n)?,
+            })
+        };
+        let (sb, rb) = (blocks(&send, no)?, blocks(&recv, ni)?);
+        let pair = size_of::<[u32; 2]>();
+        let (scratch, base) = self.grab((ins.len() + outs.len()) * pair, mode)?;
+        let at = base.cast::<[u32; 2]>();
+        // SAFETY: the scratch just taken holds every pair (64-byte aligned), ours until the
+        // collective completes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(ins.as_ptr(), at, ins.len());
+            core::ptr::copy_nonoverlapping(outs.as_ptr(), at.add(ins.len()), outs.len());
+        }
+        let mut pl = Planned::new(Alg::Neighbor(alg::Neighbor {
+            ins: at,
+            ni: ins.len() as u32,
+            outs: at.wrapping_add(ins.len()),
+            no: outs.len() as u32,
+            send: sb,
+            recv: rb,
+        }));
+        pl.scratch = scratch;
+        let [a, b] = call_types(&Call::Neighbor { send, recv });
+        pl.holds = [a, b, None];
+        Ok(pl)
+    }
+
     /// Hands collective `c` to the engine's progress with a request of `scope`, holding
     /// datatypes `holds` until it completes.
     fn launch(&mut self, mut c: Coll, holds: [Option<Datatype>; 3], scope: u32) -> Result<ReqId> {
@@ -1231,6 +1347,7 @@ impl Colls<'_> {
         let tune = self.coll.tune;
         let types = &self.p2p.types;
         Ok(match call {
+            Call::Neighbor { send, recv } => return self.plan_neighbor(comm, send, recv, mode),
             Call::Barrier => Planned::new(barrier_alg(tune.barrier, g)),
             Call::Bcast { buf, root } => {
                 let root = check_root(root, p)?;
