@@ -72,6 +72,7 @@ c_tests! {
     large_count,
     persistent_coll,
     neighbor_nb,
+    isendrecv,
 }
 
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),

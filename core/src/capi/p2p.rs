@@ -588,6 +588,140 @@ unsafe fn imrecv_entry(
     }))
 }
 
+/// `MPI_Isendrecv(_c)`: the receive is posted, then the send started; the request completes
+/// when both have (a joined request of the request core), with the receive's status.
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv_entry(
+    func: &'static str,
+    sendbuf: *const c_void,
+    sendcount: abi::MPI_Count,
+    sendtype: abi::MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: abi::MPI_Count,
+    recvtype: abi::MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: abi::MPI_Comm,
+    request: *mut abi::MPI_Request,
+) -> c_int {
+    code(run_comm(func, comm, |e, c| {
+        if request.is_null() {
+            return Err(Error::bad_arg("request is NULL"));
+        }
+        // SAFETY: MPI lends both buffers until the request completes.
+        let (send, recv) = unsafe {
+            (
+                packer(e, sendbuf, sendcount, sendtype)?,
+                unpacker(e, recvbuf, recvcount, recvtype)?,
+            )
+        };
+        // SAFETY: as above.
+        unsafe {
+            joined(
+                e, c, send, dest, sendtag, recv, source, recvtag, None, request,
+            )
+        }
+    }))
+}
+
+/// Posts `recv`, starts `send` and writes the request that joins them.
+///
+/// # Safety
+/// The convertors' buffers stay lent until the request completes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn joined(
+    e: &mut Engine,
+    c: CommId,
+    send: Packer,
+    dest: c_int,
+    sendtag: c_int,
+    recv: Unpacker,
+    source: c_int,
+    recvtag: c_int,
+    release: Option<crate::pml::request::Release>,
+    request: *mut abi::MPI_Request,
+) -> Result<()> {
+    // The destination and tag are checked before anything is posted.
+    let to = e.p2p.check_send(c, dest, sendtag)?;
+    let r = e.irecv(recv, source, recvtag, c, 0)?;
+    let s = match to {
+        Some(to) => match e.p2p.send(&to, sendtag, send, SendMode::Standard, 0) {
+            Ok(s) => s,
+            Err(err) => {
+                let _ = e.p2p.pml.requests_mut().release(r);
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    let id = e.p2p.pml.requests_mut().joined(Some(r), s, release)?;
+    // SAFETY: checked non-null by the caller.
+    unsafe { out(request, handles::request_handle(id)) }
+}
+
+/// `MPI_Isendrecv_replace(_c)`: the message is packed into temporary memory (given back when
+/// the request completes), then sent from there while the buffer receives the reply.
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv_replace_entry(
+    func: &'static str,
+    buf: *mut c_void,
+    count: abi::MPI_Count,
+    datatype: abi::MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: abi::MPI_Comm,
+    request: *mut abi::MPI_Request,
+) -> c_int {
+    code(run_comm(func, comm, |e, c| {
+        if request.is_null() {
+            return Err(Error::bad_arg("request is NULL"));
+        }
+        let (d, count64) = handles::typed(e.types(), buf, count, datatype)?;
+        let n = e
+            .types()
+            .info(d)?
+            .size
+            .checked_mul(count64)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+        let hooks = state::hooks().ok_or(Error::new(ErrorClass::Other, Reason::NotInitialized))?;
+        let tmp = match n {
+            0 => core::ptr::NonNull::dangling().as_ptr(),
+            _ => (hooks.temp_alloc)(n).ok_or(Error::new(
+                ErrorClass::NoMem,
+                Reason::BadArgument {
+                    what: "no temporary memory for MPI_Isendrecv_replace",
+                },
+            ))?,
+        };
+        let release = (n > 0).then_some((hooks.temp_free, tmp, n));
+        // SAFETY: the message is packed out of the user's buffer into `tmp` (`n` bytes, ours
+        // until the request completes and gives it back), then the buffer receives the reply.
+        let r = unsafe {
+            (|| {
+                let packed = match n {
+                    0 => &mut [][..],
+                    _ => core::slice::from_raw_parts_mut(tmp, n),
+                };
+                Packer::new(buf.cast(), count64, d, e.types())?.pack(e.types(), 0, packed);
+                let send = Packer::packed(tmp, count64, d, e.types())?;
+                let recv = Unpacker::new(buf.cast(), count64, d, e.types())?;
+                joined(
+                    e, c, send, dest, sendtag, recv, source, recvtag, release, request,
+                )
+            })()
+        };
+        if r.is_err() && n > 0 {
+            (hooks.temp_free)(tmp, n);
+        }
+        r
+    }))
+}
+
 super::mpi! {
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm) {
         send("MPI_Send", buf, count.into(), datatype, dest, tag, comm, SendMode::Standard)
@@ -713,6 +847,22 @@ super::mpi! {
 
     fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         sendrecv_replace_entry("MPI_Sendrecv_replace_c", buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+    }
+
+    fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isendrecv_entry("MPI_Isendrecv", sendbuf, sendcount.into(), sendtype, dest, sendtag, recvbuf, recvcount.into(), recvtype, source, recvtag, comm, request)
+    }
+
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: abi::MPI_Count, sendtype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: abi::MPI_Count, recvtype: abi::MPI_Datatype, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isendrecv_entry("MPI_Isendrecv_c", sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
+    }
+
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isendrecv_replace_entry("MPI_Isendrecv_replace", buf, count.into(), datatype, dest, sendtag, source, recvtag, comm, request)
+    }
+
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        isendrecv_replace_entry("MPI_Isendrecv_replace_c", buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
     }
 
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
