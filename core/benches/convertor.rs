@@ -109,7 +109,7 @@ fn main() {
     let matrix: Vec<f64> = (0..n * n).map(|i| i as f64).collect();
     let mut types = types;
     let col = types
-        .vector(n as i32, 1, Some(n as i32), None, Datatype::DOUBLE)
+        .vector(n as i64, 1, Some(n as i64), None, Datatype::DOUBLE)
         .unwrap();
     types.commit(col).unwrap();
     let mut out = vec![0u8; n * 8];

@@ -448,6 +448,8 @@ impl Engine {
         n += finished;
         n += self.building().idup_progress();
         n += self.osc.progress(&mut self.p2p, self.platform);
+        // MPI_Isendrecv's requests, once their parts are done.
+        self.p2p.pml.requests_mut().joined_progress();
         self.moved = n > 0;
         if n > 0 {
             self.idle = 0;

@@ -219,7 +219,7 @@ fn a_strided_receive_of_an_offer_takes_fragments_instead() {
     let types = c.e[1].types_mut();
     let every_other = types
         .vector(
-            n as i32,
+            n as i64,
             1,
             Some(2),
             None,

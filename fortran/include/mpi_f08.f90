@@ -812,6 +812,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Allgather_f08ts
+    subroutine MPI_Allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, ierror) bind(C, name='MPI_Allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgather_c_f08ts
   end interface
   interface PMPI_Allgather
     subroutine PMPI_Allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -827,6 +840,84 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Allgather_f08ts
+    subroutine PMPI_Allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, ierror) bind(C, name='PMPI_Allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgather_c_f08ts
+  end interface
+  interface MPI_Allgather_init
+    subroutine MPI_Allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgather_init_f08ts
+    subroutine MPI_Allgather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgather_init_c_f08ts
+  end interface
+  interface PMPI_Allgather_init
+    subroutine PMPI_Allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='PMPI_Allgather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgather_init_f08ts
+    subroutine PMPI_Allgather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Allgather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgather_init_c_f08ts
   end interface
   interface MPI_Allgatherv
     subroutine MPI_Allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -843,6 +934,20 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Allgatherv_f08ts
+    subroutine MPI_Allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, comm, ierror) bind(C, name='MPI_Allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgatherv_c_f08ts
   end interface
   interface PMPI_Allgatherv
     subroutine PMPI_Allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -859,6 +964,91 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Allgatherv_f08ts
+    subroutine PMPI_Allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, comm, ierror) bind(C, name='PMPI_Allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgatherv_c_f08ts
+  end interface
+  interface MPI_Allgatherv_init
+    subroutine MPI_Allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgatherv_init_f08ts
+    subroutine MPI_Allgatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Allgatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allgatherv_init_c_f08ts
+  end interface
+  interface PMPI_Allgatherv_init
+    subroutine PMPI_Allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Allgatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgatherv_init_f08ts
+    subroutine PMPI_Allgatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Allgatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allgatherv_init_c_f08ts
   end interface
   interface MPI_Alloc_mem
     subroutine MPI_Alloc_mem_f08ts(size, info, baseptr, ierror) bind(C, &
@@ -895,6 +1085,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Allreduce_f08ts
+    subroutine MPI_Allreduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='MPI_Allreduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allreduce_c_f08ts
   end interface
   interface PMPI_Allreduce
     subroutine PMPI_Allreduce_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
@@ -909,6 +1111,78 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Allreduce_f08ts
+    subroutine PMPI_Allreduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='PMPI_Allreduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allreduce_c_f08ts
+  end interface
+  interface MPI_Allreduce_init
+    subroutine MPI_Allreduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='MPI_Allreduce_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allreduce_init_f08ts
+    subroutine MPI_Allreduce_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        info, request, ierror) bind(C, name='MPI_Allreduce_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Allreduce_init_c_f08ts
+  end interface
+  interface PMPI_Allreduce_init
+    subroutine PMPI_Allreduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='PMPI_Allreduce_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allreduce_init_f08ts
+    subroutine PMPI_Allreduce_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        info, request, ierror) bind(C, name='PMPI_Allreduce_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Allreduce_init_c_f08ts
   end interface
   interface MPI_Alltoall
     subroutine MPI_Alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -924,6 +1198,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Alltoall_f08ts
+    subroutine MPI_Alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, ierror) bind(C, name='MPI_Alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoall_c_f08ts
   end interface
   interface PMPI_Alltoall
     subroutine PMPI_Alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -939,6 +1226,83 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Alltoall_f08ts
+    subroutine PMPI_Alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, ierror) bind(C, name='PMPI_Alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoall_c_f08ts
+  end interface
+  interface MPI_Alltoall_init
+    subroutine MPI_Alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoall_init_f08ts
+    subroutine MPI_Alltoall_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoall_init_c_f08ts
+  end interface
+  interface PMPI_Alltoall_init
+    subroutine PMPI_Alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoall_init_f08ts
+    subroutine PMPI_Alltoall_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoall_init_c_f08ts
   end interface
   interface MPI_Alltoallv
     subroutine MPI_Alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
@@ -956,6 +1320,21 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Alltoallv_f08ts
+    subroutine MPI_Alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, ierror) bind(C, name='MPI_Alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallv_c_f08ts
   end interface
   interface PMPI_Alltoallv
     subroutine PMPI_Alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
@@ -973,6 +1352,97 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Alltoallv_f08ts
+    subroutine PMPI_Alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, ierror) bind(C, name='PMPI_Alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallv_c_f08ts
+  end interface
+  interface MPI_Alltoallv_init
+    subroutine MPI_Alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Alltoallv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallv_init_f08ts
+    subroutine MPI_Alltoallv_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Alltoallv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallv_init_c_f08ts
+  end interface
+  interface PMPI_Alltoallv_init
+    subroutine PMPI_Alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Alltoallv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallv_init_f08ts
+    subroutine PMPI_Alltoallv_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Alltoallv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallv_init_c_f08ts
   end interface
   interface MPI_Alltoallw
     subroutine MPI_Alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
@@ -990,6 +1460,21 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Alltoallw_f08ts
+    subroutine MPI_Alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, ierror) bind(C, name='MPI_Alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallw_c_f08ts
   end interface
   interface PMPI_Alltoallw
     subroutine PMPI_Alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
@@ -1007,6 +1492,97 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Alltoallw_f08ts
+    subroutine PMPI_Alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, ierror) bind(C, name='PMPI_Alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallw_c_f08ts
+  end interface
+  interface MPI_Alltoallw_init
+    subroutine MPI_Alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='MPI_Alltoallw_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallw_init_f08ts
+    subroutine MPI_Alltoallw_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='MPI_Alltoallw_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Alltoallw_init_c_f08ts
+  end interface
+  interface PMPI_Alltoallw_init
+    subroutine PMPI_Alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='PMPI_Alltoallw_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallw_init_f08ts
+    subroutine PMPI_Alltoallw_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='PMPI_Alltoallw_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Alltoallw_init_c_f08ts
   end interface
   interface MPI_Attr_delete
     subroutine MPI_Attr_delete_f08(comm, keyval, ierror) bind(C, &
@@ -1044,6 +1620,28 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Barrier_f08
   end interface
+  interface MPI_Barrier_init
+    subroutine MPI_Barrier_init_f08(comm, info, request, ierror) bind(C, &
+        name='MPI_Barrier_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Barrier_init_f08
+  end interface
+  interface PMPI_Barrier_init
+    subroutine PMPI_Barrier_init_f08(comm, info, request, ierror) bind(C, &
+        name='PMPI_Barrier_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Barrier_init_f08
+  end interface
   interface MPI_Bcast
     subroutine MPI_Bcast_f08ts(buffer, count, datatype, root, comm, ierror) bind(C, &
         name='MPI_Bcast_f08ts')
@@ -1056,6 +1654,17 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Bcast_f08ts
+    subroutine MPI_Bcast_c_f08ts(buffer, count, datatype, root, comm, ierror) bind(C, &
+        name='MPI_Bcast_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Bcast_c_f08ts
   end interface
   interface PMPI_Bcast
     subroutine PMPI_Bcast_f08ts(buffer, count, datatype, root, comm, ierror) bind(C, &
@@ -1069,6 +1678,73 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Bcast_f08ts
+    subroutine PMPI_Bcast_c_f08ts(buffer, count, datatype, root, comm, ierror) bind(C, &
+        name='PMPI_Bcast_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Bcast_c_f08ts
+  end interface
+  interface MPI_Bcast_init
+    subroutine MPI_Bcast_init_f08ts(buffer, count, datatype, root, comm, info, request, &
+        ierror) bind(C, name='MPI_Bcast_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Bcast_init_f08ts
+    subroutine MPI_Bcast_init_c_f08ts(buffer, count, datatype, root, comm, info, request, &
+        ierror) bind(C, name='MPI_Bcast_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Bcast_init_c_f08ts
+  end interface
+  interface PMPI_Bcast_init
+    subroutine PMPI_Bcast_init_f08ts(buffer, count, datatype, root, comm, info, request, &
+        ierror) bind(C, name='PMPI_Bcast_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Bcast_init_f08ts
+    subroutine PMPI_Bcast_init_c_f08ts(buffer, count, datatype, root, comm, info, request, &
+        ierror) bind(C, name='PMPI_Bcast_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Bcast_init_c_f08ts
   end interface
   interface MPI_Bsend
     subroutine MPI_Bsend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -1083,6 +1759,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Bsend_f08ts
+    subroutine MPI_Bsend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='MPI_Bsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Bsend_c_f08ts
   end interface
   interface PMPI_Bsend
     subroutine PMPI_Bsend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -1097,6 +1785,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Bsend_f08ts
+    subroutine PMPI_Bsend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='PMPI_Bsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Bsend_c_f08ts
   end interface
   interface MPI_Bsend_init
     subroutine MPI_Bsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -1112,6 +1812,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Bsend_init_f08ts
+    subroutine MPI_Bsend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Bsend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Bsend_init_c_f08ts
   end interface
   interface PMPI_Bsend_init
     subroutine PMPI_Bsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -1127,6 +1840,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Bsend_init_f08ts
+    subroutine PMPI_Bsend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Bsend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Bsend_init_c_f08ts
   end interface
   interface MPI_Buffer_attach
     subroutine MPI_Buffer_attach_f08ts(buffer, size, ierror) bind(C, &
@@ -1137,6 +1863,14 @@ abstract interface
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Buffer_attach_f08ts
+    subroutine MPI_Buffer_attach_c_f08ts(buffer, size, ierror) bind(C, &
+        name='MPI_Buffer_attach_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Buffer_attach_c_f08ts
   end interface
   interface PMPI_Buffer_attach
     subroutine PMPI_Buffer_attach_f08ts(buffer, size, ierror) bind(C, &
@@ -1147,6 +1881,14 @@ abstract interface
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Buffer_attach_f08ts
+    subroutine PMPI_Buffer_attach_c_f08ts(buffer, size, ierror) bind(C, &
+        name='PMPI_Buffer_attach_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Buffer_attach_c_f08ts
   end interface
   interface MPI_Cancel
     subroutine MPI_Cancel_f08(request, ierror) bind(C, name='MPI_Cancel_f08')
@@ -2250,6 +2992,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Exscan_f08ts
+    subroutine MPI_Exscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='MPI_Exscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Exscan_c_f08ts
   end interface
   interface PMPI_Exscan
     subroutine PMPI_Exscan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
@@ -2264,6 +3018,78 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Exscan_f08ts
+    subroutine PMPI_Exscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='PMPI_Exscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Exscan_c_f08ts
+  end interface
+  interface MPI_Exscan_init
+    subroutine MPI_Exscan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='MPI_Exscan_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Exscan_init_f08ts
+    subroutine MPI_Exscan_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='MPI_Exscan_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Exscan_init_c_f08ts
+  end interface
+  interface PMPI_Exscan_init
+    subroutine PMPI_Exscan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='PMPI_Exscan_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Exscan_init_f08ts
+    subroutine PMPI_Exscan_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='PMPI_Exscan_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Exscan_init_c_f08ts
   end interface
   interface MPI_Fetch_and_op
     subroutine MPI_Fetch_and_op_f08ts(origin_addr, result_addr, datatype, target_rank, &
@@ -2356,6 +3182,20 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Gather_f08ts
+    subroutine MPI_Gather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, ierror) bind(C, name='MPI_Gather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gather_c_f08ts
   end interface
   interface PMPI_Gather
     subroutine PMPI_Gather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -2372,6 +3212,88 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Gather_f08ts
+    subroutine PMPI_Gather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, ierror) bind(C, name='PMPI_Gather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gather_c_f08ts
+  end interface
+  interface MPI_Gather_init
+    subroutine MPI_Gather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gather_init_f08ts
+    subroutine MPI_Gather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gather_init_c_f08ts
+  end interface
+  interface PMPI_Gather_init
+    subroutine PMPI_Gather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gather_init_f08ts
+    subroutine PMPI_Gather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gather_init_c_f08ts
   end interface
   interface MPI_Gatherv
     subroutine MPI_Gatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, &
@@ -2389,6 +3311,21 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Gatherv_f08ts
+    subroutine MPI_Gatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, ierror) bind(C, name='MPI_Gatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gatherv_c_f08ts
   end interface
   interface PMPI_Gatherv
     subroutine PMPI_Gatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -2406,6 +3343,97 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Gatherv_f08ts
+    subroutine PMPI_Gatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, ierror) bind(C, name='PMPI_Gatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gatherv_c_f08ts
+  end interface
+  interface MPI_Gatherv_init
+    subroutine MPI_Gatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='MPI_Gatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gatherv_init_f08ts
+    subroutine MPI_Gatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='MPI_Gatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Gatherv_init_c_f08ts
+  end interface
+  interface PMPI_Gatherv_init
+    subroutine PMPI_Gatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='PMPI_Gatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gatherv_init_f08ts
+    subroutine PMPI_Gatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='PMPI_Gatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Gatherv_init_c_f08ts
   end interface
   interface MPI_Get
     subroutine MPI_Get_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -2511,6 +3539,15 @@ abstract interface
       INTEGER :: count
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Get_count_f08
+    subroutine MPI_Get_count_c_f08(status, datatype, count, ierror) bind(C, &
+        name='MPI_Get_count_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Status) :: status
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: count
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_count_c_f08
   end interface
   interface PMPI_Get_count
     subroutine PMPI_Get_count_f08(status, datatype, count, ierror) bind(C, &
@@ -2522,6 +3559,15 @@ abstract interface
       INTEGER :: count
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Get_count_f08
+    subroutine PMPI_Get_count_c_f08(status, datatype, count, ierror) bind(C, &
+        name='PMPI_Get_count_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Status) :: status
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: count
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_count_c_f08
   end interface
   interface MPI_Get_elements
     subroutine MPI_Get_elements_f08(status, datatype, count, ierror) bind(C, &
@@ -2533,6 +3579,15 @@ abstract interface
       INTEGER :: count
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Get_elements_f08
+    subroutine MPI_Get_elements_c_f08(status, datatype, count, ierror) bind(C, &
+        name='MPI_Get_elements_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Status) :: status
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: count
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_elements_c_f08
   end interface
   interface PMPI_Get_elements
     subroutine PMPI_Get_elements_f08(status, datatype, count, ierror) bind(C, &
@@ -2544,6 +3599,15 @@ abstract interface
       INTEGER :: count
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Get_elements_f08
+    subroutine PMPI_Get_elements_c_f08(status, datatype, count, ierror) bind(C, &
+        name='PMPI_Get_elements_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Status) :: status
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: count
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_elements_c_f08
   end interface
   interface MPI_Get_elements_x
     subroutine MPI_Get_elements_x_f08(status, datatype, count, ierror) bind(C, &
@@ -3072,6 +4136,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iallgather_f08ts
+    subroutine MPI_Iallgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, request, ierror) bind(C, name='MPI_Iallgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iallgather_c_f08ts
   end interface
   interface PMPI_Iallgather
     subroutine PMPI_Iallgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -3088,6 +4166,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iallgather_f08ts
+    subroutine PMPI_Iallgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iallgather_c_f08ts
   end interface
   interface MPI_Iallgatherv
     subroutine MPI_Iallgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -3105,6 +4197,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iallgatherv_f08ts
+    subroutine MPI_Iallgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, comm, request, ierror) bind(C, name='MPI_Iallgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iallgatherv_c_f08ts
   end interface
   interface PMPI_Iallgatherv
     subroutine PMPI_Iallgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -3122,6 +4229,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iallgatherv_f08ts
+    subroutine PMPI_Iallgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iallgatherv_c_f08ts
   end interface
   interface MPI_Iallreduce
     subroutine MPI_Iallreduce_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
@@ -3137,6 +4259,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iallreduce_f08ts
+    subroutine MPI_Iallreduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
+        ierror) bind(C, name='MPI_Iallreduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iallreduce_c_f08ts
   end interface
   interface PMPI_Iallreduce
     subroutine PMPI_Iallreduce_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
@@ -3152,6 +4287,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iallreduce_f08ts
+    subroutine PMPI_Iallreduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        request, ierror) bind(C, name='PMPI_Iallreduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iallreduce_c_f08ts
   end interface
   interface MPI_Ialltoall
     subroutine MPI_Ialltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -3168,6 +4316,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ialltoall_f08ts
+    subroutine MPI_Ialltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ialltoall_c_f08ts
   end interface
   interface PMPI_Ialltoall
     subroutine PMPI_Ialltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -3184,6 +4346,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ialltoall_f08ts
+    subroutine PMPI_Ialltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, comm, request, ierror) bind(C, name='PMPI_Ialltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ialltoall_c_f08ts
   end interface
   interface MPI_Ialltoallv
     subroutine MPI_Ialltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
@@ -3202,6 +4378,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ialltoallv_f08ts
+    subroutine MPI_Ialltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ialltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ialltoallv_c_f08ts
   end interface
   interface PMPI_Ialltoallv
     subroutine PMPI_Ialltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
@@ -3221,6 +4414,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ialltoallv_f08ts
+    subroutine PMPI_Ialltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, recvbuf, &
+        recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ialltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ialltoallv_c_f08ts
   end interface
   interface MPI_Ialltoallw
     subroutine MPI_Ialltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
@@ -3240,6 +4450,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ialltoallw_f08ts
+    subroutine MPI_Ialltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='MPI_Ialltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ialltoallw_c_f08ts
   end interface
   interface PMPI_Ialltoallw
     subroutine PMPI_Ialltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
@@ -3259,6 +4486,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ialltoallw_f08ts
+    subroutine PMPI_Ialltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, &
+        recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='PMPI_Ialltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ialltoallw_c_f08ts
   end interface
   interface MPI_Ibarrier
     subroutine MPI_Ibarrier_f08(comm, request, ierror) bind(C, name='MPI_Ibarrier_f08')
@@ -3291,6 +4535,18 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ibcast_f08ts
+    subroutine MPI_Ibcast_c_f08ts(buffer, count, datatype, root, comm, request, &
+        ierror) bind(C, name='MPI_Ibcast_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ibcast_c_f08ts
   end interface
   interface PMPI_Ibcast
     subroutine PMPI_Ibcast_f08ts(buffer, count, datatype, root, comm, request, &
@@ -3305,6 +4561,18 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ibcast_f08ts
+    subroutine PMPI_Ibcast_c_f08ts(buffer, count, datatype, root, comm, request, &
+        ierror) bind(C, name='PMPI_Ibcast_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buffer
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ibcast_c_f08ts
   end interface
   interface MPI_Ibsend
     subroutine MPI_Ibsend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -3320,6 +4588,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ibsend_f08ts
+    subroutine MPI_Ibsend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Ibsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ibsend_c_f08ts
   end interface
   interface PMPI_Ibsend
     subroutine PMPI_Ibsend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -3335,6 +4616,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ibsend_f08ts
+    subroutine PMPI_Ibsend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Ibsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ibsend_c_f08ts
   end interface
   interface MPI_Iexscan
     subroutine MPI_Iexscan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
@@ -3350,6 +4644,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iexscan_f08ts
+    subroutine MPI_Iexscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
+        ierror) bind(C, name='MPI_Iexscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iexscan_c_f08ts
   end interface
   interface PMPI_Iexscan
     subroutine PMPI_Iexscan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
@@ -3365,6 +4672,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iexscan_f08ts
+    subroutine PMPI_Iexscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
+        ierror) bind(C, name='PMPI_Iexscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iexscan_c_f08ts
   end interface
   interface MPI_Igather
     subroutine MPI_Igather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -3382,6 +4702,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Igather_f08ts
+    subroutine MPI_Igather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, request, ierror) bind(C, name='MPI_Igather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Igather_c_f08ts
   end interface
   interface PMPI_Igather
     subroutine PMPI_Igather_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -3399,6 +4734,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Igather_f08ts
+    subroutine PMPI_Igather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Igather_c_f08ts
   end interface
   interface MPI_Igatherv
     subroutine MPI_Igatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -3417,6 +4767,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Igatherv_f08ts
+    subroutine MPI_Igatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, request, ierror) bind(C, name='MPI_Igatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Igatherv_c_f08ts
   end interface
   interface PMPI_Igatherv
     subroutine PMPI_Igatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
@@ -3435,6 +4801,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Igatherv_f08ts
+    subroutine PMPI_Igatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcounts, &
+        displs, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Igatherv_c_f08ts
   end interface
   interface MPI_Improbe
     subroutine MPI_Improbe_f08(source, tag, comm, flag, message, status, ierror) bind(C, &
@@ -3476,6 +4858,17 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Imrecv_f08ts
+    subroutine MPI_Imrecv_c_f08ts(buf, count, datatype, message, request, ierror) bind(C, &
+        name='MPI_Imrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Message) :: message
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Imrecv_c_f08ts
   end interface
   interface PMPI_Imrecv
     subroutine PMPI_Imrecv_f08ts(buf, count, datatype, message, request, ierror) bind(C, &
@@ -3489,6 +4882,352 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Imrecv_f08ts
+    subroutine PMPI_Imrecv_c_f08ts(buf, count, datatype, message, request, ierror) bind(C, &
+        name='PMPI_Imrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Message) :: message
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Imrecv_c_f08ts
+  end interface
+  interface MPI_Ineighbor_allgather
+    subroutine MPI_Ineighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_allgather_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_allgather_f08ts
+    subroutine MPI_Ineighbor_allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_allgather_c_f08ts
+  end interface
+  interface PMPI_Ineighbor_allgather
+    subroutine PMPI_Ineighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_allgather_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_allgather_f08ts
+    subroutine PMPI_Ineighbor_allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_allgather_c_f08ts
+  end interface
+  interface MPI_Ineighbor_allgatherv
+    subroutine MPI_Ineighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_allgatherv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_allgatherv_f08ts
+    subroutine MPI_Ineighbor_allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_allgatherv_c_f08ts
+  end interface
+  interface PMPI_Ineighbor_allgatherv
+    subroutine PMPI_Ineighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_allgatherv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_allgatherv_f08ts
+    subroutine PMPI_Ineighbor_allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_allgatherv_c_f08ts
+  end interface
+  interface MPI_Ineighbor_alltoall
+    subroutine MPI_Ineighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoall_f08ts
+    subroutine MPI_Ineighbor_alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoall_c_f08ts
+  end interface
+  interface PMPI_Ineighbor_alltoall
+    subroutine PMPI_Ineighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_alltoall_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoall_f08ts
+    subroutine PMPI_Ineighbor_alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoall_c_f08ts
+  end interface
+  interface MPI_Ineighbor_alltoallv
+    subroutine MPI_Ineighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_alltoallv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoallv_f08ts
+    subroutine MPI_Ineighbor_alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoallv_c_f08ts
+  end interface
+  interface PMPI_Ineighbor_alltoallv
+    subroutine PMPI_Ineighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_alltoallv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoallv_f08ts
+    subroutine PMPI_Ineighbor_alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoallv_c_f08ts
+  end interface
+  interface MPI_Ineighbor_alltoallw
+    subroutine MPI_Ineighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_alltoallw_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoallw_f08ts
+    subroutine MPI_Ineighbor_alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='MPI_Ineighbor_alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ineighbor_alltoallw_c_f08ts
+  end interface
+  interface PMPI_Ineighbor_alltoallw
+    subroutine PMPI_Ineighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_alltoallw_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoallw_f08ts
+    subroutine PMPI_Ineighbor_alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror) bind(C, &
+        name='PMPI_Ineighbor_alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ineighbor_alltoallw_c_f08ts
   end interface
   interface MPI_Info_create
     subroutine MPI_Info_create_f08(info, ierror) bind(C, name='MPI_Info_create_f08')
@@ -3864,6 +5603,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Irecv_f08ts
+    subroutine MPI_Irecv_c_f08ts(buf, count, datatype, source, tag, comm, request, &
+        ierror) bind(C, name='MPI_Irecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Irecv_c_f08ts
   end interface
   interface PMPI_Irecv
     subroutine PMPI_Irecv_f08ts(buf, count, datatype, source, tag, comm, request, &
@@ -3879,6 +5631,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Irecv_f08ts
+    subroutine PMPI_Irecv_c_f08ts(buf, count, datatype, source, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Irecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Irecv_c_f08ts
   end interface
   interface MPI_Ireduce
     subroutine MPI_Ireduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
@@ -3895,6 +5660,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ireduce_f08ts
+    subroutine MPI_Ireduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        request, ierror) bind(C, name='MPI_Ireduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ireduce_c_f08ts
   end interface
   interface PMPI_Ireduce
     subroutine PMPI_Ireduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
@@ -3911,6 +5690,20 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ireduce_f08ts
+    subroutine PMPI_Ireduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        request, ierror) bind(C, name='PMPI_Ireduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ireduce_c_f08ts
   end interface
   interface MPI_Ireduce_scatter
     subroutine MPI_Ireduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, &
@@ -3926,6 +5719,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ireduce_scatter_f08ts
+    subroutine MPI_Ireduce_scatter_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ireduce_scatter_c_f08ts
   end interface
   interface PMPI_Ireduce_scatter
     subroutine PMPI_Ireduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, &
@@ -3941,6 +5747,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ireduce_scatter_f08ts
+    subroutine PMPI_Ireduce_scatter_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ireduce_scatter_c_f08ts
   end interface
   interface MPI_Ireduce_scatter_block
     subroutine MPI_Ireduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
@@ -3956,6 +5775,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ireduce_scatter_block_f08ts
+    subroutine MPI_Ireduce_scatter_block_c_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
+        comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_block_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ireduce_scatter_block_c_f08ts
   end interface
   interface PMPI_Ireduce_scatter_block
     subroutine PMPI_Ireduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
@@ -3971,6 +5803,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ireduce_scatter_block_f08ts
+    subroutine PMPI_Ireduce_scatter_block_c_f08ts(sendbuf, recvbuf, recvcount, datatype, &
+        op, comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_block_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ireduce_scatter_block_c_f08ts
   end interface
   interface MPI_Irsend
     subroutine MPI_Irsend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -3986,6 +5831,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Irsend_f08ts
+    subroutine MPI_Irsend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Irsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Irsend_c_f08ts
   end interface
   interface PMPI_Irsend
     subroutine PMPI_Irsend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -4001,6 +5859,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Irsend_f08ts
+    subroutine PMPI_Irsend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Irsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Irsend_c_f08ts
   end interface
   interface MPI_Is_thread_main
     subroutine MPI_Is_thread_main_f08(flag, ierror) bind(C, name='MPI_Is_thread_main_f08')
@@ -4033,6 +5904,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iscan_f08ts
+    subroutine MPI_Iscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
+        ierror) bind(C, name='MPI_Iscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iscan_c_f08ts
   end interface
   interface PMPI_Iscan
     subroutine PMPI_Iscan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
@@ -4048,6 +5932,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iscan_f08ts
+    subroutine PMPI_Iscan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, request, &
+        ierror) bind(C, name='PMPI_Iscan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iscan_c_f08ts
   end interface
   interface MPI_Iscatter
     subroutine MPI_Iscatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -4065,6 +5962,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iscatter_f08ts
+    subroutine MPI_Iscatter_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iscatter_c_f08ts
   end interface
   interface PMPI_Iscatter
     subroutine PMPI_Iscatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -4082,6 +5994,21 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iscatter_f08ts
+    subroutine PMPI_Iscatter_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iscatter_c_f08ts
   end interface
   interface MPI_Iscatterv
     subroutine MPI_Iscatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
@@ -4100,6 +6027,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Iscatterv_f08ts
+    subroutine MPI_Iscatterv_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatterv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Iscatterv_c_f08ts
   end interface
   interface PMPI_Iscatterv
     subroutine PMPI_Iscatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
@@ -4118,6 +6061,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Iscatterv_f08ts
+    subroutine PMPI_Iscatterv_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatterv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Iscatterv_c_f08ts
   end interface
   interface MPI_Isend
     subroutine MPI_Isend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -4133,6 +6092,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Isend_f08ts
+    subroutine MPI_Isend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Isend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Isend_c_f08ts
   end interface
   interface PMPI_Isend
     subroutine PMPI_Isend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -4148,6 +6120,163 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Isend_f08ts
+    subroutine PMPI_Isend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Isend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Isend_c_f08ts
+  end interface
+  interface MPI_Isendrecv
+    subroutine MPI_Isendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, request, ierror) bind(C, &
+        name='MPI_Isendrecv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Isendrecv_f08ts
+    subroutine MPI_Isendrecv_c_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, request, ierror) bind(C, &
+        name='MPI_Isendrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Isendrecv_c_f08ts
+  end interface
+  interface PMPI_Isendrecv
+    subroutine PMPI_Isendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, request, ierror) bind(C, &
+        name='PMPI_Isendrecv_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Isendrecv_f08ts
+    subroutine PMPI_Isendrecv_c_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, request, ierror) bind(C, &
+        name='PMPI_Isendrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Isendrecv_c_f08ts
+  end interface
+  interface MPI_Isendrecv_replace
+    subroutine MPI_Isendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Isendrecv_replace_f08ts
+    subroutine MPI_Isendrecv_replace_c_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Isendrecv_replace_c_f08ts
+  end interface
+  interface PMPI_Isendrecv_replace
+    subroutine PMPI_Isendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Isendrecv_replace_f08ts
+    subroutine PMPI_Isendrecv_replace_c_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Isendrecv_replace_c_f08ts
   end interface
   interface MPI_Issend
     subroutine MPI_Issend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -4163,6 +6292,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Issend_f08ts
+    subroutine MPI_Issend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Issend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Issend_c_f08ts
   end interface
   interface PMPI_Issend
     subroutine PMPI_Issend_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -4178,6 +6320,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Issend_f08ts
+    subroutine PMPI_Issend_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Issend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Issend_c_f08ts
   end interface
   interface MPI_Keyval_free
     subroutine MPI_Keyval_free_f08(keyval, ierror) bind(C, name='MPI_Keyval_free_f08')
@@ -4233,6 +6388,17 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Mrecv_f08ts
+    subroutine MPI_Mrecv_c_f08ts(buf, count, datatype, message, status, ierror) bind(C, &
+        name='MPI_Mrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Message) :: message
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Mrecv_c_f08ts
   end interface
   interface PMPI_Mrecv
     subroutine PMPI_Mrecv_f08ts(buf, count, datatype, message, status, ierror) bind(C, &
@@ -4246,6 +6412,17 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Mrecv_f08ts
+    subroutine PMPI_Mrecv_c_f08ts(buf, count, datatype, message, status, ierror) bind(C, &
+        name='PMPI_Mrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Message) :: message
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Mrecv_c_f08ts
   end interface
   interface MPI_Neighbor_allgather
     subroutine MPI_Neighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4261,6 +6438,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Neighbor_allgather_f08ts
+    subroutine MPI_Neighbor_allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, ierror) bind(C, name='MPI_Neighbor_allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgather_c_f08ts
   end interface
   interface PMPI_Neighbor_allgather
     subroutine PMPI_Neighbor_allgather_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4276,6 +6466,87 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Neighbor_allgather_f08ts
+    subroutine PMPI_Neighbor_allgather_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, ierror) bind(C, name='PMPI_Neighbor_allgather_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgather_c_f08ts
+  end interface
+  interface MPI_Neighbor_allgather_init
+    subroutine MPI_Neighbor_allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_allgather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgather_init_f08ts
+    subroutine MPI_Neighbor_allgather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_allgather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgather_init_c_f08ts
+  end interface
+  interface PMPI_Neighbor_allgather_init
+    subroutine PMPI_Neighbor_allgather_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_allgather_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgather_init_f08ts
+    subroutine PMPI_Neighbor_allgather_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_allgather_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgather_init_c_f08ts
   end interface
   interface MPI_Neighbor_allgatherv
     subroutine MPI_Neighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4292,6 +6563,21 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Neighbor_allgatherv_f08ts
+    subroutine MPI_Neighbor_allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, ierror) bind(C, &
+        name='MPI_Neighbor_allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgatherv_c_f08ts
   end interface
   interface PMPI_Neighbor_allgatherv
     subroutine PMPI_Neighbor_allgatherv_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4308,6 +6594,93 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Neighbor_allgatherv_f08ts
+    subroutine PMPI_Neighbor_allgatherv_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, ierror) bind(C, &
+        name='PMPI_Neighbor_allgatherv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgatherv_c_f08ts
+  end interface
+  interface MPI_Neighbor_allgatherv_init
+    subroutine MPI_Neighbor_allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_allgatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgatherv_init_f08ts
+    subroutine MPI_Neighbor_allgatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_allgatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_allgatherv_init_c_f08ts
+  end interface
+  interface PMPI_Neighbor_allgatherv_init
+    subroutine PMPI_Neighbor_allgatherv_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_allgatherv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgatherv_init_f08ts
+    subroutine PMPI_Neighbor_allgatherv_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcounts, displs, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_allgatherv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_allgatherv_init_c_f08ts
   end interface
   interface MPI_Neighbor_alltoall
     subroutine MPI_Neighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4323,6 +6696,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Neighbor_alltoall_f08ts
+    subroutine MPI_Neighbor_alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, ierror) bind(C, name='MPI_Neighbor_alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoall_c_f08ts
   end interface
   interface PMPI_Neighbor_alltoall
     subroutine PMPI_Neighbor_alltoall_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
@@ -4338,6 +6724,87 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Neighbor_alltoall_f08ts
+    subroutine PMPI_Neighbor_alltoall_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, ierror) bind(C, name='PMPI_Neighbor_alltoall_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoall_c_f08ts
+  end interface
+  interface MPI_Neighbor_alltoall_init
+    subroutine MPI_Neighbor_alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoall_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoall_init_f08ts
+    subroutine MPI_Neighbor_alltoall_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoall_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoall_init_c_f08ts
+  end interface
+  interface PMPI_Neighbor_alltoall_init
+    subroutine PMPI_Neighbor_alltoall_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoall_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoall_init_f08ts
+    subroutine PMPI_Neighbor_alltoall_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, &
+        recvcount, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoall_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoall_init_c_f08ts
   end interface
   interface MPI_Neighbor_alltoallv
     subroutine MPI_Neighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
@@ -4356,6 +6823,22 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Neighbor_alltoallv_f08ts
+    subroutine MPI_Neighbor_alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallv_c_f08ts
   end interface
   interface PMPI_Neighbor_alltoallv
     subroutine PMPI_Neighbor_alltoallv_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
@@ -4374,6 +6857,98 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Neighbor_alltoallv_f08ts
+    subroutine PMPI_Neighbor_alltoallv_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallv_c_f08ts
+  end interface
+  interface MPI_Neighbor_alltoallv_init
+    subroutine MPI_Neighbor_alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallv_init_f08ts
+    subroutine MPI_Neighbor_alltoallv_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallv_init_c_f08ts
+  end interface
+  interface PMPI_Neighbor_alltoallv_init
+    subroutine PMPI_Neighbor_alltoallv_init_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallv_init_f08ts
+    subroutine PMPI_Neighbor_alltoallv_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtype, &
+        recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallv_init_c_f08ts
   end interface
   interface MPI_Neighbor_alltoallw
     subroutine MPI_Neighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
@@ -4392,6 +6967,22 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Neighbor_alltoallw_f08ts
+    subroutine MPI_Neighbor_alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallw_c_f08ts
   end interface
   interface PMPI_Neighbor_alltoallw
     subroutine PMPI_Neighbor_alltoallw_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
@@ -4410,6 +7001,98 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Neighbor_alltoallw_f08ts
+    subroutine PMPI_Neighbor_alltoallw_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallw_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallw_c_f08ts
+  end interface
+  interface MPI_Neighbor_alltoallw_init
+    subroutine MPI_Neighbor_alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallw_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallw_init_f08ts
+    subroutine MPI_Neighbor_alltoallw_init_c_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='MPI_Neighbor_alltoallw_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Neighbor_alltoallw_init_c_f08ts
+  end interface
+  interface PMPI_Neighbor_alltoallw_init
+    subroutine PMPI_Neighbor_alltoallw_init_f08ts(sendbuf, sendcounts, sdispls, sendtypes, &
+        recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallw_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallw_init_f08ts
+    subroutine PMPI_Neighbor_alltoallw_init_c_f08ts(sendbuf, sendcounts, sdispls, &
+        sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror) bind(C, &
+        name='PMPI_Neighbor_alltoallw_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
+      TYPE(MPI_Datatype) :: sendtypes(*)
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
+      TYPE(MPI_Datatype) :: recvtypes(*)
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Neighbor_alltoallw_init_c_f08ts
   end interface
   interface MPI_Op_commutative
     subroutine MPI_Op_commutative_f08(op, commute, ierror) bind(C, &
@@ -4481,6 +7164,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Pack_f08ts
+    subroutine MPI_Pack_c_f08ts(inbuf, incount, datatype, outbuf, outsize, position, comm, &
+        ierror) bind(C, name='MPI_Pack_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outsize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pack_c_f08ts
   end interface
   interface PMPI_Pack
     subroutine PMPI_Pack_f08ts(inbuf, incount, datatype, outbuf, outsize, position, comm, &
@@ -4496,6 +7192,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_f08ts
+    subroutine PMPI_Pack_c_f08ts(inbuf, incount, datatype, outbuf, outsize, position, comm, &
+        ierror) bind(C, name='PMPI_Pack_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outsize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pack_c_f08ts
   end interface
   interface MPI_Pack_external
     subroutine MPI_Pack_external_f08ts(datarep, inbuf, incount, datatype, outbuf, outsize, &
@@ -4511,6 +7220,19 @@ abstract interface
       INTEGER(KIND=MPI_ADDRESS_KIND) :: position
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Pack_external_f08ts
+    subroutine MPI_Pack_external_c_f08ts(datarep, inbuf, incount, datatype, outbuf, &
+        outsize, position, ierror) bind(C, name='MPI_Pack_external_c_f08ts')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outsize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pack_external_c_f08ts
   end interface
   interface PMPI_Pack_external
     subroutine PMPI_Pack_external_f08ts(datarep, inbuf, incount, datatype, outbuf, outsize, &
@@ -4526,6 +7248,19 @@ abstract interface
       INTEGER(KIND=MPI_ADDRESS_KIND) :: position
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_external_f08ts
+    subroutine PMPI_Pack_external_c_f08ts(datarep, inbuf, incount, datatype, outbuf, &
+        outsize, position, ierror) bind(C, name='PMPI_Pack_external_c_f08ts')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outsize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pack_external_c_f08ts
   end interface
   interface MPI_Pack_external_size
     subroutine MPI_Pack_external_size_f08(datarep, incount, datatype, size, ierror) bind(C, &
@@ -4538,6 +7273,16 @@ abstract interface
       INTEGER(KIND=MPI_ADDRESS_KIND) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Pack_external_size_f08
+    subroutine MPI_Pack_external_size_c_f08(datarep, incount, datatype, size, &
+        ierror) bind(C, name='MPI_Pack_external_size_c_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pack_external_size_c_f08
   end interface
   interface PMPI_Pack_external_size
     subroutine PMPI_Pack_external_size_f08(datarep, incount, datatype, size, &
@@ -4550,6 +7295,16 @@ abstract interface
       INTEGER(KIND=MPI_ADDRESS_KIND) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_external_size_f08
+    subroutine PMPI_Pack_external_size_c_f08(datarep, incount, datatype, size, &
+        ierror) bind(C, name='PMPI_Pack_external_size_c_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pack_external_size_c_f08
   end interface
   interface MPI_Pack_size
     subroutine MPI_Pack_size_f08(incount, datatype, comm, size, ierror) bind(C, &
@@ -4562,6 +7317,16 @@ abstract interface
       INTEGER :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Pack_size_f08
+    subroutine MPI_Pack_size_c_f08(incount, datatype, comm, size, ierror) bind(C, &
+        name='MPI_Pack_size_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pack_size_c_f08
   end interface
   interface PMPI_Pack_size
     subroutine PMPI_Pack_size_f08(incount, datatype, comm, size, ierror) bind(C, &
@@ -4574,6 +7339,16 @@ abstract interface
       INTEGER :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_size_f08
+    subroutine PMPI_Pack_size_c_f08(incount, datatype, comm, size, ierror) bind(C, &
+        name='PMPI_Pack_size_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: incount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pack_size_c_f08
   end interface
   interface MPI_Pcontrol
     subroutine MPI_Pcontrol_f08(level) bind(C, name='MPI_Pcontrol_f08')
@@ -4714,6 +7489,19 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Recv_f08ts
+    subroutine MPI_Recv_c_f08ts(buf, count, datatype, source, tag, comm, status, &
+        ierror) bind(C, name='MPI_Recv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Recv_c_f08ts
   end interface
   interface PMPI_Recv
     subroutine PMPI_Recv_f08ts(buf, count, datatype, source, tag, comm, status, &
@@ -4729,6 +7517,19 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Recv_f08ts
+    subroutine PMPI_Recv_c_f08ts(buf, count, datatype, source, tag, comm, status, &
+        ierror) bind(C, name='PMPI_Recv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Recv_c_f08ts
   end interface
   interface MPI_Recv_init
     subroutine MPI_Recv_init_f08ts(buf, count, datatype, source, tag, comm, request, &
@@ -4744,6 +7545,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Recv_init_f08ts
+    subroutine MPI_Recv_init_c_f08ts(buf, count, datatype, source, tag, comm, request, &
+        ierror) bind(C, name='MPI_Recv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Recv_init_c_f08ts
   end interface
   interface PMPI_Recv_init
     subroutine PMPI_Recv_init_f08ts(buf, count, datatype, source, tag, comm, request, &
@@ -4759,6 +7573,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Recv_init_f08ts
+    subroutine PMPI_Recv_init_c_f08ts(buf, count, datatype, source, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Recv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Recv_init_c_f08ts
   end interface
   interface MPI_Reduce
     subroutine MPI_Reduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
@@ -4774,6 +7601,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Reduce_f08ts
+    subroutine MPI_Reduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        ierror) bind(C, name='MPI_Reduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_c_f08ts
   end interface
   interface PMPI_Reduce
     subroutine PMPI_Reduce_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
@@ -4789,6 +7629,83 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Reduce_f08ts
+    subroutine PMPI_Reduce_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        ierror) bind(C, name='PMPI_Reduce_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_c_f08ts
+  end interface
+  interface MPI_Reduce_init
+    subroutine MPI_Reduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        info, request, ierror) bind(C, name='MPI_Reduce_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_init_f08ts
+    subroutine MPI_Reduce_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        info, request, ierror) bind(C, name='MPI_Reduce_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_init_c_f08ts
+  end interface
+  interface PMPI_Reduce_init
+    subroutine PMPI_Reduce_init_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        info, request, ierror) bind(C, name='PMPI_Reduce_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_init_f08ts
+    subroutine PMPI_Reduce_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, root, comm, &
+        info, request, ierror) bind(C, name='PMPI_Reduce_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_init_c_f08ts
   end interface
   interface MPI_Reduce_local
     subroutine MPI_Reduce_local_f08ts(inbuf, inoutbuf, count, datatype, op, ierror) bind(C, &
@@ -4802,6 +7719,17 @@ abstract interface
       TYPE(MPI_Op), INTENT(IN) :: op
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Reduce_local_f08ts
+    subroutine MPI_Reduce_local_c_f08ts(inbuf, inoutbuf, count, datatype, op, &
+        ierror) bind(C, name='MPI_Reduce_local_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      TYPE(*), DIMENSION(..) :: inoutbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_local_c_f08ts
   end interface
   interface PMPI_Reduce_local
     subroutine PMPI_Reduce_local_f08ts(inbuf, inoutbuf, count, datatype, op, &
@@ -4815,6 +7743,17 @@ abstract interface
       TYPE(MPI_Op), INTENT(IN) :: op
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Reduce_local_f08ts
+    subroutine PMPI_Reduce_local_c_f08ts(inbuf, inoutbuf, count, datatype, op, &
+        ierror) bind(C, name='PMPI_Reduce_local_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      TYPE(*), DIMENSION(..) :: inoutbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_local_c_f08ts
   end interface
   interface MPI_Reduce_scatter
     subroutine MPI_Reduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, &
@@ -4829,6 +7768,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Reduce_scatter_f08ts
+    subroutine MPI_Reduce_scatter_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, &
+        ierror) bind(C, name='MPI_Reduce_scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_c_f08ts
   end interface
   interface PMPI_Reduce_scatter
     subroutine PMPI_Reduce_scatter_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, comm, &
@@ -4843,6 +7794,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Reduce_scatter_f08ts
+    subroutine PMPI_Reduce_scatter_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, ierror) bind(C, name='PMPI_Reduce_scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_c_f08ts
   end interface
   interface MPI_Reduce_scatter_block
     subroutine MPI_Reduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
@@ -4857,6 +7820,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Reduce_scatter_block_f08ts
+    subroutine MPI_Reduce_scatter_block_c_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
+        comm, ierror) bind(C, name='MPI_Reduce_scatter_block_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_block_c_f08ts
   end interface
   interface PMPI_Reduce_scatter_block
     subroutine PMPI_Reduce_scatter_block_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
@@ -4871,6 +7846,139 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Reduce_scatter_block_f08ts
+    subroutine PMPI_Reduce_scatter_block_c_f08ts(sendbuf, recvbuf, recvcount, datatype, op, &
+        comm, ierror) bind(C, name='PMPI_Reduce_scatter_block_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_block_c_f08ts
+  end interface
+  interface MPI_Reduce_scatter_block_init
+    subroutine MPI_Reduce_scatter_block_init_f08ts(sendbuf, recvbuf, recvcount, datatype, &
+        op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_block_init_f08ts
+    subroutine MPI_Reduce_scatter_block_init_c_f08ts(sendbuf, recvbuf, recvcount, datatype, &
+        op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_block_init_c_f08ts
+  end interface
+  interface PMPI_Reduce_scatter_block_init
+    subroutine PMPI_Reduce_scatter_block_init_f08ts(sendbuf, recvbuf, recvcount, datatype, &
+        op, comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_block_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_block_init_f08ts
+    subroutine PMPI_Reduce_scatter_block_init_c_f08ts(sendbuf, recvbuf, recvcount, &
+        datatype, op, comm, info, request, ierror) bind(C, &
+        name='PMPI_Reduce_scatter_block_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_block_init_c_f08ts
+  end interface
+  interface MPI_Reduce_scatter_init
+    subroutine MPI_Reduce_scatter_init_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_init_f08ts
+    subroutine MPI_Reduce_scatter_init_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Reduce_scatter_init_c_f08ts
+  end interface
+  interface PMPI_Reduce_scatter_init
+    subroutine PMPI_Reduce_scatter_init_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_init_f08ts
+    subroutine PMPI_Reduce_scatter_init_c_f08ts(sendbuf, recvbuf, recvcounts, datatype, op, &
+        comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Reduce_scatter_init_c_f08ts
   end interface
   interface MPI_Request_free
     subroutine MPI_Request_free_f08(request, ierror) bind(C, name='MPI_Request_free_f08')
@@ -5040,6 +8148,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Rsend_f08ts
+    subroutine MPI_Rsend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='MPI_Rsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rsend_c_f08ts
   end interface
   interface PMPI_Rsend
     subroutine PMPI_Rsend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -5054,6 +8174,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Rsend_f08ts
+    subroutine PMPI_Rsend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='PMPI_Rsend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rsend_c_f08ts
   end interface
   interface MPI_Rsend_init
     subroutine MPI_Rsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5069,6 +8201,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Rsend_init_f08ts
+    subroutine MPI_Rsend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Rsend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rsend_init_c_f08ts
   end interface
   interface PMPI_Rsend_init
     subroutine PMPI_Rsend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5084,6 +8229,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Rsend_init_f08ts
+    subroutine PMPI_Rsend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Rsend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rsend_init_c_f08ts
   end interface
   interface MPI_Scan
     subroutine MPI_Scan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, ierror) bind(C, &
@@ -5098,6 +8256,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Scan_f08ts
+    subroutine MPI_Scan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='MPI_Scan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scan_c_f08ts
   end interface
   interface PMPI_Scan
     subroutine PMPI_Scan_f08ts(sendbuf, recvbuf, count, datatype, op, comm, ierror) bind(C, &
@@ -5112,6 +8282,78 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Scan_f08ts
+    subroutine PMPI_Scan_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, &
+        ierror) bind(C, name='PMPI_Scan_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scan_c_f08ts
+  end interface
+  interface MPI_Scan_init
+    subroutine MPI_Scan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='MPI_Scan_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scan_init_f08ts
+    subroutine MPI_Scan_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='MPI_Scan_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scan_init_c_f08ts
+  end interface
+  interface PMPI_Scan_init
+    subroutine PMPI_Scan_init_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='PMPI_Scan_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scan_init_f08ts
+    subroutine PMPI_Scan_init_c_f08ts(sendbuf, recvbuf, count, datatype, op, comm, info, &
+        request, ierror) bind(C, name='PMPI_Scan_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scan_init_c_f08ts
   end interface
   interface MPI_Scatter
     subroutine MPI_Scatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -5128,6 +8370,20 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Scatter_f08ts
+    subroutine MPI_Scatter_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, ierror) bind(C, name='MPI_Scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatter_c_f08ts
   end interface
   interface PMPI_Scatter
     subroutine PMPI_Scatter_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
@@ -5144,6 +8400,88 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Scatter_f08ts
+    subroutine PMPI_Scatter_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, ierror) bind(C, name='PMPI_Scatter_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatter_c_f08ts
+  end interface
+  interface MPI_Scatter_init
+    subroutine MPI_Scatter_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatter_init_f08ts
+    subroutine MPI_Scatter_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatter_init_c_f08ts
+  end interface
+  interface PMPI_Scatter_init
+    subroutine PMPI_Scatter_init_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER, INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatter_init_f08ts
+    subroutine PMPI_Scatter_init_c_f08ts(sendbuf, sendcount, sendtype, recvbuf, recvcount, &
+        recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatter_init_c_f08ts
   end interface
   interface MPI_Scatterv
     subroutine MPI_Scatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
@@ -5161,6 +8499,21 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Scatterv_f08ts
+    subroutine MPI_Scatterv_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, ierror) bind(C, name='MPI_Scatterv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatterv_c_f08ts
   end interface
   interface PMPI_Scatterv
     subroutine PMPI_Scatterv_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
@@ -5178,6 +8531,97 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Scatterv_f08ts
+    subroutine PMPI_Scatterv_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, ierror) bind(C, name='PMPI_Scatterv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatterv_c_f08ts
+  end interface
+  interface MPI_Scatterv_init
+    subroutine MPI_Scatterv_init_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='MPI_Scatterv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatterv_init_f08ts
+    subroutine MPI_Scatterv_init_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='MPI_Scatterv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Scatterv_init_c_f08ts
+  end interface
+  interface PMPI_Scatterv_init
+    subroutine PMPI_Scatterv_init_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='PMPI_Scatterv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER :: sendcounts(*)
+      INTEGER :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER, INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatterv_init_f08ts
+    subroutine PMPI_Scatterv_init_c_f08ts(sendbuf, sendcounts, displs, sendtype, recvbuf, &
+        recvcount, recvtype, root, comm, info, request, ierror) bind(C, &
+        name='PMPI_Scatterv_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Scatterv_init_c_f08ts
   end interface
   interface MPI_Send
     subroutine MPI_Send_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -5192,6 +8636,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Send_f08ts
+    subroutine MPI_Send_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='MPI_Send_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Send_c_f08ts
   end interface
   interface PMPI_Send
     subroutine PMPI_Send_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -5206,6 +8662,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Send_f08ts
+    subroutine PMPI_Send_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='PMPI_Send_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Send_c_f08ts
   end interface
   interface MPI_Send_init
     subroutine MPI_Send_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5221,6 +8689,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Send_init_f08ts
+    subroutine MPI_Send_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Send_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Send_init_c_f08ts
   end interface
   interface PMPI_Send_init
     subroutine PMPI_Send_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5236,6 +8717,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Send_init_f08ts
+    subroutine PMPI_Send_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Send_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Send_init_c_f08ts
   end interface
   interface MPI_Sendrecv
     subroutine MPI_Sendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
@@ -5257,6 +8751,25 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Sendrecv_f08ts
+    subroutine MPI_Sendrecv_c_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, status, ierror) bind(C, &
+        name='MPI_Sendrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Sendrecv_c_f08ts
   end interface
   interface PMPI_Sendrecv
     subroutine PMPI_Sendrecv_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
@@ -5278,6 +8791,25 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Sendrecv_f08ts
+    subroutine PMPI_Sendrecv_c_f08ts(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, &
+        recvcount, recvtype, source, recvtag, comm, status, ierror) bind(C, &
+        name='PMPI_Sendrecv_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: sendbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
+      TYPE(MPI_Datatype), INTENT(IN) :: sendtype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      TYPE(*), DIMENSION(..) :: recvbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
+      TYPE(MPI_Datatype), INTENT(IN) :: recvtype
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Sendrecv_c_f08ts
   end interface
   interface MPI_Sendrecv_replace
     subroutine MPI_Sendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, &
@@ -5295,6 +8827,21 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Sendrecv_replace_f08ts
+    subroutine MPI_Sendrecv_replace_c_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, status, ierror) bind(C, name='MPI_Sendrecv_replace_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Sendrecv_replace_c_f08ts
   end interface
   interface PMPI_Sendrecv_replace
     subroutine PMPI_Sendrecv_replace_f08ts(buf, count, datatype, dest, sendtag, source, &
@@ -5312,6 +8859,21 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Sendrecv_replace_f08ts
+    subroutine PMPI_Sendrecv_replace_c_f08ts(buf, count, datatype, dest, sendtag, source, &
+        recvtag, comm, status, ierror) bind(C, name='PMPI_Sendrecv_replace_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: sendtag
+      INTEGER, INTENT(IN) :: source
+      INTEGER, INTENT(IN) :: recvtag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Sendrecv_replace_c_f08ts
   end interface
   interface MPI_Ssend
     subroutine MPI_Ssend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -5326,6 +8888,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ssend_f08ts
+    subroutine MPI_Ssend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='MPI_Ssend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ssend_c_f08ts
   end interface
   interface PMPI_Ssend
     subroutine PMPI_Ssend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -5340,6 +8914,18 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ssend_f08ts
+    subroutine PMPI_Ssend_c_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
+        name='PMPI_Ssend_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ssend_c_f08ts
   end interface
   interface MPI_Ssend_init
     subroutine MPI_Ssend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5355,6 +8941,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Ssend_init_f08ts
+    subroutine MPI_Ssend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='MPI_Ssend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Ssend_init_c_f08ts
   end interface
   interface PMPI_Ssend_init
     subroutine PMPI_Ssend_init_f08ts(buf, count, datatype, dest, tag, comm, request, &
@@ -5370,6 +8969,19 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Ssend_init_f08ts
+    subroutine PMPI_Ssend_init_c_f08ts(buf, count, datatype, dest, tag, comm, request, &
+        ierror) bind(C, name='PMPI_Ssend_init_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Ssend_init_c_f08ts
   end interface
   interface MPI_Start
     subroutine MPI_Start_f08(request, ierror) bind(C, name='MPI_Start_f08')
@@ -5631,6 +9243,15 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_contiguous_f08
+    subroutine MPI_Type_contiguous_c_f08(count, oldtype, newtype, ierror) bind(C, &
+        name='MPI_Type_contiguous_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_contiguous_c_f08
   end interface
   interface PMPI_Type_contiguous
     subroutine PMPI_Type_contiguous_f08(count, oldtype, newtype, ierror) bind(C, &
@@ -5642,6 +9263,15 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_contiguous_f08
+    subroutine PMPI_Type_contiguous_c_f08(count, oldtype, newtype, ierror) bind(C, &
+        name='PMPI_Type_contiguous_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_contiguous_c_f08
   end interface
   interface MPI_Type_create_darray
     subroutine MPI_Type_create_darray_f08(size, rank, ndims, array_of_gsizes, &
@@ -5661,6 +9291,23 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_darray_f08
+    subroutine MPI_Type_create_darray_c_f08(size, rank, ndims, array_of_gsizes, &
+        array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, &
+        ierror) bind(C, name='MPI_Type_create_darray_c_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: rank
+      INTEGER, INTENT(IN) :: ndims
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_gsizes(*)
+      INTEGER :: array_of_distribs(*)
+      INTEGER :: array_of_dargs(*)
+      INTEGER :: array_of_psizes(*)
+      INTEGER, INTENT(IN) :: order
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_darray_c_f08
   end interface
   interface PMPI_Type_create_darray
     subroutine PMPI_Type_create_darray_f08(size, rank, ndims, array_of_gsizes, &
@@ -5680,6 +9327,23 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_darray_f08
+    subroutine PMPI_Type_create_darray_c_f08(size, rank, ndims, array_of_gsizes, &
+        array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, &
+        ierror) bind(C, name='PMPI_Type_create_darray_c_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: rank
+      INTEGER, INTENT(IN) :: ndims
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_gsizes(*)
+      INTEGER :: array_of_distribs(*)
+      INTEGER :: array_of_dargs(*)
+      INTEGER :: array_of_psizes(*)
+      INTEGER, INTENT(IN) :: order
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_darray_c_f08
   end interface
   interface MPI_Type_create_f90_complex
     subroutine MPI_Type_create_f90_complex_f08(p, r, newtype, ierror) bind(C, &
@@ -5758,6 +9422,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_hindexed_f08
+    subroutine MPI_Type_create_hindexed_c_f08(count, array_of_blocklengths, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='MPI_Type_create_hindexed_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_hindexed_c_f08
   end interface
   interface PMPI_Type_create_hindexed
     subroutine PMPI_Type_create_hindexed_f08(count, array_of_blocklengths, &
@@ -5772,6 +9448,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_hindexed_f08
+    subroutine PMPI_Type_create_hindexed_c_f08(count, array_of_blocklengths, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='PMPI_Type_create_hindexed_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_hindexed_c_f08
   end interface
   interface MPI_Type_create_hindexed_block
     subroutine MPI_Type_create_hindexed_block_f08(count, blocklength, &
@@ -5786,6 +9474,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_hindexed_block_f08
+    subroutine MPI_Type_create_hindexed_block_c_f08(count, blocklength, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='MPI_Type_create_hindexed_block_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_hindexed_block_c_f08
   end interface
   interface PMPI_Type_create_hindexed_block
     subroutine PMPI_Type_create_hindexed_block_f08(count, blocklength, &
@@ -5800,6 +9500,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_hindexed_block_f08
+    subroutine PMPI_Type_create_hindexed_block_c_f08(count, blocklength, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='PMPI_Type_create_hindexed_block_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_hindexed_block_c_f08
   end interface
   interface MPI_Type_create_hvector
     subroutine MPI_Type_create_hvector_f08(count, blocklength, stride, oldtype, newtype, &
@@ -5813,6 +9525,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_hvector_f08
+    subroutine MPI_Type_create_hvector_c_f08(count, blocklength, stride, oldtype, newtype, &
+        ierror) bind(C, name='MPI_Type_create_hvector_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: stride
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_hvector_c_f08
   end interface
   interface PMPI_Type_create_hvector
     subroutine PMPI_Type_create_hvector_f08(count, blocklength, stride, oldtype, newtype, &
@@ -5826,6 +9549,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_hvector_f08
+    subroutine PMPI_Type_create_hvector_c_f08(count, blocklength, stride, oldtype, newtype, &
+        ierror) bind(C, name='PMPI_Type_create_hvector_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: stride
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_hvector_c_f08
   end interface
   interface MPI_Type_create_indexed_block
     subroutine MPI_Type_create_indexed_block_f08(count, blocklength, &
@@ -5840,6 +9574,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_indexed_block_f08
+    subroutine MPI_Type_create_indexed_block_c_f08(count, blocklength, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='MPI_Type_create_indexed_block_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_indexed_block_c_f08
   end interface
   interface PMPI_Type_create_indexed_block
     subroutine PMPI_Type_create_indexed_block_f08(count, blocklength, &
@@ -5854,6 +9600,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_indexed_block_f08
+    subroutine PMPI_Type_create_indexed_block_c_f08(count, blocklength, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, &
+        name='PMPI_Type_create_indexed_block_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_indexed_block_c_f08
   end interface
   interface MPI_Type_create_resized
     subroutine MPI_Type_create_resized_f08(oldtype, lb, extent, newtype, ierror) bind(C, &
@@ -5892,6 +9650,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_struct_f08
+    subroutine MPI_Type_create_struct_c_f08(count, array_of_blocklengths, &
+        array_of_displacements, array_of_types, newtype, ierror) bind(C, &
+        name='MPI_Type_create_struct_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype) :: array_of_types(*)
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_struct_c_f08
   end interface
   interface PMPI_Type_create_struct
     subroutine PMPI_Type_create_struct_f08(count, array_of_blocklengths, &
@@ -5906,6 +9676,18 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_struct_f08
+    subroutine PMPI_Type_create_struct_c_f08(count, array_of_blocklengths, &
+        array_of_displacements, array_of_types, newtype, ierror) bind(C, &
+        name='PMPI_Type_create_struct_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype) :: array_of_types(*)
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_struct_c_f08
   end interface
   interface MPI_Type_create_subarray
     subroutine MPI_Type_create_subarray_f08(ndims, array_of_sizes, array_of_subsizes, &
@@ -5922,6 +9704,20 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_create_subarray_f08
+    subroutine MPI_Type_create_subarray_c_f08(ndims, array_of_sizes, array_of_subsizes, &
+        array_of_starts, order, oldtype, newtype, ierror) bind(C, &
+        name='MPI_Type_create_subarray_c_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: ndims
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_sizes(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_subsizes(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_starts(*)
+      INTEGER, INTENT(IN) :: order
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_subarray_c_f08
   end interface
   interface PMPI_Type_create_subarray
     subroutine PMPI_Type_create_subarray_f08(ndims, array_of_sizes, array_of_subsizes, &
@@ -5938,6 +9734,20 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_subarray_f08
+    subroutine PMPI_Type_create_subarray_c_f08(ndims, array_of_sizes, array_of_subsizes, &
+        array_of_starts, order, oldtype, newtype, ierror) bind(C, &
+        name='PMPI_Type_create_subarray_c_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: ndims
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_sizes(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_subsizes(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_starts(*)
+      INTEGER, INTENT(IN) :: order
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_subarray_c_f08
   end interface
   interface MPI_Type_delete_attr
     subroutine MPI_Type_delete_attr_f08(datatype, type_keyval, ierror) bind(C, &
@@ -6051,6 +9861,23 @@ abstract interface
       TYPE(MPI_Datatype) :: array_of_datatypes(*)
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_get_contents_f08
+    subroutine MPI_Type_get_contents_c_f08(datatype, max_integers, max_addresses, &
+        max_large_counts, max_datatypes, array_of_integers, array_of_addresses, &
+        array_of_large_counts, array_of_datatypes, ierror) bind(C, &
+        name='MPI_Type_get_contents_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_integers
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_addresses
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_large_counts
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_datatypes
+      INTEGER :: array_of_integers(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: array_of_addresses(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_large_counts(*)
+      TYPE(MPI_Datatype) :: array_of_datatypes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_get_contents_c_f08
   end interface
   interface PMPI_Type_get_contents
     subroutine PMPI_Type_get_contents_f08(datatype, max_integers, max_addresses, &
@@ -6067,6 +9894,23 @@ abstract interface
       TYPE(MPI_Datatype) :: array_of_datatypes(*)
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_get_contents_f08
+    subroutine PMPI_Type_get_contents_c_f08(datatype, max_integers, max_addresses, &
+        max_large_counts, max_datatypes, array_of_integers, array_of_addresses, &
+        array_of_large_counts, array_of_datatypes, ierror) bind(C, &
+        name='PMPI_Type_get_contents_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_integers
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_addresses
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_large_counts
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: max_datatypes
+      INTEGER :: array_of_integers(*)
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: array_of_addresses(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_large_counts(*)
+      TYPE(MPI_Datatype) :: array_of_datatypes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_get_contents_c_f08
   end interface
   interface MPI_Type_get_envelope
     subroutine MPI_Type_get_envelope_f08(datatype, num_integers, num_addresses, &
@@ -6080,6 +9924,19 @@ abstract interface
       INTEGER :: combiner
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_get_envelope_f08
+    subroutine MPI_Type_get_envelope_c_f08(datatype, num_integers, num_addresses, &
+        num_large_counts, num_datatypes, combiner, ierror) bind(C, &
+        name='MPI_Type_get_envelope_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_integers
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_addresses
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_large_counts
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_datatypes
+      INTEGER :: combiner
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_get_envelope_c_f08
   end interface
   interface PMPI_Type_get_envelope
     subroutine PMPI_Type_get_envelope_f08(datatype, num_integers, num_addresses, &
@@ -6093,6 +9950,19 @@ abstract interface
       INTEGER :: combiner
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_get_envelope_f08
+    subroutine PMPI_Type_get_envelope_c_f08(datatype, num_integers, num_addresses, &
+        num_large_counts, num_datatypes, combiner, ierror) bind(C, &
+        name='PMPI_Type_get_envelope_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_integers
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_addresses
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_large_counts
+      INTEGER(KIND=MPI_COUNT_KIND) :: num_datatypes
+      INTEGER :: combiner
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_get_envelope_c_f08
   end interface
   interface MPI_Type_get_extent
     subroutine MPI_Type_get_extent_f08(datatype, lb, extent, ierror) bind(C, &
@@ -6216,6 +10086,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_indexed_f08
+    subroutine MPI_Type_indexed_c_f08(count, array_of_blocklengths, array_of_displacements, &
+        oldtype, newtype, ierror) bind(C, name='MPI_Type_indexed_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_indexed_c_f08
   end interface
   interface PMPI_Type_indexed
     subroutine PMPI_Type_indexed_f08(count, array_of_blocklengths, array_of_displacements, &
@@ -6229,6 +10110,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_indexed_f08
+    subroutine PMPI_Type_indexed_c_f08(count, array_of_blocklengths, &
+        array_of_displacements, oldtype, newtype, ierror) bind(C, name='PMPI_Type_indexed_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_blocklengths(*)
+      INTEGER(KIND=MPI_COUNT_KIND) :: array_of_displacements(*)
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_indexed_c_f08
   end interface
   interface MPI_Type_match_size
     subroutine MPI_Type_match_size_f08(typeclass, size, datatype, ierror) bind(C, &
@@ -6302,6 +10194,14 @@ abstract interface
       INTEGER :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_size_f08
+    subroutine MPI_Type_size_c_f08(datatype, size, ierror) bind(C, &
+        name='MPI_Type_size_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_size_c_f08
   end interface
   interface PMPI_Type_size
     subroutine PMPI_Type_size_f08(datatype, size, ierror) bind(C, &
@@ -6312,6 +10212,14 @@ abstract interface
       INTEGER :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_size_f08
+    subroutine PMPI_Type_size_c_f08(datatype, size, ierror) bind(C, &
+        name='PMPI_Type_size_c_f08')
+      import
+      implicit none
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_size_c_f08
   end interface
   interface MPI_Type_size_x
     subroutine MPI_Type_size_x_f08(datatype, size, ierror) bind(C, &
@@ -6345,6 +10253,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Type_vector_f08
+    subroutine MPI_Type_vector_c_f08(count, blocklength, stride, oldtype, newtype, &
+        ierror) bind(C, name='MPI_Type_vector_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: stride
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_vector_c_f08
   end interface
   interface PMPI_Type_vector
     subroutine PMPI_Type_vector_f08(count, blocklength, stride, oldtype, newtype, &
@@ -6358,6 +10277,17 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_vector_f08
+    subroutine PMPI_Type_vector_c_f08(count, blocklength, stride, oldtype, newtype, &
+        ierror) bind(C, name='PMPI_Type_vector_c_f08')
+      import
+      implicit none
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: blocklength
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: stride
+      TYPE(MPI_Datatype), INTENT(IN) :: oldtype
+      TYPE(MPI_Datatype) :: newtype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_vector_c_f08
   end interface
   interface MPI_Unpack
     subroutine MPI_Unpack_f08ts(inbuf, insize, position, outbuf, outcount, datatype, comm, &
@@ -6373,6 +10303,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Unpack_f08ts
+    subroutine MPI_Unpack_c_f08ts(inbuf, insize, position, outbuf, outcount, datatype, &
+        comm, ierror) bind(C, name='MPI_Unpack_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Unpack_c_f08ts
   end interface
   interface PMPI_Unpack
     subroutine PMPI_Unpack_f08ts(inbuf, insize, position, outbuf, outcount, datatype, comm, &
@@ -6388,6 +10331,19 @@ abstract interface
       TYPE(MPI_Comm), INTENT(IN) :: comm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Unpack_f08ts
+    subroutine PMPI_Unpack_c_f08ts(inbuf, insize, position, outbuf, outcount, datatype, &
+        comm, ierror) bind(C, name='PMPI_Unpack_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Unpack_c_f08ts
   end interface
   interface MPI_Unpack_external
     subroutine MPI_Unpack_external_f08ts(datarep, inbuf, insize, position, outbuf, &
@@ -6403,6 +10359,19 @@ abstract interface
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Unpack_external_f08ts
+    subroutine MPI_Unpack_external_c_f08ts(datarep, inbuf, insize, position, outbuf, &
+        outcount, datatype, ierror) bind(C, name='MPI_Unpack_external_c_f08ts')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Unpack_external_c_f08ts
   end interface
   interface PMPI_Unpack_external
     subroutine PMPI_Unpack_external_f08ts(datarep, inbuf, insize, position, outbuf, &
@@ -6418,6 +10387,19 @@ abstract interface
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Unpack_external_f08ts
+    subroutine PMPI_Unpack_external_c_f08ts(datarep, inbuf, insize, position, outbuf, &
+        outcount, datatype, ierror) bind(C, name='PMPI_Unpack_external_c_f08ts')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(*), DIMENSION(..) :: inbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: insize
+      INTEGER(KIND=MPI_COUNT_KIND) :: position
+      TYPE(*), DIMENSION(..) :: outbuf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: outcount
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Unpack_external_c_f08ts
   end interface
   interface MPI_Wait
     subroutine MPI_Wait_f08(request, status, ierror) bind(C, name='MPI_Wait_f08')

@@ -28,30 +28,80 @@ mod c {
         pub fn PMPI_Add_error_string(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Allgather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Allgather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Allgather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Allgather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Allgatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Allgatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Allgatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Allgatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Alloc_mem(a0: MpiAint, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Alloc_mem(a0: MpiAint, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Allreduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Allreduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Allreduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Allreduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Allreduce_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Allreduce_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Allreduce_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Allreduce_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Alltoall_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoall_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Alltoall_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoall_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Alltoallv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoallv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Alltoallv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoallv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
         pub fn PMPI_Alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn MPI_Alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn PMPI_Alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn MPI_Alltoallw_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoallw_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Alltoallw_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Alltoallw_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Attr_delete(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Attr_delete(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Barrier(a0: c_int) -> c_int;
         pub fn PMPI_Barrier(a0: c_int) -> c_int;
+        pub fn MPI_Barrier_init(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Barrier_init(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Bcast(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int) -> c_int;
         pub fn PMPI_Bcast(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_Bcast_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int) -> c_int;
+        pub fn PMPI_Bcast_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_Bcast_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Bcast_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Bcast_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Bcast_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Bsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Bsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Bsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Bsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Bsend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Bsend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Bsend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Bsend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Buffer_attach(a0: *mut c_void, a1: c_int) -> c_int;
         pub fn PMPI_Buffer_attach(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_Buffer_attach_c(a0: *mut c_void, a1: i64) -> c_int;
+        pub fn PMPI_Buffer_attach_c(a0: *mut c_void, a1: i64) -> c_int;
         pub fn MPI_Cancel(a0: *mut c_void) -> c_int;
         pub fn PMPI_Cancel(a0: *mut c_void) -> c_int;
         pub fn MPI_Cart_coords(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
@@ -148,6 +198,12 @@ mod c {
         pub fn PMPI_Error_string(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Exscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Exscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Exscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Exscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Exscan_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Exscan_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Exscan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Exscan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
         pub fn MPI_Finalize() -> c_int;
@@ -158,8 +214,20 @@ mod c {
         pub fn PMPI_Free_mem(a0: *mut c_void) -> c_int;
         pub fn MPI_Gather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Gather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Gather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Gather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Gather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Gather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Gather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Gather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Gatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Gatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Gatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Gatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Gatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Gatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Gatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Gatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Get(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Get(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Get_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int) -> c_int;
@@ -168,8 +236,12 @@ mod c {
         pub fn PMPI_Get_address(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Get_count(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Get_count(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Get_count_c(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Get_count_c(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Get_elements(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Get_elements(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Get_elements_c(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Get_elements_c(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Get_elements_x(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Get_elements_x(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Get_library_version(a0: *mut c_void, a1: *mut c_void) -> c_int;
@@ -218,32 +290,76 @@ mod c {
         pub fn PMPI_Group_union(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Iallgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn PMPI_Iallgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Iallgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Iallgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Iallgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Iallgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Iallgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Iallgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Iallreduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Iallreduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Iallreduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Iallreduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Ialltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn PMPI_Ialltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ialltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ialltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Ialltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Ialltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Ialltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ialltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Ialltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Ialltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Ialltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ialltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Ibarrier(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Ibarrier(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Ibcast(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_Ibcast(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_Ibcast_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Ibcast_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_Ibsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Ibsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Ibsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Ibsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Iexscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Iexscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Iexscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Iexscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Igather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Igather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Igather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Igather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Igatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Igatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Igatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Igatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Improbe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn PMPI_Improbe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn MPI_Imrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Imrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Imrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Imrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Ineighbor_alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Ineighbor_alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Info_create(a0: *mut c_void) -> c_int;
         pub fn PMPI_Info_create(a0: *mut c_void) -> c_int;
         pub fn MPI_Info_delete(a0: c_int, a1: *mut c_void) -> c_int;
@@ -274,42 +390,102 @@ mod c {
         pub fn PMPI_Iprobe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Irecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Irecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Irecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Irecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Ireduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn PMPI_Ireduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Ireduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Ireduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Ireduce_scatter(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Ireduce_scatter(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Ireduce_scatter_block(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Ireduce_scatter_block(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Ireduce_scatter_block_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Ireduce_scatter_block_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Ireduce_scatter_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Ireduce_scatter_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Irsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Irsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Irsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Irsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Is_thread_main(a0: *mut c_void) -> c_int;
         pub fn PMPI_Is_thread_main(a0: *mut c_void) -> c_int;
         pub fn MPI_Iscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Iscan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Iscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Iscan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Iscatter(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Iscatter(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Iscatter_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Iscatter_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Iscatterv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Iscatterv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Iscatterv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Iscatterv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Isend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Isend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Isend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Isend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Isendrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn PMPI_Isendrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn MPI_Isendrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: i64, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn PMPI_Isendrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: i64, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn MPI_Isendrecv_replace(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Isendrecv_replace(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Isendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Isendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Issend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Issend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Issend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Issend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Keyval_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Keyval_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Mprobe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Mprobe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Mrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Mrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Mrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Mrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Neighbor_allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Neighbor_allgather(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Neighbor_allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Neighbor_allgather_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Neighbor_allgather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_allgather_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Neighbor_allgather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_allgather_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Neighbor_allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Neighbor_allgatherv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Neighbor_allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Neighbor_allgatherv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Neighbor_allgatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_allgatherv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Neighbor_allgatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_allgatherv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Neighbor_alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Neighbor_alltoall(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Neighbor_alltoall_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoall_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoall_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Neighbor_alltoall_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoall_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Neighbor_alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Neighbor_alltoallv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Neighbor_alltoallv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoallv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoallv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Neighbor_alltoallv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoallv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Neighbor_alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
         pub fn PMPI_Neighbor_alltoallw(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn PMPI_Neighbor_alltoallw_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int) -> c_int;
+        pub fn MPI_Neighbor_alltoallw_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoallw_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Neighbor_alltoallw_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Neighbor_alltoallw_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Op_commutative(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Op_commutative(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Op_create(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
@@ -318,12 +494,20 @@ mod c {
         pub fn PMPI_Op_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Pack(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: *mut c_void, a6: c_int) -> c_int;
         pub fn PMPI_Pack(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: *mut c_void, a6: c_int) -> c_int;
+        pub fn MPI_Pack_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: *mut c_void, a6: c_int) -> c_int;
+        pub fn PMPI_Pack_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: *mut c_void, a6: c_int) -> c_int;
         pub fn MPI_Pack_external(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void, a5: MpiAint, a6: *mut c_void) -> c_int;
         pub fn PMPI_Pack_external(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void, a5: MpiAint, a6: *mut c_void) -> c_int;
+        pub fn MPI_Pack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void, a5: i64, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Pack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void, a5: i64, a6: *mut c_void) -> c_int;
         pub fn MPI_Pack_external_size(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Pack_external_size(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Pack_external_size_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn PMPI_Pack_external_size_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Pack_size(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Pack_size(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn PMPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
@@ -334,16 +518,40 @@ mod c {
         pub fn PMPI_Raccumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Recv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Recv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Recv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Recv_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Recv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Recv_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Reduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Reduce(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Reduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Reduce_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Reduce_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Reduce_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Reduce_local(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int) -> c_int;
         pub fn PMPI_Reduce_local(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_Reduce_local_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int) -> c_int;
+        pub fn PMPI_Reduce_local_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int) -> c_int;
         pub fn MPI_Reduce_scatter(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Reduce_scatter(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Reduce_scatter_block(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Reduce_scatter_block(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Reduce_scatter_block_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Reduce_scatter_block_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Reduce_scatter_block_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_scatter_block_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Reduce_scatter_block_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_scatter_block_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Reduce_scatter_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Reduce_scatter_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Reduce_scatter_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_scatter_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Reduce_scatter_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Reduce_scatter_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Request_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Request_free(a0: *mut c_void) -> c_int;
         pub fn MPI_Request_get_status(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
@@ -356,26 +564,60 @@ mod c {
         pub fn PMPI_Rput(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Rsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Rsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Rsend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Rsend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Rsend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Rsend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Scan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Scan(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Scan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Scan_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Scan_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Scan_init(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn MPI_Scan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
+        pub fn PMPI_Scan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Scatter(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Scatter(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Scatter_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Scatter_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Scatter_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Scatter_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Scatter_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Scatter_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Scatterv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Scatterv(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Scatterv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Scatterv_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Scatterv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Scatterv_init(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn MPI_Scatterv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
+        pub fn PMPI_Scatterv_init_c(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: *mut c_void) -> c_int;
         pub fn MPI_Send(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Send(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Send_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Send_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Send_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Send_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Send_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Send_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Sendrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
         pub fn PMPI_Sendrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: c_int, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn MPI_Sendrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: i64, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
+        pub fn PMPI_Sendrecv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void, a6: i64, a7: c_int, a8: c_int, a9: c_int, a10: c_int, a11: *mut c_void) -> c_int;
         pub fn MPI_Sendrecv_replace(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Sendrecv_replace(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Sendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Sendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Ssend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Ssend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn MPI_Ssend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
+        pub fn PMPI_Ssend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Ssend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Ssend_init(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Ssend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Ssend_init_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Start(a0: *mut c_void) -> c_int;
         pub fn PMPI_Start(a0: *mut c_void) -> c_int;
         pub fn MPI_Startall(a0: c_int, a1: *mut c_void) -> c_int;
@@ -402,8 +644,12 @@ mod c {
         pub fn PMPI_Type_commit(a0: *mut c_void) -> c_int;
         pub fn MPI_Type_contiguous(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Type_contiguous(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Type_contiguous_c(a0: i64, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Type_contiguous_c(a0: i64, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Type_create_darray(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_darray(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_darray_c(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_darray_c(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Type_create_f90_complex(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_f90_complex(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Type_create_f90_integer(a0: c_int, a1: *mut c_void) -> c_int;
@@ -414,16 +660,28 @@ mod c {
         pub fn PMPI_Type_create_hindexed(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_create_hindexed_block(a0: c_int, a1: c_int, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_hindexed_block(a0: c_int, a1: c_int, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_hindexed_block_c(a0: i64, a1: i64, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_hindexed_block_c(a0: i64, a1: i64, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_hindexed_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_hindexed_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_create_hvector(a0: c_int, a1: c_int, a2: MpiAint, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_hvector(a0: c_int, a1: c_int, a2: MpiAint, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_hvector_c(a0: i64, a1: i64, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_hvector_c(a0: i64, a1: i64, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_create_indexed_block(a0: c_int, a1: c_int, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_indexed_block(a0: c_int, a1: c_int, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_indexed_block_c(a0: i64, a1: i64, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_indexed_block_c(a0: i64, a1: i64, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_create_resized(a0: c_int, a1: MpiAint, a2: MpiAint, a3: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_resized(a0: c_int, a1: MpiAint, a2: MpiAint, a3: *mut c_void) -> c_int;
         pub fn MPI_Type_create_struct(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_struct(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_struct_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_struct_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_create_subarray(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Type_create_subarray(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn MPI_Type_create_subarray_c(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
+        pub fn PMPI_Type_create_subarray_c(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Type_delete_attr(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Type_delete_attr(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Type_dup(a0: c_int, a1: *mut c_void) -> c_int;
@@ -434,8 +692,12 @@ mod c {
         pub fn PMPI_Type_free_keyval(a0: *mut c_void) -> c_int;
         pub fn MPI_Type_get_contents(a0: c_int, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void) -> c_int;
         pub fn PMPI_Type_get_contents(a0: c_int, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void, a6: *mut c_void) -> c_int;
+        pub fn MPI_Type_get_contents_c(a0: c_int, a1: i64, a2: i64, a3: i64, a4: i64, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Type_get_contents_c(a0: c_int, a1: i64, a2: i64, a3: i64, a4: i64, a5: *mut c_void, a6: *mut c_void, a7: *mut c_void, a8: *mut c_void) -> c_int;
         pub fn MPI_Type_get_envelope(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_get_envelope(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_get_envelope_c(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Type_get_envelope_c(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn MPI_Type_get_extent(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_Type_get_extent(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Type_get_extent_x(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
@@ -448,20 +710,30 @@ mod c {
         pub fn PMPI_Type_get_true_extent_x(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Type_indexed(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_indexed(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_indexed_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_indexed_c(a0: i64, a1: *mut c_void, a2: *mut c_void, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Type_match_size(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Type_match_size(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Type_set_name(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Type_set_name(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Type_size(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Type_size(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Type_size_c(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Type_size_c(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Type_size_x(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Type_size_x(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Type_vector(a0: c_int, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_Type_vector(a0: c_int, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_Type_vector_c(a0: i64, a1: i64, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Type_vector_c(a0: i64, a1: i64, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Unpack(a0: *mut c_void, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Unpack(a0: *mut c_void, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Unpack_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
+        pub fn PMPI_Unpack_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int) -> c_int;
         pub fn MPI_Unpack_external(a0: *mut c_void, a1: *mut c_void, a2: MpiAint, a3: *mut c_void, a4: *mut c_void, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Unpack_external(a0: *mut c_void, a1: *mut c_void, a2: MpiAint, a3: *mut c_void, a4: *mut c_void, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_Unpack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: *mut c_void, a4: *mut c_void, a5: i64, a6: c_int) -> c_int;
+        pub fn PMPI_Unpack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: *mut c_void, a4: *mut c_void, a5: i64, a6: c_int) -> c_int;
         pub fn MPI_Wait(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_Wait(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Waitall(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
@@ -664,6 +936,63 @@ pub unsafe extern "C" fn PMPI_Allgather_f08ts(sendbuf: *const f08::Cdesc, sendco
     f08_allgather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
 }
 
+/// `MPI_Allgather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) } else { c::MPI_Allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+
+/// `MPI_Allgather_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgather_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Allgather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Allgather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Allgather_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgather_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Allgather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Allgather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgather_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Allgatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_allgatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -680,6 +1009,60 @@ pub unsafe extern "C" fn MPI_Allgatherv_f08ts(sendbuf: *const f08::Cdesc, sendco
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_allgatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+
+/// `MPI_Allgatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Allgatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm) } else { c::MPI_Allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+
+/// `MPI_Allgatherv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgatherv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgatherv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Allgatherv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Allgatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Allgatherv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allgatherv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Allgatherv_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Allgatherv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allgatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Allgatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allgatherv_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
 }
 
 /// `MPI_Alloc_mem` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -716,6 +1099,60 @@ pub unsafe extern "C" fn PMPI_Allreduce_f08ts(sendbuf: *const f08::Cdesc, recvbu
     f08_allreduce::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
 }
 
+/// `MPI_Allreduce_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allreduce_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Allreduce_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Allreduce_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allreduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) } else { c::MPI_Allreduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allreduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+
+/// `MPI_Allreduce_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allreduce_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Allreduce_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Allreduce_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allreduce_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Allreduce_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_init::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allreduce_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_init::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Allreduce_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_allreduce_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Allreduce_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Allreduce_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Allreduce_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Allreduce_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_init_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allreduce_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_allreduce_init_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+
 /// `MPI_Alltoall` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_alltoall<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -735,6 +1172,63 @@ pub unsafe extern "C" fn PMPI_Alltoall_f08ts(sendbuf: *const f08::Cdesc, sendcou
     f08_alltoall::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
 }
 
+/// `MPI_Alltoall_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoall_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) } else { c::MPI_Alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+
+/// `MPI_Alltoall_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoall_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Alltoall_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Alltoall_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoall_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Alltoall_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoall_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Alltoall_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoall_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Alltoall_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Alltoall_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoall_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Alltoall_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoall_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoall_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Alltoallv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_alltoallv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -752,6 +1246,57 @@ pub unsafe extern "C" fn PMPI_Alltoallv_f08ts(sendbuf: *const f08::Cdesc, sendco
     f08_alltoallv::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
 }
 
+/// `MPI_Alltoallv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm) } else { c::MPI_Alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
+}
+
+/// `MPI_Alltoallv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallv_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Alltoallv_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_init::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_init::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Alltoallv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallv_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Alltoallv_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_init_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallv_init_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Alltoallw` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_alltoallw<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -767,6 +1312,57 @@ pub unsafe extern "C" fn MPI_Alltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcou
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_alltoallw::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+
+/// `MPI_Alltoallw_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallw_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm) } else { c::MPI_Alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+
+/// `MPI_Alltoallw_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallw_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallw_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallw_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallw_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) } else { c::MPI_Alltoallw_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_init::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallw_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_init::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+
+/// `MPI_Alltoallw_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_alltoallw_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Alltoallw_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Alltoallw_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Alltoallw_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) } else { c::MPI_Alltoallw_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallw_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_init_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallw_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_alltoallw_init_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
 }
 
 /// `MPI_Attr_delete` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -799,6 +1395,21 @@ pub unsafe extern "C" fn PMPI_Barrier_f08(comm: *mut c_int, ierror: *mut c_int) 
     f08_barrier::<true>(comm, ierror)
 }
 
+/// `MPI_Barrier_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_barrier_init<const PMPI: bool>(comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Barrier_init(*comm, *info, request.cast()) } else { c::MPI_Barrier_init(*comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Barrier_init_f08(comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_barrier_init::<false>(comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Barrier_init_f08(comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_barrier_init::<true>(comm, info, request, ierror)
+}
+
 /// `MPI_Bcast` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_bcast<const PMPI: bool>(buffer: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -814,6 +1425,57 @@ pub unsafe extern "C" fn MPI_Bcast_f08ts(buffer: *const f08::Cdesc, count: *mut 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_f08ts(buffer: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_bcast::<true>(buffer, count, datatype, root, comm, ierror)
+}
+
+/// `MPI_Bcast_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_bcast_c<const PMPI: bool>(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut buffer_s = f08::Section::new();
+    let (buffer_p, buffer_n, buffer_t) = match buffer_s.paired(buffer, *count as i64, *datatype, "MPI_Bcast_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Bcast_c(buffer_p, buffer_n as _, buffer_t, *root, *comm) } else { c::MPI_Bcast_c(buffer_p, buffer_n as _, buffer_t, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_c::<false>(buffer, count, datatype, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bcast_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_c::<true>(buffer, count, datatype, root, comm, ierror)
+}
+
+/// `MPI_Bcast_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_bcast_init<const PMPI: bool>(buffer: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buffer_s = f08::Section::new();
+    let (buffer_p, buffer_n, buffer_t) = match buffer_s.paired(buffer, *count as i64, *datatype, "MPI_Bcast_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Bcast_init(buffer_p, buffer_n as _, buffer_t, *root, *comm, *info, request.cast()) } else { c::MPI_Bcast_init(buffer_p, buffer_n as _, buffer_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast_init_f08ts(buffer: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_init::<false>(buffer, count, datatype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bcast_init_f08ts(buffer: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_init::<true>(buffer, count, datatype, root, comm, info, request, ierror)
+}
+
+/// `MPI_Bcast_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_bcast_init_c<const PMPI: bool>(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buffer_s = f08::Section::new();
+    let (buffer_p, buffer_n, buffer_t) = match buffer_s.paired(buffer, *count as i64, *datatype, "MPI_Bcast_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Bcast_init_c(buffer_p, buffer_n as _, buffer_t, *root, *comm, *info, request.cast()) } else { c::MPI_Bcast_init_c(buffer_p, buffer_n as _, buffer_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast_init_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_init_c::<false>(buffer, count, datatype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bcast_init_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bcast_init_c::<true>(buffer, count, datatype, root, comm, info, request, ierror)
 }
 
 /// `MPI_Bsend` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -833,6 +1495,23 @@ pub unsafe extern "C" fn PMPI_Bsend_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_bsend::<true>(buf, count, datatype, dest, tag, comm, ierror)
 }
 
+/// `MPI_Bsend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_bsend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Bsend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Bsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) } else { c::MPI_Bsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_bsend_c::<false>(buf, count, datatype, dest, tag, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_bsend_c::<true>(buf, count, datatype, dest, tag, comm, ierror)
+}
+
 /// `MPI_Bsend_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_bsend_init<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -850,6 +1529,23 @@ pub unsafe extern "C" fn PMPI_Bsend_init_f08ts(buf: *const f08::Cdesc, count: *m
     f08_bsend_init::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
+/// `MPI_Bsend_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_bsend_init_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Bsend_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Bsend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Bsend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bsend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bsend_init_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bsend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_bsend_init_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
 /// `MPI_Buffer_attach` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_buffer_attach<const PMPI: bool>(buffer: *const f08::Cdesc, size: *mut c_int, ierror: *mut c_int) {
@@ -864,6 +1560,22 @@ pub unsafe extern "C" fn MPI_Buffer_attach_f08ts(buffer: *const f08::Cdesc, size
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach_f08ts(buffer: *const f08::Cdesc, size: *mut c_int, ierror: *mut c_int) {
     f08_buffer_attach::<true>(buffer, size, ierror)
+}
+
+/// `MPI_Buffer_attach_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_buffer_attach_c<const PMPI: bool>(buffer: *const f08::Cdesc, size: *mut i64, ierror: *mut c_int) {
+    let buffer_p = match f08::contiguous(buffer, "MPI_Buffer_attach_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Buffer_attach_c(buffer_p, *size) } else { c::MPI_Buffer_attach_c(buffer_p, *size) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_attach_c_f08ts(buffer: *const f08::Cdesc, size: *mut i64, ierror: *mut c_int) {
+    f08_buffer_attach_c::<false>(buffer, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_attach_c_f08ts(buffer: *const f08::Cdesc, size: *mut i64, ierror: *mut c_int) {
+    f08_buffer_attach_c::<true>(buffer, size, ierror)
 }
 
 /// `MPI_Cancel` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -1635,6 +2347,60 @@ pub unsafe extern "C" fn PMPI_Exscan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: 
     f08_exscan::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
 }
 
+/// `MPI_Exscan_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_exscan_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Exscan_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Exscan_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Exscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) } else { c::MPI_Exscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Exscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+
+/// `MPI_Exscan_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_exscan_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Exscan_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Exscan_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Exscan_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Exscan_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_init::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Exscan_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_init::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Exscan_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_exscan_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Exscan_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Exscan_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Exscan_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Exscan_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_init_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Exscan_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_exscan_init_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+
 /// `MPI_Fetch_and_op` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_fetch_and_op<const PMPI: bool>(origin_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
@@ -1718,6 +2484,63 @@ pub unsafe extern "C" fn PMPI_Gather_f08ts(sendbuf: *const f08::Cdesc, sendcount
     f08_gather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
 }
 
+/// `MPI_Gather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Gather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) } else { c::MPI_Gather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_gather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_gather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Gather_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gather_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Gather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Gather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gather_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gather_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+
+/// `MPI_Gather_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gather_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Gather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Gather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gather_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gather_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+
 /// `MPI_Gatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_gatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -1734,6 +2557,60 @@ pub unsafe extern "C" fn MPI_Gatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_gatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Gatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Gatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm) } else { c::MPI_Gatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Gatherv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gatherv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gatherv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Gatherv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, *info, request.cast()) } else { c::MPI_Gatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, ierror)
+}
+
+/// `MPI_Gatherv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_gatherv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Gatherv_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Gatherv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Gatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, *info, request.cast()) } else { c::MPI_Gatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_gatherv_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, ierror)
 }
 
 /// `MPI_Get` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -1802,6 +2679,21 @@ pub unsafe extern "C" fn PMPI_Get_count_f08(status: *mut c_int, datatype: *mut c
     f08_get_count::<true>(status, datatype, count, ierror)
 }
 
+/// `MPI_Get_count_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get_count_c<const PMPI: bool>(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Get_count_c(status.cast(), *datatype, count.cast()) } else { c::MPI_Get_count_c(status.cast(), *datatype, count.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_count_c_f08(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    f08_get_count_c::<false>(status, datatype, count, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_count_c_f08(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    f08_get_count_c::<true>(status, datatype, count, ierror)
+}
+
 /// `MPI_Get_elements` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_get_elements<const PMPI: bool>(status: *mut c_int, datatype: *mut c_int, count: *mut c_int, ierror: *mut c_int) {
@@ -1815,6 +2707,21 @@ pub unsafe extern "C" fn MPI_Get_elements_f08(status: *mut c_int, datatype: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_f08(status: *mut c_int, datatype: *mut c_int, count: *mut c_int, ierror: *mut c_int) {
     f08_get_elements::<true>(status, datatype, count, ierror)
+}
+
+/// `MPI_Get_elements_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get_elements_c<const PMPI: bool>(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Get_elements_c(status.cast(), *datatype, count.cast()) } else { c::MPI_Get_elements_c(status.cast(), *datatype, count.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_elements_c_f08(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    f08_get_elements_c::<false>(status, datatype, count, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_elements_c_f08(status: *mut c_int, datatype: *mut c_int, count: *mut i64, ierror: *mut c_int) {
+    f08_get_elements_c::<true>(status, datatype, count, ierror)
 }
 
 /// `MPI_Get_elements_x` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2187,6 +3094,25 @@ pub unsafe extern "C" fn PMPI_Iallgather_f08ts(sendbuf: *const f08::Cdesc, sendc
     f08_iallgather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
 }
 
+/// `MPI_Iallgather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iallgather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Iallgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Iallgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iallgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Iallgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iallgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallgather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iallgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallgather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
 /// `MPI_Iallgatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_iallgatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2205,6 +3131,24 @@ pub unsafe extern "C" fn PMPI_Iallgatherv_f08ts(sendbuf: *const f08::Cdesc, send
     f08_iallgatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
 }
 
+/// `MPI_Iallgatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iallgatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Iallgatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Iallgatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iallgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Iallgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iallgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallgatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iallgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallgatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+
 /// `MPI_Iallreduce` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_iallreduce<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2221,6 +3165,24 @@ pub unsafe extern "C" fn MPI_Iallreduce_f08ts(sendbuf: *const f08::Cdesc, recvbu
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallreduce_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_iallreduce::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+
+/// `MPI_Iallreduce_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iallreduce_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Iallreduce_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Iallreduce_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iallreduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) } else { c::MPI_Iallreduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iallreduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallreduce_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iallreduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iallreduce_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
 }
 
 /// `MPI_Ialltoall` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2242,6 +3204,25 @@ pub unsafe extern "C" fn PMPI_Ialltoall_f08ts(sendbuf: *const f08::Cdesc, sendco
     f08_ialltoall::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
 }
 
+/// `MPI_Ialltoall_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ialltoall_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ialltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Ialltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ialltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Ialltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ialltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoall_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ialltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoall_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
 /// `MPI_Ialltoallv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_ialltoallv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2259,6 +3240,23 @@ pub unsafe extern "C" fn PMPI_Ialltoallv_f08ts(sendbuf: *const f08::Cdesc, sendc
     f08_ialltoallv::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
 }
 
+/// `MPI_Ialltoallv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ialltoallv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ialltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ialltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ialltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Ialltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ialltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoallv_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ialltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoallv_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+
 /// `MPI_Ialltoallw` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_ialltoallw<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2274,6 +3272,23 @@ pub unsafe extern "C" fn MPI_Ialltoallw_f08ts(sendbuf: *const f08::Cdesc, sendco
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_ialltoallw::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
+}
+
+/// `MPI_Ialltoallw_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ialltoallw_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ialltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ialltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ialltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) } else { c::MPI_Ialltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ialltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoallw_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ialltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ialltoallw_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
 }
 
 /// `MPI_Ibarrier` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2308,6 +3323,23 @@ pub unsafe extern "C" fn PMPI_Ibcast_f08ts(buffer: *const f08::Cdesc, count: *mu
     f08_ibcast::<true>(buffer, count, datatype, root, comm, request, ierror)
 }
 
+/// `MPI_Ibcast_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ibcast_c<const PMPI: bool>(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buffer_s = f08::Section::new();
+    let (buffer_p, buffer_n, buffer_t) = match buffer_s.paired(buffer, *count as i64, *datatype, "MPI_Ibcast_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ibcast_c(buffer_p, buffer_n as _, buffer_t, *root, *comm, request.cast()) } else { c::MPI_Ibcast_c(buffer_p, buffer_n as _, buffer_t, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibcast_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ibcast_c::<false>(buffer, count, datatype, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ibcast_c_f08ts(buffer: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ibcast_c::<true>(buffer, count, datatype, root, comm, request, ierror)
+}
+
 /// `MPI_Ibsend` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_ibsend<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2323,6 +3355,23 @@ pub unsafe extern "C" fn MPI_Ibsend_f08ts(buf: *const f08::Cdesc, count: *mut c_
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_ibsend::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Ibsend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ibsend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Ibsend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ibsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Ibsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ibsend_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ibsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ibsend_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Iexscan` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2341,6 +3390,24 @@ pub unsafe extern "C" fn MPI_Iexscan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_iexscan::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+
+/// `MPI_Iexscan_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iexscan_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Iexscan_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Iexscan_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iexscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) } else { c::MPI_Iexscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iexscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iexscan_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iexscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iexscan_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
 }
 
 /// `MPI_Igather` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2362,6 +3429,25 @@ pub unsafe extern "C" fn PMPI_Igather_f08ts(sendbuf: *const f08::Cdesc, sendcoun
     f08_igather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
 }
 
+/// `MPI_Igather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_igather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Igather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Igather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Igather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) } else { c::MPI_Igather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Igather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_igather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Igather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_igather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+
 /// `MPI_Igatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_igatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2378,6 +3464,24 @@ pub unsafe extern "C" fn MPI_Igatherv_f08ts(sendbuf: *const f08::Cdesc, sendcoun
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_igatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, ierror)
+}
+
+/// `MPI_Igatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_igatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Igatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Igatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Igatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, request.cast()) } else { c::MPI_Igatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Igatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_igatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Igatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_igatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, ierror)
 }
 
 /// `MPI_Improbe` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2411,6 +3515,203 @@ pub unsafe extern "C" fn MPI_Imrecv_f08ts(buf: *const f08::Cdesc, count: *mut c_
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, message: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_imrecv::<true>(buf, count, datatype, message, request, ierror)
+}
+
+/// `MPI_Imrecv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_imrecv_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Imrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Imrecv_c(buf_p, buf_n as _, buf_t, message.cast(), request.cast()) } else { c::MPI_Imrecv_c(buf_p, buf_n as _, buf_t, message.cast(), request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Imrecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_imrecv_c::<false>(buf, count, datatype, message, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Imrecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_imrecv_c::<true>(buf, count, datatype, message, request, ierror)
+}
+
+/// `MPI_Ineighbor_allgather` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_allgather<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_allgather") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Ineighbor_allgather") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_allgather(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Ineighbor_allgather(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_allgather_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgather::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgather_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_allgather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_allgather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Ineighbor_allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Ineighbor_allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_allgatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_allgatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_allgatherv") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_allgatherv") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_allgatherv(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Ineighbor_allgatherv(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_allgatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgatherv::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_allgatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_allgatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_allgatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_allgatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Ineighbor_allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_allgatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoall` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoall<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_alltoall") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Ineighbor_alltoall") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoall(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Ineighbor_alltoall(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoall_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoall::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoall::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoall_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoall_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Ineighbor_alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Ineighbor_alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) } else { c::MPI_Ineighbor_alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoall_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoall_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoallv` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoallv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ineighbor_alltoallv") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_alltoallv") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoallv(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Ineighbor_alltoallv(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallv_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallv::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallv::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoallv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoallv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ineighbor_alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) } else { c::MPI_Ineighbor_alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallv_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallv_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoallw` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoallw<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ineighbor_alltoallw") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_alltoallw") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoallw(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) } else { c::MPI_Ineighbor_alltoallw(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallw::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallw::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
+}
+
+/// `MPI_Ineighbor_alltoallw_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ineighbor_alltoallw_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ineighbor_alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ineighbor_alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ineighbor_alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) } else { c::MPI_Ineighbor_alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallw_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ineighbor_alltoallw_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, ierror)
 }
 
 /// `MPI_Info_create` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2716,6 +4017,23 @@ pub unsafe extern "C" fn PMPI_Irecv_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_irecv::<true>(buf, count, datatype, source, tag, comm, request, ierror)
 }
 
+/// `MPI_Irecv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_irecv_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Irecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Irecv_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, request.cast()) } else { c::MPI_Irecv_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_irecv_c::<false>(buf, count, datatype, source, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Irecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_irecv_c::<true>(buf, count, datatype, source, tag, comm, request, ierror)
+}
+
 /// `MPI_Ireduce` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_ireduce<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2732,6 +4050,24 @@ pub unsafe extern "C" fn MPI_Ireduce_f08ts(sendbuf: *const f08::Cdesc, recvbuf: 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_ireduce::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, request, ierror)
+}
+
+/// `MPI_Ireduce_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ireduce_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ireduce_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Ireduce_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ireduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, request.cast()) } else { c::MPI_Ireduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ireduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_c::<false>(sendbuf, recvbuf, count, datatype, op, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_c::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, request, ierror)
 }
 
 /// `MPI_Ireduce_scatter` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2769,6 +4105,41 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_f08ts(sendbuf: *const f08::C
     f08_ireduce_scatter_block::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, request, ierror)
 }
 
+/// `MPI_Ireduce_scatter_block_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ireduce_scatter_block_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ireduce_scatter_block_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *datatype, "MPI_Ireduce_scatter_block_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ireduce_scatter_block_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) } else { c::MPI_Ireduce_scatter_block_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ireduce_scatter_block_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_scatter_block_c::<false>(sendbuf, recvbuf, recvcount, datatype, op, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_scatter_block_c::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, request, ierror)
+}
+
+/// `MPI_Ireduce_scatter_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ireduce_scatter_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Ireduce_scatter_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Ireduce_scatter_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ireduce_scatter_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, request.cast()) } else { c::MPI_Ireduce_scatter_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ireduce_scatter_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_scatter_c::<false>(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_scatter_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ireduce_scatter_c::<true>(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, ierror)
+}
+
 /// `MPI_Irsend` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_irsend<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2784,6 +4155,23 @@ pub unsafe extern "C" fn MPI_Irsend_f08ts(buf: *const f08::Cdesc, count: *mut c_
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irsend_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_irsend::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Irsend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_irsend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Irsend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Irsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Irsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_irsend_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Irsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_irsend_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Is_thread_main` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2820,6 +4208,24 @@ pub unsafe extern "C" fn PMPI_Iscan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *
     f08_iscan::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
 }
 
+/// `MPI_Iscan_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iscan_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Iscan_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Iscan_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) } else { c::MPI_Iscan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscan_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscan_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, request, ierror)
+}
+
 /// `MPI_Iscatter` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_iscatter<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2837,6 +4243,25 @@ pub unsafe extern "C" fn MPI_Iscatter_f08ts(sendbuf: *const f08::Cdesc, sendcoun
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_iscatter::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+
+/// `MPI_Iscatter_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iscatter_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Iscatter_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Iscatter_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iscatter_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) } else { c::MPI_Iscatter_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iscatter_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscatter_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscatter_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscatter_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
 }
 
 /// `MPI_Iscatterv` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2857,6 +4282,24 @@ pub unsafe extern "C" fn PMPI_Iscatterv_f08ts(sendbuf: *const f08::Cdesc, sendco
     f08_iscatterv::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
 }
 
+/// `MPI_Iscatterv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_iscatterv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Iscatterv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Iscatterv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Iscatterv_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) } else { c::MPI_Iscatterv_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iscatterv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscatterv_c::<false>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscatterv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_iscatterv_c::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, ierror)
+}
+
 /// `MPI_Isend` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_isend<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2874,6 +4317,95 @@ pub unsafe extern "C" fn PMPI_Isend_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_isend::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
+/// `MPI_Isend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_isend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Isend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Isend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Isend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isend_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isend_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Isendrecv` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_isendrecv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Isendrecv") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Isendrecv") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Isendrecv(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, request.cast()) } else { c::MPI_Isendrecv(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv::<false>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isendrecv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv::<true>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, ierror)
+}
+
+/// `MPI_Isendrecv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_isendrecv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Isendrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Isendrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Isendrecv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, request.cast()) } else { c::MPI_Isendrecv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_c::<false>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isendrecv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_c::<true>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, ierror)
+}
+
+/// `MPI_Isendrecv_replace` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_isendrecv_replace<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Isendrecv_replace") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Isendrecv_replace(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, request.cast()) } else { c::MPI_Isendrecv_replace(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_replace_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_replace::<false>(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isendrecv_replace_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_replace::<true>(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, ierror)
+}
+
+/// `MPI_Isendrecv_replace_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_isendrecv_replace_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Isendrecv_replace_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Isendrecv_replace_c(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, request.cast()) } else { c::MPI_Isendrecv_replace_c(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isendrecv_replace_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_replace_c::<false>(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Isendrecv_replace_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_isendrecv_replace_c::<true>(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, ierror)
+}
+
 /// `MPI_Issend` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_issend<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2889,6 +4421,23 @@ pub unsafe extern "C" fn MPI_Issend_f08ts(buf: *const f08::Cdesc, count: *mut c_
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Issend_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_issend::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Issend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_issend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Issend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Issend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Issend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Issend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_issend_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Issend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_issend_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Keyval_free` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2938,6 +4487,23 @@ pub unsafe extern "C" fn PMPI_Mrecv_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_mrecv::<true>(buf, count, datatype, message, status, ierror)
 }
 
+/// `MPI_Mrecv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_mrecv_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Mrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Mrecv_c(buf_p, buf_n as _, buf_t, message.cast(), rt::status(status)) } else { c::MPI_Mrecv_c(buf_p, buf_n as _, buf_t, message.cast(), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Mrecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_mrecv_c::<false>(buf, count, datatype, message, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Mrecv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, message: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_mrecv_c::<true>(buf, count, datatype, message, status, ierror)
+}
+
 /// `MPI_Neighbor_allgather` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_neighbor_allgather<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -2957,6 +4523,63 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_f08ts(sendbuf: *const f08::Cdes
     f08_neighbor_allgather::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
 }
 
+/// `MPI_Neighbor_allgather_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgather_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_allgather_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) } else { c::MPI_Neighbor_allgather_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgather_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+
+/// `MPI_Neighbor_allgather_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgather_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_allgather_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Neighbor_allgather_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Neighbor_allgather_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgather_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_allgather_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Neighbor_allgather_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgather_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Neighbor_allgatherv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_neighbor_allgatherv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -2973,6 +4596,60 @@ pub unsafe extern "C" fn MPI_Neighbor_allgatherv_f08ts(sendbuf: *const f08::Cdes
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_neighbor_allgatherv::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+
+/// `MPI_Neighbor_allgatherv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgatherv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgatherv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_allgatherv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm) } else { c::MPI_Neighbor_allgatherv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierror)
+}
+
+/// `MPI_Neighbor_allgatherv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgatherv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgatherv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_allgatherv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Neighbor_allgatherv_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, displs: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Neighbor_allgatherv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_allgatherv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_allgatherv_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_allgatherv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_allgatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Neighbor_allgatherv_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvcounts.cast(), displs.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, displs: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_allgatherv_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, ierror)
 }
 
 /// `MPI_Neighbor_alltoall` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2994,6 +4671,63 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_f08ts(sendbuf: *const f08::Cdesc
     f08_neighbor_alltoall::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
 }
 
+/// `MPI_Neighbor_alltoall_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoall_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_alltoall_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) } else { c::MPI_Neighbor_alltoall_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoall_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierror)
+}
+
+/// `MPI_Neighbor_alltoall_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoall_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_alltoall_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_alltoall_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoall_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoall_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoall_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Neighbor_alltoall_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoall_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Neighbor_alltoall_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Neighbor_alltoall_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoall_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoall_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoall_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoall_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Neighbor_alltoallv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_neighbor_alltoallv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -3011,6 +4745,57 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_f08ts(sendbuf: *const f08::Cdes
     f08_neighbor_alltoallv::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
 }
 
+/// `MPI_Neighbor_alltoallv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm) } else { c::MPI_Neighbor_alltoallv_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierror)
+}
+
+/// `MPI_Neighbor_alltoallv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallv_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoallv_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_init::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut c_int, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_init::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+
+/// `MPI_Neighbor_alltoallv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallv_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoallv_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), *sendtype, recvbuf_p, recvcounts.cast(), rdispls.cast(), *recvtype, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_init_c::<false>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtype: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallv_init_c::<true>(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, ierror)
+}
+
 /// `MPI_Neighbor_alltoallw` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_neighbor_alltoallw<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -3026,6 +4811,57 @@ pub unsafe extern "C" fn MPI_Neighbor_alltoallw_f08ts(sendbuf: *const f08::Cdesc
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_neighbor_alltoallw::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+
+/// `MPI_Neighbor_alltoallw_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallw_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallw_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm) } else { c::MPI_Neighbor_alltoallw_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, ierror)
+}
+
+/// `MPI_Neighbor_alltoallw_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallw_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallw_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallw_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallw_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoallw_init(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_init::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_init::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+
+/// `MPI_Neighbor_alltoallw_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_neighbor_alltoallw_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Neighbor_alltoallw_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Neighbor_alltoallw_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Neighbor_alltoallw_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) } else { c::MPI_Neighbor_alltoallw_init_c(sendbuf_p, sendcounts.cast(), sdispls.cast(), sendtypes.cast(), recvbuf_p, recvcounts.cast(), rdispls.cast(), recvtypes.cast(), *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_init_c::<false>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, sdispls: *mut MpiAint, sendtypes: *mut c_int, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, rdispls: *mut MpiAint, recvtypes: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_neighbor_alltoallw_init_c::<true>(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierror)
 }
 
 /// `MPI_Op_commutative` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3092,6 +4928,24 @@ pub unsafe extern "C" fn PMPI_Pack_f08ts(inbuf: *const f08::Cdesc, incount: *mut
     f08_pack::<true>(inbuf, incount, datatype, outbuf, outsize, position, comm, ierror)
 }
 
+/// `MPI_Pack_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pack_c<const PMPI: bool>(inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, comm: *mut c_int, ierror: *mut c_int) {
+    let mut inbuf_s = f08::Section::new();
+    let (inbuf_p, inbuf_n, inbuf_t) = match inbuf_s.paired(inbuf, *incount as i64, *datatype, "MPI_Pack_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let outbuf_p = match f08::contiguous(outbuf, "MPI_Pack_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Pack_c(inbuf_p, inbuf_n as _, inbuf_t, outbuf_p, *outsize, position.cast(), *comm) } else { c::MPI_Pack_c(inbuf_p, inbuf_n as _, inbuf_t, outbuf_p, *outsize, position.cast(), *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pack_c_f08ts(inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, comm: *mut c_int, ierror: *mut c_int) {
+    f08_pack_c::<false>(inbuf, incount, datatype, outbuf, outsize, position, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_c_f08ts(inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, comm: *mut c_int, ierror: *mut c_int) {
+    f08_pack_c::<true>(inbuf, incount, datatype, outbuf, outsize, position, comm, ierror)
+}
+
 /// `MPI_Pack_external` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pack_external<const PMPI: bool>(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, incount: *mut c_int, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut MpiAint, position: *mut MpiAint, ierror: *mut c_int) {
@@ -3113,6 +4967,27 @@ pub unsafe extern "C" fn PMPI_Pack_external_f08ts(datarep: *const f08::Cdesc, in
     f08_pack_external::<true>(datarep, inbuf, incount, datatype, outbuf, outsize, position, ierror)
 }
 
+/// `MPI_Pack_external_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pack_external_c<const PMPI: bool>(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, ierror: *mut c_int) {
+    let mut inbuf_s = f08::Section::new();
+    let (inbuf_p, inbuf_n, inbuf_t) = match inbuf_s.paired(inbuf, *incount as i64, *datatype, "MPI_Pack_external_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let outbuf_p = match f08::contiguous(outbuf, "MPI_Pack_external_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let (datarep_s, datarep_len) = f08::string(datarep);
+    let mut datarep_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(datarep_s, datarep_len, &mut datarep_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Pack_external_c")); }
+    let rc = if PMPI { c::PMPI_Pack_external_c(datarep_c.as_mut_ptr().cast(), inbuf_p, inbuf_n as _, inbuf_t, outbuf_p, *outsize, position.cast()) } else { c::MPI_Pack_external_c(datarep_c.as_mut_ptr().cast(), inbuf_p, inbuf_n as _, inbuf_t, outbuf_p, *outsize, position.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pack_external_c_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, ierror: *mut c_int) {
+    f08_pack_external_c::<false>(datarep, inbuf, incount, datatype, outbuf, outsize, position, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_external_c_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut i64, position: *mut i64, ierror: *mut c_int) {
+    f08_pack_external_c::<true>(datarep, inbuf, incount, datatype, outbuf, outsize, position, ierror)
+}
+
 /// `MPI_Pack_external_size` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pack_external_size<const PMPI: bool>(datarep: *const f08::Cdesc, incount: *mut c_int, datatype: *mut c_int, size: *mut MpiAint, ierror: *mut c_int) {
@@ -3131,6 +5006,24 @@ pub unsafe extern "C" fn PMPI_Pack_external_size_f08(datarep: *const f08::Cdesc,
     f08_pack_external_size::<true>(datarep, incount, datatype, size, ierror)
 }
 
+/// `MPI_Pack_external_size_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pack_external_size_c<const PMPI: bool>(datarep: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let (datarep_s, datarep_len) = f08::string(datarep);
+    let mut datarep_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(datarep_s, datarep_len, &mut datarep_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Pack_external_size_c")); }
+    let rc = if PMPI { c::PMPI_Pack_external_size_c(datarep_c.as_mut_ptr().cast(), *incount, *datatype, size.cast()) } else { c::MPI_Pack_external_size_c(datarep_c.as_mut_ptr().cast(), *incount, *datatype, size.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pack_external_size_c_f08(datarep: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_pack_external_size_c::<false>(datarep, incount, datatype, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_external_size_c_f08(datarep: *const f08::Cdesc, incount: *mut i64, datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_pack_external_size_c::<true>(datarep, incount, datatype, size, ierror)
+}
+
 /// `MPI_Pack_size` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pack_size<const PMPI: bool>(incount: *mut c_int, datatype: *mut c_int, comm: *mut c_int, size: *mut c_int, ierror: *mut c_int) {
@@ -3144,6 +5037,21 @@ pub unsafe extern "C" fn MPI_Pack_size_f08(incount: *mut c_int, datatype: *mut c
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size_f08(incount: *mut c_int, datatype: *mut c_int, comm: *mut c_int, size: *mut c_int, ierror: *mut c_int) {
     f08_pack_size::<true>(incount, datatype, comm, size, ierror)
+}
+
+/// `MPI_Pack_size_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pack_size_c<const PMPI: bool>(incount: *mut i64, datatype: *mut c_int, comm: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pack_size_c(*incount, *datatype, *comm, size.cast()) } else { c::MPI_Pack_size_c(*incount, *datatype, *comm, size.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pack_size_c_f08(incount: *mut i64, datatype: *mut c_int, comm: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_pack_size_c::<false>(incount, datatype, comm, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_size_c_f08(incount: *mut i64, datatype: *mut c_int, comm: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_pack_size_c::<true>(incount, datatype, comm, size, ierror)
 }
 
 /// `MPI_Pcontrol` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3241,6 +5149,23 @@ pub unsafe extern "C" fn PMPI_Recv_f08ts(buf: *const f08::Cdesc, count: *mut c_i
     f08_recv::<true>(buf, count, datatype, source, tag, comm, status, ierror)
 }
 
+/// `MPI_Recv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_recv_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Recv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Recv_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, rt::status(status)) } else { c::MPI_Recv_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_recv_c::<false>(buf, count, datatype, source, tag, comm, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Recv_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_recv_c::<true>(buf, count, datatype, source, tag, comm, status, ierror)
+}
+
 /// `MPI_Recv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_recv_init<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3256,6 +5181,23 @@ pub unsafe extern "C" fn MPI_Recv_init_f08ts(buf: *const f08::Cdesc, count: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_recv_init::<true>(buf, count, datatype, source, tag, comm, request, ierror)
+}
+
+/// `MPI_Recv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_recv_init_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Recv_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Recv_init_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, request.cast()) } else { c::MPI_Recv_init_c(buf_p, buf_n as _, buf_t, *source, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_recv_init_c::<false>(buf, count, datatype, source, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Recv_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, source: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_recv_init_c::<true>(buf, count, datatype, source, tag, comm, request, ierror)
 }
 
 /// `MPI_Reduce` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3276,6 +5218,60 @@ pub unsafe extern "C" fn PMPI_Reduce_f08ts(sendbuf: *const f08::Cdesc, recvbuf: 
     f08_reduce::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, ierror)
 }
 
+/// `MPI_Reduce_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Reduce_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm) } else { c::MPI_Reduce_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_c::<false>(sendbuf, recvbuf, count, datatype, op, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_c::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, ierror)
+}
+
+/// `MPI_Reduce_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Reduce_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, *info, request.cast()) } else { c::MPI_Reduce_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_init::<false>(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_init::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
+}
+
+/// `MPI_Reduce_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Reduce_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, *info, request.cast()) } else { c::MPI_Reduce_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_init_c::<false>(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_init_c::<true>(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, ierror)
+}
+
 /// `MPI_Reduce_local` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_reduce_local<const PMPI: bool>(inbuf: *const f08::Cdesc, inoutbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
@@ -3292,6 +5288,24 @@ pub unsafe extern "C" fn MPI_Reduce_local_f08ts(inbuf: *const f08::Cdesc, inoutb
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local_f08ts(inbuf: *const f08::Cdesc, inoutbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
     f08_reduce_local::<true>(inbuf, inoutbuf, count, datatype, op, ierror)
+}
+
+/// `MPI_Reduce_local_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_local_c<const PMPI: bool>(inbuf: *const f08::Cdesc, inoutbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    let inbuf_p = match f08::contiguous(inbuf, "MPI_Reduce_local_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut inoutbuf_s = f08::Section::new();
+    let (inoutbuf_p, inoutbuf_n, inoutbuf_t) = match inoutbuf_s.paired(inoutbuf, *count as i64, *datatype, "MPI_Reduce_local_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_local_c(inbuf_p, inoutbuf_p, inoutbuf_n as _, inoutbuf_t, *op) } else { c::MPI_Reduce_local_c(inbuf_p, inoutbuf_p, inoutbuf_n as _, inoutbuf_t, *op) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_local_c_f08ts(inbuf: *const f08::Cdesc, inoutbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_local_c::<false>(inbuf, inoutbuf, count, datatype, op, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local_c_f08ts(inbuf: *const f08::Cdesc, inoutbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_local_c::<true>(inbuf, inoutbuf, count, datatype, op, ierror)
 }
 
 /// `MPI_Reduce_scatter` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3327,6 +5341,111 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_block_f08ts(sendbuf: *const f08::Cde
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_reduce_scatter_block::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, ierror)
+}
+
+/// `MPI_Reduce_scatter_block_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_block_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_block_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *datatype, "MPI_Reduce_scatter_block_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_block_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) } else { c::MPI_Reduce_scatter_block_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_c::<false>(sendbuf, recvbuf, recvcount, datatype, op, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_c::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, ierror)
+}
+
+/// `MPI_Reduce_scatter_block_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_block_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_block_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *datatype, "MPI_Reduce_scatter_block_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_block_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Reduce_scatter_block_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_init::<false>(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_init::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Reduce_scatter_block_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_block_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_block_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *datatype, "MPI_Reduce_scatter_block_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_block_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Reduce_scatter_block_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_init_c::<false>(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcount: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_block_init_c::<true>(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Reduce_scatter_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Reduce_scatter_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm) } else { c::MPI_Reduce_scatter_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_c::<false>(sendbuf, recvbuf, recvcounts, datatype, op, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_c::<true>(sendbuf, recvbuf, recvcounts, datatype, op, comm, ierror)
+}
+
+/// `MPI_Reduce_scatter_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Reduce_scatter_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_init(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, *info, request.cast()) } else { c::MPI_Reduce_scatter_init(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_init::<false>(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_init::<true>(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Reduce_scatter_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_reduce_scatter_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Reduce_scatter_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let recvbuf_p = match f08::contiguous(recvbuf, "MPI_Reduce_scatter_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Reduce_scatter_init_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, *info, request.cast()) } else { c::MPI_Reduce_scatter_init_c(sendbuf_p, recvbuf_p, recvcounts.cast(), *datatype, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_init_c::<false>(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, recvcounts: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_reduce_scatter_init_c::<true>(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
 }
 
 /// `MPI_Request_free` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3430,6 +5549,23 @@ pub unsafe extern "C" fn PMPI_Rsend_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_rsend::<true>(buf, count, datatype, dest, tag, comm, ierror)
 }
 
+/// `MPI_Rsend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rsend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Rsend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) } else { c::MPI_Rsend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_rsend_c::<false>(buf, count, datatype, dest, tag, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rsend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_rsend_c::<true>(buf, count, datatype, dest, tag, comm, ierror)
+}
+
 /// `MPI_Rsend_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_rsend_init<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3445,6 +5581,23 @@ pub unsafe extern "C" fn MPI_Rsend_init_f08ts(buf: *const f08::Cdesc, count: *mu
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_rsend_init::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Rsend_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rsend_init_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Rsend_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rsend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Rsend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rsend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rsend_init_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rsend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rsend_init_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Scan` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3463,6 +5616,60 @@ pub unsafe extern "C" fn MPI_Scan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *co
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_scan::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+
+/// `MPI_Scan_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scan_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scan_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Scan_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) } else { c::MPI_Scan_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scan_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scan_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scan_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+}
+
+/// `MPI_Scan_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scan_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scan_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Scan_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scan_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Scan_init(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scan_init::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scan_init_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scan_init::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+
+/// `MPI_Scan_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scan_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scan_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *count as i64, *datatype, "MPI_Scan_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scan_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) } else { c::MPI_Scan_init_c(sendbuf_p, recvbuf_p, recvbuf_n as _, recvbuf_t, *op, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scan_init_c::<false>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scan_init_c_f08ts(sendbuf: *const f08::Cdesc, recvbuf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, op: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scan_init_c::<true>(sendbuf, recvbuf, count, datatype, op, comm, info, request, ierror)
 }
 
 /// `MPI_Scatter` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3484,6 +5691,63 @@ pub unsafe extern "C" fn PMPI_Scatter_f08ts(sendbuf: *const f08::Cdesc, sendcoun
     f08_scatter::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
 }
 
+/// `MPI_Scatter_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatter_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Scatter_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatter_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatter_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) } else { c::MPI_Scatter_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatter_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatter_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Scatter_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatter_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Scatter_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatter_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatter_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Scatter_init(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatter_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_init::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatter_init_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_init::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+
+/// `MPI_Scatter_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatter_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Scatter_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatter_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatter_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Scatter_init_c(sendbuf_p, sendbuf_n as _, sendbuf_t, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatter_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_init_c::<false>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatter_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatter_init_c::<true>(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+
 /// `MPI_Scatterv` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_scatterv<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, displs: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -3500,6 +5764,60 @@ pub unsafe extern "C" fn MPI_Scatterv_f08ts(sendbuf: *const f08::Cdesc, sendcoun
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, displs: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_scatterv::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Scatterv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatterv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scatterv_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatterv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatterv_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) } else { c::MPI_Scatterv_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_c::<false>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatterv_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_c::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, ierror)
+}
+
+/// `MPI_Scatterv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatterv_init<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, displs: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scatterv_init") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatterv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatterv_init(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Scatterv_init(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, displs: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_init::<false>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatterv_init_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut c_int, displs: *mut c_int, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut c_int, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_init::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+
+/// `MPI_Scatterv_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_scatterv_init_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let sendbuf_p = match f08::contiguous(sendbuf, "MPI_Scatterv_init_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Scatterv_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Scatterv_init_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) } else { c::MPI_Scatterv_init_c(sendbuf_p, sendcounts.cast(), displs.cast(), *sendtype, recvbuf_p, recvbuf_n as _, recvbuf_t, *root, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_init_c::<false>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatterv_init_c_f08ts(sendbuf: *const f08::Cdesc, sendcounts: *mut i64, displs: *mut MpiAint, sendtype: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, root: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_scatterv_init_c::<true>(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, ierror)
 }
 
 /// `MPI_Send` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3519,6 +5837,23 @@ pub unsafe extern "C" fn PMPI_Send_f08ts(buf: *const f08::Cdesc, count: *mut c_i
     f08_send::<true>(buf, count, datatype, dest, tag, comm, ierror)
 }
 
+/// `MPI_Send_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_send_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Send_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Send_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) } else { c::MPI_Send_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_send_c::<false>(buf, count, datatype, dest, tag, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Send_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_send_c::<true>(buf, count, datatype, dest, tag, comm, ierror)
+}
+
 /// `MPI_Send_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_send_init<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3534,6 +5869,23 @@ pub unsafe extern "C" fn MPI_Send_init_f08ts(buf: *const f08::Cdesc, count: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_send_init::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Send_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_send_init_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Send_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Send_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Send_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_send_init_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Send_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_send_init_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Sendrecv` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3555,6 +5907,25 @@ pub unsafe extern "C" fn PMPI_Sendrecv_f08ts(sendbuf: *const f08::Cdesc, sendcou
     f08_sendrecv::<true>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, ierror)
 }
 
+/// `MPI_Sendrecv_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_sendrecv_c<const PMPI: bool>(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut sendbuf_s = f08::Section::new();
+    let (sendbuf_p, sendbuf_n, sendbuf_t) = match sendbuf_s.paired(sendbuf, *sendcount as i64, *sendtype, "MPI_Sendrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut recvbuf_s = f08::Section::new();
+    let (recvbuf_p, recvbuf_n, recvbuf_t) = match recvbuf_s.paired(recvbuf, *recvcount as i64, *recvtype, "MPI_Sendrecv_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Sendrecv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, rt::status(status)) } else { c::MPI_Sendrecv_c(sendbuf_p, sendbuf_n as _, sendbuf_t, *dest, *sendtag, recvbuf_p, recvbuf_n as _, recvbuf_t, *source, *recvtag, *comm, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_sendrecv_c::<false>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Sendrecv_c_f08ts(sendbuf: *const f08::Cdesc, sendcount: *mut i64, sendtype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, recvbuf: *const f08::Cdesc, recvcount: *mut i64, recvtype: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_sendrecv_c::<true>(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, ierror)
+}
+
 /// `MPI_Sendrecv_replace` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_sendrecv_replace<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
@@ -3570,6 +5941,23 @@ pub unsafe extern "C" fn MPI_Sendrecv_replace_f08ts(buf: *const f08::Cdesc, coun
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_sendrecv_replace::<true>(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, ierror)
+}
+
+/// `MPI_Sendrecv_replace_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_sendrecv_replace_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Sendrecv_replace_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Sendrecv_replace_c(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, rt::status(status)) } else { c::MPI_Sendrecv_replace_c(buf_p, buf_n as _, buf_t, *dest, *sendtag, *source, *recvtag, *comm, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv_replace_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_sendrecv_replace_c::<false>(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Sendrecv_replace_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_sendrecv_replace_c::<true>(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, ierror)
 }
 
 /// `MPI_Ssend` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3589,6 +5977,23 @@ pub unsafe extern "C" fn PMPI_Ssend_f08ts(buf: *const f08::Cdesc, count: *mut c_
     f08_ssend::<true>(buf, count, datatype, dest, tag, comm, ierror)
 }
 
+/// `MPI_Ssend_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ssend_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Ssend_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ssend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) } else { c::MPI_Ssend_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ssend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_ssend_c::<false>(buf, count, datatype, dest, tag, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ssend_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_ssend_c::<true>(buf, count, datatype, dest, tag, comm, ierror)
+}
+
 /// `MPI_Ssend_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_ssend_init<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3604,6 +6009,23 @@ pub unsafe extern "C" fn MPI_Ssend_init_f08ts(buf: *const f08::Cdesc, count: *mu
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init_f08ts(buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_ssend_init::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+
+/// `MPI_Ssend_init_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_ssend_init_c<const PMPI: bool>(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Ssend_init_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Ssend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) } else { c::MPI_Ssend_init_c(buf_p, buf_n as _, buf_t, *dest, *tag, *comm, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ssend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ssend_init_c::<false>(buf, count, datatype, dest, tag, comm, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ssend_init_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_ssend_init_c::<true>(buf, count, datatype, dest, tag, comm, request, ierror)
 }
 
 /// `MPI_Start` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3807,6 +6229,21 @@ pub unsafe extern "C" fn PMPI_Type_contiguous_f08(count: *mut c_int, oldtype: *m
     f08_type_contiguous::<true>(count, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_contiguous_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_contiguous_c<const PMPI: bool>(count: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_contiguous_c(*count, *oldtype, newtype.cast()) } else { c::MPI_Type_contiguous_c(*count, *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_contiguous_c_f08(count: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_contiguous_c::<false>(count, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_contiguous_c_f08(count: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_contiguous_c::<true>(count, oldtype, newtype, ierror)
+}
+
 /// `MPI_Type_create_darray` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_create_darray<const PMPI: bool>(size: *mut c_int, rank: *mut c_int, ndims: *mut c_int, array_of_gsizes: *mut c_int, array_of_distribs: *mut c_int, array_of_dargs: *mut c_int, array_of_psizes: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
@@ -3820,6 +6257,21 @@ pub unsafe extern "C" fn MPI_Type_create_darray_f08(size: *mut c_int, rank: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray_f08(size: *mut c_int, rank: *mut c_int, ndims: *mut c_int, array_of_gsizes: *mut c_int, array_of_distribs: *mut c_int, array_of_dargs: *mut c_int, array_of_psizes: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
     f08_type_create_darray::<true>(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, ierror)
+}
+
+/// `MPI_Type_create_darray_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_darray_c<const PMPI: bool>(size: *mut c_int, rank: *mut c_int, ndims: *mut c_int, array_of_gsizes: *mut i64, array_of_distribs: *mut c_int, array_of_dargs: *mut c_int, array_of_psizes: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_darray_c(*size, *rank, *ndims, array_of_gsizes.cast(), array_of_distribs.cast(), array_of_dargs.cast(), array_of_psizes.cast(), *order, *oldtype, newtype.cast()) } else { c::MPI_Type_create_darray_c(*size, *rank, *ndims, array_of_gsizes.cast(), array_of_distribs.cast(), array_of_dargs.cast(), array_of_psizes.cast(), *order, *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_darray_c_f08(size: *mut c_int, rank: *mut c_int, ndims: *mut c_int, array_of_gsizes: *mut i64, array_of_distribs: *mut c_int, array_of_dargs: *mut c_int, array_of_psizes: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_darray_c::<false>(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_darray_c_f08(size: *mut c_int, rank: *mut c_int, ndims: *mut c_int, array_of_gsizes: *mut i64, array_of_distribs: *mut c_int, array_of_dargs: *mut c_int, array_of_psizes: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_darray_c::<true>(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, ierror)
 }
 
 /// `MPI_Type_create_f90_complex` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3897,6 +6349,36 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_f08(count: *mut c_int, 
     f08_type_create_hindexed_block::<true>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_create_hindexed_block_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_hindexed_block_c<const PMPI: bool>(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_hindexed_block_c(*count, *blocklength, array_of_displacements.cast(), *oldtype, newtype.cast()) } else { c::MPI_Type_create_hindexed_block_c(*count, *blocklength, array_of_displacements.cast(), *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hindexed_block_c_f08(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hindexed_block_c::<false>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_c_f08(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hindexed_block_c::<true>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
+}
+
+/// `MPI_Type_create_hindexed_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_hindexed_c<const PMPI: bool>(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_hindexed_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), *oldtype, newtype.cast()) } else { c::MPI_Type_create_hindexed_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hindexed_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hindexed_c::<false>(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hindexed_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hindexed_c::<true>(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, ierror)
+}
+
 /// `MPI_Type_create_hvector` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_create_hvector<const PMPI: bool>(count: *mut c_int, blocklength: *mut c_int, stride: *mut MpiAint, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
@@ -3912,6 +6394,21 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector_f08(count: *mut c_int, blockle
     f08_type_create_hvector::<true>(count, blocklength, stride, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_create_hvector_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_hvector_c<const PMPI: bool>(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_hvector_c(*count, *blocklength, *stride, *oldtype, newtype.cast()) } else { c::MPI_Type_create_hvector_c(*count, *blocklength, *stride, *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_hvector_c_f08(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hvector_c::<false>(count, blocklength, stride, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hvector_c_f08(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_hvector_c::<true>(count, blocklength, stride, oldtype, newtype, ierror)
+}
+
 /// `MPI_Type_create_indexed_block` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_create_indexed_block<const PMPI: bool>(count: *mut c_int, blocklength: *mut c_int, array_of_displacements: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
@@ -3925,6 +6422,21 @@ pub unsafe extern "C" fn MPI_Type_create_indexed_block_f08(count: *mut c_int, bl
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block_f08(count: *mut c_int, blocklength: *mut c_int, array_of_displacements: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
     f08_type_create_indexed_block::<true>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
+}
+
+/// `MPI_Type_create_indexed_block_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_indexed_block_c<const PMPI: bool>(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_indexed_block_c(*count, *blocklength, array_of_displacements.cast(), *oldtype, newtype.cast()) } else { c::MPI_Type_create_indexed_block_c(*count, *blocklength, array_of_displacements.cast(), *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_indexed_block_c_f08(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_indexed_block_c::<false>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c_f08(count: *mut i64, blocklength: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_indexed_block_c::<true>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
 }
 
 /// `MPI_Type_create_resized` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3957,6 +6469,21 @@ pub unsafe extern "C" fn PMPI_Type_create_struct_f08(count: *mut c_int, array_of
     f08_type_create_struct::<true>(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, ierror)
 }
 
+/// `MPI_Type_create_struct_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_struct_c<const PMPI: bool>(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, array_of_types: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_struct_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), array_of_types.cast(), newtype.cast()) } else { c::MPI_Type_create_struct_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), array_of_types.cast(), newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_struct_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, array_of_types: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_struct_c::<false>(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_struct_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, array_of_types: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_struct_c::<true>(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, ierror)
+}
+
 /// `MPI_Type_create_subarray` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_create_subarray<const PMPI: bool>(ndims: *mut c_int, array_of_sizes: *mut c_int, array_of_subsizes: *mut c_int, array_of_starts: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
@@ -3970,6 +6497,21 @@ pub unsafe extern "C" fn MPI_Type_create_subarray_f08(ndims: *mut c_int, array_o
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray_f08(ndims: *mut c_int, array_of_sizes: *mut c_int, array_of_subsizes: *mut c_int, array_of_starts: *mut c_int, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
     f08_type_create_subarray::<true>(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, ierror)
+}
+
+/// `MPI_Type_create_subarray_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_subarray_c<const PMPI: bool>(ndims: *mut c_int, array_of_sizes: *mut i64, array_of_subsizes: *mut i64, array_of_starts: *mut i64, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_create_subarray_c(*ndims, array_of_sizes.cast(), array_of_subsizes.cast(), array_of_starts.cast(), *order, *oldtype, newtype.cast()) } else { c::MPI_Type_create_subarray_c(*ndims, array_of_sizes.cast(), array_of_subsizes.cast(), array_of_starts.cast(), *order, *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_create_subarray_c_f08(ndims: *mut c_int, array_of_sizes: *mut i64, array_of_subsizes: *mut i64, array_of_starts: *mut i64, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_subarray_c::<false>(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_subarray_c_f08(ndims: *mut c_int, array_of_sizes: *mut i64, array_of_subsizes: *mut i64, array_of_starts: *mut i64, order: *mut c_int, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_create_subarray_c::<true>(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, ierror)
 }
 
 /// `MPI_Type_delete_attr` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4063,6 +6605,21 @@ pub unsafe extern "C" fn PMPI_Type_get_contents_f08(datatype: *mut c_int, max_in
     f08_type_get_contents::<true>(datatype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, ierror)
 }
 
+/// `MPI_Type_get_contents_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_get_contents_c<const PMPI: bool>(datatype: *mut c_int, max_integers: *mut i64, max_addresses: *mut i64, max_large_counts: *mut i64, max_datatypes: *mut i64, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_get_contents_c(*datatype, *max_integers, *max_addresses, *max_large_counts, *max_datatypes, array_of_integers.cast(), array_of_addresses.cast(), array_of_large_counts.cast(), array_of_datatypes.cast()) } else { c::MPI_Type_get_contents_c(*datatype, *max_integers, *max_addresses, *max_large_counts, *max_datatypes, array_of_integers.cast(), array_of_addresses.cast(), array_of_large_counts.cast(), array_of_datatypes.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_contents_c_f08(datatype: *mut c_int, max_integers: *mut i64, max_addresses: *mut i64, max_large_counts: *mut i64, max_datatypes: *mut i64, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int, ierror: *mut c_int) {
+    f08_type_get_contents_c::<false>(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_contents_c_f08(datatype: *mut c_int, max_integers: *mut i64, max_addresses: *mut i64, max_large_counts: *mut i64, max_datatypes: *mut i64, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int, ierror: *mut c_int) {
+    f08_type_get_contents_c::<true>(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, ierror)
+}
+
 /// `MPI_Type_get_envelope` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_get_envelope<const PMPI: bool>(datatype: *mut c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int, ierror: *mut c_int) {
@@ -4076,6 +6633,21 @@ pub unsafe extern "C" fn MPI_Type_get_envelope_f08(datatype: *mut c_int, num_int
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope_f08(datatype: *mut c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int, ierror: *mut c_int) {
     f08_type_get_envelope::<true>(datatype, num_integers, num_addresses, num_datatypes, combiner, ierror)
+}
+
+/// `MPI_Type_get_envelope_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_get_envelope_c<const PMPI: bool>(datatype: *mut c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_get_envelope_c(*datatype, num_integers.cast(), num_addresses.cast(), num_large_counts.cast(), num_datatypes.cast(), combiner.cast()) } else { c::MPI_Type_get_envelope_c(*datatype, num_integers.cast(), num_addresses.cast(), num_large_counts.cast(), num_datatypes.cast(), combiner.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_get_envelope_c_f08(datatype: *mut c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int, ierror: *mut c_int) {
+    f08_type_get_envelope_c::<false>(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_envelope_c_f08(datatype: *mut c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int, ierror: *mut c_int) {
+    f08_type_get_envelope_c::<true>(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, ierror)
 }
 
 /// `MPI_Type_get_extent` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4171,6 +6743,21 @@ pub unsafe extern "C" fn PMPI_Type_indexed_f08(count: *mut c_int, array_of_block
     f08_type_indexed::<true>(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_indexed_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_indexed_c<const PMPI: bool>(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_indexed_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), *oldtype, newtype.cast()) } else { c::MPI_Type_indexed_c(*count, array_of_blocklengths.cast(), array_of_displacements.cast(), *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_indexed_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_indexed_c::<false>(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_indexed_c_f08(count: *mut i64, array_of_blocklengths: *mut i64, array_of_displacements: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_indexed_c::<true>(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, ierror)
+}
+
 /// `MPI_Type_match_size` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_match_size<const PMPI: bool>(typeclass: *mut c_int, size: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
@@ -4235,6 +6822,21 @@ pub unsafe extern "C" fn PMPI_Type_size_f08(datatype: *mut c_int, size: *mut c_i
     f08_type_size::<true>(datatype, size, ierror)
 }
 
+/// `MPI_Type_size_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_size_c<const PMPI: bool>(datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_size_c(*datatype, size.cast()) } else { c::MPI_Type_size_c(*datatype, size.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_size_c_f08(datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_type_size_c::<false>(datatype, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_size_c_f08(datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_type_size_c::<true>(datatype, size, ierror)
+}
+
 /// `MPI_Type_size_x` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_size_x<const PMPI: bool>(datatype: *mut c_int, size: *mut i64, ierror: *mut c_int) {
@@ -4265,6 +6867,21 @@ pub unsafe extern "C" fn PMPI_Type_vector_f08(count: *mut c_int, blocklength: *m
     f08_type_vector::<true>(count, blocklength, stride, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_vector_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_vector_c<const PMPI: bool>(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Type_vector_c(*count, *blocklength, *stride, *oldtype, newtype.cast()) } else { c::MPI_Type_vector_c(*count, *blocklength, *stride, *oldtype, newtype.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_vector_c_f08(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_vector_c::<false>(count, blocklength, stride, oldtype, newtype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_vector_c_f08(count: *mut i64, blocklength: *mut i64, stride: *mut i64, oldtype: *mut c_int, newtype: *mut c_int, ierror: *mut c_int) {
+    f08_type_vector_c::<true>(count, blocklength, stride, oldtype, newtype, ierror)
+}
+
 /// `MPI_Unpack` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_unpack<const PMPI: bool>(inbuf: *const f08::Cdesc, insize: *mut c_int, position: *mut c_int, outbuf: *const f08::Cdesc, outcount: *mut c_int, datatype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -4281,6 +6898,24 @@ pub unsafe extern "C" fn MPI_Unpack_f08ts(inbuf: *const f08::Cdesc, insize: *mut
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_f08ts(inbuf: *const f08::Cdesc, insize: *mut c_int, position: *mut c_int, outbuf: *const f08::Cdesc, outcount: *mut c_int, datatype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
     f08_unpack::<true>(inbuf, insize, position, outbuf, outcount, datatype, comm, ierror)
+}
+
+/// `MPI_Unpack_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_unpack_c<const PMPI: bool>(inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    let inbuf_p = match f08::contiguous(inbuf, "MPI_Unpack_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut outbuf_s = f08::Section::new();
+    let (outbuf_p, outbuf_n, outbuf_t) = match outbuf_s.paired(outbuf, *outcount as i64, *datatype, "MPI_Unpack_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Unpack_c(inbuf_p, *insize, position.cast(), outbuf_p, outbuf_n as _, outbuf_t, *comm) } else { c::MPI_Unpack_c(inbuf_p, *insize, position.cast(), outbuf_p, outbuf_n as _, outbuf_t, *comm) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Unpack_c_f08ts(inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_unpack_c::<false>(inbuf, insize, position, outbuf, outcount, datatype, comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpack_c_f08ts(inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
+    f08_unpack_c::<true>(inbuf, insize, position, outbuf, outcount, datatype, comm, ierror)
 }
 
 /// `MPI_Unpack_external` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4302,6 +6937,27 @@ pub unsafe extern "C" fn MPI_Unpack_external_f08ts(datarep: *const f08::Cdesc, i
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, insize: *mut MpiAint, position: *mut MpiAint, outbuf: *const f08::Cdesc, outcount: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
     f08_unpack_external::<true>(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
+}
+
+/// `MPI_Unpack_external_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_unpack_external_c<const PMPI: bool>(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let inbuf_p = match f08::contiguous(inbuf, "MPI_Unpack_external_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut outbuf_s = f08::Section::new();
+    let (outbuf_p, outbuf_n, outbuf_t) = match outbuf_s.paired(outbuf, *outcount as i64, *datatype, "MPI_Unpack_external_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let (datarep_s, datarep_len) = f08::string(datarep);
+    let mut datarep_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(datarep_s, datarep_len, &mut datarep_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Unpack_external_c")); }
+    let rc = if PMPI { c::PMPI_Unpack_external_c(datarep_c.as_mut_ptr().cast(), inbuf_p, *insize, position.cast(), outbuf_p, outbuf_n as _, outbuf_t) } else { c::MPI_Unpack_external_c(datarep_c.as_mut_ptr().cast(), inbuf_p, *insize, position.cast(), outbuf_p, outbuf_n as _, outbuf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Unpack_external_c_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_unpack_external_c::<false>(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpack_external_c_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_unpack_external_c::<true>(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
 }
 
 /// `MPI_Wait` of `mpi_f08` (`PMPI` chooses the profiling C function).

@@ -69,6 +69,41 @@ c_tests! {
     ibarrier_many,
     reduce_user,
     status_conv,
+    // issue 18: large counts and persistent collectives
+    large_count,
+    persistent_coll,
+    neighbor_nb,
+    isendrecv,
+}
+
+/// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),
+/// then the same memory as 3 * 2^27 doubles through `MPI_Bcast_c` and `MPI_Allreduce_c`,
+/// sampled. About 3 GiB per rank: skipped, loudly, on a machine of less than 16 GiB.
+#[test]
+fn a_3_gib_message_and_collectives_over_2_gib() {
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        })
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if total_kib < 16 << 20 {
+        eprintln!(
+            "SKIPPED a_3_gib_message_and_collectives_over_2_gib: this machine has {} MiB of \
+             memory, the test needs 16 GiB",
+            total_kib >> 10
+        );
+        return;
+    }
+    // Filling and checking 3 GiB takes ~12 s alone; a longer deadline than the ordinary
+    // jobs' keeps a loaded machine from failing it.
+    let mut cmd = std::process::Command::new(stormpi_tests::stormrun());
+    cmd.args(["-n", "2", "--timeout", "300"])
+        .arg(c_program("large_message"));
+    stormpi_tests::run(cmd, std::time::Duration::from_secs(330)).assert_ok("large_message");
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives

@@ -125,7 +125,7 @@ fn too_small(what: &'static str) -> Error {
 unsafe fn pack(
     e: &mut Engine,
     inbuf: *const c_void,
-    count: c_int,
+    count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
     outbuf: *mut c_void,
     size: usize,
@@ -171,7 +171,7 @@ unsafe fn unpack(
     size: usize,
     position: usize,
     outbuf: *mut c_void,
-    count: c_int,
+    count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
     repr: Option<Repr>,
 ) -> Result<usize> {
@@ -360,8 +360,13 @@ unsafe fn hvector(
 ) -> c_int {
     construct(func, newtype, |e| {
         let old = datatype(oldtype)?;
-        e.types_mut()
-            .vector(count, blocklength, None, Some(stride as isize), old)
+        e.types_mut().vector(
+            count.into(),
+            blocklength.into(),
+            None,
+            Some(stride as isize),
+            old,
+        )
     })
 }
 
@@ -425,18 +430,106 @@ unsafe fn extent_fn(
     }))
 }
 
+/// `MPI_Type_create_darray(_c)` (the `_c` form's sizes narrowed).
+#[allow(clippy::too_many_arguments)]
+unsafe fn darray(
+    func: &'static str,
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    gsizes: *const c_int,
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order_: c_int,
+    oldtype: abi::MPI_Datatype,
+    newtype: *mut abi::MPI_Datatype,
+) -> c_int {
+    construct(func, newtype, |e| {
+        let old = datatype(oldtype)?;
+        // SAFETY: MPI requires the arrays to hold `ndims` values.
+        let (g, d, a, p) = unsafe {
+            (
+                array(gsizes, ndims, "gsizes is NULL")?,
+                array(distribs, ndims, "distribs is NULL")?,
+                array(dargs, ndims, "dargs is NULL")?,
+                array(psizes, ndims, "psizes is NULL")?,
+            )
+        };
+        let mut ds: heapless::Vec<Distrib, { crate::datatype::table::MAX_DEPTH }> =
+            heapless::Vec::new();
+        for x in d {
+            let v = match *x {
+                abi::MPI_DISTRIBUTE_NONE => Distrib::None,
+                abi::MPI_DISTRIBUTE_BLOCK => Distrib::Block,
+                abi::MPI_DISTRIBUTE_CYCLIC => Distrib::Cyclic,
+                _ => {
+                    return Err(Error::bad_arg(
+                        "a distribution is not MPI_DISTRIBUTE_NONE, _BLOCK or _CYCLIC",
+                    ))
+                }
+            };
+            ds.push(v)
+                .map_err(|_| Error::bad_arg("darray of more than 16 dimensions"))?;
+        }
+        e.types_mut()
+            .darray(size, rank, g, &ds, a, p, order(order_)?, old)
+    })
+}
+
+/// `MPI_Type_get_contents(_c)`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn contents(
+    func: &'static str,
+    datatype_: abi::MPI_Datatype,
+    max_integers: c_int,
+    max_addresses: c_int,
+    max_datatypes: c_int,
+    integers: *mut c_int,
+    addresses: *mut abi::MPI_Aint,
+    datatypes: *mut abi::MPI_Datatype,
+) -> c_int {
+    code(run(func, None, |e| {
+        let d = datatype(datatype_)?;
+        let (_, ni, na, nt) = e.types().envelope(d)?;
+        if (max_integers as i64) < ni as i64
+            || (max_addresses as i64) < na as i64
+            || (max_datatypes as i64) < nt as i64
+        {
+            return Err(Error::bad_arg(
+                "arrays shorter than MPI_Type_get_envelope says",
+            ));
+        }
+        if (ni > 0 && integers.is_null())
+            || (na > 0 && addresses.is_null())
+            || (nt > 0 && datatypes.is_null())
+        {
+            return Err(Error::bad_arg("an output array is NULL"));
+        }
+        // SAFETY: MPI requires the arrays to hold their maxima, which are at least the
+        // envelope's counts (checked above); `MPI_Aint` is `isize`-sized.
+        unsafe {
+            let ints = core::slice::from_raw_parts_mut(integers, ni);
+            let addrs = core::slice::from_raw_parts_mut(addresses.cast::<isize>(), na);
+            e.types_mut().contents(d, ints, addrs, |k, t| {
+                *datatypes.add(k) = datatype_handle(t)
+            })
+        }
+    }))
+}
+
 super::mpi! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
         construct("MPI_Type_contiguous", newtype, |e| {
             let old = datatype(oldtype)?;
-            e.types_mut().contiguous(count, old)
+            e.types_mut().contiguous(count.into(), old)
         })
     }
 
     fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
         construct("MPI_Type_vector", newtype, |e| {
             let old = datatype(oldtype)?;
-            e.types_mut().vector(count, blocklength, Some(stride), None, old)
+            e.types_mut().vector(count.into(), blocklength.into(), Some(stride.into()), None, old)
         })
     }
 
@@ -470,7 +563,7 @@ super::mpi! {
             let old = datatype(oldtype)?;
             // SAFETY: MPI requires the array to hold `count` values.
             let d = unsafe { array(displs, count, "displacements is NULL")? };
-            e.types_mut().indexed_block(blocklength, Some(d), None, old)
+            e.types_mut().indexed_block(blocklength.into(), Some(d), None, old)
         })
     }
 
@@ -479,7 +572,7 @@ super::mpi! {
             let old = datatype(oldtype)?;
             // SAFETY: MPI requires the array to hold `count` values.
             let d = unsafe { addrs(displs, count, "displacements is NULL")? };
-            e.types_mut().indexed_block(blocklength, None, Some(d), old)
+            e.types_mut().indexed_block(blocklength.into(), None, Some(d), old)
         })
     }
 
@@ -521,29 +614,7 @@ super::mpi! {
     }
 
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order_: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
-        construct("MPI_Type_create_darray", newtype, |e| {
-            let old = datatype(oldtype)?;
-            // SAFETY: MPI requires the arrays to hold `ndims` values.
-            let (g, d, a, p) = unsafe {
-                (
-                    array(gsizes, ndims, "gsizes is NULL")?,
-                    array(distribs, ndims, "distribs is NULL")?,
-                    array(dargs, ndims, "dargs is NULL")?,
-                    array(psizes, ndims, "psizes is NULL")?,
-                )
-            };
-            let mut ds: heapless::Vec<Distrib, { crate::datatype::table::MAX_DEPTH }> = heapless::Vec::new();
-            for x in d {
-                let v = match *x {
-                    abi::MPI_DISTRIBUTE_NONE => Distrib::None,
-                    abi::MPI_DISTRIBUTE_BLOCK => Distrib::Block,
-                    abi::MPI_DISTRIBUTE_CYCLIC => Distrib::Cyclic,
-                    _ => return Err(Error::bad_arg("a distribution is not MPI_DISTRIBUTE_NONE, _BLOCK or _CYCLIC")),
-                };
-                ds.push(v).map_err(|_| Error::bad_arg("darray of more than 16 dimensions"))?;
-            }
-            e.types_mut().darray(size, rank, g, &ds, a, p, order(order_)?, old)
-        })
+        darray("MPI_Type_create_darray", size, rank, ndims, gsizes, distribs, dargs, psizes, order_, oldtype, newtype)
     }
 
     fn MPI_Type_commit / PMPI_Type_commit(datatype_: *mut abi::MPI_Datatype) {
@@ -654,23 +725,7 @@ super::mpi! {
     }
 
     fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype_: abi::MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: *mut c_int, addresses: *mut abi::MPI_Aint, datatypes: *mut abi::MPI_Datatype) {
-        code(run("MPI_Type_get_contents", None, |e| {
-            let d = datatype(datatype_)?;
-            let (_, ni, na, nt) = e.types().envelope(d)?;
-            if (max_integers as i64) < ni as i64 || (max_addresses as i64) < na as i64 || (max_datatypes as i64) < nt as i64 {
-                return Err(Error::bad_arg("arrays shorter than MPI_Type_get_envelope says"));
-            }
-            if (ni > 0 && integers.is_null()) || (na > 0 && addresses.is_null()) || (nt > 0 && datatypes.is_null()) {
-                return Err(Error::bad_arg("an output array is NULL"));
-            }
-            // SAFETY: MPI requires the arrays to hold their maxima, which are at least the
-            // envelope's counts (checked above); `MPI_Aint` is `isize`-sized.
-            unsafe {
-                let ints = core::slice::from_raw_parts_mut(integers, ni);
-                let addrs = core::slice::from_raw_parts_mut(addresses.cast::<isize>(), na);
-                e.types_mut().contents(d, ints, addrs, |k, t| *datatypes.add(k) = datatype_handle(t))
-            }
-        }))
+        contents("MPI_Type_get_contents", datatype_, max_integers, max_addresses, max_datatypes, integers, addresses, datatypes)
     }
 
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype_: abi::MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
@@ -754,7 +809,7 @@ super::mpi! {
             let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, repr)?;
+                let p = pack(e, inbuf, incount.into(), datatype_, outbuf, outsize as usize, start(*position)?, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -769,7 +824,7 @@ super::mpi! {
             let repr = form(e, c)?;
             // SAFETY: checked non-null; MPI's rules for the buffers.
             unsafe {
-                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, repr)?;
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount.into(), datatype_, repr)?;
                 *position = p as c_int;
             }
             Ok(())
@@ -802,7 +857,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI's rules for the buffers and the string.
             unsafe {
                 let r = external32(datarep)?;
-                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, Some(r))?;
+                let p = pack(e, inbuf, incount.into(), datatype_, outbuf, outsize as usize, start(*position)?, Some(r))?;
                 *position = p as abi::MPI_Aint;
             }
             Ok(())
@@ -817,7 +872,7 @@ super::mpi! {
             // SAFETY: checked non-null; MPI's rules for the buffers and the string.
             unsafe {
                 let r = external32(datarep)?;
-                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, Some(r))?;
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount.into(), datatype_, Some(r))?;
                 *position = p as abi::MPI_Aint;
             }
             Ok(())
@@ -908,5 +963,348 @@ mod f90_tests {
             f90_real(abi::MPI_UNDEFINED, abi::MPI_UNDEFINED, reals),
             None
         );
+    }
+}
+
+/// An array of `MPI_Count`s narrowed to `int`s for the type table's array constructors, in
+/// temporary memory given back on drop. The table keeps layouts in 64 bits (sizes, extents,
+/// displacements, the counts of its nodes) and its scalar counts too; its array arguments are
+/// `int`s, so an entry of a `_c` constructor's array beyond `int` is `MPI_ERR_COUNT`.
+struct Narrowed {
+    p: *mut i32,
+    n: usize,
+}
+
+impl Narrowed {
+    /// Narrows `n` values at `p`.
+    ///
+    /// # Safety
+    /// MPI's rule: `p` holds `n` values (unless `n` is 0).
+    unsafe fn new(
+        p: *const abi::MPI_Count,
+        n: abi::MPI_Count,
+        what: &'static str,
+    ) -> Result<Narrowed> {
+        let n = usize::try_from(n)
+            .map_err(|_| Error::new(ErrorClass::Count, Reason::NegativeCount { count: n }))?;
+        if n == 0 {
+            return Ok(Narrowed {
+                p: core::ptr::NonNull::dangling().as_ptr(),
+                n: 0,
+            });
+        }
+        if p.is_null() {
+            return Err(Error::bad_arg(what));
+        }
+        let bytes = n
+            .checked_mul(size_of::<i32>())
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+        let q = super::state::hooks()
+            .and_then(|h| (h.temp_alloc)(bytes))
+            .ok_or(Error::new(
+                ErrorClass::NoMem,
+                Reason::BadArgument {
+                    what: "no temporary memory for a datatype constructor's arguments",
+                },
+            ))?
+            .cast::<i32>();
+        let out = Narrowed { p: q, n };
+        for i in 0..n {
+            // SAFETY: the caller's contract for `p`; `q` holds `n` ints (the allocation is
+            // aligned for any scalar).
+            unsafe {
+                let v = *p.add(i);
+                let v = i32::try_from(v).map_err(|_| {
+                    Error::new(ErrorClass::Count, Reason::BadArgument { what: "an array entry of a large-count datatype constructor beyond 2^31 - 1 (not supported yet)" })
+                })?;
+                q.add(i).write(v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn get(&self) -> &[i32] {
+        // SAFETY: `p` holds `n` initialised ints (or is dangling with `n` 0).
+        unsafe { core::slice::from_raw_parts(self.p, self.n) }
+    }
+}
+
+impl Drop for Narrowed {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            if let Some(h) = super::state::hooks() {
+                (h.temp_free)(self.p.cast(), self.n * size_of::<i32>());
+            }
+        }
+    }
+}
+
+/// A `_c` constructor's count of blocks, as the `int` forms' helpers take it.
+fn blocks(count: abi::MPI_Count) -> Result<c_int> {
+    c_int::try_from(count).map_err(|_| {
+        if count < 0 {
+            Error::new(ErrorClass::Count, Reason::NegativeCount { count })
+        } else {
+            Error::new(
+                ErrorClass::Count,
+                Reason::BadArgument {
+                    what: "more than 2^31 - 1 blocks in a datatype constructor (not supported yet)",
+                },
+            )
+        }
+    })
+}
+
+/// A `_c` query's `int`-sized output from a 64-bit value.
+fn wide_out<T: TryFrom<usize>>(v: usize) -> Result<T> {
+    T::try_from(v).map_err(|_| Error::new(ErrorClass::Count, Reason::CountTooLarge))
+}
+
+super::mpi! {
+    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_contiguous_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            e.types_mut().contiguous(count, old)
+        })
+    }
+
+    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: abi::MPI_Count, blocklength: abi::MPI_Count, stride: abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_vector_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            e.types_mut().vector(count, blocklength, Some(stride), None, old)
+        })
+    }
+
+    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: abi::MPI_Count, blocklength: abi::MPI_Count, stride: abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_hvector_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            let stride = isize::try_from(stride).map_err(|_| Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+            e.types_mut().vector(count, blocklength, None, Some(stride), old)
+        })
+    }
+
+    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: abi::MPI_Count, blocklens: *const abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_indexed_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            // SAFETY: MPI requires both arrays to hold `count` values.
+            let (b, d) = unsafe { (Narrowed::new(blocklens, count, "blocklengths is NULL")?, Narrowed::new(displs, count, "displacements is NULL")?) };
+            e.types_mut().indexed(b.get(), Some(d.get()), None, old)
+        })
+    }
+
+    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: abi::MPI_Count, blocklens: *const abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_hindexed_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            // SAFETY: MPI requires both arrays to hold `count` values; `MPI_Count` displacements
+            // are address-sized here (checked at compile time above).
+            let (b, d) = unsafe { (Narrowed::new(blocklens, count, "blocklengths is NULL")?, addrs(displs, blocks(count)?, "displacements is NULL")?) };
+            e.types_mut().indexed(b.get(), None, Some(d), old)
+        })
+    }
+
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: abi::MPI_Count, blocklength: abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_indexed_block_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            // SAFETY: MPI requires the array to hold `count` values.
+            let d = unsafe { Narrowed::new(displs, count, "displacements is NULL")? };
+            e.types_mut().indexed_block(blocklength, Some(d.get()), None, old)
+        })
+    }
+
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: abi::MPI_Count, blocklength: abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_hindexed_block_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            // SAFETY: MPI requires the array to hold `count` values (address-sized).
+            let d = unsafe { addrs(displs, blocks(count)?, "displacements is NULL")? };
+            e.types_mut().indexed_block(blocklength, None, Some(d), old)
+        })
+    }
+
+    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: abi::MPI_Count, blocklens: *const abi::MPI_Count, displs: *const abi::MPI_Count, types: *const abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        let n = match blocks(count) {
+            Ok(n) => n,
+            Err(e) => return super::errors::report("MPI_Type_create_struct_c", None, e),
+        };
+        // SAFETY: MPI requires the array to hold `count` values.
+        let b = match unsafe { Narrowed::new(blocklens, count, "blocklengths is NULL") } {
+            Ok(b) => b,
+            Err(e) => return super::errors::report("MPI_Type_create_struct_c", None, e),
+        };
+        create_struct("MPI_Type_create_struct_c", n, b.get().as_ptr(), displs, types, newtype)
+    }
+
+    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: abi::MPI_Datatype, lb: abi::MPI_Count, extent: abi::MPI_Count, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_resized_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            let big = || Error::new(ErrorClass::Count, Reason::CountTooLarge);
+            e.types_mut().resized(old, isize::try_from(lb).map_err(|_| big())?, isize::try_from(extent).map_err(|_| big())?)
+        })
+    }
+
+    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, sizes: *const abi::MPI_Count, subsizes: *const abi::MPI_Count, starts: *const abi::MPI_Count, order_: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        construct("MPI_Type_create_subarray_c", newtype, |e| {
+            let old = datatype(oldtype)?;
+            let n = ndims.into();
+            // SAFETY: MPI requires the arrays to hold `ndims` values.
+            let (a, b, c) = unsafe { (Narrowed::new(sizes, n, "sizes is NULL")?, Narrowed::new(subsizes, n, "subsizes is NULL")?, Narrowed::new(starts, n, "starts is NULL")?) };
+            e.types_mut().subarray(a.get(), b.get(), c.get(), order(order_)?, old)
+        })
+    }
+
+    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, gsizes: *const abi::MPI_Count, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, order_: c_int, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
+        // SAFETY: MPI requires the array to hold `ndims` values.
+        let g = match unsafe { Narrowed::new(gsizes, ndims.into(), "gsizes is NULL") } {
+            Ok(g) => g,
+            Err(e) => return super::errors::report("MPI_Type_create_darray_c", None, e),
+        };
+        darray("MPI_Type_create_darray_c", size, rank, ndims, g.get().as_ptr(), distribs, dargs, psizes, order_, oldtype, newtype)
+    }
+
+    fn MPI_Type_size_c / PMPI_Type_size_c(datatype_: abi::MPI_Datatype, size: *mut abi::MPI_Count) {
+        code(run("MPI_Type_size_c", None, |e| {
+            let s = e.types().info(datatype(datatype_)?)?.size;
+            // SAFETY: MPI requires `size` to point to an MPI_Count.
+            unsafe { out(size, s as abi::MPI_Count) }
+        }))
+    }
+
+    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype_: abi::MPI_Datatype, lb: *mut abi::MPI_Count, extent: *mut abi::MPI_Count) {
+        code(run("MPI_Type_get_extent_c", None, |e| {
+            let v = extent_of(e, datatype_, false)?;
+            // SAFETY: MPI requires both to point to an MPI_Count.
+            unsafe { put_extent(lb, extent, v) }
+        }))
+    }
+
+    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype_: abi::MPI_Datatype, lb: *mut abi::MPI_Count, extent: *mut abi::MPI_Count) {
+        code(run("MPI_Type_get_true_extent_c", None, |e| {
+            let v = extent_of(e, datatype_, true)?;
+            // SAFETY: MPI requires both to point to an MPI_Count.
+            unsafe { put_extent(lb, extent, v) }
+        }))
+    }
+
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype_: abi::MPI_Datatype, num_integers: *mut abi::MPI_Count, num_addresses: *mut abi::MPI_Count, num_large_counts: *mut abi::MPI_Count, num_datatypes: *mut abi::MPI_Count, combiner: *mut c_int) {
+        code(run("MPI_Type_get_envelope_c", None, |e| {
+            let (c, ni, na, nt) = e.types().envelope(datatype(datatype_)?)?;
+            // The table keeps every constructor's arguments in the classic form's arrays (a
+            // `_c` constructor's counts fit `int`s there), so no large counts are listed.
+            // SAFETY: MPI requires each to point to its type.
+            unsafe {
+                out(num_integers, wide_out::<abi::MPI_Count>(ni)?)?;
+                out(num_addresses, wide_out::<abi::MPI_Count>(na)?)?;
+                out(num_large_counts, 0)?;
+                out(num_datatypes, wide_out::<abi::MPI_Count>(nt)?)?;
+                out(combiner, combiner_code(c))
+            }
+        }))
+    }
+
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype_: abi::MPI_Datatype, max_integers: abi::MPI_Count, max_addresses: abi::MPI_Count, max_large_counts: abi::MPI_Count, max_datatypes: abi::MPI_Count, integers: *mut c_int, addresses: *mut abi::MPI_Aint, large_counts: *mut abi::MPI_Count, datatypes: *mut abi::MPI_Datatype) {
+        let _ = (max_large_counts, large_counts);
+        let big = |v: abi::MPI_Count| c_int::try_from(v.max(0)).unwrap_or(c_int::MAX);
+        contents("MPI_Type_get_contents_c", datatype_, big(max_integers), big(max_addresses), big(max_datatypes), integers, addresses, datatypes)
+    }
+
+    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: abi::MPI_Count, datatype_: abi::MPI_Datatype, outbuf: *mut c_void, outsize: abi::MPI_Count, position: *mut abi::MPI_Count, comm: abi::MPI_Comm) {
+        code(super::env::run_comm("MPI_Pack_c", comm, |e, c| {
+            if position.is_null() || outsize < 0 {
+                return Err(Error::bad_arg("position is NULL or outsize is negative"));
+            }
+            let repr = form(e, c)?;
+            // SAFETY: checked non-null; MPI's rules for the buffers.
+            unsafe {
+                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, repr)?;
+                *position = p as abi::MPI_Count;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: abi::MPI_Count, position: *mut abi::MPI_Count, outbuf: *mut c_void, outcount: abi::MPI_Count, datatype_: abi::MPI_Datatype, comm: abi::MPI_Comm) {
+        code(super::env::run_comm("MPI_Unpack_c", comm, |e, c| {
+            if position.is_null() || insize < 0 {
+                return Err(Error::bad_arg("position is NULL or insize is negative"));
+            }
+            let repr = form(e, c)?;
+            // SAFETY: checked non-null; MPI's rules for the buffers.
+            unsafe {
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, repr)?;
+                *position = p as abi::MPI_Count;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: abi::MPI_Count, datatype_: abi::MPI_Datatype, comm: abi::MPI_Comm, size: *mut abi::MPI_Count) {
+        code(super::env::run_comm("MPI_Pack_size_c", comm, |e, c| {
+            if incount < 0 {
+                return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: incount }));
+            }
+            let d = datatype(datatype_)?;
+            let s = match form(e, c)? {
+                None => e.types().info(d)?.size,
+                Some(r) => e.types().stream_size(d, &r)?,
+            }
+            .checked_mul(incount as u64)
+            .and_then(|s| abi::MPI_Count::try_from(s).ok())
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+            // SAFETY: MPI requires `size` to point to an MPI_Count.
+            unsafe { out(size, s) }
+        }))
+    }
+
+    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: abi::MPI_Count, datatype_: abi::MPI_Datatype, outbuf: *mut c_void, outsize: abi::MPI_Count, position: *mut abi::MPI_Count) {
+        code(run("MPI_Pack_external_c", None, |e| {
+            if position.is_null() || outsize < 0 {
+                return Err(Error::bad_arg("position is NULL or outsize is negative"));
+            }
+            // SAFETY: checked non-null; MPI's rules for the buffers and the string.
+            unsafe {
+                let r = external32(datarep)?;
+                let p = pack(e, inbuf, incount, datatype_, outbuf, outsize as usize, start(*position)?, Some(r))?;
+                *position = p as abi::MPI_Count;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: abi::MPI_Count, position: *mut abi::MPI_Count, outbuf: *mut c_void, outcount: abi::MPI_Count, datatype_: abi::MPI_Datatype) {
+        code(run("MPI_Unpack_external_c", None, |e| {
+            if position.is_null() || insize < 0 {
+                return Err(Error::bad_arg("position is NULL or insize is negative"));
+            }
+            // SAFETY: checked non-null; MPI's rules for the buffers and the string.
+            unsafe {
+                let r = external32(datarep)?;
+                let p = unpack(e, inbuf, insize as usize, start(*position)?, outbuf, outcount, datatype_, Some(r))?;
+                *position = p as abi::MPI_Count;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: abi::MPI_Count, datatype_: abi::MPI_Datatype, size: *mut abi::MPI_Count) {
+        code(run("MPI_Pack_external_size_c", None, |e| {
+            // SAFETY: MPI requires a NUL-terminated string.
+            let r = unsafe { external32(datarep)? };
+            if incount < 0 {
+                return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: incount }));
+            }
+            let s = e.types().stream_size(datatype(datatype_)?, &r)?
+                .checked_mul(incount as u64)
+                .and_then(|s| abi::MPI_Count::try_from(s).ok())
+                .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+            // SAFETY: MPI requires `size` to point to an MPI_Count.
+            unsafe { out(size, s) }
+        }))
+    }
+
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const abi::MPI_Status, datatype_: abi::MPI_Datatype, count: *mut abi::MPI_Count) {
+        get_count_x("MPI_Get_count_c", status, datatype_, count, false)
+    }
+
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const abi::MPI_Status, datatype_: abi::MPI_Datatype, count: *mut abi::MPI_Count) {
+        get_count_x("MPI_Get_elements_c", status, datatype_, count, true)
     }
 }

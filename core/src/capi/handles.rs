@@ -204,27 +204,26 @@ pub(crate) fn op(h: abi::MPI_Op) -> Result<Op> {
     })
 }
 
-fn check_count(count: c_int) -> Result<u64> {
+fn check_count(count: abi::MPI_Count) -> Result<u64> {
     if count < 0 {
         return Err(Error::new(
             ErrorClass::Count,
-            Reason::NegativeCount {
-                count: count as i64,
-            },
+            Reason::NegativeCount { count },
         ));
     }
     Ok(count as u64)
 }
 
 /// The datatype and count of a communication buffer, checked as the standard asks. A NULL
-/// buffer is `MPI_BOTTOM`, valid with a derived type of absolute addresses.
+/// buffer is `MPI_BOTTOM`, valid with a derived type of absolute addresses. The count is an
+/// `int` or, from the large-count `_c` forms, an `MPI_Count`: one path for both.
 pub(crate) fn typed(
     types: &TypeTable,
     buf: *const c_void,
-    count: c_int,
+    count: impl Into<abi::MPI_Count>,
     dt: abi::MPI_Datatype,
 ) -> Result<(Datatype, u64)> {
-    let count = check_count(count)?;
+    let count = check_count(count.into())?;
     let d = datatype(dt)?;
     let info = types.check_committed(d)?;
     if buf.is_null() && count > 0 && info.size > 0 && d.is_predefined() {
@@ -241,7 +240,7 @@ pub(crate) fn typed(
 pub(crate) unsafe fn packer(
     types: &TypeTable,
     buf: *const c_void,
-    count: c_int,
+    count: impl Into<abi::MPI_Count>,
     dt: abi::MPI_Datatype,
 ) -> Result<Packer> {
     let (d, n) = typed(types, buf, count, dt)?;
@@ -257,7 +256,7 @@ pub(crate) unsafe fn packer(
 pub(crate) unsafe fn unpacker(
     types: &TypeTable,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<abi::MPI_Count>,
     dt: abi::MPI_Datatype,
 ) -> Result<Unpacker> {
     let (d, n) = typed(types, buf, count, dt)?;

@@ -256,6 +256,9 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
     let op = match e.p2p.pml.requests().to_start(id)? {
         // SAFETY: the caller's contract.
         PersistentKind::P2p(p) => unsafe { start_p2p(e, &p)? },
+        // SAFETY: the caller's contract (the collective's buffers and arrays, lent until the
+        // request is freed).
+        PersistentKind::Coll(c) => unsafe { e.colls().start_persistent(&c)? },
     };
     e.p2p.pml.requests_mut().started(id, op)
 }
@@ -293,8 +296,10 @@ fn free(e: &mut Engine, id: ReqId) -> Result<()> {
     let requests = e.p2p.pml.requests_mut();
     let kind = requests.persistent_kind(id);
     requests.release(id)?;
-    if let Some(PersistentKind::P2p(p)) = kind {
-        e.types_mut().release(p.datatype);
+    match kind {
+        Some(PersistentKind::P2p(p)) => e.types_mut().release(p.datatype),
+        Some(PersistentKind::Coll(c)) => e.colls().unpersist(&c),
+        None => {}
     }
     Ok(())
 }
@@ -303,7 +308,7 @@ unsafe fn init(
     func: &'static str,
     start: P2pStart,
     buf: *const c_void,
-    count: c_int,
+    count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
     peer: c_int,
     tag: c_int,
@@ -591,24 +596,45 @@ super::mpi! {
     }
 
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Send_init", P2pStart::Send(SendMode::Standard), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Send_init", P2pStart::Send(SendMode::Standard), buf, count.into(), datatype, dest, tag, comm, request)
+    }
+
+    fn MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        init("MPI_Send_init_c", P2pStart::Send(SendMode::Standard), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Ssend_init", P2pStart::Send(SendMode::Synchronous), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Ssend_init", P2pStart::Send(SendMode::Synchronous), buf, count.into(), datatype, dest, tag, comm, request)
+    }
+
+    fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        init("MPI_Ssend_init_c", P2pStart::Send(SendMode::Synchronous), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Rsend_init", P2pStart::Send(SendMode::Ready), buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Rsend_init", P2pStart::Send(SendMode::Ready), buf, count.into(), datatype, dest, tag, comm, request)
+    }
+
+    fn MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        init("MPI_Rsend_init_c", P2pStart::Send(SendMode::Ready), buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Bsend_init", P2pStart::Bsend, buf, count, datatype, dest, tag, comm, request)
+        init("MPI_Bsend_init", P2pStart::Bsend, buf, count.into(), datatype, dest, tag, comm, request)
+    }
+
+    fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        init("MPI_Bsend_init_c", P2pStart::Bsend, buf, count, datatype, dest, tag, comm, request)
     }
 
     fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
-        init("MPI_Recv_init", P2pStart::Recv, buf, count, datatype, source, tag, comm, request)
+        init("MPI_Recv_init", P2pStart::Recv, buf, count.into(), datatype, source, tag, comm, request)
     }
+
+    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: abi::MPI_Count, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, request: *mut abi::MPI_Request) {
+        init("MPI_Recv_init_c", P2pStart::Recv, buf, count, datatype, source, tag, comm, request)
+    }
+
 }
 
 unsafe fn any(

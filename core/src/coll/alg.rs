@@ -11,6 +11,7 @@
 //! matched in order (one tag per collective, non-overtaking).
 
 use super::exec::{Acts, Red, Span, BATCH, MAX_ACTS};
+use super::ints::Ints;
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 
@@ -134,16 +135,16 @@ pub(crate) enum Blocks {
     /// Block `i`: `counts[i]` instances of `dt` at `base + displs[i] * ext`.
     V {
         base: *mut u8,
-        counts: *const i32,
-        displs: *const i32,
+        counts: Ints,
+        displs: Ints,
         dt: Datatype,
         ext: isize,
     },
     /// Block `i`: `counts[i]` instances of `types[i]` at `base + displs[i]` bytes.
     W {
         base: *mut u8,
-        counts: *const i32,
-        displs: *const i32,
+        counts: Ints,
+        displs: Ints,
         types: *const i32,
         map: fn(i32) -> Datatype,
     },
@@ -183,8 +184,8 @@ impl Blocks {
                 ext,
             } => unsafe {
                 Span::new(
-                    base.wrapping_offset(at(displs, i) as isize * ext),
-                    at(counts, i) as u64,
+                    base.wrapping_offset(displs.get(i as usize) as isize * ext),
+                    counts.get(i as usize) as u64,
                     dt,
                 )
             },
@@ -196,8 +197,8 @@ impl Blocks {
                 map,
             } => unsafe {
                 Span::new(
-                    base.wrapping_offset(at(displs, i) as isize),
-                    at(counts, i) as u64,
+                    base.wrapping_offset(displs.get(i as usize) as isize),
+                    counts.get(i as usize) as u64,
                     map(at(types, i)),
                 )
             },
@@ -218,7 +219,7 @@ pub(crate) enum Counts {
     /// Every rank gets `n` elements.
     Block(u64),
     /// Rank `i` gets `counts[i]` times the multiplier (working elements per instance).
-    V(*const i32, u64),
+    V(Ints, u64),
 }
 
 impl Counts {
@@ -227,7 +228,9 @@ impl Counts {
         match *self {
             Counts::Block(n) => i as u64 * n,
             // SAFETY: an entry per rank, checked when the collective started.
-            Counts::V(c, m) => (0..i).map(|j| unsafe { at(c, j) } as u64 * m).sum(),
+            Counts::V(c, m) => (0..i)
+                .map(|j| unsafe { c.get(j as usize) } as u64 * m)
+                .sum(),
         }
     }
 
@@ -235,7 +238,7 @@ impl Counts {
         match *self {
             Counts::Block(n) => n,
             // SAFETY: as above.
-            Counts::V(c, m) => unsafe { at(c, i) as u64 * m },
+            Counts::V(c, m) => unsafe { c.get(i as usize) as u64 * m },
         }
     }
 }
@@ -1832,6 +1835,8 @@ pub(crate) enum Alg {
     AlltoallInPlace(AlltoallInPlace),
     /// Point-to-point with the remote group of an intercommunicator.
     Inter(super::inter::Exchange),
+    /// A neighbourhood collective.
+    Neighbor(Neighbor),
 }
 
 macro_rules! then {
@@ -1849,6 +1854,43 @@ macro_rules! then {
             }
         }
     }};
+}
+
+// ---- neighbourhood collectives -----------------------------------------------------------------
+
+/// A neighbourhood collective (`MPI_Ineighbor_alltoall`, ...) in one step: a receive of block
+/// `slot` of `recv` from each in-neighbour, a send of block `slot` of `send` to each
+/// out-neighbour. The peers are `(rank, slot)` pairs in scratch, in the order they are posted
+/// (`MPI_PROC_NULL` left out when planned): every message of the collective travels under its
+/// one tag, so a peer met twice (both neighbours of a periodic dimension of size 1 or 2) gets
+/// its blocks in posting order, and the planner orders the pairs so that this is right.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Neighbor {
+    pub ins: *const [u32; 2],
+    pub ni: u32,
+    pub outs: *const [u32; 2],
+    pub no: u32,
+    pub send: Blocks,
+    pub recv: Blocks,
+}
+
+impl Neighbor {
+    fn step(&mut self, k: u32, a: &mut Acts) -> bool {
+        if k > 0 {
+            return false;
+        }
+        for j in 0..self.ni as usize {
+            // SAFETY: the planner wrote `ni` pairs there, in scratch held until completion.
+            let [r, slot] = unsafe { *self.ins.add(j) };
+            a.recv(r, self.recv.block(slot));
+        }
+        for i in 0..self.no as usize {
+            // SAFETY: as above, `no` pairs.
+            let [r, slot] = unsafe { *self.outs.add(i) };
+            a.send(r, self.send.block(slot));
+        }
+        true
+    }
 }
 
 impl Alg {
@@ -1889,6 +1931,7 @@ impl Alg {
             Alg::AlltoallBruck(x) => x.step(k, a),
             Alg::AlltoallInPlace(x) => x.step(k, a, types),
             Alg::Inter(x) => x.step(k, a),
+            Alg::Neighbor(x) => x.step(k, a),
         }
     }
 }

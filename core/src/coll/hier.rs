@@ -441,8 +441,8 @@ unsafe fn run(
                 let ints = ints.as_ptr();
                 let v = VBuf {
                     ptr: recv.ptr,
-                    counts: ints,
-                    displs: ints.wrapping_add(k),
+                    counts: super::ints::Ints::Int(ints),
+                    displs: super::ints::Ints::Int(ints.wrapping_add(k)),
                     dt: recv.dt,
                 };
                 let r = unsafe {

@@ -692,11 +692,8 @@ impl Colls<'_> {
                 let p = cx.g.size;
                 check_counts(counts, p)?;
                 // SAFETY: checked: an entry per member of the local group.
-                let counts_of = |i: u32| unsafe { *counts.add(i as usize) };
+                let counts_of = |i: u32| unsafe { counts.get(i as usize) };
                 let total: u64 = (0..p).map(|i| counts_of(i) as u64).sum();
-                if total > i32::MAX as u64 {
-                    return Err(Error::new(ErrorClass::Count, Reason::CountTooLarge));
-                }
                 // SAFETY: the caller's contract.
                 let (red, staged) =
                     unsafe { self.reduce_to_leader(cx, send, total, dt, op, plan)? };
@@ -705,16 +702,16 @@ impl Colls<'_> {
                 plan.push(cx.inter, cx.ti, exchange(swap(leader, staged, theirs)));
                 // The leader scatters with displacements it computes into scratch.
                 let displs = if leader {
-                    let d = self.inter_grab(4 * p as usize, plan)?.cast::<i32>();
-                    let mut at = 0i32;
+                    let d = self.inter_grab(8 * p as usize, plan)?.cast::<i64>();
+                    let mut at = 0i64;
                     for i in 0..p {
-                        // SAFETY: `d` is scratch for `p` ints, 64-byte aligned.
+                        // SAFETY: `d` is scratch for `p` 64-bit ints, 64-byte aligned.
                         unsafe { d.add(i as usize).write(at) };
                         at += counts_of(i);
                     }
-                    d.cast_const()
+                    super::ints::Ints::Wide(d.cast_const())
                 } else {
-                    core::ptr::null()
+                    super::ints::Ints::NULL
                 };
                 let call = Call::Scatterv {
                     send: super::VBuf {
@@ -736,6 +733,14 @@ impl Colls<'_> {
             }
             Call::Scan { .. } | Call::Exscan { .. } => {
                 unreachable!("rejected before planning")
+            }
+            Call::Neighbor { .. } => {
+                return Err(Error::new(
+                    ErrorClass::Topology,
+                    Reason::BadArgument {
+                        what: "neighbourhood collectives need a topology, which intercommunicators do not have",
+                    },
+                ))
             }
         }
         Ok(())

@@ -45,6 +45,7 @@
 pub(crate) mod alg;
 pub(crate) mod exec;
 pub(crate) mod hier;
+pub mod ints;
 pub(crate) use hier::drain;
 mod inter;
 mod pair;
@@ -63,6 +64,7 @@ use alg::{
 };
 pub use exec::UserOp;
 use exec::{Act, Acts, Coll, ROp, Red, Scratch, Segs, Span, MAX_ACTS};
+use ints::Ints;
 use red::{RedAlg, RedKind, RedPlan};
 
 use crate::arena::{Arena, Sizer};
@@ -75,7 +77,7 @@ use crate::op::{self, Op};
 use crate::p2p::Elements;
 use crate::p2p::P2p;
 use crate::params::{parse_int, Default, Kind, ParamDef, Params};
-use crate::pml::request::{ReqId, SendMode, Source, Status};
+use crate::pml::request::{CollInit, PersistentKind, ReqId, SendMode, Source, Status};
 use crate::pool::{Capacity, Pool};
 use crate::ranges::Ranges;
 use crate::shared::Inside;
@@ -199,6 +201,23 @@ pub static MAX_ACTIVE: ParamDef = ParamDef {
 /// Non-blocking collectives carved at init (the pool grows from there).
 const ACTIVE_INITIAL: u32 = 16;
 
+/// `coll_max_persistent`.
+pub static MAX_PERSISTENT: ParamDef = ParamDef {
+    name: "coll_max_persistent",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 22,
+    },
+    default: Default::Int(1 << 22),
+    description: "Most persistent collective requests (MPI_Bcast_init, ...) alive at once in a \
+                  process (the table starts at 16 and grows within mpi_memory_max)",
+};
+
+/// The table of persistent collectives: small at init, growing up to `coll_max_persistent`.
+fn persistent_capacity(params: &Params) -> Capacity {
+    Capacity::growing(16, params.u32(&MAX_PERSISTENT))
+}
+
 /// `op_max_user`.
 pub static MAX_USER_OPS: ParamDef = ParamDef {
     name: "op_max_user",
@@ -274,11 +293,12 @@ algorithm_param!(SCAN_ALG, "coll_scan_algorithm", "MPI_Scan and MPI_Exscan", Sca
     RecDbl = "recursive_doubling", Linear = "linear");
 
 /// Parameters of the collectives.
-pub static PARAMS: [&ParamDef; 20] = [
+pub static PARAMS: [&ParamDef; 21] = [
     &SEGMENT_BYTES,
     &PIPELINE_BYTES,
     &SCRATCH_BYTES,
     &MAX_ACTIVE,
+    &MAX_PERSISTENT,
     &MAX_USER_OPS,
     &BARRIER_ALG,
     &BCAST_ALG,
@@ -365,6 +385,9 @@ const GRANULE: usize = 64;
 /// The collectives' state: non-blocking collectives in flight, scratch, user operations.
 pub struct CollState {
     pool: Pool<Coll>,
+    /// The calls of persistent collective requests, one per request (see [`Colls::persist`]).
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    persistent: Pool<Persisted>,
     active: u32,
     scratch: *mut u8,
     scratch_len: usize,
@@ -394,6 +417,7 @@ impl CollState {
     pub fn size(params: &Params, sizer: &mut Sizer) {
         let (pool, blocking) = CollState::sizes(params);
         Pool::<Coll>::size(sizer, active_capacity(params));
+        Pool::<Persisted>::size(sizer, persistent_capacity(params));
         sizer
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
             .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
@@ -410,6 +434,7 @@ impl CollState {
         let base = mem.as_mut_ptr().cast::<u8>();
         Ok(CollState {
             pool: colls,
+            persistent: Pool::new(arena, persistent_capacity(params))?,
             active: 0,
             scratch: base,
             scratch_len: pool,
@@ -466,9 +491,9 @@ pub struct VBuf {
     /// Start of the buffer.
     pub ptr: *mut u8,
     /// Instances per rank (an array of the communicator's size).
-    pub counts: *const i32,
+    pub counts: Ints,
     /// Displacements in extents (an array of the communicator's size).
-    pub displs: *const i32,
+    pub displs: Ints,
     /// The type.
     pub dt: Datatype,
 }
@@ -479,15 +504,28 @@ pub struct WBuf {
     /// Start of the buffer.
     pub ptr: *mut u8,
     /// Instances per rank.
-    pub counts: *const i32,
+    pub counts: Ints,
     /// Displacements in bytes.
-    pub displs: *const i32,
+    pub displs: Ints,
     /// The types, as the caller names them.
     pub types: *const i32,
     /// The type a name stands for (every name is checked first with `check`).
     pub map: fn(i32) -> Datatype,
     /// Whether a name is a valid, committed type (checked for every rank before data moves).
     pub check: fn(&TypeTable, i32) -> Result<Datatype>,
+}
+
+/// The blocks of one side of a neighbourhood collective, block `i` for neighbour `i`.
+#[derive(Clone, Copy, Debug)]
+pub enum NBlocks {
+    /// The one buffer for every neighbour (`MPI_Neighbor_allgather(v)`'s send side).
+    Same(Buf),
+    /// Consecutive blocks of the buffer's count each (`MPI_Neighbor_alltoall`).
+    Each(Buf),
+    /// Blocks at displacements in extents (the v-forms).
+    V(VBuf),
+    /// Blocks of their own types at byte displacements (the w-form).
+    W(WBuf),
 }
 
 /// A collective call. Buffers are `None` for `MPI_IN_PLACE`; arguments significant only at the
@@ -568,7 +606,7 @@ pub enum Call {
     ReduceScatter {
         send: Option<*const u8>,
         recv: *mut u8,
-        counts: *const i32,
+        counts: Ints,
         dt: Datatype,
         op: Op,
     },
@@ -586,6 +624,54 @@ pub enum Call {
         dt: Datatype,
         op: Op,
     },
+    /// A neighbourhood collective on the communicator's topology.
+    Neighbor {
+        send: NBlocks,
+        recv: NBlocks,
+    },
+}
+
+/// A persistent collective's call, kept for every start.
+#[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+#[derive(Clone, Copy, Debug)]
+struct Persisted {
+    comm: CommId,
+    call: Call,
+}
+
+/// The datatypes a call names directly (an all-to-all-w's types are the user's arrays and are
+/// not retained: MPI asks that they stay valid for a persistent request's life).
+#[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+fn call_types(call: &Call) -> [Option<Datatype>; 2] {
+    let b = |b: &Buf| Some(b.dt);
+    let ob = |b: &Option<Buf>| b.as_ref().map(|b| b.dt);
+    match call {
+        Call::Barrier | Call::Alltoallw { .. } => [None, None],
+        Call::Bcast { buf, .. } => [b(buf), None],
+        Call::Gather { send, recv, .. }
+        | Call::Allgather { send, recv }
+        | Call::Alltoall { send, recv } => [ob(send), b(recv)],
+        Call::Scatter { send, recv, .. } => [b(send), ob(recv)],
+        Call::Gatherv { send, recv, .. } | Call::Allgatherv { send, recv } => {
+            [ob(send), Some(recv.dt)]
+        }
+        Call::Scatterv { send, recv, .. } => [Some(send.dt), ob(recv)],
+        Call::Alltoallv { send, recv } => [send.as_ref().map(|s| s.dt), Some(recv.dt)],
+        Call::Reduce { dt, .. }
+        | Call::Allreduce { dt, .. }
+        | Call::ReduceScatterBlock { dt, .. }
+        | Call::ReduceScatter { dt, .. }
+        | Call::Scan { dt, .. }
+        | Call::Exscan { dt, .. } => [Some(*dt), None],
+        Call::Neighbor { send, recv } => {
+            let t = |b: &NBlocks| match b {
+                NBlocks::Same(b) | NBlocks::Each(b) => Some(b.dt),
+                NBlocks::V(v) => Some(v.dt),
+                NBlocks::W(_) => None,
+            };
+            [t(send), t(recv)]
+        }
+    }
 }
 
 const TAG_BASE: i32 = -(1 << 20);
@@ -664,17 +750,17 @@ fn vblocks(types: &TypeTable, v: &VBuf, p: u32) -> Result<Blocks> {
     })
 }
 
-fn check_counts(counts: *const i32, p: u32) -> Result<()> {
+fn check_counts(counts: Ints, p: u32) -> Result<()> {
     if counts.is_null() {
         return Err(Error::bad_arg("array of counts is NULL"));
     }
     for i in 0..p {
         // SAFETY: MPI requires an entry per rank of the communicator.
-        let c = unsafe { *counts.add(i as usize) };
+        let c = unsafe { counts.get(i as usize) };
         if c < 0 {
             return Err(Error::new(
                 ErrorClass::Count,
-                Reason::NegativeCount { count: c as i64 },
+                Reason::NegativeCount { count: c },
             ));
         }
     }
@@ -831,6 +917,164 @@ impl Colls<'_> {
         c.segs = planned.segs;
         c.scratch = planned.scratch;
         self.launch(c, planned.holds, scope)
+    }
+
+    /// Makes persistent collective request of `call` on `comm` (`MPI_Bcast_init`, ...): an
+    /// inactive request whose every `MPI_Start` begins `call` as its non-blocking form would
+    /// (so each start takes the communicator's next collective number, as MPI's rule that all
+    /// members start their persistent collectives in one order lets it). The call's datatypes
+    /// are retained until the request is freed ([`Colls::unpersist`]).
+    ///
+    /// # Safety
+    /// As for [`collective`], for every start: the buffers and arrays stay valid until the
+    /// request is freed.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    pub(crate) unsafe fn persist(&mut self, comm: CommId, call: Call) -> Result<ReqId> {
+        self.check_comm(comm)?;
+        let key = match self.coll.persistent.insert(Persisted { comm, call }) {
+            Ok(k) => k,
+            Err(_) => {
+                return Err(self
+                    .coll
+                    .persistent
+                    .exhausted("persistent collective requests", MAX_PERSISTENT.name))
+            }
+        };
+        let kind = PersistentKind::Coll(CollInit { comm, call: key });
+        match self.p2p.pml.requests_mut().persistent(kind) {
+            Ok(id) => {
+                for d in call_types(&call).into_iter().flatten() {
+                    self.p2p.types.retain(d);
+                }
+                Ok(id)
+            }
+            Err(e) => {
+                self.coll.persistent.remove(key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Begins one start of a persistent collective (`MPI_Start`): its operation's request.
+    ///
+    /// # Safety
+    /// As for [`Colls::persist`].
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    pub(crate) unsafe fn start_persistent(&mut self, init: &CollInit) -> Result<ReqId> {
+        let p = self
+            .coll
+            .persistent
+            .get(init.call)
+            .copied()
+            .ok_or(Error::new(
+                ErrorClass::Request,
+                Reason::BadArgument {
+                    what: "persistent collective request is stale",
+                },
+            ))?;
+        // SAFETY: the caller's contract.
+        unsafe { self.start(p.comm, p.call, 0, None) }
+    }
+
+    /// Lets go of a persistent collective's call and the datatypes it retained (the request
+    /// itself is the request core's to free).
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    pub(crate) fn unpersist(&mut self, init: &CollInit) {
+        if let Some(p) = self.coll.persistent.remove(init.call) {
+            for d in call_types(&p.call).into_iter().flatten() {
+                self.p2p.types.release(d);
+            }
+        }
+    }
+
+    /// Plans a neighbourhood collective: the topology's neighbours as `(rank, slot)` pairs in
+    /// scratch, in posting order. On a grid, a rank's sends go (lower, upper) and its receives
+    /// (from upper, from lower) per dimension: the block sent downward is the one the lower
+    /// neighbour takes from its upper side, so a peer that is both neighbours gets both blocks
+    /// in the order they were sent.
+    fn plan_neighbor(
+        &mut self,
+        comm: CommId,
+        send: NBlocks,
+        recv: NBlocks,
+        mode: Mode,
+    ) -> Result<Planned> {
+        let mut ins: heapless::Vec<[u32; 2], MAX_ACTS> = heapless::Vec::new();
+        let mut outs: heapless::Vec<[u32; 2], MAX_ACTS> = heapless::Vec::new();
+        let (mut ni, mut no, mut over_in, mut over_out) = (0u32, 0u32, false, false);
+        crate::topo::neighbors(
+            self.p2p,
+            comm,
+            |r, _| {
+                if r != crate::pml::request::PROC_NULL {
+                    over_in |= ins.push([r as u32, ni]).is_err();
+                }
+                ni += 1;
+            },
+            |r, _| {
+                if r != crate::pml::request::PROC_NULL {
+                    over_out |= outs.push([r as u32, no]).is_err();
+                }
+                no += 1;
+            },
+        )?;
+        if over_in || over_out || ins.len() + outs.len() > MAX_ACTS {
+            return Err(Error::unsupported(
+                "non-blocking and persistent neighbourhood collectives with more than 64 \
+                 neighbours in all (the blocking forms take up to 256)",
+            ));
+        }
+        if let Some((crate::topo::table::Shape::Cart { .. }, _)) =
+            crate::topo::topology(self.p2p, comm)?
+        {
+            // Receives from (lower, upper) become (upper, lower) per dimension; a PROC_NULL
+            // left out leaves no pair to swap.
+            let mut k = 0;
+            while k + 1 < ins.len() {
+                if ins[k][1] / 2 == ins[k + 1][1] / 2 {
+                    ins.swap(k, k + 1);
+                    k += 2;
+                } else {
+                    k += 1;
+                }
+            }
+        }
+        let types = &self.p2p.types;
+        let blocks = |b: &NBlocks, n: u32| -> Result<Blocks> {
+            Ok(match b {
+                NBlocks::Same(b) => Blocks::Uniform {
+                    base: b.ptr,
+                    count: b.count,
+                    dt: b.dt,
+                    ext: 0,
+                },
+                NBlocks::Each(b) => uniform(types, b)?,
+                NBlocks::V(v) => vblocks(types, v, n)?,
+                NBlocks::W(w) => wblocks(types, w, n)?,
+            })
+        };
+        let (sb, rb) = (blocks(&send, no)?, blocks(&recv, ni)?);
+        let pair = size_of::<[u32; 2]>();
+        let (scratch, base) = self.grab((ins.len() + outs.len()) * pair, mode)?;
+        let at = base.cast::<[u32; 2]>();
+        // SAFETY: the scratch just taken holds every pair (64-byte aligned), ours until the
+        // collective completes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(ins.as_ptr(), at, ins.len());
+            core::ptr::copy_nonoverlapping(outs.as_ptr(), at.add(ins.len()), outs.len());
+        }
+        let mut pl = Planned::new(Alg::Neighbor(alg::Neighbor {
+            ins: at,
+            ni: ins.len() as u32,
+            outs: at.wrapping_add(ins.len()),
+            no: outs.len() as u32,
+            send: sb,
+            recv: rb,
+        }));
+        pl.scratch = scratch;
+        let [a, b] = call_types(&Call::Neighbor { send, recv });
+        pl.holds = [a, b, None];
+        Ok(pl)
     }
 
     /// Hands collective `c` to the engine's progress with a request of `scope`, holding
@@ -1103,6 +1347,7 @@ impl Colls<'_> {
         let tune = self.coll.tune;
         let types = &self.p2p.types;
         Ok(match call {
+            Call::Neighbor { send, recv } => return self.plan_neighbor(comm, send, recv, mode),
             Call::Barrier => Planned::new(barrier_alg(tune.barrier, g)),
             Call::Bcast { buf, root } => {
                 let root = check_root(root, p)?;
@@ -1346,7 +1591,7 @@ impl Colls<'_> {
                 let size = exec::type_size(types, recv.dt);
                 // SAFETY: checked above: an entry per rank.
                 let total: u64 = (0..p)
-                    .map(|i| unsafe { *recv.counts.add(i as usize) } as u64 * size)
+                    .map(|i| unsafe { recv.counts.get(i as usize) } as u64 * size)
                     .sum();
                 let kind = match tune.allgatherv {
                     AllgathervAlg::Linear => AgKind::Linear,
@@ -1508,7 +1753,7 @@ impl Colls<'_> {
             } => {
                 check_counts(counts, p)?;
                 // SAFETY: checked: an entry per rank.
-                let mine = unsafe { *counts.add(r as usize) } as u64;
+                let mine = unsafe { counts.get(r as usize) } as u64;
                 // SAFETY: the caller's contract.
                 unsafe {
                     self.plan_reduction(
@@ -1719,17 +1964,18 @@ impl Colls<'_> {
         // scratch, as the user (or a binding that converted them into a temporary) may reuse
         // the array once the call has returned.
         let counts_len = match kind {
-            RedKind::ReduceScatter(Counts::V(..)) => (p as usize * 4).next_multiple_of(GRANULE),
+            RedKind::ReduceScatter(Counts::V(c, _)) => {
+                c.bytes(p as usize).next_multiple_of(GRANULE)
+            }
             _ => 0,
         };
         let (sc, base) = self.grab(unit * nbufs + counts_len, mode)?;
         pl.scratch = sc;
         let kind = match kind {
             RedKind::ReduceScatter(Counts::V(c, m)) => {
-                let copy = base.wrapping_add(unit * nbufs).cast::<i32>();
                 // SAFETY: `c` has an entry per rank (checked when the collective started), and
-                // the scratch just taken holds `p` more after the buffers.
-                unsafe { core::ptr::copy_nonoverlapping(c, copy, p as usize) };
+                // the scratch just taken holds `p` more after the buffers (64-byte aligned).
+                let copy = unsafe { c.copy_to(base.wrapping_add(unit * nbufs), p as usize) };
                 RedKind::ReduceScatter(Counts::V(copy, m))
             }
             k => k,

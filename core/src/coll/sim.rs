@@ -558,6 +558,8 @@ fn reduce_scatter_algorithms() {
                     let counts: Vec<i32> = (0..p)
                         .map(|i| if v { ((i * 7 + 3) % 5) as i32 } else { 3 })
                         .collect();
+                    // The same counts as the large-count forms pass them (odd sizes).
+                    let wide: Vec<i64> = counts.iter().map(|&c| c as i64).collect();
                     let disp = |i: u32| counts[..i as usize].iter().map(|&c| c as u64).sum::<u64>();
                     let total = disp(p);
                     for per in [total.max(1), 4] {
@@ -574,7 +576,10 @@ fn reduce_scatter_algorithms() {
                             }
                             let red = red_of(commute);
                             let c = if v {
-                                Counts::V(counts.as_ptr(), 1)
+                                match p % 2 {
+                                    0 => Counts::V(super::ints::Ints::Int(counts.as_ptr()), 1),
+                                    _ => Counts::V(super::ints::Ints::Wide(wide.as_ptr()), 1),
+                                }
                             } else {
                                 Counts::Block(3)
                             };

@@ -254,11 +254,11 @@ fn bad_type() -> Error {
     Error::new(ErrorClass::Type, Reason::InvalidDatatype)
 }
 
-fn bad_count(count: i32) -> Error {
+fn bad_count(count: impl Into<i64>) -> Error {
     Error::new(
         ErrorClass::Count,
         Reason::NegativeCount {
-            count: count as i64,
+            count: count.into(),
         },
     )
 }
@@ -603,8 +603,8 @@ impl TypeTable {
 
     // ---- constructors -------------------------------------------------------------------------
 
-    /// `MPI_Type_contiguous`.
-    pub fn contiguous(&mut self, count: i32, old: Datatype) -> Result<Datatype> {
+    /// `MPI_Type_contiguous(_c)`.
+    pub fn contiguous(&mut self, count: i64, old: Datatype) -> Result<Datatype> {
         if count < 0 {
             return Err(bad_count(count));
         }
@@ -616,7 +616,7 @@ impl TypeTable {
         };
         self.make(
             Combiner::Contiguous,
-            &[Ints::One(count as i64)],
+            &[Ints::One(count)],
             &[],
             &[old],
             false,
@@ -629,9 +629,9 @@ impl TypeTable {
     /// (`stride_bytes`): exactly one of the two strides is given.
     pub fn vector(
         &mut self,
-        count: i32,
-        blocklen: i32,
-        stride: Option<i32>,
+        count: i64,
+        blocklen: i64,
+        stride: Option<i64>,
         stride_bytes: Option<isize>,
         old: Datatype,
     ) -> Result<Datatype> {
@@ -640,7 +640,10 @@ impl TypeTable {
         }
         let ext = self.info(old)?.extent;
         let step = match (stride, stride_bytes) {
-            (Some(s), None) => (s as isize).checked_mul(ext).ok_or_else(too_large)?,
+            (Some(s), None) => isize::try_from(s)
+                .ok()
+                .and_then(|s| s.checked_mul(ext))
+                .ok_or_else(too_large)?,
             (None, Some(b)) => b,
             _ => return Err(bad_arg("a vector needs one stride")),
         };
@@ -661,11 +664,7 @@ impl TypeTable {
         let r = match stride {
             Some(s) => self.make(
                 Combiner::Vector,
-                &[
-                    Ints::One(count as i64),
-                    Ints::One(blocklen as i64),
-                    Ints::One(s as i64),
-                ],
+                &[Ints::One(count), Ints::One(blocklen), Ints::One(s)],
                 &[],
                 &[old],
                 false,
@@ -674,7 +673,7 @@ impl TypeTable {
             ),
             None => self.make(
                 Combiner::Hvector,
-                &[Ints::One(count as i64), Ints::One(blocklen as i64)],
+                &[Ints::One(count), Ints::One(blocklen)],
                 &[Aints::One(step)],
                 &[old],
                 false,
@@ -737,7 +736,7 @@ impl TypeTable {
     /// (`displs_bytes`).
     pub fn indexed_block(
         &mut self,
-        blocklen: i32,
+        blocklen: i64,
         displs: Option<&[i32]>,
         displs_bytes: Option<&[isize]>,
         old: Datatype,
@@ -752,7 +751,7 @@ impl TypeTable {
                 Combiner::IndexedBlock,
                 &[
                     Ints::One(d.len() as i64),
-                    Ints::One(blocklen as i64),
+                    Ints::One(blocklen),
                     Ints::Many(d),
                 ],
                 &[],
@@ -768,7 +767,7 @@ impl TypeTable {
             ),
             (None, Some(d)) => self.make(
                 Combiner::HindexedBlock,
-                &[Ints::One(d.len() as i64), Ints::One(blocklen as i64)],
+                &[Ints::One(d.len() as i64), Ints::One(blocklen)],
                 &[Aints::Many(d)],
                 &[old],
                 false,
@@ -1536,7 +1535,7 @@ pub(crate) mod tests {
                 &[Datatype::INT, Datatype::DOUBLE, Datatype::INT],
             )
             .unwrap();
-        let l2 = t.vector(2 + (i % 3) as i32, 1, Some(2), None, l1).unwrap();
+        let l2 = t.vector(2 + (i % 3) as i64, 1, Some(2), None, l1).unwrap();
         let e2 = t.info(l2).unwrap().extent;
         let l3 = t.resized(l2, 0, e2 + 8).unwrap();
         let l4 = t.vector(2, 1, None, Some(e2 + 16), l3).unwrap();

@@ -295,13 +295,25 @@ pub struct P2pInit {
 // is (whichever thread starts it, under the engine's lock); nothing here dereferences it.
 unsafe impl Send for P2pInit {}
 
-/// What a persistent request begins at each start. Only point-to-point so far; persistent
-/// collectives and partitioned communication are further kinds of the same request: the request
-/// core's part (active or not, the current operation, completion, freeing) is the same for all.
+/// A persistent collective request (`MPI_Bcast_init`, ...): its call is kept by the
+/// collectives (which this layer does not know), under `call`.
+#[derive(Clone, Copy, Debug)]
+pub struct CollInit {
+    /// Communicator.
+    pub comm: CommId,
+    /// The collectives' key for the call each start begins.
+    pub call: crate::pool::Key,
+}
+
+/// What a persistent request begins at each start: point-to-point or a collective;
+/// partitioned communication is to be a further kind of the same request: the request core's
+/// part (active or not, the current operation, completion, freeing) is the same for all.
 #[derive(Clone, Copy, Debug)]
 pub enum PersistentKind {
     /// A send or receive.
     P2p(P2pInit),
+    /// A collective.
+    Coll(CollInit),
 }
 
 impl PersistentKind {
@@ -309,6 +321,7 @@ impl PersistentKind {
     pub fn comm(&self) -> CommId {
         match self {
             PersistentKind::P2p(p) => p.comm,
+            PersistentKind::Coll(c) => c.comm,
         }
     }
 }
@@ -336,11 +349,39 @@ pub enum Op {
     /// A persistent request: never complete itself, it names the operation of its current
     /// start (see [`crate::pml::requests::Current`]).
     Persistent(Persistent),
+    /// Two operations completed as one (`MPI_Isendrecv`): see [`Joined`].
+    Joined(Joined),
     /// A generalized request (`MPI_Grequest_start`): the user's operation, complete when the
     /// user says. The words are the MPI layer's (its callbacks and their state); the request
     /// core only keeps them.
     Generalized([usize; 4]),
 }
+
+/// Memory a joined request gives back when it completes: the platform's function, the address
+/// and the length.
+pub type Release = (fn(*mut u8, usize), *mut u8, usize);
+
+/// A request completed when both of its parts have (`MPI_Isendrecv(_replace)`): the receive's
+/// status, the first error of either. Its parts are ordinary requests that the protocols run;
+/// [`crate::pml::requests::Requests::joined_progress`] takes each in as it completes.
+#[derive(Clone, Copy, Debug)]
+pub struct Joined {
+    /// The receive, until it completes.
+    pub recv: Option<ReqId>,
+    /// The send, until it completes (`None` at once for one that went at once).
+    pub send: Option<ReqId>,
+    /// The receive's status, once in.
+    pub status: Status,
+    /// An error of the send.
+    pub send_error: Option<crate::error::Error>,
+    /// Memory to give back when both are done (a replace's packed copy): the platform's
+    /// function, the address and the length.
+    pub release: Option<Release>,
+}
+
+// SAFETY: the memory named is the C layer's temporary copy, owned by this request alone and
+// handed back once, under the engine's lock.
+unsafe impl Send for Joined {}
 
 /// A request slot.
 pub struct Request {

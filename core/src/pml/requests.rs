@@ -24,7 +24,8 @@
 
 use super::bsend::BsendBuffer;
 use super::request::{
-    Op, Persistent, PersistentKind, RecvReq, RecvState, ReqId, Request, Source, Status, TagSel,
+    Joined, Op, Persistent, PersistentKind, RecvReq, RecvState, ReqId, Request, Source, Status,
+    TagSel,
 };
 use crate::arena::{Arena, Sizer};
 use crate::comm::CommId;
@@ -57,6 +58,8 @@ pub struct Requests {
     next_scope: u32,
     /// The buffer attached for buffered sends, and the sends using it.
     bsend: BsendBuffer,
+    /// Joined requests not complete yet (`MPI_Isendrecv`): progress looks for them only then.
+    joined: u32,
 }
 
 /// What completing a request handle means now (for the Wait and Test forms), as
@@ -98,6 +101,7 @@ impl Requests {
             pool: Pool::new(arena, Requests::capacity(params))?,
             next_scope: 0,
             bsend: BsendBuffer::new(),
+            joined: 0,
         })
     }
 
@@ -155,6 +159,79 @@ impl Requests {
     /// communicator duplication's).
     pub fn pending(&mut self, scope: u32) -> Result<ReqId> {
         Ok(ReqId(self.insert_with(|| Request::new(Op::Null, scope))?))
+    }
+
+    /// A request completed when receive `recv` and send `send` (if any: `None` went at once)
+    /// both have (`MPI_Isendrecv`); `release` is called when it completes.
+    pub fn joined(
+        &mut self,
+        recv: Option<ReqId>,
+        send: Option<ReqId>,
+        release: Option<crate::pml::request::Release>,
+    ) -> Result<ReqId> {
+        let j = Joined {
+            recv,
+            send,
+            status: Status::PROC_NULL,
+            send_error: None,
+            release,
+        };
+        let id = ReqId(self.insert_with(|| Request::new(Op::Joined(j), 0))?);
+        self.joined += 1;
+        self.joined_progress();
+        Ok(id)
+    }
+
+    /// Takes in the parts of joined requests that completed, and completes those whose parts
+    /// all have. Looks through the pool only while some joined request is incomplete.
+    pub fn joined_progress(&mut self) {
+        if self.joined == 0 {
+            return;
+        }
+        for idx in 0..self.pool.capacity() {
+            let Some(Request {
+                op: Op::Joined(j),
+                complete: false,
+                ..
+            }) = self.pool.at(idx)
+            else {
+                continue;
+            };
+            let mut j = *j;
+            if let Some(r) = j.recv.filter(|&r| self.done(r)) {
+                j.status = match self.test(r) {
+                    Ok(Some(st)) => st,
+                    _ => Status {
+                        error: Some(bad_request()),
+                        ..Status::PROC_NULL
+                    },
+                };
+                j.recv = None;
+            }
+            if let Some(s) = j.send.filter(|&s| self.done(s)) {
+                j.send_error = match self.test(s) {
+                    Ok(Some(st)) => st.error,
+                    _ => Some(bad_request()),
+                };
+                j.send = None;
+            }
+            let finished = j.recv.is_none() && j.send.is_none();
+            let Some(req) = self.pool.at_mut(idx) else {
+                continue;
+            };
+            req.op = Op::Joined(j);
+            if finished {
+                if let Some((f, p, n)) = j.release {
+                    f(p, n);
+                }
+                req.status = Status {
+                    error: j.status.error.or(j.send_error),
+                    ..j.status
+                };
+                self.joined -= 1;
+                self.complete(idx);
+            }
+        }
     }
 
     /// A generalized request keeping `words` for the MPI layer, pending until
@@ -288,7 +365,7 @@ impl Requests {
                     persistent: Some(id),
                 },
             },
-            Op::Send(_) | Op::Null | Op::Generalized(_) => Current::Op {
+            Op::Send(_) | Op::Null | Op::Generalized(_) | Op::Joined(_) => Current::Op {
                 op: id,
                 comm: None,
                 persistent: None,
@@ -475,6 +552,48 @@ mod tests {
         let mut arena = Arena::new(leak(1 << 20));
         arena.set_account(account(256 << 20));
         Requests::new(&params, &mut arena).unwrap()
+    }
+
+    fn release_marker(p: *mut u8, n: usize) {
+        // SAFETY: the test passes a pointer to its own counter.
+        unsafe { *p.cast::<usize>() += n };
+    }
+
+    #[test]
+    fn a_joined_request_completes_when_both_parts_have_with_the_receive_s_status() {
+        let mut r = requests();
+        let (recv, send) = (r.pending(0).unwrap(), r.pending(0).unwrap());
+        let mut released = 0usize;
+        let j = r
+            .joined(
+                Some(recv),
+                Some(send),
+                Some((release_marker, (&raw mut released).cast(), 5)),
+            )
+            .unwrap();
+        r.finish(
+            recv,
+            Status {
+                source: 3,
+                tag: 9,
+                bytes: 12,
+                ..Status::EMPTY
+            },
+        );
+        r.joined_progress();
+        assert!(!r.is_complete(j).unwrap(), "the send is still in flight");
+        assert_eq!(released, 0);
+        r.finish(send, Status::EMPTY);
+        r.joined_progress();
+        let st = r.test(j).unwrap().expect("complete");
+        assert_eq!((st.source, st.tag, st.bytes), (3, 9, 12));
+        assert_eq!(released, 5, "the temporary copy is given back once");
+        assert!(
+            r.test(recv).is_err() && r.test(send).is_err(),
+            "parts are freed"
+        );
+        r.joined_progress();
+        assert_eq!(released, 5);
     }
 
     fn recv_init(tag: i32) -> PersistentKind {

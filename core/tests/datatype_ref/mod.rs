@@ -671,14 +671,22 @@ impl Tree {
     pub fn build(&self, types: &mut TypeTable) -> Result<Datatype> {
         match self {
             Tree::Prim(p) => Ok(p.datatype()),
-            Tree::Contiguous { count, old } => with_old(types, old, |t, o| t.contiguous(*count, o)),
+            Tree::Contiguous { count, old } => {
+                with_old(types, old, |t, o| t.contiguous((*count).into(), o))
+            }
             Tree::Vector {
                 count,
                 blocklen,
                 stride,
                 old,
             } => with_old(types, old, |t, o| {
-                t.vector(*count, *blocklen, Some(*stride), None, o)
+                t.vector(
+                    (*count).into(),
+                    (*blocklen).into(),
+                    Some((*stride).into()),
+                    None,
+                    o,
+                )
             }),
             Tree::Hvector {
                 count,
@@ -686,7 +694,7 @@ impl Tree {
                 stride,
                 old,
             } => with_old(types, old, |t, o| {
-                t.vector(*count, *blocklen, None, Some(*stride), o)
+                t.vector((*count).into(), (*blocklen).into(), None, Some(*stride), o)
             }),
             Tree::Indexed {
                 blocklens,
@@ -707,14 +715,14 @@ impl Tree {
                 displs,
                 old,
             } => with_old(types, old, |t, o| {
-                t.indexed_block(*blocklen, Some(displs), None, o)
+                t.indexed_block((*blocklen).into(), Some(displs), None, o)
             }),
             Tree::HindexedBlock {
                 blocklen,
                 displs,
                 old,
             } => with_old(types, old, |t, o| {
-                t.indexed_block(*blocklen, None, Some(displs), o)
+                t.indexed_block((*blocklen).into(), None, Some(displs), o)
             }),
             Tree::Struct {
                 blocklens,
