@@ -70,6 +70,8 @@ pub type CommErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
 pub enum HandlerKind {
     /// `MPI_Comm_create_errhandler` (and the deprecated `MPI_Errhandler_create`).
     Comm,
+    /// `MPI_File_create_errhandler`.
+    File,
 }
 
 /// Generations of a handler slot (a handle has room for 10 bits).
@@ -237,6 +239,14 @@ impl ErrhTable {
             self.clear(id.index as usize);
         }
         Ok(())
+    }
+
+    /// The kind of live handler `id` (for freeing a handle of any kind).
+    pub fn kind(&self, id: ErrhId) -> Option<HandlerKind> {
+        self.slots
+            .get(id.index as usize)
+            .filter(|s| s.gen == id.gen && s.func.is_some())
+            .map(|s| s.kind)
     }
 
     /// Handlers alive (held by the user or installed).

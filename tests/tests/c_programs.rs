@@ -68,6 +68,11 @@ c_tests! {
     finalize_attrs,
     ibarrier_many,
     reduce_user,
+    // issue 20: MPI-IO
+    io_basic,
+    io_view,
+    io_shared,
+    io_errors,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives

@@ -81,7 +81,7 @@ fn group_handle(g: Group) -> abi::MPI_Group {
 }
 
 /// Stores a new group (whose reference passes to the handle) through `newgroup`.
-fn give(e: &mut Engine, g: Group, newgroup: *mut abi::MPI_Group) -> Result<()> {
+pub(super) fn give(e: &mut Engine, g: Group, newgroup: *mut abi::MPI_Group) -> Result<()> {
     // Shapes get a stored entry so that the handle can name them.
     let h = match g {
         Group::Listed { .. } | Group::Empty => g,

@@ -25,6 +25,7 @@ mod comm;
 mod datatype;
 mod env;
 mod errors;
+mod file;
 mod group;
 mod handles;
 mod info;
