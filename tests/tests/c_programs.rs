@@ -73,6 +73,7 @@ c_tests! {
     io_view,
     io_shared,
     io_errors,
+    io_external32,
 }
 
 /// Issue 17: 100,000 MPI_Isend/MPI_Irecv pairs outstanding at once in each of 2 ranks (receives

@@ -71,6 +71,7 @@ lwk_c_tests! {
     io_view,
     io_shared,
     io_errors,
+    io_external32,
 }
 
 #[test]

@@ -488,9 +488,10 @@ super::mpi! {
             }
             // SAFETY: MPI's rule: a NUL-terminated name.
             let rep = unsafe { CStr::from_ptr(datarep) }.to_bytes();
-            if !rep.eq_ignore_ascii_case(b"native") && !rep.eq_ignore_ascii_case(b"internal") {
+            let external32 = rep.eq_ignore_ascii_case(b"external32");
+            if !external32 && !rep.eq_ignore_ascii_case(b"native") && !rep.eq_ignore_ascii_case(b"internal") {
                 return Err(Error::new(ErrorClass::UnsupportedDatarep, Reason::BadArgument {
-                    what: "stormpi supports the data representations native and internal (external32 not yet)",
+                    what: "stormpi supports the data representations native, internal and external32 (MPI_Register_datarep: not yet)",
                 }));
             }
             let _ = super::info::info_or_null(info)?;
@@ -500,7 +501,7 @@ super::mpi! {
             let disp = nonneg(disp, "the displacement is negative")?;
             let et = handles::datatype(etype)?;
             let ft = handles::datatype(filetype)?;
-            io::set_view(cx, id, disp, et, ft)
+            io::set_view(cx, id, disp, et, ft, external32)
         }))
     }
 
@@ -520,7 +521,8 @@ super::mpi! {
                 *etype = eh;
                 *filetype = fth;
                 if !datarep.is_null() {
-                    core::ptr::copy_nonoverlapping(c"native".as_ptr(), datarep, 7);
+                    let rep = if v.external32 { c"external32" } else { c"native" };
+                    core::ptr::copy_nonoverlapping(rep.as_ptr(), datarep, rep.count_bytes() + 1);
                 }
             }
             Ok(())

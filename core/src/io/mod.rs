@@ -564,8 +564,22 @@ pub unsafe fn transfer(
     }
     let result = match dir {
         Dir::Write => {
-            // SAFETY: the caller's contract.
-            let mut p = unsafe { Packer::new(mem.buf, mem.count, mem.dt, types)? };
+            let mut p = if view.external32 {
+                same_size_in_external32(types, mem.dt)?;
+                // SAFETY: the caller's contract.
+                unsafe {
+                    Packer::external(
+                        mem.buf,
+                        mem.count,
+                        mem.dt,
+                        types,
+                        crate::datatype::repr::Repr::EXTERNAL32,
+                    )?
+                }
+            } else {
+                // SAFETY: the caller's contract.
+                unsafe { Packer::new(mem.buf, mem.count, mem.dt, types)? }
+            };
             let total = p.packed_len() as u64;
             let mut pos = 0usize;
             view::runs(nodes, &view, start, total, &mut |off, n| {
@@ -604,6 +618,10 @@ pub unsafe fn transfer(
         Dir::Read => {
             // SAFETY: the caller's contract.
             let mut u = unsafe { Unpacker::new(mem.buf, mem.count, mem.dt, types)? };
+            if view.external32 {
+                same_size_in_external32(types, mem.dt)?;
+                u.set_source(types, &crate::datatype::repr::Repr::EXTERNAL32)?;
+            }
             let total = u.capacity() as u64;
             let mut pos = 0usize;
             let mut eof = false;
@@ -667,11 +685,16 @@ pub fn set_view(
     disp: u64,
     etype: Datatype,
     filetype: Datatype,
+    external32: bool,
 ) -> Result<()> {
     let e = cx.e();
     let types = &mut e.p2p.types;
     let ei = *types.check_committed(etype)?;
     let fi = *types.check_committed(filetype)?;
+    if external32 {
+        same_size_in_external32(types, etype)?;
+        same_size_in_external32(types, filetype)?;
+    }
     if ei.size == 0 {
         return Err(Error::new(
             ErrorClass::Type,
@@ -708,6 +731,7 @@ pub fn set_view(
         size: fi.size,
         extent: fi.extent as i64,
         dense_at: fi.dense_at.map(|a| a as i64),
+        external32,
     };
     f.pos = 0;
     let fc = f.comm;
@@ -719,6 +743,23 @@ pub fn set_view(
     }
     // The shared pointer is reset before anyone uses it under the new view.
     crate::coll::barrier(cx, fc)
+}
+
+/// `external32` views are supported for types whose elements have the same size natively and
+/// in `external32` (every fixed-size integer, IEEE and x86 `long double` type on the usual
+/// 64-bit ABIs): the file's layout is then the native one and the convertor changes only the
+/// elements (byte order, `long double` format).
+fn same_size_in_external32(types: &crate::datatype::table::TypeTable, t: Datatype) -> Result<()> {
+    let native = types.check_committed(t)?.size;
+    if types.stream_size(t, &crate::datatype::repr::Repr::EXTERNAL32)? != native {
+        return Err(Error::new(
+            ErrorClass::UnsupportedDatarep,
+            Reason::BadArgument {
+                what: "external32 with a type whose external32 size differs from its native size (e.g. long on LP64) is not supported yet",
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// `MPI_File_set_size` (`grow_only`: `MPI_File_preallocate`): collective; rank 0 changes the

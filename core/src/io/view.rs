@@ -29,6 +29,8 @@ pub struct View {
     /// `Some(at)` when instances are back to back runs starting `at` bytes into each: stream
     /// byte `p` is then file byte `disp + at + p`.
     pub dense_at: Option<i64>,
+    /// The data representation is `external32` (big-endian, MPI's sizes) rather than native.
+    pub external32: bool,
 }
 
 impl View {
@@ -42,6 +44,7 @@ impl View {
             size: 1,
             extent: 1,
             dense_at: Some(0),
+            external32: false,
         }
     }
 }
@@ -281,6 +284,7 @@ mod tests {
             size: 24,
             extent: 60,
             dense_at: None,
+            external32: false,
         };
         (nodes, view)
     }
@@ -312,6 +316,7 @@ mod tests {
             size: 12,
             extent: 16,
             dense_at: None,
+            external32: false,
         };
         assert_eq!(collect(&nodes, &view, 0, 24), [(0, 8), (12, 12), (28, 4)]);
     }
@@ -348,6 +353,7 @@ mod tests {
             size: 4,
             extent: 4,
             dense_at: None,
+            external32: false,
         };
         assert!(runs(&nodes, &view, 0, 4, &mut |_, _| Ok(())).is_err());
     }
