@@ -59,6 +59,12 @@ int main(int argc, char **argv)
     rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_CREATE | MPI_MODE_EXCL, MPI_INFO_NULL, &fh);
     CHECK(class_of(rc) == MPI_ERR_FILE_EXISTS, "exclusive create of an existing file: class %d", class_of(rc));
 
+    /* Members disagreeing on the mode, or one with a bad mode: all fail alike, none hangs. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, rank ? MPI_MODE_RDONLY : MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    CHECK(class_of(rc) == MPI_ERR_NOT_SAME, "different modes: class %d", class_of(rc));
+    rc = MPI_File_open(MPI_COMM_WORLD, path, rank ? MPI_MODE_RDONLY : 0, MPI_INFO_NULL, &fh);
+    CHECK(class_of(rc) == MPI_ERR_AMODE, "one member's bad mode: class %d", class_of(rc));
+
     CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
     rc = MPI_File_write_at(fh, 0, &x, 1, MPI_INT, &st);
     CHECK(class_of(rc) == MPI_ERR_READ_ONLY, "writing a RDONLY file: class %d", class_of(rc));

@@ -33,20 +33,25 @@ fn file_handle(id: FileId) -> abi::MPI_File {
     bits as u32 as usize as abi::MPI_File
 }
 
-/// The open file a handle names.
-fn file(e: &crate::engine::Engine, h: abi::MPI_File) -> Result<FileId> {
+/// The table slot and generation bits a file handle carries, if it is one.
+fn decode(h: abi::MPI_File) -> Option<(u32, u32)> {
     let v = h as usize;
     if v > u32::MAX as usize {
-        return Err(io::bad_file());
+        return None;
     }
     let bits = v as u32 as c_int;
     if abi::handle_kind(bits) != HandleKind::Direct
         || abi::handle_object(bits) != Some(ObjectKind::File)
     {
-        return Err(io::bad_file());
+        return None;
     }
     let i = abi::handle_index(bits);
-    let (index, gen) = (i & ((1 << SLOT_BITS) - 1), i >> SLOT_BITS);
+    Some((i & ((1 << SLOT_BITS) - 1), i >> SLOT_BITS))
+}
+
+/// The open file a handle names.
+fn file(e: &crate::engine::Engine, h: abi::MPI_File) -> Result<FileId> {
+    let (index, gen) = decode(h).ok_or_else(io::bad_file)?;
     e.io.at(index)
         .filter(|id| id.0.gen & GEN_MASK == gen)
         .ok_or_else(io::bad_file)
@@ -786,4 +791,31 @@ begins! {
     MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin(offset; *const c_void) => At::Offset(offset), Dir::Write;
     MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(; *mut c_void) => At::Ordered, Dir::Read;
     MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(; *const c_void) => At::Ordered, Dir::Write;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Key;
+
+    #[test]
+    fn file_handles_round_trip_and_are_not_null() {
+        for index in [0, 1, 77, (1 << SLOT_BITS) - 1] {
+            for gen in [0, 1, 63, 64, 1000] {
+                let h = file_handle(FileId(Key { index, gen }));
+                assert_ne!(h, abi::MPI_FILE_NULL);
+                assert_eq!(decode(h), Some((index, gen & GEN_MASK)));
+                assert_eq!(f2c(c2f(h)), h, "Fortran integer round trip");
+            }
+        }
+    }
+
+    #[test]
+    fn other_values_are_not_file_handles() {
+        assert_eq!(decode(abi::MPI_FILE_NULL), None);
+        assert_eq!(decode(0x1234 as abi::MPI_File), None);
+        assert_eq!(decode(usize::MAX as abi::MPI_File), None);
+        let comm = abi::MPI_COMM_WORLD as u32 as usize as abi::MPI_File;
+        assert_eq!(decode(comm), None);
+    }
 }

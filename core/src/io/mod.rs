@@ -261,15 +261,6 @@ pub fn open(
     info: Option<InfoId>,
 ) -> Result<FileId> {
     let fs = file_system(cx.e())?;
-    check_amode(mode)?;
-    if path.is_empty() || path.len() > PATH_MAX {
-        return Err(Error::new(
-            ErrorClass::BadFile,
-            Reason::BadArgument {
-                what: "the file name is empty or longer than 4096 bytes",
-            },
-        ));
-    }
     if cx.e().comm(comm)?.is_inter() {
         return Err(Error::new(
             ErrorClass::Comm,
@@ -278,21 +269,45 @@ pub fn open(
             },
         ));
     }
-    // Agree on the mode first: members opening with different modes is an error at all.
-    let mut modes = [0u8; 8];
-    let mine = [mode.to_ne_bytes(), (-mode).to_ne_bytes()].concat_array();
+    // What this member finds wrong by itself; every member learns whether anyone did before
+    // any of them goes on, so a member with a bad argument cannot leave the others waiting.
+    let local = check_amode(mode).and_then(|()| {
+        if path.is_empty() || path.len() > PATH_MAX {
+            return Err(Error::new(
+                ErrorClass::BadFile,
+                Reason::BadArgument {
+                    what: "the file name is empty or longer than 4096 bytes",
+                },
+            ));
+        }
+        Ok(())
+    });
+    // One MAX-allreduce of (mode, -mode, error class) gives the largest and the smallest mode
+    // and the worst local error.
+    let mut mine = [0u8; 12];
+    mine[..4].copy_from_slice(&mode.to_ne_bytes());
+    mine[4..8].copy_from_slice(&mode.wrapping_neg().to_ne_bytes());
+    let class = local.err().map_or(0, |e| e.class.code());
+    mine[8..].copy_from_slice(&class.to_ne_bytes());
+    let mut all = [0u8; 12];
     crate::coll::allreduce(
         cx,
         Some(&mine),
-        &mut modes,
-        2,
+        &mut all,
+        3,
         Datatype::INT,
         crate::op::Op::Max,
         comm,
     )?;
-    let hi = i32::from_ne_bytes([modes[0], modes[1], modes[2], modes[3]]);
-    let lo = -i32::from_ne_bytes([modes[4], modes[5], modes[6], modes[7]]);
-    if hi != lo {
+    let word = |i: usize| i32::from_ne_bytes([all[i], all[i + 1], all[i + 2], all[i + 3]]);
+    local?;
+    if word(8) != 0 {
+        return Err(remote_error(
+            word(8),
+            "another member passed a bad access mode or file name",
+        ));
+    }
+    if word(0) != word(4).wrapping_neg() {
         return Err(Error::new(
             ErrorClass::NotSame,
             Reason::BadArgument {
@@ -902,19 +917,6 @@ pub fn ordered_start(cx: &mut Inside, id: FileId, n: u64) -> Result<u64> {
     let mut b = [0u8; 8];
     b.copy_from_slice(&base[..8]);
     Ok(u64::from_ne_bytes(b) + before)
-}
-
-trait ConcatArray {
-    fn concat_array(&self) -> [u8; 8];
-}
-
-impl ConcatArray for [[u8; 4]; 2] {
-    fn concat_array(&self) -> [u8; 8] {
-        let mut out = [0u8; 8];
-        out[..4].copy_from_slice(&self[0]);
-        out[4..].copy_from_slice(&self[1]);
-        out
-    }
 }
 
 #[cfg(test)]
