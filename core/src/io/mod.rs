@@ -537,7 +537,8 @@ pub struct Memory {
 }
 
 /// Moves `mem` to or from the view-stream bytes of file `id` starting at byte `start`;
-/// returns how many bytes moved (a read stops at the end of the file).
+/// returns how many bytes moved (a read stops at the end of the file). Small nearby ranges of a
+/// read are sieved ([`Sieve`]).
 ///
 /// # Safety
 /// MPI's rule for the buffer: every byte `count` instances of the type touch is valid (for
@@ -640,7 +641,19 @@ pub unsafe fn transfer(
             let total = u.capacity() as u64;
             let mut pos = 0usize;
             let mut eof = false;
-            view::runs(nodes, &view, start, total, &mut |off, n| {
+            let mut sieve = Sieve::new();
+            let r = view::runs(nodes, &view, start, total, &mut |off, n| {
+                if eof {
+                    return Ok(());
+                }
+                if sieve.take(off, n, stage.len()) {
+                    return Ok(());
+                }
+                // Not for the window: read what it holds first, then this range.
+                sieve.flush(fs, fd, stage, &mut u, types, &mut pos, &mut eof)?;
+                if sieve.take(off, n, stage.len()) || eof {
+                    return Ok(());
+                }
                 let mut done = 0u64;
                 while done < n && !eof {
                     let want = (n - done) as usize;
@@ -665,14 +678,95 @@ pub unsafe fn transfer(
                     eof = got < m;
                 }
                 Ok(())
-            })
-            .map(|()| pos as u64)
+            });
+            r.and_then(|()| sieve.flush(fs, fd, stage, &mut u, types, &mut pos, &mut eof))
+                .map(|()| pos as u64)
         }
     };
     if atomic {
         let _ = fs.unlock(fd, 0, 0);
     }
     result
+}
+
+/// Data sieving for reads (ROMIO's idea): small file ranges that lie close together are read
+/// as one span into the staging buffer and taken out of it, one system call instead of one per
+/// range. Writes do not sieve: that would read, change and write back the holes between the
+/// ranges under a lock.
+struct Sieve {
+    /// The ranges in the window (file offset, length), in file order.
+    runs: [(u64, u64); SIEVE_RUNS],
+    len: usize,
+}
+
+/// Ranges a sieving window holds at most.
+const SIEVE_RUNS: usize = 256;
+/// Ranges up to this long are sieved; longer ones are read directly.
+const SIEVE_RUN_MAX: u64 = 16 << 10;
+
+impl Sieve {
+    fn new() -> Sieve {
+        Sieve {
+            runs: [(0, 0); SIEVE_RUNS],
+            len: 0,
+        }
+    }
+
+    /// Adds range (`off`, `n`) to the window if it is small and the window's span stays within
+    /// `cap` bytes; whether it did.
+    fn take(&mut self, off: u64, n: u64, cap: usize) -> bool {
+        if n > SIEVE_RUN_MAX || cap == 0 || self.len == SIEVE_RUNS {
+            return false;
+        }
+        if self.len > 0 {
+            let first = self.runs[0].0;
+            let (lo, ln) = self.runs[self.len - 1];
+            if off < lo + ln || off + n - first > cap as u64 {
+                return false;
+            }
+        } else if n > cap as u64 {
+            return false;
+        }
+        self.runs[self.len] = (off, n);
+        self.len += 1;
+        true
+    }
+
+    /// Reads the window's span and hands each range to the unpacker.
+    #[allow(clippy::too_many_arguments)]
+    fn flush(
+        &mut self,
+        fs: &dyn FileSystem,
+        fd: Fd,
+        stage: &mut [u8],
+        u: &mut Unpacker,
+        types: &crate::datatype::table::TypeTable,
+        pos: &mut usize,
+        eof: &mut bool,
+    ) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let first = self.runs[0].0;
+        let (lo, ln) = self.runs[self.len - 1];
+        let span = (lo + ln - first) as usize;
+        let n = self.len;
+        self.len = 0;
+        let got = fs
+            .read_at(fd, &mut stage[..span], first)
+            .map_err(|e| e.to_error("file access"))?;
+        for &(off, len) in &self.runs[..n] {
+            let rel = (off - first) as usize;
+            let avail = (len as usize).min(got.saturating_sub(rel));
+            u.unpack(types, *pos, &stage[rel..rel + avail]);
+            *pos += avail;
+            if avail < len as usize {
+                *eof = true;
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Bytes of `count` instances of `dt`, checked to be whole etypes of the file's view.
@@ -922,6 +1016,24 @@ pub fn ordered_start(cx: &mut Inside, id: FileId, n: u64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sieve_takes_small_ranges_in_order_within_its_span() {
+        let mut s = Sieve::new();
+        assert!(s.take(100, 8, 1000));
+        assert!(s.take(200, 8, 1000));
+        assert!(!s.take(150, 8, 1000), "a range behind the last one");
+        assert!(!s.take(1095, 8, 1000), "the span would pass the buffer");
+        assert!(s.take(1092, 8, 1000));
+        assert!(
+            !s.take(2000, SIEVE_RUN_MAX + 1, 1 << 30),
+            "large ranges are read directly"
+        );
+        assert!(!Sieve::new().take(0, 8, 0), "no buffer, no sieving");
+        let mut full = Sieve::new();
+        assert!((0..SIEVE_RUNS as u64).all(|i| full.take(i * 16, 8, 1 << 20)));
+        assert!(!full.take(SIEVE_RUNS as u64 * 16, 8, 1 << 20));
+    }
 
     #[test]
     fn access_modes_are_checked_as_the_standard_says() {
