@@ -11,7 +11,7 @@
 #                          mpicc -> stormcc, mpicxx and mpic++ -> stormcxx,
 #                          mpifort, mpif90 and mpif77 -> stormfort,
 #                          mpirun and mpiexec -> stormrun
-#   PREFIX/include/        mpi.h; mpif.h, mpi.f90 and mpi.mod (the Fortran `mpi` module, compiled
+#   PREFIX/include/        mpi.h; mpif.h, mpi(_f08).f90 and .mod (the Fortran modules, compiled
 #                          here by $STORMPI_FC or gfortran; skipped with a note when there is none)
 #   PREFIX/lib/            libmpi.a (localized: only MPI's symbols global), libmpi.so,
 #                          libmpich.so.12 -> libmpi.so (so that programs
@@ -69,7 +69,8 @@ install -d "$bin" "$inc" "$lib" "$pc"
 # install(1) replaces files by unlink + create, so a running stormrun or a program using the old
 # libmpi.so keeps its copy.
 install -m 755 "$rel/stormrun" "$rel/stormcc" "$rel/stormfort" "$rel/stormpi-info" "$bin/"
-install -m 644 "$root/core/include/mpi.h" "$root/fortran/include/mpif.h" "$root/fortran/include/mpi.f90" "$inc/"
+install -m 644 "$root/core/include/mpi.h" "$root/fortran/include/mpif.h" "$root/fortran/include/mpi.f90" \
+    "$root/fortran/include/mpi_f08.f90" "$inc/"
 install -m 644 "$rel/libmpi.a" "$lib/"
 install -m 755 "$rel/libmpi.so" "$lib/"
 # cargo's libmpi.a defines the Rust runtime and compiler_builtins' libm too; the installed one
@@ -92,17 +93,19 @@ ln -sfn libmpi.a "$lib/libmpifort.a"
 ln -sfn libmpi.so "$lib/libmpifort.so"
 ln -sfn libmpi.so "$lib/libmpichfort.so.12"
 
-# The mpi module, for the Fortran compiler of this machine (a .mod file is the compiler's own).
+# The mpi and mpi_f08 modules, for the Fortran compiler of this machine (a .mod file is the compiler's own).
 fc=${STORMPI_FC:-gfortran}
 if command -v "${fc%% *}" >/dev/null; then
     modwork=$(mktemp -d)
-    # shellcheck disable=SC2086 # STORMPI_FC may hold several words
-    if ! $fc -c "$inc/mpi.f90" -J "$modwork" -o "$modwork/mpi.o"; then
-        rm -rf "$modwork"
-        echo "install.sh: $fc could not compile $inc/mpi.f90" >&2
-        exit 1
-    fi
-    install -m 644 "$modwork/mpi.mod" "$inc/"
+    for m in mpi mpi_f08; do
+        # shellcheck disable=SC2086 # STORMPI_FC may hold several words
+        if ! $fc -c "$inc/$m.f90" -J "$modwork" -o "$modwork/$m.o"; then
+            rm -rf "$modwork"
+            echo "install.sh: $fc could not compile $inc/$m.f90" >&2
+            exit 1
+        fi
+    done
+    install -m 644 "$modwork/mpi.mod" "$modwork/mpi_f08.mod" "$inc/"
     rm -rf "$modwork"
 else
     echo "install.sh: note: no Fortran compiler ($fc): the mpi module is not built (mpif.h works;" \

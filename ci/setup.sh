@@ -8,6 +8,8 @@
 #                    for the lightweight-kernel node build: musl-tools, gcc-aarch64-linux-gnu and
 #                    musl-dev:arm64 (static musl programs, aarch64 ones under qemu-aarch64),
 #                    slurm-wlm and munge (a one-host Slurm starts node jobs with srun);
+#                    libpmix-dev (PMIx's header: a test checks the client's struct layouts; the
+#                    library itself loads libpmix2 at run time under srun --mpi=pmix and mpirun);
 #                    scalapack-mpi-test (ScaLAPACK's test programs built against MPICH and Open
 #                    MPI: tests/tests/scalapack.rs runs them on stormpi, Open MPI the reference),
 #                    libclang-dev (bindgen, for rsmpi's mpi-sys in ci/rsmpi.sh);
@@ -24,7 +26,7 @@ need_pkgs=()
 for p in gcc g++ gfortran libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
     gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge \
-    scalapack-mpi-test libclang-dev libhdf5-mpich-dev hdf5-tools; do
+    scalapack-mpi-test libclang-dev libpmix-dev libhdf5-mpich-dev hdf5-tools; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -90,6 +90,14 @@ impl Object {
         }
     }
 
+    /// Window `id` (its handle's index: slot and generation bits).
+    pub const fn win(id: u32) -> Object {
+        Object {
+            kind: ObjKind::Win,
+            id,
+        }
+    }
+
     /// Datatype `index`.
     pub const fn datatype(index: u32) -> Object {
         Object {

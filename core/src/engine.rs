@@ -96,6 +96,8 @@ pub struct Engine {
     pub(crate) coll: crate::coll::CollState,
     /// Memory for building communicators.
     pub(crate) creation: comm::create::Scratch,
+    /// One-sided communication: the windows.
+    pub(crate) osc: crate::osc::Osc,
     /// Open MPI files.
     pub(crate) io: crate::io::Files,
 }
@@ -349,6 +351,7 @@ impl Engine {
             creation,
             platform,
             memory: account,
+            osc: crate::osc::Osc::new(account),
             rte,
             params,
             p2p: P2p::new(pml, bml, comms, types, procs, me),
@@ -450,6 +453,7 @@ impl Engine {
         }
         n += finished;
         n += self.building().idup_progress();
+        n += self.osc.progress(&mut self.p2p, self.platform);
         self.moved = n > 0;
         if n > 0 {
             self.idle = 0;
@@ -801,8 +805,7 @@ impl Engine {
 
     /// Sets communicator `id`'s error handler.
     pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
-        self.p2p.comms.get_mut(id)?.errhandler = eh;
-        Ok(())
+        self.p2p.comms.set_errhandler(id, eh)
     }
 
     /// Blocks until every member of `comm` has called it (`MPI_Barrier`).

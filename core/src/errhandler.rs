@@ -70,6 +70,8 @@ pub type CommErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
 pub enum HandlerKind {
     /// `MPI_Comm_create_errhandler` (and the deprecated `MPI_Errhandler_create`).
     Comm,
+    /// `MPI_Win_create_errhandler`.
+    Win,
     /// `MPI_File_create_errhandler`.
     File,
 }
@@ -208,6 +210,14 @@ impl ErrhTable {
         }
     }
 
+    /// The kind of objects the live handler in slot `index` was made for.
+    pub fn kind_of(&self, index: u16) -> Option<HandlerKind> {
+        self.slots
+            .get(index as usize)
+            .filter(|s| s.func.is_some())
+            .map(|s| s.kind)
+    }
+
     /// The function of slot `index` (a communicator's handler, even if the user freed its handle).
     pub fn func(&self, index: u16) -> Option<CommErrhandlerFn> {
         self.slots.get(index as usize).and_then(|s| s.func)
@@ -239,14 +249,6 @@ impl ErrhTable {
             self.clear(id.index as usize);
         }
         Ok(())
-    }
-
-    /// The kind of live handler `id` (for freeing a handle of any kind).
-    pub fn kind(&self, id: ErrhId) -> Option<HandlerKind> {
-        self.slots
-            .get(id.index as usize)
-            .filter(|s| s.gen == id.gen && s.func.is_some())
-            .map(|s| s.kind)
     }
 
     /// Handlers alive (held by the user or installed).

@@ -66,6 +66,26 @@ pub enum ErrorClass {
     UnsupportedOperation = 44,
     /// MPI_ERR_SIZE
     Size = 51,
+    /// MPI_ERR_BASE
+    Base = 46,
+    /// MPI_ERR_LOCKTYPE
+    Locktype = 47,
+    /// MPI_ERR_RMA_CONFLICT
+    RmaConflict = 49,
+    /// MPI_ERR_RMA_SYNC
+    RmaSync = 50,
+    /// MPI_ERR_DISP
+    Disp = 52,
+    /// MPI_ERR_ASSERT
+    Assert = 53,
+    /// MPI_ERR_RMA_RANGE
+    RmaRange = 55,
+    /// MPI_ERR_RMA_ATTACH
+    RmaAttach = 56,
+    /// MPI_ERR_RMA_SHARED
+    RmaShared = 57,
+    /// MPI_ERR_RMA_FLAVOR
+    RmaFlavor = 58,
     /// MPI_ERR_PROC_ABORTED
     ProcAborted = 76,
     /// MPI_ERR_VALUE_TOO_LARGE
@@ -130,6 +150,16 @@ impl ErrorClass {
             ErrorClass::Keyval => "MPI_ERR_KEYVAL",
             ErrorClass::UnsupportedOperation => "MPI_ERR_UNSUPPORTED_OPERATION",
             ErrorClass::Size => "MPI_ERR_SIZE",
+            ErrorClass::Base => "MPI_ERR_BASE",
+            ErrorClass::Locktype => "MPI_ERR_LOCKTYPE",
+            ErrorClass::RmaConflict => "MPI_ERR_RMA_CONFLICT",
+            ErrorClass::RmaSync => "MPI_ERR_RMA_SYNC",
+            ErrorClass::Disp => "MPI_ERR_DISP",
+            ErrorClass::Assert => "MPI_ERR_ASSERT",
+            ErrorClass::RmaRange => "MPI_ERR_RMA_RANGE",
+            ErrorClass::RmaAttach => "MPI_ERR_RMA_ATTACH",
+            ErrorClass::RmaShared => "MPI_ERR_RMA_SHARED",
+            ErrorClass::RmaFlavor => "MPI_ERR_RMA_FLAVOR",
             ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
             ErrorClass::ValueTooLarge => "MPI_ERR_VALUE_TOO_LARGE",
             ErrorClass::Access => "MPI_ERR_ACCESS",
@@ -179,6 +209,16 @@ impl ErrorClass {
             ErrorClass::Keyval => "invalid attribute key",
             ErrorClass::UnsupportedOperation => "operation not supported",
             ErrorClass::Size => "invalid size argument",
+            ErrorClass::Base => "invalid base address",
+            ErrorClass::Locktype => "invalid lock type",
+            ErrorClass::RmaConflict => "conflicting accesses to a window",
+            ErrorClass::RmaSync => "wrong synchronization of RMA calls",
+            ErrorClass::Disp => "invalid displacement",
+            ErrorClass::Assert => "invalid assertion",
+            ErrorClass::RmaRange => "target memory is outside the window",
+            ErrorClass::RmaAttach => "memory cannot be attached",
+            ErrorClass::RmaShared => "memory cannot be shared",
+            ErrorClass::RmaFlavor => "wrong window flavor",
             ErrorClass::ProcAborted => "peer process aborted",
             ErrorClass::ValueTooLarge => "value is too large to store",
             ErrorClass::Access => "permission denied",
@@ -228,6 +268,16 @@ impl ErrorClass {
             48 => ErrorClass::Keyval,
             44 => ErrorClass::UnsupportedOperation,
             51 => ErrorClass::Size,
+            46 => ErrorClass::Base,
+            47 => ErrorClass::Locktype,
+            49 => ErrorClass::RmaConflict,
+            50 => ErrorClass::RmaSync,
+            52 => ErrorClass::Disp,
+            53 => ErrorClass::Assert,
+            55 => ErrorClass::RmaRange,
+            56 => ErrorClass::RmaAttach,
+            57 => ErrorClass::RmaShared,
+            58 => ErrorClass::RmaFlavor,
             76 => ErrorClass::ProcAborted,
             77 => ErrorClass::ValueTooLarge,
             20 => ErrorClass::Access,

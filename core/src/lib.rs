@@ -31,6 +31,7 @@ pub mod memory;
 pub mod mtl;
 pub mod objects;
 pub mod op;
+pub mod osc;
 pub mod p2p;
 pub mod params;
 pub mod platform;

@@ -569,6 +569,180 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
   EXTERNAL :: MPI_WIN_DUP_FN
   EXTERNAL :: MPI_WIN_NULL_COPY_FN
   EXTERNAL :: MPI_WIN_NULL_DELETE_FN
+  interface MPI_SIZEOF
+    subroutine MPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
+      integer(kind=1), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_i1
+    subroutine MPI_Sizeof_i2(x, size, ierror) bind(C, name='stormpi_sizeof_i2')
+      integer(kind=2), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_i2
+    subroutine MPI_Sizeof_i4(x, size, ierror) bind(C, name='stormpi_sizeof_i4')
+      integer(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_i4
+    subroutine MPI_Sizeof_i8(x, size, ierror) bind(C, name='stormpi_sizeof_i8')
+      integer(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_i8
+    subroutine MPI_Sizeof_i16(x, size, ierror) bind(C, name='stormpi_sizeof_i16')
+      integer(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_i16
+    subroutine MPI_Sizeof_r4(x, size, ierror) bind(C, name='stormpi_sizeof_r4')
+      real(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_r4
+    subroutine MPI_Sizeof_r8(x, size, ierror) bind(C, name='stormpi_sizeof_r8')
+      real(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_r8
+    subroutine MPI_Sizeof_r10(x, size, ierror) bind(C, name='stormpi_sizeof_r10')
+      real(kind=10), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_r10
+    subroutine MPI_Sizeof_r16(x, size, ierror) bind(C, name='stormpi_sizeof_r16')
+      real(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_r16
+    subroutine MPI_Sizeof_c4(x, size, ierror) bind(C, name='stormpi_sizeof_c4')
+      complex(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_c4
+    subroutine MPI_Sizeof_c8(x, size, ierror) bind(C, name='stormpi_sizeof_c8')
+      complex(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_c8
+    subroutine MPI_Sizeof_c10(x, size, ierror) bind(C, name='stormpi_sizeof_c10')
+      complex(kind=10), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_c10
+    subroutine MPI_Sizeof_c16(x, size, ierror) bind(C, name='stormpi_sizeof_c16')
+      complex(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_c16
+    subroutine MPI_Sizeof_l1(x, size, ierror) bind(C, name='stormpi_sizeof_l1')
+      logical(kind=1), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_l1
+    subroutine MPI_Sizeof_l2(x, size, ierror) bind(C, name='stormpi_sizeof_l2')
+      logical(kind=2), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_l2
+    subroutine MPI_Sizeof_l4(x, size, ierror) bind(C, name='stormpi_sizeof_l4')
+      logical(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_l4
+    subroutine MPI_Sizeof_l8(x, size, ierror) bind(C, name='stormpi_sizeof_l8')
+      logical(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine MPI_Sizeof_l8
+  end interface
+  interface PMPI_SIZEOF
+    subroutine PMPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
+      integer(kind=1), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_i1
+    subroutine PMPI_Sizeof_i2(x, size, ierror) bind(C, name='stormpi_sizeof_i2')
+      integer(kind=2), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_i2
+    subroutine PMPI_Sizeof_i4(x, size, ierror) bind(C, name='stormpi_sizeof_i4')
+      integer(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_i4
+    subroutine PMPI_Sizeof_i8(x, size, ierror) bind(C, name='stormpi_sizeof_i8')
+      integer(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_i8
+    subroutine PMPI_Sizeof_i16(x, size, ierror) bind(C, name='stormpi_sizeof_i16')
+      integer(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_i16
+    subroutine PMPI_Sizeof_r4(x, size, ierror) bind(C, name='stormpi_sizeof_r4')
+      real(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_r4
+    subroutine PMPI_Sizeof_r8(x, size, ierror) bind(C, name='stormpi_sizeof_r8')
+      real(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_r8
+    subroutine PMPI_Sizeof_r10(x, size, ierror) bind(C, name='stormpi_sizeof_r10')
+      real(kind=10), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_r10
+    subroutine PMPI_Sizeof_r16(x, size, ierror) bind(C, name='stormpi_sizeof_r16')
+      real(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_r16
+    subroutine PMPI_Sizeof_c4(x, size, ierror) bind(C, name='stormpi_sizeof_c4')
+      complex(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_c4
+    subroutine PMPI_Sizeof_c8(x, size, ierror) bind(C, name='stormpi_sizeof_c8')
+      complex(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_c8
+    subroutine PMPI_Sizeof_c10(x, size, ierror) bind(C, name='stormpi_sizeof_c10')
+      complex(kind=10), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_c10
+    subroutine PMPI_Sizeof_c16(x, size, ierror) bind(C, name='stormpi_sizeof_c16')
+      complex(kind=16), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_c16
+    subroutine PMPI_Sizeof_l1(x, size, ierror) bind(C, name='stormpi_sizeof_l1')
+      logical(kind=1), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_l1
+    subroutine PMPI_Sizeof_l2(x, size, ierror) bind(C, name='stormpi_sizeof_l2')
+      logical(kind=2), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_l2
+    subroutine PMPI_Sizeof_l4(x, size, ierror) bind(C, name='stormpi_sizeof_l4')
+      logical(kind=4), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_l4
+    subroutine PMPI_Sizeof_l8(x, size, ierror) bind(C, name='stormpi_sizeof_l8')
+      logical(kind=8), dimension(..) :: x
+      integer :: size
+      integer, intent(out) :: ierror
+    end subroutine PMPI_Sizeof_l8
+  end interface
 
   interface
     subroutine MPI_ABORT(comm, errorcode, ierror)

@@ -9249,7 +9249,7 @@ pub unsafe extern "C" fn PMPI_INFO_CREATE_ENV(info: *mut c_int, ierror: *mut c_i
 #[inline(always)]
 unsafe fn f_info_delete<const PMPI: bool>(info: *mut c_int, key: *mut c_char, ierror: *mut c_int, key_len: usize) {
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_DELETE"); return; }
+    if !rt::info_string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_DELETE"); return; }
     let rc = if PMPI { c::PMPI_Info_delete(*info, key_c.as_mut_ptr().cast()) } else { c::MPI_Info_delete(*info, key_c.as_mut_ptr().cast()) };
     *ierror = rc;
 }
@@ -9368,7 +9368,7 @@ pub unsafe extern "C" fn PMPI_INFO_FREE(info: *mut c_int, ierror: *mut c_int) {
 #[inline(always)]
 unsafe fn f_info_get<const PMPI: bool>(info: *mut c_int, key: *mut c_char, valuelen: *mut c_int, value: *mut c_char, flag: *mut c_int, ierror: *mut c_int, key_len: usize, value_len: usize) {
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_GET"); return; }
+    if !rt::info_string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_GET"); return; }
     let mut value_c = [0u8; 1025];
     let rc = if PMPI { c::PMPI_Info_get(*info, key_c.as_mut_ptr().cast(), (*valuelen).min(rt::INFO_VALUE_MAX), value_c.as_mut_ptr().cast(), flag.cast()) } else { c::MPI_Info_get(*info, key_c.as_mut_ptr().cast(), (*valuelen).min(rt::INFO_VALUE_MAX), value_c.as_mut_ptr().cast(), flag.cast()) };
     if rc == rt::SUCCESS && *flag != 0 { rt::string_out(value, value_len, &value_c); }
@@ -9530,7 +9530,7 @@ pub unsafe extern "C" fn PMPI_INFO_GET_STRING(info: *mut c_int, key: *mut c_char
 #[inline(always)]
 unsafe fn f_info_get_valuelen<const PMPI: bool>(info: *mut c_int, key: *mut c_char, valuelen: *mut c_int, flag: *mut c_int, ierror: *mut c_int, key_len: usize) {
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_GET_VALUELEN"); return; }
+    if !rt::info_string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_GET_VALUELEN"); return; }
     let rc = if PMPI { c::PMPI_Info_get_valuelen(*info, key_c.as_mut_ptr().cast(), valuelen.cast(), flag.cast()) } else { c::MPI_Info_get_valuelen(*info, key_c.as_mut_ptr().cast(), valuelen.cast(), flag.cast()) };
     if rc == rt::SUCCESS { rt::logical_out(flag); }
     *ierror = rc;
@@ -9572,9 +9572,9 @@ pub unsafe extern "C" fn PMPI_INFO_GET_VALUELEN(info: *mut c_int, key: *mut c_ch
 #[inline(always)]
 unsafe fn f_info_set<const PMPI: bool>(info: *mut c_int, key: *mut c_char, value: *mut c_char, ierror: *mut c_int, key_len: usize, value_len: usize) {
     let mut key_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_SET"); return; }
+    if !rt::info_string_in(key, key_len, &mut key_c) { *ierror = rt::string_too_long("MPI_INFO_SET"); return; }
     let mut value_c = [0u8; rt::STRING_IN_MAX];
-    if !rt::string_in(value, value_len, &mut value_c) { *ierror = rt::string_too_long("MPI_INFO_SET"); return; }
+    if !rt::info_string_in(value, value_len, &mut value_c) { *ierror = rt::string_too_long("MPI_INFO_SET"); return; }
     let rc = if PMPI { c::PMPI_Info_set(*info, key_c.as_mut_ptr().cast(), value_c.as_mut_ptr().cast()) } else { c::MPI_Info_set(*info, key_c.as_mut_ptr().cast(), value_c.as_mut_ptr().cast()) };
     *ierror = rc;
 }

@@ -1,4 +1,5 @@
-//! stormpi's Fortran binding: `mpif.h` and the `mpi` module, in MPICH's Fortran ABI.
+//! stormpi's Fortran binding: `mpif.h`, the `mpi` module and the `mpi_f08` module, in MPICH's
+//! Fortran ABI.
 //!
 //! The procedures are a layer over the C ABI, as MPICH's `libmpichfort` is over `libmpich`:
 //! each Fortran procedure (`mpi_send_` and the other link names MPICH exports, see
@@ -12,7 +13,11 @@
 //! `LOGICAL` values and 1-based indices. Procedures whose Fortran form differs beyond that are
 //! in [`special`].
 //!
-//! `src/bindings.rs`, `include/mpif.h` and `include/mpi.f90` are written by
+//! The `mpi_f08` procedures (`bindings_f08`) are `BIND(C)`: they receive C descriptors for
+//! choice buffers and strings, converted in [`f08`].
+//!
+//! `src/bindings.rs`, `src/bindings_f08.rs`, `include/mpif.h`, `include/mpi.f90` and
+//! `include/mpi_f08.f90` are written by
 //! `stormpi-fortran-gen` (`gen/main.rs`) from `core/include/mpi.h`; the tests check that they
 //! are current.
 #![cfg_attr(not(test), no_std)]
@@ -21,5 +26,9 @@
 #[doc(hidden)]
 #[rustfmt::skip]
 pub mod bindings;
+#[doc(hidden)]
+#[rustfmt::skip]
+pub mod bindings_f08;
+pub mod f08;
 pub mod rt;
 pub mod special;

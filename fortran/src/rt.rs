@@ -286,6 +286,23 @@ pub unsafe fn string_in(s: *const c_char, len: usize, out: &mut [u8]) -> bool {
     true
 }
 
+/// An info key or value from Fortran: as [`string_in`], leading blanks dropped as well (MPI
+/// 4.1: the Fortran info procedures ignore leading and trailing blanks of keys and values).
+///
+/// # Safety
+/// `s` points to `len` bytes.
+pub unsafe fn info_string_in(s: *const c_char, len: usize, out: &mut [u8]) -> bool {
+    let lead = if s.is_null() {
+        0
+    } else {
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { core::slice::from_raw_parts(s.cast::<u8>(), len) };
+        bytes.iter().take_while(|&&b| b == b' ').count()
+    };
+    // SAFETY: the caller's contract; lead <= len.
+    unsafe { string_in(s.wrapping_add(lead), len - lead, out) }
+}
+
 /// Copies the NUL-terminated string in `c` into the Fortran string `s` of `len` bytes,
 /// blank-padded (cut at `len`).
 ///
@@ -335,6 +352,17 @@ mod tests {
         assert!(unsafe { string_in(b"   ".as_ptr().cast(), 3, &mut out) });
         assert_eq!(out[0], 0);
         assert!(!unsafe { string_in([b'x'; 16].as_ptr().cast(), 16, &mut out) });
+    }
+
+    #[test]
+    fn info_strings_lose_leading_and_trailing_blanks() {
+        let mut out = [0xffu8; 16];
+        let s = b"  key  ";
+        assert!(unsafe { info_string_in(s.as_ptr().cast(), s.len(), &mut out) });
+        assert_eq!(&out[..4], b"key\0");
+        assert!(unsafe { info_string_in(b"    ".as_ptr().cast(), 4, &mut out) });
+        assert_eq!(out[0], 0);
+        assert!(unsafe { info_string_in(core::ptr::null(), 0, &mut out) });
     }
 
     #[test]

@@ -770,7 +770,7 @@ pub unsafe fn info_get_string<const PMPI: bool>(
     let mut v = [0u8; rt::INFO_VALUE_MAX as usize + 1];
     // SAFETY: the caller's contract.
     unsafe {
-        if !rt::string_in(key, key_len, &mut k) {
+        if !rt::info_string_in(key, key_len, &mut k) {
             *ierror = rt::string_too_long("MPI_INFO_GET_STRING");
             return;
         }

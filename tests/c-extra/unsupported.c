@@ -1,7 +1,7 @@
 /*
- * unsupported.c - calls MPI_Win_create, which stormpi does not implement yet, under the default
- * error handler. The job must end non-zero with a message naming MPI_Win_create and saying it is
- * not supported. If MPI_Win_create returns at all (implemented one day, or the error was
+ * unsupported.c - calls MPI_Win_allocate_shared, which stormpi does not implement yet, under the
+ * default error handler. The job must end non-zero with a message naming MPI_Win_allocate_shared
+ * and saying it is not supported. If it returns at all (implemented one day, or the error was
  * swallowed), the program says so with "FAIL unsupported" and the test fails: by then the test
  * needs another unimplemented function.
  */
@@ -11,15 +11,15 @@
 int main(int argc, char **argv)
 {
     int rank, rc;
-    static int memory[16];
+    int *memory = NULL;
     MPI_Win win = MPI_WIN_NULL;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Barrier(MPI_COMM_WORLD);
-    rc = MPI_Win_create(memory, sizeof memory, sizeof memory[0], MPI_INFO_NULL, MPI_COMM_WORLD,
-                        &win);
-    fprintf(stderr, "FAIL unsupported: rank %d: MPI_Win_create returned %d\n", rank, rc);
+    rc = MPI_Win_allocate_shared(16 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
+                                 &memory, &win);
+    fprintf(stderr, "FAIL unsupported: rank %d: MPI_Win_allocate_shared returned %d\n", rank, rc);
     MPI_Finalize();
     return 0;
 }

@@ -9,7 +9,8 @@
  * interleaved with an Iallreduce on the parent) complete into distinct communicators; an idup
  * in flight across a blocking MPI_Comm_dup and MPI_Comm_split of the same parent; the
  * attributes are those of the parent at the call (one set after the call is not copied; the copy
- * callback runs once per idup); MPI_Comm_idup_with_info with an info and with MPI_INFO_NULL.
+ * callback runs once per idup); MPI_Comm_idup_with_info with an info and with MPI_INFO_NULL; an
+ * error handler set on the new handle before the request completes holds after it.
  *
  * usage: idup
  */
@@ -88,14 +89,23 @@ static MPI_Comm idup_wait(MPI_Comm parent, int use_test)
 {
     MPI_Comm c = MPI_COMM_NULL;
     MPI_Request rq;
+    MPI_Errhandler eh;
     CHECK_MPI(MPI_Comm_idup(parent, &c, &rq));
     CHECK(rq != MPI_REQUEST_NULL, "MPI_Comm_idup gave MPI_REQUEST_NULL");
+    /* As mpi4py does for every new communicator: the handler is set on the new handle before
+       the request completes, and holds after it. */
+    CHECK_MPI(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_get_errhandler(c, &eh));
+    CHECK(eh == MPI_ERRORS_RETURN, "the pending communicator's handler did not read back");
     if (use_test) {
         int flag = 0;
         while (!flag)
             CHECK_MPI(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE));
     } else
         CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Comm_get_errhandler(c, &eh));
+    CHECK(eh == MPI_ERRORS_RETURN, "the handler set while the idup was pending was lost");
+    CHECK_MPI(MPI_Errhandler_free(&eh));
     return c;
 }
 

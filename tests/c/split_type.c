@@ -3,7 +3,8 @@
  *
  * Checked (all ranks on one node, as every launch of these tests is): MPI_COMM_TYPE_SHARED gives
  * all ranks, ranked by key (reversed here); MPI_COMM_TYPE_HW_GUIDED with mpi_hw_resource_type
- * "mpi_shared_memory" gives the same group; with a resource type no MPI knows, MPI_COMM_NULL;
+ * "mpi_shared_memory" gives the same group; with a resource type no MPI knows, or no info,
+ * MPI_COMM_NULL;
  * MPI_COMM_TYPE_HW_UNGUIDED gives MPI_COMM_NULL or a strict subset of the parent (a working
  * communicator: an Allreduce counts its members); MPICH's MPIX_COMM_TYPE_NEIGHBORHOOD, where the
  * header has it, MPI_COMM_NULL or a working communicator; MPI_UNDEFINED, MPI_COMM_NULL.
@@ -62,6 +63,8 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Info_set(info, "mpi_hw_resource_type", "stormpi_no_such_resource"));
         CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, info, &c));
         CHECK(c == MPI_COMM_NULL, "HW_GUIDED with an unknown resource type gave a communicator");
+        CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, MPI_INFO_NULL, &c));
+        CHECK(c == MPI_COMM_NULL, "HW_GUIDED without info gave a communicator");
         CHECK_MPI(MPI_Info_free(&info));
 
         CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_UNGUIDED, rank,

@@ -166,7 +166,8 @@ impl Slurm {
                 "ClusterName=stormpitest\nSlurmctldHost=localhost\nAuthType=auth/munge\n\
                  AuthInfo=socket={}\nCredType=cred/munge\nSlurmUser=root\nSlurmdUser=root\n\
                  SlurmctldPort={base}\nStateSaveLocation={d}/state\n\
-                 SlurmdSpoolDir={d}/spool/slurmd-%n\nSlurmctldPidFile={d}/slurmctld.pid\n\
+                 SlurmdSpoolDir={d}/spool/slurmd-%n\nTmpFS={d}/tmpfs/%n\n\
+                 SlurmctldPidFile={d}/slurmctld.pid\n\
                  SlurmdPidFile={d}/slurmd-%n.pid\nSlurmctldLogFile={d}/slurmctld.log\n\
                  SlurmdLogFile={d}/slurmd-%n.log\nProctrackType=proctrack/linuxproc\n\
                  TaskPlugin=task/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
@@ -182,6 +183,10 @@ impl Slurm {
                     base + 1 + i as u16
                 ));
                 std::fs::create_dir_all(dir.join(format!("spool/slurmd-{n}")))
+                    .map_err(|e| e.to_string())?;
+                // Each node's own TmpFS: Slurm's PMIx plugin makes its client directory there,
+                // and two slurmds of one host would otherwise both claim it in /tmp.
+                std::fs::create_dir_all(dir.join(format!("tmpfs/{n}")))
                     .map_err(|e| e.to_string())?;
             }
             conf.push_str(&format!(

@@ -12,6 +12,10 @@
 //!   `libmpichfort.so.12` and `libmpich.so.12`) and run unchanged on stormpi's libraries, put
 //!   first on the library path under MPICH's names — the MPICH ABI.
 //!
+//! The `mpi_f08` module (`with_f08.f90`: sections, typed handles, optional `ierror`, Fortran
+//! callbacks, `MPI_SIZEOF`) and `MPI_SIZEOF` in `mpi` (`sizeof_mpi.f90`), built with stormfort;
+//! `examples/heat2d-f08` against the C demo.
+//!
 //! And the ABI's names: stormpi's `libmpi.so` defines every Fortran symbol MPICH's
 //! `libmpichfort.so.12` defines (but the `mpi_f08` ones and MPICH's extensions).
 
@@ -143,20 +147,23 @@ fn use_mpi_three_ranks() {
     run_stormfort("with_module", 3);
 }
 
-/// `stormfort -static`: a fully static program (libgfortran's weak thread functions linked in).
+/// `stormfort -static`: fully static programs, `use mpi` and `use mpi_f08` (libgfortran's weak
+/// thread functions linked in).
 #[test]
 fn use_mpi_fully_static() {
     if gfortran_missing() {
         return;
     }
-    let src = source("with_module");
-    let exe = build_once("with_module.static", |out| {
-        let mut cmd = Command::new(artifact("stormfort"));
-        cmd.args(["-static", "-O1", "-w", "-o"]).arg(out).arg(&src);
-        cmd
-    });
-    let out = run_job(2, &[], &exe, &[]);
-    assert_all_passed(&out, "with_module", 2);
+    for name in ["with_module", "with_f08"] {
+        let src = source(name);
+        let exe = build_once(&format!("{name}.static"), |out| {
+            let mut cmd = Command::new(artifact("stormfort"));
+            cmd.args(["-static", "-O1", "-w", "-o"]).arg(out).arg(&src);
+            cmd
+        });
+        let out = run_job(2, &[], &exe, &[]);
+        assert_all_passed(&out, name, 2);
+    }
 }
 
 #[test]
@@ -167,6 +174,97 @@ fn mpif_h_two_ranks() {
 #[test]
 fn mpif_h_three_ranks() {
     run_stormfort("with_mpif", 3);
+}
+
+/// `use mpi_f08` (`tests/fortran/with_f08.f90`): derived-type handles and their comparisons,
+/// `TYPE(MPI_Status)`, optional `ierror`, non-contiguous sections in point-to-point and
+/// collectives, `MPI_ERR_BUFFER` where a section cannot be described, `MPI_SIZEOF`.
+#[test]
+fn use_mpi_f08_two_ranks() {
+    run_stormfort("with_f08", 2);
+}
+
+#[test]
+fn use_mpi_f08_four_ranks() {
+    run_stormfort("with_f08", 4);
+}
+
+/// examples/heat2d-f08 (`use mpi_f08`, strided column sections as halo buffers) computes what
+/// examples/heat2d computes: the same iteration count, residual and fixed-point checksum, on 1
+/// and 4 ranks (2-D blocks) and 3 ranks in strips.
+#[test]
+fn heat2d_f08_gives_the_same_answer_as_the_c_one() {
+    if gfortran_missing() {
+        return;
+    }
+    let c = stormpi_tests::c_program_from(&workspace_dir().join("examples/heat2d/heat2d.c"));
+    let src = workspace_dir().join("examples/heat2d-f08/heat2d.f90");
+    let f = build_once("heat2d-f08", |out| {
+        let mut cmd = Command::new(artifact("stormfort"));
+        cmd.args(["-O2", "-o"]).arg(out).arg(&src);
+        cmd
+    });
+    // The numbers of the lines both print alike.
+    let answer = |prog: &Path, np: u32, extra: &[&str]| {
+        let mut args = vec!["-n", "64", "-i", "20000", "-t", "1e-4"];
+        args.extend(extra);
+        let out = run_job(np, &[], prog, &args);
+        assert!(out.success(), "{}", out.report());
+        let get = |prefix: &str| {
+            out.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+                .unwrap_or_else(|| panic!("no {prefix} line:\n{}", out.report()))
+        };
+        [
+            get("iterations: "),
+            get("residual: "),
+            get("checksum (fixed-point): "),
+        ]
+    };
+    for (np, extra) in [(1, &[][..]), (4, &[][..]), (3, &["-d", "1"][..])] {
+        let want = answer(&c, np, extra);
+        assert_eq!(want[0], "1690", "the C run should converge in 1690 sweeps");
+        assert_eq!(answer(&f, np, extra), want, "{np} ranks {extra:?}");
+    }
+}
+
+/// `MPI_SIZEOF` through the `mpi` module.
+#[test]
+fn mpi_sizeof_in_the_mpi_module() {
+    run_stormfort("sizeof_mpi", 1);
+}
+
+/// The `mpi_f08` procedures are exported under the standard's specific names, with their
+/// profiling twins, and the large-count forms under theirs when the C library has them.
+#[test]
+fn libmpi_defines_the_mpi_f08_names() {
+    let ours = defined_symbols(&artifact("libmpi.so"));
+    for name in [
+        "MPI_Send_f08ts",
+        "PMPI_Send_f08ts",
+        "MPI_Comm_rank_f08",
+        "PMPI_Comm_rank_f08",
+        "MPI_Allreduce_f08ts",
+        "stormpi_f08_mpi_comm_eq",
+        "stormpi_sizeof_r8",
+    ] {
+        assert!(ours.contains(name), "libmpi.so lacks {name}");
+    }
+    let coverage =
+        std::fs::read_to_string(workspace_dir().join("fortran/include/coverage_f08.txt")).unwrap();
+    for line in coverage.lines().filter(|l| l.starts_with("bound ")) {
+        let name = line.split_whitespace().nth(1).unwrap();
+        if name.ends_with("_f08") || name.ends_with("_f08ts") || name.ends_with("_f08_") {
+            let pmpi = if name.starts_with("MPI_") { "P" } else { "p" };
+            assert!(ours.contains(name), "libmpi.so lacks {name}");
+            assert!(
+                ours.contains(&format!("{pmpi}{name}")),
+                "libmpi.so lacks {pmpi}{name}"
+            );
+        }
+    }
 }
 
 /// The headline of the MPICH ABI: programs built by MPICH's Fortran wrapper run on stormpi.
@@ -271,6 +369,8 @@ fn installed_tree_builds_and_runs_fortran() {
         "include/mpif.h",
         "include/mpi.f90",
         "include/mpi.mod",
+        "include/mpi_f08.f90",
+        "include/mpi_f08.mod",
     ] {
         assert!(p(f).is_file(), "{f} not installed");
     }
@@ -308,6 +408,15 @@ fn installed_tree_builds_and_runs_fortran() {
     let mut cmd = Command::new(p("bin/mpirun"));
     cmd.args(["-n", "2", "--timeout", "60"]).arg(&exe);
     assert_all_passed(&run_stormrun(cmd), "with_module", 2);
+
+    let exe = p("with_f08");
+    let mut cmd = Command::new(p("bin/mpif90"));
+    cmd.args(["-O1", "-o"]).arg(&exe).arg(source("with_f08"));
+    let out = stormpi_tests::run(cmd, std::time::Duration::from_secs(300));
+    assert!(out.success(), "{}", out.report());
+    let mut cmd = Command::new(p("bin/mpirun"));
+    cmd.args(["-n", "2", "--timeout", "60"]).arg(&exe);
+    assert_all_passed(&run_stormrun(cmd), "with_f08", 2);
 
     if let Some(exe) = mpich_program("with_mpif") {
         let mut cmd = Command::new(p("bin/mpirun"));

@@ -1,5 +1,6 @@
 //! Jobs started by a real Slurm: two nodes (two `slurmd -N`) on this host, `srun --mpi=pmi2`
-//! (the library's PMI-2 client), and `srun --mpi=none` (no PMI at all). Skipped, loudly, where
+//! (the library's PMI-2 client), `srun --mpi=pmix` (the system's libpmix, loaded at run time)
+//! and `srun --mpi=none` (no PMI at all). Skipped, loudly, where
 //! Slurm cannot run (not installed, not root); `STORMPI_REQUIRE_SLURM=1` makes that a failure.
 
 use std::time::{Duration, Instant};
@@ -141,6 +142,68 @@ fn srun_over_two_nodes() {
                 .contains("stormpi: rank 1 aborts the job with code 5")
             && !out.stderr.contains("FAIL"),
         "srun --mpi=pmi2 with MPI_Abort(5):\n{}\n{}",
+        out.report(),
+        logs()
+    );
+
+    // PMIx (`--mpi=pmix`): Slurm's PMIx server, reached through the system's libpmix loaded
+    // at run time.
+    let out = srun(
+        &slurm,
+        &["-N", "2", "-n", "4", "--mpi=pmix"],
+        &program,
+        &["4", "2"],
+    );
+    assert!(
+        out.success() && out.has_line("OK slurm_nodes"),
+        "srun --mpi=pmix:\n{}\n{}",
+        out.report(),
+        logs()
+    );
+    for r in 0..4 {
+        let line = format!("rank {r} of 4 on node {} (local {} of 2)", r / 2, r % 2);
+        assert!(out.has_line(&line), "no `{line}`:\n{}", out.report());
+    }
+
+    let out = srun(
+        &slurm,
+        &["-N", "2", "-n", "4", "--mpi=pmix"],
+        &program,
+        &["4", "2", "abort", "6"],
+    );
+    assert!(
+        !out.success()
+            && out.elapsed < Duration::from_secs(15)
+            && out
+                .stderr
+                .contains("stormpi: rank 1 aborts the job with code 6")
+            && !out.stderr.contains("FAIL"),
+        "srun --mpi=pmix with MPI_Abort(6):\n{}\n{}",
+        out.report(),
+        logs()
+    );
+
+    // Allowed only sm and self, ranks cannot reach the other node: an error that names the
+    // peer, not a hang.
+    let mut cmd = slurm.srun();
+    cmd.args([
+        "--time=1",
+        "--kill-on-bad-exit=1",
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--mpi=pmi2",
+    ])
+    .arg(&program)
+    .args(["4", "2"])
+    .env("STORMPI_MCA_btl", "sm,self");
+    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    assert!(
+        !out.success()
+            && out.elapsed < Duration::from_secs(20)
+            && out.stderr.contains("no transport can reach process"),
+        "srun --mpi=pmi2 with btl sm,self over two nodes:\n{}\n{}",
         out.report(),
         logs()
     );

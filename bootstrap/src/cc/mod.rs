@@ -454,14 +454,21 @@ impl Layout {
         flags
     }
 
-    /// For a wrapper run from a cargo build directory: compiles the `mpi`
-    /// module (`mpi.f90` beside `mpif.h`) into `moddir` when `mpi.mod` there
+    /// For a wrapper run from a cargo build directory: compiles the `mpi` and `mpi_f08`
+    /// modules (`mpi.f90`, `mpi_f08.f90` beside `mpif.h`) into `moddir` when a `.mod` there
     /// is missing or older than its source. Compiled in a directory of its
     /// own and renamed into place, so that wrappers running at once never
     /// see half a module.
     pub fn ensure_module(&self, compiler: &[OsString]) -> Result<(), String> {
-        let src = self.fortran_includedir.join("mpi.f90");
-        let module = self.moddir.join("mpi.mod");
+        for name in ["mpi", "mpi_f08"] {
+            self.ensure_one_module(compiler, name)?;
+        }
+        Ok(())
+    }
+
+    fn ensure_one_module(&self, compiler: &[OsString], name: &str) -> Result<(), String> {
+        let src = self.fortran_includedir.join(format!("{name}.f90"));
+        let module = self.moddir.join(format!("{name}.mod"));
         let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
         match (modified(&src), modified(&module)) {
             (None, _) => return Err(format!("{} not found", src.display())),
@@ -476,10 +483,10 @@ impl Layout {
             .arg(&src)
             .arg(concat_os("-J", &work))
             .arg("-o")
-            .arg(work.join("mpi.o"))
+            .arg(work.join(format!("{name}.o")))
             .status();
         let result = match status {
-            Ok(s) if s.success() => std::fs::rename(work.join("mpi.mod"), &module)
+            Ok(s) if s.success() => std::fs::rename(work.join(format!("{name}.mod")), &module)
                 .map_err(|e| format!("{}: {e}", module.display())),
             Ok(s) => Err(format!("compiling {} failed ({s})", src.display())),
             Err(e) => Err(format!("cannot run {}: {e}", compiler[0].to_string_lossy())),

@@ -548,6 +548,7 @@ mod tests {
             vec![
                 (OsString::from("A"), OsString::from("1")),
                 (OsString::from("STORMPI_MCA_btl"), OsString::from("sm,self")),
+                (OsString::from("STORMPI_MCA_CMDLINE"), OsString::from("btl")),
             ]
         );
     }

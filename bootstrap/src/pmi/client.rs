@@ -6,6 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::error::PmiError;
+use super::pmix;
 use super::port;
 use super::transport::{LineChannel, Transport};
 use super::v1;
@@ -21,10 +22,11 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 enum Protocol {
     V1(v1::Session),
     V2(v2::Session),
+    Pmix(Box<pmix::Session>),
 }
 
-/// The environment variable that chooses the PMI protocol: `pmi1`, `pmi2`, `singleton` (run
-/// as a job of one whatever the launcher set), or `auto` (the default; see
+/// The environment variable that chooses the PMI protocol: `pmi1`, `pmi2`, `pmix`, `singleton`
+/// (run as a job of one whatever the launcher set), or `auto` (the default; see
 /// [`PmiClient::from_env`]).
 pub const PROTOCOL_ENV: &str = "STORMPI_PMI";
 
@@ -39,6 +41,8 @@ enum Plan {
     V2Fd(Option<String>),
     /// PMI-1 over TCP to `PMI_PORT`.
     Port,
+    /// PMIx, through the system's libpmix.
+    Pmix,
 }
 
 /// Chooses the protocol from the environment (`get` reads a variable).
@@ -49,7 +53,8 @@ enum Plan {
 ///   serves PMI-1 — and PMI-1 otherwise, or always when stormrun gave a key (its
 ///   authentication is PMI-1's).
 /// * With `PMI_PORT`: PMI-1 (stormrun's remote ranks, MPICH's port form).
-/// * With neither: a singleton, unless `srun` started this process as one of several tasks
+/// * With `PMIX_NAMESPACE` (Slurm's `--mpi=pmix`, Open MPI's `mpirun`, PRRTE): PMIx.
+/// * With none of these: a singleton, unless `srun` started this process as one of several tasks
 ///   without PMI (`--mpi=none`): that is an error that says what to do, not a job of one per
 ///   task that would compute alone.
 fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
@@ -59,15 +64,23 @@ fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
         V1,
         V2,
     }
+    let pmix = get("PMIX_NAMESPACE").is_some();
     let force = match get(PROTOCOL_ENV).as_deref().map(str::trim) {
         None | Some("") | Some("auto") => Force::Auto,
         Some("pmi1") => Force::V1,
         Some("pmi2") => Force::V2,
         Some("singleton") => return Ok(Plan::Singleton),
+        Some("pmix") if pmix => return Ok(Plan::Pmix),
+        Some("pmix") => {
+            return Err(PmiError::Env {
+                var: "PMIX_NAMESPACE",
+                problem: format!("is not set, but {PROTOCOL_ENV}=pmix asks for a PMIx launcher"),
+            })
+        }
         Some(other) => {
             return Err(PmiError::Env {
                 var: PROTOCOL_ENV,
-                problem: format!("is `{other}`, not one of pmi1, pmi2, singleton, auto"),
+                problem: format!("is `{other}`, not one of pmi1, pmi2, pmix, singleton, auto"),
             })
         }
     };
@@ -91,6 +104,9 @@ fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
             ))),
             _ => Ok(Plan::Port),
         };
+    }
+    if pmix && force == Force::Auto {
+        return Ok(Plan::Pmix);
     }
     if force != Force::Auto {
         return Err(PmiError::Env {
@@ -158,6 +174,12 @@ impl PmiClient {
                 let port = get("PMI_PORT").unwrap_or_default();
                 Some(Self::from_port_env(&port, get("PMI_ID").as_deref()))
             }
+            Plan::Pmix => Some(pmix::Session::init().map(|mut s| PmiClient {
+                rank: s.rank,
+                size: s.size,
+                nodes: s.nodes.take(),
+                proto: Protocol::Pmix(Box::new(s)),
+            })),
         }
     }
 
@@ -303,6 +325,7 @@ impl PmiClient {
         match &self.proto {
             Protocol::V1(s) => s.appnum,
             Protocol::V2(s) => s.appnum,
+            Protocol::Pmix(s) => s.appnum,
         }
     }
 
@@ -312,6 +335,7 @@ impl PmiClient {
         match &self.proto {
             Protocol::V1(s) => &s.kvsname,
             Protocol::V2(s) => &s.jobid,
+            Protocol::Pmix(s) => &s.nspace,
         }
     }
 
@@ -320,14 +344,16 @@ impl PmiClient {
         match &self.proto {
             Protocol::V1(s) => s.universe_size,
             Protocol::V2(s) => s.universe_size,
+            Protocol::Pmix(s) => s.universe_size,
         }
     }
 
-    /// The PMI protocol in use: 1 or 2.
+    /// The PMI protocol in use: 1 or 2, or 3 for PMIx.
     pub fn version(&self) -> u32 {
         match &self.proto {
             Protocol::V1(_) => 1,
             Protocol::V2(_) => 2,
+            Protocol::Pmix(_) => 3,
         }
     }
 
@@ -342,8 +368,12 @@ impl PmiClient {
     ///
     /// `key` may hold ASCII letters, digits and `_ - . : / + @`.
     pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
-        let (max_key, max_value) = self.limits();
         let wire_key = scoped_key(key, self.rank)?;
+        if let Protocol::Pmix(s) = &mut self.proto {
+            // PMIx takes bytes of any length: no encoding, no chunks.
+            return s.put(&wire_key, value);
+        }
+        let (max_key, max_value) = self.limits();
         let longest = value::longest_key(&wire_key, value.len(), max_value);
         if longest > max_key {
             return Err(PmiError::InvalidKey {
@@ -357,6 +387,7 @@ impl PmiClient {
             match &mut self.proto {
                 Protocol::V1(s) => s.put(&k, &v)?,
                 Protocol::V2(s) => s.put(&k, &v)?,
+                Protocol::Pmix(s) => s.put(&k, v.as_bytes())?,
             }
         }
         Ok(())
@@ -369,6 +400,7 @@ impl PmiClient {
             // PMI-1 commits each put at once, so the barrier alone suffices.
             Protocol::V1(s) => s.barrier(),
             Protocol::V2(s) => s.fence(),
+            Protocol::Pmix(s) => s.fence(),
         }
     }
 
@@ -381,6 +413,10 @@ impl PmiClient {
             key: key.to_string(),
             rank,
         };
+        if let Protocol::Pmix(s) = &mut self.proto {
+            *out = s.get(rank, &wire_key)?.ok_or_else(not_found)?;
+            return Ok(());
+        }
         let head = self.get_raw(rank, &wire_key)?.ok_or_else(not_found)?;
         match value::decode_head(&wire_key, &head)? {
             Head::Inline(bytes) => *out = bytes,
@@ -406,6 +442,7 @@ impl PmiClient {
             Protocol::V1(s) => s.barrier(),
             // PMI-2 has no barrier of its own; a fence without puts is one.
             Protocol::V2(s) => s.fence(),
+            Protocol::Pmix(s) => s.barrier(),
         }
     }
 
@@ -415,7 +452,7 @@ impl PmiClient {
     /// Waits a few seconds for the launcher to kill us first, so that it
     /// reports the abort rather than this process's exit.
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
-        if let Protocol::V2(_) = self.proto {
+        if let Protocol::V2(_) | Protocol::Pmix(_) = self.proto {
             // A PMI-2 abort carries the code, but Slurm's server ignores it and kills the step
             // (srun then exits 137): the code is told here, where it is known.
             let sep = if msg.is_empty() { "" } else { ": " };
@@ -427,11 +464,15 @@ impl PmiClient {
         let sent = match &mut self.proto {
             Protocol::V1(s) => s.abort(code, msg),
             Protocol::V2(s) => s.abort(code, msg),
+            Protocol::Pmix(s) => s.abort(code, msg),
         };
         if sent.is_ok() {
             match &mut self.proto {
                 Protocol::V1(s) => s.wait_for_close(ABORT_WAIT),
                 Protocol::V2(s) => s.wait_for_close(ABORT_WAIT),
+                // PMIx_Abort returns once the server has the request; give it the same time
+                // to end the job before exiting by ourselves.
+                Protocol::Pmix(_) => std::thread::sleep(ABORT_WAIT),
             }
         }
         std::process::exit(code)
@@ -442,6 +483,7 @@ impl PmiClient {
         match self.proto {
             Protocol::V1(s) => s.finalize(),
             Protocol::V2(s) => s.finalize(),
+            Protocol::Pmix(s) => s.finalize(),
         }
     }
 
@@ -449,6 +491,9 @@ impl PmiClient {
         match &mut self.proto {
             Protocol::V1(s) => s.get(wire_key),
             Protocol::V2(s) => s.get(rank, wire_key),
+            Protocol::Pmix(s) => s
+                .get(rank, wire_key)
+                .map(|v| v.map(|b| String::from_utf8_lossy(&b).into_owned())),
         }
     }
 
@@ -457,6 +502,7 @@ impl PmiClient {
         match &self.proto {
             Protocol::V1(s) => (s.maxes.keylen_max - 1, s.maxes.vallen_max - 1),
             Protocol::V2(_) => (v2::KEYLEN_MAX - 1, v2::VALLEN_MAX - 1),
+            Protocol::Pmix(_) => (pmix::KEYLEN_MAX, usize::MAX),
         }
     }
 }
@@ -1060,10 +1106,25 @@ mod tests {
         assert!(matches!(
             plan(&env(&[(PROTOCOL_ENV, "pmix")])),
             Err(PmiError::Env {
+                var: "PMIX_NAMESPACE",
+                ..
+            })
+        ));
+        assert!(matches!(
+            plan(&env(&[(PROTOCOL_ENV, "pmi3")])),
+            Err(PmiError::Env {
                 var: PROTOCOL_ENV,
                 ..
             })
         ));
+        // PMIx launchers (srun --mpi=pmix, Open MPI's mpirun) set PMIX_NAMESPACE.
+        let pmix = [("PMIX_NAMESPACE", "slurm.pmix.7.0"), ("PMIX_RANK", "1")];
+        assert_eq!(plan(&env(&pmix)).unwrap(), Plan::Pmix);
+        let forced = [("PMIX_NAMESPACE", "x"), (PROTOCOL_ENV, "pmix")];
+        assert_eq!(plan(&env(&forced)).unwrap(), Plan::Pmix);
+        // A PMI socket wins over PMIx variables a launcher above left behind.
+        let both = [("PMIX_NAMESPACE", "x"), ("PMI_FD", "5")];
+        assert_eq!(plan(&env(&both)).unwrap(), Plan::V1Fd);
         // srun --mpi=none: an error when there are several tasks, a singleton for one.
         let none = [("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_PROCID", "2")];
         match plan(&env(&none)) {

@@ -18,6 +18,7 @@
 
 mod client;
 mod error;
+mod pmix;
 pub mod port;
 mod server;
 mod transport;

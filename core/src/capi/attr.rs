@@ -90,7 +90,7 @@ fn object_handle(obj: Object) -> c_int {
     match obj.kind {
         ObjKind::Comm => handles::comm_handle(CommId(obj.id)),
         ObjKind::Type => datatype_handle(Datatype::from_index(obj.id)),
-        ObjKind::Win => abi::MPI_WIN_NULL,
+        ObjKind::Win => abi::make_handle(HandleKind::Direct, ObjectKind::Win, obj.id),
     }
 }
 
@@ -337,6 +337,26 @@ pub(crate) fn type_freeing(
     delete_all(func, Object::datatype(d.index()), OnError::Stop)
 }
 
+/// The start of `MPI_Win_free`: runs the delete callbacks of window `h`'s attributes (none
+/// of which may fail for the free to go on).
+pub(crate) fn win_freeing(func: &'static str, h: abi::MPI_Win) -> core::result::Result<(), c_int> {
+    let live = with_engine(|e| super::win::win_id(e, h).is_ok()).unwrap_or(false);
+    if !live {
+        return Ok(());
+    }
+    delete_all(func, Object::win(abi::handle_index(h)), OnError::Stop)
+}
+
+/// Forgets the attributes of freed window `h`.
+pub(crate) fn win_freed(e: &mut Engine, h: abi::MPI_Win) {
+    e.objects.attrs.purge(Object::win(abi::handle_index(h)));
+}
+
+fn win_object(e: &Engine, h: abi::MPI_Win) -> Result<Object> {
+    super::win::win_id(e, h)?;
+    Ok(Object::win(abi::handle_index(h)))
+}
+
 /// Forgets the attributes and name of freed datatype `d`.
 pub(crate) fn type_freed(e: &mut Engine, d: Datatype) {
     e.objects.attrs.purge(Object::datatype(d.index()));
@@ -546,15 +566,6 @@ fn type_object(e: &Engine, h: abi::MPI_Datatype) -> Result<Object> {
     Ok(Object::datatype(d.index()))
 }
 
-fn no_window() -> Error {
-    Error::new(
-        ErrorClass::Win,
-        Reason::BadArgument {
-            what: "not a window (stormpi has no one-sided communication yet)",
-        },
-    )
-}
-
 /// Decodes a communicator handle, reporting a bad one.
 fn comm_arg(func: &'static str, comm: abi::MPI_Comm) -> core::result::Result<CommId, c_int> {
     handles::comm(comm).map_err(|err| report(func, None, err))
@@ -656,16 +667,35 @@ super::mpi! {
         delete_attr("MPI_Type_delete_attr", None, |e| type_object(e, datatype_), type_keyval, ObjKind::Type)
     }
 
-    fn MPI_Win_get_attr / PMPI_Win_get_attr(_win: abi::MPI_Win, _win_keyval: c_int, _attribute_val: *mut c_void, _flag: *mut c_int) {
-        report("MPI_Win_get_attr", None, no_window())
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(win: abi::MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) {
+        match super::win::builtin_attr(win, win_keyval) {
+            Some(Ok(v)) => {
+                if attribute_val.is_null() || flag.is_null() {
+                    return report("MPI_Win_get_attr", None, Error::bad_arg("attribute_val or flag is NULL"));
+                }
+                // SAFETY: MPI requires `attribute_val` to point to a `void *` and `flag` to an int.
+                unsafe {
+                    *attribute_val.cast::<*mut c_void>() = v;
+                    *flag = 1;
+                }
+                abi::MPI_SUCCESS
+            }
+            Some(Err(err)) => report("MPI_Win_get_attr", None, err),
+            None => code(run("MPI_Win_get_attr", None, |e| {
+                let obj = win_object(e, win)?;
+                let value = e.objects.attrs.get(obj, keyval(win_keyval, ObjKind::Win)?)?;
+                // SAFETY: MPI requires `flag` to point to an int and `attribute_val` to a `void *`.
+                unsafe { put_value(attribute_val, flag, value) }
+            })),
+        }
     }
 
-    fn MPI_Win_set_attr / PMPI_Win_set_attr(_win: abi::MPI_Win, _win_keyval: c_int, _attribute_val: *mut c_void) {
-        report("MPI_Win_set_attr", None, no_window())
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: abi::MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) {
+        set_attr("MPI_Win_set_attr", None, |e| win_object(e, win), win_keyval, ObjKind::Win, attribute_val)
     }
 
-    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(_win: abi::MPI_Win, _win_keyval: c_int) {
-        report("MPI_Win_delete_attr", None, no_window())
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: abi::MPI_Win, win_keyval: c_int) {
+        delete_attr("MPI_Win_delete_attr", None, |e| win_object(e, win), win_keyval, ObjKind::Win)
     }
 
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: abi::MPI_Comm, comm_name: *const c_char) {

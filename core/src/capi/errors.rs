@@ -315,7 +315,7 @@ pub(super) fn handler_handle(e: &mut Engine, h: ErrHandler) -> Result<abi::MPI_E
 }
 
 /// Whether a communicator (live or draining) uses user handler slot `index`.
-fn handler_in_use(comms: &CommTable, index: u16) -> bool {
+pub(super) fn handler_in_use(comms: &CommTable, index: u16) -> bool {
     (0..comms.capacity()).any(|i| {
         comms
             .get_any(CommId(i))
@@ -335,8 +335,11 @@ unsafe fn create_errhandler(
         }
         let comms = &e.p2p.comms;
         let files = &e.io;
+        let osc = &e.osc;
         let id = e.objects.errh.create(HandlerKind::Comm, f, |i| {
-            handler_in_use(comms, i) || files.uses_handler(i)
+            handler_in_use(comms, i)
+                || files.uses_handler(i)
+                || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
         })?;
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
         unsafe {
@@ -353,6 +356,27 @@ fn set_errhandler(func: &'static str, comm: abi::MPI_Comm, eh: abi::MPI_Errhandl
         let h = comm_handler(e, eh)?;
         e.set_errhandler(c, h)
     }))
+}
+
+/// The handle of user handler `id`.
+pub(super) fn errh_handle(id: ErrhId) -> abi::MPI_Errhandler {
+    ERRH_DIRECT | (c_int::from(id.gen) << 16) | c_int::from(id.index)
+}
+
+/// The error handler `eh` names for objects of `kind` (a predefined one or a live user handler
+/// made for them).
+pub(super) fn handler_for(
+    e: &Engine,
+    eh: abi::MPI_Errhandler,
+    kind: HandlerKind,
+) -> Result<ErrHandler> {
+    Ok(match handler(eh)? {
+        Handler::Predefined(h) => h,
+        Handler::User(id) => {
+            e.objects.errh.check(id, kind)?;
+            ErrHandler::User(id.index)
+        }
+    })
 }
 
 /// The communicator error handler `eh` names (a predefined one or a live user handler made for
@@ -376,7 +400,7 @@ unsafe fn get_errhandler(
         if eh.is_null() {
             return Err(Error::bad_arg("errhandler is NULL"));
         }
-        let h = e.comm(c)?.errhandler;
+        let h = e.p2p.comms.errhandler(c)?;
         let handle = handler_handle(e, h)?;
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
         unsafe { out(eh, handle) }
@@ -423,10 +447,13 @@ super::mpi! {
             Ok(Handler::Predefined(_)) => Ok(()),
             Ok(Handler::User(id)) => run("MPI_Errhandler_free", None, |e| {
                 let comms = &e.p2p.comms;
+                let osc = &e.osc;
                 let files = &e.io;
-                let kind = e.objects.errh.kind(id).unwrap_or(HandlerKind::Comm);
+                let kind = e.objects.errh.kind_of(id.index).unwrap_or(HandlerKind::Comm);
                 e.objects.errh.release(id, kind, |i| {
-                    handler_in_use(comms, i) || files.uses_handler(i)
+                    handler_in_use(comms, i)
+                        || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
+                        || files.uses_handler(i)
                 })
             }),
             Err(err) => Err(report("MPI_Errhandler_free", None, err)),

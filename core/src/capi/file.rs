@@ -315,8 +315,10 @@ unsafe fn create_errhandler(f: Option<CommErrhandlerFn>, eh: *mut abi::MPI_Errha
         }
         let comms = &e.p2p.comms;
         let files = &e.io;
+        let osc = &e.osc;
         let id = e.objects.errh.create(HandlerKind::File, f, |i| {
             files.uses_handler(i)
+                || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
                 || (0..comms.capacity()).any(|c| {
                     comms
                         .get_any(crate::comm::CommId(c))

@@ -58,7 +58,7 @@ pub(crate) fn info_or_null(h: abi::MPI_Info) -> Result<Option<InfoId>> {
 }
 
 /// The handle of info object `id`.
-pub(crate) fn info_handle(id: InfoId) -> abi::MPI_Info {
+pub(super) fn info_handle(id: InfoId) -> abi::MPI_Info {
     if id == InfoId::ENV {
         return abi::MPI_INFO_ENV;
     }

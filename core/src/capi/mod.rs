@@ -34,6 +34,7 @@ mod requests;
 mod state;
 mod topo;
 mod unsupported;
+mod win;
 
 pub use env::{finalize, init, wtick, wtime};
 

@@ -1014,6 +1014,16 @@ pub(crate) fn levels(cx: &mut Inside, comm: CommId) -> Result<Levels> {
     with_ints(cx, |cx, ints| levels_into(cx, ints, comm))
 }
 
+/// Whether a failed agreement ran out of room (ids, table, memory): every member learns that
+/// alike, so each may go flat on its own. Any other failure (a peer that cannot be reached) is
+/// this member's alone and must surface, or the others would wait for it.
+fn no_room(e: &Error) -> bool {
+    matches!(
+        e.reason,
+        Reason::Exhausted { .. } | Reason::MemoryBound { .. }
+    )
+}
+
 /// [`levels`] of a communicator not asked before, with the triples in `ints`.
 fn levels_into(cx: &mut Inside, ints: &mut [i32], comm: CommId) -> Result<Levels> {
     let c = cx.e().check_comm(comm)?;
@@ -1036,9 +1046,13 @@ fn levels_into(cx: &mut Inside, ints: &mut [i32], comm: CommId) -> Result<Levels
         return Ok(Levels::Flat);
     };
     let m = whole(&cx.e().p2p, comm, TAG_CID)?;
-    let Ok(cid) = agree_cid(cx, &m, None) else {
-        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
-        return Ok(Levels::Flat);
+    let cid = match agree_cid(cx, &m, None) {
+        Ok(cid) => cid,
+        Err(e) if no_room(&e) => {
+            cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        }
+        Err(e) => return Err(e),
     };
     let group = {
         let ints = &*ints;
@@ -1049,10 +1063,14 @@ fn levels_into(cx: &mut Inside, ints: &mut [i32], comm: CommId) -> Result<Levels
     let node = install_hidden(&mut cx.e().p2p, cid, group, node_rank as u32)?;
     let k = leaders_in_order(&mut ints[..3 * n]);
     let leader_rank = ints[..k].iter().position(|&r| r == me);
-    let Ok(cid) = agree_cid(cx, &m, None) else {
-        free(cx, node)?;
-        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
-        return Ok(Levels::Flat);
+    let cid = match agree_cid(cx, &m, None) {
+        Ok(cid) => cid,
+        Err(e) if no_room(&e) => {
+            free(cx, node)?;
+            cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+            return Ok(Levels::Flat);
+        }
+        Err(e) => return Err(e),
     };
     let leaders = match leader_rank {
         Some(lr) => {

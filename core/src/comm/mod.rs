@@ -448,18 +448,49 @@ impl CommTable {
             .is_some_and(|c| c.cid == ContextId::PENDING)
     }
 
-    /// Installs `comm` in reserved slot `id`.
-    pub fn fill(&mut self, id: CommId, comm: Comm) -> Result<()> {
-        if !self.is_reserved(id) {
+    /// Installs `comm` in reserved slot `id`, with the error handler the placeholder holds (set
+    /// on the new handle while it was being made, or else the parent's).
+    pub fn fill(&mut self, id: CommId, mut comm: Comm) -> Result<()> {
+        let Some(placeholder) = self.get_any(id).filter(|_| self.is_reserved(id)) else {
             return Err(Error::new(
                 ErrorClass::Intern,
                 Reason::BadArgument {
                     what: "filling a communicator slot that is not reserved",
                 },
             ));
-        }
+        };
+        comm.errhandler = placeholder.errhandler;
         self.unreserve(id);
         self.insert(comm, Some(id)).map(|_| ())
+    }
+
+    /// The error handler of communicator `id`, live or still being made.
+    pub fn errhandler(&self, id: CommId) -> Result<ErrHandler> {
+        match self.get(id) {
+            Ok(c) => Ok(c.errhandler),
+            Err(e) => match self.get_any(id).filter(|_| self.is_reserved(id)) {
+                Some(c) => Ok(c.errhandler),
+                None => Err(e),
+            },
+        }
+    }
+
+    /// Sets the error handler of communicator `id`, live or still being made: programs set
+    /// the handle `MPI_Comm_idup` gave before its request completes (mpi4py does, for every
+    /// new communicator), which MPICH and Open MPI accept, and the handler holds once it does.
+    pub fn set_errhandler(&mut self, id: CommId, eh: ErrHandler) -> Result<()> {
+        let reserved = self.is_reserved(id);
+        let slot = self
+            .slots
+            .get_mut(id.0 as usize)
+            .and_then(|s| s.comm.as_mut());
+        match slot {
+            Some(c) if !c.freed || reserved => {
+                c.errhandler = eh;
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorClass::Comm, Reason::InvalidComm)),
+        }
     }
 
     /// Gives a reserved slot back unused.

@@ -1,0 +1,460 @@
+//! The origin's side of an operation: checking it, building its active message, posting the
+//! reply's receive and sending.
+
+use heapless::Vec;
+
+use super::*;
+
+/// A buffer of the user's: `count` instances of `ty` at `addr`.
+#[derive(Clone, Copy, Debug)]
+pub struct Buffer {
+    /// Address.
+    pub addr: *mut u8,
+    /// Instances.
+    pub count: u64,
+    /// Datatype.
+    pub ty: Datatype,
+}
+
+/// Where an operation goes: `count` instances of `ty` at displacement `disp` of rank `rank`.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    /// Rank in the window's group (or `MPI_PROC_NULL`).
+    pub rank: i32,
+    /// Displacement, in the target's units.
+    pub disp: i64,
+    /// Instances.
+    pub count: u64,
+    /// Datatype.
+    pub ty: Datatype,
+}
+
+/// An operation.
+#[derive(Clone, Copy, Debug)]
+pub enum RmaOp {
+    /// `MPI_Put`.
+    Put {
+        /// What goes.
+        origin: Buffer,
+    },
+    /// `MPI_Get`.
+    Get {
+        /// Where it comes to.
+        origin: Buffer,
+    },
+    /// `MPI_Accumulate`.
+    Acc {
+        /// What is combined in.
+        origin: Buffer,
+        /// How.
+        op: Op,
+    },
+    /// `MPI_Get_accumulate` (`MPI_Fetch_and_op` is one element of it).
+    GetAcc {
+        /// What is combined in (ignored for `MPI_NO_OP`).
+        origin: Buffer,
+        /// Where the old contents come to.
+        result: Buffer,
+        /// How.
+        op: Op,
+    },
+    /// `MPI_Compare_and_swap` of one element of `result.ty`.
+    Cas {
+        /// The new value.
+        origin: *const u8,
+        /// The value compared with.
+        compare: *const u8,
+        /// Where the old value comes to.
+        result: Buffer,
+    },
+}
+
+/// The one predefined type a datatype is made of, as accumulates require.
+fn element_type(types: &TypeTable, t: Datatype) -> Result<Datatype> {
+    if t.is_predefined() {
+        return Ok(t);
+    }
+    let mut found: Option<Datatype> = None;
+    let mut stack: Vec<Datatype, 32> = Vec::new();
+    let _ = stack.push(t);
+    while let Some(x) = stack.pop() {
+        if x.is_predefined() {
+            if found.is_some_and(|f| f != x) {
+                return Err(Error::new(
+                    ErrorClass::Type,
+                    Reason::BadArgument {
+                        what: "an accumulate's datatypes must be built of one predefined type",
+                    },
+                ));
+            }
+            found = Some(x);
+            continue;
+        }
+        for o in types.old_types(x)? {
+            stack.push(o).map_err(|_| {
+                Error::new(
+                    ErrorClass::Type,
+                    Reason::BadArgument {
+                        what: "an accumulate's datatype is nested too deeply",
+                    },
+                )
+            })?;
+        }
+    }
+    found.ok_or(Error::new(ErrorClass::Type, Reason::InvalidDatatype))
+}
+
+fn range_err() -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        Reason::BadArgument {
+            what: "the target memory lies outside the target's window",
+        },
+    )
+}
+
+/// Starts operation `op` on `target` of window `id`; `user` asks for a request the user will
+/// complete (`MPI_Rput`, ...). Returns that request.
+pub fn issue(
+    cx: &mut Inside,
+    id: WinId,
+    op: RmaOp,
+    target: Target,
+    user: bool,
+) -> Result<Option<ReqId>> {
+    // Room for one more operation in flight.
+    if cx.e().osc.get(id)?.pending.len() + 2 > MAX_PENDING {
+        cx.block(|e| {
+            let Engine { osc, p2p, .. } = e;
+            let mem = osc.memory;
+            let w = osc.get_mut(id)?;
+            w.reap(p2p, mem);
+            Ok((w.pending.len() + 2 <= MAX_PENDING).then_some(()))
+        })?;
+    }
+    let e = cx.e();
+    let Engine { osc, p2p, .. } = e;
+    let mem = osc.memory;
+    let w = osc.get_mut(id)?;
+    if target.rank == crate::pml::request::PROC_NULL {
+        return if user {
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
+    }
+    if target.rank < 0 || target.rank as u32 >= w.size {
+        return Err(Error::new(
+            ErrorClass::Rank,
+            Reason::RankOutOfRange {
+                rank: target.rank,
+                size: w.size,
+            },
+        ));
+    }
+    let t = target.rank as u32;
+    if !w.may_access(t) {
+        return Err(sync_err(
+            "an RMA operation outside an access epoch to that target",
+        ));
+    }
+    if user && !(w.lock_all || w.peer(t).locked != 0) {
+        return Err(sync_err(
+            "request-based RMA operations are allowed only in passive-target epochs",
+        ));
+    }
+    let types = &p2p.types;
+    let ti = *types.check_committed(target.ty)?;
+    let tbytes = target
+        .count
+        .checked_mul(ti.size)
+        .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+    // Range: what the target type touches must lie in the target's window.
+    let peer = *w.peer(t);
+    if w.flavor != Flavor::Dynamic && target.count > 0 && ti.size > 0 {
+        let unit = peer.unit as i128;
+        let lo = target.disp as i128 * unit + ti.true_lb as i128;
+        let hi = target.disp as i128 * unit
+            + (target.count as i128 - 1) * ti.extent as i128
+            + ti.true_lb as i128
+            + ti.true_extent as i128;
+        if lo < 0 || hi > peer.size as i128 {
+            return Err(range_err());
+        }
+    }
+    // What goes with the message, and where a reply lands.
+    let (kind_, origin, result, acc) = match op {
+        RmaOp::Put { origin } => (kind::PUT, Some(origin), None, None),
+        RmaOp::Get { origin } => (kind::GET, None, Some(origin), None),
+        RmaOp::Acc { origin, op } => (kind::ACC, Some(origin), None, Some(op)),
+        RmaOp::GetAcc { origin, result, op } => (
+            kind::GET_ACC,
+            (op != Op::NoOp).then_some(origin),
+            Some(result),
+            Some(op),
+        ),
+        RmaOp::Cas { result, .. } => (kind::CAS, None, Some(result), None),
+    };
+    let mut hdr = AmHdr::new(kind_);
+    hdr.disp = target.disp;
+    let mut image_ = false;
+    if let Some(op) = acc {
+        let dt = element_type(types, target.ty)?;
+        if let Some(o) = origin {
+            if element_type(types, o.ty)? != dt {
+                return Err(Error::new(
+                    ErrorClass::Type,
+                    Reason::BadArgument {
+                        what: "an accumulate's origin and target types differ in their element",
+                    },
+                ));
+            }
+        }
+        if !matches!(op, Op::Replace | Op::NoOp) {
+            if let Op::User(_) = op {
+                return Err(Error::new(
+                    ErrorClass::Op,
+                    Reason::BadArgument {
+                        what: "one-sided accumulates take predefined operations only",
+                    },
+                ));
+            }
+            crate::op::check(op, dt)?;
+        }
+        if matches!(dt.scalar(), Scalar::Pair { .. }) {
+            // Pair types (MINLOC/MAXLOC) travel as memory images of the predefined type.
+            let same = |b: Option<Buffer>| b.is_none_or(|b| b.ty == dt);
+            if target.ty != dt || !same(origin) || !same(result) {
+                return Err(Error::unsupported(
+                    "one-sided accumulates of pair types other than the predefined pair itself",
+                ));
+            }
+            image_ = true;
+            hdr.flags |= wire::flags::IMAGE;
+        }
+        hdr.op = wire::op_code(op);
+        hdr.basic = dt.code();
+    }
+    if let RmaOp::Cas { .. } = op {
+        if !target.ty.is_predefined() || target.count != 1 {
+            return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
+        }
+    }
+    // The target's description.
+    let mut one = [WireNode::bytes(0)];
+    let nodes_src: Option<&[crate::datatype::desc::Node]>;
+    if image_ {
+        let n = target.count * dt_extent(target.ty) as u64;
+        one[0] = WireNode::bytes(n);
+        hdr.count = 1;
+        hdr.extent = 0;
+        hdr.len = n;
+        nodes_src = None;
+    } else if let (Some(at), true) = (ti.dense_at, ti.extent as u64 == ti.size) {
+        one[0] = WireNode::bytes(tbytes);
+        one[0].disp = at as i64;
+        hdr.count = 1;
+        hdr.extent = 0;
+        hdr.len = tbytes;
+        nodes_src = None;
+    } else {
+        let nodes = types.nodes(target.ty)?;
+        if nodes.len() > MAX_NODES {
+            return Err(Error::unsupported(
+                "one-sided target datatypes of more than 4096 description nodes",
+            ));
+        }
+        hdr.count = target.count;
+        hdr.extent = ti.extent as i64;
+        hdr.len = tbytes;
+        nodes_src = Some(nodes);
+    }
+    let ndesc = nodes_src.map_or(1, |n| n.len());
+    hdr.ndesc = ndesc as u32;
+    // Sizes must agree: what the origin gives (or takes) and what the target holds.
+    let stream = |b: &Buffer| -> Result<u64> {
+        if image_ {
+            return Ok(b.count * dt_extent(b.ty) as u64);
+        }
+        let i = types.check_committed(b.ty)?;
+        b.count
+            .checked_mul(i.size)
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))
+    };
+    let data_len = match op {
+        RmaOp::Cas { .. } => 2 * hdr.len,
+        _ => match origin {
+            Some(o) => {
+                let n = stream(&o)?;
+                if n != hdr.len {
+                    return Err(size_mismatch());
+                }
+                n
+            }
+            None => 0,
+        },
+    };
+    if let Some(r) = result {
+        if stream(&r)? < hdr.len {
+            return Err(size_mismatch());
+        }
+    }
+    if result.is_some() {
+        hdr.reply_tag = w.tag();
+    }
+    let split = kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
+    if split {
+        hdr.flags |= wire::flags::DATA_FOLLOWS;
+        hdr.reply_tag = w.tag();
+    }
+    let head = HDR_LEN + ndesc * NODE_LEN;
+    let total = head + if split { 0 } else { data_len as usize };
+    let mut buf = w.buffer(mem, total)?;
+    {
+        // SAFETY: the grant was just taken or reused; nothing else refers to it.
+        let bytes = unsafe { buf.bytes(total) };
+        let (h, rest) = bytes.split_at_mut(HDR_LEN);
+        // Nodes first, then the header (emitting both at once needs them in one slice).
+        let (nbytes, data) = rest.split_at_mut(ndesc * NODE_LEN);
+        match nodes_src {
+            None => nbytes.copy_from_slice(zerocopy::IntoBytes::as_bytes(&one[..])),
+            Some(nodes) => {
+                for (k, n) in nodes.iter().enumerate() {
+                    nbytes[k * NODE_LEN..(k + 1) * NODE_LEN]
+                        .copy_from_slice(zerocopy::IntoBytes::as_bytes(&WireNode::of(n)));
+                }
+            }
+        }
+        h.copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr));
+        let packed = if split {
+            Ok(0)
+        } else {
+            match op {
+                RmaOp::Cas {
+                    origin,
+                    compare,
+                    result,
+                } => {
+                    let n = hdr.len as usize;
+                    let _ = result;
+                    // SAFETY: MPI requires `origin` and `compare` to hold one element of the type.
+                    unsafe {
+                        core::ptr::copy_nonoverlapping(origin, data.as_mut_ptr(), n);
+                        core::ptr::copy_nonoverlapping(compare, data.as_mut_ptr().add(n), n);
+                    }
+                    Ok(2 * n)
+                }
+                _ => match origin {
+                    Some(o) if image_ => {
+                        // SAFETY: MPI requires the origin buffer to hold `count` instances.
+                        unsafe {
+                            core::ptr::copy_nonoverlapping(o.addr, data.as_mut_ptr(), data.len())
+                        };
+                        Ok(data.len())
+                    }
+                    // SAFETY: MPI requires the origin buffer to hold `count` instances of its type,
+                    // unchanged during the call; the packer lives only here.
+                    Some(o) => unsafe { Packer::new(o.addr, o.count, o.ty, types) }
+                        .map(|mut p| p.pack(types, 0, data)),
+                    None => Ok(0),
+                },
+            }
+        };
+        match packed {
+            Ok(n) if n == data.len() => {}
+            Ok(_) => {
+                w.release(mem, buf);
+                return Err(size_mismatch());
+            }
+            Err(e) => {
+                w.release(mem, buf);
+                return Err(e);
+            }
+        }
+    }
+    // The reply's receive goes up before the request leaves.
+    let mut user_req = None;
+    if let Some(r) = result {
+        let tag = hdr.reply_tag;
+        let conv = if image_ {
+            // SAFETY: MPI lends the result buffer until the operation completes.
+            unsafe { Unpacker::contiguous(r.addr, hdr.len as usize) }
+        } else {
+            // SAFETY: as above, for `count` instances of the result type.
+            match unsafe { Unpacker::new(r.addr, r.count, r.ty, &p2p.types) } {
+                Ok(c) => c,
+                Err(e) => {
+                    w.release(mem, buf);
+                    return Err(e);
+                }
+            }
+        };
+        let s = p2p.sel(w.comm, Source::Rank(t), tag)?;
+        let req = p2p.irecv(&s, conv, 0)?;
+        w.track(Pending {
+            req,
+            target: t,
+            buf: None,
+            user,
+        })?;
+        if user {
+            user_req = Some(req);
+        }
+    }
+    if let Some(p) = w.peer_mut(t) {
+        p.dirty = true;
+    }
+    let mut sent = w.send(
+        p2p,
+        mem,
+        t,
+        buf,
+        total,
+        user && user_req.is_none() && !split,
+    )?;
+    if let (true, Some(o)) = (split, origin) {
+        // The data straight from the user's buffer, behind the header (same peer, same
+        // communicator: it arrives after it).
+        let d = p2p.dest(w.comm, t)?;
+        // SAFETY: MPI lends the origin buffer, unchanged, until the put completes locally; the
+        // request is tracked, and every completion call waits for it.
+        let conv = unsafe { Packer::new(o.addr, o.count, o.ty, &p2p.types)? };
+        sent = p2p.send(&d, hdr.reply_tag, conv, SendMode::Standard, 0)?;
+        if let Some(req) = sent {
+            w.track(Pending {
+                req,
+                target: t,
+                buf: None,
+                user,
+            })?;
+        }
+    }
+    if !user {
+        return Ok(None);
+    }
+    match (user_req, sent) {
+        (Some(r), _) => Ok(Some(r)),
+        (None, Some(r)) => Ok(Some(r)),
+        (None, None) => p2p
+            .pml
+            .requests_mut()
+            .completed(Status::PROC_NULL, 0)
+            .map(Some),
+    }
+}
+
+fn dt_extent(t: Datatype) -> usize {
+    t.extent()
+}
+
+fn size_mismatch() -> Error {
+    Error::new(
+        ErrorClass::Type,
+        Reason::BadArgument {
+            what: "the origin and target buffers hold different amounts of data",
+        },
+    )
+}

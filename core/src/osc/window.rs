@@ -1,0 +1,276 @@
+//! Creating and freeing windows, and attaching memory to dynamic ones.
+
+use core::mem::MaybeUninit;
+
+use heapless::Vec;
+
+use super::*;
+
+/// What the memory of a new window is.
+#[derive(Clone, Copy, Debug)]
+pub enum WinMemory {
+    /// The user's `len` bytes at `base` (`MPI_Win_create`).
+    User {
+        /// Address.
+        base: usize,
+        /// Bytes.
+        len: usize,
+    },
+    /// `len` bytes the engine allocates (`MPI_Win_allocate`).
+    Allocate {
+        /// Bytes.
+        len: usize,
+    },
+    /// None yet (`MPI_Win_create_dynamic`).
+    Dynamic,
+}
+
+/// Creates a window over `comm` (collective): returns it and the address of its memory.
+pub fn create(
+    cx: &mut Inside,
+    comm: CommId,
+    memory: WinMemory,
+    unit: u32,
+) -> Result<(WinId, usize)> {
+    let c = cx.e().p2p.comm(comm)?;
+    if c.is_inter() {
+        return Err(Error::new(
+            ErrorClass::Comm,
+            Reason::BadArgument {
+                what: "windows over intercommunicators are not supported",
+            },
+        ));
+    }
+    if !cx.e().p2p.comm_homogeneous(comm)? {
+        return Err(Error::unsupported(
+            "windows over processes of different data representations",
+        ));
+    }
+    let mem = cx.e().osc.memory;
+    let (flavor, owned, base, len) = match memory {
+        WinMemory::User { base, len } => (Flavor::Create, None, base, len),
+        WinMemory::Allocate { len } => {
+            if len == 0 {
+                (Flavor::Allocate, None, 0, 0)
+            } else {
+                let g = Grant::take(mem, len, "window memory (MPI_Win_allocate)")?;
+                (Flavor::Allocate, Some(g), g.ptr as usize, len)
+            }
+        }
+        WinMemory::Dynamic => (Flavor::Dynamic, None, 0, 0),
+    };
+    let r = build(cx, comm, flavor, owned, base, len, unit);
+    if r.is_err() {
+        if let Some(g) = owned {
+            g.give_back(mem);
+        }
+    }
+    r.map(|id| (id, base))
+}
+
+fn build(
+    cx: &mut Inside,
+    comm: CommId,
+    flavor: Flavor,
+    owned: Option<Grant>,
+    base: usize,
+    len: usize,
+    unit: u32,
+) -> Result<WinId> {
+    let mem = cx.e().osc.memory;
+    let size = cx.e().p2p.comm(comm)?.size();
+    let rank = cx.e().p2p.comm(comm)?.rank;
+    // Everyone's size and unit, for the origin's range checks.
+    let mut s = Sizer::default();
+    s.slice::<WinAttrs>(1)
+        .slice::<Peer>(size as usize)
+        .slice::<u64>(2 * size as usize);
+    let table = Grant::take(mem, s.bytes(), "window tables")?;
+    // SAFETY: the grant is fresh and the window's alone; the arena carves it into the values.
+    let region =
+        unsafe { core::slice::from_raw_parts_mut(table.ptr.cast::<MaybeUninit<u8>>(), table.len) };
+    let mut arena = Arena::new(region);
+    let carve = (|| -> Result<_> {
+        let attrs = arena.one(WinAttrs {
+            size: len as isize,
+            disp_unit: unit as i32,
+            flavor: flavor as i32,
+            model: 2,
+        })?;
+        let peers = arena.slice(size as usize, |_| Peer::default())?;
+        let all = arena.slice(2 * size as usize, |_| 0u64)?;
+        Ok((attrs as *mut WinAttrs, peers, all))
+    })();
+    let (attrs, peers, all) = match carve {
+        Ok(x) => x,
+        Err(e) => {
+            table.give_back(mem);
+            return Err(e);
+        }
+    };
+    let mine = [len as u64, unit as u64];
+    let call = crate::coll::Call::Allgather {
+        send: Some(crate::coll::Buf {
+            ptr: mine.as_ptr() as *mut u8,
+            count: 2,
+            dt: Datatype::UINT64_T,
+        }),
+        recv: crate::coll::Buf {
+            ptr: all.as_mut_ptr().cast(),
+            count: 2,
+            dt: Datatype::UINT64_T,
+        },
+    };
+    // SAFETY: `mine` holds 2 and `all` 2 per member u64s, both live across the blocking call.
+    let r = unsafe { crate::coll::collective(cx, comm, call, crate::coll::Mode::Blocking) };
+    if let Err(e) = r {
+        table.give_back(mem);
+        return Err(e);
+    }
+    for (i, p) in peers.iter_mut().enumerate() {
+        p.size = all[2 * i];
+        p.unit = all[2 * i + 1];
+    }
+    let hidden = match crate::comm::create::dup(cx, comm) {
+        Ok(h) => h,
+        Err(e) => {
+            table.give_back(mem);
+            return Err(e);
+        }
+    };
+    if let Ok(c) = cx.e().p2p.comms.get_mut(hidden) {
+        c.hidden = true;
+    }
+    let mut regions = Vec::new();
+    if flavor != Flavor::Dynamic && len > 0 {
+        let _ = regions.push((base, len));
+    }
+    let w = Window {
+        comm: hidden,
+        rank,
+        size,
+        base,
+        len,
+        unit,
+        flavor,
+        errhandler: ErrHandler::Fatal,
+        name: [0; 128],
+        name_len: 0,
+        info: None,
+        owned,
+        regions,
+        table,
+        attrs,
+        peers: peers.as_mut_ptr(),
+        pending: Vec::new(),
+        replies: Vec::new(),
+        incoming: None,
+        data_in: None,
+        cache: Vec::new(),
+        next_tag: TAG_REPLY,
+        shared: 0,
+        exclusive: false,
+        fence: false,
+        lock_all: false,
+        access: false,
+        exposure: None,
+        done: 0,
+    };
+    match cx.e().osc.insert(w) {
+        Ok(id) => Ok(id),
+        Err(e) => {
+            table.give_back(mem);
+            let _ = crate::comm::create::free(cx, hidden);
+            Err(e)
+        }
+    }
+}
+
+/// Frees window `id` (`MPI_Win_free`, collective): waits for this process's operations and for
+/// every process to arrive, then returns its memory. Gives back the user's info, if any.
+pub fn free(cx: &mut Inside, id: WinId) -> Result<Option<crate::info::InfoId>> {
+    {
+        let w = cx.e().osc.get(id)?;
+        if w.lock_all
+            || w.access
+            || w.exposure.is_some()
+            || (0..w.size).any(|r| w.peer(r).locked != 0)
+        {
+            return Err(sync_err("MPI_Win_free with an epoch still open"));
+        }
+    }
+    super::sync::wait_settled(cx, id, None)?;
+    let comm = cx.e().osc.get(id)?.comm;
+    crate::coll::barrier(cx, comm)?;
+    // Replies this target still sends must leave before their buffers go.
+    cx.block(|e| {
+        let Engine { osc, p2p, .. } = e;
+        let mem = osc.memory;
+        let w = osc.get_mut(id)?;
+        w.reap(p2p, mem);
+        Ok((w.replies.is_empty() && w.incoming.is_none() && w.data_in.is_none()).then_some(()))
+    })?;
+    let e = cx.e();
+    let mem = e.osc.memory;
+    let pool = e.osc.wins.as_mut().ok_or_else(no_win)?;
+    let mut w = pool.remove(id).ok_or_else(no_win)?;
+    e.osc.live -= 1;
+    for g in w.cache.drain(..) {
+        g.give_back(mem);
+    }
+    if let Some(g) = w.owned.take() {
+        g.give_back(mem);
+    }
+    w.table.give_back(mem);
+    crate::comm::create::free(cx, comm)?;
+    Ok(w.info)
+}
+
+/// Attaches `len` bytes at `base` to dynamic window `id`.
+pub fn attach(e: &mut Engine, id: WinId, base: usize, len: usize) -> Result<()> {
+    let w = e.osc.get_mut(id)?;
+    if w.flavor != Flavor::Dynamic {
+        return Err(Error::new(
+            ErrorClass::RmaFlavor,
+            Reason::BadArgument {
+                what: "memory is attached only to a dynamic window",
+            },
+        ));
+    }
+    if len == 0 {
+        return Ok(());
+    }
+    w.regions.push((base, len)).map_err(|_| {
+        Error::new(
+            ErrorClass::RmaAttach,
+            Reason::BadArgument {
+                what: "more memory ranges attached to a window than stormpi keeps (64)",
+            },
+        )
+    })
+}
+
+/// Detaches the range starting at `base` from dynamic window `id`.
+pub fn detach(e: &mut Engine, id: WinId, base: usize) -> Result<()> {
+    let w = e.osc.get_mut(id)?;
+    if w.flavor != Flavor::Dynamic {
+        return Err(Error::new(
+            ErrorClass::RmaFlavor,
+            Reason::BadArgument {
+                what: "memory is detached only from a dynamic window",
+            },
+        ));
+    }
+    match w.regions.iter().position(|r| r.0 == base) {
+        Some(i) => {
+            w.regions.swap_remove(i);
+            Ok(())
+        }
+        None => Err(Error::new(
+            ErrorClass::RmaAttach,
+            Reason::BadArgument {
+                what: "no memory attached at that address",
+            },
+        )),
+    }
+}
