@@ -56,6 +56,7 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(crate::datatype::table::PARAMS)
         .chain(loopback::PARAMS)
         .chain(crate::objects::PARAMS)
+        .chain(crate::io::PARAMS)
         .chain(crate::memory::PARAMS)
 }
 
@@ -97,6 +98,8 @@ pub struct Engine {
     pub(crate) creation: comm::create::Scratch,
     /// One-sided communication: the windows.
     pub(crate) osc: crate::osc::Osc,
+    /// Open MPI files.
+    pub(crate) io: crate::io::Files,
 }
 
 struct RteModex<'a>(&'a mut dyn Rte);
@@ -158,6 +161,7 @@ impl Engine {
         Loopback::size(params, &mut s);
         TypeTable::size(params, &mut s);
         crate::objects::Objects::size(params, &mut s);
+        crate::io::Files::size(params, &mut s);
         s.slice::<Loopback>(1).slice::<PeerInfo>(procs as usize);
         crate::coll::CollState::size(params, &mut s);
         s.bytes()
@@ -324,6 +328,7 @@ impl Engine {
         comms.insert(selfc, Some(CommId::SELF))?;
         let types = TypeTable::new(&params, &mut arena)?;
         let objects = crate::objects::Objects::new(&params, &mut arena)?;
+        let io = crate::io::Files::new(&params, &mut arena)?;
         match params.str(&pml::PML_SELECT).trim() {
             "ob1" => mtl = None,
             "cm" | "" => {}
@@ -354,6 +359,7 @@ impl Engine {
             idle: 0,
             moved: false,
             comms_draining: false,
+            io,
         })
     }
 

@@ -72,6 +72,8 @@ pub enum HandlerKind {
     Comm,
     /// `MPI_Win_create_errhandler`.
     Win,
+    /// `MPI_File_create_errhandler`.
+    File,
 }
 
 /// Generations of a handler slot (a handle has room for 10 bits).

@@ -90,6 +90,32 @@ pub enum ErrorClass {
     ProcAborted = 76,
     /// MPI_ERR_VALUE_TOO_LARGE
     ValueTooLarge = 77,
+    /// MPI_ERR_ACCESS
+    Access = 20,
+    /// MPI_ERR_AMODE
+    Amode = 21,
+    /// MPI_ERR_BAD_FILE
+    BadFile = 22,
+    /// MPI_ERR_FILE_EXISTS
+    FileExists = 25,
+    /// MPI_ERR_FILE_IN_USE
+    FileInUse = 26,
+    /// MPI_ERR_FILE
+    File = 27,
+    /// MPI_ERR_IO
+    Io = 32,
+    /// MPI_ERR_NOT_SAME
+    NotSame = 35,
+    /// MPI_ERR_NO_SPACE
+    NoSpace = 36,
+    /// MPI_ERR_NO_SUCH_FILE
+    NoSuchFile = 37,
+    /// MPI_ERR_QUOTA
+    Quota = 39,
+    /// MPI_ERR_READ_ONLY
+    ReadOnly = 40,
+    /// MPI_ERR_UNSUPPORTED_DATAREP
+    UnsupportedDatarep = 43,
 }
 
 impl ErrorClass {
@@ -136,6 +162,19 @@ impl ErrorClass {
             ErrorClass::RmaFlavor => "MPI_ERR_RMA_FLAVOR",
             ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
             ErrorClass::ValueTooLarge => "MPI_ERR_VALUE_TOO_LARGE",
+            ErrorClass::Access => "MPI_ERR_ACCESS",
+            ErrorClass::Amode => "MPI_ERR_AMODE",
+            ErrorClass::BadFile => "MPI_ERR_BAD_FILE",
+            ErrorClass::FileExists => "MPI_ERR_FILE_EXISTS",
+            ErrorClass::FileInUse => "MPI_ERR_FILE_IN_USE",
+            ErrorClass::File => "MPI_ERR_FILE",
+            ErrorClass::Io => "MPI_ERR_IO",
+            ErrorClass::NotSame => "MPI_ERR_NOT_SAME",
+            ErrorClass::NoSpace => "MPI_ERR_NO_SPACE",
+            ErrorClass::NoSuchFile => "MPI_ERR_NO_SUCH_FILE",
+            ErrorClass::Quota => "MPI_ERR_QUOTA",
+            ErrorClass::ReadOnly => "MPI_ERR_READ_ONLY",
+            ErrorClass::UnsupportedDatarep => "MPI_ERR_UNSUPPORTED_DATAREP",
         }
     }
 
@@ -182,6 +221,19 @@ impl ErrorClass {
             ErrorClass::RmaFlavor => "wrong window flavor",
             ErrorClass::ProcAborted => "peer process aborted",
             ErrorClass::ValueTooLarge => "value is too large to store",
+            ErrorClass::Access => "permission denied",
+            ErrorClass::Amode => "invalid file access mode",
+            ErrorClass::BadFile => "invalid file name",
+            ErrorClass::FileExists => "file exists",
+            ErrorClass::FileInUse => "file is in use",
+            ErrorClass::File => "invalid file handle",
+            ErrorClass::Io => "I/O error",
+            ErrorClass::NotSame => "collective arguments differ between processes",
+            ErrorClass::NoSpace => "no space left on the device",
+            ErrorClass::NoSuchFile => "file does not exist",
+            ErrorClass::Quota => "quota exceeded",
+            ErrorClass::ReadOnly => "read-only file or file system",
+            ErrorClass::UnsupportedDatarep => "unsupported data representation",
         }
     }
 
@@ -228,6 +280,19 @@ impl ErrorClass {
             58 => ErrorClass::RmaFlavor,
             76 => ErrorClass::ProcAborted,
             77 => ErrorClass::ValueTooLarge,
+            20 => ErrorClass::Access,
+            21 => ErrorClass::Amode,
+            22 => ErrorClass::BadFile,
+            25 => ErrorClass::FileExists,
+            26 => ErrorClass::FileInUse,
+            27 => ErrorClass::File,
+            32 => ErrorClass::Io,
+            35 => ErrorClass::NotSame,
+            36 => ErrorClass::NoSpace,
+            37 => ErrorClass::NoSuchFile,
+            39 => ErrorClass::Quota,
+            40 => ErrorClass::ReadOnly,
+            43 => ErrorClass::UnsupportedDatarep,
             _ => return None,
         })
     }

@@ -25,6 +25,7 @@ pub mod errhandler;
 pub mod error;
 pub mod group;
 pub mod info;
+pub mod io;
 pub mod list;
 pub mod memory;
 pub mod mtl;

@@ -112,6 +112,12 @@ pub trait Platform: Sync {
         1 << 30
     }
 
+    /// The file system MPI-IO reads and writes through, if the platform has one (the default
+    /// has none: `MPI_File_open` then answers `MPI_ERR_UNSUPPORTED_OPERATION`).
+    fn file_system(&self) -> Option<&'static dyn crate::io::fs::FileSystem> {
+        None
+    }
+
     /// Returns memory from [`Platform::alloc_mem`] (`MPI_Free_mem`).
     ///
     /// # Safety

@@ -3121,6 +3121,44 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Fetch_and_op_f08ts
   end interface
+  interface MPI_File_create_errhandler
+    subroutine MPI_File_create_errhandler_f08(file_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_File_errhandler_function) :: file_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_create_errhandler_f08
+  end interface
+  interface PMPI_File_create_errhandler
+    subroutine PMPI_File_create_errhandler_f08(file_errhandler_fn, errhandler, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_File_errhandler_function) :: file_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_create_errhandler_f08
+  end interface
+  interface MPI_File_delete
+    subroutine MPI_File_delete_f08(filename, info, ierror) bind(C, &
+        name='MPI_File_delete_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_delete_f08
+  end interface
+  interface PMPI_File_delete
+    subroutine PMPI_File_delete_f08(filename, info, ierror) bind(C, &
+        name='PMPI_File_delete_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_delete_f08
+  end interface
   interface MPI_Finalize
     subroutine MPI_Finalize_f08(ierror) bind(C, name='MPI_Finalize_f08')
       import

@@ -4734,7 +4734,7 @@ pub unsafe extern "C" fn PMPI_FETCH_AND_OP(origin_addr: *mut c_void, result_addr
 /// `MPI_FILE_CALL_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_call_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_call_errhandler");
+    *ierror = rt::unsupported("MPI_FILE_CALL_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_call_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -4772,7 +4772,7 @@ pub unsafe extern "C" fn PMPI_FILE_CALL_ERRHANDLER(a0: *mut c_int, a1: *mut c_in
 /// `MPI_FILE_CLOSE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_close<const PMPI: bool>(a0: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_close");
+    *ierror = rt::unsupported("MPI_FILE_CLOSE (Fortran binding: a parameter of type MPI_File*)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_close_(a0: *mut c_int, ierror: *mut c_int) {
@@ -4890,7 +4890,7 @@ pub unsafe extern "C" fn PMPI_FILE_DELETE(filename: *mut c_char, info: *mut c_in
 /// `MPI_FILE_GET_AMODE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_amode<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_amode");
+    *ierror = rt::unsupported("MPI_FILE_GET_AMODE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_amode_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -4928,7 +4928,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_AMODE(a0: *mut c_int, a1: *mut c_int, ier
 /// `MPI_FILE_GET_ATOMICITY` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_atomicity<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_atomicity");
+    *ierror = rt::unsupported("MPI_FILE_GET_ATOMICITY (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -4966,7 +4966,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_ATOMICITY(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_GET_BYTE_OFFSET` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_byte_offset<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_byte_offset");
+    *ierror = rt::unsupported("MPI_FILE_GET_BYTE_OFFSET (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_byte_offset_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -5004,7 +5004,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_BYTE_OFFSET(a0: *mut c_int, a1: *mut c_in
 /// `MPI_FILE_GET_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_errhandler");
+    *ierror = rt::unsupported("MPI_FILE_GET_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5042,7 +5042,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int
 /// `MPI_FILE_GET_GROUP` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_group<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_group");
+    *ierror = rt::unsupported("MPI_FILE_GET_GROUP (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_group_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5080,7 +5080,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_GROUP(a0: *mut c_int, a1: *mut c_int, ier
 /// `MPI_FILE_GET_INFO` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_info<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_info");
+    *ierror = rt::unsupported("MPI_FILE_GET_INFO (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5118,7 +5118,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_INFO(a0: *mut c_int, a1: *mut c_int, ierr
 /// `MPI_FILE_GET_POSITION` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_position<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_position");
+    *ierror = rt::unsupported("MPI_FILE_GET_POSITION (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_position_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5156,7 +5156,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_POSITION(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_GET_POSITION_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_position_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_position_shared");
+    *ierror = rt::unsupported("MPI_FILE_GET_POSITION_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_position_shared_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5194,7 +5194,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_POSITION_SHARED(a0: *mut c_int, a1: *mut 
 /// `MPI_FILE_GET_SIZE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_size<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_size");
+    *ierror = rt::unsupported("MPI_FILE_GET_SIZE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5232,7 +5232,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_SIZE(a0: *mut c_int, a1: *mut c_int, ierr
 /// `MPI_FILE_GET_TYPE_EXTENT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_type_extent<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_type_extent");
+    *ierror = rt::unsupported("MPI_FILE_GET_TYPE_EXTENT (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_type_extent_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -5270,7 +5270,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_TYPE_EXTENT(a0: *mut c_int, a1: *mut c_in
 /// `MPI_FILE_GET_VIEW` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_get_view<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_get_view");
+    *ierror = rt::unsupported("MPI_FILE_GET_VIEW (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_get_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5308,7 +5308,7 @@ pub unsafe extern "C" fn PMPI_FILE_GET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: 
 /// `MPI_FILE_IREAD` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iread<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iread");
+    *ierror = rt::unsupported("MPI_FILE_IREAD (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iread_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5346,7 +5346,7 @@ pub unsafe extern "C" fn PMPI_FILE_IREAD(a0: *mut c_int, a1: *mut c_int, a2: *mu
 /// `MPI_FILE_IREAD_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iread_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iread_all");
+    *ierror = rt::unsupported("MPI_FILE_IREAD_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iread_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5384,7 +5384,7 @@ pub unsafe extern "C" fn PMPI_FILE_IREAD_ALL(a0: *mut c_int, a1: *mut c_int, a2:
 /// `MPI_FILE_IREAD_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iread_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iread_at");
+    *ierror = rt::unsupported("MPI_FILE_IREAD_AT (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iread_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5422,7 +5422,7 @@ pub unsafe extern "C" fn PMPI_FILE_IREAD_AT(a0: *mut c_int, a1: *mut c_int, a2: 
 /// `MPI_FILE_IREAD_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iread_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iread_at_all");
+    *ierror = rt::unsupported("MPI_FILE_IREAD_AT_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iread_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5460,7 +5460,7 @@ pub unsafe extern "C" fn PMPI_FILE_IREAD_AT_ALL(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_IREAD_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iread_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iread_shared");
+    *ierror = rt::unsupported("MPI_FILE_IREAD_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iread_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5498,7 +5498,7 @@ pub unsafe extern "C" fn PMPI_FILE_IREAD_SHARED(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_IWRITE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iwrite<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iwrite");
+    *ierror = rt::unsupported("MPI_FILE_IWRITE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iwrite_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5536,7 +5536,7 @@ pub unsafe extern "C" fn PMPI_FILE_IWRITE(a0: *mut c_int, a1: *mut c_int, a2: *m
 /// `MPI_FILE_IWRITE_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iwrite_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iwrite_all");
+    *ierror = rt::unsupported("MPI_FILE_IWRITE_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iwrite_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5574,7 +5574,7 @@ pub unsafe extern "C" fn PMPI_FILE_IWRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2
 /// `MPI_FILE_IWRITE_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iwrite_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iwrite_at");
+    *ierror = rt::unsupported("MPI_FILE_IWRITE_AT (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iwrite_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5612,7 +5612,7 @@ pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT(a0: *mut c_int, a1: *mut c_int, a2:
 /// `MPI_FILE_IWRITE_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iwrite_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iwrite_at_all");
+    *ierror = rt::unsupported("MPI_FILE_IWRITE_AT_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iwrite_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5650,7 +5650,7 @@ pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_IWRITE_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_iwrite_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_iwrite_shared");
+    *ierror = rt::unsupported("MPI_FILE_IWRITE_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_iwrite_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5688,7 +5688,7 @@ pub unsafe extern "C" fn PMPI_FILE_IWRITE_SHARED(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_OPEN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_open<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_open");
+    *ierror = rt::unsupported("MPI_FILE_OPEN (Fortran binding: a parameter of type MPI_File*)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_open_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5726,7 +5726,7 @@ pub unsafe extern "C" fn PMPI_FILE_OPEN(a0: *mut c_int, a1: *mut c_int, a2: *mut
 /// `MPI_FILE_PREALLOCATE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_preallocate<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_preallocate");
+    *ierror = rt::unsupported("MPI_FILE_PREALLOCATE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_preallocate_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -5764,7 +5764,7 @@ pub unsafe extern "C" fn PMPI_FILE_PREALLOCATE(a0: *mut c_int, a1: *mut c_int, i
 /// `MPI_FILE_READ` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read");
+    *ierror = rt::unsupported("MPI_FILE_READ (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5802,7 +5802,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ(a0: *mut c_int, a1: *mut c_int, a2: *mut
 /// `MPI_FILE_READ_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_all");
+    *ierror = rt::unsupported("MPI_FILE_READ_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -5840,7 +5840,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ALL(a0: *mut c_int, a1: *mut c_int, a2: 
 /// `MPI_FILE_READ_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_all_begin");
+    *ierror = rt::unsupported("MPI_FILE_READ_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
@@ -5878,7 +5878,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int
 /// `MPI_FILE_READ_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_all_end");
+    *ierror = rt::unsupported("MPI_FILE_READ_ALL_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -5916,7 +5916,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ALL_END(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_READ_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_at");
+    *ierror = rt::unsupported("MPI_FILE_READ_AT (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5954,7 +5954,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_AT(a0: *mut c_int, a1: *mut c_int, a2: *
 /// `MPI_FILE_READ_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_at_all");
+    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -5992,7 +5992,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL(a0: *mut c_int, a1: *mut c_int, a
 /// `MPI_FILE_READ_AT_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_at_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_at_all_begin");
+    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6030,7 +6030,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c_
 /// `MPI_FILE_READ_AT_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_at_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_at_all_end");
+    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6068,7 +6068,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_END(a0: *mut c_int, a1: *mut c_in
 /// `MPI_FILE_READ_ORDERED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_ordered<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_ordered");
+    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6106,7 +6106,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_READ_ORDERED_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_ordered_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_ordered_begin");
+    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
@@ -6144,7 +6144,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_BEGIN(a0: *mut c_int, a1: *mut c
 /// `MPI_FILE_READ_ORDERED_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_ordered_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_ordered_end");
+    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6182,7 +6182,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_END(a0: *mut c_int, a1: *mut c_i
 /// `MPI_FILE_READ_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_read_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_read_shared");
+    *ierror = rt::unsupported("MPI_FILE_READ_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_read_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6220,7 +6220,7 @@ pub unsafe extern "C" fn PMPI_FILE_READ_SHARED(a0: *mut c_int, a1: *mut c_int, a
 /// `MPI_FILE_SEEK` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_seek<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_seek");
+    *ierror = rt::unsupported("MPI_FILE_SEEK (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_seek_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6258,7 +6258,7 @@ pub unsafe extern "C" fn PMPI_FILE_SEEK(a0: *mut c_int, a1: *mut c_int, a2: *mut
 /// `MPI_FILE_SEEK_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_seek_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_seek_shared");
+    *ierror = rt::unsupported("MPI_FILE_SEEK_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_seek_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6296,7 +6296,7 @@ pub unsafe extern "C" fn PMPI_FILE_SEEK_SHARED(a0: *mut c_int, a1: *mut c_int, a
 /// `MPI_FILE_SET_ATOMICITY` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_set_atomicity<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_set_atomicity");
+    *ierror = rt::unsupported("MPI_FILE_SET_ATOMICITY (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_set_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -6334,7 +6334,7 @@ pub unsafe extern "C" fn PMPI_FILE_SET_ATOMICITY(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_SET_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_set_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_set_errhandler");
+    *ierror = rt::unsupported("MPI_FILE_SET_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_set_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -6372,7 +6372,7 @@ pub unsafe extern "C" fn PMPI_FILE_SET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int
 /// `MPI_FILE_SET_INFO` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_set_info<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_set_info");
+    *ierror = rt::unsupported("MPI_FILE_SET_INFO (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_set_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -6410,7 +6410,7 @@ pub unsafe extern "C" fn PMPI_FILE_SET_INFO(a0: *mut c_int, a1: *mut c_int, ierr
 /// `MPI_FILE_SET_SIZE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_set_size<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_set_size");
+    *ierror = rt::unsupported("MPI_FILE_SET_SIZE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_set_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
@@ -6448,7 +6448,7 @@ pub unsafe extern "C" fn PMPI_FILE_SET_SIZE(a0: *mut c_int, a1: *mut c_int, ierr
 /// `MPI_FILE_SET_VIEW` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_set_view<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_set_view");
+    *ierror = rt::unsupported("MPI_FILE_SET_VIEW (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_set_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -6486,7 +6486,7 @@ pub unsafe extern "C" fn PMPI_FILE_SET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: 
 /// `MPI_FILE_SYNC` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_sync<const PMPI: bool>(a0: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_sync");
+    *ierror = rt::unsupported("MPI_FILE_SYNC (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_sync_(a0: *mut c_int, ierror: *mut c_int) {
@@ -6524,7 +6524,7 @@ pub unsafe extern "C" fn PMPI_FILE_SYNC(a0: *mut c_int, ierror: *mut c_int) {
 /// `MPI_FILE_WRITE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write");
+    *ierror = rt::unsupported("MPI_FILE_WRITE (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6562,7 +6562,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE(a0: *mut c_int, a1: *mut c_int, a2: *mu
 /// `MPI_FILE_WRITE_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_all");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6600,7 +6600,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2:
 /// `MPI_FILE_WRITE_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_all_begin");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
@@ -6638,7 +6638,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_BEGIN(a0: *mut c_int, a1: *mut c_in
 /// `MPI_FILE_WRITE_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_all_end");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6676,7 +6676,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_END(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_WRITE_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_at");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_AT (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -6714,7 +6714,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_AT(a0: *mut c_int, a1: *mut c_int, a2: 
 /// `MPI_FILE_WRITE_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_at_all");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
@@ -6752,7 +6752,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int, 
 /// `MPI_FILE_WRITE_AT_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_at_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_at_all_begin");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6790,7 +6790,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c
 /// `MPI_FILE_WRITE_AT_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_at_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_at_all_end");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6828,7 +6828,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_END(a0: *mut c_int, a1: *mut c_i
 /// `MPI_FILE_WRITE_ORDERED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_ordered<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_ordered");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
@@ -6866,7 +6866,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED(a0: *mut c_int, a1: *mut c_int,
 /// `MPI_FILE_WRITE_ORDERED_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_ordered_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_ordered_begin");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED_BEGIN (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
@@ -6904,7 +6904,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_BEGIN(a0: *mut c_int, a1: *mut 
 /// `MPI_FILE_WRITE_ORDERED_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_ordered_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_ordered_end");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED_END (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
@@ -6942,7 +6942,7 @@ pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_END(a0: *mut c_int, a1: *mut c_
 /// `MPI_FILE_WRITE_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_file_write_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_File_write_shared");
+    *ierror = rt::unsupported("MPI_FILE_WRITE_SHARED (Fortran binding: a parameter of type MPI_File)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_file_write_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {

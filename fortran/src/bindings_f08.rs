@@ -206,6 +206,10 @@ mod c {
         pub fn PMPI_Exscan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_File_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_delete(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn PMPI_File_delete(a0: *mut c_void, a1: c_int) -> c_int;
         pub fn MPI_Finalize() -> c_int;
         pub fn PMPI_Finalize() -> c_int;
         pub fn MPI_Finalized(a0: *mut c_void) -> c_int;
@@ -2416,6 +2420,39 @@ pub unsafe extern "C" fn MPI_Fetch_and_op_f08ts(origin_addr: *const f08::Cdesc, 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op_f08ts(origin_addr: *const f08::Cdesc, result_addr: *const f08::Cdesc, datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
     f08_fetch_and_op::<true>(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, ierror)
+}
+
+/// `MPI_File_create_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_create_errhandler<const PMPI: bool>(file_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_create_errhandler(file_errhandler_fn as *mut c_void, errhandler.cast()) } else { c::MPI_File_create_errhandler(file_errhandler_fn as *mut c_void, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_file_create_errhandler_f08_(file_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_create_errhandler::<false>(file_errhandler_fn, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_file_create_errhandler_f08_(file_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_create_errhandler::<true>(file_errhandler_fn, errhandler, ierror)
+}
+
+/// `MPI_File_delete` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_delete<const PMPI: bool>(filename: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    let (filename_s, filename_len) = f08::string(filename);
+    let mut filename_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(filename_s, filename_len, &mut filename_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_File_delete")); }
+    let rc = if PMPI { c::PMPI_File_delete(filename_c.as_mut_ptr().cast(), *info) } else { c::MPI_File_delete(filename_c.as_mut_ptr().cast(), *info) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_delete_f08(filename: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_delete::<false>(filename, info, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_delete_f08(filename: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_delete::<true>(filename, info, ierror)
 }
 
 /// `MPI_Finalize` of `mpi_f08` (`PMPI` chooses the profiling C function).

@@ -17,6 +17,10 @@
 
 pub mod btl;
 pub mod env;
+/// The POSIX file system for MPI-IO: the same source as the Linux shim's (the node build's file
+/// calls are POSIX on the Linux stand-in; a vendor's node runtime forwards them to I/O nodes).
+#[path = "../../shim-linux/src/fs.rs"]
+pub mod fs;
 pub mod init;
 pub mod log;
 pub mod mtl;

@@ -272,6 +272,10 @@ impl Platform for LwkPlatform {
         // SAFETY: the caller's contract: `ptr` came from `alloc_mem`.
         unsafe { libc::free(ptr.cast()) }
     }
+
+    fn file_system(&self) -> Option<&'static dyn stormpi_core::io::fs::FileSystem> {
+        Some(&crate::fs::POSIX_FS)
+    }
 }
 
 /// Writes one line to standard error (no buffering: a node may die right after).

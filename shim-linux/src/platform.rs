@@ -282,4 +282,8 @@ impl Platform for LinuxPlatform {
         // SAFETY: the caller's contract: `ptr` came from `alloc_mem`, i.e. from malloc.
         unsafe { libc::free(ptr.cast()) }
     }
+
+    fn file_system(&self) -> Option<&'static dyn stormpi_core::io::fs::FileSystem> {
+        Some(&crate::fs::POSIX_FS)
+    }
 }

@@ -74,6 +74,12 @@ c_tests! {
     persistent_coll,
     neighbor_nb,
     isendrecv,
+    // issue 20: MPI-IO
+    io_basic,
+    io_view,
+    io_shared,
+    io_errors,
+    io_external32,
 }
 
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),

@@ -66,6 +66,12 @@ lwk_c_tests! {
     topo,
     coll,
     attrs_info,
+    // MPI-IO through the node platform's POSIX calls (files are allowed by the sandbox)
+    io_basic,
+    io_view,
+    io_shared,
+    io_errors,
+    io_external32,
 }
 
 #[test]

@@ -274,20 +274,20 @@ pub extern "C" fn PMPI_Address(location: *const c_void, address: *mut abi::MPI_A
 pub extern "C" fn MPI_Address(location: *const c_void, address: *mut abi::MPI_Aint) -> c_int {
     PMPI_Get_address(location, address)
 }
-/// `MPI_File_c2f`: there are no files yet, so every file is `MPI_FILE_NULL` (0).
+/// `MPI_File_c2f`: a file handle's bits are its Fortran integer (`MPI_FILE_NULL` is 0).
 #[no_mangle]
-pub extern "C" fn PMPI_File_c2f(_file: *mut c_void) -> abi::MPI_Fint {
-    0
+pub extern "C" fn PMPI_File_c2f(file: *mut c_void) -> abi::MPI_Fint {
+    super::file::c2f(file.cast())
 }
 /// `MPI_File_c2f`.
 #[no_mangle]
 pub extern "C" fn MPI_File_c2f(file: *mut c_void) -> abi::MPI_Fint {
     PMPI_File_c2f(file)
 }
-/// `MPI_File_f2c`: `MPI_FILE_NULL`.
+/// `MPI_File_f2c`: the handle whose bits are `file`.
 #[no_mangle]
-pub extern "C" fn PMPI_File_f2c(_file: abi::MPI_Fint) -> *mut c_void {
-    core::ptr::null_mut()
+pub extern "C" fn PMPI_File_f2c(file: abi::MPI_Fint) -> *mut c_void {
+    super::file::f2c(file).cast()
 }
 /// `MPI_File_f2c`.
 #[no_mangle]

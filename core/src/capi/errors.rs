@@ -275,16 +275,16 @@ super::mpi! {
 
 // ---- error handlers -------------------------------------------------------------------------
 
-const ERRH_DIRECT: c_int =
+pub(super) const ERRH_DIRECT: c_int =
     abi::make_handle(abi::HandleKind::Direct, abi::ObjectKind::Errhandler, 0);
 
 /// What an error-handler handle names.
-enum Handler {
+pub(super) enum Handler {
     Predefined(ErrHandler),
     User(ErrhId),
 }
 
-fn handler(h: abi::MPI_Errhandler) -> Result<Handler> {
+pub(super) fn handler(h: abi::MPI_Errhandler) -> Result<Handler> {
     Ok(match h {
         abi::MPI_ERRORS_ARE_FATAL => Handler::Predefined(ErrHandler::Fatal),
         abi::MPI_ERRORS_RETURN => Handler::Predefined(ErrHandler::Return),
@@ -334,10 +334,13 @@ unsafe fn create_errhandler(
             return Err(Error::bad_arg("errhandler is NULL"));
         }
         let comms = &e.p2p.comms;
-        let id = e
-            .objects
-            .errh
-            .create(HandlerKind::Comm, f, |i| handler_in_use(comms, i))?;
+        let files = &e.io;
+        let osc = &e.osc;
+        let id = e.objects.errh.create(HandlerKind::Comm, f, |i| {
+            handler_in_use(comms, i)
+                || files.uses_handler(i)
+                || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
+        })?;
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
         unsafe {
             out(
@@ -445,10 +448,12 @@ super::mpi! {
             Ok(Handler::User(id)) => run("MPI_Errhandler_free", None, |e| {
                 let comms = &e.p2p.comms;
                 let osc = &e.osc;
+                let files = &e.io;
                 let kind = e.objects.errh.kind_of(id.index).unwrap_or(HandlerKind::Comm);
                 e.objects.errh.release(id, kind, |i| {
                     handler_in_use(comms, i)
                         || osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
+                        || files.uses_handler(i)
                 })
             }),
             Err(err) => Err(report("MPI_Errhandler_free", None, err)),

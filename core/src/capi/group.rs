@@ -91,7 +91,7 @@ pub(super) fn comm_group_out(
     give(e, g, newgroup)
 }
 
-fn give(e: &mut Engine, g: Group, newgroup: *mut abi::MPI_Group) -> Result<()> {
+pub(super) fn give(e: &mut Engine, g: Group, newgroup: *mut abi::MPI_Group) -> Result<()> {
     // Shapes get a stored entry so that the handle can name them.
     let h = match g {
         Group::Listed { .. } | Group::Empty => g,

@@ -25,6 +25,7 @@ mod comm;
 mod datatype;
 mod env;
 mod errors;
+mod file;
 mod fstatus;
 mod group;
 mod handles;

@@ -611,11 +611,12 @@ super::mpi! {
             if errhandler.is_null() {
                 return Err(Error::bad_arg("errhandler is NULL"));
             }
-            let Engine { objects, osc, p2p, .. } = e;
+            let Engine { objects, osc, p2p, io, .. } = e;
             let comms = &p2p.comms;
             let id = objects.errh.create(HandlerKind::Win, f, |i| {
                 osc.iter().any(|w| w.errhandler == ErrHandler::User(i))
                     || errors::handler_in_use(comms, i)
+                    || io.uses_handler(i)
             })?;
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Errhandler.
             unsafe { out(errhandler, errors::errh_handle(id)) }

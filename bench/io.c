@@ -1,0 +1,93 @@
+/* MPI-IO bandwidth: collective write and read of contiguous blocks (rank r owns bytes
+ * [r*B, (r+1)*B) of the file, MPI_File_write_at_all/read_at_all) and of a strided view
+ * (blocks of S bytes dealt round-robin to the ranks, a resized vector filetype, write_all/
+ * read_all). Prints one line per pattern: "NAME MB/s" (the whole job's bytes over the slowest
+ * rank's time, best of R repetitions).
+ *
+ * usage: io DIR [-b BYTES_PER_RANK] [-s STRIDE_BLOCK] [-r REPS] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static double best(double t, double b) { return (b == 0 || t < b) ? t : b; }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *dir = argc > 1 ? argv[1] : "/tmp";
+    long bytes = 16L << 20, block = 65536;
+    int reps = 3;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-b")) bytes = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-s")) block = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+    }
+    bytes = bytes / block * block;
+    char path[512];
+    snprintf(path, sizeof path, "%s/stormpi-bench-io-%d", dir, 0);
+    if (rank == 0) {
+        char p2[512];
+        snprintf(p2, sizeof p2, "%s/stormpi-bench-io-%ld", dir, (long)getpid());
+        strcpy(path, p2);
+    }
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    char *buf = malloc(bytes);
+    for (long i = 0; i < bytes; i++)
+        buf[i] = (char)(i * 7 + rank);
+    MPI_File fh;
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh);
+    MPI_Datatype vec, ft;
+    MPI_Type_vector((int)(bytes / block), (int)block, (int)(block * size), MPI_BYTE, &vec);
+    MPI_Type_create_resized(vec, 0, (MPI_Aint)bytes * size, &ft);
+    MPI_Type_commit(&ft);
+    double tw = 0, tr = 0, sw = 0, sr = 0;
+    for (int r = 0; r < reps; r++) {
+        double t;
+        MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        MPI_File_write_at_all(fh, (MPI_Offset)rank * bytes, buf, (int)bytes, MPI_BYTE, MPI_STATUS_IGNORE);
+        t = MPI_Wtime() - t;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        tw = best(t, tw);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        MPI_File_read_at_all(fh, (MPI_Offset)rank * bytes, buf, (int)bytes, MPI_BYTE, MPI_STATUS_IGNORE);
+        t = MPI_Wtime() - t;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        tr = best(t, tr);
+
+        MPI_File_set_view(fh, (MPI_Offset)rank * block, MPI_BYTE, ft, "native", MPI_INFO_NULL);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        MPI_File_write_all(fh, buf, (int)bytes, MPI_BYTE, MPI_STATUS_IGNORE);
+        t = MPI_Wtime() - t;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sw = best(t, sw);
+        MPI_File_seek(fh, 0, MPI_SEEK_SET);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        MPI_File_read_all(fh, buf, (int)bytes, MPI_BYTE, MPI_STATUS_IGNORE);
+        t = MPI_Wtime() - t;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sr = best(t, sr);
+    }
+    double mb = (double)bytes * size / 1e6;
+    if (rank == 0) {
+        printf("contig_write_all %.1f\n", mb / tw);
+        printf("contig_read_all %.1f\n", mb / tr);
+        printf("strided_write_all %.1f\n", mb / sw);
+        printf("strided_read_all %.1f\n", mb / sr);
+    }
+    MPI_File_close(&fh);
+    MPI_Type_free(&vec);
+    MPI_Type_free(&ft);
+    free(buf);
+    MPI_Finalize();
+    return 0;
+}

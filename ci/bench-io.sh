@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench-io.sh - MPI-IO bandwidth of stormpi against Open MPI (OMPIO) and MPICH (ROMIO), measured
+# on this machine in one invocation, reported as MB/s with stormpi's ratio to the best of the two.
+#
+# usage: ci/bench-io.sh [-n RANKS] [--dir DIR] [--bytes BYTES_PER_RANK] [--block S] [--reps R]
+#   -n          ranks (default 4; oversubscribed where the machine has fewer cores)
+#   --dir       where the file goes (default /dev/shm, a tmpfs; give a disk directory too)
+#   --bytes     bytes per rank (default 16 MiB), --block the strided view's block (default 64 KiB)
+# bench/io.c is built with stormcc (target/release or PATH), mpicc.openmpi and mpicc.mpich; a
+# library whose tools are missing is left out. Each library runs R times interleaved; best kept.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+np=4; dir=/dev/shm; bytes=$((16 << 20)); block=65536; reps=3
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -n) shift; np=$1 ;;
+        --dir) shift; dir=$1 ;;
+        --bytes) shift; bytes=$1 ;;
+        --block) shift; block=$1 ;;
+        --reps) shift; reps=$1 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) echo "bench-io.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
+work=$(mktemp -d /tmp/stormpi-bench-io.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+src="$root/bench/io.c"
+stormcc=${STORMCC:-$root/target/release/stormcc}; [ -x "$stormcc" ] || stormcc=$(command -v stormcc || true)
+stormrun=${STORMRUN:-$root/target/release/stormrun}; [ -x "$stormrun" ] || stormrun=$(command -v stormrun || true)
+impls=()
+[ -n "$stormcc" ] && "$stormcc" -O2 -o "$work/io-stormpi" "$src" && impls+=(stormpi)
+command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$work/io-openmpi" "$src" && impls+=(openmpi)
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$work/io-mpich" "$src" && impls+=(mpich)
+args=("$dir" -b "$bytes" -s "$block" -r 1)
+for r in $(seq "$reps"); do
+    for i in "${impls[@]}"; do
+        case $i in
+            stormpi) timeout 600 "$stormrun" -n "$np" --oversubscribe "$work/io-stormpi" "${args[@]}" ;;
+            openmpi) timeout 600 mpirun.openmpi -n "$np" --oversubscribe "$work/io-openmpi" "${args[@]}" ;;
+            mpich) timeout 600 mpiexec.mpich -n "$np" "$work/io-mpich" "${args[@]}" ;;
+        esac >>"$work/$i.out" 2>>"$work/$i.err" || echo "bench-io.sh: $i failed (see its stderr)" >&2
+    done
+done
+printf "MPI-IO, %d ranks, %d bytes per rank, strided block %d, file in %s (MB/s, best of %d)\n" "$np" "$bytes" "$block" "$dir" "$reps"
+printf "%-20s %10s %10s %10s %8s\n" pattern stormpi openmpi mpich ratio
+for pat in contig_write_all contig_read_all strided_write_all strided_read_all; do
+    vals=()
+    for i in stormpi openmpi mpich; do
+        v=$(awk -v p="$pat" '$1==p && $2>m {m=$2} END {if (m) print m; else print "-"}' "$work/$i.out" 2>/dev/null || echo -)
+        vals+=("${v:--}")
+    done
+    ratio=$(awk -v s="${vals[0]}" -v o="${vals[1]}" -v m="${vals[2]}" 'BEGIN {b=o+0; if (m+0>b) b=m+0; if (s+0>0 && b>0) printf "%.2f", s/b; else print "-"}')
+    printf "%-20s %10s %10s %10s %8s\n" "$pat" "${vals[@]}" "$ratio"
+done
