@@ -966,16 +966,17 @@ mod f90_tests {
     }
 }
 
-/// An array of `MPI_Count`s narrowed to `int`s for the type table's array constructors, in
-/// temporary memory given back on drop. The table keeps layouts in 64 bits (sizes, extents,
-/// displacements, the counts of its nodes) and its scalar counts too; its array arguments are
-/// `int`s, so an entry of a `_c` constructor's array beyond `int` is `MPI_ERR_COUNT`.
-struct Narrowed {
-    p: *mut i32,
+/// An array of `MPI_Count`s narrowed to `int`s (or to addresses, `isize`) for the type table's
+/// array constructors, in temporary memory given back on drop. The table keeps layouts in 64
+/// bits (sizes, extents, displacements, the counts of its nodes) and its scalar counts too; its
+/// array arguments are `int`s, so an entry of a `_c` constructor's array beyond `int` is
+/// `MPI_ERR_COUNT` (a displacement beyond the address space too, on a 32-bit target).
+struct Narrowed<T: Copy = i32> {
+    p: *mut T,
     n: usize,
 }
 
-impl Narrowed {
+impl<T: Copy + TryFrom<i64>> Narrowed<T> {
     /// Narrows `n` values at `p`.
     ///
     /// # Safety
@@ -984,7 +985,7 @@ impl Narrowed {
         p: *const abi::MPI_Count,
         n: abi::MPI_Count,
         what: &'static str,
-    ) -> Result<Narrowed> {
+    ) -> Result<Narrowed<T>> {
         let n = usize::try_from(n)
             .map_err(|_| Error::new(ErrorClass::Count, Reason::NegativeCount { count: n }))?;
         if n == 0 {
@@ -997,7 +998,7 @@ impl Narrowed {
             return Err(Error::bad_arg(what));
         }
         let bytes = n
-            .checked_mul(size_of::<i32>())
+            .checked_mul(size_of::<T>())
             .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
         let q = super::state::hooks()
             .and_then(|h| (h.temp_alloc)(bytes))
@@ -1007,14 +1008,14 @@ impl Narrowed {
                     what: "no temporary memory for a datatype constructor's arguments",
                 },
             ))?
-            .cast::<i32>();
+            .cast::<T>();
         let out = Narrowed { p: q, n };
         for i in 0..n {
-            // SAFETY: the caller's contract for `p`; `q` holds `n` ints (the allocation is
+            // SAFETY: the caller's contract for `p`; `q` holds `n` values (the allocation is
             // aligned for any scalar).
             unsafe {
                 let v = *p.add(i);
-                let v = i32::try_from(v).map_err(|_| {
+                let v = T::try_from(v).map_err(|_| {
                     Error::new(ErrorClass::Count, Reason::BadArgument { what: "an array entry of a large-count datatype constructor beyond 2^31 - 1 (not supported yet)" })
                 })?;
                 q.add(i).write(v);
@@ -1023,17 +1024,17 @@ impl Narrowed {
         Ok(out)
     }
 
-    fn get(&self) -> &[i32] {
-        // SAFETY: `p` holds `n` initialised ints (or is dangling with `n` 0).
+    fn get(&self) -> &[T] {
+        // SAFETY: `p` holds `n` initialised values (or is dangling with `n` 0).
         unsafe { core::slice::from_raw_parts(self.p, self.n) }
     }
 }
 
-impl Drop for Narrowed {
+impl<T: Copy> Drop for Narrowed<T> {
     fn drop(&mut self) {
         if self.n > 0 {
             if let Some(h) = super::state::hooks() {
-                (h.temp_free)(self.p.cast(), self.n * size_of::<i32>());
+                (h.temp_free)(self.p.cast(), self.n * size_of::<T>());
             }
         }
     }
@@ -1095,10 +1096,9 @@ super::mpi! {
     fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: abi::MPI_Count, blocklens: *const abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
         construct("MPI_Type_create_hindexed_c", newtype, |e| {
             let old = datatype(oldtype)?;
-            // SAFETY: MPI requires both arrays to hold `count` values; `MPI_Count` displacements
-            // are address-sized here (checked at compile time above).
-            let (b, d) = unsafe { (Narrowed::new(blocklens, count, "blocklengths is NULL")?, addrs(displs, blocks(count)?, "displacements is NULL")?) };
-            e.types_mut().indexed(b.get(), None, Some(d), old)
+            // SAFETY: MPI requires both arrays to hold `count` values.
+            let (b, d): (Narrowed, Narrowed<isize>) = unsafe { (Narrowed::new(blocklens, count, "blocklengths is NULL")?, Narrowed::new(displs, count, "displacements is NULL")?) };
+            e.types_mut().indexed(b.get(), None, Some(d.get()), old)
         })
     }
 
@@ -1114,9 +1114,9 @@ super::mpi! {
     fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: abi::MPI_Count, blocklength: abi::MPI_Count, displs: *const abi::MPI_Count, oldtype: abi::MPI_Datatype, newtype: *mut abi::MPI_Datatype) {
         construct("MPI_Type_create_hindexed_block_c", newtype, |e| {
             let old = datatype(oldtype)?;
-            // SAFETY: MPI requires the array to hold `count` values (address-sized).
-            let d = unsafe { addrs(displs, blocks(count)?, "displacements is NULL")? };
-            e.types_mut().indexed_block(blocklength, None, Some(d), old)
+            // SAFETY: MPI requires the array to hold `count` values.
+            let d: Narrowed<isize> = unsafe { Narrowed::new(displs, count, "displacements is NULL")? };
+            e.types_mut().indexed_block(blocklength, None, Some(d.get()), old)
         })
     }
 
@@ -1130,7 +1130,13 @@ super::mpi! {
             Ok(b) => b,
             Err(e) => return super::errors::report("MPI_Type_create_struct_c", None, e),
         };
-        create_struct("MPI_Type_create_struct_c", n, b.get().as_ptr(), displs, types, newtype)
+        // SAFETY: MPI requires the array to hold `count` values.
+        let d: Narrowed<isize> = match unsafe { Narrowed::new(displs, count, "displacements is NULL") } {
+            Ok(d) => d,
+            Err(e) => return super::errors::report("MPI_Type_create_struct_c", None, e),
+        };
+        // `isize` and `MPI_Aint` have one size (checked at compile time above).
+        create_struct("MPI_Type_create_struct_c", n, b.get().as_ptr(), d.get().as_ptr().cast(), types, newtype)
     }
 
     fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: abi::MPI_Datatype, lb: abi::MPI_Count, extent: abi::MPI_Count, newtype: *mut abi::MPI_Datatype) {
