@@ -37,4 +37,5 @@ rma_tests! {
     rma_pscw,
     rma_accumulate,
     rma_dynamic,
+    rma_large_count,
 }

@@ -24,7 +24,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Accumulate_c / PMPI_Accumulate_c,
     MPI_Close_port / PMPI_Close_port,
     MPI_Comm_accept / PMPI_Comm_accept,
     MPI_Comm_connect / PMPI_Comm_connect,
@@ -62,8 +61,6 @@ unsupported! {
     MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c,
     MPI_File_write_ordered_c / PMPI_File_write_ordered_c,
     MPI_File_write_shared_c / PMPI_File_write_shared_c,
-    MPI_Get_accumulate_c / PMPI_Get_accumulate_c,
-    MPI_Get_c / PMPI_Get_c,
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset,
     MPI_Lookup_name / PMPI_Lookup_name,
     MPI_Open_port / PMPI_Open_port,
@@ -74,13 +71,8 @@ unsupported! {
     MPI_Precv_init / PMPI_Precv_init,
     MPI_Psend_init / PMPI_Psend_init,
     MPI_Publish_name / PMPI_Publish_name,
-    MPI_Put_c / PMPI_Put_c,
-    MPI_Raccumulate_c / PMPI_Raccumulate_c,
     MPI_Register_datarep / PMPI_Register_datarep,
     MPI_Register_datarep_c / PMPI_Register_datarep_c,
-    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c,
-    MPI_Rget_c / PMPI_Rget_c,
-    MPI_Rput_c / PMPI_Rput_c,
     MPI_Session_call_errhandler / PMPI_Session_call_errhandler,
     MPI_Session_create_errhandler / PMPI_Session_create_errhandler,
     MPI_Session_finalize / PMPI_Session_finalize,
@@ -143,10 +135,8 @@ unsupported! {
     MPI_T_source_get_num / PMPI_T_source_get_num,
     MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp,
     MPI_Unpublish_name / PMPI_Unpublish_name,
-    MPI_Win_allocate_c / PMPI_Win_allocate_c,
     MPI_Win_allocate_shared / PMPI_Win_allocate_shared,
     MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c,
-    MPI_Win_create_c / PMPI_Win_create_c,
     MPI_Win_shared_query / PMPI_Win_shared_query,
     MPI_Win_shared_query_c / PMPI_Win_shared_query_c,
 }

@@ -123,7 +123,7 @@ unsafe fn create(
     comm: abi::MPI_Comm,
     info: abi::MPI_Info,
     memory: WinMemory,
-    unit: c_int,
+    unit: abi::MPI_Aint,
     win: *mut abi::MPI_Win,
     baseptr: *mut *mut c_void,
 ) -> c_int {
@@ -131,19 +131,19 @@ unsafe fn create(
         if win.is_null() {
             return Err(Error::bad_arg("win is NULL"));
         }
-        if unit <= 0 {
+        let Some(unit) = u32::try_from(unit).ok().filter(|&u| u > 0) else {
             return Err(Error::new(
                 ErrorClass::Disp,
                 Reason::BadArgument {
-                    what: "the displacement unit must be positive",
+                    what: "the displacement unit must be positive (and below 2^32)",
                 },
             ));
-        }
+        };
         let hints = super::info::info_or_null(info)?;
         if let Some(i) = hints {
             cx.e().objects.infos.check(i)?;
         }
-        let (id, base) = osc::create(cx, c, memory, unit as u32)?;
+        let (id, base) = osc::create(cx, c, memory, unit)?;
         let kept = match hints {
             Some(i) => cx.e().objects.infos.dup(i).ok(),
             None => None,
@@ -161,7 +161,12 @@ unsafe fn create(
 }
 
 /// An origin buffer argument.
-fn buffer(e: &Engine, addr: *const c_void, count: c_int, dt: abi::MPI_Datatype) -> Result<Buffer> {
+fn buffer(
+    e: &Engine,
+    addr: *const c_void,
+    count: impl Into<abi::MPI_Count>,
+    dt: abi::MPI_Datatype,
+) -> Result<Buffer> {
     let (ty, count) = handles::typed(e.types(), addr, count, dt)?;
     Ok(Buffer {
         addr: addr as *mut u8,
@@ -174,9 +179,10 @@ fn target(
     e: &Engine,
     rank: c_int,
     disp: abi::MPI_Aint,
-    count: c_int,
+    count: impl Into<abi::MPI_Count>,
     dt: abi::MPI_Datatype,
 ) -> Result<Target> {
+    let count: abi::MPI_Count = count.into();
     let (ty, count) = handles::typed(e.types(), core::ptr::null(), count, dt).or_else(|err| {
         // A null target address is fine: the target's memory is not ours.
         if err.class == ErrorClass::Buffer {
@@ -290,6 +296,98 @@ pub(crate) fn builtin_attr(win: abi::MPI_Win, keyval: c_int) -> Option<Result<*m
     Some(r)
 }
 
+/// `MPI_Put`/`MPI_Get` and their request and large-count forms (`get`: which).
+fn put_get(
+    func: &'static str,
+    get: bool,
+    origin_addr: *const c_void,
+    origin_count: abi::MPI_Count,
+    origin_datatype: abi::MPI_Datatype,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: abi::MPI_Count,
+    target_datatype: abi::MPI_Datatype,
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+) -> c_int {
+    rma(func, win, request, |e| {
+        let origin = buffer(e, origin_addr, origin_count, origin_datatype)?;
+        let op = if get {
+            RmaOp::Get { origin }
+        } else {
+            RmaOp::Put { origin }
+        };
+        Ok((
+            op,
+            target(e, target_rank, target_disp, target_count, target_datatype)?,
+        ))
+    })
+}
+
+/// `MPI_Accumulate` and its request and large-count forms.
+fn accumulate(
+    func: &'static str,
+    origin_addr: *const c_void,
+    origin_count: abi::MPI_Count,
+    origin_datatype: abi::MPI_Datatype,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: abi::MPI_Count,
+    target_datatype: abi::MPI_Datatype,
+    op: abi::MPI_Op,
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+) -> c_int {
+    rma(func, win, request, |e| {
+        Ok((
+            RmaOp::Acc {
+                origin: buffer(e, origin_addr, origin_count, origin_datatype)?,
+                op: acc_op(op)?,
+            },
+            target(e, target_rank, target_disp, target_count, target_datatype)?,
+        ))
+    })
+}
+
+/// `MPI_Get_accumulate` and its request and large-count forms.
+fn get_accumulate(
+    func: &'static str,
+    origin_addr: *const c_void,
+    origin_count: abi::MPI_Count,
+    origin_datatype: abi::MPI_Datatype,
+    result_addr: *mut c_void,
+    result_count: abi::MPI_Count,
+    result_datatype: abi::MPI_Datatype,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: abi::MPI_Count,
+    target_datatype: abi::MPI_Datatype,
+    op: abi::MPI_Op,
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+) -> c_int {
+    rma(func, win, request, |e| {
+        let op = acc_op(op)?;
+        let origin = if op == Op::NoOp {
+            Buffer {
+                addr: core::ptr::null_mut(),
+                count: 0,
+                ty: crate::datatype::Datatype::BYTE,
+            }
+        } else {
+            buffer(e, origin_addr, origin_count, origin_datatype)?
+        };
+        Ok((
+            RmaOp::GetAcc {
+                origin,
+                result: buffer(e, result_addr, result_count, result_datatype)?,
+                op,
+            },
+            target(e, target_rank, target_disp, target_count, target_datatype)?,
+        ))
+    })
+}
+
 super::mpi! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: abi::MPI_Aint, disp_unit: c_int, info: abi::MPI_Info, comm: abi::MPI_Comm, win: *mut abi::MPI_Win) {
         let len = match aint(size, "a window's size must not be negative") {
@@ -300,7 +398,7 @@ super::mpi! {
             return errors::report("MPI_Win_create", None, Error::new(ErrorClass::Base, Reason::NullBuffer));
         }
         // SAFETY: forwarded under MPI's rules.
-        unsafe { create("MPI_Win_create", comm, info, WinMemory::User { base: base as usize, len }, disp_unit, win, core::ptr::null_mut()) }
+        unsafe { create("MPI_Win_create", comm, info, WinMemory::User { base: base as usize, len }, disp_unit.into(), win, core::ptr::null_mut()) }
     }
 
     fn MPI_Win_allocate / PMPI_Win_allocate(size: abi::MPI_Aint, disp_unit: c_int, info: abi::MPI_Info, comm: abi::MPI_Comm, baseptr: *mut c_void, win: *mut abi::MPI_Win) {
@@ -312,7 +410,31 @@ super::mpi! {
             return errors::report("MPI_Win_allocate", None, Error::bad_arg("baseptr is NULL"));
         }
         // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
-        unsafe { create("MPI_Win_allocate", comm, info, WinMemory::Allocate { len }, disp_unit, win, baseptr.cast()) }
+        unsafe { create("MPI_Win_allocate", comm, info, WinMemory::Allocate { len }, disp_unit.into(), win, baseptr.cast()) }
+    }
+
+    fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: abi::MPI_Aint, disp_unit: abi::MPI_Aint, info: abi::MPI_Info, comm: abi::MPI_Comm, win: *mut abi::MPI_Win) {
+        let len = match aint(size, "a window's size must not be negative") {
+            Ok(l) => l,
+            Err(err) => return errors::report("MPI_Win_create_c", None, err),
+        };
+        if base.is_null() && len > 0 {
+            return errors::report("MPI_Win_create_c", None, Error::new(ErrorClass::Base, Reason::NullBuffer));
+        }
+        // SAFETY: forwarded under MPI's rules.
+        unsafe { create("MPI_Win_create_c", comm, info, WinMemory::User { base: base as usize, len }, disp_unit, win, core::ptr::null_mut()) }
+    }
+
+    fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: abi::MPI_Aint, disp_unit: abi::MPI_Aint, info: abi::MPI_Info, comm: abi::MPI_Comm, baseptr: *mut c_void, win: *mut abi::MPI_Win) {
+        let len = match aint(size, "a window's size must not be negative") {
+            Ok(l) => l,
+            Err(err) => return errors::report("MPI_Win_allocate_c", None, err),
+        };
+        if baseptr.is_null() {
+            return errors::report("MPI_Win_allocate_c", None, Error::bad_arg("baseptr is NULL"));
+        }
+        // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
+        unsafe { create("MPI_Win_allocate_c", comm, info, WinMemory::Allocate { len }, disp_unit, win, baseptr.cast()) }
     }
 
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: abi::MPI_Info, comm: abi::MPI_Comm, win: *mut abi::MPI_Win) {
@@ -359,75 +481,67 @@ super::mpi! {
     }
 
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
-        rma("MPI_Put", win, None, |e| Ok((
-            RmaOp::Put { origin: buffer(e, origin_addr, origin_count, origin_datatype)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        put_get("MPI_Put", false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
+    }
+
+    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        put_get("MPI_Put_c", false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
     }
 
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
-        rma("MPI_Rput", win, Some(request), |e| Ok((
-            RmaOp::Put { origin: buffer(e, origin_addr, origin_count, origin_datatype)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        put_get("MPI_Rput", false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request))
+    }
+
+    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        put_get("MPI_Rput_c", false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
-        rma("MPI_Get", win, None, |e| Ok((
-            RmaOp::Get { origin: buffer(e, origin_addr, origin_count, origin_datatype)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        put_get("MPI_Get", true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
+    }
+
+    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        put_get("MPI_Get_c", true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
     }
 
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
-        rma("MPI_Rget", win, Some(request), |e| Ok((
-            RmaOp::Get { origin: buffer(e, origin_addr, origin_count, origin_datatype)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        put_get("MPI_Rget", true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request))
+    }
+
+    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        put_get("MPI_Rget_c", true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
-        rma("MPI_Accumulate", win, None, |e| Ok((
-            RmaOp::Acc { origin: buffer(e, origin_addr, origin_count, origin_datatype)?, op: acc_op(op)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        accumulate("MPI_Accumulate", origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None)
+    }
+
+    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        accumulate("MPI_Accumulate_c", origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
     }
 
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
-        rma("MPI_Raccumulate", win, Some(request), |e| Ok((
-            RmaOp::Acc { origin: buffer(e, origin_addr, origin_count, origin_datatype)?, op: acc_op(op)? },
-            target(e, target_rank, target_disp, target_count, target_datatype)?,
-        )))
+        accumulate("MPI_Raccumulate", origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request))
+    }
+
+    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        accumulate("MPI_Raccumulate_c", origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
-        rma("MPI_Get_accumulate", win, None, |e| {
-            let op = acc_op(op)?;
-            let origin = if op == Op::NoOp {
-                Buffer { addr: core::ptr::null_mut(), count: 0, ty: crate::datatype::Datatype::BYTE }
-            } else {
-                buffer(e, origin_addr, origin_count, origin_datatype)?
-            };
-            Ok((
-                RmaOp::GetAcc { origin, result: buffer(e, result_addr, result_count, result_datatype)?, op },
-                target(e, target_rank, target_disp, target_count, target_datatype)?,
-            ))
-        })
+        get_accumulate("MPI_Get_accumulate", origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None)
+    }
+
+    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: abi::MPI_Count, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        get_accumulate("MPI_Get_accumulate_c", origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
     }
 
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
-        rma("MPI_Rget_accumulate", win, Some(request), |e| {
-            let op = acc_op(op)?;
-            let origin = if op == Op::NoOp {
-                Buffer { addr: core::ptr::null_mut(), count: 0, ty: crate::datatype::Datatype::BYTE }
-            } else {
-                buffer(e, origin_addr, origin_count, origin_datatype)?
-            };
-            Ok((
-                RmaOp::GetAcc { origin, result: buffer(e, result_addr, result_count, result_datatype)?, op },
-                target(e, target_rank, target_disp, target_count, target_datatype)?,
-            ))
-        })
+        get_accumulate("MPI_Rget_accumulate", origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request))
+    }
+
+    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: abi::MPI_Count, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        get_accumulate("MPI_Rget_accumulate_c", origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, op: abi::MPI_Op, win: abi::MPI_Win) {
