@@ -685,6 +685,22 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Accumulate_f08ts
+    subroutine MPI_Accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, ierror) bind(C, &
+        name='MPI_Accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Accumulate_c_f08ts
   end interface
   interface PMPI_Accumulate
     subroutine PMPI_Accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -703,6 +719,22 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Accumulate_f08ts
+    subroutine PMPI_Accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, ierror) bind(C, &
+        name='PMPI_Accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Accumulate_c_f08ts
   end interface
   interface MPI_Add_error_class
     subroutine MPI_Add_error_class_f08(errorclass, ierror) bind(C, &
@@ -3488,6 +3520,20 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Get_f08ts
+    subroutine MPI_Get_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_c_f08ts
   end interface
   interface PMPI_Get
     subroutine PMPI_Get_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -3504,6 +3550,20 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Get_f08ts
+    subroutine PMPI_Get_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_c_f08ts
   end interface
   interface MPI_Get_accumulate
     subroutine MPI_Get_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -3525,6 +3585,25 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Get_accumulate_f08ts
+    subroutine MPI_Get_accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Get_accumulate_c_f08ts
   end interface
   interface PMPI_Get_accumulate
     subroutine PMPI_Get_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -3546,6 +3625,25 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Get_accumulate_f08ts
+    subroutine PMPI_Get_accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Get_accumulate_c_f08ts
   end interface
   interface MPI_Get_address
     subroutine MPI_Get_address_f08ts(location, address, ierror) bind(C, &
@@ -7441,6 +7539,20 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Put_f08ts
+    subroutine MPI_Put_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Put_c_f08ts
   end interface
   interface PMPI_Put
     subroutine PMPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -7457,6 +7569,20 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Put_f08ts
+    subroutine PMPI_Put_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Put_c_f08ts
   end interface
   interface MPI_Query_thread
     subroutine MPI_Query_thread_f08(provided, ierror) bind(C, name='MPI_Query_thread_f08')
@@ -7493,6 +7619,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Raccumulate_f08ts
+    subroutine MPI_Raccumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, request, ierror) bind(C, &
+        name='MPI_Raccumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Raccumulate_c_f08ts
   end interface
   interface PMPI_Raccumulate
     subroutine PMPI_Raccumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -7512,6 +7655,23 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Raccumulate_f08ts
+    subroutine PMPI_Raccumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        target_rank, target_disp, target_count, target_datatype, op, win, request, ierror) bind(C, &
+        name='PMPI_Raccumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Raccumulate_c_f08ts
   end interface
   interface MPI_Recv
     subroutine MPI_Recv_f08ts(buf, count, datatype, source, tag, comm, status, &
@@ -8074,6 +8234,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Rget_f08ts
+    subroutine MPI_Rget_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='MPI_Rget_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rget_c_f08ts
   end interface
   interface PMPI_Rget
     subroutine PMPI_Rget_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -8092,6 +8268,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Rget_f08ts
+    subroutine PMPI_Rget_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='PMPI_Rget_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rget_c_f08ts
   end interface
   interface MPI_Rget_accumulate
     subroutine MPI_Rget_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -8114,6 +8306,26 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Rget_accumulate_f08ts
+    subroutine MPI_Rget_accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rget_accumulate_c_f08ts
   end interface
   interface PMPI_Rget_accumulate
     subroutine PMPI_Rget_accumulate_f08ts(origin_addr, origin_count, origin_datatype, &
@@ -8136,6 +8348,26 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Rget_accumulate_f08ts
+    subroutine PMPI_Rget_accumulate_c_f08ts(origin_addr, origin_count, origin_datatype, &
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count, &
+        target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      TYPE(*), DIMENSION(..) :: result_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
+      TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Op), INTENT(IN) :: op
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rget_accumulate_c_f08ts
   end interface
   interface MPI_Rput
     subroutine MPI_Rput_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -8154,6 +8386,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Rput_f08ts
+    subroutine MPI_Rput_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='MPI_Rput_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Rput_c_f08ts
   end interface
   interface PMPI_Rput
     subroutine PMPI_Rput_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -8172,6 +8420,22 @@ abstract interface
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Rput_f08ts
+    subroutine PMPI_Rput_c_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
+        target_disp, target_count, target_datatype, win, request, ierror) bind(C, &
+        name='PMPI_Rput_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: origin_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
+      TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
+      INTEGER, INTENT(IN) :: target_rank
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: target_count
+      TYPE(MPI_Datatype), INTENT(IN) :: target_datatype
+      TYPE(MPI_Win), INTENT(IN) :: win
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Rput_c_f08ts
   end interface
   interface MPI_Rsend
     subroutine MPI_Rsend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &
@@ -10542,6 +10806,18 @@ abstract interface
       TYPE(MPI_Win) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_allocate_f08ts
+    subroutine MPI_Win_allocate_c_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='MPI_Win_allocate_c_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_allocate_c_f08ts
   end interface
   interface PMPI_Win_allocate
     subroutine PMPI_Win_allocate_f08ts(size, disp_unit, info, comm, baseptr, win, &
@@ -10556,6 +10832,18 @@ abstract interface
       TYPE(MPI_Win) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_allocate_f08ts
+    subroutine PMPI_Win_allocate_c_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='PMPI_Win_allocate_c_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_allocate_c_f08ts
   end interface
   interface MPI_Win_attach
     subroutine MPI_Win_attach_f08ts(win, base, size, ierror) bind(C, &
@@ -10628,6 +10916,18 @@ abstract interface
       TYPE(MPI_Win) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_create_f08ts
+    subroutine MPI_Win_create_c_f08ts(base, size, disp_unit, info, comm, win, &
+        ierror) bind(C, name='MPI_Win_create_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_c_f08ts
   end interface
   interface PMPI_Win_create
     subroutine PMPI_Win_create_f08ts(base, size, disp_unit, info, comm, win, &
@@ -10642,6 +10942,18 @@ abstract interface
       TYPE(MPI_Win) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_create_f08ts
+    subroutine PMPI_Win_create_c_f08ts(base, size, disp_unit, info, comm, win, &
+        ierror) bind(C, name='PMPI_Win_create_c_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: base
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_c_f08ts
   end interface
   interface MPI_Win_create_dynamic
     subroutine MPI_Win_create_dynamic_f08(info, comm, win, ierror) bind(C, &

@@ -20,6 +20,8 @@ mod c {
         pub fn PMPI_Abort(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn PMPI_Accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn MPI_Accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: c_int) -> c_int;
+        pub fn PMPI_Accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: c_int) -> c_int;
         pub fn MPI_Add_error_class(a0: *mut c_void) -> c_int;
         pub fn PMPI_Add_error_class(a0: *mut c_void) -> c_int;
         pub fn MPI_Add_error_code(a0: c_int, a1: *mut c_void) -> c_int;
@@ -236,8 +238,12 @@ mod c {
         pub fn PMPI_Get(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Get_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int) -> c_int;
         pub fn PMPI_Get_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int) -> c_int;
+        pub fn MPI_Get_accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: MpiAint, a8: i64, a9: c_int, a10: c_int, a11: c_int) -> c_int;
+        pub fn PMPI_Get_accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: MpiAint, a8: i64, a9: c_int, a10: c_int, a11: c_int) -> c_int;
         pub fn MPI_Get_address(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_Get_address(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_Get_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Get_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Get_count(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Get_count(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Get_count_c(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
@@ -516,10 +522,14 @@ mod c {
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
+        pub fn MPI_Put_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
+        pub fn PMPI_Put_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Query_thread(a0: *mut c_void) -> c_int;
         pub fn PMPI_Query_thread(a0: *mut c_void) -> c_int;
         pub fn MPI_Raccumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn PMPI_Raccumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn MPI_Raccumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
+        pub fn PMPI_Raccumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: c_int, a9: *mut c_void) -> c_int;
         pub fn MPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn PMPI_Recv(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Recv_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
@@ -564,8 +574,14 @@ mod c {
         pub fn PMPI_Rget(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Rget_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
         pub fn PMPI_Rget_accumulate(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: c_int, a6: c_int, a7: MpiAint, a8: c_int, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
+        pub fn MPI_Rget_accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: MpiAint, a8: i64, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
+        pub fn PMPI_Rget_accumulate_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: c_int, a6: c_int, a7: MpiAint, a8: i64, a9: c_int, a10: c_int, a11: c_int, a12: *mut c_void) -> c_int;
+        pub fn MPI_Rget_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Rget_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Rput(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Rput(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Rput_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Rput_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Rsend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Rsend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
@@ -748,6 +764,8 @@ mod c {
         pub fn PMPI_Waitsome(a0: c_int, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Win_allocate(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn PMPI_Win_allocate(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_allocate_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_allocate_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn MPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
         pub fn PMPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
         pub fn MPI_Win_call_errhandler(a0: c_int, a1: c_int) -> c_int;
@@ -756,6 +774,8 @@ mod c {
         pub fn PMPI_Win_complete(a0: c_int) -> c_int;
         pub fn MPI_Win_create(a0: *mut c_void, a1: MpiAint, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_Win_create(a0: *mut c_void, a1: MpiAint, a2: c_int, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_create_c(a0: *mut c_void, a1: MpiAint, a2: MpiAint, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_create_c(a0: *mut c_void, a1: MpiAint, a2: MpiAint, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_Win_create_dynamic(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Win_create_dynamic(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Win_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
@@ -843,6 +863,23 @@ pub unsafe extern "C" fn MPI_Accumulate_f08ts(origin_addr: *const f08::Cdesc, or
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
     f08_accumulate::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+
+/// `MPI_Accumulate_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_accumulate_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Accumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) } else { c::MPI_Accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_accumulate_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_accumulate_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
 }
 
 /// `MPI_Add_error_class` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2686,6 +2723,25 @@ pub unsafe extern "C" fn PMPI_Get_accumulate_f08ts(origin_addr: *const f08::Cdes
     f08_get_accumulate::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
 }
 
+/// `MPI_Get_accumulate_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get_accumulate_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Get_accumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut result_addr_s = f08::Section::new();
+    let (result_addr_p, result_addr_n, result_addr_t) = match result_addr_s.paired(result_addr, *result_count as i64, *result_datatype, "MPI_Get_accumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Get_accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) } else { c::MPI_Get_accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_accumulate_c::<false>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_accumulate_c::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, ierror)
+}
+
 /// `MPI_Get_address` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_get_address<const PMPI: bool>(location: *const f08::Cdesc, address: *mut MpiAint, ierror: *mut c_int) {
@@ -2699,6 +2755,23 @@ pub unsafe extern "C" fn MPI_Get_address_f08ts(location: *const f08::Cdesc, addr
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_address_f08ts(location: *const f08::Cdesc, address: *mut MpiAint, ierror: *mut c_int) {
     f08_get_address::<true>(location, address, ierror)
+}
+
+/// `MPI_Get_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_get_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Get_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Get_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) } else { c::MPI_Get_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_get_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
 }
 
 /// `MPI_Get_count` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -5137,6 +5210,23 @@ pub unsafe extern "C" fn PMPI_Put_f08ts(origin_addr: *const f08::Cdesc, origin_c
     f08_put::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
 }
 
+/// `MPI_Put_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_put_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Put_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Put_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) } else { c::MPI_Put_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Put_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_put_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Put_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_put_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, ierror)
+}
+
 /// `MPI_Query_thread` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_query_thread<const PMPI: bool>(provided: *mut c_int, ierror: *mut c_int) {
@@ -5167,6 +5257,23 @@ pub unsafe extern "C" fn MPI_Raccumulate_f08ts(origin_addr: *const f08::Cdesc, o
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_raccumulate::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+
+/// `MPI_Raccumulate_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_raccumulate_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Raccumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Raccumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) } else { c::MPI_Raccumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Raccumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_raccumulate_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Raccumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_raccumulate_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
 }
 
 /// `MPI_Recv` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -5552,6 +5659,42 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate_f08ts(origin_addr: *const f08::Cde
     f08_rget_accumulate::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
 }
 
+/// `MPI_Rget_accumulate_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rget_accumulate_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rget_accumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let mut result_addr_s = f08::Section::new();
+    let (result_addr_p, result_addr_n, result_addr_t) = match result_addr_s.paired(result_addr, *result_count as i64, *result_datatype, "MPI_Rget_accumulate_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rget_accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) } else { c::MPI_Rget_accumulate_c(origin_addr_p, origin_addr_n as _, origin_addr_t, result_addr_p, result_addr_n as _, result_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *op, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rget_accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_accumulate_c::<false>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget_accumulate_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, result_addr: *const f08::Cdesc, result_count: *mut i64, result_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, op: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_accumulate_c::<true>(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, ierror)
+}
+
+/// `MPI_Rget_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rget_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rget_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rget_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) } else { c::MPI_Rget_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rget_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rget_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+
 /// `MPI_Rput` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_rput<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -5567,6 +5710,23 @@ pub unsafe extern "C" fn MPI_Rput_f08ts(origin_addr: *const f08::Cdesc, origin_c
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut c_int, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut c_int, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_rput::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+
+/// `MPI_Rput_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_rput_c<const PMPI: bool>(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut origin_addr_s = f08::Section::new();
+    let (origin_addr_p, origin_addr_n, origin_addr_t) = match origin_addr_s.paired(origin_addr, *origin_count as i64, *origin_datatype, "MPI_Rput_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Rput_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) } else { c::MPI_Rput_c(origin_addr_p, origin_addr_n as _, origin_addr_t, *target_rank, *target_disp, *target_count, *target_datatype, *win, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Rput_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rput_c::<false>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rput_c_f08ts(origin_addr: *const f08::Cdesc, origin_count: *mut i64, origin_datatype: *mut c_int, target_rank: *mut c_int, target_disp: *mut MpiAint, target_count: *mut i64, target_datatype: *mut c_int, win: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_rput_c::<true>(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, ierror)
 }
 
 /// `MPI_Rsend` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -7075,6 +7235,22 @@ pub unsafe extern "C" fn PMPI_Win_allocate_f08ts(size: *mut MpiAint, disp_unit: 
     f08_win_allocate::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
 }
 
+/// `MPI_Win_allocate_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_allocate_c<const PMPI: bool>(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_allocate_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_allocate_c(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) } else { c::MPI_Win_allocate_c(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_allocate_c_f08ts(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_c::<false>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate_c_f08ts(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_c::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+
 /// `MPI_Win_attach` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_win_attach<const PMPI: bool>(win: *mut c_int, base: *const f08::Cdesc, size: *mut MpiAint, ierror: *mut c_int) {
@@ -7135,6 +7311,22 @@ pub unsafe extern "C" fn MPI_Win_create_f08ts(base: *const f08::Cdesc, size: *mu
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_f08ts(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
     f08_win_create::<true>(base, size, disp_unit, info, comm, win, ierror)
+}
+
+/// `MPI_Win_create_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_create_c<const PMPI: bool>(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    let base_p = match f08::contiguous(base, "MPI_Win_create_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_create_c(base_p, *size, *disp_unit, *info, *comm, win.cast()) } else { c::MPI_Win_create_c(base_p, *size, *disp_unit, *info, *comm, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_create_c_f08ts(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_c::<false>(base, size, disp_unit, info, comm, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_c_f08ts(base: *const f08::Cdesc, size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_create_c::<true>(base, size, disp_unit, info, comm, win, ierror)
 }
 
 /// `MPI_Win_create_dynamic` of `mpi_f08` (`PMPI` chooses the profiling C function).
