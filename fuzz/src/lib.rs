@@ -826,7 +826,7 @@ pub fn grow(inp: &mut Input<'_>, t: &mut TypeTable, pool: &[Made], args: Args) -
         0 => {
             let (c, old) = (g.count(), pick(&mut g));
             let what = format!("contiguous({c}, {})", old.ty.index());
-            agree(t.contiguous(c, old.ty), contiguous(c, &old.model), t, &what)
+            agree(t.contiguous(c.into(), old.ty), contiguous(c, &old.model), t, &what)
         }
         1 | 2 => {
             let (c, bl, old) = (g.count(), g.count(), pick(&mut g));
@@ -840,7 +840,7 @@ pub fn grow(inp: &mut Input<'_>, t: &mut TypeTable, pool: &[Made], args: Args) -
             };
             let what = format!("vector({c}, {bl}, {s:?}, {sb:?}, {})", old.ty.index());
             agree(
-                t.vector(c, bl, s, sb, old.ty),
+                t.vector(c.into(), bl.into(), s.map(i64::from), sb, old.ty),
                 vector(c, bl, s, sb, &old.model),
                 t,
                 &what,
@@ -863,7 +863,7 @@ pub fn grow(inp: &mut Input<'_>, t: &mut TypeTable, pool: &[Made], args: Args) -
             };
             let what = format!("indexed({lens:?}, {d:?}, {db:?}, {})", old.ty.index());
             let core = if op >= 5 {
-                t.indexed_block(one, d.as_deref(), db.as_deref(), old.ty)
+                t.indexed_block(one.into(), d.as_deref(), db.as_deref(), old.ty)
             } else {
                 t.indexed(&lens, d.as_deref(), db.as_deref(), old.ty)
             };
