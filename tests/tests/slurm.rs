@@ -12,6 +12,17 @@ use stormpi_tests::Output;
 const JOB_LIMIT: Duration = Duration::from_secs(40);
 
 fn srun(slurm: &Slurm, args: &[&str], program: &std::path::Path, prog_args: &[&str]) -> Output {
+    srun_with(slurm, args, program, prog_args, &[])
+}
+
+/// [`srun`] with `env` set for the ranks.
+fn srun_with(
+    slurm: &Slurm,
+    args: &[&str],
+    program: &std::path::Path,
+    prog_args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let mut cmd = slurm.srun();
     cmd.args(["--time=1", "--kill-on-bad-exit=1"])
         .args(args)
@@ -31,6 +42,7 @@ fn srun(slurm: &Slurm, args: &[&str], program: &std::path::Path, prog_args: &[&s
     ] {
         cmd.env_remove(v);
     }
+    cmd.envs(env.iter().copied());
     stormpi_tests::run(cmd, JOB_LIMIT)
 }
 
@@ -104,20 +116,13 @@ fn srun_over_two_nodes() {
 
     // Slurm's PMI-2 plugin serves PMI-1 clients too, and its process mapping as a PMI-1 key:
     // forced to PMI-1, the library still tells the two nodes on one host apart.
-    let mut cmd = slurm.srun();
-    cmd.args([
-        "--time=1",
-        "--kill-on-bad-exit=1",
-        "-N",
-        "2",
-        "-n",
-        "4",
-        "--mpi=pmi2",
-    ])
-    .arg(&program)
-    .args(["4", "2"])
-    .env("STORMPI_PMI", "pmi1");
-    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    let out = srun_with(
+        &slurm,
+        &["-N", "2", "-n", "4", "--mpi=pmi2"],
+        &program,
+        &["4", "2"],
+        &[("STORMPI_PMI", "pmi1")],
+    );
     assert!(
         out.success() && out.has_line("OK slurm_nodes"),
         "srun --mpi=pmi2 with STORMPI_PMI=pmi1:\n{}\n{}",
@@ -185,20 +190,13 @@ fn srun_over_two_nodes() {
 
     // Allowed only sm and self, ranks cannot reach the other node: an error that names the
     // peer, not a hang.
-    let mut cmd = slurm.srun();
-    cmd.args([
-        "--time=1",
-        "--kill-on-bad-exit=1",
-        "-N",
-        "2",
-        "-n",
-        "4",
-        "--mpi=pmi2",
-    ])
-    .arg(&program)
-    .args(["4", "2"])
-    .env("STORMPI_MCA_btl", "sm,self");
-    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    let out = srun_with(
+        &slurm,
+        &["-N", "2", "-n", "4", "--mpi=pmi2"],
+        &program,
+        &["4", "2"],
+        &[("STORMPI_MCA_btl", "sm,self")],
+    );
     assert!(
         !out.success()
             && out.elapsed < Duration::from_secs(20)

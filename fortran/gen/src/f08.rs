@@ -406,36 +406,12 @@ fn emit_body(s: &mut String, spec: &Specific) {
             cargs.push(r.clone());
             continue;
         }
+        if let Some(c) = common_arg(f, a, &mut post) {
+            cargs.push(c);
+            continue;
+        }
         match &a.conv {
-            Conv::Value => {
-                if f.name == "Info_get" && n == "valuelen" {
-                    cargs.push(format!("(*{n}).min(rt::INFO_VALUE_MAX)"));
-                } else {
-                    cargs.push(format!("*{n}"));
-                }
-            }
-            Conv::LogicalValue => cargs.push(format!("rt::logical_in(*{n})")),
-            Conv::Pass => cargs.push(format!("{n}.cast()")),
-            Conv::LogicalOut => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::logical_out({n}); }}");
-            }
             Conv::Buffer => cargs.push(format!("f08::address({n})")),
-            Conv::Status => cargs.push(format!("rt::status({n})")),
-            Conv::Statuses => cargs.push(format!("rt::statuses({n})")),
-            Conv::Weights => cargs.push(format!("rt::weights({n})")),
-            Conv::Errcodes => cargs.push(format!("rt::errcodes({n})")),
-            Conv::Index => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::index_out({n}); }}");
-            }
-            Conv::Indices => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(
-                    post,
-                    "    if rc == rt::SUCCESS {{ rt::indices_out({n}, outcount); }}"
-                );
-            }
             Conv::StrIn => {
                 let _ = writeln!(pre, "    let ({n}_s, {n}_len) = f08::string({n});");
                 let _ = writeln!(pre, "    let mut {n}_c = [0u8; rt::STRING_IN_MAX];");
@@ -460,7 +436,7 @@ fn emit_body(s: &mut String, spec: &Specific) {
                     "    if {cond} {{ rt::string_out({n}_s, {n}_len, &{n}_c); }}"
                 );
             }
-            Conv::Procedure => cargs.push(format!("{n} as *mut c_void")),
+            _ => {}
         }
     }
     s.push_str(&pre);

@@ -904,6 +904,42 @@ fn string_in_fn(func: &str) -> &'static str {
     }
 }
 
+/// The C argument for `a` under the conversions both bindings spell alike (values, logicals,
+/// statuses, indices, ...), with what must follow the call appended to `post`; `None` for the
+/// ones each binding spells its own way (buffers, strings).
+fn common_arg(f: &FFunc, a: &Arg, post: &mut String) -> Option<String> {
+    let n = &a.name;
+    Some(match &a.conv {
+        Conv::Value if f.name == "Info_get" && n == "valuelen" => {
+            format!("(*{n}).min(rt::INFO_VALUE_MAX)")
+        }
+        Conv::Value => format!("*{n}"),
+        Conv::LogicalValue => format!("rt::logical_in(*{n})"),
+        Conv::Pass => format!("{n}.cast()"),
+        Conv::LogicalOut => {
+            let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::logical_out({n}); }}");
+            format!("{n}.cast()")
+        }
+        Conv::Status => format!("rt::status({n})"),
+        Conv::Statuses => format!("rt::statuses({n})"),
+        Conv::Weights => format!("rt::weights({n})"),
+        Conv::Errcodes => format!("rt::errcodes({n})"),
+        Conv::Index => {
+            let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::index_out({n}); }}");
+            format!("{n}.cast()")
+        }
+        Conv::Indices => {
+            let _ = writeln!(
+                post,
+                "    if rc == rt::SUCCESS {{ rt::indices_out({n}, outcount); }}"
+            );
+            format!("{n}.cast()")
+        }
+        Conv::Procedure => format!("{n} as *mut c_void"),
+        Conv::Buffer | Conv::StrIn | Conv::StrOut(_) => return None,
+    })
+}
+
 fn emit_generic_body(s: &mut String, f: &FFunc) {
     let upper = format!("MPI_{}", f.name.to_uppercase());
     let mut pre = String::new();
@@ -915,36 +951,12 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
         .any(|a| a.conv == Conv::LogicalOut && a.name == "flag");
     for a in &f.args {
         let n = &a.name;
+        if let Some(c) = common_arg(f, a, &mut post) {
+            cargs.push(c);
+            continue;
+        }
         match &a.conv {
-            Conv::Value => {
-                if f.name == "Info_get" && n == "valuelen" {
-                    cargs.push(format!("(*{n}).min(rt::INFO_VALUE_MAX)"));
-                } else {
-                    cargs.push(format!("*{n}"));
-                }
-            }
-            Conv::LogicalValue => cargs.push(format!("rt::logical_in(*{n})")),
-            Conv::Pass => cargs.push(format!("{n}.cast()")),
-            Conv::LogicalOut => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::logical_out({n}); }}");
-            }
             Conv::Buffer => cargs.push(format!("rt::buffer({n})")),
-            Conv::Status => cargs.push(format!("rt::status({n})")),
-            Conv::Statuses => cargs.push(format!("rt::statuses({n})")),
-            Conv::Weights => cargs.push(format!("rt::weights({n})")),
-            Conv::Errcodes => cargs.push(format!("rt::errcodes({n})")),
-            Conv::Index => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(post, "    if rc == rt::SUCCESS {{ rt::index_out({n}); }}");
-            }
-            Conv::Indices => {
-                cargs.push(format!("{n}.cast()"));
-                let _ = writeln!(
-                    post,
-                    "    if rc == rt::SUCCESS {{ rt::indices_out({n}, outcount); }}"
-                );
-            }
             Conv::StrIn => {
                 let _ = writeln!(pre, "    let mut {n}_c = [0u8; rt::STRING_IN_MAX];");
                 let _ = writeln!(
@@ -967,7 +979,7 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
                     "    if {cond} {{ rt::string_out({n}, {n}_len, &{n}_c); }}"
                 );
             }
-            Conv::Procedure => cargs.push(format!("{n} as *mut c_void")),
+            _ => {}
         }
     }
     s.push_str(&pre);
