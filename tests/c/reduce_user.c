@@ -5,7 +5,8 @@
  * thread held): Allreduce of 0-3 ints on MPI_COMM_SELF and MPI_COMM_WORLD, commutative or not
  * (mpi4py's test_op), Reduce to every root, Iallreduce, Reduce_local; then an in-place
  * Ireduce_scatter with counts 1..size (mpi4py's test_cco_nb_buf) for several types and
- * operations, the part of the buffer past this rank's block left as it was.
+ * operations, the part of the buffer past this rank's block left as it was.  Last, 5,000 user
+ * operations alive at once (neither Open MPI nor MPICH has a small limit), each one used.
  */
 #include "stormtest.h"
 
@@ -122,6 +123,25 @@ static void ireduce_scatter_in_place(void)
     free(counts);
 }
 
+static void many_ops(void)
+{
+    enum { N = 5000 };
+    static MPI_Op ops[N];
+    int size, one = 1, sum = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < N; i++)
+        CHECK_MPI(MPI_Op_create(mysum, i % 2, &ops[i]));
+    for (int i = 0; i < N; i += 997) {
+        sum = 0;
+        CHECK_MPI(MPI_Allreduce(&one, &sum, 1, MPI_INT, ops[i], MPI_COMM_WORLD));
+        CHECK(sum == size, "operation %d of %d alive: sum %d, expected %d", i, N, sum, size);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_MPI(MPI_Op_free(&ops[i]));
+        CHECK(ops[i] == MPI_OP_NULL, "MPI_Op_free left operation %d", i);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided = -1;
@@ -129,5 +149,6 @@ int main(int argc, char **argv)
     test_begin("reduce_user");
     user_ops();
     ireduce_scatter_in_place();
+    many_ops();
     return test_end();
 }

@@ -218,6 +218,9 @@ fn persistent_capacity(params: &Params) -> Capacity {
     Capacity::growing(16, params.u32(&MAX_PERSISTENT))
 }
 
+/// User-defined operations the table has room for at init.
+const USER_OPS_INITIAL: usize = 64;
+
 /// `op_max_user`.
 pub static MAX_USER_OPS: ParamDef = ParamDef {
     name: "op_max_user",
@@ -225,8 +228,8 @@ pub static MAX_USER_OPS: ParamDef = ParamDef {
         min: 1,
         max: 1 << 16,
     },
-    default: Default::Int(64),
-    description: "Most user-defined reduction operations alive at once (MPI_Op_create) (fixed at init: this table does not grow yet)",
+    default: Default::Int(1 << 16),
+    description: "Most user-defined reduction operations alive at once (MPI_Op_create) (the table starts at 64 and grows within mpi_memory_max)",
 };
 
 macro_rules! algorithm_param {
@@ -397,7 +400,10 @@ pub struct CollState {
     /// A blocking collective is using the blocking region (another thread's blocking
     /// collective meanwhile takes pool scratch instead).
     blocking_busy: bool,
-    user_ops: &'static mut [Option<UserOp>],
+    user_ops: crate::array::Array<Option<UserOp>>,
+    /// Where persistent collectives' array copies come from.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    account: Option<&'static crate::memory::Memory>,
     tune: Tuning,
     hier: hier::HierState,
     sm: sm::SmState,
@@ -420,7 +426,7 @@ impl CollState {
         Pool::<Persisted>::size(sizer, persistent_capacity(params));
         sizer
             .slice::<MaybeUninit<u64>>((pool + blocking) / 8)
-            .slice::<Option<UserOp>>(params.usize(&MAX_USER_OPS));
+            .slice::<Option<UserOp>>(USER_OPS_INITIAL.min(params.usize(&MAX_USER_OPS)));
         hier::HierState::size(params, sizer);
         sm::SmState::size(params, sizer);
     }
@@ -442,7 +448,13 @@ impl CollState {
             blocking: base.wrapping_add(pool),
             blocking_len: blocking,
             blocking_busy: false,
-            user_ops: arena.slice(params.usize(&MAX_USER_OPS), |_| None)?,
+            user_ops: crate::array::Array::new(
+                arena,
+                USER_OPS_INITIAL,
+                params.usize(&MAX_USER_OPS),
+                |_| None,
+            )?,
+            account: arena.account(),
             tune,
             hier: hier::HierState::new(params, arena)?,
             sm: sm::SmState::new(params, arena)?,
@@ -637,6 +649,106 @@ pub enum Call {
 struct Persisted {
     comm: CommId,
     call: Call,
+    /// The call's own copies of its count, displacement and type arrays, if it has any.
+    kept: Option<Kept>,
+}
+
+/// A grant holding a persistent collective's copies of the arrays it reads at every start:
+/// MPI 4.1 lets the caller reuse them once the `_init` call returns (mpi4py frees the ones it
+/// converted), as Open MPI and MPICH allow.
+#[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    ptr: *mut u8,
+    len: usize,
+}
+
+/// Calls `each` on every count, displacement and type array `call` reads, with its length:
+/// `peers` for per-rank arrays (the remote group's size on an intercommunicator), `local` for a
+/// reduce-scatter's counts, the topology's in- and out-degree for a neighbourhood collective's
+/// receive and send sides. Arrays the call does not read were made NULL by the C API.
+#[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+fn call_arrays(
+    call: &mut Call,
+    peers: usize,
+    local: usize,
+    degrees: (usize, usize),
+    each: &mut dyn FnMut(Array<'_>, usize),
+) {
+    fn v(b: &mut VBuf, n: usize, each: &mut dyn FnMut(Array<'_>, usize)) {
+        each(Array::Ints(&mut b.counts), n);
+        each(Array::Ints(&mut b.displs), n);
+    }
+    fn w(b: &mut WBuf, n: usize, each: &mut dyn FnMut(Array<'_>, usize)) {
+        each(Array::Ints(&mut b.counts), n);
+        each(Array::Ints(&mut b.displs), n);
+        each(Array::Types(&mut b.types), n);
+    }
+    fn nb(b: &mut NBlocks, n: usize, each: &mut dyn FnMut(Array<'_>, usize)) {
+        match b {
+            NBlocks::V(b) => v(b, n, each),
+            NBlocks::W(b) => w(b, n, each),
+            NBlocks::Same(_) | NBlocks::Each(_) => {}
+        }
+    }
+    match call {
+        Call::Gatherv { recv, .. } | Call::Allgatherv { recv, .. } => v(recv, peers, each),
+        Call::Scatterv { send, .. } => v(send, peers, each),
+        Call::Alltoallv { send, recv } => {
+            if let Some(s) = send {
+                v(s, peers, each);
+            }
+            v(recv, peers, each);
+        }
+        Call::Alltoallw { send, recv } => {
+            if let Some(s) = send {
+                w(s, peers, each);
+            }
+            w(recv, peers, each);
+        }
+        Call::ReduceScatter { counts, .. } => each(Array::Ints(counts), local),
+        Call::Neighbor { send, recv } => {
+            nb(send, degrees.1, each);
+            nb(recv, degrees.0, each);
+        }
+        _ => {}
+    }
+}
+
+/// One array of a call, for [`call_arrays`].
+#[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+enum Array<'a> {
+    Ints(&'a mut Ints),
+    Types(&'a mut *const i32),
+}
+
+impl Array<'_> {
+    fn bytes(&self, n: usize) -> usize {
+        match self {
+            Array::Ints(a) if !a.is_null() => a.bytes(n),
+            Array::Types(t) if !t.is_null() => n * size_of::<i32>(),
+            _ => 0,
+        }
+        .next_multiple_of(8)
+    }
+
+    /// Copies the first `n` elements to `dst` and points the call at the copy.
+    ///
+    /// # Safety
+    /// The array has `n` elements; `dst` is 8-byte aligned and writable for
+    /// [`Array::bytes`]`(n)` bytes that nothing else uses.
+    unsafe fn move_to(self, dst: *mut u8, n: usize) {
+        match self {
+            // SAFETY: the caller's contract.
+            Array::Ints(a) if !a.is_null() => *a = unsafe { a.copy_to(dst, n) },
+            Array::Types(t) if !t.is_null() => {
+                // SAFETY: the caller's contract.
+                unsafe { core::ptr::copy_nonoverlapping(*t, dst.cast::<i32>(), n) };
+                *t = dst.cast_const().cast();
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The datatypes a call names directly (an all-to-all-w's types are the user's arrays and are
@@ -930,14 +1042,23 @@ impl Colls<'_> {
     /// request is freed.
     #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
     pub(crate) unsafe fn persist(&mut self, comm: CommId, call: Call) -> Result<ReqId> {
-        self.check_comm(comm)?;
-        let key = match self.coll.persistent.insert(Persisted { comm, call }) {
+        let c = self.check_comm(comm)?;
+        let (peers, local) = (c.peers().size() as usize, c.size() as usize);
+        let mut degrees = (0, 0);
+        if let Call::Neighbor { .. } = call {
+            crate::topo::neighbors(self.p2p, comm, |_, _| degrees.0 += 1, |_, _| degrees.1 += 1)?;
+        }
+        let mut call = call;
+        // SAFETY: the caller's contract: the arrays have the lengths MPI gives them.
+        let kept = unsafe { self.keep_arrays(&mut call, peers, local, degrees)? };
+        let key = match self.coll.persistent.insert(Persisted { comm, call, kept }) {
             Ok(k) => k,
             Err(_) => {
+                self.give_back(kept);
                 return Err(self
                     .coll
                     .persistent
-                    .exhausted("persistent collective requests", MAX_PERSISTENT.name))
+                    .exhausted("persistent collective requests", MAX_PERSISTENT.name));
             }
         };
         let kind = PersistentKind::Coll(CollInit { comm, call: key });
@@ -949,9 +1070,57 @@ impl Colls<'_> {
                 Ok(id)
             }
             Err(e) => {
-                self.coll.persistent.remove(key);
+                let kept = self.coll.persistent.remove(key).and_then(|p| p.kept);
+                self.give_back(kept);
                 Err(e)
             }
+        }
+    }
+
+    /// Copies `call`'s arrays into one grant and points the call at the copies.
+    ///
+    /// # Safety
+    /// Every array `call` names has the length [`call_arrays`] gives it.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))] // made by the C API only
+    unsafe fn keep_arrays(
+        &mut self,
+        call: &mut Call,
+        peers: usize,
+        local: usize,
+        degrees: (usize, usize),
+    ) -> Result<Option<Kept>> {
+        let mut len = 0;
+        call_arrays(call, peers, local, degrees, &mut |a, n| len += a.bytes(n));
+        if len == 0 {
+            return Ok(None);
+        }
+        const WHAT: &str = "persistent collectives' count and displacement arrays";
+        // An engine without a memory account (a test's fixed arena) has no room to give.
+        let mem =
+            self.coll
+                .account
+                .ok_or(Error::exhausted(WHAT, 0, crate::memory::MEMORY_MAX.name))?;
+        let region = mem.take(len).map_err(|why| mem.refused(WHAT, why))?;
+        let ptr = region.as_mut_ptr().cast::<u8>();
+        let mut at = 0;
+        call_arrays(call, peers, local, degrees, &mut |a, n| {
+            let b = a.bytes(n);
+            // SAFETY: the caller's contract for the source; the grant (aligned to
+            // `GRANT_ALIGN`) has `len` bytes, the sum of every array's rounded length, so each
+            // copy lands 8-byte aligned in bytes of its own.
+            unsafe { a.move_to(ptr.add(at), n) };
+            at += b;
+        });
+        Ok(Some(Kept { ptr, len }))
+    }
+
+    fn give_back(&self, kept: Option<Kept>) {
+        if let (Some(k), Some(mem)) = (kept, self.coll.account) {
+            // SAFETY: `k` is exactly the region one `Memory::take` returned in `keep_arrays`,
+            // and the request that pointed into it is gone.
+            let region =
+                unsafe { core::slice::from_raw_parts_mut(k.ptr.cast::<MaybeUninit<u8>>(), k.len) };
+            mem.give_back(region);
         }
     }
 
@@ -984,6 +1153,7 @@ impl Colls<'_> {
             for d in call_types(&p.call).into_iter().flatten() {
                 self.p2p.types.release(d);
             }
+            self.give_back(p.kept);
         }
     }
 
@@ -2013,14 +2183,15 @@ impl Colls<'_> {
     /// Registers a user-defined operation (`MPI_Op_create`).
     pub fn op_create(&mut self, op: UserOp) -> Result<Op> {
         let slots = &mut self.coll.user_ops;
-        let i = slots
-            .iter()
-            .position(Option::is_none)
-            .ok_or(Error::exhausted(
-                "user-defined operations",
-                slots.len() as u32,
-                MAX_USER_OPS.name,
-            ))?;
+        let i = match slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                let n = slots.len();
+                let to = (2 * n).clamp(1, slots.max());
+                slots.grow_to(to, |_| None, "user-defined operations", MAX_USER_OPS.name)?;
+                n
+            }
+        };
         slots[i] = Some(op);
         Ok(Op::User(i as u16))
     }
