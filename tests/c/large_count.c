@@ -10,7 +10,11 @@
  * as their int forms; Get_envelope_c/get_contents_c; Pack_c/Unpack_c/Pack_size_c and the
  * external32 forms give the same bytes; Op_create_c's function sees an MPI_Count length;
  * Reduce_local_c.  A status whose count does not fit an int: MPI_Get_count says MPI_UNDEFINED,
- * MPI_Get_count_c the count.
+ * MPI_Get_count_c the count.  A type whose count does not fit an int (MPI_Type_contiguous_c of
+ * 2^31 + 2^21 - 2 bytes) lists it as a large count in Get_envelope_c/Get_contents_c, and the int
+ * queries refuse it with MPI_ERR_COUNT (mpi4py's testContiguousBigMPI).  The Fortran 90 types
+ * (MPI_Type_create_f90_*) say MPI_COMBINER_F90_* with their arguments, are the same handle
+ * each time, move data as their kind and cannot be freed.
  */
 #include "stormtest.h"
 
@@ -523,6 +527,52 @@ static void types_pack_ops(void)
     }
 }
 
+static void big_and_f90_types(void)
+{
+    MPI_Count big = (MPI_Count)2147483647 + 2147483647 / 1024, ni, na, nl, nd, lc[2] = {0, 0};
+    MPI_Datatype t, t2, old[1];
+    int c, n1, n2, n3, ints[4];
+    MPI_Aint ad[1];
+    CHECK_MPI(MPI_Type_contiguous_c(big, MPI_BYTE, &t));
+    CHECK_MPI(MPI_Type_get_envelope_c(t, &ni, &na, &nl, &nd, &c));
+    CHECK(c == MPI_COMBINER_CONTIGUOUS && ni == 0 && na == 0 && nl == 1 && nd == 1,
+          "envelope_c of a 2^31+ contiguous: %lld ints %lld addresses %lld large %lld types",
+          (long long)ni, (long long)na, (long long)nl, (long long)nd);
+    CHECK_MPI(MPI_Type_get_contents_c(t, 0, 0, 2, 1, ints, ad, lc, old));
+    CHECK(lc[0] == big && old[0] == MPI_BYTE, "contents_c: count %lld", (long long)lc[0]);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Type_get_envelope(t, &n1, &n2, &n3, &c), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_COUNT, "MPI_Type_get_envelope of a 2^31+ count: class %d", cls);
+    CHECK_MPI(MPI_Type_free(&t));
+
+    CHECK_MPI(MPI_Type_create_f90_real(15, MPI_UNDEFINED, &t));
+    CHECK_MPI(MPI_Type_create_f90_real(15, MPI_UNDEFINED, &t2));
+    CHECK(t == t2, "MPI_Type_create_f90_real(15) gave two handles");
+    CHECK_MPI(MPI_Type_get_envelope_c(t, &ni, &na, &nl, &nd, &c));
+    CHECK(c == MPI_COMBINER_F90_REAL && ni == 2 && na == 0 && nl == 0 && nd == 0,
+          "f90_real envelope: combiner %d, %lld ints, %lld types", c, (long long)ni, (long long)nd);
+    CHECK_MPI(MPI_Type_get_contents(t, 4, 0, 0, ints, ad, old));
+    CHECK(ints[0] == 15 && ints[1] == MPI_UNDEFINED, "f90_real contents %d %d", ints[0], ints[1]);
+    CHECK_MPI(MPI_Type_size(t, &n1));
+    CHECK(n1 == 8, "f90_real(15) has size %d", n1);
+    {
+        double x[3] = {rank + 0.5, 2, 3}, y[3];
+        CHECK_MPI(MPI_Allreduce(x, y, 3, t, MPI_SUM, MPI_COMM_WORLD));
+        CHECK(y[0] == size * (size - 1) / 2.0 + size * 0.5 && y[2] == 3.0 * size,
+              "Allreduce on an f90 real: %g %g", y[0], y[2]);
+    }
+    rc = MPI_Type_free(&t);
+    CHECK(rc != MPI_SUCCESS, "an f90 type was freed");
+    CHECK_MPI(MPI_Type_create_f90_integer(4, &t));
+    CHECK_MPI(MPI_Type_get_envelope(t, &n1, &n2, &n3, &c));
+    CHECK(c == MPI_COMBINER_F90_INTEGER && n1 == 1, "f90_integer envelope: %d, %d ints", c, n1);
+    CHECK_MPI(MPI_Type_create_f90_complex(6, 30, &t));
+    CHECK_MPI(MPI_Type_size(t, &n1));
+    CHECK(n1 == 8, "f90_complex(6, 30) has size %d", n1);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -534,5 +584,6 @@ int main(int argc, char **argv)
     p2p();
     colls();
     types_pack_ops();
+    big_and_f90_types();
     return test_end();
 }

@@ -25,7 +25,9 @@
 //!   links the shared library instead: `-L<libdir> -l<name> -Wl,-rpath,<libdir>`,
 //!   `<name>` being `stormpi` where `libstormpi.so` is installed (a name no other
 //!   MPI's library has, so the program cannot load another MPI's `libmpi.so`),
-//!   else `mpi`.
+//!   else `mpi`. A `-shared` link (a Python extension such as mpi4py's, a
+//!   plugin) is dynamic unless `--static-mpi` says otherwise: two shared
+//!   objects in one process must not each carry their own MPI.
 //! - `-show` (also `-showme`, `--showme`, MPICH's `-link_info`) prints the
 //!   command instead of running it; `-compile_info` the command without
 //!   libraries; Open MPI's `-showme:compile` and `-showme:link` only the flags
@@ -330,6 +332,7 @@ impl Invocation {
             lang: Language::C,
             args: Vec::new(),
         };
+        let mut chosen = false;
         for arg in args {
             match arg.as_bytes() {
                 b"-show" | b"--show" | b"-showme" | b"--showme" | b"-link_info" => {
@@ -338,12 +341,18 @@ impl Invocation {
                 b"-compile_info" => inv.show = Some(Show::Compile),
                 b"-showme:compile" | b"--showme:compile" => inv.show = Some(Show::CompileFlags),
                 b"-showme:link" | b"--showme:link" => inv.show = Some(Show::LinkFlags),
-                b"--dynamic" | b"-dynamic-mpi" => inv.linking = Linking::Dynamic,
-                b"--static-mpi" | b"-static-mpi" => inv.linking = Linking::Static,
+                b"--dynamic" | b"-dynamic-mpi" => (inv.linking, chosen) = (Linking::Dynamic, true),
+                b"--static-mpi" | b"-static-mpi" => (inv.linking, chosen) = (Linking::Static, true),
                 b"-help" | b"--stormpi-help" => inv.help = true,
                 b"--localize-library" => inv.localize = true,
                 _ => inv.args.push(arg),
             }
+        }
+        // A shared object (a Python extension, a plugin) links the shared library unless told
+        // otherwise: one process may load several, and each with its own copy of MPI would
+        // have its own MPI_COMM_WORLD.
+        if !chosen && inv.args.iter().any(|a| a == "-shared") {
+            inv.linking = Linking::Dynamic;
         }
         inv
     }
@@ -831,6 +840,15 @@ mod tests {
         assert_eq!(inv.args, os(&["-O2", "a.c"]));
         let inv = Invocation::parse(os(&["-dynamic-mpi", "--static-mpi", "a.c"]));
         assert_eq!(inv.linking, Linking::Static);
+    }
+
+    #[test]
+    fn a_shared_object_links_the_shared_library_unless_told() {
+        let inv = Invocation::parse(os(&["-shared", "-fPIC", "a.o", "-o", "a.so"]));
+        assert_eq!(inv.linking, Linking::Dynamic);
+        let inv = Invocation::parse(os(&["-shared", "--static-mpi", "a.o"]));
+        assert_eq!(inv.linking, Linking::Static);
+        assert_eq!(Invocation::parse(os(&["a.c"])).linking, Linking::Static);
     }
 
     #[test]

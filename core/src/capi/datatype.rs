@@ -87,6 +87,9 @@ fn combiner_code(c: Combiner) -> c_int {
         Combiner::Subarray => abi::MPI_COMBINER_SUBARRAY,
         Combiner::Darray => abi::MPI_COMBINER_DARRAY,
         Combiner::Resized => abi::MPI_COMBINER_RESIZED,
+        Combiner::F90Integer => abi::MPI_COMBINER_F90_INTEGER,
+        Combiner::F90Real => abi::MPI_COMBINER_F90_REAL,
+        Combiner::F90Complex => abi::MPI_COMBINER_F90_COMPLEX,
     }
 }
 
@@ -488,11 +491,18 @@ unsafe fn contents(
     integers: *mut c_int,
     addresses: *mut abi::MPI_Aint,
     datatypes: *mut abi::MPI_Datatype,
+    large: Option<(abi::MPI_Count, *mut abi::MPI_Count)>,
 ) -> c_int {
     code(run(func, None, |e| {
         let d = datatype(datatype_)?;
         let (_, ni, na, nt) = e.types().envelope(d)?;
-        if (max_integers as i64) < ni as i64
+        // A `_c` query lists the integers of a large-count type as large counts.
+        let wide = large.is_some() && e.types().wide_args(d)?;
+        let (max_ints, int_out) = match large {
+            Some((max, out)) if wide => (max, out.is_null()),
+            _ => (max_integers as abi::MPI_Count, integers.is_null()),
+        };
+        if max_ints < ni as abi::MPI_Count
             || (max_addresses as i64) < na as i64
             || (max_datatypes as i64) < nt as i64
         {
@@ -500,20 +510,25 @@ unsafe fn contents(
                 "arrays shorter than MPI_Type_get_envelope says",
             ));
         }
-        if (ni > 0 && integers.is_null())
-            || (na > 0 && addresses.is_null())
-            || (nt > 0 && datatypes.is_null())
+        if (ni > 0 && int_out) || (na > 0 && addresses.is_null()) || (nt > 0 && datatypes.is_null())
         {
             return Err(Error::bad_arg("an output array is NULL"));
         }
         // SAFETY: MPI requires the arrays to hold their maxima, which are at least the
         // envelope's counts (checked above); `MPI_Aint` is `isize`-sized.
         unsafe {
-            let ints = core::slice::from_raw_parts_mut(integers, ni);
             let addrs = core::slice::from_raw_parts_mut(addresses.cast::<isize>(), na);
-            e.types_mut().contents(d, ints, addrs, |k, t| {
-                *datatypes.add(k) = datatype_handle(t)
-            })
+            let types = |k, t| *datatypes.add(k) = datatype_handle(t);
+            match large {
+                Some((_, out)) if wide => {
+                    let ints = core::slice::from_raw_parts_mut(out, ni);
+                    e.types_mut().contents_large(d, ints, addrs, types)
+                }
+                _ => {
+                    let ints = core::slice::from_raw_parts_mut(integers, ni);
+                    e.types_mut().contents(d, ints, addrs, types)
+                }
+            }
         }
     }))
 }
@@ -713,7 +728,13 @@ super::mpi! {
 
     fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype_: abi::MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) {
         code(run("MPI_Type_get_envelope", None, |e| {
-            let (c, ni, na, nt) = e.types().envelope(datatype(datatype_)?)?;
+            let d = datatype(datatype_)?;
+            let (c, ni, na, nt) = e.types().envelope(d)?;
+            if e.types().wide_args(d)? {
+                return Err(Error::new(ErrorClass::Count, Reason::BadArgument {
+                    what: "a count of this datatype does not fit an int: MPI_Type_get_envelope_c describes it",
+                }));
+            }
             // SAFETY: MPI requires each to point to an int.
             unsafe {
                 out(num_integers, ni as c_int)?;
@@ -725,7 +746,7 @@ super::mpi! {
     }
 
     fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype_: abi::MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, integers: *mut c_int, addresses: *mut abi::MPI_Aint, datatypes: *mut abi::MPI_Datatype) {
-        contents("MPI_Type_get_contents", datatype_, max_integers, max_addresses, max_datatypes, integers, addresses, datatypes)
+        contents("MPI_Type_get_contents", datatype_, max_integers, max_addresses, max_datatypes, integers, addresses, datatypes, None)
     }
 
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype_: abi::MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) {
@@ -776,28 +797,31 @@ super::mpi! {
     }
 
     fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut abi::MPI_Datatype) {
-        code(run("MPI_Type_create_f90_integer", None, |_| {
+        code(run("MPI_Type_create_f90_integer", None, |e| {
             let h = f90_integer(r).ok_or(Error::bad_arg("no integer type has that decimal range"))?;
+            let t = e.types_mut().f90(Combiner::F90Integer, datatype(h)?, &[r.into()])?;
             // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
-            unsafe { out(newtype, h) }
+            unsafe { out(newtype, handles::datatype_handle(t)) }
         }))
     }
 
     fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut abi::MPI_Datatype) {
-        code(run("MPI_Type_create_f90_real", None, |_| {
+        code(run("MPI_Type_create_f90_real", None, |e| {
             let h = f90_real(p, r, [abi::MPI_REAL4, abi::MPI_REAL8, abi::MPI_REAL16])
                 .ok_or(Error::bad_arg("no real type has that precision and range"))?;
+            let t = e.types_mut().f90(Combiner::F90Real, datatype(h)?, &[p.into(), r.into()])?;
             // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
-            unsafe { out(newtype, h) }
+            unsafe { out(newtype, handles::datatype_handle(t)) }
         }))
     }
 
     fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut abi::MPI_Datatype) {
-        code(run("MPI_Type_create_f90_complex", None, |_| {
+        code(run("MPI_Type_create_f90_complex", None, |e| {
             let h = f90_real(p, r, [abi::MPI_COMPLEX8, abi::MPI_COMPLEX16, abi::MPI_COMPLEX32])
                 .ok_or(Error::bad_arg("no complex type has that precision and range"))?;
+            let t = e.types_mut().f90(Combiner::F90Complex, datatype(h)?, &[p.into(), r.into()])?;
             // SAFETY: MPI requires `newtype` to point to an MPI_Datatype.
-            unsafe { out(newtype, h) }
+            unsafe { out(newtype, handles::datatype_handle(t)) }
         }))
     }
 
@@ -906,9 +930,8 @@ super::mpi! {
 }
 
 /// `MPI_Type_create_f90_integer`: the smallest of `INTEGER1`, `2`, `4`, `8` holding every integer
-/// of `r` decimal digits (gfortran's `SELECTED_INT_KIND`). The predefined type itself is
-/// returned (MPICH returns a type whose envelope says `MPI_COMBINER_F90_INTEGER`; here it says
-/// `MPI_COMBINER_NAMED`).
+/// of `r` decimal digits (gfortran's `SELECTED_INT_KIND`). The type returned is a copy of it
+/// whose envelope says `MPI_COMBINER_F90_INTEGER` ([`crate::datatype::table::TypeTable::f90`]).
 fn f90_integer(r: c_int) -> Option<abi::MPI_Datatype> {
     match r {
         0..=2 => Some(abi::MPI_INTEGER1),
@@ -922,7 +945,7 @@ fn f90_integer(r: c_int) -> Option<abi::MPI_Datatype> {
 /// `MPI_Type_create_f90_real`/`_complex`: the first of the 4-, 8- and 16-byte kinds (`types`)
 /// with at least `p` decimal digits of precision and a decimal exponent range of at least `r`,
 /// as gfortran's `SELECTED_REAL_KIND` chooses (`MPI_UNDEFINED` leaves one unconstrained, not
-/// both); the predefined type itself, as for integers.
+/// both); copied as for integers.
 fn f90_real(p: c_int, r: c_int, types: [abi::MPI_Datatype; 3]) -> Option<abi::MPI_Datatype> {
     if p == abi::MPI_UNDEFINED && r == abi::MPI_UNDEFINED {
         return None;
@@ -1192,14 +1215,16 @@ super::mpi! {
 
     fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype_: abi::MPI_Datatype, num_integers: *mut abi::MPI_Count, num_addresses: *mut abi::MPI_Count, num_large_counts: *mut abi::MPI_Count, num_datatypes: *mut abi::MPI_Count, combiner: *mut c_int) {
         code(run("MPI_Type_get_envelope_c", None, |e| {
-            let (c, ni, na, nt) = e.types().envelope(datatype(datatype_)?)?;
-            // The table keeps every constructor's arguments in the classic form's arrays (a
-            // `_c` constructor's counts fit `int`s there), so no large counts are listed.
+            let d = datatype(datatype_)?;
+            let (c, ni, na, nt) = e.types().envelope(d)?;
+            // The table keeps a constructor's counts as integers; where one does not fit an
+            // `int` (a `_c` constructor's), they are all listed as large counts.
+            let (ni, nl) = if e.types().wide_args(d)? { (0, ni) } else { (ni, 0) };
             // SAFETY: MPI requires each to point to its type.
             unsafe {
                 out(num_integers, wide_out::<abi::MPI_Count>(ni)?)?;
                 out(num_addresses, wide_out::<abi::MPI_Count>(na)?)?;
-                out(num_large_counts, 0)?;
+                out(num_large_counts, wide_out::<abi::MPI_Count>(nl)?)?;
                 out(num_datatypes, wide_out::<abi::MPI_Count>(nt)?)?;
                 out(combiner, combiner_code(c))
             }
@@ -1207,9 +1232,8 @@ super::mpi! {
     }
 
     fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype_: abi::MPI_Datatype, max_integers: abi::MPI_Count, max_addresses: abi::MPI_Count, max_large_counts: abi::MPI_Count, max_datatypes: abi::MPI_Count, integers: *mut c_int, addresses: *mut abi::MPI_Aint, large_counts: *mut abi::MPI_Count, datatypes: *mut abi::MPI_Datatype) {
-        let _ = (max_large_counts, large_counts);
         let big = |v: abi::MPI_Count| c_int::try_from(v.max(0)).unwrap_or(c_int::MAX);
-        contents("MPI_Type_get_contents_c", datatype_, big(max_integers), big(max_addresses), big(max_datatypes), integers, addresses, datatypes)
+        contents("MPI_Type_get_contents_c", datatype_, big(max_integers), big(max_addresses), big(max_datatypes), integers, addresses, datatypes, Some((max_large_counts, large_counts)))
     }
 
     fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: abi::MPI_Count, datatype_: abi::MPI_Datatype, outbuf: *mut c_void, outsize: abi::MPI_Count, position: *mut abi::MPI_Count, comm: abi::MPI_Comm) {

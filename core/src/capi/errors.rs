@@ -190,11 +190,18 @@ pub(crate) fn unsupported(func: &'static str) -> c_int {
         || func.starts_with("MPI_T_")
         || func.starts_with("MPI_Register_datarep")
     {
-        return if func.starts_with("MPI_T_") {
-            abi::MPI_T_ERR_NOT_SUPPORTED
-        } else {
-            abi::MPI_ERR_UNSUPPORTED_OPERATION
-        };
+        if func.starts_with("MPI_T_") {
+            return abi::MPI_T_ERR_NOT_SUPPORTED;
+        }
+        // Recorded, so that `MPI_Error_string` of the code names this function, not the last
+        // one that reported the class.
+        return record(
+            func,
+            Error::new(
+                ErrorClass::UnsupportedOperation,
+                Reason::Unsupported { what: func },
+            ),
+        );
     }
     report(
         func,

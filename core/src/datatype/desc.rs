@@ -168,6 +168,12 @@ pub enum Combiner {
     Darray,
     /// `MPI_Type_create_resized`.
     Resized,
+    /// `MPI_Type_create_f90_integer`.
+    F90Integer,
+    /// `MPI_Type_create_f90_real`.
+    F90Real,
+    /// `MPI_Type_create_f90_complex`.
+    F90Complex,
 }
 
 /// What the MPI queries and the fast paths need to know of a type.

@@ -237,7 +237,14 @@ pub struct TypeTable {
     /// Types let go of while operations still held them, to be dropped once idle (an upper
     /// bound: [`TypeTable::reclaim`] looks only when it is not 0).
     pending: u32,
+    /// The types `MPI_Type_create_f90_*` made, by combiner and arguments (see
+    /// [`TypeTable::f90`]).
+    f90: heapless::Vec<(Combiner, [i64; 2], Datatype), F90_KEPT>,
 }
+
+/// How many `MPI_Type_create_f90_*` results are kept for reuse (more distinct argument sets
+/// than this each make a type of their own).
+const F90_KEPT: usize = 32;
 
 /// A node of no meaning, filling unused store.
 const BLANK: Node = Node::Run {
@@ -245,6 +252,14 @@ const BLANK: Node = Node::Run {
     count: 0,
     basic: Basic::native(super::repr::Elem::Byte),
 };
+
+/// Whether `c` is one of the Fortran 90 combiners (see [`TypeTable::f90`]).
+fn is_f90(c: Combiner) -> bool {
+    matches!(
+        c,
+        Combiner::F90Integer | Combiner::F90Real | Combiner::F90Complex
+    )
+}
 
 fn no_mem(what: &'static str, capacity: usize, param: &'static ParamDef) -> Error {
     Error::exhausted(what, capacity as u32, param.name)
@@ -295,6 +310,7 @@ impl TypeTable {
             args,
             arg_ranges,
             pending: 0,
+            f90: heapless::Vec::new(),
         };
         for d in Datatype::predefined() {
             t.add_predefined(d)?;
@@ -524,8 +540,8 @@ impl TypeTable {
 
     /// `MPI_Type_free`: predefined types cannot be freed.
     pub fn free(&mut self, t: Datatype) -> Result<()> {
-        self.entry(t)?;
-        if t.index() < PREDEFINED {
+        let e = self.entry(t)?;
+        if t.index() < PREDEFINED || is_f90(e.combiner) {
             return Err(Error::new(
                 ErrorClass::Type,
                 Reason::BadArgument {
@@ -540,7 +556,8 @@ impl TypeTable {
     // ---- queries ------------------------------------------------------------------------------
 
     /// The types derived type `t` was made from, as `MPI_Type_get_contents` lists them (without
-    /// retaining them); nothing for a predefined type.
+    /// retaining them), and for a Fortran 90 type the predefined type it copies (which the
+    /// envelope does not list); nothing for a predefined type.
     pub fn old_types(&self, t: Datatype) -> Result<impl Iterator<Item = Datatype> + '_> {
         let e = self.entry(t)?;
         let a = e.args;
@@ -560,17 +577,66 @@ impl TypeTable {
             e.combiner,
             e.args.ints as usize,
             e.args.aints as usize,
-            e.args.types as usize,
+            if is_f90(e.combiner) {
+                0
+            } else {
+                e.args.types as usize
+            },
         ))
+    }
+
+    /// Whether an integer argument of `t`'s constructor does not fit a C `int` (a count of a
+    /// large-count `_c` constructor): `MPI_Type_get_envelope_c` then lists its integers as
+    /// large counts, and the `int` queries cannot describe it.
+    pub fn wide_args(&self, t: Datatype) -> Result<bool> {
+        let a = self.entry(t)?.args;
+        let s = a.start as usize;
+        Ok(self.args[s..s + a.ints as usize]
+            .iter()
+            .any(|&v| i32::try_from(v).is_err()))
     }
 
     /// `MPI_Type_get_contents`: fills the two arrays, which must be at least as long as the
     /// envelope says, and hands each type to `types` with its position. The types are kept alive
-    /// for the caller (who frees derived ones).
+    /// for the caller (who frees derived ones). A count beyond an `int` is `MPI_ERR_COUNT`
+    /// ([`TypeTable::contents_large`] gives it).
     pub fn contents(
         &mut self,
         t: Datatype,
         ints: &mut [i32],
+        aints: &mut [isize],
+        types: impl FnMut(usize, Datatype),
+    ) -> Result<()> {
+        if self.wide_args(t)? {
+            return Err(Error::new(
+                ErrorClass::Count,
+                Reason::BadArgument {
+                    what: "a count of this datatype does not fit an int: MPI_Type_get_contents_c gives it",
+                },
+            ));
+        }
+        let n = ints.len();
+        self.contents_into(t, n, &mut |k, v| ints[k] = v as i32, aints, types)
+    }
+
+    /// `MPI_Type_get_contents_c` for a type whose integers are large counts
+    /// ([`TypeTable::wide_args`]): as [`TypeTable::contents`], the integers into `large`.
+    pub fn contents_large(
+        &mut self,
+        t: Datatype,
+        large: &mut [i64],
+        aints: &mut [isize],
+        types: impl FnMut(usize, Datatype),
+    ) -> Result<()> {
+        let n = large.len();
+        self.contents_into(t, n, &mut |k, v| large[k] = v, aints, types)
+    }
+
+    fn contents_into(
+        &mut self,
+        t: Datatype,
+        room: usize,
+        ints: &mut dyn FnMut(usize, i64),
         aints: &mut [isize],
         mut types: impl FnMut(usize, Datatype),
     ) -> Result<()> {
@@ -581,12 +647,12 @@ impl TypeTable {
             ));
         }
         let a = e.args;
-        if ints.len() < a.ints as usize || aints.len() < a.aints as usize {
+        if room < a.ints as usize || aints.len() < a.aints as usize {
             return Err(bad_arg("arrays shorter than MPI_Type_get_envelope says"));
         }
         let s = a.start as usize;
-        for (k, v) in ints.iter_mut().take(a.ints as usize).enumerate() {
-            *v = self.args[s + k] as i32;
+        for k in 0..a.ints as usize {
+            ints(k, self.args[s + k]);
         }
         let s = s + a.ints as usize;
         for (k, v) in aints.iter_mut().take(a.aints as usize).enumerate() {
@@ -594,6 +660,9 @@ impl TypeTable {
         }
         let s = s + a.aints as usize;
         for k in 0..a.types as usize {
+            if is_f90(e.combiner) {
+                break;
+            }
             let ty = Datatype(self.args[s + k] as u32);
             self.retain(ty);
             types(k, ty);
@@ -844,6 +913,35 @@ impl TypeTable {
         // A duplicate is committed if its original is.
         self.entries.at_mut(t.index()).expect("just made").committed = committed;
         self.finish(t, Combiner::Dup, &[], &[], &[old])
+    }
+
+    /// `MPI_Type_create_f90_integer` (`args` `[r]`), `_real` and `_complex` (`[p, r]`): a
+    /// committed copy of predefined `base` whose envelope names `combiner` and `args`, as MPI
+    /// describes these types. The standard calls them predefined (never freed), so one type is
+    /// made per argument set and handed out again.
+    pub fn f90(&mut self, combiner: Combiner, base: Datatype, args: &[i64]) -> Result<Datatype> {
+        let key = [
+            args.first().copied().unwrap_or(0),
+            args.get(1).copied().unwrap_or(0),
+        ];
+        if let Some(&(.., t)) = self
+            .f90
+            .iter()
+            .find(|(c, k, _)| *c == combiner && *k == key)
+        {
+            return Ok(t);
+        }
+        let t = self.copy_of(base)?;
+        if let Some(e) = self.entries.at_mut(t.index()) {
+            e.committed = true;
+        }
+        let ints: heapless::Vec<Ints<'_>, 2> = args.iter().map(|&v| Ints::One(v)).collect();
+        // The base is kept as the type it was made from (for reductions), not listed by the
+        // envelope.
+        let t = self.finish(t, combiner, &ints, &[], &[base])?;
+        // A full cache only costs a type per call.
+        let _ = self.f90.push((combiner, key, t));
+        Ok(t)
     }
 
     /// `MPI_Type_create_subarray`.
