@@ -451,7 +451,75 @@ abstract interface
       type(MPI_Session) :: session
       integer :: error_code
     end subroutine MPI_Session_errhandler_function
+    subroutine MPI_Comm_copy_attr_function(oldcomm, comm_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Comm) :: oldcomm
+      integer :: comm_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Comm_copy_attr_function
+    subroutine MPI_Comm_delete_attr_function(comm, comm_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Comm) :: comm
+      integer :: comm_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Comm_delete_attr_function
+    subroutine MPI_Type_copy_attr_function(oldtype, type_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Datatype) :: oldtype
+      integer :: type_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Type_copy_attr_function
+    subroutine MPI_Type_delete_attr_function(datatype, type_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Datatype) :: datatype
+      integer :: type_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Type_delete_attr_function
+    subroutine MPI_Win_copy_attr_function(oldwin, win_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Win) :: oldwin
+      integer :: win_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Win_copy_attr_function
+    subroutine MPI_Win_delete_attr_function(win, win_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Win) :: win
+      integer :: win_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Win_delete_attr_function
+subroutine MPI_Grequest_query_function(extra_state, status, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      type(MPI_Status) :: status
+      integer :: ierror
+    end subroutine MPI_Grequest_query_function
+    subroutine MPI_Grequest_free_function(extra_state, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      integer :: ierror
+    end subroutine MPI_Grequest_free_function
+    subroutine MPI_Grequest_cancel_function(extra_state, complete, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      logical :: complete
+      integer :: ierror
+    end subroutine MPI_Grequest_cancel_function
   end interface
+procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
+  procedure(MPI_Comm_delete_attr_function) :: MPI_COMM_NULL_DELETE_FN
+  procedure(MPI_Type_copy_attr_function) :: MPI_TYPE_NULL_COPY_FN, MPI_TYPE_DUP_FN
+  procedure(MPI_Type_delete_attr_function) :: MPI_TYPE_NULL_DELETE_FN
+  procedure(MPI_Win_copy_attr_function) :: MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN
+  procedure(MPI_Win_delete_attr_function) :: MPI_WIN_NULL_DELETE_FN
   interface MPI_SIZEOF
     subroutine MPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
       integer(kind=1), dimension(..) :: x
@@ -2238,6 +2306,29 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_create_group_f08
   end interface
+  interface MPI_Comm_create_keyval
+    subroutine MPI_Comm_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Comm_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_create_keyval_f08
+  end interface
+  interface PMPI_Comm_create_keyval
+    subroutine PMPI_Comm_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Comm_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_create_keyval_f08
+  end interface
   interface MPI_Comm_delete_attr
     subroutine MPI_Comm_delete_attr_f08(comm, comm_keyval, ierror) bind(C, &
         name='MPI_Comm_delete_attr_f08')
@@ -3153,6 +3244,42 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Fetch_and_op_f08ts
   end interface
+  interface MPI_File_call_errhandler
+    subroutine MPI_File_call_errhandler_f08(fh, errorcode, ierror) bind(C, &
+        name='MPI_File_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_call_errhandler_f08
+  end interface
+  interface PMPI_File_call_errhandler
+    subroutine PMPI_File_call_errhandler_f08(fh, errorcode, ierror) bind(C, &
+        name='PMPI_File_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_call_errhandler_f08
+  end interface
+  interface MPI_File_close
+    subroutine MPI_File_close_f08(fh, ierror) bind(C, name='MPI_File_close_f08')
+      import
+      implicit none
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_close_f08
+  end interface
+  interface PMPI_File_close
+    subroutine PMPI_File_close_f08(fh, ierror) bind(C, name='PMPI_File_close_f08')
+      import
+      implicit none
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_close_f08
+  end interface
   interface MPI_File_create_errhandler
     subroutine MPI_File_create_errhandler_f08(file_errhandler_fn, errhandler, ierror)
       import
@@ -3190,6 +3317,1318 @@ abstract interface
       TYPE(MPI_Info), INTENT(IN) :: info
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_delete_f08
+  end interface
+  interface MPI_File_get_amode
+    subroutine MPI_File_get_amode_f08(fh, amode, ierror) bind(C, &
+        name='MPI_File_get_amode_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER :: amode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_amode_f08
+  end interface
+  interface PMPI_File_get_amode
+    subroutine PMPI_File_get_amode_f08(fh, amode, ierror) bind(C, &
+        name='PMPI_File_get_amode_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER :: amode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_amode_f08
+  end interface
+  interface MPI_File_get_atomicity
+    subroutine MPI_File_get_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='MPI_File_get_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_atomicity_f08
+  end interface
+  interface PMPI_File_get_atomicity
+    subroutine PMPI_File_get_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='PMPI_File_get_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_atomicity_f08
+  end interface
+  interface MPI_File_get_byte_offset
+    subroutine MPI_File_get_byte_offset_f08(fh, offset, disp, ierror) bind(C, &
+        name='MPI_File_get_byte_offset_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_byte_offset_f08
+  end interface
+  interface PMPI_File_get_byte_offset
+    subroutine PMPI_File_get_byte_offset_f08(fh, offset, disp, ierror) bind(C, &
+        name='PMPI_File_get_byte_offset_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_byte_offset_f08
+  end interface
+  interface MPI_File_get_errhandler
+    subroutine MPI_File_get_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='MPI_File_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_errhandler_f08
+  end interface
+  interface PMPI_File_get_errhandler
+    subroutine PMPI_File_get_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='PMPI_File_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_errhandler_f08
+  end interface
+  interface MPI_File_get_group
+    subroutine MPI_File_get_group_f08(fh, group, ierror) bind(C, &
+        name='MPI_File_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_group_f08
+  end interface
+  interface PMPI_File_get_group
+    subroutine PMPI_File_get_group_f08(fh, group, ierror) bind(C, &
+        name='PMPI_File_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_group_f08
+  end interface
+  interface MPI_File_get_info
+    subroutine MPI_File_get_info_f08(fh, info_used, ierror) bind(C, &
+        name='MPI_File_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_info_f08
+  end interface
+  interface PMPI_File_get_info
+    subroutine PMPI_File_get_info_f08(fh, info_used, ierror) bind(C, &
+        name='PMPI_File_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_info_f08
+  end interface
+  interface MPI_File_get_position
+    subroutine MPI_File_get_position_f08(fh, offset, ierror) bind(C, &
+        name='MPI_File_get_position_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_position_f08
+  end interface
+  interface PMPI_File_get_position
+    subroutine PMPI_File_get_position_f08(fh, offset, ierror) bind(C, &
+        name='PMPI_File_get_position_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_position_f08
+  end interface
+  interface MPI_File_get_position_shared
+    subroutine MPI_File_get_position_shared_f08(fh, offset, ierror) bind(C, &
+        name='MPI_File_get_position_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_position_shared_f08
+  end interface
+  interface PMPI_File_get_position_shared
+    subroutine PMPI_File_get_position_shared_f08(fh, offset, ierror) bind(C, &
+        name='PMPI_File_get_position_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_position_shared_f08
+  end interface
+  interface MPI_File_get_size
+    subroutine MPI_File_get_size_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_get_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_size_f08
+  end interface
+  interface PMPI_File_get_size
+    subroutine PMPI_File_get_size_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_get_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_size_f08
+  end interface
+  interface MPI_File_get_type_extent
+    subroutine MPI_File_get_type_extent_f08(fh, datatype, extent, ierror) bind(C, &
+        name='MPI_File_get_type_extent_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extent
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_type_extent_f08
+  end interface
+  interface PMPI_File_get_type_extent
+    subroutine PMPI_File_get_type_extent_f08(fh, datatype, extent, ierror) bind(C, &
+        name='PMPI_File_get_type_extent_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extent
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_type_extent_f08
+  end interface
+  interface MPI_File_get_view
+    subroutine MPI_File_get_view_f08(fh, disp, etype, filetype, datarep, ierror) bind(C, &
+        name='MPI_File_get_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      TYPE(MPI_Datatype) :: etype
+      TYPE(MPI_Datatype) :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_view_f08
+  end interface
+  interface PMPI_File_get_view
+    subroutine PMPI_File_get_view_f08(fh, disp, etype, filetype, datarep, ierror) bind(C, &
+        name='PMPI_File_get_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      TYPE(MPI_Datatype) :: etype
+      TYPE(MPI_Datatype) :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_view_f08
+  end interface
+  interface MPI_File_iread
+    subroutine MPI_File_iread_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iread_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_f08ts
+  end interface
+  interface PMPI_File_iread
+    subroutine PMPI_File_iread_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iread_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_f08ts
+  end interface
+  interface MPI_File_iread_all
+    subroutine MPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iread_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_all_f08ts
+  end interface
+  interface PMPI_File_iread_all
+    subroutine PMPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iread_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_all_f08ts
+  end interface
+  interface MPI_File_iread_at
+    subroutine MPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_f08ts
+  end interface
+  interface PMPI_File_iread_at
+    subroutine PMPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_f08ts
+  end interface
+  interface MPI_File_iread_at_all
+    subroutine MPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_all_f08ts
+  end interface
+  interface PMPI_File_iread_at_all
+    subroutine PMPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_all_f08ts
+  end interface
+  interface MPI_File_iread_shared
+    subroutine MPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_shared_f08ts
+  end interface
+  interface PMPI_File_iread_shared
+    subroutine PMPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_shared_f08ts
+  end interface
+  interface MPI_File_iwrite
+    subroutine MPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iwrite_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_f08ts
+  end interface
+  interface PMPI_File_iwrite
+    subroutine PMPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iwrite_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_f08ts
+  end interface
+  interface MPI_File_iwrite_all
+    subroutine MPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iwrite_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_all_f08ts
+  end interface
+  interface PMPI_File_iwrite_all
+    subroutine PMPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_all_f08ts
+  end interface
+  interface MPI_File_iwrite_at
+    subroutine MPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_f08ts
+  end interface
+  interface PMPI_File_iwrite_at
+    subroutine PMPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_f08ts
+  end interface
+  interface MPI_File_iwrite_at_all
+    subroutine MPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_all_f08ts
+  end interface
+  interface PMPI_File_iwrite_at_all
+    subroutine PMPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_all_f08ts
+  end interface
+  interface MPI_File_iwrite_shared
+    subroutine MPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_shared_f08ts
+  end interface
+  interface PMPI_File_iwrite_shared
+    subroutine PMPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_shared_f08ts
+  end interface
+  interface MPI_File_open
+    subroutine MPI_File_open_f08(comm, filename, amode, info, fh, ierror) bind(C, &
+        name='MPI_File_open_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      INTEGER, INTENT(IN) :: amode
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_open_f08
+  end interface
+  interface PMPI_File_open
+    subroutine PMPI_File_open_f08(comm, filename, amode, info, fh, ierror) bind(C, &
+        name='PMPI_File_open_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      INTEGER, INTENT(IN) :: amode
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_open_f08
+  end interface
+  interface MPI_File_preallocate
+    subroutine MPI_File_preallocate_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_preallocate_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_preallocate_f08
+  end interface
+  interface PMPI_File_preallocate
+    subroutine PMPI_File_preallocate_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_preallocate_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_preallocate_f08
+  end interface
+  interface MPI_File_read
+    subroutine MPI_File_read_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_f08ts
+  end interface
+  interface PMPI_File_read
+    subroutine PMPI_File_read_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_f08ts
+  end interface
+  interface MPI_File_read_all
+    subroutine MPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_f08ts
+  end interface
+  interface PMPI_File_read_all
+    subroutine PMPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_f08ts
+  end interface
+  interface MPI_File_read_all_begin
+    subroutine MPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_read_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_begin_f08ts
+  end interface
+  interface PMPI_File_read_all_begin
+    subroutine PMPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_read_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_begin_f08ts
+  end interface
+  interface MPI_File_read_all_end
+    subroutine MPI_File_read_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_end_f08ts
+  end interface
+  interface PMPI_File_read_all_end
+    subroutine PMPI_File_read_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_end_f08ts
+  end interface
+  interface MPI_File_read_at
+    subroutine MPI_File_read_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_f08ts
+  end interface
+  interface PMPI_File_read_at
+    subroutine PMPI_File_read_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_f08ts
+  end interface
+  interface MPI_File_read_at_all
+    subroutine MPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_f08ts
+  end interface
+  interface PMPI_File_read_at_all
+    subroutine PMPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_f08ts
+  end interface
+  interface MPI_File_read_at_all_begin
+    subroutine MPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_read_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_begin_f08ts
+  end interface
+  interface PMPI_File_read_at_all_begin
+    subroutine PMPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_read_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_begin_f08ts
+  end interface
+  interface MPI_File_read_at_all_end
+    subroutine MPI_File_read_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_end_f08ts
+  end interface
+  interface PMPI_File_read_at_all_end
+    subroutine PMPI_File_read_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_end_f08ts
+  end interface
+  interface MPI_File_read_ordered
+    subroutine MPI_File_read_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_f08ts
+  end interface
+  interface PMPI_File_read_ordered
+    subroutine PMPI_File_read_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_f08ts
+  end interface
+  interface MPI_File_read_ordered_begin
+    subroutine MPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_read_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_begin_f08ts
+  end interface
+  interface PMPI_File_read_ordered_begin
+    subroutine PMPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_read_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_begin_f08ts
+  end interface
+  interface MPI_File_read_ordered_end
+    subroutine MPI_File_read_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_end_f08ts
+  end interface
+  interface PMPI_File_read_ordered_end
+    subroutine PMPI_File_read_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_end_f08ts
+  end interface
+  interface MPI_File_read_shared
+    subroutine MPI_File_read_shared_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_shared_f08ts
+  end interface
+  interface PMPI_File_read_shared
+    subroutine PMPI_File_read_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_shared_f08ts
+  end interface
+  interface MPI_File_seek
+    subroutine MPI_File_seek_f08(fh, offset, whence, ierror) bind(C, &
+        name='MPI_File_seek_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_seek_f08
+  end interface
+  interface PMPI_File_seek
+    subroutine PMPI_File_seek_f08(fh, offset, whence, ierror) bind(C, &
+        name='PMPI_File_seek_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_seek_f08
+  end interface
+  interface MPI_File_seek_shared
+    subroutine MPI_File_seek_shared_f08(fh, offset, whence, ierror) bind(C, &
+        name='MPI_File_seek_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_seek_shared_f08
+  end interface
+  interface PMPI_File_seek_shared
+    subroutine PMPI_File_seek_shared_f08(fh, offset, whence, ierror) bind(C, &
+        name='PMPI_File_seek_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_seek_shared_f08
+  end interface
+  interface MPI_File_set_atomicity
+    subroutine MPI_File_set_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='MPI_File_set_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL, INTENT(IN) :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_atomicity_f08
+  end interface
+  interface PMPI_File_set_atomicity
+    subroutine PMPI_File_set_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='PMPI_File_set_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL, INTENT(IN) :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_atomicity_f08
+  end interface
+  interface MPI_File_set_errhandler
+    subroutine MPI_File_set_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='MPI_File_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_errhandler_f08
+  end interface
+  interface PMPI_File_set_errhandler
+    subroutine PMPI_File_set_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='PMPI_File_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_errhandler_f08
+  end interface
+  interface MPI_File_set_info
+    subroutine MPI_File_set_info_f08(fh, info, ierror) bind(C, &
+        name='MPI_File_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_info_f08
+  end interface
+  interface PMPI_File_set_info
+    subroutine PMPI_File_set_info_f08(fh, info, ierror) bind(C, &
+        name='PMPI_File_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_info_f08
+  end interface
+  interface MPI_File_set_size
+    subroutine MPI_File_set_size_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_set_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_size_f08
+  end interface
+  interface PMPI_File_set_size
+    subroutine PMPI_File_set_size_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_set_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_size_f08
+  end interface
+  interface MPI_File_set_view
+    subroutine MPI_File_set_view_f08(fh, disp, etype, filetype, datarep, info, &
+        ierror) bind(C, name='MPI_File_set_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: disp
+      TYPE(MPI_Datatype), INTENT(IN) :: etype
+      TYPE(MPI_Datatype), INTENT(IN) :: filetype
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_view_f08
+  end interface
+  interface PMPI_File_set_view
+    subroutine PMPI_File_set_view_f08(fh, disp, etype, filetype, datarep, info, &
+        ierror) bind(C, name='PMPI_File_set_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: disp
+      TYPE(MPI_Datatype), INTENT(IN) :: etype
+      TYPE(MPI_Datatype), INTENT(IN) :: filetype
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_view_f08
+  end interface
+  interface MPI_File_sync
+    subroutine MPI_File_sync_f08(fh, ierror) bind(C, name='MPI_File_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_sync_f08
+  end interface
+  interface PMPI_File_sync
+    subroutine PMPI_File_sync_f08(fh, ierror) bind(C, name='PMPI_File_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_sync_f08
+  end interface
+  interface MPI_File_write
+    subroutine MPI_File_write_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_f08ts
+  end interface
+  interface PMPI_File_write
+    subroutine PMPI_File_write_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_write_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_f08ts
+  end interface
+  interface MPI_File_write_all
+    subroutine MPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_f08ts
+  end interface
+  interface PMPI_File_write_all
+    subroutine PMPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_write_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_f08ts
+  end interface
+  interface MPI_File_write_all_begin
+    subroutine MPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_write_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_begin_f08ts
+  end interface
+  interface PMPI_File_write_all_begin
+    subroutine PMPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_write_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_begin_f08ts
+  end interface
+  interface MPI_File_write_all_end
+    subroutine MPI_File_write_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_end_f08ts
+  end interface
+  interface PMPI_File_write_all_end
+    subroutine PMPI_File_write_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_end_f08ts
+  end interface
+  interface MPI_File_write_at
+    subroutine MPI_File_write_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_f08ts
+  end interface
+  interface PMPI_File_write_at
+    subroutine PMPI_File_write_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_f08ts
+  end interface
+  interface MPI_File_write_at_all
+    subroutine MPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_f08ts
+  end interface
+  interface PMPI_File_write_at_all
+    subroutine PMPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_f08ts
+  end interface
+  interface MPI_File_write_at_all_begin
+    subroutine MPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_write_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_begin_f08ts
+  end interface
+  interface PMPI_File_write_at_all_begin
+    subroutine PMPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_begin_f08ts
+  end interface
+  interface MPI_File_write_at_all_end
+    subroutine MPI_File_write_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_end_f08ts
+  end interface
+  interface PMPI_File_write_at_all_end
+    subroutine PMPI_File_write_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_end_f08ts
+  end interface
+  interface MPI_File_write_ordered
+    subroutine MPI_File_write_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_f08ts
+  end interface
+  interface PMPI_File_write_ordered
+    subroutine PMPI_File_write_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_f08ts
+  end interface
+  interface MPI_File_write_ordered_begin
+    subroutine MPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_write_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_begin_f08ts
+  end interface
+  interface PMPI_File_write_ordered_begin
+    subroutine PMPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_begin_f08ts
+  end interface
+  interface MPI_File_write_ordered_end
+    subroutine MPI_File_write_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_end_f08ts
+  end interface
+  interface PMPI_File_write_ordered_end
+    subroutine PMPI_File_write_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_end_f08ts
+  end interface
+  interface MPI_File_write_shared
+    subroutine MPI_File_write_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_shared_f08ts
+  end interface
+  interface PMPI_File_write_shared
+    subroutine PMPI_File_write_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_shared_f08ts
   end interface
   interface MPI_Finalize
     subroutine MPI_Finalize_f08(ierror) bind(C, name='MPI_Finalize_f08')
@@ -3992,6 +5431,32 @@ abstract interface
       TYPE(MPI_Request), INTENT(IN) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Grequest_complete_f08
+  end interface
+  interface MPI_Grequest_start
+    subroutine MPI_Grequest_start_f08(query_fn, free_fn, cancel_fn, extra_state, request, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Grequest_query_function) :: query_fn
+      PROCEDURE(MPI_Grequest_free_function) :: free_fn
+      PROCEDURE(MPI_Grequest_cancel_function) :: cancel_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Grequest_start_f08
+  end interface
+  interface PMPI_Grequest_start
+    subroutine PMPI_Grequest_start_f08(query_fn, free_fn, cancel_fn, extra_state, request, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Grequest_query_function) :: query_fn
+      PROCEDURE(MPI_Grequest_free_function) :: free_fn
+      PROCEDURE(MPI_Grequest_cancel_function) :: cancel_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Grequest_start_f08
   end interface
   interface MPI_Group_compare
     subroutine MPI_Group_compare_f08(group1, group2, result, ierror) bind(C, &
@@ -9915,6 +11380,29 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_indexed_block_c_f08
   end interface
+  interface MPI_Type_create_keyval
+    subroutine MPI_Type_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Type_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Type_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_keyval_f08
+  end interface
+  interface PMPI_Type_create_keyval
+    subroutine PMPI_Type_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Type_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Type_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_keyval_f08
+  end interface
   interface MPI_Type_create_resized
     subroutine MPI_Type_create_resized_f08(oldtype, lb, extent, newtype, ierror) bind(C, &
         name='MPI_Type_create_resized_f08')
@@ -10994,6 +12482,28 @@ abstract interface
       TYPE(MPI_Errhandler) :: errhandler
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_create_errhandler_f08
+  end interface
+  interface MPI_Win_create_keyval
+    subroutine MPI_Win_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Win_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_keyval_f08
+  end interface
+  interface PMPI_Win_create_keyval
+    subroutine PMPI_Win_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Win_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_keyval_f08
   end interface
   interface MPI_Win_delete_attr
     subroutine MPI_Win_delete_attr_f08(win, win_keyval, ierror) bind(C, &
