@@ -2,7 +2,8 @@
 ! view (a vector filetype, a displacement by rank), collectively; then the whole file is read
 ! back at an explicit offset without a view and checked value by value, the rank's own part
 ! through the view with the individual file pointer and nonblockingly; plus the handle, the
-! strings and the errors of the Fortran binding (MPI_FILE_NULL, blank-padded datarep, IERROR).
+! strings and the errors of the Fortran binding (MPI_FILE_NULL, blank-padded datarep, IERROR,
+! a file error handler written in Fortran).
 ! The file's path is the first argument; each rank prints `fortran checks passed on rank R`,
 ! rank 0 then `OK io_mpi`.
 program io_mpi
@@ -10,7 +11,7 @@ program io_mpi
   implicit none
   integer, parameter :: nb = 4, bl = 2, mine = nb * bl
   integer :: ierr, rank, nprocs, fh, ftype, etype, ftype2, amode, cls, count, i, p, owner, req
-  integer :: group, cmp, fh2
+  integer :: group, cmp, fh2, eh, eh2, seen_file, seen_code
   integer :: status(MPI_STATUS_SIZE)
   integer :: buf(mine), got(mine)
   integer, allocatable :: whole(:)
@@ -51,6 +52,19 @@ program io_mpi
   call MPI_FILE_SET_ATOMICITY(fh, .false., ierr)
   call MPI_FILE_GET_ATOMICITY(fh, flag, ierr)
   call expect(.not. flag, 'MPI_FILE_GET_ATOMICITY after setting .FALSE.')
+
+  ! A Fortran file error handler gets the INTEGER handle and the code.
+  seen_file = MPI_FILE_NULL
+  seen_code = MPI_SUCCESS
+  call MPI_FILE_CREATE_ERRHANDLER(file_errors, eh, ierr)
+  call MPI_FILE_SET_ERRHANDLER(fh, eh, ierr)
+  call MPI_FILE_GET_ERRHANDLER(fh, eh2, ierr)
+  call expect(ierr == MPI_SUCCESS .and. eh2 == eh, 'MPI_FILE_GET_ERRHANDLER')
+  call MPI_ERRHANDLER_FREE(eh2, ierr)
+  call MPI_FILE_CALL_ERRHANDLER(fh, MPI_ERR_ARG, ierr)
+  call expect(seen_file == fh .and. seen_code == MPI_ERR_ARG, 'a Fortran file error handler')
+  call MPI_FILE_SET_ERRHANDLER(fh, MPI_ERRORS_RETURN, ierr)
+  call MPI_ERRHANDLER_FREE(eh, ierr)
 
   ! The view: blocks of bl integers every bl*nprocs, starting at this rank's block.
   call MPI_TYPE_VECTOR(nb, bl, bl * nprocs, MPI_INTEGER, ftype, ierr)
@@ -134,6 +148,12 @@ program io_mpi
   if (rank == 0) print '(a)', 'OK io_mpi'
 
 contains
+
+  subroutine file_errors(file, code)
+    integer :: file, code
+    seen_file = file
+    seen_code = code
+  end subroutine file_errors
 
   ! What rank r writes as its k-th integer (from 0).
   integer function value_at(r, k)
