@@ -6985,6 +6985,32 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Info_get_nthkey_f08
   end interface
+  interface MPI_Info_get_string
+    subroutine MPI_Info_get_string_f08(info, key, buflen, value, flag, ierror) bind(C, &
+        name='MPI_Info_get_string_f08')
+      import
+      implicit none
+      TYPE(MPI_Info) :: info
+      CHARACTER(LEN=*) :: key
+      INTEGER :: buflen
+      CHARACTER(LEN=*) :: value
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Info_get_string_f08
+  end interface
+  interface PMPI_Info_get_string
+    subroutine PMPI_Info_get_string_f08(info, key, buflen, value, flag, ierror) bind(C, &
+        name='PMPI_Info_get_string_f08')
+      import
+      implicit none
+      TYPE(MPI_Info) :: info
+      CHARACTER(LEN=*) :: key
+      INTEGER :: buflen
+      CHARACTER(LEN=*) :: value
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Info_get_string_f08
+  end interface
   interface MPI_Info_get_valuelen
     subroutine MPI_Info_get_valuelen_f08(info, key, valuelen, flag, ierror) bind(C, &
         name='MPI_Info_get_valuelen_f08')

@@ -5029,6 +5029,24 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey_f08(info: *mut c_int, n: *mut c_in
     f08_info_get_nthkey::<true>(info, n, key, ierror)
 }
 
+/// `MPI_Info_get_string` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_info_get_string<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    let (key_s, key_len) = f08::string(key);
+    let (value_s, value_len) = f08::string(value);
+    let mut rc: c_int = rt::SUCCESS;
+    special::info_get_string::<PMPI>(info, key_s, buflen, value_s, flag, &mut rc, key_len, value_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_string_f08(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    f08_info_get_string::<false>(info, key, buflen, value, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get_string_f08(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    f08_info_get_string::<true>(info, key, buflen, value, flag, ierror)
+}
+
 /// `MPI_Info_get_valuelen` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_info_get_valuelen<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, valuelen: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {

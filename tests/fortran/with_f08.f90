@@ -4,7 +4,7 @@
 ! needs a contiguous buffer (MPI_ERR_BUFFER, not silently wrong), MPI_IN_PLACE,
 ! MPI_STATUS(ES)_IGNORE, a derived type, requests, strings, MPI_MAXLOC on
 ! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, a Fortran reduction and error handler, info keys and values
-! with blanks, keyvals with Fortran and predefined callbacks, a generalized request. Each rank stops with status 1 at the first mismatch and prints
+! with blanks, MPI_Info_get_string, keyvals with Fortran and predefined callbacks, a generalized request. Each rank stops with status 1 at the first mismatch and prints
 ! `fortran checks passed on rank N` at the end (rank 0 also `OK with_f08`).
 program with_f08
   use mpi_f08
@@ -150,6 +150,16 @@ program with_f08
   call expect(flag .and. ival == 'deep blue', 'MPI_Info_set strips blanks of keys and values')
   call MPI_Info_get_valuelen(info, ' color', slen, flag)
   call expect(flag .and. slen == 9, 'MPI_Info_get_valuelen with a blank-led key')
+  slen = len(ival)
+  ival = 'x'
+  call MPI_Info_get_string(info, 'color', slen, ival, flag, ierr)
+  call expect(ierr == MPI_SUCCESS .and. flag .and. ival == 'deep blue' .and. slen == 9, &
+              'MPI_Info_get_string')
+  slen = 4
+  call MPI_Info_get_string(info, 'color', slen, ival, flag)
+  call expect(flag .and. ival == 'deep' .and. slen == 9, 'MPI_Info_get_string truncates to buflen')
+  call MPI_Info_get_string(info, 'shape', slen, ival, flag)
+  call expect(.not. flag, 'MPI_Info_get_string of a missing key')
   call MPI_Info_free(info)
   call expect(info == MPI_INFO_NULL, 'MPI_Info_free')
   call MPI_Initialized(flag)

@@ -44,6 +44,7 @@ const F08_SPECIALS: &[&str] = &[
     "Type_create_keyval",
     "Win_create_keyval",
     "Grequest_start",
+    "Info_get_string",
 ];
 
 /// MPI-1 procedures the standard gives no `mpi_f08` form (deprecated since MPI-2).
@@ -344,11 +345,24 @@ pub fn emit_rust(specs: &[Specific], protos: &[Proto]) -> String {
         );
         match f.body {
             Body::Special if f.ret == Ret::Ierror => {
-                let args: Vec<&str> = f.args.iter().map(|a| a.name.as_str()).collect();
+                // Strings arrive as descriptors; the hand-written procedure takes the bytes,
+                // and the lengths after IERROR (the mpi binding's convention).
+                let mut args = Vec::new();
+                let mut lens = String::new();
+                for a in &f.args {
+                    let n = &a.name;
+                    if a.fty == FTy::Char {
+                        let _ = writeln!(s, "    let ({n}_s, {n}_len) = f08::string({n});");
+                        args.push(format!("{n}_s"));
+                        let _ = write!(lens, ", {n}_len");
+                    } else {
+                        args.push(n.clone());
+                    }
+                }
                 let _ = writeln!(s, "    let mut rc: c_int = rt::SUCCESS;");
                 let _ = writeln!(
                     s,
-                    "    special::{lower}::<PMPI>({}&mut rc);",
+                    "    special::{lower}::<PMPI>({}&mut rc{lens});",
                     args.iter().map(|a| format!("{a}, ")).collect::<String>()
                 );
                 let _ = writeln!(s, "    f08::set_ierror(ierror, rc);");
