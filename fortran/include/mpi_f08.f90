@@ -742,7 +742,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -758,7 +758,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -776,7 +776,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -792,7 +792,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -959,10 +959,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -974,10 +974,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -991,10 +991,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1007,10 +1007,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1084,10 +1084,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1101,10 +1101,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1120,10 +1120,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1137,10 +1137,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1229,8 +1229,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Allreduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1243,8 +1243,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='MPI_Allreduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1259,8 +1259,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Allreduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1273,8 +1273,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='PMPI_Allreduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1345,10 +1345,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1360,10 +1360,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1377,10 +1377,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1392,10 +1392,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1474,11 +1474,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1492,11 +1492,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1512,11 +1512,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1530,11 +1530,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1614,11 +1614,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1632,11 +1632,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1652,11 +1652,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1670,11 +1670,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1795,7 +1795,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Bcast_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1808,7 +1808,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Bcast_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1823,7 +1823,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Bcast_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1836,7 +1836,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Bcast_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1903,7 +1903,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Bsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1916,7 +1916,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Bsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1931,7 +1931,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Bsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1944,7 +1944,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Bsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1959,7 +1959,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Buffer_attach_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Buffer_attach_f08ts
@@ -1967,7 +1967,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Buffer_attach_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Buffer_attach_c_f08ts
@@ -1977,7 +1977,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Buffer_attach_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Buffer_attach_f08ts
@@ -1985,7 +1985,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Buffer_attach_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Buffer_attach_c_f08ts
@@ -2825,9 +2825,9 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_rank, target_disp, win, ierror) bind(C, name='MPI_Compare_and_swap_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: compare_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: compare_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -2841,9 +2841,9 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Compare_and_swap_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: compare_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: compare_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3159,8 +3159,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Exscan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3173,8 +3173,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Exscan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3189,8 +3189,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Exscan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3203,8 +3203,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Exscan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3219,8 +3219,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, op, win, ierror) bind(C, name='MPI_Fetch_and_op_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3234,8 +3234,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, op, win, ierror) bind(C, name='PMPI_Fetch_and_op_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3554,7 +3554,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3567,7 +3567,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3580,7 +3580,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3593,7 +3593,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3607,7 +3607,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3621,7 +3621,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3635,7 +3635,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3649,7 +3649,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3662,7 +3662,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3675,7 +3675,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3688,7 +3688,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3701,7 +3701,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3714,7 +3714,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3727,7 +3727,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3741,7 +3741,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3755,7 +3755,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3769,7 +3769,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3783,7 +3783,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3796,7 +3796,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3809,7 +3809,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Request) :: request
@@ -3920,7 +3920,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -3932,7 +3932,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -3944,7 +3944,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_all_end_f08ts
@@ -3955,7 +3955,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_all_end_f08ts
@@ -4023,7 +4023,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4036,7 +4036,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4048,7 +4048,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_at_all_end_f08ts
@@ -4059,7 +4059,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_at_all_end_f08ts
@@ -4096,7 +4096,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4108,7 +4108,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4120,7 +4120,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_ordered_end_f08ts
@@ -4131,7 +4131,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_ordered_end_f08ts
@@ -4388,7 +4388,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4400,7 +4400,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4412,7 +4412,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_all_end_f08ts
@@ -4423,7 +4423,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_all_end_f08ts
@@ -4491,7 +4491,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4504,7 +4504,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
       INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4516,7 +4516,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_at_all_end_f08ts
@@ -4527,7 +4527,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_at_all_end_f08ts
@@ -4564,7 +4564,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4576,7 +4576,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
@@ -4588,7 +4588,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_ordered_end_f08ts
@@ -4599,7 +4599,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_File), INTENT(IN) :: fh
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_ordered_end_f08ts
@@ -4741,10 +4741,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4757,10 +4757,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4775,10 +4775,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4791,10 +4791,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4874,10 +4874,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Gatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4892,10 +4892,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Gatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4912,10 +4912,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Gatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4930,10 +4930,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Gatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4949,7 +4949,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -4963,7 +4963,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -4979,7 +4979,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -4993,7 +4993,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -5010,10 +5010,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -5029,10 +5029,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -5050,10 +5050,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -5069,10 +5069,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -5727,10 +5727,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='MPI_Iallgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5741,10 +5741,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='MPI_Iallgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5757,10 +5757,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5771,10 +5771,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5787,10 +5787,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, comm, request, ierror) bind(C, name='MPI_Iallgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5802,10 +5802,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, comm, request, ierror) bind(C, name='MPI_Iallgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5819,10 +5819,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5834,10 +5834,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5851,8 +5851,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iallreduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5864,8 +5864,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iallreduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5879,8 +5879,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Iallreduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5892,8 +5892,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Iallreduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5907,10 +5907,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5921,10 +5921,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5937,10 +5937,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='PMPI_Ialltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5951,10 +5951,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, comm, request, ierror) bind(C, name='PMPI_Ialltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5967,11 +5967,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5984,11 +5984,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ialltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6003,11 +6003,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ialltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6020,11 +6020,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ialltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6039,11 +6039,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ialltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6056,11 +6056,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ialltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6075,11 +6075,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ialltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6092,11 +6092,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ialltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6128,7 +6128,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ibcast_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -6140,7 +6140,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ibcast_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -6154,7 +6154,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ibcast_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -6166,7 +6166,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ibcast_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -6180,7 +6180,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ibsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6193,7 +6193,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ibsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6208,7 +6208,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ibsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6221,7 +6221,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ibsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6236,8 +6236,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iexscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6249,8 +6249,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iexscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6264,8 +6264,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Iexscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6277,8 +6277,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Iexscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6292,10 +6292,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Igather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6307,10 +6307,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Igather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6324,10 +6324,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6339,10 +6339,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6356,10 +6356,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, root, comm, request, ierror) bind(C, name='MPI_Igatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6372,10 +6372,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, root, comm, request, ierror) bind(C, name='MPI_Igatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6390,10 +6390,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6406,10 +6406,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         displs, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6452,7 +6452,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Imrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -6463,7 +6463,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Imrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -6476,7 +6476,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Imrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -6487,7 +6487,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Imrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -6500,10 +6500,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_allgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6515,10 +6515,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_allgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6531,10 +6531,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_allgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6546,10 +6546,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_allgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6563,10 +6563,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_allgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6579,10 +6579,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_allgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6597,10 +6597,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_allgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6613,10 +6613,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_allgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6630,10 +6630,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6644,10 +6644,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6660,10 +6660,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_alltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6675,10 +6675,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_alltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6692,11 +6692,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_alltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6709,11 +6709,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_alltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6728,11 +6728,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_alltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6745,11 +6745,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_alltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6764,11 +6764,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_alltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6781,11 +6781,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Ineighbor_alltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6800,11 +6800,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_alltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -6817,11 +6817,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Ineighbor_alltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -7221,7 +7221,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Irecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7234,7 +7234,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Irecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7249,7 +7249,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Irecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7262,7 +7262,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Irecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7277,8 +7277,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Ireduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7291,8 +7291,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Ireduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7307,8 +7307,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Ireduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7321,8 +7321,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Ireduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7337,8 +7337,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Ireduce_scatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7350,8 +7350,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7365,8 +7365,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Ireduce_scatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7378,8 +7378,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7393,8 +7393,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_block_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7406,8 +7406,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_block_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7421,8 +7421,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_block_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7434,8 +7434,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         op, comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_block_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7449,7 +7449,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Irsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7462,7 +7462,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Irsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7477,7 +7477,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Irsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7490,7 +7490,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Irsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7522,8 +7522,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7535,8 +7535,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Iscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7550,8 +7550,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Iscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7563,8 +7563,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Iscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7578,10 +7578,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7593,10 +7593,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7610,10 +7610,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7625,10 +7625,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7642,11 +7642,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatterv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7658,11 +7658,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatterv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7676,11 +7676,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatterv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7692,11 +7692,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatterv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -7710,7 +7710,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Isend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7723,7 +7723,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Isend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7738,7 +7738,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Isend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7751,7 +7751,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Isend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7767,12 +7767,12 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Isendrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -7786,12 +7786,12 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Isendrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -7807,12 +7807,12 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Isendrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -7826,12 +7826,12 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Isendrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -7846,7 +7846,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7861,7 +7861,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7878,7 +7878,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7893,7 +7893,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7910,7 +7910,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Issend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7923,7 +7923,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Issend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7938,7 +7938,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Issend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -7951,7 +7951,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Issend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8113,10 +8113,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8129,10 +8129,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8147,10 +8147,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8163,10 +8163,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8243,10 +8243,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8260,10 +8260,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8279,10 +8279,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8296,10 +8296,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8371,10 +8371,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8387,10 +8387,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8405,10 +8405,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8421,10 +8421,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -8507,11 +8507,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8525,11 +8525,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8545,11 +8545,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8563,11 +8563,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -8651,11 +8651,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -8669,11 +8669,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Neighbor_alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -8689,11 +8689,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -8707,11 +8707,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Neighbor_alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -9020,7 +9020,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9034,7 +9034,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9050,7 +9050,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9064,7 +9064,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9098,7 +9098,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Raccumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9115,7 +9115,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Raccumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9134,7 +9134,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Raccumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9151,7 +9151,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Raccumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9225,7 +9225,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Recv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -9238,7 +9238,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Recv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -9253,7 +9253,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Recv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -9266,7 +9266,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Recv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -9337,8 +9337,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='MPI_Reduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9352,8 +9352,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='MPI_Reduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9369,8 +9369,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='PMPI_Reduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9384,8 +9384,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         info, request, ierror) bind(C, name='PMPI_Reduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9553,8 +9553,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9567,8 +9567,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9583,8 +9583,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         op, comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_block_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9598,8 +9598,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Reduce_scatter_block_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9614,8 +9614,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9628,8 +9628,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9644,8 +9644,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9658,8 +9658,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -9714,7 +9714,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Rget_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9730,7 +9730,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Rget_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9748,7 +9748,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Rget_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9764,7 +9764,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Rget_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9782,10 +9782,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9802,10 +9802,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9824,10 +9824,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9844,10 +9844,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9866,7 +9866,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Rput_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9882,7 +9882,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Rput_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9900,7 +9900,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Rput_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9916,7 +9916,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Rput_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -9985,7 +9985,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Rsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9998,7 +9998,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Rsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10013,7 +10013,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Rsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10026,7 +10026,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Rsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10093,8 +10093,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Scan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -10107,8 +10107,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='MPI_Scan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -10123,8 +10123,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Scan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -10137,8 +10137,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         request, ierror) bind(C, name='PMPI_Scan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -10213,10 +10213,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10229,10 +10229,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10247,10 +10247,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10263,10 +10263,10 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10346,11 +10346,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Scatterv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10364,11 +10364,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Scatterv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10384,11 +10384,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Scatterv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10402,11 +10402,11 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='PMPI_Scatterv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -10473,7 +10473,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Send_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10486,7 +10486,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Send_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10501,7 +10501,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Send_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10514,7 +10514,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Send_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10725,7 +10725,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ssend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10738,7 +10738,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Ssend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10753,7 +10753,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ssend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -10766,7 +10766,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Ssend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -12365,7 +12365,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_attach_f08ts
@@ -12376,7 +12376,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_attach_f08ts
@@ -12422,7 +12422,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         name='MPI_Win_create_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -12434,7 +12434,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='MPI_Win_create_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -12448,7 +12448,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Win_create_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -12460,7 +12460,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
         ierror) bind(C, name='PMPI_Win_create_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -12557,7 +12557,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_detach_f08ts
   end interface
@@ -12567,7 +12567,7 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_detach_f08ts
   end interface
@@ -13055,5 +13055,41 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_wait_f08
+  end interface
+  interface MPI_Buffer_detach
+    subroutine MPI_Buffer_detach_f08(buffer_addr, size, ierror) bind(C, name='MPI_Buffer_detach_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER, INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Buffer_detach_f08
+    subroutine MPI_Buffer_detach_c_f08(buffer_addr, size, ierror) bind(C, name='MPI_Buffer_detach_c_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Buffer_detach_c_f08
+  end interface
+  interface PMPI_Buffer_detach
+    subroutine PMPI_Buffer_detach_f08(buffer_addr, size, ierror) bind(C, name='PMPI_Buffer_detach_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER, INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Buffer_detach_f08
+    subroutine PMPI_Buffer_detach_c_f08(buffer_addr, size, ierror) bind(C, name='PMPI_Buffer_detach_c_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Buffer_detach_c_f08
   end interface
 end module mpi_f08

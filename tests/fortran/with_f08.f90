@@ -4,10 +4,11 @@
 ! needs a contiguous buffer (MPI_ERR_BUFFER, not silently wrong), MPI_IN_PLACE,
 ! MPI_STATUS(ES)_IGNORE, a derived type, requests, strings, MPI_MAXLOC on
 ! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, a Fortran reduction and error handler, info keys and values
-! with blanks, MPI_Info_get_string, keyvals with Fortran and predefined callbacks, a generalized request. Each rank stops with status 1 at the first mismatch and prints
+! with blanks, MPI_Info_get_string, MPI_Buffer_detach's TYPE(C_PTR), keyvals with Fortran and predefined callbacks, a generalized request. Each rank stops with status 1 at the first mismatch and prints
 ! `fortran checks passed on rank N` at the end (rank 0 also `OK with_f08`).
 program with_f08
   use mpi_f08
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_loc, c_associated
   implicit none
   integer, parameter :: n = 6
   integer :: handled = 0
@@ -29,6 +30,9 @@ program with_f08
   integer :: keyval, tkeyval, copies = 0, deletes = 0, freed = 0
   integer(kind=MPI_ADDRESS_KIND) :: attr
   type(MPI_Request) :: greq
+  ! The library holds the attached buffer beyond the call: ASYNCHRONOUS, as the standard asks.
+  integer, target, asynchronous :: bsbuf(512)
+  type(c_ptr) :: detached
 
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -232,6 +236,18 @@ program with_f08
   call MPI_Get_count(status, MPI_INTEGER, count)
   call expect(count == 3, 'the count the query callback set')
   call expect(.not. MPI_ASYNC_PROTECTS_NONBLOCKING, 'MPI_ASYNC_PROTECTS_NONBLOCKING')
+
+  ! A buffered send to this rank; MPI_Buffer_detach hands the buffer back as a TYPE(C_PTR).
+  call MPI_Buffer_attach(bsbuf, 4 * size(bsbuf))
+  iv = 3
+  call MPI_Bsend(iv, n, MPI_INTEGER, rank, 21, MPI_COMM_WORLD)
+  isum = 0
+  call MPI_Recv(isum, n, MPI_INTEGER, rank, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+  call expect(all(isum == 3), 'MPI_Bsend to this rank')
+  slen = 0
+  call MPI_Buffer_detach(detached, slen, ierr)
+  call expect(ierr == MPI_SUCCESS .and. slen == 4 * size(bsbuf), 'MPI_Buffer_detach size')
+  call expect(c_associated(detached, c_loc(bsbuf)), 'MPI_Buffer_detach gives the buffer''s address')
 
   call MPI_Barrier(MPI_COMM_WORLD)
   print '(a, i0)', 'fortran checks passed on rank ', rank

@@ -82,6 +82,34 @@ impl Specific {
             .any(|a| a.conv == Conv::Procedure || a.fty == FTy::External)
     }
 
+    /// Whether the library may still use the procedure's buffers after it returns (nonblocking
+    /// and persistent operations, one-sided access, split collectives, the attached buffer):
+    /// the standard declares those buffers `ASYNCHRONOUS`, and `TARGET` keeps the compiler from
+    /// assuming their addresses stay private to the call.
+    fn asynchronous(&self) -> bool {
+        let g = self.generic.as_str();
+        let returns_request = self
+            .func
+            .args
+            .iter()
+            .any(|a| a.cbase == "MPI_Request" && a.name == "request");
+        returns_request
+            || g == "Buffer_attach"
+            || matches!(
+                g,
+                "Put"
+                    | "Get"
+                    | "Accumulate"
+                    | "Get_accumulate"
+                    | "Fetch_and_op"
+                    | "Compare_and_swap"
+                    | "Win_create"
+                    | "Win_attach"
+                    | "Win_detach"
+            )
+            || g.starts_with("File_") && (g.ends_with("_begin") || g.ends_with("_end"))
+    }
+
     /// The symbol the library defines: the `BIND(C)` name, or gfortran's for the rest.
     fn symbol(&self, pmpi: bool) -> String {
         if self.takes_procedure() {
@@ -133,8 +161,13 @@ pub fn specifics(
             Body::Special => F08_SPECIALS.contains(&f.name.as_str()),
             Body::Unsupported(_) => false,
         };
-        // Fortran-only procedures have no mpi_f08 form; MPI_WTIME and MPI_WTICK are C's.
-        if FORTRAN_ONLY.contains(&f.name.as_str()) || f.name == "Wtime" || f.name == "Wtick" {
+        // Fortran-only procedures have no mpi_f08 form; MPI_WTIME and MPI_WTICK are C's;
+        // MPI_BUFFER_DETACH is written out whole (BUFFER_DETACH).
+        if FORTRAN_ONLY.contains(&f.name.as_str())
+            || f.name == "Wtime"
+            || f.name == "Wtick"
+            || f.name == "Buffer_detach"
+        {
             continue;
         }
         if ok && !c_unsupported.contains(&format!("MPI_{}", f.name)) {
@@ -635,6 +668,29 @@ const GREQUEST_INTERFACES: &str = "\
     end subroutine MPI_Grequest_cancel_function
 ";
 
+/// `MPI_Buffer_detach` of `mpi_f08` hands out the buffer's address as a `TYPE(C_PTR)`, which C's
+/// function writes where its `void *` argument points; the procedures are in `src/f08.rs`.
+const BUFFER_DETACH: &[(&str, &str)] = &[
+    ("MPI_Buffer_detach_f08", "INTEGER"),
+    ("MPI_Buffer_detach_c_f08", "INTEGER(KIND=MPI_COUNT_KIND)"),
+];
+
+fn buffer_detach_interfaces() -> String {
+    let mut s = String::new();
+    for p in ["MPI", "PMPI"] {
+        let _ = writeln!(s, "  interface {p}_Buffer_detach");
+        for (name, size) in BUFFER_DETACH {
+            let name = format!("{p}{}", &name[3..]);
+            let _ = writeln!(
+                s,
+                "    subroutine {name}(buffer_addr, size, ierror) bind(C, name='{name}')\n      use, intrinsic :: iso_c_binding, only: c_ptr\n      import\n      implicit none\n      TYPE(c_ptr), INTENT(OUT) :: buffer_addr\n      {size}, INTENT(OUT) :: size\n      INTEGER, OPTIONAL, INTENT(OUT) :: ierror\n    end subroutine {name}"
+            );
+        }
+        s.push_str("  end interface\n");
+    }
+    s
+}
+
 /// The predefined attribute callbacks: the `mpi` binding's procedures (`mpi_comm_dup_fn_`),
 /// whose arguments are the same references.
 const PREDEFINED_CALLBACKS: &str = "\
@@ -760,7 +816,15 @@ pub fn emit_module(
                 let _ = writeln!(s, "{}", wrap(&head));
                 s.push_str("      import\n      implicit none\n");
                 for a in &f.args {
-                    let _ = writeln!(s, "{}", f08_decl(a));
+                    let mut decl = f08_decl(a);
+                    if a.fty == FTy::Choice && spec.asynchronous() {
+                        // TARGET too: gfortran (12) otherwise tells the optimizer that the
+                        // buffer's address does not outlive the call, and code after it may
+                        // keep the buffer in registers across MPI_Wait or fold comparisons
+                        // with the address MPI_Buffer_detach returns.
+                        decl = decl.replacen(" ::", ", ASYNCHRONOUS, TARGET ::", 1);
+                    }
+                    let _ = writeln!(s, "{decl}");
                 }
                 if f.ret == Ret::Ierror {
                     s.push_str("      INTEGER, OPTIONAL, INTENT(OUT) :: ierror\n");
@@ -775,6 +839,7 @@ pub fn emit_module(
             s.push_str("  end interface\n");
         }
     }
+    s.push_str(&buffer_detach_interfaces());
     s.push_str("end module mpi_f08\n");
     s
 }
@@ -799,6 +864,12 @@ pub fn coverage(specs: &[Specific], left: &[(String, String)]) -> String {
             format!("bound    MPI_{w} (the C function itself)"),
         ));
     }
+    for (name, _) in BUFFER_DETACH {
+        lines.push((
+            name[4..].to_lowercase(),
+            format!("bound    {name} (by hand: TYPE(C_PTR))"),
+        ));
+    }
     for (n, why) in left {
         lines.push((n.to_lowercase(), format!("not-bound MPI_{n}: {why}")));
     }
@@ -809,7 +880,7 @@ pub fn coverage(specs: &[Specific], left: &[(String, String)]) -> String {
     let _ = writeln!(
         s,
         "# {} specific procedures bound (each also as PMPI_), {} not in mpi_f08",
-        specs.len(),
+        specs.len() + BUFFER_DETACH.len(),
         left.len()
     );
     s
