@@ -305,74 +305,6 @@ sizeof_procedures!(
     stormpi_sizeof_l8,
 );
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[repr(C)]
-    struct Desc2 {
-        head: Cdesc,
-        dims: [CfiDim; 2],
-    }
-
-    fn desc(elem: usize, dims: &[(isize, isize)]) -> Desc2 {
-        let mut d = Desc2 {
-            head: Cdesc {
-                base_addr: core::ptr::null_mut(),
-                elem_len: elem,
-                version: 1,
-                rank: dims.len() as i8,
-                attribute: 2,
-                type_: 0,
-                dim: [],
-            },
-            dims: [CfiDim {
-                lower_bound: 0,
-                extent: 0,
-                sm: 0,
-            }; 2],
-        };
-        for (i, &(extent, sm)) in dims.iter().enumerate() {
-            d.dims[i] = CfiDim {
-                lower_bound: 0,
-                extent,
-                sm,
-            };
-        }
-        d
-    }
-
-    #[test]
-    fn whole_arrays_and_scalars_are_contiguous_and_strided_sections_are_not() {
-        unsafe {
-            assert!(is_contiguous(&desc(8, &[]).head));
-            assert!(is_contiguous(&desc(8, &[(10, 8)]).head));
-            assert!(is_contiguous(&desc(8, &[(4, 8), (3, 32)]).head));
-            // a(1:10:2) and b(2:3, :) of a 4x4 array.
-            assert!(!is_contiguous(&desc(8, &[(5, 16)]).head));
-            assert!(!is_contiguous(&desc(8, &[(2, 8), (4, 32)]).head));
-            // One element, whatever its stride; a column of a row section.
-            assert!(is_contiguous(&desc(8, &[(1, 800)]).head));
-            assert!(is_contiguous(&desc(4, &[(1, 4), (3, 4)]).head));
-        }
-    }
-
-    #[test]
-    fn a_missing_ierror_is_left_alone() {
-        unsafe { set_ierror(core::ptr::null_mut(), 3) };
-        let mut e = 0;
-        unsafe { set_ierror(&mut e, 3) };
-        assert_eq!(e, 3);
-    }
-
-    #[test]
-    fn the_descriptor_has_iso_fortran_bindings_layout() {
-        assert_eq!(size_of::<Cdesc>(), 24);
-        assert_eq!(size_of::<CfiDim>(), 24);
-        assert_eq!(core::mem::offset_of!(Desc2, dims), 24);
-    }
-}
-
 // `MPI_Buffer_detach` of `mpi_f08`: `TYPE(C_PTR), INTENT(OUT) :: buffer_addr` arrives by
 // reference, the place C's `MPI_Buffer_detach` writes the buffer's address to (its `void *`
 // argument), so the call passes it through. (The large-count form is not among the `mpi`
@@ -451,5 +383,73 @@ pub unsafe extern "C" fn PMPI_Buffer_detach_c_f08(
             ierror,
             PMPI_Buffer_detach_c(buffer_addr.cast(), size.cast()),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C)]
+    struct Desc2 {
+        head: Cdesc,
+        dims: [CfiDim; 2],
+    }
+
+    fn desc(elem: usize, dims: &[(isize, isize)]) -> Desc2 {
+        let mut d = Desc2 {
+            head: Cdesc {
+                base_addr: core::ptr::null_mut(),
+                elem_len: elem,
+                version: 1,
+                rank: dims.len() as i8,
+                attribute: 2,
+                type_: 0,
+                dim: [],
+            },
+            dims: [CfiDim {
+                lower_bound: 0,
+                extent: 0,
+                sm: 0,
+            }; 2],
+        };
+        for (i, &(extent, sm)) in dims.iter().enumerate() {
+            d.dims[i] = CfiDim {
+                lower_bound: 0,
+                extent,
+                sm,
+            };
+        }
+        d
+    }
+
+    #[test]
+    fn whole_arrays_and_scalars_are_contiguous_and_strided_sections_are_not() {
+        unsafe {
+            assert!(is_contiguous(&desc(8, &[]).head));
+            assert!(is_contiguous(&desc(8, &[(10, 8)]).head));
+            assert!(is_contiguous(&desc(8, &[(4, 8), (3, 32)]).head));
+            // a(1:10:2) and b(2:3, :) of a 4x4 array.
+            assert!(!is_contiguous(&desc(8, &[(5, 16)]).head));
+            assert!(!is_contiguous(&desc(8, &[(2, 8), (4, 32)]).head));
+            // One element, whatever its stride; a column of a row section.
+            assert!(is_contiguous(&desc(8, &[(1, 800)]).head));
+            assert!(is_contiguous(&desc(4, &[(1, 4), (3, 4)]).head));
+        }
+    }
+
+    #[test]
+    fn a_missing_ierror_is_left_alone() {
+        unsafe { set_ierror(core::ptr::null_mut(), 3) };
+        let mut e = 0;
+        unsafe { set_ierror(&mut e, 3) };
+        assert_eq!(e, 3);
+    }
+
+    #[test]
+    fn the_descriptor_has_iso_fortran_bindings_layout() {
+        assert_eq!(size_of::<Cdesc>(), 24);
+        assert_eq!(size_of::<CfiDim>(), 24);
+        assert_eq!(core::mem::offset_of!(Desc2, dims), 24);
     }
 }
