@@ -1630,6 +1630,10 @@ mod tests {
             "the large-count forms are bound"
         );
         assert!(module.contains("MPI_Win_create_f08ts"));
+        assert!(
+            module.contains("MPI_File_read_at_all_c_f08ts"),
+            "MPI-IO's large-count forms join by rule once C has them"
+        );
         let dir = std::env::temp_dir().join(format!("stormpi-f08-all-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("mpi_f08.f90"), module).unwrap();
