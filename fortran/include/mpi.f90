@@ -1640,6 +1640,19 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: win
       INTEGER :: ierror
     end subroutine MPI_FETCH_AND_OP
+    subroutine MPI_FILE_CALL_ERRHANDLER(fh, errorcode, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: errorcode
+      INTEGER :: ierror
+    end subroutine MPI_FILE_CALL_ERRHANDLER
+    subroutine MPI_FILE_CLOSE(fh, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: ierror
+    end subroutine MPI_FILE_CLOSE
     subroutine MPI_FILE_CREATE_ERRHANDLER(file_errhandler_fn, errhandler, ierror)
       import
       implicit none
@@ -1654,6 +1667,532 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: info
       INTEGER :: ierror
     end subroutine MPI_FILE_DELETE
+    subroutine MPI_FILE_GET_AMODE(fh, amode, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: amode
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_AMODE
+    subroutine MPI_FILE_GET_ATOMICITY(fh, flag, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      LOGICAL :: flag
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_ATOMICITY
+    subroutine MPI_FILE_GET_BYTE_OFFSET(fh, offset, disp, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_BYTE_OFFSET
+    subroutine MPI_FILE_GET_ERRHANDLER(file, errhandler, ierror)
+      import
+      implicit none
+      INTEGER :: file
+      INTEGER :: errhandler
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_ERRHANDLER
+    subroutine MPI_FILE_GET_GROUP(fh, group, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: group
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_GROUP
+    subroutine MPI_FILE_GET_INFO(fh, info_used, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: info_used
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_INFO
+    subroutine MPI_FILE_GET_POSITION(fh, offset, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_POSITION
+    subroutine MPI_FILE_GET_POSITION_SHARED(fh, offset, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_POSITION_SHARED
+    subroutine MPI_FILE_GET_SIZE(fh, size, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_SIZE
+    subroutine MPI_FILE_GET_TYPE_EXTENT(fh, datatype, extent, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: datatype
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extent
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_TYPE_EXTENT
+    subroutine MPI_FILE_GET_VIEW(fh, disp, etype, filetype, datarep, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER :: etype
+      INTEGER :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER :: ierror
+    end subroutine MPI_FILE_GET_VIEW
+    subroutine MPI_FILE_IREAD(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IREAD
+    subroutine MPI_FILE_IREAD_ALL(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IREAD_ALL
+    subroutine MPI_FILE_IREAD_AT(fh, offset, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IREAD_AT
+    subroutine MPI_FILE_IREAD_AT_ALL(fh, offset, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IREAD_AT_ALL
+    subroutine MPI_FILE_IREAD_SHARED(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IREAD_SHARED
+    subroutine MPI_FILE_IWRITE(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IWRITE
+    subroutine MPI_FILE_IWRITE_ALL(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IWRITE_ALL
+    subroutine MPI_FILE_IWRITE_AT(fh, offset, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IWRITE_AT
+    subroutine MPI_FILE_IWRITE_AT_ALL(fh, offset, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IWRITE_AT_ALL
+    subroutine MPI_FILE_IWRITE_SHARED(fh, buf, count, datatype, request, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: request
+      INTEGER :: ierror
+    end subroutine MPI_FILE_IWRITE_SHARED
+    subroutine MPI_FILE_OPEN(comm, filename, amode, info, fh, ierror)
+      import
+      implicit none
+      INTEGER :: comm
+      CHARACTER(LEN=*) :: filename
+      INTEGER :: amode
+      INTEGER :: info
+      INTEGER :: fh
+      INTEGER :: ierror
+    end subroutine MPI_FILE_OPEN
+    subroutine MPI_FILE_PREALLOCATE(fh, size, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER :: ierror
+    end subroutine MPI_FILE_PREALLOCATE
+    subroutine MPI_FILE_READ(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ
+    subroutine MPI_FILE_READ_ALL(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ALL
+    subroutine MPI_FILE_READ_ALL_BEGIN(fh, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ALL_BEGIN
+    subroutine MPI_FILE_READ_ALL_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ALL_END
+    subroutine MPI_FILE_READ_AT(fh, offset, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_AT
+    subroutine MPI_FILE_READ_AT_ALL(fh, offset, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_AT_ALL
+    subroutine MPI_FILE_READ_AT_ALL_BEGIN(fh, offset, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_AT_ALL_BEGIN
+    subroutine MPI_FILE_READ_AT_ALL_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_AT_ALL_END
+    subroutine MPI_FILE_READ_ORDERED(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ORDERED
+    subroutine MPI_FILE_READ_ORDERED_BEGIN(fh, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ORDERED_BEGIN
+    subroutine MPI_FILE_READ_ORDERED_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_ORDERED_END
+    subroutine MPI_FILE_READ_SHARED(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_READ_SHARED
+    subroutine MPI_FILE_SEEK(fh, offset, whence, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER :: whence
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SEEK
+    subroutine MPI_FILE_SEEK_SHARED(fh, offset, whence, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER :: whence
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SEEK_SHARED
+    subroutine MPI_FILE_SET_ATOMICITY(fh, flag, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      LOGICAL :: flag
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SET_ATOMICITY
+    subroutine MPI_FILE_SET_ERRHANDLER(file, errhandler, ierror)
+      import
+      implicit none
+      INTEGER :: file
+      INTEGER :: errhandler
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SET_ERRHANDLER
+    subroutine MPI_FILE_SET_INFO(fh, info, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: info
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SET_INFO
+    subroutine MPI_FILE_SET_SIZE(fh, size, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SET_SIZE
+    subroutine MPI_FILE_SET_VIEW(fh, disp, etype, filetype, datarep, info, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER :: etype
+      INTEGER :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER :: info
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SET_VIEW
+    subroutine MPI_FILE_SYNC(fh, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER :: ierror
+    end subroutine MPI_FILE_SYNC
+    subroutine MPI_FILE_WRITE(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE
+    subroutine MPI_FILE_WRITE_ALL(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ALL
+    subroutine MPI_FILE_WRITE_ALL_BEGIN(fh, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ALL_BEGIN
+    subroutine MPI_FILE_WRITE_ALL_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ALL_END
+    subroutine MPI_FILE_WRITE_AT(fh, offset, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_AT
+    subroutine MPI_FILE_WRITE_AT_ALL(fh, offset, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_AT_ALL
+    subroutine MPI_FILE_WRITE_AT_ALL_BEGIN(fh, offset, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_AT_ALL_BEGIN
+    subroutine MPI_FILE_WRITE_AT_ALL_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_AT_ALL_END
+    subroutine MPI_FILE_WRITE_ORDERED(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ORDERED
+    subroutine MPI_FILE_WRITE_ORDERED_BEGIN(fh, buf, count, datatype, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ORDERED_BEGIN
+    subroutine MPI_FILE_WRITE_ORDERED_END(fh, buf, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_ORDERED_END
+    subroutine MPI_FILE_WRITE_SHARED(fh, buf, count, datatype, status, ierror)
+      import
+      implicit none
+      INTEGER :: fh
+      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf
+      TYPE(*), DIMENSION(*) :: buf
+      INTEGER :: count
+      INTEGER :: datatype
+      INTEGER :: status(MPI_STATUS_SIZE)
+      INTEGER :: ierror
+    end subroutine MPI_FILE_WRITE_SHARED
     subroutine MPI_FINALIZE(ierror)
       import
       implicit none

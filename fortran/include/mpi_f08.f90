@@ -451,7 +451,75 @@ abstract interface
       type(MPI_Session) :: session
       integer :: error_code
     end subroutine MPI_Session_errhandler_function
+    subroutine MPI_Comm_copy_attr_function(oldcomm, comm_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Comm) :: oldcomm
+      integer :: comm_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Comm_copy_attr_function
+    subroutine MPI_Comm_delete_attr_function(comm, comm_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Comm) :: comm
+      integer :: comm_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Comm_delete_attr_function
+    subroutine MPI_Type_copy_attr_function(oldtype, type_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Datatype) :: oldtype
+      integer :: type_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Type_copy_attr_function
+    subroutine MPI_Type_delete_attr_function(datatype, type_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Datatype) :: datatype
+      integer :: type_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Type_delete_attr_function
+    subroutine MPI_Win_copy_attr_function(oldwin, win_keyval, extra_state, &
+        attribute_val_in, attribute_val_out, flag, ierror)
+      import
+      type(MPI_Win) :: oldwin
+      integer :: win_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+      logical :: flag
+    end subroutine MPI_Win_copy_attr_function
+    subroutine MPI_Win_delete_attr_function(win, win_keyval, attribute_val, extra_state, &
+        ierror)
+      import
+      type(MPI_Win) :: win
+      integer :: win_keyval, ierror
+      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    end subroutine MPI_Win_delete_attr_function
+subroutine MPI_Grequest_query_function(extra_state, status, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      type(MPI_Status) :: status
+      integer :: ierror
+    end subroutine MPI_Grequest_query_function
+    subroutine MPI_Grequest_free_function(extra_state, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      integer :: ierror
+    end subroutine MPI_Grequest_free_function
+    subroutine MPI_Grequest_cancel_function(extra_state, complete, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      logical :: complete
+      integer :: ierror
+    end subroutine MPI_Grequest_cancel_function
   end interface
+procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
+  procedure(MPI_Comm_delete_attr_function) :: MPI_COMM_NULL_DELETE_FN
+  procedure(MPI_Type_copy_attr_function) :: MPI_TYPE_NULL_COPY_FN, MPI_TYPE_DUP_FN
+  procedure(MPI_Type_delete_attr_function) :: MPI_TYPE_NULL_DELETE_FN
+  procedure(MPI_Win_copy_attr_function) :: MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN
+  procedure(MPI_Win_delete_attr_function) :: MPI_WIN_NULL_DELETE_FN
   interface MPI_SIZEOF
     subroutine MPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
       integer(kind=1), dimension(..) :: x
@@ -674,7 +742,7 @@ abstract interface
         name='MPI_Accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -690,7 +758,7 @@ abstract interface
         name='MPI_Accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -708,7 +776,7 @@ abstract interface
         name='PMPI_Accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -724,7 +792,7 @@ abstract interface
         name='PMPI_Accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -891,10 +959,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -906,10 +974,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -923,10 +991,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -939,10 +1007,10 @@ abstract interface
         name='PMPI_Allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1016,10 +1084,10 @@ abstract interface
         displs, recvtype, comm, info, request, ierror) bind(C, name='MPI_Allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1033,10 +1101,10 @@ abstract interface
         name='MPI_Allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1052,10 +1120,10 @@ abstract interface
         name='PMPI_Allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1069,10 +1137,10 @@ abstract interface
         name='PMPI_Allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1161,8 +1229,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Allreduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1175,8 +1243,8 @@ abstract interface
         info, request, ierror) bind(C, name='MPI_Allreduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1191,8 +1259,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Allreduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1205,8 +1273,8 @@ abstract interface
         info, request, ierror) bind(C, name='PMPI_Allreduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -1277,10 +1345,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1292,10 +1360,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='MPI_Alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1309,10 +1377,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1324,10 +1392,10 @@ abstract interface
         recvtype, comm, info, request, ierror) bind(C, name='PMPI_Alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -1406,11 +1474,11 @@ abstract interface
         name='MPI_Alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1424,11 +1492,11 @@ abstract interface
         name='MPI_Alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1444,11 +1512,11 @@ abstract interface
         name='PMPI_Alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1462,11 +1530,11 @@ abstract interface
         name='PMPI_Alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -1546,11 +1614,11 @@ abstract interface
         name='MPI_Alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1564,11 +1632,11 @@ abstract interface
         name='MPI_Alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1584,11 +1652,11 @@ abstract interface
         name='PMPI_Alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1602,11 +1670,11 @@ abstract interface
         name='PMPI_Alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -1727,7 +1795,7 @@ abstract interface
         ierror) bind(C, name='MPI_Bcast_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1740,7 +1808,7 @@ abstract interface
         ierror) bind(C, name='MPI_Bcast_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1755,7 +1823,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Bcast_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1768,7 +1836,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Bcast_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -1835,7 +1903,7 @@ abstract interface
         ierror) bind(C, name='MPI_Bsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1848,7 +1916,7 @@ abstract interface
         ierror) bind(C, name='MPI_Bsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1863,7 +1931,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Bsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1876,7 +1944,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Bsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -1891,7 +1959,7 @@ abstract interface
         name='MPI_Buffer_attach_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Buffer_attach_f08ts
@@ -1899,7 +1967,7 @@ abstract interface
         name='MPI_Buffer_attach_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Buffer_attach_c_f08ts
@@ -1909,7 +1977,7 @@ abstract interface
         name='PMPI_Buffer_attach_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Buffer_attach_f08ts
@@ -1917,7 +1985,7 @@ abstract interface
         name='PMPI_Buffer_attach_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Buffer_attach_c_f08ts
@@ -2237,6 +2305,29 @@ abstract interface
       TYPE(MPI_Comm) :: newcomm
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_create_group_f08
+  end interface
+  interface MPI_Comm_create_keyval
+    subroutine MPI_Comm_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Comm_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_create_keyval_f08
+  end interface
+  interface PMPI_Comm_create_keyval
+    subroutine PMPI_Comm_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Comm_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Comm_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_create_keyval_f08
   end interface
   interface MPI_Comm_delete_attr
     subroutine MPI_Comm_delete_attr_f08(comm, comm_keyval, ierror) bind(C, &
@@ -2734,9 +2825,9 @@ abstract interface
         target_rank, target_disp, win, ierror) bind(C, name='MPI_Compare_and_swap_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: compare_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: compare_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -2750,9 +2841,9 @@ abstract interface
         name='PMPI_Compare_and_swap_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: compare_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: compare_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3068,8 +3159,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Exscan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3082,8 +3173,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Exscan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3098,8 +3189,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Exscan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3112,8 +3203,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Exscan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -3128,8 +3219,8 @@ abstract interface
         target_disp, op, win, ierror) bind(C, name='MPI_Fetch_and_op_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3143,8 +3234,8 @@ abstract interface
         target_disp, op, win, ierror) bind(C, name='PMPI_Fetch_and_op_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: target_rank
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: target_disp
@@ -3152,6 +3243,42 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Fetch_and_op_f08ts
+  end interface
+  interface MPI_File_call_errhandler
+    subroutine MPI_File_call_errhandler_f08(fh, errorcode, ierror) bind(C, &
+        name='MPI_File_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_call_errhandler_f08
+  end interface
+  interface PMPI_File_call_errhandler
+    subroutine PMPI_File_call_errhandler_f08(fh, errorcode, ierror) bind(C, &
+        name='PMPI_File_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_call_errhandler_f08
+  end interface
+  interface MPI_File_close
+    subroutine MPI_File_close_f08(fh, ierror) bind(C, name='MPI_File_close_f08')
+      import
+      implicit none
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_close_f08
+  end interface
+  interface PMPI_File_close
+    subroutine PMPI_File_close_f08(fh, ierror) bind(C, name='PMPI_File_close_f08')
+      import
+      implicit none
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_close_f08
   end interface
   interface MPI_File_create_errhandler
     subroutine MPI_File_create_errhandler_f08(file_errhandler_fn, errhandler, ierror)
@@ -3190,6 +3317,1318 @@ abstract interface
       TYPE(MPI_Info), INTENT(IN) :: info
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_delete_f08
+  end interface
+  interface MPI_File_get_amode
+    subroutine MPI_File_get_amode_f08(fh, amode, ierror) bind(C, &
+        name='MPI_File_get_amode_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER :: amode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_amode_f08
+  end interface
+  interface PMPI_File_get_amode
+    subroutine PMPI_File_get_amode_f08(fh, amode, ierror) bind(C, &
+        name='PMPI_File_get_amode_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER :: amode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_amode_f08
+  end interface
+  interface MPI_File_get_atomicity
+    subroutine MPI_File_get_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='MPI_File_get_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_atomicity_f08
+  end interface
+  interface PMPI_File_get_atomicity
+    subroutine PMPI_File_get_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='PMPI_File_get_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_atomicity_f08
+  end interface
+  interface MPI_File_get_byte_offset
+    subroutine MPI_File_get_byte_offset_f08(fh, offset, disp, ierror) bind(C, &
+        name='MPI_File_get_byte_offset_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_byte_offset_f08
+  end interface
+  interface PMPI_File_get_byte_offset
+    subroutine PMPI_File_get_byte_offset_f08(fh, offset, disp, ierror) bind(C, &
+        name='PMPI_File_get_byte_offset_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_byte_offset_f08
+  end interface
+  interface MPI_File_get_errhandler
+    subroutine MPI_File_get_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='MPI_File_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_errhandler_f08
+  end interface
+  interface PMPI_File_get_errhandler
+    subroutine PMPI_File_get_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='PMPI_File_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_errhandler_f08
+  end interface
+  interface MPI_File_get_group
+    subroutine MPI_File_get_group_f08(fh, group, ierror) bind(C, &
+        name='MPI_File_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_group_f08
+  end interface
+  interface PMPI_File_get_group
+    subroutine PMPI_File_get_group_f08(fh, group, ierror) bind(C, &
+        name='PMPI_File_get_group_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Group) :: group
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_group_f08
+  end interface
+  interface MPI_File_get_info
+    subroutine MPI_File_get_info_f08(fh, info_used, ierror) bind(C, &
+        name='MPI_File_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_info_f08
+  end interface
+  interface PMPI_File_get_info
+    subroutine PMPI_File_get_info_f08(fh, info_used, ierror) bind(C, &
+        name='PMPI_File_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_info_f08
+  end interface
+  interface MPI_File_get_position
+    subroutine MPI_File_get_position_f08(fh, offset, ierror) bind(C, &
+        name='MPI_File_get_position_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_position_f08
+  end interface
+  interface PMPI_File_get_position
+    subroutine PMPI_File_get_position_f08(fh, offset, ierror) bind(C, &
+        name='PMPI_File_get_position_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_position_f08
+  end interface
+  interface MPI_File_get_position_shared
+    subroutine MPI_File_get_position_shared_f08(fh, offset, ierror) bind(C, &
+        name='MPI_File_get_position_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_position_shared_f08
+  end interface
+  interface PMPI_File_get_position_shared
+    subroutine PMPI_File_get_position_shared_f08(fh, offset, ierror) bind(C, &
+        name='PMPI_File_get_position_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: offset
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_position_shared_f08
+  end interface
+  interface MPI_File_get_size
+    subroutine MPI_File_get_size_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_get_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_size_f08
+  end interface
+  interface PMPI_File_get_size
+    subroutine PMPI_File_get_size_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_get_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_size_f08
+  end interface
+  interface MPI_File_get_type_extent
+    subroutine MPI_File_get_type_extent_f08(fh, datatype, extent, ierror) bind(C, &
+        name='MPI_File_get_type_extent_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extent
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_type_extent_f08
+  end interface
+  interface PMPI_File_get_type_extent
+    subroutine PMPI_File_get_type_extent_f08(fh, datatype, extent, ierror) bind(C, &
+        name='PMPI_File_get_type_extent_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extent
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_type_extent_f08
+  end interface
+  interface MPI_File_get_view
+    subroutine MPI_File_get_view_f08(fh, disp, etype, filetype, datarep, ierror) bind(C, &
+        name='MPI_File_get_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      TYPE(MPI_Datatype) :: etype
+      TYPE(MPI_Datatype) :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_get_view_f08
+  end interface
+  interface PMPI_File_get_view
+    subroutine PMPI_File_get_view_f08(fh, disp, etype, filetype, datarep, ierror) bind(C, &
+        name='PMPI_File_get_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND) :: disp
+      TYPE(MPI_Datatype) :: etype
+      TYPE(MPI_Datatype) :: filetype
+      CHARACTER(LEN=*) :: datarep
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_get_view_f08
+  end interface
+  interface MPI_File_iread
+    subroutine MPI_File_iread_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iread_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_f08ts
+  end interface
+  interface PMPI_File_iread
+    subroutine PMPI_File_iread_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iread_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_f08ts
+  end interface
+  interface MPI_File_iread_all
+    subroutine MPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iread_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_all_f08ts
+  end interface
+  interface PMPI_File_iread_all
+    subroutine PMPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iread_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_all_f08ts
+  end interface
+  interface MPI_File_iread_at
+    subroutine MPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_f08ts
+  end interface
+  interface PMPI_File_iread_at
+    subroutine PMPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_f08ts
+  end interface
+  interface MPI_File_iread_at_all
+    subroutine MPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_all_f08ts
+  end interface
+  interface PMPI_File_iread_at_all
+    subroutine PMPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_all_f08ts
+  end interface
+  interface MPI_File_iread_shared
+    subroutine MPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_shared_f08ts
+  end interface
+  interface PMPI_File_iread_shared
+    subroutine PMPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_shared_f08ts
+  end interface
+  interface MPI_File_iwrite
+    subroutine MPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iwrite_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_f08ts
+  end interface
+  interface PMPI_File_iwrite
+    subroutine PMPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iwrite_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_f08ts
+  end interface
+  interface MPI_File_iwrite_all
+    subroutine MPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iwrite_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_all_f08ts
+  end interface
+  interface PMPI_File_iwrite_all
+    subroutine PMPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_all_f08ts
+  end interface
+  interface MPI_File_iwrite_at
+    subroutine MPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_f08ts
+  end interface
+  interface PMPI_File_iwrite_at
+    subroutine PMPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_f08ts
+  end interface
+  interface MPI_File_iwrite_at_all
+    subroutine MPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_all_f08ts
+  end interface
+  interface PMPI_File_iwrite_at_all
+    subroutine PMPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_all_f08ts
+  end interface
+  interface MPI_File_iwrite_shared
+    subroutine MPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_shared_f08ts
+  end interface
+  interface PMPI_File_iwrite_shared
+    subroutine PMPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_shared_f08ts
+  end interface
+  interface MPI_File_open
+    subroutine MPI_File_open_f08(comm, filename, amode, info, fh, ierror) bind(C, &
+        name='MPI_File_open_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      INTEGER, INTENT(IN) :: amode
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_open_f08
+  end interface
+  interface PMPI_File_open
+    subroutine PMPI_File_open_f08(comm, filename, amode, info, fh, ierror) bind(C, &
+        name='PMPI_File_open_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      CHARACTER(LEN=*), INTENT(IN) :: filename
+      INTEGER, INTENT(IN) :: amode
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_File) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_open_f08
+  end interface
+  interface MPI_File_preallocate
+    subroutine MPI_File_preallocate_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_preallocate_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_preallocate_f08
+  end interface
+  interface PMPI_File_preallocate
+    subroutine PMPI_File_preallocate_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_preallocate_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_preallocate_f08
+  end interface
+  interface MPI_File_read
+    subroutine MPI_File_read_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_f08ts
+  end interface
+  interface PMPI_File_read
+    subroutine PMPI_File_read_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_f08ts
+  end interface
+  interface MPI_File_read_all
+    subroutine MPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_f08ts
+  end interface
+  interface PMPI_File_read_all
+    subroutine PMPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_f08ts
+  end interface
+  interface MPI_File_read_all_begin
+    subroutine MPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_read_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_begin_f08ts
+  end interface
+  interface PMPI_File_read_all_begin
+    subroutine PMPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_read_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_begin_f08ts
+  end interface
+  interface MPI_File_read_all_end
+    subroutine MPI_File_read_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_end_f08ts
+  end interface
+  interface PMPI_File_read_all_end
+    subroutine PMPI_File_read_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_end_f08ts
+  end interface
+  interface MPI_File_read_at
+    subroutine MPI_File_read_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_f08ts
+  end interface
+  interface PMPI_File_read_at
+    subroutine PMPI_File_read_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_f08ts
+  end interface
+  interface MPI_File_read_at_all
+    subroutine MPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_f08ts
+  end interface
+  interface PMPI_File_read_at_all
+    subroutine PMPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_f08ts
+  end interface
+  interface MPI_File_read_at_all_begin
+    subroutine MPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_read_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_begin_f08ts
+  end interface
+  interface PMPI_File_read_at_all_begin
+    subroutine PMPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_read_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_begin_f08ts
+  end interface
+  interface MPI_File_read_at_all_end
+    subroutine MPI_File_read_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_end_f08ts
+  end interface
+  interface PMPI_File_read_at_all_end
+    subroutine PMPI_File_read_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_end_f08ts
+  end interface
+  interface MPI_File_read_ordered
+    subroutine MPI_File_read_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_f08ts
+  end interface
+  interface PMPI_File_read_ordered
+    subroutine PMPI_File_read_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_f08ts
+  end interface
+  interface MPI_File_read_ordered_begin
+    subroutine MPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_read_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_begin_f08ts
+  end interface
+  interface PMPI_File_read_ordered_begin
+    subroutine PMPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_read_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_begin_f08ts
+  end interface
+  interface MPI_File_read_ordered_end
+    subroutine MPI_File_read_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_read_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_end_f08ts
+  end interface
+  interface PMPI_File_read_ordered_end
+    subroutine PMPI_File_read_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_read_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_end_f08ts
+  end interface
+  interface MPI_File_read_shared
+    subroutine MPI_File_read_shared_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_shared_f08ts
+  end interface
+  interface PMPI_File_read_shared
+    subroutine PMPI_File_read_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_shared_f08ts
+  end interface
+  interface MPI_File_seek
+    subroutine MPI_File_seek_f08(fh, offset, whence, ierror) bind(C, &
+        name='MPI_File_seek_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_seek_f08
+  end interface
+  interface PMPI_File_seek
+    subroutine PMPI_File_seek_f08(fh, offset, whence, ierror) bind(C, &
+        name='PMPI_File_seek_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_seek_f08
+  end interface
+  interface MPI_File_seek_shared
+    subroutine MPI_File_seek_shared_f08(fh, offset, whence, ierror) bind(C, &
+        name='MPI_File_seek_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_seek_shared_f08
+  end interface
+  interface PMPI_File_seek_shared
+    subroutine PMPI_File_seek_shared_f08(fh, offset, whence, ierror) bind(C, &
+        name='PMPI_File_seek_shared_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      INTEGER, INTENT(IN) :: whence
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_seek_shared_f08
+  end interface
+  interface MPI_File_set_atomicity
+    subroutine MPI_File_set_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='MPI_File_set_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL, INTENT(IN) :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_atomicity_f08
+  end interface
+  interface PMPI_File_set_atomicity
+    subroutine PMPI_File_set_atomicity_f08(fh, flag, ierror) bind(C, &
+        name='PMPI_File_set_atomicity_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      LOGICAL, INTENT(IN) :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_atomicity_f08
+  end interface
+  interface MPI_File_set_errhandler
+    subroutine MPI_File_set_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='MPI_File_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_errhandler_f08
+  end interface
+  interface PMPI_File_set_errhandler
+    subroutine PMPI_File_set_errhandler_f08(file, errhandler, ierror) bind(C, &
+        name='PMPI_File_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: file
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_errhandler_f08
+  end interface
+  interface MPI_File_set_info
+    subroutine MPI_File_set_info_f08(fh, info, ierror) bind(C, &
+        name='MPI_File_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_info_f08
+  end interface
+  interface PMPI_File_set_info
+    subroutine PMPI_File_set_info_f08(fh, info, ierror) bind(C, &
+        name='PMPI_File_set_info_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_info_f08
+  end interface
+  interface MPI_File_set_size
+    subroutine MPI_File_set_size_f08(fh, size, ierror) bind(C, &
+        name='MPI_File_set_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_size_f08
+  end interface
+  interface PMPI_File_set_size
+    subroutine PMPI_File_set_size_f08(fh, size, ierror) bind(C, &
+        name='PMPI_File_set_size_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_size_f08
+  end interface
+  interface MPI_File_set_view
+    subroutine MPI_File_set_view_f08(fh, disp, etype, filetype, datarep, info, &
+        ierror) bind(C, name='MPI_File_set_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: disp
+      TYPE(MPI_Datatype), INTENT(IN) :: etype
+      TYPE(MPI_Datatype), INTENT(IN) :: filetype
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_set_view_f08
+  end interface
+  interface PMPI_File_set_view
+    subroutine PMPI_File_set_view_f08(fh, disp, etype, filetype, datarep, info, &
+        ierror) bind(C, name='PMPI_File_set_view_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: disp
+      TYPE(MPI_Datatype), INTENT(IN) :: etype
+      TYPE(MPI_Datatype), INTENT(IN) :: filetype
+      CHARACTER(LEN=*), INTENT(IN) :: datarep
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_set_view_f08
+  end interface
+  interface MPI_File_sync
+    subroutine MPI_File_sync_f08(fh, ierror) bind(C, name='MPI_File_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_sync_f08
+  end interface
+  interface PMPI_File_sync
+    subroutine PMPI_File_sync_f08(fh, ierror) bind(C, name='PMPI_File_sync_f08')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_sync_f08
+  end interface
+  interface MPI_File_write
+    subroutine MPI_File_write_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_f08ts
+  end interface
+  interface PMPI_File_write
+    subroutine PMPI_File_write_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_write_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_f08ts
+  end interface
+  interface MPI_File_write_all
+    subroutine MPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_f08ts
+  end interface
+  interface PMPI_File_write_all
+    subroutine PMPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_write_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_f08ts
+  end interface
+  interface MPI_File_write_all_begin
+    subroutine MPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_write_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_begin_f08ts
+  end interface
+  interface PMPI_File_write_all_begin
+    subroutine PMPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_write_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_begin_f08ts
+  end interface
+  interface MPI_File_write_all_end
+    subroutine MPI_File_write_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_end_f08ts
+  end interface
+  interface PMPI_File_write_all_end
+    subroutine PMPI_File_write_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_end_f08ts
+  end interface
+  interface MPI_File_write_at
+    subroutine MPI_File_write_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_f08ts
+  end interface
+  interface PMPI_File_write_at
+    subroutine PMPI_File_write_at_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_f08ts
+  end interface
+  interface MPI_File_write_at_all
+    subroutine MPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_f08ts
+  end interface
+  interface PMPI_File_write_at_all
+    subroutine PMPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_all_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_f08ts
+  end interface
+  interface MPI_File_write_at_all_begin
+    subroutine MPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_write_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_begin_f08ts
+  end interface
+  interface PMPI_File_write_at_all_begin
+    subroutine PMPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_at_all_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_begin_f08ts
+  end interface
+  interface MPI_File_write_at_all_end
+    subroutine MPI_File_write_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_end_f08ts
+  end interface
+  interface PMPI_File_write_at_all_end
+    subroutine PMPI_File_write_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_at_all_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_end_f08ts
+  end interface
+  interface MPI_File_write_ordered
+    subroutine MPI_File_write_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_f08ts
+  end interface
+  interface PMPI_File_write_ordered
+    subroutine PMPI_File_write_ordered_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_ordered_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_f08ts
+  end interface
+  interface MPI_File_write_ordered_begin
+    subroutine MPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_write_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_begin_f08ts
+  end interface
+  interface PMPI_File_write_ordered_begin
+    subroutine PMPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_ordered_begin_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_begin_f08ts
+  end interface
+  interface MPI_File_write_ordered_end
+    subroutine MPI_File_write_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='MPI_File_write_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_end_f08ts
+  end interface
+  interface PMPI_File_write_ordered_end
+    subroutine PMPI_File_write_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
+        name='PMPI_File_write_ordered_end_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_end_f08ts
+  end interface
+  interface MPI_File_write_shared
+    subroutine MPI_File_write_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_shared_f08ts
+  end interface
+  interface PMPI_File_write_shared
+    subroutine PMPI_File_write_shared_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_shared_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_shared_f08ts
   end interface
   interface MPI_Finalize
     subroutine MPI_Finalize_f08(ierror) bind(C, name='MPI_Finalize_f08')
@@ -3302,10 +4741,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -3318,10 +4757,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Gather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -3336,10 +4775,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -3352,10 +4791,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Gather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -3435,10 +4874,10 @@ abstract interface
         name='MPI_Gatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -3453,10 +4892,10 @@ abstract interface
         name='MPI_Gatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -3473,10 +4912,10 @@ abstract interface
         name='PMPI_Gatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -3491,10 +4930,10 @@ abstract interface
         name='PMPI_Gatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -3510,7 +4949,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3524,7 +4963,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Get_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3540,7 +4979,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3554,7 +4993,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Get_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3571,10 +5010,10 @@ abstract interface
         target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3590,10 +5029,10 @@ abstract interface
         target_datatype, op, win, ierror) bind(C, name='MPI_Get_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3611,10 +5050,10 @@ abstract interface
         target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3630,10 +5069,10 @@ abstract interface
         target_datatype, op, win, ierror) bind(C, name='PMPI_Get_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -3993,6 +5432,32 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Grequest_complete_f08
   end interface
+  interface MPI_Grequest_start
+    subroutine MPI_Grequest_start_f08(query_fn, free_fn, cancel_fn, extra_state, request, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Grequest_query_function) :: query_fn
+      PROCEDURE(MPI_Grequest_free_function) :: free_fn
+      PROCEDURE(MPI_Grequest_cancel_function) :: cancel_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Grequest_start_f08
+  end interface
+  interface PMPI_Grequest_start
+    subroutine PMPI_Grequest_start_f08(query_fn, free_fn, cancel_fn, extra_state, request, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Grequest_query_function) :: query_fn
+      PROCEDURE(MPI_Grequest_free_function) :: free_fn
+      PROCEDURE(MPI_Grequest_cancel_function) :: cancel_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Grequest_start_f08
+  end interface
   interface MPI_Group_compare
     subroutine MPI_Group_compare_f08(group1, group2, result, ierror) bind(C, &
         name='MPI_Group_compare_f08')
@@ -4262,10 +5727,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='MPI_Iallgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4276,10 +5741,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='MPI_Iallgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4292,10 +5757,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4306,10 +5771,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4322,10 +5787,10 @@ abstract interface
         displs, recvtype, comm, request, ierror) bind(C, name='MPI_Iallgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4337,10 +5802,10 @@ abstract interface
         displs, recvtype, comm, request, ierror) bind(C, name='MPI_Iallgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4354,10 +5819,10 @@ abstract interface
         displs, recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4369,10 +5834,10 @@ abstract interface
         displs, recvtype, comm, request, ierror) bind(C, name='PMPI_Iallgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4386,8 +5851,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iallreduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4399,8 +5864,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iallreduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4414,8 +5879,8 @@ abstract interface
         ierror) bind(C, name='PMPI_Iallreduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4427,8 +5892,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Iallreduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4442,10 +5907,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4456,10 +5921,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4472,10 +5937,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='PMPI_Ialltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4486,10 +5951,10 @@ abstract interface
         recvtype, comm, request, ierror) bind(C, name='PMPI_Ialltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -4502,11 +5967,11 @@ abstract interface
         recvcounts, rdispls, recvtype, comm, request, ierror) bind(C, name='MPI_Ialltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4519,11 +5984,11 @@ abstract interface
         name='MPI_Ialltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4538,11 +6003,11 @@ abstract interface
         name='PMPI_Ialltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4555,11 +6020,11 @@ abstract interface
         name='PMPI_Ialltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4574,11 +6039,11 @@ abstract interface
         name='MPI_Ialltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -4591,11 +6056,11 @@ abstract interface
         name='MPI_Ialltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -4610,11 +6075,11 @@ abstract interface
         name='PMPI_Ialltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -4627,11 +6092,11 @@ abstract interface
         name='PMPI_Ialltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -4663,7 +6128,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ibcast_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -4675,7 +6140,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ibcast_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -4689,7 +6154,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ibcast_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -4701,7 +6166,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ibcast_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buffer
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buffer
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: root
@@ -4715,7 +6180,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ibsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -4728,7 +6193,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ibsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -4743,7 +6208,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ibsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -4756,7 +6221,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ibsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -4771,8 +6236,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iexscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4784,8 +6249,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iexscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4799,8 +6264,8 @@ abstract interface
         ierror) bind(C, name='PMPI_Iexscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4812,8 +6277,8 @@ abstract interface
         ierror) bind(C, name='PMPI_Iexscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -4827,10 +6292,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Igather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4842,10 +6307,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Igather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4859,10 +6324,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4874,10 +6339,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -4891,10 +6356,10 @@ abstract interface
         displs, recvtype, root, comm, request, ierror) bind(C, name='MPI_Igatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4907,10 +6372,10 @@ abstract interface
         displs, recvtype, root, comm, request, ierror) bind(C, name='MPI_Igatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4925,10 +6390,10 @@ abstract interface
         displs, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4941,10 +6406,10 @@ abstract interface
         displs, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Igatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -4987,7 +6452,7 @@ abstract interface
         name='MPI_Imrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -4998,7 +6463,7 @@ abstract interface
         name='MPI_Imrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -5011,7 +6476,7 @@ abstract interface
         name='PMPI_Imrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -5022,7 +6487,7 @@ abstract interface
         name='PMPI_Imrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Message) :: message
@@ -5035,10 +6500,10 @@ abstract interface
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_allgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5050,10 +6515,10 @@ abstract interface
         name='MPI_Ineighbor_allgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5066,10 +6531,10 @@ abstract interface
         recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_allgather_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5081,10 +6546,10 @@ abstract interface
         name='PMPI_Ineighbor_allgather_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5098,10 +6563,10 @@ abstract interface
         name='MPI_Ineighbor_allgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5114,10 +6579,10 @@ abstract interface
         name='MPI_Ineighbor_allgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5132,10 +6597,10 @@ abstract interface
         name='PMPI_Ineighbor_allgatherv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5148,10 +6613,10 @@ abstract interface
         name='PMPI_Ineighbor_allgatherv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5165,10 +6630,10 @@ abstract interface
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5179,10 +6644,10 @@ abstract interface
         recvcount, recvtype, comm, request, ierror) bind(C, name='MPI_Ineighbor_alltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5195,10 +6660,10 @@ abstract interface
         recvcount, recvtype, comm, request, ierror) bind(C, name='PMPI_Ineighbor_alltoall_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5210,10 +6675,10 @@ abstract interface
         name='PMPI_Ineighbor_alltoall_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -5227,11 +6692,11 @@ abstract interface
         name='MPI_Ineighbor_alltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5244,11 +6709,11 @@ abstract interface
         name='MPI_Ineighbor_alltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5263,11 +6728,11 @@ abstract interface
         name='PMPI_Ineighbor_alltoallv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5280,11 +6745,11 @@ abstract interface
         name='PMPI_Ineighbor_alltoallv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -5299,11 +6764,11 @@ abstract interface
         name='MPI_Ineighbor_alltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -5316,11 +6781,11 @@ abstract interface
         name='MPI_Ineighbor_alltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -5335,11 +6800,11 @@ abstract interface
         name='PMPI_Ineighbor_alltoallw_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -5352,11 +6817,11 @@ abstract interface
         name='PMPI_Ineighbor_alltoallw_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -5519,6 +6984,32 @@ abstract interface
       CHARACTER(LEN=*) :: key
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Info_get_nthkey_f08
+  end interface
+  interface MPI_Info_get_string
+    subroutine MPI_Info_get_string_f08(info, key, buflen, value, flag, ierror) bind(C, &
+        name='MPI_Info_get_string_f08')
+      import
+      implicit none
+      TYPE(MPI_Info) :: info
+      CHARACTER(LEN=*) :: key
+      INTEGER :: buflen
+      CHARACTER(LEN=*) :: value
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Info_get_string_f08
+  end interface
+  interface PMPI_Info_get_string
+    subroutine PMPI_Info_get_string_f08(info, key, buflen, value, flag, ierror) bind(C, &
+        name='PMPI_Info_get_string_f08')
+      import
+      implicit none
+      TYPE(MPI_Info) :: info
+      CHARACTER(LEN=*) :: key
+      INTEGER :: buflen
+      CHARACTER(LEN=*) :: value
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Info_get_string_f08
   end interface
   interface MPI_Info_get_valuelen
     subroutine MPI_Info_get_valuelen_f08(info, key, valuelen, flag, ierror) bind(C, &
@@ -5730,7 +7221,7 @@ abstract interface
         ierror) bind(C, name='MPI_Irecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -5743,7 +7234,7 @@ abstract interface
         ierror) bind(C, name='MPI_Irecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -5758,7 +7249,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Irecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -5771,7 +7262,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Irecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -5786,8 +7277,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Ireduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5800,8 +7291,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Ireduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5816,8 +7307,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Ireduce_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5830,8 +7321,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Ireduce_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5846,8 +7337,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Ireduce_scatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5859,8 +7350,8 @@ abstract interface
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5874,8 +7365,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Ireduce_scatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5887,8 +7378,8 @@ abstract interface
         comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5902,8 +7393,8 @@ abstract interface
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_block_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5915,8 +7406,8 @@ abstract interface
         comm, request, ierror) bind(C, name='MPI_Ireduce_scatter_block_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5930,8 +7421,8 @@ abstract interface
         comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_block_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5943,8 +7434,8 @@ abstract interface
         op, comm, request, ierror) bind(C, name='PMPI_Ireduce_scatter_block_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -5958,7 +7449,7 @@ abstract interface
         ierror) bind(C, name='MPI_Irsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -5971,7 +7462,7 @@ abstract interface
         ierror) bind(C, name='MPI_Irsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -5986,7 +7477,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Irsend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -5999,7 +7490,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Irsend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6031,8 +7522,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6044,8 +7535,8 @@ abstract interface
         ierror) bind(C, name='MPI_Iscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6059,8 +7550,8 @@ abstract interface
         ierror) bind(C, name='PMPI_Iscan_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6072,8 +7563,8 @@ abstract interface
         ierror) bind(C, name='PMPI_Iscan_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -6087,10 +7578,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6102,10 +7593,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6119,10 +7610,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatter_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6134,10 +7625,10 @@ abstract interface
         recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatter_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6151,11 +7642,11 @@ abstract interface
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatterv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6167,11 +7658,11 @@ abstract interface
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='MPI_Iscatterv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6185,11 +7676,11 @@ abstract interface
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatterv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6201,11 +7692,11 @@ abstract interface
         recvcount, recvtype, root, comm, request, ierror) bind(C, name='PMPI_Iscatterv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -6219,7 +7710,7 @@ abstract interface
         ierror) bind(C, name='MPI_Isend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6232,7 +7723,7 @@ abstract interface
         ierror) bind(C, name='MPI_Isend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6247,7 +7738,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Isend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6260,7 +7751,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Isend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6276,12 +7767,12 @@ abstract interface
         name='MPI_Isendrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -6295,12 +7786,12 @@ abstract interface
         name='MPI_Isendrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -6316,12 +7807,12 @@ abstract interface
         name='PMPI_Isendrecv_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -6335,12 +7826,12 @@ abstract interface
         name='PMPI_Isendrecv_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
       INTEGER, INTENT(IN) :: dest
       INTEGER, INTENT(IN) :: sendtag
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: source
@@ -6355,7 +7846,7 @@ abstract interface
         recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6370,7 +7861,7 @@ abstract interface
         recvtag, comm, request, ierror) bind(C, name='MPI_Isendrecv_replace_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6387,7 +7878,7 @@ abstract interface
         recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6402,7 +7893,7 @@ abstract interface
         recvtag, comm, request, ierror) bind(C, name='PMPI_Isendrecv_replace_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6419,7 +7910,7 @@ abstract interface
         ierror) bind(C, name='MPI_Issend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6432,7 +7923,7 @@ abstract interface
         ierror) bind(C, name='MPI_Issend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6447,7 +7938,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Issend_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6460,7 +7951,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Issend_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -6622,10 +8113,10 @@ abstract interface
         name='MPI_Neighbor_allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6638,10 +8129,10 @@ abstract interface
         name='MPI_Neighbor_allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6656,10 +8147,10 @@ abstract interface
         name='PMPI_Neighbor_allgather_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6672,10 +8163,10 @@ abstract interface
         name='PMPI_Neighbor_allgather_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6752,10 +8243,10 @@ abstract interface
         name='MPI_Neighbor_allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6769,10 +8260,10 @@ abstract interface
         name='MPI_Neighbor_allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6788,10 +8279,10 @@ abstract interface
         name='PMPI_Neighbor_allgatherv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6805,10 +8296,10 @@ abstract interface
         name='PMPI_Neighbor_allgatherv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -6880,10 +8371,10 @@ abstract interface
         name='MPI_Neighbor_alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6896,10 +8387,10 @@ abstract interface
         name='MPI_Neighbor_alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6914,10 +8405,10 @@ abstract interface
         name='PMPI_Neighbor_alltoall_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -6930,10 +8421,10 @@ abstract interface
         name='PMPI_Neighbor_alltoall_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       TYPE(MPI_Comm), INTENT(IN) :: comm
@@ -7016,11 +8507,11 @@ abstract interface
         name='MPI_Neighbor_alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -7034,11 +8525,11 @@ abstract interface
         name='MPI_Neighbor_alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -7054,11 +8545,11 @@ abstract interface
         name='PMPI_Neighbor_alltoallv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -7072,11 +8563,11 @@ abstract interface
         name='PMPI_Neighbor_alltoallv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
@@ -7160,11 +8651,11 @@ abstract interface
         name='MPI_Neighbor_alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -7178,11 +8669,11 @@ abstract interface
         name='MPI_Neighbor_alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -7198,11 +8689,11 @@ abstract interface
         name='PMPI_Neighbor_alltoallw_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -7216,11 +8707,11 @@ abstract interface
         name='PMPI_Neighbor_alltoallw_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: sdispls(*)
       TYPE(MPI_Datatype) :: sendtypes(*)
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: rdispls(*)
       TYPE(MPI_Datatype) :: recvtypes(*)
@@ -7529,7 +9020,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7543,7 +9034,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='MPI_Put_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7559,7 +9050,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7573,7 +9064,7 @@ abstract interface
         target_disp, target_count, target_datatype, win, ierror) bind(C, name='PMPI_Put_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7607,7 +9098,7 @@ abstract interface
         name='MPI_Raccumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7624,7 +9115,7 @@ abstract interface
         name='MPI_Raccumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7643,7 +9134,7 @@ abstract interface
         name='PMPI_Raccumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7660,7 +9151,7 @@ abstract interface
         name='PMPI_Raccumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -7734,7 +9225,7 @@ abstract interface
         ierror) bind(C, name='MPI_Recv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7747,7 +9238,7 @@ abstract interface
         ierror) bind(C, name='MPI_Recv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7762,7 +9253,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Recv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7775,7 +9266,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Recv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: source
@@ -7846,8 +9337,8 @@ abstract interface
         info, request, ierror) bind(C, name='MPI_Reduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7861,8 +9352,8 @@ abstract interface
         info, request, ierror) bind(C, name='MPI_Reduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7878,8 +9369,8 @@ abstract interface
         info, request, ierror) bind(C, name='PMPI_Reduce_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -7893,8 +9384,8 @@ abstract interface
         info, request, ierror) bind(C, name='PMPI_Reduce_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8062,8 +9553,8 @@ abstract interface
         op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8076,8 +9567,8 @@ abstract interface
         op, comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_block_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8092,8 +9583,8 @@ abstract interface
         op, comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_block_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8107,8 +9598,8 @@ abstract interface
         name='PMPI_Reduce_scatter_block_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8123,8 +9614,8 @@ abstract interface
         comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8137,8 +9628,8 @@ abstract interface
         comm, info, request, ierror) bind(C, name='MPI_Reduce_scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8153,8 +9644,8 @@ abstract interface
         comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8167,8 +9658,8 @@ abstract interface
         comm, info, request, ierror) bind(C, name='PMPI_Reduce_scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: recvcounts(*)
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8223,7 +9714,7 @@ abstract interface
         name='MPI_Rget_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8239,7 +9730,7 @@ abstract interface
         name='MPI_Rget_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8257,7 +9748,7 @@ abstract interface
         name='PMPI_Rget_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8273,7 +9764,7 @@ abstract interface
         name='PMPI_Rget_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8291,10 +9782,10 @@ abstract interface
         target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8311,10 +9802,10 @@ abstract interface
         target_datatype, op, win, request, ierror) bind(C, name='MPI_Rget_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8333,10 +9824,10 @@ abstract interface
         target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER, INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8353,10 +9844,10 @@ abstract interface
         target_datatype, op, win, request, ierror) bind(C, name='PMPI_Rget_accumulate_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
-      TYPE(*), DIMENSION(..) :: result_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: result_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: result_count
       TYPE(MPI_Datatype), INTENT(IN) :: result_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8375,7 +9866,7 @@ abstract interface
         name='MPI_Rput_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8391,7 +9882,7 @@ abstract interface
         name='MPI_Rput_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8409,7 +9900,7 @@ abstract interface
         name='PMPI_Rput_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER, INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8425,7 +9916,7 @@ abstract interface
         name='PMPI_Rput_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: origin_addr
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: origin_addr
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: origin_count
       TYPE(MPI_Datatype), INTENT(IN) :: origin_datatype
       INTEGER, INTENT(IN) :: target_rank
@@ -8494,7 +9985,7 @@ abstract interface
         ierror) bind(C, name='MPI_Rsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8507,7 +9998,7 @@ abstract interface
         ierror) bind(C, name='MPI_Rsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8522,7 +10013,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Rsend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8535,7 +10026,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Rsend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8602,8 +10093,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Scan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8616,8 +10107,8 @@ abstract interface
         request, ierror) bind(C, name='MPI_Scan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8632,8 +10123,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Scan_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8646,8 +10137,8 @@ abstract interface
         request, ierror) bind(C, name='PMPI_Scan_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       TYPE(MPI_Op), INTENT(IN) :: op
@@ -8722,10 +10213,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8738,10 +10229,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='MPI_Scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8756,10 +10247,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER, INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8772,10 +10263,10 @@ abstract interface
         recvtype, root, comm, info, request, ierror) bind(C, name='PMPI_Scatter_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: sendcount
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8855,11 +10346,11 @@ abstract interface
         name='MPI_Scatterv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8873,11 +10364,11 @@ abstract interface
         name='MPI_Scatterv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8893,11 +10384,11 @@ abstract interface
         name='PMPI_Scatterv_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER :: sendcounts(*)
       INTEGER :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER, INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8911,11 +10402,11 @@ abstract interface
         name='PMPI_Scatterv_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: sendbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: sendbuf
       INTEGER(KIND=MPI_COUNT_KIND) :: sendcounts(*)
       INTEGER(KIND=MPI_ADDRESS_KIND) :: displs(*)
       TYPE(MPI_Datatype), INTENT(IN) :: sendtype
-      TYPE(*), DIMENSION(..) :: recvbuf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: recvbuf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: recvcount
       TYPE(MPI_Datatype), INTENT(IN) :: recvtype
       INTEGER, INTENT(IN) :: root
@@ -8982,7 +10473,7 @@ abstract interface
         ierror) bind(C, name='MPI_Send_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -8995,7 +10486,7 @@ abstract interface
         ierror) bind(C, name='MPI_Send_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9010,7 +10501,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Send_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9023,7 +10514,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Send_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9234,7 +10725,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ssend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9247,7 +10738,7 @@ abstract interface
         ierror) bind(C, name='MPI_Ssend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9262,7 +10753,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ssend_init_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER, INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9275,7 +10766,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Ssend_init_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: buf
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
       INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, INTENT(IN) :: dest
@@ -9914,6 +11405,29 @@ abstract interface
       TYPE(MPI_Datatype) :: newtype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Type_create_indexed_block_c_f08
+  end interface
+  interface MPI_Type_create_keyval
+    subroutine MPI_Type_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Type_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Type_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Type_create_keyval_f08
+  end interface
+  interface PMPI_Type_create_keyval
+    subroutine PMPI_Type_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Type_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Type_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Type_create_keyval_f08
   end interface
   interface MPI_Type_create_resized
     subroutine MPI_Type_create_resized_f08(oldtype, lb, extent, newtype, ierror) bind(C, &
@@ -10851,7 +12365,7 @@ abstract interface
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_attach_f08ts
@@ -10862,7 +12376,7 @@ abstract interface
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_attach_f08ts
@@ -10908,7 +12422,7 @@ abstract interface
         name='MPI_Win_create_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -10920,7 +12434,7 @@ abstract interface
         ierror) bind(C, name='MPI_Win_create_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -10934,7 +12448,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Win_create_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER, INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -10946,7 +12460,7 @@ abstract interface
         ierror) bind(C, name='PMPI_Win_create_c_f08ts')
       import
       implicit none
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
       INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
       TYPE(MPI_Info), INTENT(IN) :: info
@@ -10995,6 +12509,28 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_create_errhandler_f08
   end interface
+  interface MPI_Win_create_keyval
+    subroutine MPI_Win_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Win_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_create_keyval_f08
+  end interface
+  interface PMPI_Win_create_keyval
+    subroutine PMPI_Win_create_keyval_f08(copy_fn, delete_fn, keyval, extra_state, ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Win_copy_attr_function) :: copy_fn
+      PROCEDURE(MPI_Win_delete_attr_function) :: delete_fn
+      INTEGER :: keyval
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_create_keyval_f08
+  end interface
   interface MPI_Win_delete_attr
     subroutine MPI_Win_delete_attr_f08(win, win_keyval, ierror) bind(C, &
         name='MPI_Win_delete_attr_f08')
@@ -11021,7 +12557,7 @@ abstract interface
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_Win_detach_f08ts
   end interface
@@ -11031,7 +12567,7 @@ abstract interface
       import
       implicit none
       TYPE(MPI_Win), INTENT(IN) :: win
-      TYPE(*), DIMENSION(..) :: base
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: base
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_detach_f08ts
   end interface
@@ -11519,5 +13055,41 @@ abstract interface
       TYPE(MPI_Win), INTENT(IN) :: win
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_wait_f08
+  end interface
+  interface MPI_Buffer_detach
+    subroutine MPI_Buffer_detach_f08(buffer_addr, size, ierror) bind(C, name='MPI_Buffer_detach_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER, INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Buffer_detach_f08
+    subroutine MPI_Buffer_detach_c_f08(buffer_addr, size, ierror) bind(C, name='MPI_Buffer_detach_c_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Buffer_detach_c_f08
+  end interface
+  interface PMPI_Buffer_detach
+    subroutine PMPI_Buffer_detach_f08(buffer_addr, size, ierror) bind(C, name='PMPI_Buffer_detach_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER, INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Buffer_detach_f08
+    subroutine PMPI_Buffer_detach_c_f08(buffer_addr, size, ierror) bind(C, name='PMPI_Buffer_detach_c_f08')
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      implicit none
+      TYPE(c_ptr), INTENT(OUT) :: buffer_addr
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(OUT) :: size
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Buffer_detach_c_f08
   end interface
 end module mpi_f08

@@ -4733,78 +4733,82 @@ pub unsafe extern "C" fn PMPI_FETCH_AND_OP(origin_addr: *mut c_void, result_addr
 
 /// `MPI_FILE_CALL_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_call_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_CALL_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_call_errhandler<const PMPI: bool>(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_call_errhandler(rt::file_in(*fh), *errorcode) } else { c::MPI_File_call_errhandler(rt::file_in(*fh), *errorcode) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_call_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_call_errhandler::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_call_errhandler_(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f_file_call_errhandler::<false>(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_call_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_call_errhandler::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_call_errhandler_(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f_file_call_errhandler::<true>(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_call_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_call_errhandler__(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_call_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_call_errhandler(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_CALL_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_CALL_ERRHANDLER(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_call_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_call_errhandler__(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_call_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_call_errhandler(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_CALL_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_call_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_CALL_ERRHANDLER(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_call_errhandler_(fh, errorcode, ierror)
 }
 
 /// `MPI_FILE_CLOSE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_close<const PMPI: bool>(a0: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_CLOSE (Fortran binding: a parameter of type MPI_File*)");
+unsafe fn f_file_close<const PMPI: bool>(fh: *mut c_int, ierror: *mut c_int) {
+    let mut fh_h = rt::file_in(*fh);
+    let rc = if PMPI { c::PMPI_File_close((&mut fh_h as *mut *mut c_void).cast()) } else { c::MPI_File_close((&mut fh_h as *mut *mut c_void).cast()) };
+    *fh = rt::file_out(fh_h);
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_close_(a0: *mut c_int, ierror: *mut c_int) {
-    f_file_close::<false>(a0, ierror)
+pub unsafe extern "C" fn mpi_file_close_(fh: *mut c_int, ierror: *mut c_int) {
+    f_file_close::<false>(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_close_(a0: *mut c_int, ierror: *mut c_int) {
-    f_file_close::<true>(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_close_(fh: *mut c_int, ierror: *mut c_int) {
+    f_file_close::<true>(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_close__(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn mpi_file_close__(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_close_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_close(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn mpi_file_close(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_close_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_CLOSE(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn MPI_FILE_CLOSE(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_close_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_close__(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_close__(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_close_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_close(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_close(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_close_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_CLOSE(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_close_(a0, ierror)
+pub unsafe extern "C" fn PMPI_FILE_CLOSE(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_close_(fh, ierror)
 }
 
 /// `MPI_FILE_CREATE_ERRHANDLER` (`PMPI` chooses the profiling C function).
@@ -4889,2092 +4893,2156 @@ pub unsafe extern "C" fn PMPI_FILE_DELETE(filename: *mut c_char, info: *mut c_in
 
 /// `MPI_FILE_GET_AMODE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_amode<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_AMODE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_amode<const PMPI: bool>(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_amode(rt::file_in(*fh), amode.cast()) } else { c::MPI_File_get_amode(rt::file_in(*fh), amode.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_amode_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_amode::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_amode_(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    f_file_get_amode::<false>(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_amode_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_amode::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_amode_(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    f_file_get_amode::<true>(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_amode__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_amode__(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_amode_(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_amode(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_amode(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_amode_(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_AMODE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_AMODE(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_amode_(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_amode__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_amode__(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_amode_(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_amode(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_amode(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_amode_(fh, amode, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_AMODE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_amode_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_AMODE(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_amode_(fh, amode, ierror)
 }
 
 /// `MPI_FILE_GET_ATOMICITY` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_atomicity<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_ATOMICITY (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_atomicity<const PMPI: bool>(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_atomicity(rt::file_in(*fh), flag.cast()) } else { c::MPI_File_get_atomicity(rt::file_in(*fh), flag.cast()) };
+    if rc == rt::SUCCESS { rt::logical_out(flag); }
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_atomicity::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_atomicity_(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f_file_get_atomicity::<false>(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_atomicity::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_atomicity_(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f_file_get_atomicity::<true>(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_atomicity__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_atomicity__(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_atomicity(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_atomicity(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_ATOMICITY(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_ATOMICITY(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_atomicity__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_atomicity__(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_atomicity(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_atomicity(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_ATOMICITY(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_ATOMICITY(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_atomicity_(fh, flag, ierror)
 }
 
 /// `MPI_FILE_GET_BYTE_OFFSET` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_byte_offset<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_BYTE_OFFSET (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_byte_offset<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_byte_offset(rt::file_in(*fh), *offset, disp.cast()) } else { c::MPI_File_get_byte_offset(rt::file_in(*fh), *offset, disp.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_byte_offset_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_get_byte_offset::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_byte_offset_(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    f_file_get_byte_offset::<false>(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_byte_offset_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_get_byte_offset::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_byte_offset_(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    f_file_get_byte_offset::<true>(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_byte_offset__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_byte_offset__(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_byte_offset(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_byte_offset(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_BYTE_OFFSET(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_BYTE_OFFSET(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_byte_offset__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_byte_offset__(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_byte_offset(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_byte_offset(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_BYTE_OFFSET(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_byte_offset_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_BYTE_OFFSET(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_byte_offset_(fh, offset, disp, ierror)
 }
 
 /// `MPI_FILE_GET_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_errhandler<const PMPI: bool>(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_errhandler(rt::file_in(*file), errhandler.cast()) } else { c::MPI_File_get_errhandler(rt::file_in(*file), errhandler.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_errhandler::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_errhandler_(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f_file_get_errhandler::<false>(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_errhandler::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_errhandler_(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f_file_get_errhandler::<true>(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_errhandler__(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_errhandler(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_ERRHANDLER(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_errhandler__(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_errhandler(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_ERRHANDLER(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_errhandler_(file, errhandler, ierror)
 }
 
 /// `MPI_FILE_GET_GROUP` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_group<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_GROUP (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_group<const PMPI: bool>(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_group(rt::file_in(*fh), group.cast()) } else { c::MPI_File_get_group(rt::file_in(*fh), group.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_group_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_group::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_group_(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f_file_get_group::<false>(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_group_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_group::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_group_(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f_file_get_group::<true>(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_group__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_group__(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_group_(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_group(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_group(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_group_(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_GROUP(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_GROUP(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_group_(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_group__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_group__(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_group_(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_group(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_group(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_group_(fh, group, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_GROUP(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_group_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_GROUP(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_group_(fh, group, ierror)
 }
 
 /// `MPI_FILE_GET_INFO` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_info<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_INFO (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_info<const PMPI: bool>(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_info(rt::file_in(*fh), info_used.cast()) } else { c::MPI_File_get_info(rt::file_in(*fh), info_used.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_info::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_info_(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f_file_get_info::<false>(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_info::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_info_(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f_file_get_info::<true>(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_info__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_info__(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_info_(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_info(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_info(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_info_(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_INFO(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_INFO(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    mpi_file_get_info_(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_info__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_info__(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_info_(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_info(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_info(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_info_(fh, info_used, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_INFO(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_info_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_INFO(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_get_info_(fh, info_used, ierror)
 }
 
 /// `MPI_FILE_GET_POSITION` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_position<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_POSITION (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_position<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_position(rt::file_in(*fh), offset.cast()) } else { c::MPI_File_get_position(rt::file_in(*fh), offset.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_position::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position_(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f_file_get_position::<false>(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_position::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position_(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f_file_get_position::<true>(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position__(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_POSITION(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_POSITION(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position__(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_POSITION(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_POSITION(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_(fh, offset, ierror)
 }
 
 /// `MPI_FILE_GET_POSITION_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_position_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_POSITION_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_position_shared<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_position_shared(rt::file_in(*fh), offset.cast()) } else { c::MPI_File_get_position_shared(rt::file_in(*fh), offset.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position_shared_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_position_shared::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position_shared_(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f_file_get_position_shared::<false>(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position_shared_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_position_shared::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position_shared_(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f_file_get_position_shared::<true>(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position_shared__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position_shared__(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_shared_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_position_shared(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_position_shared(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_shared_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_POSITION_SHARED(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_POSITION_SHARED(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_position_shared_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position_shared__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position_shared__(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_shared_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_position_shared(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_position_shared(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_shared_(fh, offset, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_POSITION_SHARED(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_position_shared_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_POSITION_SHARED(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_position_shared_(fh, offset, ierror)
 }
 
 /// `MPI_FILE_GET_SIZE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_size<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_SIZE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_size<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_size(rt::file_in(*fh), size.cast()) } else { c::MPI_File_get_size(rt::file_in(*fh), size.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_size::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_size_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_get_size::<false>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_get_size::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_size_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_get_size::<true>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_size__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_size__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_size(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_get_size(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_SIZE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_SIZE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_get_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_size__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_size__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_size(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_get_size(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_SIZE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_size_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_SIZE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_get_size_(fh, size, ierror)
 }
 
 /// `MPI_FILE_GET_TYPE_EXTENT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_type_extent<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_TYPE_EXTENT (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_type_extent<const PMPI: bool>(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_type_extent(rt::file_in(*fh), *datatype, extent.cast()) } else { c::MPI_File_get_type_extent(rt::file_in(*fh), *datatype, extent.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_type_extent_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_get_type_extent::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_type_extent_(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    f_file_get_type_extent::<false>(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_type_extent_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_get_type_extent::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_type_extent_(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    f_file_get_type_extent::<true>(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_type_extent__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_type_extent__(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    mpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_type_extent(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_get_type_extent(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    mpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_TYPE_EXTENT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_TYPE_EXTENT(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    mpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_type_extent__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_type_extent__(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    pmpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_type_extent(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_get_type_extent(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    pmpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_TYPE_EXTENT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_type_extent_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_TYPE_EXTENT(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    pmpi_file_get_type_extent_(fh, datatype, extent, ierror)
 }
 
 /// `MPI_FILE_GET_VIEW` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_get_view<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_GET_VIEW (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_get_view<const PMPI: bool>(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    let mut datarep_c = [0u8; 1025];
+    let rc = if PMPI { c::PMPI_File_get_view(rt::file_in(*fh), disp.cast(), etype.cast(), filetype.cast(), datarep_c.as_mut_ptr().cast()) } else { c::MPI_File_get_view(rt::file_in(*fh), disp.cast(), etype.cast(), filetype.cast(), datarep_c.as_mut_ptr().cast()) };
+    if rc == rt::SUCCESS { rt::string_out(datarep, datarep_len, &datarep_c); }
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_get_view::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_get_view_(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    f_file_get_view::<false>(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_get_view::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_get_view_(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    f_file_get_view::<true>(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_view__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_get_view__(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_get_view(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_get_view(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_GET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_GET_VIEW(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_view__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_get_view__(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_get_view(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_get_view(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_GET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_get_view_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_GET_VIEW(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_get_view_(fh, disp, etype, filetype, datarep, ierror, datarep_len)
 }
 
 /// `MPI_FILE_IREAD` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iread<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IREAD (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iread<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iread(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iread(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IREAD(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IREAD(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IREAD(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IREAD(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IREAD_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iread_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IREAD_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iread_all<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iread_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iread_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_all::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_all::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_all::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_all::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IREAD_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IREAD_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IREAD_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IREAD_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_all_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IREAD_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iread_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IREAD_AT (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iread_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iread_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iread_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_at::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_at::<false>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_at::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_at::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IREAD_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_IREAD_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IREAD_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IREAD_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IREAD_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iread_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IREAD_AT_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iread_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iread_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iread_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_at_all::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_at_all::<false>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_at_all::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iread_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IREAD_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_IREAD_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IREAD_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IREAD_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IREAD_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iread_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IREAD_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iread_shared<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iread_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iread_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_shared::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_shared::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iread_shared::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iread_shared::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iread_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iread_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IREAD_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IREAD_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iread_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iread_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IREAD_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iread_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IREAD_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iread_shared_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IWRITE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iwrite<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IWRITE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iwrite<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iwrite(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iwrite(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IWRITE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IWRITE(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IWRITE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IWRITE(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IWRITE_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iwrite_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IWRITE_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iwrite_all<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iwrite_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iwrite_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_all::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_all::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_all::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_all::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IWRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IWRITE_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IWRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IWRITE_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_all_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IWRITE_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iwrite_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IWRITE_AT (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iwrite_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iwrite_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iwrite_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_at::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_at::<false>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_at::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_at::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IWRITE_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_IWRITE_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_(fh, offset, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IWRITE_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iwrite_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IWRITE_AT_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iwrite_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iwrite_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iwrite_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_at_all::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_at_all::<false>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_at_all::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IWRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_IWRITE_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IWRITE_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_at_all_(fh, offset, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_IWRITE_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_iwrite_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_IWRITE_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_iwrite_shared<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_iwrite_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) } else { c::MPI_File_iwrite_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, request.cast()) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_shared::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_shared::<false>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_iwrite_shared::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f_file_iwrite_shared::<true>(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_iwrite_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_iwrite_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_IWRITE_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_IWRITE_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    mpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_iwrite_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_iwrite_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_IWRITE_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_iwrite_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_IWRITE_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_iwrite_shared_(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_FILE_OPEN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_open<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_OPEN (Fortran binding: a parameter of type MPI_File*)");
+unsafe fn f_file_open<const PMPI: bool>(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    let mut filename_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(filename, filename_len, &mut filename_c) { *ierror = rt::string_too_long("MPI_FILE_OPEN"); return; }
+    let mut fh_h = rt::file_in(*fh);
+    let rc = if PMPI { c::PMPI_File_open(*comm, filename_c.as_mut_ptr().cast(), *amode, *info, (&mut fh_h as *mut *mut c_void).cast()) } else { c::MPI_File_open(*comm, filename_c.as_mut_ptr().cast(), *amode, *info, (&mut fh_h as *mut *mut c_void).cast()) };
+    *fh = rt::file_out(fh_h);
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_open_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_open::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_open_(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    f_file_open::<false>(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_open_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_open::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_open_(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    f_file_open::<true>(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_open__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_open__(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    mpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_open(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_open(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    mpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_OPEN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_OPEN(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    mpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_open__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_open__(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    pmpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_open(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_open(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    pmpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_OPEN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_open_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_OPEN(comm: *mut c_int, filename: *mut c_char, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    pmpi_file_open_(comm, filename, amode, info, fh, ierror, filename_len)
 }
 
 /// `MPI_FILE_PREALLOCATE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_preallocate<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_PREALLOCATE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_preallocate<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_preallocate(rt::file_in(*fh), *size) } else { c::MPI_File_preallocate(rt::file_in(*fh), *size) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_preallocate_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_preallocate::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_preallocate_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_preallocate::<false>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_preallocate_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_preallocate::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_preallocate_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_preallocate::<true>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_preallocate__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_preallocate__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_preallocate_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_preallocate(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_preallocate(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_preallocate_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_PREALLOCATE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_PREALLOCATE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_preallocate_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_preallocate__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_preallocate__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_preallocate_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_preallocate(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_preallocate(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_preallocate_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_PREALLOCATE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_preallocate_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_PREALLOCATE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_preallocate_(fh, size, ierror)
 }
 
 /// `MPI_FILE_READ` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_READ_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_all<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_READ_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_all_begin<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_all_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) } else { c::MPI_File_read_all_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all_begin::<false>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all_begin::<false>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all_begin::<true>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all_begin::<true>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ALL_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ALL_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_begin_(fh, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_READ_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ALL_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_all_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_read_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_all_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_all_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_all_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_READ_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_AT (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at::<false>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at::<true>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_READ_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all::<false>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all::<true>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_READ_AT_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_at_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_at_all_begin<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_at_all_begin(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype) } else { c::MPI_File_read_at_all_begin(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all_begin::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_begin_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all_begin::<false>(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all_begin::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_begin_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_begin__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_begin(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL_BEGIN(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_begin__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_begin(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_BEGIN(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_READ_AT_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_at_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_AT_ALL_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_at_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_read_at_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_at_all_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_at_all_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_at_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_at_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_AT_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_at_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_at_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_AT_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_at_all_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_READ_ORDERED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_ordered<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_ordered<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_ordered(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read_ordered(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ORDERED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ORDERED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_READ_ORDERED_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_ordered_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_ordered_begin<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_ordered_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) } else { c::MPI_File_read_ordered_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered_begin::<false>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered_begin::<false>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered_begin::<true>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered_begin::<true>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ORDERED_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ORDERED_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_READ_ORDERED_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_ordered_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_ORDERED_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_ordered_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_read_ordered_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_read_ordered_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_ordered_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_ordered_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_read_ordered_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_ORDERED_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_ORDERED_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_ordered_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_read_ordered_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_ORDERED_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_ordered_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_READ_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_read_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_READ_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_read_shared<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_read_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_shared::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_shared::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_read_shared::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_read_shared::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_read_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_read_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_READ_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_READ_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_read_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_read_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_READ_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_read_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_READ_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_read_shared_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_SEEK` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_seek<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SEEK (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_seek<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_seek(rt::file_in(*fh), *offset, *whence) } else { c::MPI_File_seek(rt::file_in(*fh), *offset, *whence) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_seek::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek_(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f_file_seek::<false>(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_seek::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek_(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f_file_seek::<true>(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek__(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SEEK(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_SEEK(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek__(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SEEK(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SEEK(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_(fh, offset, whence, ierror)
 }
 
 /// `MPI_FILE_SEEK_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_seek_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SEEK_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_seek_shared<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_seek_shared(rt::file_in(*fh), *offset, *whence) } else { c::MPI_File_seek_shared(rt::file_in(*fh), *offset, *whence) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_seek_shared::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek_shared_(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f_file_seek_shared::<false>(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_seek_shared::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek_shared_(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f_file_seek_shared::<true>(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek_shared__(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_seek_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_seek_shared(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SEEK_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_SEEK_SHARED(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    mpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek_shared__(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_seek_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_seek_shared(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SEEK_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_seek_shared_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SEEK_SHARED(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_seek_shared_(fh, offset, whence, ierror)
 }
 
 /// `MPI_FILE_SET_ATOMICITY` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_set_atomicity<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SET_ATOMICITY (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_set_atomicity<const PMPI: bool>(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_atomicity(rt::file_in(*fh), rt::logical_in(*flag)) } else { c::MPI_File_set_atomicity(rt::file_in(*fh), rt::logical_in(*flag)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_atomicity::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_atomicity_(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f_file_set_atomicity::<false>(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_atomicity_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_atomicity::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_atomicity_(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f_file_set_atomicity::<true>(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_atomicity__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_atomicity__(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_atomicity(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_atomicity(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SET_ATOMICITY(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_SET_ATOMICITY(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_atomicity__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_atomicity__(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_atomicity(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_atomicity(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_atomicity_(fh, flag, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SET_ATOMICITY(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_atomicity_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SET_ATOMICITY(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_atomicity_(fh, flag, ierror)
 }
 
 /// `MPI_FILE_SET_ERRHANDLER` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_set_errhandler<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SET_ERRHANDLER (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_set_errhandler<const PMPI: bool>(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_errhandler(rt::file_in(*file), *errhandler) } else { c::MPI_File_set_errhandler(rt::file_in(*file), *errhandler) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_errhandler::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_errhandler_(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f_file_set_errhandler::<false>(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_errhandler_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_errhandler::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_errhandler_(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f_file_set_errhandler::<true>(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_errhandler__(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_errhandler(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_SET_ERRHANDLER(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_errhandler__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_errhandler__(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_errhandler(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_errhandler(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_errhandler_(file, errhandler, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SET_ERRHANDLER(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_errhandler_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SET_ERRHANDLER(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_errhandler_(file, errhandler, ierror)
 }
 
 /// `MPI_FILE_SET_INFO` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_set_info<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SET_INFO (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_set_info<const PMPI: bool>(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_info(rt::file_in(*fh), *info) } else { c::MPI_File_set_info(rt::file_in(*fh), *info) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_info::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_info_(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f_file_set_info::<false>(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_info_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_info::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_info_(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f_file_set_info::<true>(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_info__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_info__(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_info_(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_info(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_info(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_info_(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SET_INFO(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_SET_INFO(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    mpi_file_set_info_(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_info__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_info__(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_info_(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_info(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_info(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_info_(fh, info, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SET_INFO(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_info_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SET_INFO(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_set_info_(fh, info, ierror)
 }
 
 /// `MPI_FILE_SET_SIZE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_set_size<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SET_SIZE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_set_size<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_size(rt::file_in(*fh), *size) } else { c::MPI_File_set_size(rt::file_in(*fh), *size) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_size::<false>(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_size_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_set_size::<false>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_size_(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    f_file_set_size::<true>(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_size_(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f_file_set_size::<true>(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_size__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_size__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_set_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_size(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn mpi_file_set_size(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_set_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SET_SIZE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn MPI_FILE_SET_SIZE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    mpi_file_set_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_size__(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_size__(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_set_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_size(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn pmpi_file_set_size(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_set_size_(fh, size, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SET_SIZE(a0: *mut c_int, a1: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_size_(a0, a1, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SET_SIZE(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    pmpi_file_set_size_(fh, size, ierror)
 }
 
 /// `MPI_FILE_SET_VIEW` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_set_view<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SET_VIEW (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_set_view<const PMPI: bool>(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    let mut datarep_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(datarep, datarep_len, &mut datarep_c) { *ierror = rt::string_too_long("MPI_FILE_SET_VIEW"); return; }
+    let rc = if PMPI { c::PMPI_File_set_view(rt::file_in(*fh), *disp, *etype, *filetype, datarep_c.as_mut_ptr().cast(), *info) } else { c::MPI_File_set_view(rt::file_in(*fh), *disp, *etype, *filetype, datarep_c.as_mut_ptr().cast(), *info) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_set_view::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_set_view_(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    f_file_set_view::<false>(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_view_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_set_view::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_set_view_(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    f_file_set_view::<true>(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_view__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_set_view__(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_set_view(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_set_view(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_SET_VIEW(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    mpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_view__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_set_view__(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_set_view(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_set_view(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SET_VIEW(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_set_view_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SET_VIEW(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, info: *mut c_int, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_file_set_view_(fh, disp, etype, filetype, datarep, info, ierror, datarep_len)
 }
 
 /// `MPI_FILE_SYNC` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_sync<const PMPI: bool>(a0: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_SYNC (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_sync<const PMPI: bool>(fh: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_sync(rt::file_in(*fh)) } else { c::MPI_File_sync(rt::file_in(*fh)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_sync_(a0: *mut c_int, ierror: *mut c_int) {
-    f_file_sync::<false>(a0, ierror)
+pub unsafe extern "C" fn mpi_file_sync_(fh: *mut c_int, ierror: *mut c_int) {
+    f_file_sync::<false>(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_sync_(a0: *mut c_int, ierror: *mut c_int) {
-    f_file_sync::<true>(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_sync_(fh: *mut c_int, ierror: *mut c_int) {
+    f_file_sync::<true>(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_sync__(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn mpi_file_sync__(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_sync_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_sync(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn mpi_file_sync(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_sync_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_SYNC(a0: *mut c_int, ierror: *mut c_int) {
-    mpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn MPI_FILE_SYNC(fh: *mut c_int, ierror: *mut c_int) {
+    mpi_file_sync_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_sync__(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_sync__(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_sync_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_sync(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn pmpi_file_sync(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_sync_(fh, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_SYNC(a0: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_sync_(a0, ierror)
+pub unsafe extern "C" fn PMPI_FILE_SYNC(fh: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_sync_(fh, ierror)
 }
 
 /// `MPI_FILE_WRITE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_all<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write_all(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_all_begin<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_all_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) } else { c::MPI_File_write_all_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all_begin::<false>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all_begin::<false>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all_begin::<true>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all_begin::<true>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ALL_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_begin_(fh, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_WRITE_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ALL_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_all_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_write_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_all_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_all_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_all_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_AT` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_at<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_AT (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write_at(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at::<false>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at::<true>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_AT(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_AT(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_(fh, offset, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_AT_ALL` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_at_all<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write_at_all(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all::<false>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all::<false>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all::<true>(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all::<true>(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_(a0, a1, a2, a3, a4, a5, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_(fh, offset, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_AT_ALL_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_at_all_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_at_all_begin<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_at_all_begin(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype) } else { c::MPI_File_write_at_all_begin(rt::file_in(*fh), *offset, rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all_begin::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_begin_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all_begin::<false>(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all_begin::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_begin_(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_begin__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_begin(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL_BEGIN(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_begin__(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_begin(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_begin_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_BEGIN(fh: *mut c_int, offset: *mut i64, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_begin_(fh, offset, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_WRITE_AT_ALL_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_at_all_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_AT_ALL_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_at_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_write_at_all_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_at_all_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_at_all_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_at_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_at_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_AT_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_at_all_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_at_all_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_at_all_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_AT_ALL_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_at_all_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_ORDERED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_ordered<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_ordered<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_ordered(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write_ordered(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_ORDERED_BEGIN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_ordered_begin<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED_BEGIN (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_ordered_begin<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_ordered_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) } else { c::MPI_File_write_ordered_begin(rt::file_in(*fh), rt::buffer(buf), *count, *datatype) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered_begin::<false>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered_begin::<false>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_begin_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered_begin::<true>(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_begin_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered_begin::<true>(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_begin__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_begin__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_begin(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_begin(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_BEGIN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_begin_(a0, a1, a2, a3, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_BEGIN(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_begin_(fh, buf, count, datatype, ierror)
 }
 
 /// `MPI_FILE_WRITE_ORDERED_END` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_ordered_end<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_ORDERED_END (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_ordered_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) } else { c::MPI_File_write_ordered_end(rt::file_in(*fh), rt::buffer(buf), rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered_end::<false>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered_end::<false>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_end_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    f_file_write_ordered_end::<true>(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_end_(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_ordered_end::<true>(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_ordered_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn mpi_file_write_ordered_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_ORDERED_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_end__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_end__(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_ordered_end(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn pmpi_file_write_ordered_end(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_END(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_ordered_end_(a0, a1, a2, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_ORDERED_END(fh: *mut c_int, buf: *mut c_void, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_ordered_end_(fh, buf, status, ierror)
 }
 
 /// `MPI_FILE_WRITE_SHARED` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_file_write_shared<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_FILE_WRITE_SHARED (Fortran binding: a parameter of type MPI_File)");
+unsafe fn f_file_write_shared<const PMPI: bool>(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) } else { c::MPI_File_write_shared(rt::file_in(*fh), rt::buffer(buf), *count, *datatype, rt::status(status)) };
+    *ierror = rc;
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_shared::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_shared::<false>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_shared_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_file_write_shared::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_shared_(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f_file_write_shared::<true>(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_file_write_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_file_write_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_FILE_WRITE_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_FILE_WRITE_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    mpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_shared__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_shared__(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_file_write_shared(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_file_write_shared(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_FILE_WRITE_SHARED(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_file_write_shared_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_FILE_WRITE_SHARED(fh: *mut c_int, buf: *mut c_void, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    pmpi_file_write_shared_(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_FINALIZE` (`PMPI` chooses the profiling C function).

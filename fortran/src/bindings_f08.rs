@@ -208,10 +208,124 @@ mod c {
         pub fn PMPI_Exscan_init_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: *mut c_void) -> c_int;
         pub fn MPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
         pub fn PMPI_Fetch_and_op(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int) -> c_int;
+        pub fn MPI_File_call_errhandler(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn PMPI_File_call_errhandler(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_File_close(a0: *mut c_void) -> c_int;
+        pub fn PMPI_File_close(a0: *mut c_void) -> c_int;
         pub fn MPI_File_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_File_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_File_delete(a0: *mut c_void, a1: c_int) -> c_int;
         pub fn PMPI_File_delete(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_File_get_amode(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_amode(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_atomicity(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_atomicity(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_byte_offset(a0: *mut c_void, a1: i64, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_byte_offset(a0: *mut c_void, a1: i64, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_get_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_group(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_group(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_info(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_info(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_position(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_position(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_position_shared(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_position_shared(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_size(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_size(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_File_get_type_extent(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_type_extent(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_get_view(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_get_view(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iread(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_open(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_open(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_preallocate(a0: *mut c_void, a1: i64) -> c_int;
+        pub fn PMPI_File_preallocate(a0: *mut c_void, a1: i64) -> c_int;
+        pub fn MPI_File_read(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_read_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_read_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn PMPI_File_read_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_read_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_read_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_read_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_read_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn PMPI_File_read_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_File_read_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_read_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_read_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn PMPI_File_read_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_read_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_read_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_seek(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
+        pub fn PMPI_File_seek(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
+        pub fn MPI_File_seek_shared(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
+        pub fn PMPI_File_seek_shared(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
+        pub fn MPI_File_set_atomicity(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn PMPI_File_set_atomicity(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_File_set_errhandler(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn PMPI_File_set_errhandler(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_File_set_info(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn PMPI_File_set_info(a0: *mut c_void, a1: c_int) -> c_int;
+        pub fn MPI_File_set_size(a0: *mut c_void, a1: i64) -> c_int;
+        pub fn PMPI_File_set_size(a0: *mut c_void, a1: i64) -> c_int;
+        pub fn MPI_File_set_view(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: *mut c_void, a5: c_int) -> c_int;
+        pub fn PMPI_File_set_view(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: *mut c_void, a5: c_int) -> c_int;
+        pub fn MPI_File_sync(a0: *mut c_void) -> c_int;
+        pub fn PMPI_File_sync(a0: *mut c_void) -> c_int;
+        pub fn MPI_File_write(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_write_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_write_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn PMPI_File_write_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_write_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_write_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_write_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_write_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn PMPI_File_write_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_File_write_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_write_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_write_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn PMPI_File_write_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_write_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_write_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Finalize() -> c_int;
         pub fn PMPI_Finalize() -> c_int;
         pub fn MPI_Finalized(a0: *mut c_void) -> c_int;
@@ -1829,6 +1943,22 @@ pub unsafe extern "C" fn PMPI_Comm_create_group_f08(comm: *mut c_int, group: *mu
     f08_comm_create_group::<true>(comm, group, tag, newcomm, ierror)
 }
 
+/// `MPI_Comm_create_keyval` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_create_keyval<const PMPI: bool>(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::comm_create_keyval::<PMPI>(copy_fn, delete_fn, keyval, extra_state, &mut rc);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_comm_create_keyval::<false>(copy_fn, delete_fn, keyval, extra_state, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_comm_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_comm_create_keyval::<true>(copy_fn, delete_fn, keyval, extra_state, ierror)
+}
+
 /// `MPI_Comm_delete_attr` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_comm_delete_attr<const PMPI: bool>(comm: *mut c_int, comm_keyval: *mut c_int, ierror: *mut c_int) {
@@ -2459,6 +2589,38 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op_f08ts(origin_addr: *const f08::Cdesc,
     f08_fetch_and_op::<true>(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, ierror)
 }
 
+/// `MPI_File_call_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_call_errhandler<const PMPI: bool>(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_call_errhandler(rt::file_in(*fh), *errorcode) } else { c::MPI_File_call_errhandler(rt::file_in(*fh), *errorcode) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_call_errhandler_f08(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_file_call_errhandler::<false>(fh, errorcode, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_call_errhandler_f08(fh: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_file_call_errhandler::<true>(fh, errorcode, ierror)
+}
+
+/// `MPI_File_close` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_close<const PMPI: bool>(fh: *mut c_int, ierror: *mut c_int) {
+    let mut fh_h = rt::file_in(*fh);
+    let rc = if PMPI { c::PMPI_File_close((&mut fh_h as *mut *mut c_void).cast()) } else { c::MPI_File_close((&mut fh_h as *mut *mut c_void).cast()) };
+    *fh = rt::file_out(fh_h);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_close_f08(fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_close::<false>(fh, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_close_f08(fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_close::<true>(fh, ierror)
+}
+
 /// `MPI_File_create_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_create_errhandler<const PMPI: bool>(file_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
@@ -2490,6 +2652,899 @@ pub unsafe extern "C" fn MPI_File_delete_f08(filename: *const f08::Cdesc, info: 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete_f08(filename: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
     f08_file_delete::<true>(filename, info, ierror)
+}
+
+/// `MPI_File_get_amode` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_amode<const PMPI: bool>(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_amode(rt::file_in(*fh), amode.cast()) } else { c::MPI_File_get_amode(rt::file_in(*fh), amode.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_amode_f08(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_amode::<false>(fh, amode, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_amode_f08(fh: *mut c_int, amode: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_amode::<true>(fh, amode, ierror)
+}
+
+/// `MPI_File_get_atomicity` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_atomicity<const PMPI: bool>(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_atomicity(rt::file_in(*fh), flag.cast()) } else { c::MPI_File_get_atomicity(rt::file_in(*fh), flag.cast()) };
+    if rc == rt::SUCCESS { rt::logical_out(flag); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_atomicity_f08(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_atomicity::<false>(fh, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_atomicity_f08(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_atomicity::<true>(fh, flag, ierror)
+}
+
+/// `MPI_File_get_byte_offset` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_byte_offset<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_byte_offset(rt::file_in(*fh), *offset, disp.cast()) } else { c::MPI_File_get_byte_offset(rt::file_in(*fh), *offset, disp.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_byte_offset_f08(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    f08_file_get_byte_offset::<false>(fh, offset, disp, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_byte_offset_f08(fh: *mut c_int, offset: *mut i64, disp: *mut i64, ierror: *mut c_int) {
+    f08_file_get_byte_offset::<true>(fh, offset, disp, ierror)
+}
+
+/// `MPI_File_get_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_errhandler<const PMPI: bool>(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_errhandler(rt::file_in(*file), errhandler.cast()) } else { c::MPI_File_get_errhandler(rt::file_in(*file), errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_errhandler_f08(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_errhandler::<false>(file, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_errhandler_f08(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_errhandler::<true>(file, errhandler, ierror)
+}
+
+/// `MPI_File_get_group` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_group<const PMPI: bool>(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_group(rt::file_in(*fh), group.cast()) } else { c::MPI_File_get_group(rt::file_in(*fh), group.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_group_f08(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_group::<false>(fh, group, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_group_f08(fh: *mut c_int, group: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_group::<true>(fh, group, ierror)
+}
+
+/// `MPI_File_get_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_info<const PMPI: bool>(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_info(rt::file_in(*fh), info_used.cast()) } else { c::MPI_File_get_info(rt::file_in(*fh), info_used.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_info_f08(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_info::<false>(fh, info_used, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_info_f08(fh: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_file_get_info::<true>(fh, info_used, ierror)
+}
+
+/// `MPI_File_get_position` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_position<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_position(rt::file_in(*fh), offset.cast()) } else { c::MPI_File_get_position(rt::file_in(*fh), offset.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_position_f08(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f08_file_get_position::<false>(fh, offset, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_position_f08(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f08_file_get_position::<true>(fh, offset, ierror)
+}
+
+/// `MPI_File_get_position_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_position_shared<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_position_shared(rt::file_in(*fh), offset.cast()) } else { c::MPI_File_get_position_shared(rt::file_in(*fh), offset.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_position_shared_f08(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f08_file_get_position_shared::<false>(fh, offset, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_position_shared_f08(fh: *mut c_int, offset: *mut i64, ierror: *mut c_int) {
+    f08_file_get_position_shared::<true>(fh, offset, ierror)
+}
+
+/// `MPI_File_get_size` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_size<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_size(rt::file_in(*fh), size.cast()) } else { c::MPI_File_get_size(rt::file_in(*fh), size.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_size_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_get_size::<false>(fh, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_size_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_get_size::<true>(fh, size, ierror)
+}
+
+/// `MPI_File_get_type_extent` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_type_extent<const PMPI: bool>(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_get_type_extent(rt::file_in(*fh), *datatype, extent.cast()) } else { c::MPI_File_get_type_extent(rt::file_in(*fh), *datatype, extent.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_type_extent_f08(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    f08_file_get_type_extent::<false>(fh, datatype, extent, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_type_extent_f08(fh: *mut c_int, datatype: *mut c_int, extent: *mut MpiAint, ierror: *mut c_int) {
+    f08_file_get_type_extent::<true>(fh, datatype, extent, ierror)
+}
+
+/// `MPI_File_get_view` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_get_view<const PMPI: bool>(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, ierror: *mut c_int) {
+    let (datarep_s, datarep_len) = f08::string(datarep);
+    let mut datarep_c = [0u8; 1025];
+    let rc = if PMPI { c::PMPI_File_get_view(rt::file_in(*fh), disp.cast(), etype.cast(), filetype.cast(), datarep_c.as_mut_ptr().cast()) } else { c::MPI_File_get_view(rt::file_in(*fh), disp.cast(), etype.cast(), filetype.cast(), datarep_c.as_mut_ptr().cast()) };
+    if rc == rt::SUCCESS { rt::string_out(datarep_s, datarep_len, &datarep_c); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_get_view_f08(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_file_get_view::<false>(fh, disp, etype, filetype, datarep, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_view_f08(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_file_get_view::<true>(fh, disp, etype, filetype, datarep, ierror)
+}
+
+/// `MPI_File_iread` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_all<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_all::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_all::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_at") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_at_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_at_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_all::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_shared") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_shared::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_shared::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_all<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_all::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_all::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_at") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_at_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_at_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_all::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_shared") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_shared::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_shared::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_open` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_open<const PMPI: bool>(comm: *mut c_int, filename: *const f08::Cdesc, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int) {
+    let (filename_s, filename_len) = f08::string(filename);
+    let mut filename_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(filename_s, filename_len, &mut filename_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_File_open")); }
+    let mut fh_h = rt::file_in(*fh);
+    let rc = if PMPI { c::PMPI_File_open(*comm, filename_c.as_mut_ptr().cast(), *amode, *info, (&mut fh_h as *mut *mut c_void).cast()) } else { c::MPI_File_open(*comm, filename_c.as_mut_ptr().cast(), *amode, *info, (&mut fh_h as *mut *mut c_void).cast()) };
+    *fh = rt::file_out(fh_h);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_open_f08(comm: *mut c_int, filename: *const f08::Cdesc, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_open::<false>(comm, filename, amode, info, fh, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_open_f08(comm: *mut c_int, filename: *const f08::Cdesc, amode: *mut c_int, info: *mut c_int, fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_open::<true>(comm, filename, amode, info, fh, ierror)
+}
+
+/// `MPI_File_preallocate` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_preallocate<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_preallocate(rt::file_in(*fh), *size) } else { c::MPI_File_preallocate(rt::file_in(*fh), *size) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_preallocate_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_preallocate::<false>(fh, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_preallocate_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_preallocate::<true>(fh, size, ierror)
+}
+
+/// `MPI_File_read` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_all<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_all_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_all_begin<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_all_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_all_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_all_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_all_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_begin::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_begin::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_read_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_read_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_at_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_at_all_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_all_begin<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at_all_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at_all_begin(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_at_all_begin(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_all_begin_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_begin::<false>(fh, offset, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_begin_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_at_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_at_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_read_at_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_read_ordered` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_ordered<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_ordered") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_ordered(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_ordered(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_ordered_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_ordered_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_ordered_begin<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_ordered_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_ordered_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_ordered_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_ordered_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_begin::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_begin::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_ordered_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_read_ordered_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_read_ordered_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_ordered_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_read_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_shared") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_shared::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_shared::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_seek` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_seek<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_seek(rt::file_in(*fh), *offset, *whence) } else { c::MPI_File_seek(rt::file_in(*fh), *offset, *whence) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_seek_f08(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f08_file_seek::<false>(fh, offset, whence, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_seek_f08(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f08_file_seek::<true>(fh, offset, whence, ierror)
+}
+
+/// `MPI_File_seek_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_seek_shared<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_seek_shared(rt::file_in(*fh), *offset, *whence) } else { c::MPI_File_seek_shared(rt::file_in(*fh), *offset, *whence) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_seek_shared_f08(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f08_file_seek_shared::<false>(fh, offset, whence, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_seek_shared_f08(fh: *mut c_int, offset: *mut i64, whence: *mut c_int, ierror: *mut c_int) {
+    f08_file_seek_shared::<true>(fh, offset, whence, ierror)
+}
+
+/// `MPI_File_set_atomicity` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_set_atomicity<const PMPI: bool>(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_atomicity(rt::file_in(*fh), rt::logical_in(*flag)) } else { c::MPI_File_set_atomicity(rt::file_in(*fh), rt::logical_in(*flag)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_set_atomicity_f08(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_atomicity::<false>(fh, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_atomicity_f08(fh: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_atomicity::<true>(fh, flag, ierror)
+}
+
+/// `MPI_File_set_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_set_errhandler<const PMPI: bool>(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_errhandler(rt::file_in(*file), *errhandler) } else { c::MPI_File_set_errhandler(rt::file_in(*file), *errhandler) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_set_errhandler_f08(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_errhandler::<false>(file, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_errhandler_f08(file: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_errhandler::<true>(file, errhandler, ierror)
+}
+
+/// `MPI_File_set_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_set_info<const PMPI: bool>(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_info(rt::file_in(*fh), *info) } else { c::MPI_File_set_info(rt::file_in(*fh), *info) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_set_info_f08(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_info::<false>(fh, info, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_info_f08(fh: *mut c_int, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_info::<true>(fh, info, ierror)
+}
+
+/// `MPI_File_set_size` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_set_size<const PMPI: bool>(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_set_size(rt::file_in(*fh), *size) } else { c::MPI_File_set_size(rt::file_in(*fh), *size) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_set_size_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_set_size::<false>(fh, size, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_size_f08(fh: *mut c_int, size: *mut i64, ierror: *mut c_int) {
+    f08_file_set_size::<true>(fh, size, ierror)
+}
+
+/// `MPI_File_set_view` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_set_view<const PMPI: bool>(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    let (datarep_s, datarep_len) = f08::string(datarep);
+    let mut datarep_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(datarep_s, datarep_len, &mut datarep_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_File_set_view")); }
+    let rc = if PMPI { c::PMPI_File_set_view(rt::file_in(*fh), *disp, *etype, *filetype, datarep_c.as_mut_ptr().cast(), *info) } else { c::MPI_File_set_view(rt::file_in(*fh), *disp, *etype, *filetype, datarep_c.as_mut_ptr().cast(), *info) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_set_view_f08(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_view::<false>(fh, disp, etype, filetype, datarep, info, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_view_f08(fh: *mut c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_file_set_view::<true>(fh, disp, etype, filetype, datarep, info, ierror)
+}
+
+/// `MPI_File_sync` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_sync<const PMPI: bool>(fh: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_sync(rt::file_in(*fh)) } else { c::MPI_File_sync(rt::file_in(*fh)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_sync_f08(fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_sync::<false>(fh, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_sync_f08(fh: *mut c_int, ierror: *mut c_int) {
+    f08_file_sync::<true>(fh, ierror)
+}
+
+/// `MPI_File_write` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_all<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_all(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_all_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_all_begin<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_all_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_all_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_all_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_all_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_begin::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_begin::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_write_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_write_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_at(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_at_all` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_all<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at_all") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_at_all(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_at_all_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_all_begin<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at_all_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at_all_begin(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_at_all_begin(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_all_begin_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_begin::<false>(fh, offset, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_begin_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_at_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_at_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_write_at_all_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_write_ordered` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_ordered<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_ordered") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_ordered(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_ordered(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_ordered_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_ordered_begin` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_ordered_begin<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_ordered_begin") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_ordered_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_ordered_begin(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_ordered_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_begin::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_begin_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_begin::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_ordered_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_File_write_ordered_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) } else { c::MPI_File_write_ordered_end(rt::file_in(*fh), f08::address(buf), rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_ordered_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_end::<false>(fh, buf, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_write_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_shared") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_shared(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_shared::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_shared::<true>(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_Finalize` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3003,6 +4058,22 @@ pub unsafe extern "C" fn MPI_Grequest_complete_f08(request: *mut c_int, ierror: 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete_f08(request: *mut c_int, ierror: *mut c_int) {
     f08_grequest_complete::<true>(request, ierror)
+}
+
+/// `MPI_Grequest_start` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_grequest_start<const PMPI: bool>(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::grequest_start::<PMPI>(query_fn, free_fn, cancel_fn, extra_state, request, &mut rc);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_grequest_start_f08_(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    f08_grequest_start::<false>(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_grequest_start_f08_(query_fn: *const c_void, free_fn: *const c_void, cancel_fn: *const c_void, extra_state: *mut MpiAint, request: *mut c_int, ierror: *mut c_int) {
+    f08_grequest_start::<true>(query_fn, free_fn, cancel_fn, extra_state, request, ierror)
 }
 
 /// `MPI_Group_compare` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3956,6 +5027,24 @@ pub unsafe extern "C" fn MPI_Info_get_nthkey_f08(info: *mut c_int, n: *mut c_int
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nthkey_f08(info: *mut c_int, n: *mut c_int, key: *const f08::Cdesc, ierror: *mut c_int) {
     f08_info_get_nthkey::<true>(info, n, key, ierror)
+}
+
+/// `MPI_Info_get_string` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_info_get_string<const PMPI: bool>(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    let (key_s, key_len) = f08::string(key);
+    let (value_s, value_len) = f08::string(value);
+    let mut rc: c_int = rt::SUCCESS;
+    special::info_get_string::<PMPI>(info, key_s, buflen, value_s, flag, &mut rc, key_len, value_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Info_get_string_f08(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    f08_info_get_string::<false>(info, key, buflen, value, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get_string_f08(info: *mut c_int, key: *const f08::Cdesc, buflen: *mut c_int, value: *const f08::Cdesc, flag: *mut c_int, ierror: *mut c_int) {
+    f08_info_get_string::<true>(info, key, buflen, value, flag, ierror)
 }
 
 /// `MPI_Info_get_valuelen` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -6636,6 +7725,22 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c_f08(count: *mut i64, b
     f08_type_create_indexed_block_c::<true>(count, blocklength, array_of_displacements, oldtype, newtype, ierror)
 }
 
+/// `MPI_Type_create_keyval` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_type_create_keyval<const PMPI: bool>(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::type_create_keyval::<PMPI>(copy_fn, delete_fn, keyval, extra_state, &mut rc);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_type_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_type_create_keyval::<false>(copy_fn, delete_fn, keyval, extra_state, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_type_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_type_create_keyval::<true>(copy_fn, delete_fn, keyval, extra_state, ierror)
+}
+
 /// `MPI_Type_create_resized` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_type_create_resized<const PMPI: bool>(oldtype: *mut c_int, lb: *mut MpiAint, extent: *mut MpiAint, newtype: *mut c_int, ierror: *mut c_int) {
@@ -7357,6 +8462,22 @@ pub unsafe extern "C" fn mpi_win_create_errhandler_f08_(win_errhandler_fn: *cons
 #[no_mangle]
 pub unsafe extern "C" fn pmpi_win_create_errhandler_f08_(win_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
     f08_win_create_errhandler::<true>(win_errhandler_fn, errhandler, ierror)
+}
+
+/// `MPI_Win_create_keyval` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_create_keyval<const PMPI: bool>(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::win_create_keyval::<PMPI>(copy_fn, delete_fn, keyval, extra_state, &mut rc);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_win_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_win_create_keyval::<false>(copy_fn, delete_fn, keyval, extra_state, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_win_create_keyval_f08_(copy_fn: *const c_void, delete_fn: *const c_void, keyval: *mut c_int, extra_state: *mut MpiAint, ierror: *mut c_int) {
+    f08_win_create_keyval::<true>(copy_fn, delete_fn, keyval, extra_state, ierror)
 }
 
 /// `MPI_Win_delete_attr` of `mpi_f08` (`PMPI` chooses the profiling C function).

@@ -305,6 +305,87 @@ sizeof_procedures!(
     stormpi_sizeof_l8,
 );
 
+// `MPI_Buffer_detach` of `mpi_f08`: `TYPE(C_PTR), INTENT(OUT) :: buffer_addr` arrives by
+// reference, the place C's `MPI_Buffer_detach` writes the buffer's address to (its `void *`
+// argument), so the call passes it through. (The large-count form is not among the `mpi`
+// binding's C functions.)
+extern "C" {
+    fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut c_void) -> c_int;
+    fn PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut c_void) -> c_int;
+}
+
+/// `MPI_Buffer_detach(buffer_addr, size, ierror)` of `mpi_f08`.
+///
+/// # Safety
+/// Fortran's arguments: valid references, `ierror` null when left out.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_detach_f08(
+    buffer_addr: *mut *mut c_void,
+    size: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: the caller's contract; C writes a pointer and an int.
+    unsafe {
+        set_ierror(
+            ierror,
+            c::MPI_Buffer_detach(buffer_addr.cast(), size.cast()),
+        )
+    }
+}
+
+/// `PMPI_Buffer_detach_f08`.
+///
+/// # Safety
+/// As `MPI_Buffer_detach_f08`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_detach_f08(
+    buffer_addr: *mut *mut c_void,
+    size: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: as above.
+    unsafe {
+        set_ierror(
+            ierror,
+            c::PMPI_Buffer_detach(buffer_addr.cast(), size.cast()),
+        )
+    }
+}
+
+/// `MPI_Buffer_detach(buffer_addr, size, ierror)` of `mpi_f08` with an
+/// `INTEGER(KIND=MPI_COUNT_KIND)` size.
+///
+/// # Safety
+/// As `MPI_Buffer_detach_f08`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Buffer_detach_c_f08(
+    buffer_addr: *mut *mut c_void,
+    size: *mut i64,
+    ierror: *mut c_int,
+) {
+    // SAFETY: as above; C writes a pointer and an MPI_Count.
+    unsafe { set_ierror(ierror, MPI_Buffer_detach_c(buffer_addr.cast(), size.cast())) }
+}
+
+/// `PMPI_Buffer_detach_c_f08`.
+///
+/// # Safety
+/// As `MPI_Buffer_detach_f08`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_detach_c_f08(
+    buffer_addr: *mut *mut c_void,
+    size: *mut i64,
+    ierror: *mut c_int,
+) {
+    // SAFETY: as above.
+    unsafe {
+        set_ierror(
+            ierror,
+            PMPI_Buffer_detach_c(buffer_addr.cast(), size.cast()),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! each Fortran procedure (`mpi_send_` and the other link names MPICH exports, see
 //! [`bindings`]) converts its arguments and calls the C function (`MPI_Send`; the `pmpi_`
 //! forms call `PMPI_Send`). Handles need no conversion: C handles are MPICH's `int`s, which are
-//! the Fortran `INTEGER` handles, and `MPI_Status` is five `int`s in the layout of the Fortran
+//! the Fortran `INTEGER` handles (but `MPI_File`, a pointer in C: [`rt::file_in`]), and `MPI_Status` is five `int`s in the layout of the Fortran
 //! `INTEGER(MPI_STATUS_SIZE)` array. What differs between the languages is converted in
 //! [`rt`]: the sentinels (`MPI_BOTTOM`, `MPI_IN_PLACE`, `MPI_STATUS_IGNORE`, ... are Fortran
 //! variables in MPICH's common blocks, which this crate defines, so their addresses are what

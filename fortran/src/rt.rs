@@ -148,6 +148,8 @@ pub static stormpi_f_argv_null: Sentinel<[u8; 1]> = Sentinel::new([0]);
 extern "C" {
     static MPI_UNWEIGHTED: *mut c_int;
     static MPI_WEIGHTS_EMPTY: *mut c_int;
+    fn PMPI_File_f2c(file: c_int) -> *mut c_void;
+    fn PMPI_File_c2f(file: *mut c_void) -> c_int;
 }
 
 fn priv1() -> usize {
@@ -219,6 +221,21 @@ pub fn weights(p: *mut c_int) -> *mut c_void {
             p.cast()
         }
     }
+}
+
+/// A Fortran file handle (an `INTEGER`, `MPI_FILE_NULL` = 0) as C's `MPI_File` pointer.
+pub fn file_in(f: c_int) -> *mut c_void {
+    // SAFETY: a conversion of values; C accepts any integer (a bad one names no file, which
+    // the called function reports).
+    unsafe { PMPI_File_f2c(f) }
+}
+
+/// C's `MPI_File` as the Fortran `INTEGER`.
+// C's MPI_File_c2f reads the handle's bits; it never dereferences the pointer.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn file_out(h: *mut c_void) -> c_int {
+    // SAFETY: a conversion of values; C's handles fit a Fortran `INTEGER`.
+    unsafe { PMPI_File_c2f(h) }
 }
 
 /// A Fortran `LOGICAL` argument as the C library's int.

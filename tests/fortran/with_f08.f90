@@ -3,10 +3,12 @@
 ! point-to-point and collectives (described by derived datatypes), a section where the binding
 ! needs a contiguous buffer (MPI_ERR_BUFFER, not silently wrong), MPI_IN_PLACE,
 ! MPI_STATUS(ES)_IGNORE, a derived type, requests, strings, MPI_MAXLOC on
-! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, a Fortran reduction and error handler, info keys and values with blanks. Each rank stops with status 1 at the first mismatch and prints
+! MPI_2DOUBLE_PRECISION, MPI_SIZEOF, a Fortran reduction and error handler, info keys and values
+! with blanks, MPI_Info_get_string, MPI_Buffer_detach's TYPE(C_PTR), keyvals with Fortran and predefined callbacks, a generalized request. Each rank stops with status 1 at the first mismatch and prints
 ! `fortran checks passed on rank N` at the end (rank 0 also `OK with_f08`).
 program with_f08
   use mpi_f08
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_loc, c_associated
   implicit none
   integer, parameter :: n = 6
   integer :: handled = 0
@@ -16,7 +18,7 @@ program with_f08
   type(MPI_Status) :: status, statuses(2)
   type(MPI_Request) :: reqs(2)
   type(MPI_Comm) :: dup, sub
-  type(MPI_Datatype) :: vec
+  type(MPI_Datatype) :: vec, dtype2
   type(MPI_Info) :: info
   type(MPI_Op) :: myop
   type(MPI_Errhandler) :: errh
@@ -25,6 +27,12 @@ program with_f08
   logical :: flag
   complex(kind=8) :: zval
   integer(kind=1) :: i1
+  integer :: keyval, tkeyval, copies = 0, deletes = 0, freed = 0
+  integer(kind=MPI_ADDRESS_KIND) :: attr
+  type(MPI_Request) :: greq
+  ! The library holds the attached buffer beyond the call: ASYNCHRONOUS, as the standard asks.
+  integer, target, asynchronous :: bsbuf(512)
+  type(c_ptr) :: detached
 
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -146,6 +154,16 @@ program with_f08
   call expect(flag .and. ival == 'deep blue', 'MPI_Info_set strips blanks of keys and values')
   call MPI_Info_get_valuelen(info, ' color', slen, flag)
   call expect(flag .and. slen == 9, 'MPI_Info_get_valuelen with a blank-led key')
+  slen = len(ival)
+  ival = 'x'
+  call MPI_Info_get_string(info, 'color', slen, ival, flag, ierr)
+  call expect(ierr == MPI_SUCCESS .and. flag .and. ival == 'deep blue' .and. slen == 9, &
+              'MPI_Info_get_string')
+  slen = 4
+  call MPI_Info_get_string(info, 'color', slen, ival, flag)
+  call expect(flag .and. ival == 'deep' .and. slen == 9, 'MPI_Info_get_string truncates to buflen')
+  call MPI_Info_get_string(info, 'shape', slen, ival, flag)
+  call expect(.not. flag, 'MPI_Info_get_string of a missing key')
   call MPI_Info_free(info)
   call expect(info == MPI_INFO_NULL, 'MPI_Info_free')
   call MPI_Initialized(flag)
@@ -171,6 +189,66 @@ program with_f08
   call MPI_Sizeof(1.0, slen)
   call expect(slen == 4, 'MPI_SIZEOF(REAL)')
 
+  ! Keyvals with Fortran callbacks: a copy callback that adds one, a counting delete callback;
+  ! the predefined MPI_TYPE_DUP_FN and MPI_TYPE_NULL_DELETE_FN.
+  call MPI_Comm_create_keyval(add_one, count_deletes, keyval, 10_MPI_ADDRESS_KIND, ierr)
+  call expect(ierr == MPI_SUCCESS, 'MPI_Comm_create_keyval with Fortran callbacks')
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, keyval, 41_MPI_ADDRESS_KIND)
+  call MPI_Comm_dup(MPI_COMM_WORLD, dup)
+  call MPI_Comm_get_attr(dup, keyval, attr, flag)
+  call expect(flag .and. attr == 42 .and. copies == 1, 'the copy callback ran on MPI_Comm_dup')
+  call MPI_Comm_free(dup)
+  call expect(deletes == 1, 'the delete callback ran on MPI_Comm_free')
+  call MPI_Comm_delete_attr(MPI_COMM_WORLD, keyval)
+  call expect(deletes == 2, 'the delete callback ran on MPI_Comm_delete_attr')
+  call MPI_Comm_free_keyval(keyval)
+  call MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, keyval, &
+                              0_MPI_ADDRESS_KIND)
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, keyval, 5_MPI_ADDRESS_KIND)
+  call MPI_Comm_dup(MPI_COMM_WORLD, dup)
+  call MPI_Comm_get_attr(dup, keyval, attr, flag)
+  call expect(.not. flag, 'MPI_COMM_NULL_COPY_FN copies nothing')
+  call MPI_Comm_free(dup)
+  call MPI_Comm_delete_attr(MPI_COMM_WORLD, keyval)
+  call MPI_Comm_free_keyval(keyval)
+  call MPI_Type_create_keyval(MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN, tkeyval, &
+                              0_MPI_ADDRESS_KIND, ierr)
+  call expect(ierr == MPI_SUCCESS, 'MPI_Type_create_keyval with the predefined callbacks')
+  call MPI_Type_contiguous(2, MPI_INTEGER, vec)
+  call MPI_Type_set_attr(vec, tkeyval, 77_MPI_ADDRESS_KIND)
+  call MPI_Type_dup(vec, dtype2)
+  call MPI_Type_get_attr(dtype2, tkeyval, attr, flag)
+  call expect(flag .and. attr == 77, 'MPI_TYPE_DUP_FN copies the value')
+  call MPI_Type_free(dtype2)
+  call MPI_Type_free(vec)
+  call MPI_Type_free_keyval(tkeyval)
+  call expect(tkeyval == MPI_KEYVAL_INVALID, 'MPI_Type_free_keyval')
+
+  ! A generalized request with Fortran callbacks: its status comes from the query callback.
+  call MPI_Grequest_start(greq_query, greq_free, greq_cancel, int(rank + 3, MPI_ADDRESS_KIND), &
+                          greq)
+  call MPI_Test(greq, flag, status)
+  call expect(.not. flag, 'a generalized request is pending until completed')
+  call MPI_Grequest_complete(greq)
+  call MPI_Wait(greq, status, ierr)
+  call expect(ierr == MPI_SUCCESS .and. greq == MPI_REQUEST_NULL, 'MPI_Wait on a generalized request')
+  call expect(status%MPI_SOURCE == rank + 3 .and. freed == 1, 'the query and free callbacks ran')
+  call MPI_Get_count(status, MPI_INTEGER, count)
+  call expect(count == 3, 'the count the query callback set')
+  call expect(.not. MPI_ASYNC_PROTECTS_NONBLOCKING, 'MPI_ASYNC_PROTECTS_NONBLOCKING')
+
+  ! A buffered send to this rank; MPI_Buffer_detach hands the buffer back as a TYPE(C_PTR).
+  call MPI_Buffer_attach(bsbuf, 4 * size(bsbuf))
+  iv = 3
+  call MPI_Bsend(iv, n, MPI_INTEGER, rank, 21, MPI_COMM_WORLD)
+  isum = 0
+  call MPI_Recv(isum, n, MPI_INTEGER, rank, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+  call expect(all(isum == 3), 'MPI_Bsend to this rank')
+  slen = 0
+  call MPI_Buffer_detach(detached, slen, ierr)
+  call expect(ierr == MPI_SUCCESS .and. slen == 4 * size(bsbuf), 'MPI_Buffer_detach size')
+  call expect(c_associated(detached, c_loc(bsbuf)), 'MPI_Buffer_detach gives the buffer''s address')
+
   call MPI_Barrier(MPI_COMM_WORLD)
   print '(a, i0)', 'fortran checks passed on rank ', rank
   if (rank == 0) print '(a)', 'OK with_f08'
@@ -188,6 +266,50 @@ contains
     call c_f_pointer(inoutvec, y, [len])
     if (datatype == MPI_DOUBLE_PRECISION) y = x + y
   end subroutine add_doubles
+
+  subroutine add_one(oldcomm, comm_keyval, extra_state, attribute_val_in, attribute_val_out, &
+                     flag, ierror)
+    type(MPI_Comm) :: oldcomm
+    integer :: comm_keyval, ierror
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out
+    logical :: flag
+    copies = copies + 1
+    attribute_val_out = attribute_val_in + 1
+    flag = extra_state == 10 .and. oldcomm == MPI_COMM_WORLD
+    ierror = MPI_SUCCESS
+  end subroutine add_one
+
+  subroutine count_deletes(comm, comm_keyval, attribute_val, extra_state, ierror)
+    type(MPI_Comm) :: comm
+    integer :: comm_keyval, ierror
+    integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state
+    if (extra_state == 10) deletes = deletes + 1
+    ierror = MPI_SUCCESS
+  end subroutine count_deletes
+
+  subroutine greq_query(extra_state, status, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    type(MPI_Status) :: status
+    integer :: ierror
+    status%MPI_SOURCE = int(extra_state)
+    status%MPI_TAG = 0
+    call MPI_Status_set_elements(status, MPI_INTEGER, 3, ierror)
+    call MPI_Status_set_cancelled(status, .false., ierror)
+  end subroutine greq_query
+
+  subroutine greq_free(extra_state, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    integer :: ierror
+    freed = freed + 1
+    ierror = MPI_SUCCESS
+  end subroutine greq_free
+
+  subroutine greq_cancel(extra_state, complete, ierror)
+    integer(kind=MPI_ADDRESS_KIND) :: extra_state
+    logical :: complete
+    integer :: ierror
+    ierror = MPI_SUCCESS
+  end subroutine greq_cancel
 
   subroutine count_errors(comm, code)
     type(MPI_Comm) :: comm

@@ -2,7 +2,8 @@
 //! checks and wildcards, `MPI_STATUS_IGNORE`, reductions on Fortran types incl. `MPI_MAXLOC` on
 //! `MPI_2REAL` and `MPI_2DOUBLE_PRECISION`, `MPI_IN_PLACE`, a `CHARACTER` broadcast,
 //! `MPI_COMM_SPLIT`, names, attributes with Fortran callbacks, a Fortran reduction and error
-//! handler, errors returned through `IERROR`, a strided type, `MPI_BOTTOM` with absolute
+//! handler, errors returned through `IERROR`, a strided type, a row of a 2-D array sent as a
+//! non-contiguous section and received through a vector type, `MPI_BOTTOM` with absolute
 //! addresses, `MPI_WAITSOME` indices, `LOGICAL` arrays of a Cartesian topology, a distributed
 //! graph with `MPI_UNWEIGHTED`, info strings, pack/unpack, a scan, the `MPI_TYPE_CREATE_F90_*`
 //! types, `MPI_WTIME`) through the `mpi` module and through `mpif.h`:
@@ -13,8 +14,12 @@
 //!   first on the library path under MPICH's names — the MPICH ABI.
 //!
 //! The `mpi_f08` module (`with_f08.f90`: sections, typed handles, optional `ierror`, Fortran
-//! callbacks, `MPI_SIZEOF`) and `MPI_SIZEOF` in `mpi` (`sizeof_mpi.f90`), built with stormfort;
-//! `examples/heat2d-f08` against the C demo.
+//! reductions, error handlers, keyval and generalized-request callbacks, `MPI_SIZEOF`) and
+//! `MPI_SIZEOF` in `mpi` (`sizeof_mpi.f90`), built with stormfort; `examples/heat2d-f08`
+//! against the C demo.
+//!
+//! MPI-IO (`io_mpi.f90` through `use mpi`, `io_f08.f90` through `use mpi_f08`) at 2 and 3
+//! ranks, and `io_mpi.f90` built with `mpif90.mpich`.
 //!
 //! And the ABI's names: stormpi's `libmpi.so` defines every Fortran symbol MPICH's
 //! `libmpichfort.so.12` defines (but the `mpi_f08` ones and MPICH's extensions).
@@ -103,23 +108,57 @@ fn assert_all_passed(out: &Output, name: &str, np: u32) {
 }
 
 fn run_stormfort(name: &str, np: u32) {
+    run_stormfort_with(name, np, &[]);
+}
+
+fn run_stormfort_with(name: &str, np: u32, args: &[&str]) {
     if gfortran_missing() {
         return;
     }
     let exe = stormfort_program(name);
-    let out = run_job(np, &[], &exe, &[]);
+    let out = run_job(np, &[], &exe, args);
     assert_all_passed(&out, name, np);
+}
+
+/// A fresh path for the file an MPI-IO test program writes (its first argument).
+fn io_file(tag: &str) -> String {
+    let dir = scratch_dir().join("fortran-io");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{tag}.dat"));
+    let _ = std::fs::remove_file(&path);
+    path.to_string_lossy().into_owned()
+}
+
+/// An MPI-IO test program at `np` ranks: it passes, and deletes its file (rank 0 calls
+/// `MPI_FILE_DELETE` last).
+fn run_io(name: &str, np: u32, mpich_built: bool) {
+    let path = io_file(&format!(
+        "{name}-{np}-{}",
+        if mpich_built { "mpich" } else { "stormfort" }
+    ));
+    if mpich_built {
+        run_mpich_built_with(name, np, &[&path]);
+    } else {
+        run_stormfort_with(name, np, &[&path]);
+    }
+    if !gfortran_missing() && (!mpich_built || in_path(MPIF90)) {
+        assert!(!Path::new(&path).exists(), "{path} was not deleted");
+    }
 }
 
 /// Runs the MPICH-built `name` under stormrun with stormpi's directory first on the library
 /// path; the loader's trace (LD_DEBUG=libs) must show every rank initializing stormpi's
 /// `libmpichfort.so.12`, not MPICH's.
 fn run_mpich_built(name: &str, np: u32) {
+    run_mpich_built_with(name, np, &[]);
+}
+
+fn run_mpich_built_with(name: &str, np: u32, args: &[&str]) {
     let Some(exe) = mpich_program(name) else {
         return;
     };
     let lib = stormpi_as_mpich();
-    let mut cmd = stormrun_command(np, &[], &exe, &[]);
+    let mut cmd = stormrun_command(np, &[], &exe, args);
     cmd.env("LD_LIBRARY_PATH", lib).env("LD_DEBUG", "libs");
     let out = run_stormrun(cmd);
     assert_all_passed(&out, name, np);
@@ -228,6 +267,40 @@ fn heat2d_f08_gives_the_same_answer_as_the_c_one() {
         assert_eq!(want[0], "1690", "the C run should converge in 1690 sweeps");
         assert_eq!(answer(&f, np, extra), want, "{np} ranks {extra:?}");
     }
+}
+
+/// MPI-IO through the `mpi` module (`io_mpi.f90`): a view by rank written collectively, the
+/// file read back whole at an explicit offset and in part through the view (individual
+/// pointer, nonblocking), `INTEGER` file handles, `MPI_OFFSET_KIND` offsets, statuses, the
+/// blank-padded datarep of `MPI_FILE_GET_VIEW`, errors through `IERROR`.
+#[test]
+fn io_use_mpi_two_ranks() {
+    run_io("io_mpi", 2, false);
+}
+
+#[test]
+fn io_use_mpi_three_ranks() {
+    run_io("io_mpi", 3, false);
+}
+
+/// MPI-IO through `mpi_f08` (`io_f08.f90`): `TYPE(MPI_File)`, sections written and read
+/// through a view, split-collective and nonblocking reads.
+#[test]
+fn io_use_mpi_f08_two_ranks() {
+    run_io("io_f08", 2, false);
+}
+
+#[test]
+fn io_use_mpi_f08_three_ranks() {
+    run_io("io_f08", 3, false);
+}
+
+/// The `use mpi` MPI-IO program built by MPICH's `mpif90.mpich` runs on stormpi's
+/// `libmpichfort.so.12`: MPICH's file handles are `INTEGER`s too.
+#[test]
+fn io_mpich_built_use_mpi_runs_on_stormpi() {
+    run_io("io_mpi", 2, true);
+    run_io("io_mpi", 3, true);
 }
 
 /// `MPI_SIZEOF` through the `mpi` module.

@@ -40,7 +40,15 @@ const F08_SPECIALS: &[&str] = &[
     "Type_get_attr",
     "Win_get_attr",
     "Info_create_env",
+    "Comm_create_keyval",
+    "Type_create_keyval",
+    "Win_create_keyval",
+    "Grequest_start",
+    "Info_get_string",
 ];
+
+/// MPI-1 procedures the standard gives no `mpi_f08` form (deprecated since MPI-2).
+const NO_F08_FORM: &[&str] = &["Attr_get", "Attr_put", "Errhandler_create", "Keyval_create"];
 
 /// How a choice buffer reaches C.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +57,7 @@ enum Buf {
     Paired(usize, usize),
     /// One block of memory: a non-contiguous section is an error.
     Contiguous,
-    /// Only the address matters (`MPI_GET_ADDRESS`).
+    /// Only the address matters (`MPI_GET_ADDRESS`, `MPI_FILE_READ_ALL_END`).
     Address,
 }
 
@@ -68,7 +76,38 @@ impl Specific {
     /// `BIND(C)` (the user's procedure is not), so the compiler's own convention applies —
     /// no descriptors in these, everything by reference — under gfortran's link name.
     fn takes_procedure(&self) -> bool {
-        self.func.args.iter().any(|a| a.conv == Conv::Procedure)
+        self.func
+            .args
+            .iter()
+            .any(|a| a.conv == Conv::Procedure || a.fty == FTy::External)
+    }
+
+    /// Whether the library may still use the procedure's buffers after it returns (nonblocking
+    /// and persistent operations, one-sided access, split collectives, the attached buffer):
+    /// the standard declares those buffers `ASYNCHRONOUS`, and `TARGET` keeps the compiler from
+    /// assuming their addresses stay private to the call.
+    fn asynchronous(&self) -> bool {
+        let g = self.generic.as_str();
+        let returns_request = self
+            .func
+            .args
+            .iter()
+            .any(|a| a.cbase == "MPI_Request" && a.name == "request");
+        returns_request
+            || g == "Buffer_attach"
+            || matches!(
+                g,
+                "Put"
+                    | "Get"
+                    | "Accumulate"
+                    | "Get_accumulate"
+                    | "Fetch_and_op"
+                    | "Compare_and_swap"
+                    | "Win_create"
+                    | "Win_attach"
+                    | "Win_detach"
+            )
+            || g.starts_with("File_") && (g.ends_with("_begin") || g.ends_with("_end"))
     }
 
     /// The symbol the library defines: the `BIND(C)` name, or gfortran's for the rest.
@@ -122,8 +161,13 @@ pub fn specifics(
             Body::Special => F08_SPECIALS.contains(&f.name.as_str()),
             Body::Unsupported(_) => false,
         };
-        // Fortran-only procedures have no mpi_f08 form; MPI_WTIME and MPI_WTICK are C's.
-        if FORTRAN_ONLY.contains(&f.name.as_str()) || f.name == "Wtime" || f.name == "Wtick" {
+        // Fortran-only procedures have no mpi_f08 form; MPI_WTIME and MPI_WTICK are C's;
+        // MPI_BUFFER_DETACH is written out whole (BUFFER_DETACH).
+        if FORTRAN_ONLY.contains(&f.name.as_str())
+            || f.name == "Wtime"
+            || f.name == "Wtick"
+            || f.name == "Buffer_detach"
+        {
             continue;
         }
         if ok && !c_unsupported.contains(&format!("MPI_{}", f.name)) {
@@ -142,7 +186,10 @@ pub fn specifics(
                 _ if c_unsupported.contains(&format!("MPI_{}", f.name)) => {
                     format!("MPI_{} (not in the C library yet)", f.name)
                 }
-                _ => "callbacks or strings by hand: not yet in mpi_f08".into(),
+                _ if NO_F08_FORM.contains(&f.name.as_str()) => {
+                    "deprecated MPI-1 procedure: the standard gives it no mpi_f08 form".into()
+                }
+                _ => "written by hand in the mpi binding, not yet in mpi_f08".into(),
             };
             left.push((f.name.clone(), why));
         }
@@ -184,19 +231,26 @@ pub fn specifics(
     (out, left)
 }
 
-/// Gives a hand-written procedure's handle arguments their C types.
+/// Gives a hand-written procedure's handle arguments their C types, and its procedure
+/// arguments their abstract interfaces (`MPI_Comm_copy_attr_function`, ...).
 fn special_handles(f: &mut FFunc) {
-    let obj = if f.name.starts_with("Comm") {
-        "MPI_Comm"
+    let (obj, prefix) = if f.name.starts_with("Comm") {
+        ("MPI_Comm", "MPI_Comm")
     } else if f.name.starts_with("Type") {
-        "MPI_Datatype"
+        ("MPI_Datatype", "MPI_Type")
     } else {
-        "MPI_Win"
+        ("MPI_Win", "MPI_Win")
     };
     for a in &mut f.args {
         a.cbase = match a.name.as_str() {
             "obj" => obj.into(),
             "info" => "MPI_Info".into(),
+            "request" => "MPI_Request".into(),
+            "copy_fn" => format!("{prefix}_copy_attr_function"),
+            "delete_fn" => format!("{prefix}_delete_attr_function"),
+            "query_fn" => "MPI_Grequest_query_function".into(),
+            "free_fn" => "MPI_Grequest_free_function".into(),
+            "cancel_fn" => "MPI_Grequest_cancel_function".into(),
             _ => String::new(),
         };
     }
@@ -210,7 +264,9 @@ fn buffers(s: &Specific) -> Vec<(usize, Buf)> {
         if a.fty != FTy::Choice {
             continue;
         }
-        if s.generic == "Get_address" {
+        // A split collective's end only names the buffer its begin was given.
+        let split_end = s.generic.starts_with("File_") && s.generic.ends_with("_end");
+        if s.generic == "Get_address" || split_end {
             out.push((i, Buf::Address));
             continue;
         }
@@ -322,11 +378,24 @@ pub fn emit_rust(specs: &[Specific], protos: &[Proto]) -> String {
         );
         match f.body {
             Body::Special if f.ret == Ret::Ierror => {
-                let args: Vec<&str> = f.args.iter().map(|a| a.name.as_str()).collect();
+                // Strings arrive as descriptors; the hand-written procedure takes the bytes,
+                // and the lengths after IERROR (the mpi binding's convention).
+                let mut args = Vec::new();
+                let mut lens = String::new();
+                for a in &f.args {
+                    let n = &a.name;
+                    if a.fty == FTy::Char {
+                        let _ = writeln!(s, "    let ({n}_s, {n}_len) = f08::string({n});");
+                        args.push(format!("{n}_s"));
+                        let _ = write!(lens, ", {n}_len");
+                    } else {
+                        args.push(n.clone());
+                    }
+                }
                 let _ = writeln!(s, "    let mut rc: c_int = rt::SUCCESS;");
                 let _ = writeln!(
                     s,
-                    "    special::{lower}::<PMPI>({}&mut rc);",
+                    "    special::{lower}::<PMPI>({}&mut rc{lens});",
                     args.iter().map(|a| format!("{a}, ")).collect::<String>()
                 );
                 let _ = writeln!(s, "    f08::set_ierror(ierror, rc);");
@@ -406,7 +475,7 @@ fn emit_body(s: &mut String, spec: &Specific) {
             cargs.push(r.clone());
             continue;
         }
-        if let Some(c) = common_arg(f, a, &mut post) {
+        if let Some(c) = common_arg(f, a, &mut pre, &mut post) {
             cargs.push(c);
             continue;
         }
@@ -482,7 +551,7 @@ fn f08_decl(a: &Arg) -> String {
         FTy::External => format!("PROCEDURE({})", a.cbase),
     };
     let intent = match a.conv {
-        Conv::Value | Conv::LogicalValue | Conv::StrIn => ", INTENT(IN)",
+        Conv::Value | Conv::LogicalValue | Conv::StrIn | Conv::FileValue => ", INTENT(IN)",
         _ => "",
     };
     let dim = match (a.fty, a.dim) {
@@ -553,7 +622,84 @@ const ABSTRACT_INTERFACES: &str = "\
       type(MPI_Session) :: session
       integer :: error_code
     end subroutine MPI_Session_errhandler_function
-  end interface
+";
+
+/// An attribute copy and delete callback's interface per object kind (the library calls them
+/// through its Fortran keyval trampolines, every argument by reference).
+fn attr_interfaces() -> String {
+    let mut s = String::new();
+    for (prefix, handle, obj) in [
+        ("MPI_Comm", "MPI_Comm", "comm"),
+        ("MPI_Type", "MPI_Datatype", "datatype"),
+        ("MPI_Win", "MPI_Win", "win"),
+    ] {
+        let k = prefix[4..].to_lowercase();
+        let _ = writeln!(
+            s,
+            "    subroutine {prefix}_copy_attr_function(old{k}, {k}_keyval, extra_state, &\n        attribute_val_in, attribute_val_out, flag, ierror)\n      import\n      type({handle}) :: old{k}\n      integer :: {k}_keyval, ierror\n      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out\n      logical :: flag\n    end subroutine {prefix}_copy_attr_function"
+        );
+        let _ = writeln!(
+            s,
+            "    subroutine {prefix}_delete_attr_function({obj}, {k}_keyval, attribute_val, extra_state, &\n        ierror)\n      import\n      type({handle}) :: {obj}\n      integer :: {k}_keyval, ierror\n      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state\n    end subroutine {prefix}_delete_attr_function"
+        );
+    }
+    s.push_str(GREQUEST_INTERFACES);
+    s
+}
+
+/// The generalized request's callbacks.
+const GREQUEST_INTERFACES: &str = "\
+    subroutine MPI_Grequest_query_function(extra_state, status, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      type(MPI_Status) :: status
+      integer :: ierror
+    end subroutine MPI_Grequest_query_function
+    subroutine MPI_Grequest_free_function(extra_state, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      integer :: ierror
+    end subroutine MPI_Grequest_free_function
+    subroutine MPI_Grequest_cancel_function(extra_state, complete, ierror)
+      import
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      logical :: complete
+      integer :: ierror
+    end subroutine MPI_Grequest_cancel_function
+";
+
+/// `MPI_Buffer_detach` of `mpi_f08` hands out the buffer's address as a `TYPE(C_PTR)`, which C's
+/// function writes where its `void *` argument points; the procedures are in `src/f08.rs`.
+const BUFFER_DETACH: &[(&str, &str)] = &[
+    ("MPI_Buffer_detach_f08", "INTEGER"),
+    ("MPI_Buffer_detach_c_f08", "INTEGER(KIND=MPI_COUNT_KIND)"),
+];
+
+fn buffer_detach_interfaces() -> String {
+    let mut s = String::new();
+    for p in ["MPI", "PMPI"] {
+        let _ = writeln!(s, "  interface {p}_Buffer_detach");
+        for (name, size) in BUFFER_DETACH {
+            let name = format!("{p}{}", &name[3..]);
+            let _ = writeln!(
+                s,
+                "    subroutine {name}(buffer_addr, size, ierror) bind(C, name='{name}')\n      use, intrinsic :: iso_c_binding, only: c_ptr\n      import\n      implicit none\n      TYPE(c_ptr), INTENT(OUT) :: buffer_addr\n      {size}, INTENT(OUT) :: size\n      INTEGER, OPTIONAL, INTENT(OUT) :: ierror\n    end subroutine {name}"
+            );
+        }
+        s.push_str("  end interface\n");
+    }
+    s
+}
+
+/// The predefined attribute callbacks: the `mpi` binding's procedures (`mpi_comm_dup_fn_`),
+/// whose arguments are the same references.
+const PREDEFINED_CALLBACKS: &str = "\
+  procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
+  procedure(MPI_Comm_delete_attr_function) :: MPI_COMM_NULL_DELETE_FN
+  procedure(MPI_Type_copy_attr_function) :: MPI_TYPE_NULL_COPY_FN, MPI_TYPE_DUP_FN
+  procedure(MPI_Type_delete_attr_function) :: MPI_TYPE_NULL_DELETE_FN
+  procedure(MPI_Win_copy_attr_function) :: MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN
+  procedure(MPI_Win_delete_attr_function) :: MPI_WIN_NULL_DELETE_FN
 ";
 
 /// `include/mpi_f08.f90`.
@@ -621,6 +767,9 @@ pub fn emit_module(
         s.push_str("  end interface\n");
     }
     s.push_str(ABSTRACT_INTERFACES);
+    s.push_str(&attr_interfaces());
+    s.push_str("  end interface\n");
+    s.push_str(PREDEFINED_CALLBACKS);
     s.push_str(&sizeof_interface(true));
     // Wtime and Wtick are C's own functions.
     for p in ["MPI", "PMPI"] {
@@ -667,7 +816,15 @@ pub fn emit_module(
                 let _ = writeln!(s, "{}", wrap(&head));
                 s.push_str("      import\n      implicit none\n");
                 for a in &f.args {
-                    let _ = writeln!(s, "{}", f08_decl(a));
+                    let mut decl = f08_decl(a);
+                    if a.fty == FTy::Choice && spec.asynchronous() {
+                        // TARGET too: gfortran (12) otherwise tells the optimizer that the
+                        // buffer's address does not outlive the call, and code after it may
+                        // keep the buffer in registers across MPI_Wait or fold comparisons
+                        // with the address MPI_Buffer_detach returns.
+                        decl = decl.replacen(" ::", ", ASYNCHRONOUS, TARGET ::", 1);
+                    }
+                    let _ = writeln!(s, "{decl}");
                 }
                 if f.ret == Ret::Ierror {
                     s.push_str("      INTEGER, OPTIONAL, INTENT(OUT) :: ierror\n");
@@ -682,6 +839,7 @@ pub fn emit_module(
             s.push_str("  end interface\n");
         }
     }
+    s.push_str(&buffer_detach_interfaces());
     s.push_str("end module mpi_f08\n");
     s
 }
@@ -706,6 +864,12 @@ pub fn coverage(specs: &[Specific], left: &[(String, String)]) -> String {
             format!("bound    MPI_{w} (the C function itself)"),
         ));
     }
+    for (name, _) in BUFFER_DETACH {
+        lines.push((
+            name[4..].to_lowercase(),
+            format!("bound    {name} (by hand: TYPE(C_PTR))"),
+        ));
+    }
     for (n, why) in left {
         lines.push((n.to_lowercase(), format!("not-bound MPI_{n}: {why}")));
     }
@@ -716,7 +880,7 @@ pub fn coverage(specs: &[Specific], left: &[(String, String)]) -> String {
     let _ = writeln!(
         s,
         "# {} specific procedures bound (each also as PMPI_), {} not in mpi_f08",
-        specs.len(),
+        specs.len() + BUFFER_DETACH.len(),
         left.len()
     );
     s

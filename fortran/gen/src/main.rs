@@ -111,6 +111,11 @@ enum Conv {
     StrOut(usize),
     /// A procedure the C library calls with the same arguments Fortran would pass.
     Procedure,
+    /// An `MPI_File` in: Fortran's `INTEGER` turned into C's pointer (`MPI_File_f2c`).
+    FileValue,
+    /// An `MPI_File` C reads and writes (`MPI_FILE_OPEN`, `MPI_FILE_CLOSE`): converted in, and
+    /// the C handle converted back out (`MPI_File_c2f`).
+    FileRef,
 }
 
 #[derive(Debug, Clone)]
@@ -608,6 +613,14 @@ fn classify(f: &str, p: &Param) -> Result<Arg, String> {
             _ => Err(format!("{} with {} levels of pointers", p.base, p.ptr)),
         };
     }
+    // A file is a pointer in C and an INTEGER in Fortran (MPICH's ABI).
+    if p.base == "MPI_File" && !p.array {
+        return match p.ptr {
+            0 => arg(FTy::Integer, Dim::Scalar, Conv::FileValue),
+            1 => arg(FTy::Integer, Dim::Scalar, Conv::FileRef),
+            _ => Err(format!("MPI_File with {} levels of pointers", p.ptr)),
+        };
+    }
     if let Some(fty) = wide(&p.base) {
         return match p.ptr {
             0 => arg(fty, Dim::Scalar, Conv::Value),
@@ -905,9 +918,10 @@ fn string_in_fn(func: &str) -> &'static str {
 }
 
 /// The C argument for `a` under the conversions both bindings spell alike (values, logicals,
-/// statuses, indices, ...), with what must follow the call appended to `post`; `None` for the
-/// ones each binding spells its own way (buffers, strings).
-fn common_arg(f: &FFunc, a: &Arg, post: &mut String) -> Option<String> {
+/// statuses, indices, files, ...), with what must precede the call appended to `pre` and what
+/// must follow it to `post`; `None` for the ones each binding spells its own way (buffers,
+/// strings).
+fn common_arg(f: &FFunc, a: &Arg, pre: &mut String, post: &mut String) -> Option<String> {
     let n = &a.name;
     Some(match &a.conv {
         Conv::Value if f.name == "Info_get" && n == "valuelen" => {
@@ -936,6 +950,12 @@ fn common_arg(f: &FFunc, a: &Arg, post: &mut String) -> Option<String> {
             format!("{n}.cast()")
         }
         Conv::Procedure => format!("{n} as *mut c_void"),
+        Conv::FileValue => format!("rt::file_in(*{n})"),
+        Conv::FileRef => {
+            let _ = writeln!(pre, "    let mut {n}_h = rt::file_in(*{n});");
+            let _ = writeln!(post, "    *{n} = rt::file_out({n}_h);");
+            format!("(&mut {n}_h as *mut *mut c_void).cast()")
+        }
         Conv::Buffer | Conv::StrIn | Conv::StrOut(_) => return None,
     })
 }
@@ -951,7 +971,7 @@ fn emit_generic_body(s: &mut String, f: &FFunc) {
         .any(|a| a.conv == Conv::LogicalOut && a.name == "flag");
     for a in &f.args {
         let n = &a.name;
-        if let Some(c) = common_arg(f, a, &mut post) {
+        if let Some(c) = common_arg(f, a, &mut pre, &mut post) {
             cargs.push(c);
             continue;
         }
@@ -1610,6 +1630,10 @@ mod tests {
             "the large-count forms are bound"
         );
         assert!(module.contains("MPI_Win_create_f08ts"));
+        assert!(
+            module.contains("MPI_File_read_at_all_c_f08ts"),
+            "MPI-IO's large-count forms join by rule once C has them"
+        );
         let dir = std::env::temp_dir().join(format!("stormpi-f08-all-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("mpi_f08.f90"), module).unwrap();
