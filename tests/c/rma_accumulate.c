@@ -211,6 +211,16 @@ int main(int argc, char **argv)
     /* Origin and target of different sizes. */
     MPI_Error_class(MPI_Accumulate(add, 2, MPI_INT, 0, 0, 1, MPI_INT, MPI_SUM, win), &cls);
     CHECK(cls != MPI_SUCCESS, "an accumulate of 2 ints into 1 succeeded");
+    /* MPI_SUM on MPI_BYTE: refused with something to add, a no-op with nothing (as Open MPI and
+     * MPICH take mpi4py's zero-count Get_accumulate). */
+    {
+        unsigned char o = 1, res = 0;
+        MPI_Error_class(MPI_Get_accumulate(&o, 1, MPI_BYTE, &res, 1, MPI_BYTE, 0, 0, 1, MPI_BYTE,
+                                           MPI_SUM, win), &cls);
+        CHECK(cls == MPI_ERR_OP, "MPI_SUM of one MPI_BYTE gave class %d", cls);
+        CHECK_MPI(MPI_Get_accumulate(&o, 0, MPI_BYTE, &res, 0, MPI_BYTE, 0, 0, 0, MPI_BYTE,
+                                     MPI_SUM, win));
+    }
     CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
     MPI_Op_free(&uop);
 

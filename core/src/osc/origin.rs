@@ -213,7 +213,9 @@ pub fn issue(
                 ));
             }
         }
-        if !matches!(op, Op::Replace | Op::NoOp) {
+        // An accumulate of nothing is a no-op whatever the operation (Open MPI and MPICH take
+        // mpi4py's zero-byte `MPI_SUM` on `MPI_BYTE`).
+        if !matches!(op, Op::Replace | Op::NoOp) && tbytes > 0 {
             if let Op::User(_) = op {
                 return Err(Error::new(
                     ErrorClass::Op,
