@@ -7,7 +7,8 @@
  * take it: the pvar mpi_requests_max shows it), enums, categories, no events.
  * After MPI_Init: fixed variables refuse writes, an algorithm variable takes one; the unexpected
  * queue of a fresh communicator holds N messages and its high-water mark says N, the posted
- * queue and the request pool move with an MPI_Irecv, counters count sends and reset.
+ * queue and the request pool move with an MPI_Irecv, counters count sends and reset, and the
+ * message count of 10 barriers shows which barrier algorithm the variable chose.
  * After MPI_Finalize: the tools interface still starts and reads.
  */
 #include "stormtest.h"
@@ -295,13 +296,28 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     /* An algorithm changes at run time, the same at every rank; collectives still agree. */
-    CHECK_MPI(write_int_cvar("coll_barrier_algorithm", 3));
-    CHECK(read_int_cvar("coll_barrier_algorithm") == 3, "barrier algorithm not set");
+    /* Forced dissemination: ceil(log2(size)) messages per rank and barrier; linear: size - 1
+     * from rank 0, one from each other rank. The counter shows which one ran. */
+    {
+        int rounds = 0;
+        while ((1 << rounds) < size)
+            rounds++;
+        const int algs[2] = {1, 3};
+        const unsigned long long want[2] = {10ull * rounds, rank == 0 ? 10ull * (size - 1) : 10};
+        for (int a = 0; a < 2; a++) {
+            CHECK_MPI(write_int_cvar("coll_barrier_algorithm", algs[a]));
+            CHECK(read_int_cvar("coll_barrier_algorithm") == algs[a], "barrier algorithm not set");
+            unsigned long long e0 = pread(s, eager);
+            for (int i = 0; i < 10; i++)
+                CHECK_MPI(MPI_Barrier(comm));
+            unsigned long long sent = pread(s, eager) - e0;
+            CHECK(sent == want[a], "10 barriers by algorithm %d sent %llu messages, not %llu",
+                  algs[a], sent, want[a]);
+        }
+    }
     CHECK_MPI(write_int_cvar("coll_allreduce_algorithm", 2));
     rc = write_int_cvar("coll_allreduce_algorithm", 99);
     CHECK(rc == MPI_T_ERR_INVALID, "write of a value past the enumeration: %d", rc);
-    for (int i = 0; i < 10; i++)
-        CHECK_MPI(MPI_Barrier(comm));
     {
         int x = rank + 1, sum = 0;
         CHECK_MPI(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, comm));
