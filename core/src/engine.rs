@@ -60,6 +60,17 @@ pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
         .chain(crate::memory::PARAMS)
 }
 
+/// How full the engine's main pools are: for each, (in use, slots held now, most slots).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Requests.
+    pub requests: (u32, u32, u32),
+    /// Datatypes (predefined ones included).
+    pub types: (u32, u32, u32),
+    /// Communicators.
+    pub comms: (u32, u32, u32),
+}
+
 /// What the platform hands the engine at init.
 pub struct Init {
     /// Memory for every pool at its initial size; see [`Engine::memory_needed`]. Pools grow
@@ -378,6 +389,28 @@ impl Engine {
         &self.params
     }
 
+    /// Whether parameter `name` may change after init: the engine reads it at every call
+    /// (the collective algorithm choices), rather than sizing or wiring something by it once.
+    pub fn param_settable(name: &str) -> bool {
+        crate::coll::ALGORITHMS.iter().any(|(d, _)| d.name == name)
+    }
+
+    /// Sets parameter `name` from `text` at run time (for the tools interface), where
+    /// [`Engine::param_settable`] allows it; the change applies from the next call on.
+    pub fn set_param(&mut self, name: &str, text: &str) -> Result<()> {
+        let Some((def, names)) = crate::coll::ALGORITHMS.iter().find(|(d, _)| d.name == name)
+        else {
+            return Err(Error::bad_arg(
+                "this parameter is fixed at MPI_Init and cannot change after it",
+            ));
+        };
+        if crate::coll::choice(text, names).is_none() {
+            return Err(def.refused_with(Allowed::Text(def.description)));
+        }
+        self.params.set(name, text)?;
+        self.coll.retune(&self.params)
+    }
+
     /// Info objects, attributes and names, user error handlers and codes.
     pub fn objects(&mut self) -> &mut crate::objects::Objects {
         &mut self.objects
@@ -397,6 +430,17 @@ impl Engine {
     /// The PML's counters.
     pub fn stats(&self) -> pml::Stats {
         self.p2p.pml.stats()
+    }
+
+    /// Use of the engine's main pools against their room, for the tools interface.
+    pub fn usage(&self) -> Usage {
+        let r = &self.p2p.pml.requests().pool;
+        let c = &self.p2p.comms;
+        Usage {
+            requests: (r.len(), r.capacity(), r.max()),
+            types: self.p2p.types.usage(),
+            comms: (c.count() as u32, c.capacity(), c.max()),
+        }
     }
 
     /// Requests in use (for leak checks).

@@ -2,8 +2,9 @@
 //!
 //! `apply(op, datatype, inout, input)` computes `inout[i] = input[i] op inout[i]` element by
 //! element, as MPI defines a reduction step. Which operation applies to which type follows the
-//! standard's table (integers, floating point, complex, logical, byte, pairs); any other
-//! combination is an `MPI_ERR_OP` error naming both.
+//! standard's table (integers, floating point, complex, logical, byte, pairs), plus what Open MPI
+//! and MPICH both accept beyond it (`MPI_MAX`, `MPI_MIN`, `MPI_SUM`, `MPI_PROD` on `MPI_CHAR`);
+//! any other combination is an `MPI_ERR_OP` error naming both.
 
 use crate::datatype::{Datatype, Num, Scalar};
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -387,6 +388,18 @@ pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Resu
         {
             unsigned(op, 1, inout, input)
         }
+        // An extension both Open MPI and MPICH make, so programs written against either run:
+        // MPI_CHAR is a small integer (of C's `char` signedness) for MAX, MIN, SUM and PROD.
+        Scalar::Char
+            if datatype == Datatype::CHAR
+                && matches!(op, Op::Max | Op::Min | Op::Sum | Op::Prod) =>
+        {
+            if core::ffi::c_char::MIN == 0 {
+                unsigned(op, 1, inout, input)
+            } else {
+                signed(op, 1, inout, input)
+            }
+        }
         Scalar::Bool if logical_ok => unsigned(op, 1, inout, input),
         Scalar::Logical(b) if logical_ok => signed(op, b, inout, input),
         Scalar::Float(4) => f32s(op, inout, input),
@@ -537,11 +550,40 @@ mod tests {
     }
 
     #[test]
+    fn char_reduces_as_a_small_integer_of_c_char_signedness() {
+        let c = |v: i8| v as u8;
+        assert_eq!(run(Op::Sum, Datatype::CHAR, &[3u8], &[4u8]).unwrap(), [7]);
+        assert_eq!(run(Op::Prod, Datatype::CHAR, &[3u8], &[5u8]).unwrap(), [15]);
+        let (max, min) = if core::ffi::c_char::MIN == 0 {
+            (c(-1), 1)
+        } else {
+            (1, c(-1))
+        };
+        assert_eq!(run(Op::Max, Datatype::CHAR, &[c(-1)], &[1]).unwrap(), [max]);
+        assert_eq!(run(Op::Min, Datatype::CHAR, &[c(-1)], &[1]).unwrap(), [min]);
+        assert!(check(Op::Sum, Datatype::CHAR).is_ok());
+        assert!(check(Op::Lor, Datatype::CHAR).is_err());
+    }
+
+    #[test]
     fn undefined_combinations_are_op_errors() {
         let e = run(Op::Band, Datatype::DOUBLE, &[1.0f64], &[2.0]).unwrap_err();
         assert_eq!(e.class, ErrorClass::Op);
+        // MPI_CHAR takes the arithmetic Open MPI and MPICH both give it, and nothing else.
         assert_eq!(
-            run(Op::Sum, Datatype::CHAR, &[1u8], &[2u8])
+            run(Op::Band, Datatype::CHAR, &[1u8], &[2u8])
+                .unwrap_err()
+                .class,
+            ErrorClass::Op
+        );
+        assert_eq!(
+            run(Op::Sum, Datatype::WCHAR, &[1u32], &[2u32])
+                .unwrap_err()
+                .class,
+            ErrorClass::Op
+        );
+        assert_eq!(
+            run(Op::Sum, Datatype::CHARACTER, &[1u8], &[2u8])
                 .unwrap_err()
                 .class,
             ErrorClass::Op

@@ -178,6 +178,11 @@ impl<T> Pool<T> {
         self.slots.len() as u32
     }
 
+    /// Most slots it may grow to.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
     /// Occupied slots.
     pub fn len(&self) -> u32 {
         self.len

@@ -60,7 +60,9 @@ pub fn register_params(params: &mut Params) -> Result<()> {
 /// The parameter registry with the node's source.
 pub fn params() -> Result<Params> {
     let env: &'static dyn ParamSource = leak(EnvSource);
-    let mut params = Params::new(&[env]);
+    // What a tool wrote through MPI_T before MPI_Init comes first: it was set last.
+    let tools: &'static dyn ParamSource = &stormpi_core::capi::TOOL_WRITES;
+    let mut params = Params::new(&[tools, env]);
     register_params(&mut params)?;
     Ok(params)
 }
@@ -179,6 +181,7 @@ fn temp_free(p: *mut u8, n: usize) {
 /// The platform hooks of the C API.
 pub static HOOKS: Hooks = Hooks {
     init: engine,
+    params,
     now_ns: platform::now_ns,
     tick_ns: platform::tick_ns,
     thread_id: platform::thread_id,

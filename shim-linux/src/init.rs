@@ -131,7 +131,9 @@ pub fn params() -> Result<Params> {
     let cmdline: &'static dyn ParamSource = leak(CmdlineSource::from_env());
     let env: &'static dyn ParamSource = leak(EnvSource);
     let file: &'static dyn ParamSource = leak(FileSource::load());
-    let mut params = Params::new(&[cmdline, env, file]);
+    // What a tool wrote through MPI_T before MPI_Init comes first: it was set last.
+    let tools: &'static dyn ParamSource = &stormpi_core::capi::TOOL_WRITES;
+    let mut params = Params::new(&[tools, cmdline, env, file]);
     register_params(&mut params)?;
     Ok(params)
 }
@@ -244,6 +246,7 @@ extern "C" {
 /// The platform hooks of the C API.
 pub static HOOKS: Hooks = Hooks {
     init: engine,
+    params,
     now_ns: platform::now_ns,
     tick_ns: platform::tick_ns,
     thread_id: platform::thread_id,

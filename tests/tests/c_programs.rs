@@ -82,6 +82,17 @@ c_tests! {
     io_external32,
 }
 
+/// Issue 18: the tools interface. The eager limit comes from the environment, which the
+/// program must see through MPI_T before MPI_Init and after it.
+#[test]
+fn mpi_t() {
+    for np in [2, 3] {
+        let mut cmd = stormpi_tests::stormrun_command(np, &[], &c_program("mpi_t"), &["8192"]);
+        cmd.env("STORMPI_MCA_btl_sm_eager_limit", "8192");
+        stormpi_tests::run_stormrun(cmd).assert_ok("mpi_t");
+    }
+}
+
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),
 /// then the same memory as 3 * 2^27 doubles through `MPI_Bcast_c` and `MPI_Allreduce_c`,
 /// sampled. About 3 GiB per rank: skipped, loudly, on a machine of less than 16 GiB.

@@ -9,7 +9,7 @@
 //! `MPI_ERR_UNSUPPORTED_OPERATION` naming themselves.
 //!
 //! The few functions that need the platform (`MPI_Init`, `MPI_Init_thread`, `MPI_Wtime`,
-//! `MPI_Wtick`) are defined by the shim through [`bind_platform!`], which hands over its
+//! `MPI_Wtick`, `MPI_T_init_thread`) are defined by the shim through [`bind_platform!`], which hands over its
 //! [`Hooks`]; everything else lives here.
 //!
 //! The profiling interface: each `PMPI_X` holds the implementation and `MPI_X` calls it, so a
@@ -33,11 +33,13 @@ mod info;
 mod p2p;
 mod requests;
 mod state;
+mod tools;
 mod topo;
 mod unsupported;
 mod win;
 
 pub use env::{finalize, init, wtick, wtime};
+pub use tools::{init_thread as tools_init_thread, ToolWrites, TOOL_WRITES};
 
 /// For a binding over the C API (the Fortran one, `fortran/`): reports `err` of `func` as the C
 /// functions do (through `MPI_COMM_WORLD`'s error handler, the message kept for
@@ -59,6 +61,9 @@ use crate::error::Result;
 pub struct Hooks {
     /// Brings up this process's engine (parameters, runtime, BTLs, memory) for `MPI_Init`.
     pub init: fn() -> Result<Engine>,
+    /// Every parameter of the build with its value from the platform's sources, as `MPI_Init`
+    /// would take them (for the tools interface, usable before `MPI_Init`).
+    pub params: fn() -> Result<crate::params::Params>,
     /// Monotonic clock in nanoseconds, usable before `MPI_Init`.
     pub now_ns: fn() -> u64,
     /// Resolution of that clock in nanoseconds.
@@ -116,6 +121,22 @@ macro_rules! bind_platform {
             provided: *mut core::ffi::c_int,
         ) -> core::ffi::c_int {
             PMPI_Init_thread(argc, argv, required, provided)
+        }
+        /// `MPI_T_init_thread`.
+        #[no_mangle]
+        pub unsafe extern "C" fn PMPI_T_init_thread(
+            required: core::ffi::c_int,
+            provided: *mut core::ffi::c_int,
+        ) -> core::ffi::c_int {
+            $crate::capi::tools_init_thread(&$hooks, required, provided)
+        }
+        /// `MPI_T_init_thread`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_T_init_thread(
+            required: core::ffi::c_int,
+            provided: *mut core::ffi::c_int,
+        ) -> core::ffi::c_int {
+            PMPI_T_init_thread(required, provided)
         }
         /// `MPI_Wtime`.
         #[no_mangle]

@@ -253,19 +253,28 @@ macro_rules! algorithm_param {
         }
 
         impl $ty {
+            /// The algorithms' names, numbered from 1 (0 is `auto`).
+            pub(crate) const NAMES: &'static [&'static str] = &[$($s),+];
+
             fn parse(text: &str) -> Option<$ty> {
-                const ALL: &[($ty, &str)] = &[$(($ty::$v, $s)),+];
-                let t = text.trim();
-                if t.is_empty() || t == "auto" || t == "0" {
-                    return Some($ty::Auto);
-                }
-                ALL.iter()
-                    .enumerate()
-                    .find(|(i, (_, s))| *s == t || parse_int(t) == Some(*i as i64 + 1))
-                    .map(|(_, (v, _))| *v)
+                const ALL: &[$ty] = &[$ty::Auto, $($ty::$v),+];
+                choice(text, $ty::NAMES).map(|i| ALL[i])
             }
         }
     };
+}
+
+/// The number of `text` among `names` (from 1; 0 for `auto`): a name, or a number.
+pub fn choice(text: &str, names: &[&str]) -> Option<usize> {
+    let t = text.trim();
+    if t.is_empty() || t == "auto" || t == "0" {
+        return Some(0);
+    }
+    names
+        .iter()
+        .enumerate()
+        .find(|(i, s)| **s == t || parse_int(t) == Some(*i as i64 + 1))
+        .map(|(i, _)| i + 1)
 }
 
 algorithm_param!(BARRIER_ALG, "coll_barrier_algorithm", "MPI_Barrier", BarrierAlg:
@@ -294,6 +303,24 @@ algorithm_param!(REDUCE_SCATTER_ALG, "coll_reduce_scatter_algorithm",
     Ring = "ring", Halving = "recursive_halving", ReduceScatter = "reduce_scatter");
 algorithm_param!(SCAN_ALG, "coll_scan_algorithm", "MPI_Scan and MPI_Exscan", ScanAlg:
     RecDbl = "recursive_doubling", Linear = "linear");
+
+/// The algorithm parameters with their algorithms' names (numbered from 1, 0 being `auto`):
+/// the collectives read them at every call, so they may change after init (the same way at
+/// every process: every process must choose the same algorithm).
+pub static ALGORITHMS: [(&ParamDef, &[&str]); 12] = [
+    (&BARRIER_ALG, BarrierAlg::NAMES),
+    (&BCAST_ALG, BcastAlg::NAMES),
+    (&REDUCE_ALG, ReduceAlg::NAMES),
+    (&ALLREDUCE_ALG, AllreduceAlg::NAMES),
+    (&GATHER_ALG, GatherAlg::NAMES),
+    (&SCATTER_ALG, ScatterAlg::NAMES),
+    (&ALLGATHER_ALG, AllgatherAlg::NAMES),
+    (&ALLGATHERV_ALG, AllgathervAlg::NAMES),
+    (&ALLTOALL_ALG, AlltoallAlg::NAMES),
+    (&ALLTOALLV_ALG, AlltoallvAlg::NAMES),
+    (&REDUCE_SCATTER_ALG, ReduceScatterAlg::NAMES),
+    (&SCAN_ALG, ScanAlg::NAMES),
+];
 
 /// Parameters of the collectives.
 pub static PARAMS: [&ParamDef; 21] = [
@@ -414,6 +441,13 @@ pub struct CollState {
 unsafe impl Send for CollState {}
 
 impl CollState {
+    /// Takes the algorithm parameters anew from `params` (after one changed at run time);
+    /// collectives planned from now on follow them. Nothing changes on an error.
+    pub(crate) fn retune(&mut self, params: &Params) -> Result<()> {
+        self.tune = Tuning::new(params)?;
+        Ok(())
+    }
+
     fn sizes(params: &Params) -> (usize, usize) {
         let pool = params.usize(&SCRATCH_BYTES).next_multiple_of(GRANULE);
         (pool, 4 * scratch_len(params))
@@ -2519,4 +2553,23 @@ pub fn allreduce(
     };
     // SAFETY: the slices hold `count` elements and are borrowed for the call.
     unsafe { blocking(cx, comm, call, None) }
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    #[test]
+    fn algorithms_are_named_or_numbered_from_one() {
+        let names = AllreduceAlg::NAMES;
+        assert_eq!(choice("", names), Some(0));
+        assert_eq!(choice("auto", names), Some(0));
+        assert_eq!(choice("ring", names), Some(2));
+        assert_eq!(choice(" 2 ", names), Some(2));
+        assert_eq!(choice("4", names), Some(4));
+        assert_eq!(choice("5", names), None);
+        assert_eq!(choice("fastest", names), None);
+        assert_eq!(AllreduceAlg::parse("ring"), Some(AllreduceAlg::Ring));
+        assert_eq!(AllreduceAlg::parse("0"), Some(AllreduceAlg::Auto));
+    }
 }

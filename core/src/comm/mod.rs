@@ -534,6 +534,11 @@ impl CommTable {
         self.slots.len() as u32
     }
 
+    /// Most slots the table may grow to.
+    pub fn max(&self) -> u32 {
+        self.slots.max() as u32
+    }
+
     /// Communicators alive (and reservations).
     pub fn count(&self) -> usize {
         self.occupied as usize

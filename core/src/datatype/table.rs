@@ -261,6 +261,17 @@ fn is_f90(c: Combiner) -> bool {
     )
 }
 
+impl TypeTable {
+    /// Datatypes alive (predefined ones included), slots held now and most slots.
+    pub fn usage(&self) -> (u32, u32, u32) {
+        (
+            self.entries.len(),
+            self.entries.capacity(),
+            self.entries.max(),
+        )
+    }
+}
+
 fn no_mem(what: &'static str, capacity: usize, param: &'static ParamDef) -> Error {
     Error::exhausted(what, capacity as u32, param.name)
 }

@@ -77,6 +77,21 @@ pub struct Stats {
     pub rejected: u64,
     /// Times a send waited for room in a BTL.
     pub send_stalls: u64,
+    /// Fragments handed to each BTL module (by module index; heads, fragments and control).
+    pub btl_frags: [u64; crate::bml::MAX_BTLS],
+    /// Bytes handed to each BTL module, headers included.
+    pub btl_bytes: [u64; crate::bml::MAX_BTLS],
+}
+
+impl Stats {
+    /// Counts a fragment of `bytes` handed to module `btl`.
+    #[inline(always)]
+    pub fn sent(&mut self, btl: u8, bytes: usize) {
+        if let Some(f) = self.btl_frags.get_mut(btl as usize) {
+            *f += 1;
+            self.btl_bytes[btl as usize] += bytes as u64;
+        }
+    }
 }
 
 /// The point-to-point layer in use.
@@ -114,6 +129,15 @@ impl Pml {
         match self {
             Pml::Ob1(p) => p.stats,
             Pml::Cm(p) => p.stats,
+        }
+    }
+
+    /// Communicator `comm`'s matching queues (receives posted, unexpected messages, their
+    /// high-water mark), where they are here: `None` under cm, which matches in the network.
+    pub fn queue_lengths(&self, comm: crate::comm::CommId) -> Option<(u32, u32, u32)> {
+        match self {
+            Pml::Ob1(p) => p.queue_lengths(comm),
+            Pml::Cm(_) => None,
         }
     }
 

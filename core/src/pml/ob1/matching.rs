@@ -97,6 +97,11 @@ impl PostedQueue {
         self.len == 0
     }
 
+    /// Receives posted now.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
     /// Posts receive slot `idx` (its selector and posting number are set here).
     pub fn push(&mut self, reqs: &mut Pool<Request>, idx: u32) {
         let post = self.next_post;
@@ -200,6 +205,10 @@ impl PostedQueue {
 pub(crate) struct UnexQueue {
     arrival: List,
     buckets: BucketLists,
+    /// Messages queued now.
+    len: u32,
+    /// Most messages queued at once since the communicator was made (for the tools interface).
+    high_water: u32,
 }
 
 struct BucketLists([List; BUCKETS]);
@@ -217,6 +226,13 @@ impl UnexQueue {
         let b = bucket(m.env.src as u32, m.env.tag as u32);
         self.arrival.push_back(msgs, idx, unex_link);
         self.buckets.0[b].push_back(msgs, idx, hash_link);
+        self.len += 1;
+        self.high_water = self.high_water.max(self.len);
+    }
+
+    /// Messages queued now, and the most queued at once so far.
+    pub fn lengths(&self) -> (u32, u32) {
+        (self.len, self.high_water)
     }
 
     /// Removes message slot `idx`.
@@ -225,6 +241,7 @@ impl UnexQueue {
         let b = bucket(m.env.src as u32, m.env.tag as u32);
         self.arrival.remove(msgs, idx, unex_link);
         self.buckets.0[b].remove(msgs, idx, hash_link);
+        self.len -= 1;
     }
 
     /// The first-arrived unclaimed message that `src`/`tag` accept.

@@ -328,6 +328,14 @@ impl Ob1 {
         Ok(())
     }
 
+    /// Communicator `comm`'s queues: receives posted, unexpected messages queued, and the most
+    /// unexpected messages queued at once since it was made.
+    pub fn queue_lengths(&self, comm: CommId) -> Option<(u32, u32, u32)> {
+        let c = self.comms.get(comm.0 as usize)?;
+        let (unex, high) = c.unexpected.lengths();
+        Some((c.posted.len(), unex, high))
+    }
+
     /// Whether communicator `comm` still has receives posted.
     pub(crate) fn comm_busy(&self, comm: CommId) -> bool {
         self.comms

@@ -116,12 +116,13 @@ impl Ob1 {
         }
         let mut hdr = [0u8; MATCH_LEN];
         Header::Match(env).emit(&mut hdr);
-        if send_head(btl, route.ep, &hdr, conv, types, len - MATCH_LEN).is_none() {
+        let Some(n) = send_head(btl, route.ep, &hdr, conv, types, len - MATCH_LEN) else {
             self.stats.send_stalls += 1;
             return Ok(false);
-        }
+        };
         self.seqs[si].send = env.seq.wrapping_add(1);
         self.stats.eager_sent += 1;
+        self.stats.sent(route.btl, MATCH_LEN + n);
         Ok(true)
     }
 
@@ -190,11 +191,12 @@ impl Ob1 {
         if s.mode != SendMode::Synchronous && MATCH_LEN + len <= eager_limit {
             let mut hdr = [0u8; MATCH_LEN];
             Header::Match(s.env).emit(&mut hdr);
-            if send_head(btl, route.ep, &hdr, &mut s.conv, types, len).is_none() {
+            let Some(n) = send_head(btl, route.ep, &hdr, &mut s.conv, types, len) else {
                 return Attempt::Blocked;
-            }
+            };
             s.state = SendState::Done;
             self.stats.eager_sent += 1;
+            self.stats.sent(route.btl, MATCH_LEN + n);
             return Attempt::Finished;
         }
         let attrs = *btl.attrs();
@@ -224,6 +226,7 @@ impl Ob1 {
                 s.reg = Some((route.btl, k.0));
                 s.state = SendState::AwaitFin;
                 self.stats.rget_sent += 1;
+                self.stats.sent(route.btl, RGET_LEN);
                 return Attempt::Sent;
             }
         }
@@ -241,11 +244,12 @@ impl Ob1 {
             sreq: key.to_u64(),
         }
         .emit(&mut hdr);
-        if send_head(btl, route.ep, &hdr, &mut s.conv, types, first).is_none() {
+        let Some(n) = send_head(btl, route.ep, &hdr, &mut s.conv, types, first) else {
             return Attempt::Blocked;
-        }
+        };
         s.state = SendState::AwaitAck;
         self.stats.rndv_sent += 1;
+        self.stats.sent(route.btl, RNDV_LEN + n);
         Attempt::Sent
     }
 
@@ -292,6 +296,7 @@ impl Ob1 {
         btl.commit(route.ep, AmTag::PML, ACK_LEN);
         *acked = true;
         self.stats.acks_sent += 1;
+        self.stats.sent(route.btl, ACK_LEN);
         if *received == *msg_len {
             let total = *msg_len;
             r.state = RecvState::Done;
@@ -362,6 +367,7 @@ impl Ob1 {
                 };
                 Header::Fin { sreq, failed }.emit(space);
                 btl.commit(route.ep, AmTag::PML, FIN_LEN);
+                self.stats.sent(route.btl, FIN_LEN);
                 r.state = RecvState::Done;
                 req.status.finish(msg_len, &r.conv);
                 Some(Attempt::Finished)
@@ -451,6 +457,7 @@ impl Ob1 {
             let Some((lane, n)) = sent else {
                 return Attempt::Blocked;
             };
+            self.stats.sent(s.stripe.route(lane).btl, FRAG_LEN + n);
             s.stripe.account(lane, n);
             s.state = SendState::Frags {
                 dreq,
