@@ -38,4 +38,5 @@ rma_tests! {
     rma_accumulate,
     rma_dynamic,
     rma_large_count,
+    rma_shared,
 }

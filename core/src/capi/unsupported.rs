@@ -135,8 +135,4 @@ unsupported! {
     MPI_T_source_get_num / PMPI_T_source_get_num,
     MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp,
     MPI_Unpublish_name / PMPI_Unpublish_name,
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared,
-    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c,
-    MPI_Win_shared_query / PMPI_Win_shared_query,
-    MPI_Win_shared_query_c / PMPI_Win_shared_query_c,
 }

@@ -133,9 +133,14 @@ pub fn issue(
         })?;
     }
     let e = cx.e();
-    let Engine { osc, p2p, .. } = e;
+    let Engine {
+        osc, p2p, platform, ..
+    } = e;
+    let platform: &dyn Platform = *platform;
     let mem = osc.memory;
     let w = osc.get_mut(id)?;
+    // A shared window: the operation is applied here, to the target's part in the segment.
+    let local = w.seg.is_some();
     if target.rank == crate::pml::request::PROC_NULL {
         return if user {
             p2p.pml
@@ -305,7 +310,8 @@ pub fn issue(
     if result.is_some() {
         hdr.reply_tag = w.tag();
     }
-    let split = kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
+    let split =
+        !local && kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
     if split {
         hdr.flags |= wire::flags::DATA_FOLLOWS;
         hdr.reply_tag = w.tag();
@@ -374,6 +380,22 @@ pub fn issue(
                 return Err(e);
             }
         }
+    }
+    if local {
+        // SAFETY: built just above; the window alone holds the grant.
+        let msg: &[u8] = unsafe { buf.bytes(total) };
+        let r = w.local(mem, &p2p.types, platform, t, msg, result, image_);
+        w.release(mem, buf);
+        r?;
+        return if user {
+            // Done already: the request completes at once.
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
     }
     // The reply's receive goes up before the request leaves.
     let mut user_req = None;

@@ -23,6 +23,14 @@ pub enum WinMemory {
     },
     /// None yet (`MPI_Win_create_dynamic`).
     Dynamic,
+    /// `len` bytes of a segment shared by the processes of the node
+    /// (`MPI_Win_allocate_shared`); `noncontig`: each process's part starts on a page.
+    Shared {
+        /// Bytes.
+        len: usize,
+        /// The info `alloc_shared_noncontig`.
+        noncontig: bool,
+    },
 }
 
 /// Creates a window over `comm` (collective): returns it and the address of its memory.
@@ -58,25 +66,59 @@ pub fn create(
             }
         }
         WinMemory::Dynamic => (Flavor::Dynamic, None, 0, 0),
+        WinMemory::Shared { len, .. } => {
+            one_node(cx, comm)?;
+            (Flavor::Shared, None, 0, len)
+        }
     };
-    let r = build(cx, comm, flavor, owned, base, len, unit);
+    let noncontig = matches!(
+        memory,
+        WinMemory::Shared {
+            noncontig: true,
+            ..
+        }
+    );
+    let r = build(cx, comm, flavor, owned, base, len, unit, noncontig);
     if r.is_err() {
         if let Some(g) = owned {
             g.give_back(mem);
         }
     }
-    r.map(|id| (id, base))
+    r
 }
 
+/// Checks that every member of `comm` runs on this process's node (every member comes to the
+/// same answer, so all fail alike).
+fn one_node(cx: &mut Inside, comm: CommId) -> Result<()> {
+    let p2p = &cx.e().p2p;
+    let node_of = |p: crate::rte::ProcId| p2p.procs.get(p.0 as usize).map(|i| i.node);
+    let c = p2p.comm(comm)?;
+    let g = c.group;
+    let groups = &p2p.comms.groups;
+    let first = node_of(groups.proc_of(g, 0));
+    if (1..c.size()).any(|r| node_of(groups.proc_of(g, r)) != first) {
+        return Err(Error::new(
+            ErrorClass::RmaShared,
+            Reason::BadArgument {
+                what: "MPI_Win_allocate_shared over a communicator whose processes are not all \
+                       on one node",
+            },
+        ));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build(
     cx: &mut Inside,
     comm: CommId,
     flavor: Flavor,
     owned: Option<Grant>,
-    base: usize,
+    mut base: usize,
     len: usize,
     unit: u32,
-) -> Result<WinId> {
+    noncontig: bool,
+) -> Result<(WinId, usize)> {
     let mem = cx.e().osc.memory;
     let size = cx.e().p2p.comm(comm)?.size();
     let rank = cx.e().p2p.comm(comm)?.rank;
@@ -131,9 +173,27 @@ fn build(
         p.size = all[2 * i];
         p.unit = all[2 * i + 1];
     }
+    let mut seg = None;
+    if flavor == Flavor::Shared {
+        match shm::Segment::setup(cx, comm, rank, peers, noncontig) {
+            Ok(s) => seg = Some(s),
+            Err(e) => {
+                table.give_back(mem);
+                return Err(e);
+            }
+        }
+        base = peers[rank as usize].at;
+    }
+    let platform = cx.e().platform;
+    let undo_seg = |seg: Option<shm::Segment>| {
+        if let Some(s) = seg {
+            s.release(mem, platform);
+        }
+    };
     let hidden = match crate::comm::create::dup(cx, comm) {
         Ok(h) => h,
         Err(e) => {
+            undo_seg(seg);
             table.give_back(mem);
             return Err(e);
         }
@@ -158,6 +218,7 @@ fn build(
         name_len: 0,
         info: None,
         owned,
+        seg,
         regions,
         table,
         attrs,
@@ -177,8 +238,9 @@ fn build(
         done: 0,
     };
     match cx.e().osc.insert(w) {
-        Ok(id) => Ok(id),
-        Err(e) => {
+        Ok(id) => Ok((id, base)),
+        Err((e, seg)) => {
+            undo_seg(seg);
             table.give_back(mem);
             let _ = crate::comm::create::free(cx, hidden);
             Err(e)
@@ -220,6 +282,9 @@ pub fn free(cx: &mut Inside, id: WinId) -> Result<Option<crate::info::InfoId>> {
     }
     if let Some(g) = w.owned.take() {
         g.give_back(mem);
+    }
+    if let Some(s) = w.seg.take() {
+        s.release(mem, e.platform);
     }
     w.table.give_back(mem);
     crate::comm::create::free(cx, comm)?;
