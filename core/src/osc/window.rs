@@ -6,7 +6,9 @@ use heapless::Vec;
 
 use super::*;
 
-/// What the memory of a new window is.
+/// What the memory of a new window is. `MPI_Win_allocate` over processes of one node gets a
+/// shared segment (each part on its own pages) like `MPI_Win_allocate_shared`, when the platform
+/// has one.
 #[derive(Clone, Copy, Debug)]
 pub enum WinMemory {
     /// The user's `len` bytes at `base` (`MPI_Win_create`).
@@ -55,6 +57,16 @@ pub fn create(
         ));
     }
     let mem = cx.e().osc.memory;
+    if let WinMemory::Allocate { len } = memory {
+        // On one node, the engine's memory for the window is a shared segment too, so that
+        // operations are loads and stores; where the platform has none, it is a grant.
+        if one_node(cx, comm).is_ok() {
+            match build(cx, comm, Flavor::Allocate, None, 0, len, unit, Some(true)) {
+                Err(e) if e.class == ErrorClass::RmaShared => {}
+                r => return r,
+            }
+        }
+    }
     let (flavor, owned, base, len) = match memory {
         WinMemory::User { base, len } => (Flavor::Create, None, base, len),
         WinMemory::Allocate { len } => {
@@ -71,14 +83,11 @@ pub fn create(
             (Flavor::Shared, None, 0, len)
         }
     };
-    let noncontig = matches!(
-        memory,
-        WinMemory::Shared {
-            noncontig: true,
-            ..
-        }
-    );
-    let r = build(cx, comm, flavor, owned, base, len, unit, noncontig);
+    let shared = match memory {
+        WinMemory::Shared { noncontig, .. } => Some(noncontig),
+        _ => None,
+    };
+    let r = build(cx, comm, flavor, owned, base, len, unit, shared);
     if r.is_err() {
         if let Some(g) = owned {
             g.give_back(mem);
@@ -117,7 +126,7 @@ fn build(
     mut base: usize,
     len: usize,
     unit: u32,
-    noncontig: bool,
+    shared: Option<bool>,
 ) -> Result<(WinId, usize)> {
     let mem = cx.e().osc.memory;
     let size = cx.e().p2p.comm(comm)?.size();
@@ -174,7 +183,7 @@ fn build(
         p.unit = all[2 * i + 1];
     }
     let mut seg = None;
-    if flavor == Flavor::Shared {
+    if let Some(noncontig) = shared {
         match shm::Segment::setup(cx, comm, rank, peers, noncontig) {
             Ok(s) => seg = Some(s),
             Err(e) => {
