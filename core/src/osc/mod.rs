@@ -6,8 +6,9 @@
 //!
 //! - A window is an object in a pool ([`WinId`]), over a *hidden* duplicate of the user's
 //!   communicator, so its traffic never meets the user's messages. Its memory is the user's
-//!   (`MPI_Win_create`), the engine's (`MPI_Win_allocate`, counted against `mpi_memory_max`), or
-//!   whatever the user attaches (`MPI_Win_create_dynamic`).
+//!   (`MPI_Win_create`), the engine's (`MPI_Win_allocate`, counted against `mpi_memory_max`, or a
+//!   shared segment on one node), a segment shared by the node's processes
+//!   (`MPI_Win_allocate_shared`), or whatever the user attaches (`MPI_Win_create_dynamic`).
 //! - An origin's `MPI_Put`, `MPI_Get`, `MPI_Accumulate`, ... is one message to the target on tag
 //!   [`TAG_AM`]: a header, the target datatype's flattened description, the data packed
 //!   ([`wire`]). Operations that fetch post their reply's receive (into the user's buffer,
@@ -27,9 +28,11 @@
 //! come from the engine's memory account and go back at `MPI_Win_free`.
 //!
 //! *Why active messages first:* they need nothing of a transport, so every transport has RMA
-//! now, with one path to test; the faster paths (loads, stores and CPU atomics in shared memory
-//! for windows on one node, the BTLs' RDMA put/get, Portals' native atomics) are to be added as
-//! alternatives chosen per window and per peer, with this one as the fallback.
+//! now, with one path to test. Windows whose memory the node's processes share
+//! (`MPI_Win_allocate_shared`, and `MPI_Win_allocate` on one node) take the first faster path
+//! ([`shm`]): the origin applies the same message itself to the target's part, so operations are
+//! loads and stores with no target involvement. The BTLs' RDMA put/get and Portals' native
+//! atomics are to be added the same way, with active messages as the fallback.
 
 pub mod apply;
 mod origin;

@@ -190,6 +190,16 @@ pub fn issue(
             return Err(range_err());
         }
     }
+    if local && dense_copy(types, &peer, op, &target, &ti, tbytes)? {
+        return if user {
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
+    }
     // What goes with the message, and where a reply lands.
     let (kind_, origin, result, acc) = match op {
         RmaOp::Put { origin } => (kind::PUT, Some(origin), None, None),
@@ -479,4 +489,46 @@ fn size_mismatch() -> Error {
             what: "the origin and target buffers hold different amounts of data",
         },
     )
+}
+
+/// A shared window's put or get between contiguous memory on both sides: one copy, without the
+/// message `issue` builds for everything else. Whether it was one (the range was checked).
+fn dense_copy(
+    types: &TypeTable,
+    peer: &Peer,
+    op: RmaOp,
+    target: &Target,
+    ti: &crate::datatype::desc::TypeInfo,
+    tbytes: u64,
+) -> Result<bool> {
+    let (RmaOp::Put { origin } | RmaOp::Get { origin }) = op else {
+        return Ok(false);
+    };
+    let oi = types.check_committed(origin.ty)?;
+    let (Some(o_at), Some(t_at)) = (oi.dense_at, ti.dense_at) else {
+        return Ok(false);
+    };
+    if origin.count.checked_mul(oi.size) != Some(tbytes) || tbytes == 0 {
+        return Ok(false);
+    }
+    let len = tbytes as usize;
+    let off = target.disp as i128 * peer.unit as i128 + t_at as i128;
+    // `issue` checked the range against the part's size; checked again, so the copy cannot
+    // leave the part whatever the arithmetic.
+    if off < 0 || off + len as i128 > peer.size as i128 {
+        return Err(range_err());
+    }
+    let remote = (peer.at + off as usize) as *mut u8;
+    let local = origin.addr.wrapping_offset(o_at);
+    // SAFETY: `remote..+len` lies inside the target's part of the segment this process maps
+    // (checked above), which MPI lets origins read and write in an epoch; `local..+len` is the
+    // user's buffer, `count` dense instances, lent by MPI for the call. They may overlap only if
+    // the user puts from the window into itself, which `copy` allows.
+    unsafe {
+        match op {
+            RmaOp::Put { .. } => core::ptr::copy(local, remote, len),
+            _ => core::ptr::copy(remote, local, len),
+        }
+    }
+    Ok(true)
 }
