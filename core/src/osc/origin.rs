@@ -258,6 +258,16 @@ pub fn issue(
             return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
         }
     }
+    if local && !image_ && dense_acc(w, types, platform, t, op, &target, &ti, tbytes)? {
+        return if user {
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
+    }
     // The target's description.
     let mut one = [WireNode::bytes(0)];
     let nodes_src: Option<&[crate::datatype::desc::Node]>;
@@ -512,13 +522,7 @@ fn dense_copy(
         return Ok(false);
     }
     let len = tbytes as usize;
-    let off = target.disp as i128 * peer.unit as i128 + t_at as i128;
-    // `issue` checked the range against the part's size; checked again, so the copy cannot
-    // leave the part whatever the arithmetic.
-    if off < 0 || off + len as i128 > peer.size as i128 {
-        return Err(range_err());
-    }
-    let remote = (peer.at + off as usize) as *mut u8;
+    let remote = dense_target(peer, target, t_at, len)?;
     let local = origin.addr.wrapping_offset(o_at);
     // SAFETY: `remote..+len` lies inside the target's part of the segment this process maps
     // (checked above), which MPI lets origins read and write in an epoch; `local..+len` is the
@@ -530,5 +534,121 @@ fn dense_copy(
             _ => core::ptr::copy(remote, local, len),
         }
     }
+    Ok(true)
+}
+
+/// The address of `len` dense bytes at `target`'s displacement (plus `at`) in `peer`'s part of
+/// a shared window. `issue` checked the range against the part's size; checked again here, so a
+/// copy cannot leave the part whatever the arithmetic.
+fn dense_target(peer: &Peer, target: &Target, at: isize, len: usize) -> Result<*mut u8> {
+    let off = target.disp as i128 * peer.unit as i128 + at as i128;
+    if off < 0 || off + len as i128 > peer.size as i128 {
+        return Err(range_err());
+    }
+    Ok((peer.at + off as usize) as *mut u8)
+}
+
+/// A shared window's accumulate, fetch-and-op or compare-and-swap on a predefined target type
+/// with dense buffers: applied in place under the target's accumulate word, without the
+/// message `issue` builds for everything else. Whether it was one.
+#[allow(clippy::too_many_arguments)]
+fn dense_acc(
+    w: &Window,
+    types: &TypeTable,
+    platform: &dyn Platform,
+    t: u32,
+    op: RmaOp,
+    target: &Target,
+    ti: &crate::datatype::desc::TypeInfo,
+    tbytes: u64,
+) -> Result<bool> {
+    let (Some(t_at), true, false) = (ti.dense_at, target.ty.is_predefined(), tbytes == 0) else {
+        return Ok(false);
+    };
+    let Some(seg) = w.seg.as_ref() else {
+        return Ok(false);
+    };
+    // The buffer's address if it holds exactly the target's bytes, densely.
+    let dense = |b: &Buffer| -> Result<Option<*mut u8>> {
+        let i = types.check_committed(b.ty)?;
+        Ok(match i.dense_at {
+            Some(a) if b.count.checked_mul(i.size) == Some(tbytes) => {
+                Some(b.addr.wrapping_offset(a))
+            }
+            _ => None,
+        })
+    };
+    let len = tbytes as usize;
+    let dt = target.ty;
+    // What to do under the word: (new data, compare value, where the old contents go, op).
+    let (src, compare, res, how): (Option<*const u8>, Option<*const u8>, Option<*mut u8>, Op) =
+        match op {
+            RmaOp::Acc { origin, op } => match dense(&origin)? {
+                Some(s) => (Some(s), None, None, op),
+                None => return Ok(false),
+            },
+            RmaOp::GetAcc { origin, result, op } => {
+                let Some(r) = dense(&result)? else {
+                    return Ok(false);
+                };
+                let s = if op == Op::NoOp {
+                    None
+                } else {
+                    match dense(&origin)? {
+                        Some(s) => Some(s as *const u8),
+                        None => return Ok(false),
+                    }
+                };
+                (s, None, Some(r), op)
+            }
+            RmaOp::Cas {
+                origin,
+                compare,
+                result,
+            } => match dense(&result)? {
+                Some(r) => (Some(origin), Some(compare), Some(r), Op::Replace),
+                None => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+    let remote = dense_target(w.peer(t), target, t_at, len)?;
+    let r = seg.atomically(t, platform, || -> core::result::Result<(), Fault> {
+        // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
+        // (`dense_target`), and every accumulate to that part holds the word this closure runs
+        // under, so nothing else writes it meanwhile (a concurrent put is erroneous in MPI).
+        // `src`, `compare` and `res` are the user's dense buffers of `len` bytes, lent by MPI
+        // for the call; origin and result must not overlap (the standard says so).
+        unsafe {
+            if let Some(c) = compare {
+                let cur = core::slice::from_raw_parts(remote, len);
+                let equal = cur == core::slice::from_raw_parts(c, len);
+                if let Some(r) = res {
+                    core::ptr::copy(remote, r, len);
+                }
+                if equal {
+                    if let Some(s) = src {
+                        core::ptr::copy(s, remote, len);
+                    }
+                }
+                return Ok(());
+            }
+            if let Some(r) = res {
+                core::ptr::copy(remote, r, len);
+            }
+            if let Some(s) = src {
+                let tgt = core::slice::from_raw_parts_mut(remote, len);
+                apply::combine(how, dt, tgt, core::slice::from_raw_parts(s, len))?;
+            }
+        }
+        Ok(())
+    });
+    r.map_err(|_| {
+        Error::new(
+            ErrorClass::Op,
+            Reason::BadArgument {
+                what: "the operation is not defined on the datatype",
+            },
+        )
+    })?;
     Ok(true)
 }
