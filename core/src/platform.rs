@@ -118,12 +118,84 @@ pub trait Platform: Sync {
         None
     }
 
+    /// Creates a memory segment of `bytes` (zero-filled, page-aligned) that the other processes
+    /// on this node can map by its name ([`Platform::shared_attach`]), and maps it here. The
+    /// name lives until [`Platform::shared_unlink`]; the mapping until
+    /// [`Platform::shared_detach`]. The default has no shared memory (`None`): windows then share
+    /// memory only within one process (`MPI_Win_allocate_shared` of one process).
+    fn shared_create(&self, bytes: usize) -> Option<(SegmentName, *mut u8)> {
+        let _ = bytes;
+        None
+    }
+
+    /// Maps the `bytes` of the segment another process of this node created as `name`; `None`
+    /// when it cannot (no such segment, another size, no shared memory on this platform).
+    fn shared_attach(&self, name: &SegmentName, bytes: usize) -> Option<*mut u8> {
+        let _ = (name, bytes);
+        None
+    }
+
+    /// Removes the name of a segment (every process that needs it has mapped it; the memory stays
+    /// until the last mapping goes).
+    fn shared_unlink(&self, name: &SegmentName) {
+        let _ = name;
+    }
+
+    /// Unmaps a segment mapped by [`Platform::shared_create`] or [`Platform::shared_attach`].
+    ///
+    /// # Safety
+    /// `ptr` and `bytes` are exactly what one of those calls mapped, and nothing uses the mapping
+    /// any more.
+    unsafe fn shared_detach(&self, ptr: *mut u8, bytes: usize) {
+        let _ = (ptr, bytes);
+    }
+
+    /// Bytes of a memory page (the alignment of each process's part of a shared window with the
+    /// info `alloc_shared_noncontig`).
+    fn page_size(&self) -> usize {
+        4096
+    }
+
     /// Returns memory from [`Platform::alloc_mem`] (`MPI_Free_mem`).
     ///
     /// # Safety
     /// `ptr` came from `alloc_mem` of this platform and was not returned yet.
     unsafe fn free_mem(&self, ptr: *mut u8) {
         let _ = ptr;
+    }
+}
+
+/// The name of a shared memory segment, as it travels between the processes of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct SegmentName {
+    /// Bytes of `bytes` in use.
+    pub len: u32,
+    /// The name (the platform's; a path on Linux).
+    pub bytes: [u8; SEGMENT_NAME_MAX],
+}
+
+/// Longest [`SegmentName`].
+pub const SEGMENT_NAME_MAX: usize = 124;
+
+impl SegmentName {
+    /// No name (how a process that failed to create a segment tells the others).
+    pub const NONE: SegmentName = SegmentName {
+        len: 0,
+        bytes: [0; SEGMENT_NAME_MAX],
+    };
+
+    /// The name `b`, or `None` when it is too long.
+    pub fn new(b: &[u8]) -> Option<SegmentName> {
+        let mut n = SegmentName::NONE;
+        n.bytes.get_mut(..b.len())?.copy_from_slice(b);
+        n.len = b.len() as u32;
+        Some(n)
+    }
+
+    /// The name's bytes (empty for [`SegmentName::NONE`], or a corrupt length).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len as usize).unwrap_or(&[])
     }
 }
 

@@ -12359,6 +12359,58 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_allocate_c_f08ts
   end interface
+  interface MPI_Win_allocate_shared
+    subroutine MPI_Win_allocate_shared_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='MPI_Win_allocate_shared_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_allocate_shared_f08ts
+    subroutine MPI_Win_allocate_shared_c_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='MPI_Win_allocate_shared_c_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_allocate_shared_c_f08ts
+  end interface
+  interface PMPI_Win_allocate_shared
+    subroutine PMPI_Win_allocate_shared_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='PMPI_Win_allocate_shared_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER, INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_allocate_shared_f08ts
+    subroutine PMPI_Win_allocate_shared_c_f08ts(size, disp_unit, info, comm, baseptr, win, &
+        ierror) bind(C, name='PMPI_Win_allocate_shared_c_f08ts')
+      import
+      implicit none
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN) :: disp_unit
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(*), DIMENSION(..) :: baseptr
+      TYPE(MPI_Win) :: win
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_allocate_shared_c_f08ts
+  end interface
   interface MPI_Win_attach
     subroutine MPI_Win_attach_f08ts(win, base, size, ierror) bind(C, &
         name='MPI_Win_attach_f08ts')
@@ -12948,6 +13000,54 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       CHARACTER(LEN=*), INTENT(IN) :: win_name
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Win_set_name_f08
+  end interface
+  interface MPI_Win_shared_query
+    subroutine MPI_Win_shared_query_f08ts(win, rank, size, disp_unit, baseptr, &
+        ierror) bind(C, name='MPI_Win_shared_query_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: rank
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: size
+      INTEGER :: disp_unit
+      TYPE(*), DIMENSION(..) :: baseptr
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_shared_query_f08ts
+    subroutine MPI_Win_shared_query_c_f08ts(win, rank, size, disp_unit, baseptr, &
+        ierror) bind(C, name='MPI_Win_shared_query_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: rank
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: disp_unit
+      TYPE(*), DIMENSION(..) :: baseptr
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Win_shared_query_c_f08ts
+  end interface
+  interface PMPI_Win_shared_query
+    subroutine PMPI_Win_shared_query_f08ts(win, rank, size, disp_unit, baseptr, &
+        ierror) bind(C, name='PMPI_Win_shared_query_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: rank
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: size
+      INTEGER :: disp_unit
+      TYPE(*), DIMENSION(..) :: baseptr
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_shared_query_f08ts
+    subroutine PMPI_Win_shared_query_c_f08ts(win, rank, size, disp_unit, baseptr, &
+        ierror) bind(C, name='PMPI_Win_shared_query_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_Win), INTENT(IN) :: win
+      INTEGER, INTENT(IN) :: rank
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: size
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: disp_unit
+      TYPE(*), DIMENSION(..) :: baseptr
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Win_shared_query_c_f08ts
   end interface
   interface MPI_Win_start
     subroutine MPI_Win_start_f08(group, assert, win, ierror) bind(C, &

@@ -880,6 +880,10 @@ mod c {
         pub fn PMPI_Win_allocate(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn MPI_Win_allocate_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn PMPI_Win_allocate_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_allocate_shared(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_allocate_shared(a0: MpiAint, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn MPI_Win_allocate_shared_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
+        pub fn PMPI_Win_allocate_shared_c(a0: MpiAint, a1: MpiAint, a2: c_int, a3: c_int, a4: *mut c_void, a5: *mut c_void) -> c_int;
         pub fn MPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
         pub fn PMPI_Win_attach(a0: c_int, a1: *mut c_void, a2: MpiAint) -> c_int;
         pub fn MPI_Win_call_errhandler(a0: c_int, a1: c_int) -> c_int;
@@ -932,6 +936,10 @@ mod c {
         pub fn PMPI_Win_set_info(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Win_set_name(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Win_set_name(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Win_shared_query(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Win_shared_query(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn MPI_Win_shared_query_c(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Win_shared_query_c(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Win_start(a0: c_int, a1: c_int, a2: c_int) -> c_int;
         pub fn PMPI_Win_start(a0: c_int, a1: c_int, a2: c_int) -> c_int;
         pub fn MPI_Win_sync(a0: c_int) -> c_int;
@@ -8356,6 +8364,38 @@ pub unsafe extern "C" fn PMPI_Win_allocate_c_f08ts(size: *mut MpiAint, disp_unit
     f08_win_allocate_c::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
 }
 
+/// `MPI_Win_allocate_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_allocate_shared<const PMPI: bool>(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_allocate_shared") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_allocate_shared(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) } else { c::MPI_Win_allocate_shared(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_allocate_shared_f08ts(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_shared::<false>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate_shared_f08ts(size: *mut MpiAint, disp_unit: *mut c_int, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_shared::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+
+/// `MPI_Win_allocate_shared_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_allocate_shared_c<const PMPI: bool>(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_allocate_shared_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_allocate_shared_c(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) } else { c::MPI_Win_allocate_shared_c(*size, *disp_unit, *info, *comm, baseptr_p, win.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_allocate_shared_c_f08ts(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_shared_c::<false>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate_shared_c_f08ts(size: *mut MpiAint, disp_unit: *mut MpiAint, info: *mut c_int, comm: *mut c_int, baseptr: *const f08::Cdesc, win: *mut c_int, ierror: *mut c_int) {
+    f08_win_allocate_shared_c::<true>(size, disp_unit, info, comm, baseptr, win, ierror)
+}
+
 /// `MPI_Win_attach` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_win_attach<const PMPI: bool>(win: *mut c_int, base: *const f08::Cdesc, size: *mut MpiAint, ierror: *mut c_int) {
@@ -8802,6 +8842,38 @@ pub unsafe extern "C" fn MPI_Win_set_name_f08(win: *mut c_int, win_name: *const 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name_f08(win: *mut c_int, win_name: *const f08::Cdesc, ierror: *mut c_int) {
     f08_win_set_name::<true>(win, win_name, ierror)
+}
+
+/// `MPI_Win_shared_query` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_shared_query<const PMPI: bool>(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut c_int, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_shared_query") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_shared_query(*win, *rank, size.cast(), disp_unit.cast(), baseptr_p) } else { c::MPI_Win_shared_query(*win, *rank, size.cast(), disp_unit.cast(), baseptr_p) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_shared_query_f08ts(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut c_int, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_shared_query::<false>(win, rank, size, disp_unit, baseptr, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_shared_query_f08ts(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut c_int, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_shared_query::<true>(win, rank, size, disp_unit, baseptr, ierror)
+}
+
+/// `MPI_Win_shared_query_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_win_shared_query_c<const PMPI: bool>(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut MpiAint, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    let baseptr_p = match f08::contiguous(baseptr, "MPI_Win_shared_query_c") { Ok(p) => p, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Win_shared_query_c(*win, *rank, size.cast(), disp_unit.cast(), baseptr_p) } else { c::MPI_Win_shared_query_c(*win, *rank, size.cast(), disp_unit.cast(), baseptr_p) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_shared_query_c_f08ts(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut MpiAint, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_shared_query_c::<false>(win, rank, size, disp_unit, baseptr, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_shared_query_c_f08ts(win: *mut c_int, rank: *mut c_int, size: *mut MpiAint, disp_unit: *mut MpiAint, baseptr: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_win_shared_query_c::<true>(win, rank, size, disp_unit, baseptr, ierror)
 }
 
 /// `MPI_Win_start` of `mpi_f08` (`PMPI` chooses the profiling C function).

@@ -17,6 +17,7 @@ pub mod init;
 pub mod params;
 pub mod platform;
 pub mod rte;
+pub mod shm;
 pub mod sm;
 pub mod tcp;
 

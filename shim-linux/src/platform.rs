@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use stormpi_core::memory::GRANT_ALIGN;
 use stormpi_core::params::{Default, Kind, ParamDef};
-use stormpi_core::platform::{Level, Platform};
+use stormpi_core::platform::{Level, Platform, SegmentName};
 
 /// `mpi_yield_when_idle`.
 pub static YIELD_WHEN_IDLE: ParamDef = ParamDef {
@@ -285,5 +285,28 @@ impl Platform for LinuxPlatform {
 
     fn file_system(&self) -> Option<&'static dyn stormpi_core::io::fs::FileSystem> {
         Some(&crate::fs::POSIX_FS)
+    }
+
+    fn shared_create(&self, bytes: usize) -> Option<(SegmentName, *mut u8)> {
+        crate::shm::create(bytes)
+    }
+
+    fn shared_attach(&self, name: &SegmentName, bytes: usize) -> Option<*mut u8> {
+        crate::shm::attach(name, bytes)
+    }
+
+    fn shared_unlink(&self, name: &SegmentName) {
+        crate::shm::unlink(name)
+    }
+
+    unsafe fn shared_detach(&self, ptr: *mut u8, bytes: usize) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { crate::shm::detach(ptr, bytes) }
+    }
+
+    fn page_size(&self) -> usize {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
     }
 }

@@ -84,8 +84,4 @@ unsupported! {
     MPI_Session_init / PMPI_Session_init,
     MPI_Session_set_errhandler / PMPI_Session_set_errhandler,
     MPI_Unpublish_name / PMPI_Unpublish_name,
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared,
-    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c,
-    MPI_Win_shared_query / PMPI_Win_shared_query,
-    MPI_Win_shared_query_c / PMPI_Win_shared_query_c,
 }

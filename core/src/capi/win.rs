@@ -140,8 +140,13 @@ unsafe fn create(
             ));
         };
         let hints = super::info::info_or_null(info)?;
+        let mut memory = memory;
         if let Some(i) = hints {
             cx.e().objects.infos.check(i)?;
+            if let WinMemory::Shared { noncontig, .. } = &mut memory {
+                *noncontig = cx.e().objects.infos.get(i, b"alloc_shared_noncontig")?
+                    == Some(b"true".as_slice());
+            }
         }
         let (id, base) = osc::create(cx, c, memory, unit)?;
         let kept = match hints {
@@ -158,6 +163,56 @@ unsafe fn create(
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Win.
         unsafe { out(win, win_handle(id)) }
     }))
+}
+
+/// `MPI_Win_allocate_shared` and its large-count form.
+unsafe fn allocate_shared(
+    func: &'static str,
+    size: abi::MPI_Aint,
+    unit: abi::MPI_Aint,
+    info: abi::MPI_Info,
+    comm: abi::MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut abi::MPI_Win,
+) -> c_int {
+    let len = match aint(size, "a window's size must not be negative") {
+        Ok(l) => l,
+        Err(err) => return errors::report(func, None, err),
+    };
+    if baseptr.is_null() {
+        return errors::report(func, None, Error::bad_arg("baseptr is NULL"));
+    }
+    let memory = WinMemory::Shared {
+        len,
+        noncontig: false,
+    };
+    // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
+    unsafe { create(func, comm, info, memory, unit, win, baseptr.cast()) }
+}
+
+/// Writes a shared part's size and address (`baseptr` is a `void **`).
+///
+/// # Safety
+/// `size` points to an `MPI_Aint` and `baseptr` to a `void *`.
+unsafe fn shared_out(
+    len: u64,
+    size: *mut abi::MPI_Aint,
+    at: usize,
+    baseptr: *mut c_void,
+) -> Result<()> {
+    let len = abi::MPI_Aint::try_from(len).map_err(|_| {
+        Error::new(
+            ErrorClass::Size,
+            Reason::BadArgument {
+                what: "the part's size does not fit in an MPI_Aint",
+            },
+        )
+    })?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        out(size, len)?;
+        out(baseptr.cast::<*mut c_void>(), at as *mut c_void)
+    }
 }
 
 /// An origin buffer argument.
@@ -435,6 +490,40 @@ super::mpi! {
         }
         // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
         unsafe { create("MPI_Win_allocate_c", comm, info, WinMemory::Allocate { len }, disp_unit, win, baseptr.cast()) }
+    }
+
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: abi::MPI_Aint, disp_unit: c_int, info: abi::MPI_Info, comm: abi::MPI_Comm, baseptr: *mut c_void, win: *mut abi::MPI_Win) {
+        // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
+        unsafe { allocate_shared("MPI_Win_allocate_shared", size, disp_unit.into(), info, comm, baseptr, win) }
+    }
+
+    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: abi::MPI_Aint, disp_unit: abi::MPI_Aint, info: abi::MPI_Info, comm: abi::MPI_Comm, baseptr: *mut c_void, win: *mut abi::MPI_Win) {
+        // SAFETY: forwarded under MPI's rules (`baseptr` is a `void **`).
+        unsafe { allocate_shared("MPI_Win_allocate_shared_c", size, disp_unit, info, comm, baseptr, win) }
+    }
+
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(win: abi::MPI_Win, rank: c_int, size: *mut abi::MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) {
+        code(run_win("MPI_Win_shared_query", win, |cx, id| {
+            if size.is_null() || disp_unit.is_null() || baseptr.is_null() {
+                return Err(Error::bad_arg("size, disp_unit or baseptr is NULL"));
+            }
+            let (len, unit, at) = osc::shared_query(cx.e(), id, rank)?;
+            let unit = c_int::try_from(unit).map_err(|_| Error::new(ErrorClass::Disp, Reason::BadArgument { what: "the displacement unit does not fit in an int (use MPI_Win_shared_query_c)" }))?;
+            // SAFETY: checked non-null; MPI requires an MPI_Aint, an int and a `void *` there.
+            unsafe { shared_out(len, size, at, baseptr)?; out(disp_unit, unit) }
+        }))
+    }
+
+    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: abi::MPI_Win, rank: c_int, size: *mut abi::MPI_Aint, disp_unit: *mut abi::MPI_Aint, baseptr: *mut c_void) {
+        code(run_win("MPI_Win_shared_query_c", win, |cx, id| {
+            if size.is_null() || disp_unit.is_null() || baseptr.is_null() {
+                return Err(Error::bad_arg("size, disp_unit or baseptr is NULL"));
+            }
+            let (len, unit, at) = osc::shared_query(cx.e(), id, rank)?;
+            let unit = abi::MPI_Aint::try_from(unit).map_err(|_| Error::new(ErrorClass::Disp, Reason::BadArgument { what: "the displacement unit does not fit in an MPI_Aint" }))?;
+            // SAFETY: checked non-null; MPI requires two MPI_Aints and a `void *` there.
+            unsafe { shared_out(len, size, at, baseptr)?; out(disp_unit, unit) }
+        }))
     }
 
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: abi::MPI_Info, comm: abi::MPI_Comm, win: *mut abi::MPI_Win) {

@@ -6,8 +6,9 @@
 //!
 //! - A window is an object in a pool ([`WinId`]), over a *hidden* duplicate of the user's
 //!   communicator, so its traffic never meets the user's messages. Its memory is the user's
-//!   (`MPI_Win_create`), the engine's (`MPI_Win_allocate`, counted against `mpi_memory_max`), or
-//!   whatever the user attaches (`MPI_Win_create_dynamic`).
+//!   (`MPI_Win_create`), the engine's (`MPI_Win_allocate`, counted against `mpi_memory_max`, or a
+//!   shared segment on one node), a segment shared by the node's processes
+//!   (`MPI_Win_allocate_shared`), or whatever the user attaches (`MPI_Win_create_dynamic`).
 //! - An origin's `MPI_Put`, `MPI_Get`, `MPI_Accumulate`, ... is one message to the target on tag
 //!   [`TAG_AM`]: a header, the target datatype's flattened description, the data packed
 //!   ([`wire`]). Operations that fetch post their reply's receive (into the user's buffer,
@@ -27,17 +28,21 @@
 //! come from the engine's memory account and go back at `MPI_Win_free`.
 //!
 //! *Why active messages first:* they need nothing of a transport, so every transport has RMA
-//! now, with one path to test; the faster paths (loads, stores and CPU atomics in shared memory
-//! for windows on one node, the BTLs' RDMA put/get, Portals' native atomics) are to be added as
-//! alternatives chosen per window and per peer, with this one as the fallback.
+//! now, with one path to test. Windows whose memory the node's processes share
+//! (`MPI_Win_allocate_shared`, and `MPI_Win_allocate` on one node) take the first faster path
+//! ([`shm`]): the origin applies the same message itself to the target's part, so operations are
+//! loads and stores with no target involvement. The BTLs' RDMA put/get and Portals' native
+//! atomics are to be added the same way, with active messages as the fallback.
 
 pub mod apply;
 mod origin;
+mod shm;
 mod sync;
 mod window;
 pub mod wire;
 
 pub use origin::{issue, Buffer, RmaOp, Target};
+pub use shm::shared_query;
 pub use sync::{
     complete, fence, flush, flush_local, lock, lock_all, post, start, sync, unlock, unlock_all,
     wait,
@@ -114,6 +119,8 @@ pub enum Flavor {
     Allocate = 2,
     /// `MPI_Win_create_dynamic`: whatever is attached.
     Dynamic = 3,
+    /// `MPI_Win_allocate_shared`: the engine's, in memory the node's processes share.
+    Shared = 4,
 }
 
 /// Lock kinds.
@@ -158,6 +165,8 @@ struct Peer {
     holds: u8,
     wants: u8,
     wants_tag: i32,
+    /// Shared windows: the address of the peer's part in this process's mapping.
+    at: usize,
 }
 
 /// A memory grant held by a window.
@@ -233,6 +242,8 @@ pub struct Window {
     pub info: Option<crate::info::InfoId>,
     /// The memory `MPI_Win_allocate` took.
     owned: Option<Grant>,
+    /// The segment of a shared window: every process's part, reached by loads and stores.
+    seg: Option<shm::Segment>,
     /// Memory a message may touch: the window, or what is attached.
     regions: Vec<(usize, usize), MAX_ATTACHED>,
     /// The grant holding `attrs` and `peers`.
@@ -726,6 +737,7 @@ static PEER_NONE: Peer = Peer {
     holds: 0,
     wants: 0,
     wants_tag: 0,
+    at: 0,
 };
 
 /// Why a target dropped a message (logged; the origin's checks make these rare).
@@ -914,29 +926,37 @@ impl Osc {
         n
     }
 
-    fn insert(&mut self, w: Window) -> Result<WinId> {
+    /// Keeps window `w`; when there is no room, hands back with the error its segment (a
+    /// mapping dropping the window would not undo).
+    fn insert(&mut self, w: Window) -> core::result::Result<WinId, (Error, Option<shm::Segment>)> {
+        let mut w = w;
         if self.wins.is_none() {
             let cap = Capacity::growing(4, MAX_WINDOWS);
             let mut s = Sizer::default();
             Pool::<Window>::size(&mut s, cap);
-            let region = self
-                .memory
-                .take(s.bytes())
-                .map_err(|why| self.memory.refused("windows", why))?;
+            let region = match self.memory.take(s.bytes()) {
+                Ok(r) => r,
+                Err(why) => return Err((self.memory.refused("windows", why), w.seg.take())),
+            };
             let mut arena = Arena::new(region);
             arena.set_account(self.memory);
-            self.wins = Some(Pool::new(&mut arena, cap)?);
+            match Pool::new(&mut arena, cap) {
+                Ok(p) => self.wins = Some(p),
+                Err(e) => return Err((e, w.seg.take())),
+            }
         }
-        let pool = self.wins.as_mut().ok_or_else(no_win)?;
+        let Some(pool) = self.wins.as_mut() else {
+            return Err((no_win(), w.seg.take()));
+        };
         if !pool.reserve() {
-            return Err(pool.exhausted("windows", "MAX_WINDOWS"));
+            return Err((pool.exhausted("windows", "MAX_WINDOWS"), w.seg.take()));
         }
         match pool.insert(w) {
             Ok(k) => {
                 self.live += 1;
                 Ok(k)
             }
-            Err(_) => Err(pool.exhausted("windows", "MAX_WINDOWS")),
+            Err(mut w) => Err((pool.exhausted("windows", "MAX_WINDOWS"), w.seg.take())),
         }
     }
 }

@@ -133,9 +133,14 @@ pub fn issue(
         })?;
     }
     let e = cx.e();
-    let Engine { osc, p2p, .. } = e;
+    let Engine {
+        osc, p2p, platform, ..
+    } = e;
+    let platform: &dyn Platform = *platform;
     let mem = osc.memory;
     let w = osc.get_mut(id)?;
+    // A shared window: the operation is applied here, to the target's part in the segment.
+    let local = w.seg.is_some();
     if target.rank == crate::pml::request::PROC_NULL {
         return if user {
             p2p.pml
@@ -184,6 +189,16 @@ pub fn issue(
         if lo < 0 || hi > peer.size as i128 {
             return Err(range_err());
         }
+    }
+    if local && dense_copy(types, &peer, op, &target, &ti, tbytes)? {
+        return if user {
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
     }
     // What goes with the message, and where a reply lands.
     let (kind_, origin, result, acc) = match op {
@@ -244,6 +259,16 @@ pub fn issue(
         if !target.ty.is_predefined() || target.count != 1 {
             return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
         }
+    }
+    if local && !image_ && dense_acc(w, types, platform, t, op, &target, &ti, tbytes)? {
+        return if user {
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
     }
     // The target's description.
     let mut one = [WireNode::bytes(0)];
@@ -307,7 +332,8 @@ pub fn issue(
     if result.is_some() {
         hdr.reply_tag = w.tag();
     }
-    let split = kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
+    let split =
+        !local && kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
     if split {
         hdr.flags |= wire::flags::DATA_FOLLOWS;
         hdr.reply_tag = w.tag();
@@ -376,6 +402,22 @@ pub fn issue(
                 return Err(e);
             }
         }
+    }
+    if local {
+        // SAFETY: built just above; the window alone holds the grant.
+        let msg: &[u8] = unsafe { buf.bytes(total) };
+        let r = w.local(mem, &p2p.types, platform, t, msg, result, image_);
+        w.release(mem, buf);
+        r?;
+        return if user {
+            // Done already: the request completes at once.
+            p2p.pml
+                .requests_mut()
+                .completed(Status::PROC_NULL, 0)
+                .map(Some)
+        } else {
+            Ok(None)
+        };
     }
     // The reply's receive goes up before the request leaves.
     let mut user_req = None;
@@ -459,4 +501,156 @@ fn size_mismatch() -> Error {
             what: "the origin and target buffers hold different amounts of data",
         },
     )
+}
+
+/// A shared window's put or get between contiguous memory on both sides: one copy, without the
+/// message `issue` builds for everything else. Whether it was one (the range was checked).
+fn dense_copy(
+    types: &TypeTable,
+    peer: &Peer,
+    op: RmaOp,
+    target: &Target,
+    ti: &crate::datatype::desc::TypeInfo,
+    tbytes: u64,
+) -> Result<bool> {
+    let (RmaOp::Put { origin } | RmaOp::Get { origin }) = op else {
+        return Ok(false);
+    };
+    let oi = types.check_committed(origin.ty)?;
+    let (Some(o_at), Some(t_at)) = (oi.dense_at, ti.dense_at) else {
+        return Ok(false);
+    };
+    if origin.count.checked_mul(oi.size) != Some(tbytes) || tbytes == 0 {
+        return Ok(false);
+    }
+    let len = tbytes as usize;
+    let remote = dense_target(peer, target, t_at, len)?;
+    let local = origin.addr.wrapping_offset(o_at);
+    // SAFETY: `remote..+len` lies inside the target's part of the segment this process maps
+    // (checked above), which MPI lets origins read and write in an epoch; `local..+len` is the
+    // user's buffer, `count` dense instances, lent by MPI for the call. They may overlap only if
+    // the user puts from the window into itself, which `copy` allows.
+    unsafe {
+        match op {
+            RmaOp::Put { .. } => core::ptr::copy(local, remote, len),
+            _ => core::ptr::copy(remote, local, len),
+        }
+    }
+    Ok(true)
+}
+
+/// The address of `len` dense bytes at `target`'s displacement (plus `at`) in `peer`'s part of
+/// a shared window. `issue` checked the range against the part's size; checked again here, so a
+/// copy cannot leave the part whatever the arithmetic.
+fn dense_target(peer: &Peer, target: &Target, at: isize, len: usize) -> Result<*mut u8> {
+    let off = target.disp as i128 * peer.unit as i128 + at as i128;
+    if off < 0 || off + len as i128 > peer.size as i128 {
+        return Err(range_err());
+    }
+    Ok((peer.at + off as usize) as *mut u8)
+}
+
+/// A shared window's accumulate, fetch-and-op or compare-and-swap on a predefined target type
+/// with dense buffers: applied in place under the target's accumulate word, without the
+/// message `issue` builds for everything else. Whether it was one.
+#[allow(clippy::too_many_arguments)]
+fn dense_acc(
+    w: &Window,
+    types: &TypeTable,
+    platform: &dyn Platform,
+    t: u32,
+    op: RmaOp,
+    target: &Target,
+    ti: &crate::datatype::desc::TypeInfo,
+    tbytes: u64,
+) -> Result<bool> {
+    let (Some(t_at), true, false) = (ti.dense_at, target.ty.is_predefined(), tbytes == 0) else {
+        return Ok(false);
+    };
+    let Some(seg) = w.seg.as_ref() else {
+        return Ok(false);
+    };
+    // The buffer's address if it holds exactly the target's bytes, densely.
+    let dense = |b: &Buffer| -> Result<Option<*mut u8>> {
+        let i = types.check_committed(b.ty)?;
+        Ok(match i.dense_at {
+            Some(a) if b.count.checked_mul(i.size) == Some(tbytes) => {
+                Some(b.addr.wrapping_offset(a))
+            }
+            _ => None,
+        })
+    };
+    let len = tbytes as usize;
+    let dt = target.ty;
+    // What to do under the word: (new data, compare value, where the old contents go, op).
+    let (src, compare, res, how): (Option<*const u8>, Option<*const u8>, Option<*mut u8>, Op) =
+        match op {
+            RmaOp::Acc { origin, op } => match dense(&origin)? {
+                Some(s) => (Some(s), None, None, op),
+                None => return Ok(false),
+            },
+            RmaOp::GetAcc { origin, result, op } => {
+                let Some(r) = dense(&result)? else {
+                    return Ok(false);
+                };
+                let s = if op == Op::NoOp {
+                    None
+                } else {
+                    match dense(&origin)? {
+                        Some(s) => Some(s as *const u8),
+                        None => return Ok(false),
+                    }
+                };
+                (s, None, Some(r), op)
+            }
+            RmaOp::Cas {
+                origin,
+                compare,
+                result,
+            } => match dense(&result)? {
+                Some(r) => (Some(origin), Some(compare), Some(r), Op::Replace),
+                None => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+    let remote = dense_target(w.peer(t), target, t_at, len)?;
+    let r = seg.atomically(t, platform, || -> core::result::Result<(), Fault> {
+        // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
+        // (`dense_target`), and every accumulate to that part holds the word this closure runs
+        // under, so nothing else writes it meanwhile (a concurrent put is erroneous in MPI).
+        // `src`, `compare` and `res` are the user's dense buffers of `len` bytes, lent by MPI
+        // for the call; origin and result must not overlap (the standard says so).
+        unsafe {
+            if let Some(c) = compare {
+                let cur = core::slice::from_raw_parts(remote, len);
+                let equal = cur == core::slice::from_raw_parts(c, len);
+                if let Some(r) = res {
+                    core::ptr::copy(remote, r, len);
+                }
+                if equal {
+                    if let Some(s) = src {
+                        core::ptr::copy(s, remote, len);
+                    }
+                }
+                return Ok(());
+            }
+            if let Some(r) = res {
+                core::ptr::copy(remote, r, len);
+            }
+            if let Some(s) = src {
+                let tgt = core::slice::from_raw_parts_mut(remote, len);
+                apply::combine(how, dt, tgt, core::slice::from_raw_parts(s, len))?;
+            }
+        }
+        Ok(())
+    });
+    r.map_err(|_| {
+        Error::new(
+            ErrorClass::Op,
+            Reason::BadArgument {
+                what: "the operation is not defined on the datatype",
+            },
+        )
+    })?;
+    Ok(true)
 }

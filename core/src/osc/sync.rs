@@ -16,6 +16,9 @@ pub(super) fn wait_settled(cx: &mut Inside, id: WinId, target: Option<u32>) -> R
 /// Sends `FLUSH` (answered) to every target touched (or just `only`), then waits for the answers
 /// and everything else in flight to them.
 fn flush_targets(cx: &mut Inside, id: WinId, only: Option<u32>) -> Result<()> {
+    // Loads and stores to a shared window are complete once issued: ordering them before what
+    // follows is all a flush has to do for them.
+    fence_memory();
     {
         let Engine { osc, p2p, .. } = cx.e();
         let mem = osc.memory;
@@ -61,6 +64,8 @@ pub fn fence(cx: &mut Inside, id: WinId, assert: i32) -> Result<()> {
     flush_targets(cx, id, None)?;
     let comm = cx.e().osc.get(id)?.comm;
     crate::coll::barrier(cx, comm)?;
+    // What others stored into this process's part before the barrier is seen after it.
+    fence_memory();
     cx.e().osc.get_mut(id)?.fence = assert & MODE_NOSUCCEED == 0;
     Ok(())
 }
@@ -86,7 +91,7 @@ pub fn lock(cx: &mut Inside, id: WinId, kind_: LockKind, rank: i32, assert: i32)
             return Err(sync_err("MPI_Win_lock of a target already locked"));
         }
         let nocheck = assert & MODE_NOCHECK != 0;
-        if !nocheck {
+        if !nocheck && w.seg.is_none() {
             let mut h = AmHdr::new(kind::LOCK);
             h.lock = match kind_ {
                 LockKind::Shared => wire::lock::SHARED,
@@ -100,7 +105,49 @@ pub fn lock(cx: &mut Inside, id: WinId, kind_: LockKind, rank: i32, assert: i32)
         }
         t
     };
+    if assert & MODE_NOCHECK == 0 {
+        take_locks(cx, id, kind_, Some(t))?;
+    }
     wait_settled(cx, id, Some(t))
+}
+
+/// Shared windows: takes the lock word of `only` (of every target for `None`) in the segment,
+/// waiting (with progress) while another process holds it. Other windows: nothing.
+fn take_locks(cx: &mut Inside, id: WinId, kind_: LockKind, only: Option<u32>) -> Result<()> {
+    let size = cx.e().osc.get(id)?.size;
+    for r in 0..size {
+        if only.is_some_and(|o| o != r) {
+            continue;
+        }
+        cx.block(|e| {
+            let w = e.osc.get(id)?;
+            Ok(w.seg
+                .as_ref()
+                .is_none_or(|s| s.try_lock(r, kind_))
+                .then_some(()))
+        })?;
+    }
+    Ok(())
+}
+
+/// Shared windows: leaves the lock word of `rank` taken by [`take_locks`] (after the operations
+/// of the epoch: they are complete, being loads and stores).
+fn leave_lock(w: &Window, rank: u32, held: u8) {
+    if let Some(s) = w.seg.as_ref() {
+        fence_memory();
+        let k = if held == 1 {
+            LockKind::Shared
+        } else {
+            LockKind::Exclusive
+        };
+        s.unlock(rank, k);
+    }
+}
+
+/// A full memory barrier: this process's loads and stores to shared memory are ordered against
+/// every later one (and against the messages that announce them).
+fn fence_memory() {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }
 
 /// `MPI_Win_unlock`.
@@ -116,12 +163,15 @@ pub fn unlock(cx: &mut Inside, id: WinId, rank: i32) -> Result<()> {
             return Err(sync_err("MPI_Win_unlock of a target not locked"));
         }
         let t = rank as u32;
-        let kind_ = if w.peer(t).nocheck {
-            kind::FLUSH
+        let p = *w.peer(t);
+        if w.seg.is_some() {
+            if !p.nocheck {
+                leave_lock(w, t, p.locked);
+            }
         } else {
-            kind::UNLOCK
-        };
-        w.control(p2p, mem, t, AmHdr::new(kind_), true)?;
+            let kind_ = if p.nocheck { kind::FLUSH } else { kind::UNLOCK };
+            w.control(p2p, mem, t, AmHdr::new(kind_), true)?;
+        }
         if let Some(p) = w.peer_mut(t) {
             p.locked = 0;
             p.dirty = false;
@@ -143,7 +193,7 @@ pub fn lock_all(cx: &mut Inside, id: WinId, assert: i32) -> Result<()> {
         }
         let nocheck = assert & MODE_NOCHECK != 0;
         for r in 0..w.size {
-            if !nocheck {
+            if !nocheck && w.seg.is_none() {
                 let mut h = AmHdr::new(kind::LOCK);
                 h.lock = wire::lock::SHARED;
                 w.control(p2p, mem, r, h, true)?;
@@ -153,6 +203,9 @@ pub fn lock_all(cx: &mut Inside, id: WinId, assert: i32) -> Result<()> {
             }
         }
         w.lock_all = true;
+    }
+    if assert & MODE_NOCHECK == 0 {
+        take_locks(cx, id, LockKind::Shared, None)?;
     }
     wait_settled(cx, id, None)
 }
@@ -167,12 +220,15 @@ pub fn unlock_all(cx: &mut Inside, id: WinId) -> Result<()> {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         }
         for r in 0..w.size {
-            let kind_ = if w.peer(r).nocheck {
-                kind::FLUSH
+            let nocheck = w.peer(r).nocheck;
+            if w.seg.is_some() {
+                if !nocheck {
+                    leave_lock(w, r, 1);
+                }
             } else {
-                kind::UNLOCK
-            };
-            w.control(p2p, mem, r, AmHdr::new(kind_), true)?;
+                let kind_ = if nocheck { kind::FLUSH } else { kind::UNLOCK };
+                w.control(p2p, mem, r, AmHdr::new(kind_), true)?;
+            }
             if let Some(p) = w.peer_mut(r) {
                 p.dirty = false;
                 p.nocheck = false;
@@ -310,6 +366,8 @@ pub fn complete(cx: &mut Inside, id: WinId) -> Result<()> {
         if !w.access {
             return Err(sync_err("MPI_Win_complete without MPI_Win_start"));
         }
+        // Stores to shared targets come before the DONE that announces them.
+        fence_memory();
         for r in 0..w.size {
             if !w.peer(r).started {
                 continue;
@@ -342,6 +400,7 @@ pub fn wait(cx: &mut Inside, id: WinId, block: bool) -> Result<bool> {
         finished(cx.e())?
     };
     if done {
+        fence_memory();
         let w = cx.e().osc.get_mut(id)?;
         w.exposure = None;
         w.done -= n;

@@ -6,7 +6,9 @@ use heapless::Vec;
 
 use super::*;
 
-/// What the memory of a new window is.
+/// What the memory of a new window is. `MPI_Win_allocate` over processes of one node gets a
+/// shared segment (each part on its own pages) like `MPI_Win_allocate_shared`, when the platform
+/// has one.
 #[derive(Clone, Copy, Debug)]
 pub enum WinMemory {
     /// The user's `len` bytes at `base` (`MPI_Win_create`).
@@ -23,6 +25,14 @@ pub enum WinMemory {
     },
     /// None yet (`MPI_Win_create_dynamic`).
     Dynamic,
+    /// `len` bytes of a segment shared by the processes of the node
+    /// (`MPI_Win_allocate_shared`); `noncontig`: each process's part starts on a page.
+    Shared {
+        /// Bytes.
+        len: usize,
+        /// The info `alloc_shared_noncontig`.
+        noncontig: bool,
+    },
 }
 
 /// Creates a window over `comm` (collective): returns it and the address of its memory.
@@ -47,6 +57,16 @@ pub fn create(
         ));
     }
     let mem = cx.e().osc.memory;
+    if let WinMemory::Allocate { len } = memory {
+        // On one node, the engine's memory for the window is a shared segment too, so that
+        // operations are loads and stores; where the platform has none, it is a grant.
+        if one_node(cx, comm).is_ok() {
+            match build(cx, comm, Flavor::Allocate, None, 0, len, unit, Some(true)) {
+                Err(e) if e.class == ErrorClass::RmaShared => {}
+                r => return r,
+            }
+        }
+    }
     let (flavor, owned, base, len) = match memory {
         WinMemory::User { base, len } => (Flavor::Create, None, base, len),
         WinMemory::Allocate { len } => {
@@ -58,25 +78,56 @@ pub fn create(
             }
         }
         WinMemory::Dynamic => (Flavor::Dynamic, None, 0, 0),
+        WinMemory::Shared { len, .. } => {
+            one_node(cx, comm)?;
+            (Flavor::Shared, None, 0, len)
+        }
     };
-    let r = build(cx, comm, flavor, owned, base, len, unit);
+    let shared = match memory {
+        WinMemory::Shared { noncontig, .. } => Some(noncontig),
+        _ => None,
+    };
+    let r = build(cx, comm, flavor, owned, base, len, unit, shared);
     if r.is_err() {
         if let Some(g) = owned {
             g.give_back(mem);
         }
     }
-    r.map(|id| (id, base))
+    r
 }
 
+/// Checks that every member of `comm` runs on this process's node (every member comes to the
+/// same answer, so all fail alike).
+fn one_node(cx: &mut Inside, comm: CommId) -> Result<()> {
+    let p2p = &cx.e().p2p;
+    let node_of = |p: crate::rte::ProcId| p2p.procs.get(p.0 as usize).map(|i| i.node);
+    let c = p2p.comm(comm)?;
+    let g = c.group;
+    let groups = &p2p.comms.groups;
+    let first = node_of(groups.proc_of(g, 0));
+    if (1..c.size()).any(|r| node_of(groups.proc_of(g, r)) != first) {
+        return Err(Error::new(
+            ErrorClass::RmaShared,
+            Reason::BadArgument {
+                what: "MPI_Win_allocate_shared over a communicator whose processes are not all \
+                       on one node",
+            },
+        ));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build(
     cx: &mut Inside,
     comm: CommId,
     flavor: Flavor,
     owned: Option<Grant>,
-    base: usize,
+    mut base: usize,
     len: usize,
     unit: u32,
-) -> Result<WinId> {
+    shared: Option<bool>,
+) -> Result<(WinId, usize)> {
     let mem = cx.e().osc.memory;
     let size = cx.e().p2p.comm(comm)?.size();
     let rank = cx.e().p2p.comm(comm)?.rank;
@@ -131,9 +182,27 @@ fn build(
         p.size = all[2 * i];
         p.unit = all[2 * i + 1];
     }
+    let mut seg = None;
+    if let Some(noncontig) = shared {
+        match shm::Segment::setup(cx, comm, rank, peers, noncontig) {
+            Ok(s) => seg = Some(s),
+            Err(e) => {
+                table.give_back(mem);
+                return Err(e);
+            }
+        }
+        base = peers[rank as usize].at;
+    }
+    let platform = cx.e().platform;
+    let undo_seg = |seg: Option<shm::Segment>| {
+        if let Some(s) = seg {
+            s.release(mem, platform);
+        }
+    };
     let hidden = match crate::comm::create::dup(cx, comm) {
         Ok(h) => h,
         Err(e) => {
+            undo_seg(seg);
             table.give_back(mem);
             return Err(e);
         }
@@ -158,6 +227,7 @@ fn build(
         name_len: 0,
         info: None,
         owned,
+        seg,
         regions,
         table,
         attrs,
@@ -177,8 +247,9 @@ fn build(
         done: 0,
     };
     match cx.e().osc.insert(w) {
-        Ok(id) => Ok(id),
-        Err(e) => {
+        Ok(id) => Ok((id, base)),
+        Err((e, seg)) => {
+            undo_seg(seg);
             table.give_back(mem);
             let _ = crate::comm::create::free(cx, hidden);
             Err(e)
@@ -220,6 +291,9 @@ pub fn free(cx: &mut Inside, id: WinId) -> Result<Option<crate::info::InfoId>> {
     }
     if let Some(g) = w.owned.take() {
         g.give_back(mem);
+    }
+    if let Some(s) = w.seg.take() {
+        s.release(mem, e.platform);
     }
     w.table.give_back(mem);
     crate::comm::create::free(cx, comm)?;

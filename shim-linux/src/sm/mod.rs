@@ -15,7 +15,7 @@
 //! segment holds `L - 1` rings; sender `s` uses ring `s` if `s < r`, else `s - 1`.
 
 mod ring;
-mod segment;
+pub(crate) mod segment;
 
 use std::path::PathBuf;
 

@@ -366,7 +366,7 @@ impl Drop for RemoveOnDrop<'_> {
 
 /// Allocates the file's pages now, so that running out of room in the backing directory is an
 /// error here rather than a SIGBUS on the first touch of a page later.
-fn reserve_space(file: &File, len: usize) -> io::Result<()> {
+pub(crate) fn reserve_space(file: &File, len: usize) -> io::Result<()> {
     // SAFETY: a plain system call on an open descriptor.
     let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
     match r {
