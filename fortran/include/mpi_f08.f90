@@ -7486,6 +7486,28 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_size_c_f08
   end interface
+  interface MPI_Parrived
+    subroutine MPI_Parrived_f08(request, partition, flag, ierror) bind(C, &
+        name='MPI_Parrived_f08')
+      import
+      implicit none
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, INTENT(IN) :: partition
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Parrived_f08
+  end interface
+  interface PMPI_Parrived
+    subroutine PMPI_Parrived_f08(request, partition, flag, ierror) bind(C, &
+        name='PMPI_Parrived_f08')
+      import
+      implicit none
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, INTENT(IN) :: partition
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Parrived_f08
+  end interface
   interface MPI_Pcontrol
     subroutine MPI_Pcontrol_f08(level) bind(C, name='MPI_Pcontrol_f08')
       import
@@ -7499,6 +7521,102 @@ abstract interface
       implicit none
       INTEGER :: level
     end subroutine PMPI_Pcontrol_f08
+  end interface
+  interface MPI_Pready
+    subroutine MPI_Pready_f08(partition, request, ierror) bind(C, name='MPI_Pready_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_f08
+  end interface
+  interface PMPI_Pready
+    subroutine PMPI_Pready_f08(partition, request, ierror) bind(C, name='PMPI_Pready_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_f08
+  end interface
+  interface MPI_Pready_list
+    subroutine MPI_Pready_list_f08(length, array_of_partitions, request, ierror) bind(C, &
+        name='MPI_Pready_list_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: length
+      INTEGER :: array_of_partitions(*)
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_list_f08
+  end interface
+  interface PMPI_Pready_list
+    subroutine PMPI_Pready_list_f08(length, array_of_partitions, request, ierror) bind(C, &
+        name='PMPI_Pready_list_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: length
+      INTEGER :: array_of_partitions(*)
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_list_f08
+  end interface
+  interface MPI_Pready_range
+    subroutine MPI_Pready_range_f08(partition_low, partition_high, request, ierror) bind(C, &
+        name='MPI_Pready_range_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition_low
+      INTEGER, INTENT(IN) :: partition_high
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_range_f08
+  end interface
+  interface PMPI_Pready_range
+    subroutine PMPI_Pready_range_f08(partition_low, partition_high, request, &
+        ierror) bind(C, name='PMPI_Pready_range_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition_low
+      INTEGER, INTENT(IN) :: partition_high
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_range_f08
+  end interface
+  interface MPI_Precv_init
+    subroutine MPI_Precv_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='MPI_Precv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Precv_init_f08ts
+  end interface
+  interface PMPI_Precv_init
+    subroutine PMPI_Precv_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='PMPI_Precv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Precv_init_f08ts
   end interface
   interface MPI_Probe
     subroutine MPI_Probe_f08(source, tag, comm, status, ierror) bind(C, &
@@ -7523,6 +7641,40 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Probe_f08
+  end interface
+  interface MPI_Psend_init
+    subroutine MPI_Psend_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='MPI_Psend_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Psend_init_f08ts
+  end interface
+  interface PMPI_Psend_init
+    subroutine PMPI_Psend_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='PMPI_Psend_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Psend_init_f08ts
   end interface
   interface MPI_Put
     subroutine MPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &

@@ -518,8 +518,20 @@ mod c {
         pub fn PMPI_Pack_size(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Parrived(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Parrived(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Pready(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Pready(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Pready_list(a0: c_int, a1: *mut c_void, a2: c_int) -> c_int;
+        pub fn PMPI_Pready_list(a0: c_int, a1: *mut c_void, a2: c_int) -> c_int;
+        pub fn MPI_Pready_range(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn PMPI_Pready_range(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn MPI_Precv_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Precv_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Put_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
@@ -5164,6 +5176,22 @@ pub unsafe extern "C" fn PMPI_Pack_size_c_f08(incount: *mut i64, datatype: *mut 
     f08_pack_size_c::<true>(incount, datatype, comm, size, ierror)
 }
 
+/// `MPI_Parrived` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_parrived<const PMPI: bool>(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Parrived(*request, *partition, flag.cast()) } else { c::MPI_Parrived(*request, *partition, flag.cast()) };
+    if rc == rt::SUCCESS { rt::logical_out(flag); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Parrived_f08(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_parrived::<false>(request, partition, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Parrived_f08(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_parrived::<true>(request, partition, flag, ierror)
+}
+
 /// `MPI_Pcontrol` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pcontrol<const PMPI: bool>(level: *mut c_int) {
@@ -5176,6 +5204,68 @@ pub unsafe extern "C" fn MPI_Pcontrol_f08(level: *mut c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pcontrol_f08(level: *mut c_int) {
     f08_pcontrol::<true>(level)
+}
+
+/// `MPI_Pready` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready<const PMPI: bool>(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready(*partition, *request) } else { c::MPI_Pready(*partition, *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_f08(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready::<false>(partition, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_f08(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready::<true>(partition, request, ierror)
+}
+
+/// `MPI_Pready_list` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready_list<const PMPI: bool>(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready_list(*length, array_of_partitions.cast(), *request) } else { c::MPI_Pready_list(*length, array_of_partitions.cast(), *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_list_f08(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_list::<false>(length, array_of_partitions, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_list_f08(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_list::<true>(length, array_of_partitions, request, ierror)
+}
+
+/// `MPI_Pready_range` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready_range<const PMPI: bool>(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready_range(*partition_low, *partition_high, *request) } else { c::MPI_Pready_range(*partition_low, *partition_high, *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_range_f08(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_range::<false>(partition_low, partition_high, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_range_f08(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_range::<true>(partition_low, partition_high, request, ierror)
+}
+
+/// `MPI_Precv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_precv_init<const PMPI: bool>(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Precv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Precv_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) } else { c::MPI_Precv_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Precv_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_precv_init::<false>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Precv_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_precv_init::<true>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
 }
 
 /// `MPI_Probe` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -5191,6 +5281,23 @@ pub unsafe extern "C" fn MPI_Probe_f08(source: *mut c_int, tag: *mut c_int, comm
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Probe_f08(source: *mut c_int, tag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_probe::<true>(source, tag, comm, status, ierror)
+}
+
+/// `MPI_Psend_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_psend_init<const PMPI: bool>(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Psend_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Psend_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) } else { c::MPI_Psend_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_psend_init::<false>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_psend_init::<true>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
 }
 
 /// `MPI_Put` of `mpi_f08` (`PMPI` chooses the profiling C function).
