@@ -50,8 +50,8 @@ const DATA_BASE: i32 = -(1 << 30) - (1 << 21);
 const HS_BASE: i32 = DATA_BASE - (1 << (CHAN_BITS + PART_BITS));
 const HS_FOLD: i32 = (1 << 28) - 1;
 
-// The ranges stay clear of the construction tags near `i32::MIN` (up to `i32::MIN + 0x2_0000`).
-const _: () = assert!((HS_BASE as i64) - (HS_FOLD as i64) > i32::MIN as i64 + 0x2_0000);
+// The ranges stay clear of the construction tags near `i32::MIN` (up to `i32::MIN + 0x3_0000`).
+const _: () = assert!((HS_BASE as i64) - (HS_FOLD as i64) > i32::MIN as i64 + 0x3_0000);
 
 /// The handshake: magic, user tag, partitions, channel index, total bytes (little-endian).
 const HS_LEN: usize = 24;
@@ -751,7 +751,7 @@ mod tests {
     fn tags_stay_in_their_ranges() {
         assert!(data_tag(0, 0) < -(1 << 20) - 0x3fff_ffff);
         assert!(data_tag(MAX_CHANNELS - 1, MAX_PARTITIONS - 1) > hs_tag(0));
-        assert!(hs_tag(i32::MAX) > i32::MIN + 0x2_0000);
+        assert!(hs_tag(i32::MAX) > i32::MIN + 0x3_0000);
         assert_ne!(data_tag(1, 0), data_tag(0, 1));
     }
 }

@@ -2214,6 +2214,32 @@ abstract interface
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_create_errhandler_f08
   end interface
+  interface MPI_Comm_create_from_group
+    subroutine MPI_Comm_create_from_group_f08(group, stringtag, info, errhandler, newcomm, &
+        ierror) bind(C, name='MPI_Comm_create_from_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      CHARACTER(LEN=*), INTENT(IN) :: stringtag
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_create_from_group_f08
+  end interface
+  interface PMPI_Comm_create_from_group
+    subroutine PMPI_Comm_create_from_group_f08(group, stringtag, info, errhandler, newcomm, &
+        ierror) bind(C, name='PMPI_Comm_create_from_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      CHARACTER(LEN=*), INTENT(IN) :: stringtag
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_create_from_group_f08
+  end interface
   interface MPI_Comm_create_group
     subroutine MPI_Comm_create_group_f08(comm, group, tag, newcomm, ierror) bind(C, &
         name='MPI_Comm_create_group_f08')
@@ -4076,6 +4102,28 @@ abstract interface
       TYPE(MPI_Group) :: group
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Group_free_f08
+  end interface
+  interface MPI_Group_from_session_pset
+    subroutine MPI_Group_from_session_pset_f08(session, pset_name, newgroup, &
+        ierror) bind(C, name='MPI_Group_from_session_pset_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Group) :: newgroup
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Group_from_session_pset_f08
+  end interface
+  interface PMPI_Group_from_session_pset
+    subroutine PMPI_Group_from_session_pset_f08(session, pset_name, newgroup, &
+        ierror) bind(C, name='PMPI_Group_from_session_pset_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Group) :: newgroup
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Group_from_session_pset_f08
   end interface
   interface MPI_Group_incl
     subroutine MPI_Group_incl_f08(group, n, ranks, newgroup, ierror) bind(C, &
@@ -9328,6 +9376,190 @@ abstract interface
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Sendrecv_replace_c_f08ts
+  end interface
+  interface MPI_Session_call_errhandler
+    subroutine MPI_Session_call_errhandler_f08(session, errorcode, ierror) bind(C, &
+        name='MPI_Session_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_call_errhandler_f08
+  end interface
+  interface PMPI_Session_call_errhandler
+    subroutine PMPI_Session_call_errhandler_f08(session, errorcode, ierror) bind(C, &
+        name='PMPI_Session_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_call_errhandler_f08
+  end interface
+  interface MPI_Session_create_errhandler
+    subroutine MPI_Session_create_errhandler_f08(session_errhandler_fn, errhandler, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Session_errhandler_function) :: session_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_create_errhandler_f08
+  end interface
+  interface PMPI_Session_create_errhandler
+    subroutine PMPI_Session_create_errhandler_f08(session_errhandler_fn, errhandler, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Session_errhandler_function) :: session_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_create_errhandler_f08
+  end interface
+  interface MPI_Session_finalize
+    subroutine MPI_Session_finalize_f08(session, ierror) bind(C, &
+        name='MPI_Session_finalize_f08')
+      import
+      implicit none
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_finalize_f08
+  end interface
+  interface PMPI_Session_finalize
+    subroutine PMPI_Session_finalize_f08(session, ierror) bind(C, &
+        name='PMPI_Session_finalize_f08')
+      import
+      implicit none
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_finalize_f08
+  end interface
+  interface MPI_Session_get_errhandler
+    subroutine MPI_Session_get_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='MPI_Session_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_errhandler_f08
+  end interface
+  interface PMPI_Session_get_errhandler
+    subroutine PMPI_Session_get_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='PMPI_Session_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_errhandler_f08
+  end interface
+  interface MPI_Session_get_info
+    subroutine MPI_Session_get_info_f08(session, info_used, ierror) bind(C, &
+        name='MPI_Session_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_info_f08
+  end interface
+  interface PMPI_Session_get_info
+    subroutine PMPI_Session_get_info_f08(session, info_used, ierror) bind(C, &
+        name='PMPI_Session_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_info_f08
+  end interface
+  interface MPI_Session_get_num_psets
+    subroutine MPI_Session_get_num_psets_f08(session, info, npset_names, ierror) bind(C, &
+        name='MPI_Session_get_num_psets_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER :: npset_names
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_num_psets_f08
+  end interface
+  interface PMPI_Session_get_num_psets
+    subroutine PMPI_Session_get_num_psets_f08(session, info, npset_names, ierror) bind(C, &
+        name='PMPI_Session_get_num_psets_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER :: npset_names
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_num_psets_f08
+  end interface
+  interface MPI_Session_get_pset_info
+    subroutine MPI_Session_get_pset_info_f08(session, pset_name, info, ierror) bind(C, &
+        name='MPI_Session_get_pset_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Info) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_pset_info_f08
+  end interface
+  interface PMPI_Session_get_pset_info
+    subroutine PMPI_Session_get_pset_info_f08(session, pset_name, info, ierror) bind(C, &
+        name='PMPI_Session_get_pset_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Info) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_pset_info_f08
+  end interface
+  interface MPI_Session_init
+    subroutine MPI_Session_init_f08(info, errhandler, session, ierror) bind(C, &
+        name='MPI_Session_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_init_f08
+  end interface
+  interface PMPI_Session_init
+    subroutine PMPI_Session_init_f08(info, errhandler, session, ierror) bind(C, &
+        name='PMPI_Session_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_init_f08
+  end interface
+  interface MPI_Session_set_errhandler
+    subroutine MPI_Session_set_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='MPI_Session_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_set_errhandler_f08
+  end interface
+  interface PMPI_Session_set_errhandler
+    subroutine PMPI_Session_set_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='PMPI_Session_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_set_errhandler_f08
   end interface
   interface MPI_Ssend
     subroutine MPI_Ssend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &

@@ -76,6 +76,9 @@ c_tests! {
     isendrecv,
     // issue 18: partitioned point-to-point
     partitioned,
+    // issue 18: sessions
+    sessions,
+    sessions_only,
     // issue 20: MPI-IO
     io_basic,
     io_view,

@@ -32,12 +32,14 @@ mod handles;
 mod info;
 mod p2p;
 mod requests;
+mod session;
 mod state;
 mod topo;
 mod unsupported;
 mod win;
 
 pub use env::{finalize, init, wtick, wtime};
+pub use session::session_init;
 
 /// For a binding over the C API (the Fortran one, `fortran/`): reports `err` of `func` as the C
 /// functions do (through `MPI_COMM_WORLD`'s error handler, the message kept for
@@ -116,6 +118,24 @@ macro_rules! bind_platform {
             provided: *mut core::ffi::c_int,
         ) -> core::ffi::c_int {
             PMPI_Init_thread(argc, argv, required, provided)
+        }
+        /// `MPI_Session_init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn PMPI_Session_init(
+            info: $crate::capi::abi::MPI_Info,
+            errhandler: $crate::capi::abi::MPI_Errhandler,
+            session: *mut $crate::capi::abi::MPI_Session,
+        ) -> core::ffi::c_int {
+            $crate::capi::session_init(&$hooks, info, errhandler, session)
+        }
+        /// `MPI_Session_init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Session_init(
+            info: $crate::capi::abi::MPI_Info,
+            errhandler: $crate::capi::abi::MPI_Errhandler,
+            session: *mut $crate::capi::abi::MPI_Session,
+        ) -> core::ffi::c_int {
+            PMPI_Session_init(info, errhandler, session)
         }
         /// `MPI_Wtime`.
         #[no_mangle]
