@@ -111,6 +111,8 @@ pub struct Engine {
     pub(crate) osc: crate::osc::Osc,
     /// Open MPI files.
     pub(crate) io: crate::io::Files,
+    /// Partitioned point-to-point requests.
+    pub(crate) part: crate::part::Parts,
 }
 
 struct RteModex<'a>(&'a mut dyn Rte);
@@ -363,6 +365,7 @@ impl Engine {
             platform,
             memory: account,
             osc: crate::osc::Osc::new(account),
+            part: crate::part::Parts::new(account),
             rte,
             params,
             p2p: P2p::new(pml, bml, comms, types, procs, me),
@@ -498,6 +501,7 @@ impl Engine {
         n += finished;
         n += self.building().idup_progress();
         n += self.osc.progress(&mut self.p2p, self.platform);
+        n += self.part.progress(&mut self.p2p);
         // MPI_Isendrecv's requests, once their parts are done.
         self.p2p.pml.requests_mut().joined_progress();
         self.moved = n > 0;

@@ -74,6 +74,8 @@ pub enum HandlerKind {
     Win,
     /// `MPI_File_create_errhandler`.
     File,
+    /// `MPI_Session_create_errhandler`.
+    Session,
 }
 
 /// Generations of a handler slot (a handle has room for 10 bits).

@@ -86,6 +86,8 @@ pub enum ErrorClass {
     RmaShared = 57,
     /// MPI_ERR_RMA_FLAVOR
     RmaFlavor = 58,
+    /// MPI_ERR_SESSION
+    Session = 75,
     /// MPI_ERR_PROC_ABORTED
     ProcAborted = 76,
     /// MPI_ERR_VALUE_TOO_LARGE
@@ -160,6 +162,7 @@ impl ErrorClass {
             ErrorClass::RmaAttach => "MPI_ERR_RMA_ATTACH",
             ErrorClass::RmaShared => "MPI_ERR_RMA_SHARED",
             ErrorClass::RmaFlavor => "MPI_ERR_RMA_FLAVOR",
+            ErrorClass::Session => "MPI_ERR_SESSION",
             ErrorClass::ProcAborted => "MPI_ERR_PROC_ABORTED",
             ErrorClass::ValueTooLarge => "MPI_ERR_VALUE_TOO_LARGE",
             ErrorClass::Access => "MPI_ERR_ACCESS",
@@ -219,6 +222,7 @@ impl ErrorClass {
             ErrorClass::RmaAttach => "memory cannot be attached",
             ErrorClass::RmaShared => "memory cannot be shared",
             ErrorClass::RmaFlavor => "wrong window flavor",
+            ErrorClass::Session => "invalid session",
             ErrorClass::ProcAborted => "peer process aborted",
             ErrorClass::ValueTooLarge => "value is too large to store",
             ErrorClass::Access => "permission denied",
@@ -278,6 +282,7 @@ impl ErrorClass {
             56 => ErrorClass::RmaAttach,
             57 => ErrorClass::RmaShared,
             58 => ErrorClass::RmaFlavor,
+            75 => ErrorClass::Session,
             76 => ErrorClass::ProcAborted,
             77 => ErrorClass::ValueTooLarge,
             20 => ErrorClass::Access,

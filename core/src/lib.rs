@@ -34,6 +34,7 @@ pub mod op;
 pub mod osc;
 pub mod p2p;
 pub mod params;
+pub mod part;
 pub mod platform;
 pub mod pml;
 pub mod pool;

@@ -2282,6 +2282,32 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_create_errhandler_f08
   end interface
+  interface MPI_Comm_create_from_group
+    subroutine MPI_Comm_create_from_group_f08(group, stringtag, info, errhandler, newcomm, &
+        ierror) bind(C, name='MPI_Comm_create_from_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      CHARACTER(LEN=*), INTENT(IN) :: stringtag
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_create_from_group_f08
+  end interface
+  interface PMPI_Comm_create_from_group
+    subroutine PMPI_Comm_create_from_group_f08(group, stringtag, info, errhandler, newcomm, &
+        ierror) bind(C, name='PMPI_Comm_create_from_group_f08')
+      import
+      implicit none
+      TYPE(MPI_Group), INTENT(IN) :: group
+      CHARACTER(LEN=*), INTENT(IN) :: stringtag
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_create_from_group_f08
+  end interface
   interface MPI_Comm_create_group
     subroutine MPI_Comm_create_group_f08(comm, group, tag, newcomm, ierror) bind(C, &
         name='MPI_Comm_create_group_f08')
@@ -5541,6 +5567,28 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Group) :: group
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Group_free_f08
+  end interface
+  interface MPI_Group_from_session_pset
+    subroutine MPI_Group_from_session_pset_f08(session, pset_name, newgroup, &
+        ierror) bind(C, name='MPI_Group_from_session_pset_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Group) :: newgroup
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Group_from_session_pset_f08
+  end interface
+  interface PMPI_Group_from_session_pset
+    subroutine PMPI_Group_from_session_pset_f08(session, pset_name, newgroup, &
+        ierror) bind(C, name='PMPI_Group_from_session_pset_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Group) :: newgroup
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Group_from_session_pset_f08
   end interface
   interface MPI_Group_incl
     subroutine MPI_Group_incl_f08(group, n, ranks, newgroup, ierror) bind(C, &
@@ -8977,6 +9025,28 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Pack_size_c_f08
   end interface
+  interface MPI_Parrived
+    subroutine MPI_Parrived_f08(request, partition, flag, ierror) bind(C, &
+        name='MPI_Parrived_f08')
+      import
+      implicit none
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, INTENT(IN) :: partition
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Parrived_f08
+  end interface
+  interface PMPI_Parrived
+    subroutine PMPI_Parrived_f08(request, partition, flag, ierror) bind(C, &
+        name='PMPI_Parrived_f08')
+      import
+      implicit none
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, INTENT(IN) :: partition
+      LOGICAL :: flag
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Parrived_f08
+  end interface
   interface MPI_Pcontrol
     subroutine MPI_Pcontrol_f08(level) bind(C, name='MPI_Pcontrol_f08')
       import
@@ -8990,6 +9060,102 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       implicit none
       INTEGER :: level
     end subroutine PMPI_Pcontrol_f08
+  end interface
+  interface MPI_Pready
+    subroutine MPI_Pready_f08(partition, request, ierror) bind(C, name='MPI_Pready_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_f08
+  end interface
+  interface PMPI_Pready
+    subroutine PMPI_Pready_f08(partition, request, ierror) bind(C, name='PMPI_Pready_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_f08
+  end interface
+  interface MPI_Pready_list
+    subroutine MPI_Pready_list_f08(length, array_of_partitions, request, ierror) bind(C, &
+        name='MPI_Pready_list_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: length
+      INTEGER :: array_of_partitions(*)
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_list_f08
+  end interface
+  interface PMPI_Pready_list
+    subroutine PMPI_Pready_list_f08(length, array_of_partitions, request, ierror) bind(C, &
+        name='PMPI_Pready_list_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: length
+      INTEGER :: array_of_partitions(*)
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_list_f08
+  end interface
+  interface MPI_Pready_range
+    subroutine MPI_Pready_range_f08(partition_low, partition_high, request, ierror) bind(C, &
+        name='MPI_Pready_range_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition_low
+      INTEGER, INTENT(IN) :: partition_high
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Pready_range_f08
+  end interface
+  interface PMPI_Pready_range
+    subroutine PMPI_Pready_range_f08(partition_low, partition_high, request, &
+        ierror) bind(C, name='PMPI_Pready_range_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: partition_low
+      INTEGER, INTENT(IN) :: partition_high
+      TYPE(MPI_Request), INTENT(IN) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Pready_range_f08
+  end interface
+  interface MPI_Precv_init
+    subroutine MPI_Precv_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='MPI_Precv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Precv_init_f08ts
+  end interface
+  interface PMPI_Precv_init
+    subroutine PMPI_Precv_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='PMPI_Precv_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Precv_init_f08ts
   end interface
   interface MPI_Probe
     subroutine MPI_Probe_f08(source, tag, comm, status, ierror) bind(C, &
@@ -9014,6 +9180,40 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Probe_f08
+  end interface
+  interface MPI_Psend_init
+    subroutine MPI_Psend_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='MPI_Psend_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Psend_init_f08ts
+  end interface
+  interface PMPI_Psend_init
+    subroutine PMPI_Psend_init_f08ts(buf, partitions, count, datatype, dest, tag, comm, &
+        info, request, ierror) bind(C, name='PMPI_Psend_init_f08ts')
+      import
+      implicit none
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER, INTENT(IN) :: partitions
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, INTENT(IN) :: dest
+      INTEGER, INTENT(IN) :: tag
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Psend_init_f08ts
   end interface
   interface MPI_Put
     subroutine MPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -10667,6 +10867,190 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Sendrecv_replace_c_f08ts
+  end interface
+  interface MPI_Session_call_errhandler
+    subroutine MPI_Session_call_errhandler_f08(session, errorcode, ierror) bind(C, &
+        name='MPI_Session_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_call_errhandler_f08
+  end interface
+  interface PMPI_Session_call_errhandler
+    subroutine PMPI_Session_call_errhandler_f08(session, errorcode, ierror) bind(C, &
+        name='PMPI_Session_call_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      INTEGER, INTENT(IN) :: errorcode
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_call_errhandler_f08
+  end interface
+  interface MPI_Session_create_errhandler
+    subroutine MPI_Session_create_errhandler_f08(session_errhandler_fn, errhandler, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Session_errhandler_function) :: session_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_create_errhandler_f08
+  end interface
+  interface PMPI_Session_create_errhandler
+    subroutine PMPI_Session_create_errhandler_f08(session_errhandler_fn, errhandler, &
+        ierror)
+      import
+      implicit none
+      PROCEDURE(MPI_Session_errhandler_function) :: session_errhandler_fn
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_create_errhandler_f08
+  end interface
+  interface MPI_Session_finalize
+    subroutine MPI_Session_finalize_f08(session, ierror) bind(C, &
+        name='MPI_Session_finalize_f08')
+      import
+      implicit none
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_finalize_f08
+  end interface
+  interface PMPI_Session_finalize
+    subroutine PMPI_Session_finalize_f08(session, ierror) bind(C, &
+        name='PMPI_Session_finalize_f08')
+      import
+      implicit none
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_finalize_f08
+  end interface
+  interface MPI_Session_get_errhandler
+    subroutine MPI_Session_get_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='MPI_Session_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_errhandler_f08
+  end interface
+  interface PMPI_Session_get_errhandler
+    subroutine PMPI_Session_get_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='PMPI_Session_get_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_errhandler_f08
+  end interface
+  interface MPI_Session_get_info
+    subroutine MPI_Session_get_info_f08(session, info_used, ierror) bind(C, &
+        name='MPI_Session_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_info_f08
+  end interface
+  interface PMPI_Session_get_info
+    subroutine PMPI_Session_get_info_f08(session, info_used, ierror) bind(C, &
+        name='PMPI_Session_get_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info) :: info_used
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_info_f08
+  end interface
+  interface MPI_Session_get_num_psets
+    subroutine MPI_Session_get_num_psets_f08(session, info, npset_names, ierror) bind(C, &
+        name='MPI_Session_get_num_psets_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER :: npset_names
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_num_psets_f08
+  end interface
+  interface PMPI_Session_get_num_psets
+    subroutine PMPI_Session_get_num_psets_f08(session, info, npset_names, ierror) bind(C, &
+        name='PMPI_Session_get_num_psets_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER :: npset_names
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_num_psets_f08
+  end interface
+  interface MPI_Session_get_pset_info
+    subroutine MPI_Session_get_pset_info_f08(session, pset_name, info, ierror) bind(C, &
+        name='MPI_Session_get_pset_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Info) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_pset_info_f08
+  end interface
+  interface PMPI_Session_get_pset_info
+    subroutine PMPI_Session_get_pset_info_f08(session, pset_name, info, ierror) bind(C, &
+        name='PMPI_Session_get_pset_info_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      CHARACTER(LEN=*), INTENT(IN) :: pset_name
+      TYPE(MPI_Info) :: info
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_pset_info_f08
+  end interface
+  interface MPI_Session_init
+    subroutine MPI_Session_init_f08(info, errhandler, session, ierror) bind(C, &
+        name='MPI_Session_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_init_f08
+  end interface
+  interface PMPI_Session_init
+    subroutine PMPI_Session_init_f08(info, errhandler, session, ierror) bind(C, &
+        name='PMPI_Session_init_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      TYPE(MPI_Session) :: session
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_init_f08
+  end interface
+  interface MPI_Session_set_errhandler
+    subroutine MPI_Session_set_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='MPI_Session_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_set_errhandler_f08
+  end interface
+  interface PMPI_Session_set_errhandler
+    subroutine PMPI_Session_set_errhandler_f08(session, errhandler, ierror) bind(C, &
+        name='PMPI_Session_set_errhandler_f08')
+      import
+      implicit none
+      TYPE(MPI_Session), INTENT(IN) :: session
+      TYPE(MPI_Errhandler), INTENT(IN) :: errhandler
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_set_errhandler_f08
   end interface
   interface MPI_Ssend
     subroutine MPI_Ssend_f08ts(buf, count, datatype, dest, tag, comm, ierror) bind(C, &

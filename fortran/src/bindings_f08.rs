@@ -130,6 +130,8 @@ mod c {
         pub fn PMPI_Comm_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Comm_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_Comm_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_Comm_create_from_group(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_create_from_group(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Comm_create_group(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Comm_create_group(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Comm_delete_attr(a0: c_int, a1: c_int) -> c_int;
@@ -396,6 +398,8 @@ mod c {
         pub fn PMPI_Group_excl(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void) -> c_int;
         pub fn MPI_Group_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Group_free(a0: *mut c_void) -> c_int;
+        pub fn MPI_Group_from_session_pset(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Group_from_session_pset(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Group_incl(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void) -> c_int;
         pub fn PMPI_Group_incl(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void) -> c_int;
         pub fn MPI_Group_intersection(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
@@ -632,8 +636,20 @@ mod c {
         pub fn PMPI_Pack_size(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Pack_size_c(a0: i64, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Parrived(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Parrived(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Pready(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Pready(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Pready_list(a0: c_int, a1: *mut c_void, a2: c_int) -> c_int;
+        pub fn PMPI_Pready_list(a0: c_int, a1: *mut c_void, a2: c_int) -> c_int;
+        pub fn MPI_Pready_range(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn PMPI_Pready_range(a0: c_int, a1: c_int, a2: c_int) -> c_int;
+        pub fn MPI_Precv_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Precv_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
+        pub fn MPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn PMPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Put_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
@@ -744,6 +760,24 @@ mod c {
         pub fn PMPI_Sendrecv_replace(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn MPI_Sendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Sendrecv_replace_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Session_call_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Session_call_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Session_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Session_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
+        pub fn MPI_Session_finalize(a0: *mut c_void) -> c_int;
+        pub fn PMPI_Session_finalize(a0: *mut c_void) -> c_int;
+        pub fn MPI_Session_get_errhandler(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Session_get_errhandler(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Session_get_info(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Session_get_info(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Session_get_num_psets(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Session_get_num_psets(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Session_get_pset_info(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Session_get_pset_info(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_Session_init(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Session_init(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Session_set_errhandler(a0: c_int, a1: c_int) -> c_int;
+        pub fn PMPI_Session_set_errhandler(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Ssend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn PMPI_Ssend(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
         pub fn MPI_Ssend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int) -> c_int;
@@ -1934,6 +1968,24 @@ pub unsafe extern "C" fn mpi_comm_create_errhandler_f08_(comm_errhandler_fn: *co
 #[no_mangle]
 pub unsafe extern "C" fn pmpi_comm_create_errhandler_f08_(comm_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
     f08_comm_create_errhandler::<true>(comm_errhandler_fn, errhandler, ierror)
+}
+
+/// `MPI_Comm_create_from_group` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_create_from_group<const PMPI: bool>(group: *mut c_int, stringtag: *const f08::Cdesc, info: *mut c_int, errhandler: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    let (stringtag_s, stringtag_len) = f08::string(stringtag);
+    let mut stringtag_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(stringtag_s, stringtag_len, &mut stringtag_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Comm_create_from_group")); }
+    let rc = if PMPI { c::PMPI_Comm_create_from_group(*group, stringtag_c.as_mut_ptr().cast(), *info, *errhandler, newcomm.cast()) } else { c::MPI_Comm_create_from_group(*group, stringtag_c.as_mut_ptr().cast(), *info, *errhandler, newcomm.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create_from_group_f08(group: *mut c_int, stringtag: *const f08::Cdesc, info: *mut c_int, errhandler: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_create_from_group::<false>(group, stringtag, info, errhandler, newcomm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_create_from_group_f08(group: *mut c_int, stringtag: *const f08::Cdesc, info: *mut c_int, errhandler: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_create_from_group::<true>(group, stringtag, info, errhandler, newcomm, ierror)
 }
 
 /// `MPI_Comm_create_group` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -4144,6 +4196,24 @@ pub unsafe extern "C" fn PMPI_Group_free_f08(group: *mut c_int, ierror: *mut c_i
     f08_group_free::<true>(group, ierror)
 }
 
+/// `MPI_Group_from_session_pset` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_group_from_session_pset<const PMPI: bool>(session: *mut c_int, pset_name: *const f08::Cdesc, newgroup: *mut c_int, ierror: *mut c_int) {
+    let (pset_name_s, pset_name_len) = f08::string(pset_name);
+    let mut pset_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(pset_name_s, pset_name_len, &mut pset_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Group_from_session_pset")); }
+    let rc = if PMPI { c::PMPI_Group_from_session_pset(*session, pset_name_c.as_mut_ptr().cast(), newgroup.cast()) } else { c::MPI_Group_from_session_pset(*session, pset_name_c.as_mut_ptr().cast(), newgroup.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_from_session_pset_f08(session: *mut c_int, pset_name: *const f08::Cdesc, newgroup: *mut c_int, ierror: *mut c_int) {
+    f08_group_from_session_pset::<false>(session, pset_name, newgroup, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_from_session_pset_f08(session: *mut c_int, pset_name: *const f08::Cdesc, newgroup: *mut c_int, ierror: *mut c_int) {
+    f08_group_from_session_pset::<true>(session, pset_name, newgroup, ierror)
+}
+
 /// `MPI_Group_incl` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_group_incl<const PMPI: bool>(group: *mut c_int, n: *mut c_int, ranks: *mut c_int, newgroup: *mut c_int, ierror: *mut c_int) {
@@ -6261,6 +6331,22 @@ pub unsafe extern "C" fn PMPI_Pack_size_c_f08(incount: *mut i64, datatype: *mut 
     f08_pack_size_c::<true>(incount, datatype, comm, size, ierror)
 }
 
+/// `MPI_Parrived` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_parrived<const PMPI: bool>(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Parrived(*request, *partition, flag.cast()) } else { c::MPI_Parrived(*request, *partition, flag.cast()) };
+    if rc == rt::SUCCESS { rt::logical_out(flag); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Parrived_f08(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_parrived::<false>(request, partition, flag, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Parrived_f08(request: *mut c_int, partition: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    f08_parrived::<true>(request, partition, flag, ierror)
+}
+
 /// `MPI_Pcontrol` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pcontrol<const PMPI: bool>(level: *mut c_int) {
@@ -6273,6 +6359,68 @@ pub unsafe extern "C" fn MPI_Pcontrol_f08(level: *mut c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pcontrol_f08(level: *mut c_int) {
     f08_pcontrol::<true>(level)
+}
+
+/// `MPI_Pready` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready<const PMPI: bool>(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready(*partition, *request) } else { c::MPI_Pready(*partition, *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_f08(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready::<false>(partition, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_f08(partition: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready::<true>(partition, request, ierror)
+}
+
+/// `MPI_Pready_list` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready_list<const PMPI: bool>(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready_list(*length, array_of_partitions.cast(), *request) } else { c::MPI_Pready_list(*length, array_of_partitions.cast(), *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_list_f08(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_list::<false>(length, array_of_partitions, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_list_f08(length: *mut c_int, array_of_partitions: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_list::<true>(length, array_of_partitions, request, ierror)
+}
+
+/// `MPI_Pready_range` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_pready_range<const PMPI: bool>(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Pready_range(*partition_low, *partition_high, *request) } else { c::MPI_Pready_range(*partition_low, *partition_high, *request) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pready_range_f08(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_range::<false>(partition_low, partition_high, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pready_range_f08(partition_low: *mut c_int, partition_high: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_pready_range::<true>(partition_low, partition_high, request, ierror)
+}
+
+/// `MPI_Precv_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_precv_init<const PMPI: bool>(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Precv_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Precv_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) } else { c::MPI_Precv_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Precv_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_precv_init::<false>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Precv_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_precv_init::<true>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
 }
 
 /// `MPI_Probe` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -6288,6 +6436,23 @@ pub unsafe extern "C" fn MPI_Probe_f08(source: *mut c_int, tag: *mut c_int, comm
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Probe_f08(source: *mut c_int, tag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_probe::<true>(source, tag, comm, status, ierror)
+}
+
+/// `MPI_Psend_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_psend_init<const PMPI: bool>(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_Psend_init") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_Psend_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) } else { c::MPI_Psend_init(buf_p, *partitions, buf_n as _, buf_t, *dest, *tag, *comm, *info, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_psend_init::<false>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_psend_init::<true>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
 }
 
 /// `MPI_Put` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -7252,6 +7417,144 @@ pub unsafe extern "C" fn MPI_Sendrecv_replace_c_f08ts(buf: *const f08::Cdesc, co
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace_c_f08ts(buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, sendtag: *mut c_int, source: *mut c_int, recvtag: *mut c_int, comm: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_sendrecv_replace_c::<true>(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, ierror)
+}
+
+/// `MPI_Session_call_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_call_errhandler<const PMPI: bool>(session: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_call_errhandler(*session, *errorcode) } else { c::MPI_Session_call_errhandler(*session, *errorcode) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_call_errhandler_f08(session: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_session_call_errhandler::<false>(session, errorcode, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_call_errhandler_f08(session: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
+    f08_session_call_errhandler::<true>(session, errorcode, ierror)
+}
+
+/// `MPI_Session_create_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_create_errhandler<const PMPI: bool>(session_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_create_errhandler(session_errhandler_fn as *mut c_void, errhandler.cast()) } else { c::MPI_Session_create_errhandler(session_errhandler_fn as *mut c_void, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_session_create_errhandler_f08_(session_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_create_errhandler::<false>(session_errhandler_fn, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_session_create_errhandler_f08_(session_errhandler_fn: *const c_void, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_create_errhandler::<true>(session_errhandler_fn, errhandler, ierror)
+}
+
+/// `MPI_Session_finalize` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_finalize<const PMPI: bool>(session: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_finalize(session.cast()) } else { c::MPI_Session_finalize(session.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_finalize_f08(session: *mut c_int, ierror: *mut c_int) {
+    f08_session_finalize::<false>(session, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_finalize_f08(session: *mut c_int, ierror: *mut c_int) {
+    f08_session_finalize::<true>(session, ierror)
+}
+
+/// `MPI_Session_get_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_get_errhandler<const PMPI: bool>(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_get_errhandler(*session, errhandler.cast()) } else { c::MPI_Session_get_errhandler(*session, errhandler.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_get_errhandler_f08(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_errhandler::<false>(session, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_get_errhandler_f08(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_errhandler::<true>(session, errhandler, ierror)
+}
+
+/// `MPI_Session_get_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_get_info<const PMPI: bool>(session: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_get_info(*session, info_used.cast()) } else { c::MPI_Session_get_info(*session, info_used.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_get_info_f08(session: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_info::<false>(session, info_used, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_get_info_f08(session: *mut c_int, info_used: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_info::<true>(session, info_used, ierror)
+}
+
+/// `MPI_Session_get_num_psets` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_get_num_psets<const PMPI: bool>(session: *mut c_int, info: *mut c_int, npset_names: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_get_num_psets(*session, *info, npset_names.cast()) } else { c::MPI_Session_get_num_psets(*session, *info, npset_names.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_get_num_psets_f08(session: *mut c_int, info: *mut c_int, npset_names: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_num_psets::<false>(session, info, npset_names, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_get_num_psets_f08(session: *mut c_int, info: *mut c_int, npset_names: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_num_psets::<true>(session, info, npset_names, ierror)
+}
+
+/// `MPI_Session_get_pset_info` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_get_pset_info<const PMPI: bool>(session: *mut c_int, pset_name: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    let (pset_name_s, pset_name_len) = f08::string(pset_name);
+    let mut pset_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(pset_name_s, pset_name_len, &mut pset_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Session_get_pset_info")); }
+    let rc = if PMPI { c::PMPI_Session_get_pset_info(*session, pset_name_c.as_mut_ptr().cast(), info.cast()) } else { c::MPI_Session_get_pset_info(*session, pset_name_c.as_mut_ptr().cast(), info.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_get_pset_info_f08(session: *mut c_int, pset_name: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_pset_info::<false>(session, pset_name, info, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_get_pset_info_f08(session: *mut c_int, pset_name: *const f08::Cdesc, info: *mut c_int, ierror: *mut c_int) {
+    f08_session_get_pset_info::<true>(session, pset_name, info, ierror)
+}
+
+/// `MPI_Session_init` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_init<const PMPI: bool>(info: *mut c_int, errhandler: *mut c_int, session: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_init(*info, *errhandler, session.cast()) } else { c::MPI_Session_init(*info, *errhandler, session.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_init_f08(info: *mut c_int, errhandler: *mut c_int, session: *mut c_int, ierror: *mut c_int) {
+    f08_session_init::<false>(info, errhandler, session, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_init_f08(info: *mut c_int, errhandler: *mut c_int, session: *mut c_int, ierror: *mut c_int) {
+    f08_session_init::<true>(info, errhandler, session, ierror)
+}
+
+/// `MPI_Session_set_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_set_errhandler<const PMPI: bool>(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Session_set_errhandler(*session, *errhandler) } else { c::MPI_Session_set_errhandler(*session, *errhandler) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_set_errhandler_f08(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_set_errhandler::<false>(session, errhandler, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_set_errhandler_f08(session: *mut c_int, errhandler: *mut c_int, ierror: *mut c_int) {
+    f08_session_set_errhandler::<true>(session, errhandler, ierror)
 }
 
 /// `MPI_Ssend` of `mpi_f08` (`PMPI` chooses the profiling C function).

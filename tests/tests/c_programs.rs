@@ -74,6 +74,11 @@ c_tests! {
     persistent_coll,
     neighbor_nb,
     isendrecv,
+    // issue 18: partitioned point-to-point
+    partitioned,
+    // issue 18: sessions
+    sessions,
+    sessions_only,
     // issue 20: MPI-IO
     io_basic,
     io_view,

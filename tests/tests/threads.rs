@@ -50,4 +50,8 @@ thread_tests! {
     /// MPI_Mprobe/MPI_Improbe + MPI_Mrecv/MPI_Imrecv from 3 threads on one communicator: every
     /// message received once, in order per sending thread.
     threads_probe,
+    /// Partitioned communication: one thread per send partition fills it and calls MPI_Pready
+    /// while threads poll MPI_Parrived for the receive partitions (partitioned differently);
+    /// 50 rounds, every element checked.
+    threads_partitioned,
 }

@@ -88,11 +88,48 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
             Error::new(ErrorClass::Other, Reason::BadArgument { what }),
         );
     }
-    STATE.lock().hooks = Some(hooks);
     // Every level is provided; only MPI_THREAD_MULTIPLE takes the engine's lock.
     let level = required.map_or(abi::MPI_THREAD_SINGLE, |r| {
         r.clamp(abi::MPI_THREAD_SINGLE, abi::MPI_THREAD_MULTIPLE)
     });
+    let level = match bring_up("MPI_Init", hooks, level) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    INITIALIZED.store(true, Ordering::Release);
+    if !provided.is_null() {
+        // SAFETY: checked non-null; MPI requires it to point to an int.
+        unsafe { *provided = level };
+    }
+    abi::MPI_SUCCESS
+}
+
+/// Brings the engine up at thread level `level` unless it is up already (a session or the
+/// world model came first: then its level stands, and is returned).
+pub(crate) fn bring_up(
+    func: &'static str,
+    hooks: &'static Hooks,
+    level: c_int,
+) -> core::result::Result<c_int, c_int> {
+    static BRINGING: spin::Mutex<()> = spin::Mutex::new(());
+    let _one = BRINGING.lock();
+    if state::active() {
+        return Ok(STATE.lock().thread_level);
+    }
+    if state::TORN_DOWN.load(Ordering::Acquire) {
+        return Err(report(
+            func,
+            None,
+            Error::new(
+                ErrorClass::Other,
+                Reason::BadArgument {
+                    what: "MPI cannot be brought up again in a process after the world model \
+                           and every session were finalized",
+                },
+            ),
+        ));
+    }
+    STATE.lock().hooks = Some(hooks);
     match (hooks.init)() {
         Ok(engine) => {
             let main = engine.platform().thread_id();
@@ -103,18 +140,25 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
         }
         Err(err) => {
             let mut line: heapless::String<320> = heapless::String::new();
-            let _ = core::fmt::write(&mut line, format_args!("stormpi: MPI_Init failed: {err}"));
+            let _ = core::fmt::write(&mut line, format_args!("stormpi: {func} failed: {err}"));
             (hooks.eprint)(&line);
             (hooks.exit)(1);
         }
     }
     super::info::fill_env(level);
-    INITIALIZED.store(true, Ordering::Release);
-    if !provided.is_null() {
-        // SAFETY: checked non-null; MPI requires it to point to an int.
-        unsafe { *provided = level };
+    state::UP.store(true, Ordering::Release);
+    Ok(level)
+}
+
+/// Tears the engine down if nothing uses it any more: neither the world model nor a session.
+pub(crate) fn tear_down_if_unused(func: &'static str) -> core::result::Result<(), c_int> {
+    if state::world_active() || super::session::live() > 0 || !state::active() {
+        return Ok(());
     }
-    abi::MPI_SUCCESS
+    let r = run_inside(func, None, |cx| cx.finalize());
+    state::UP.store(false, Ordering::Release);
+    state::TORN_DOWN.store(true, Ordering::Release);
+    r
 }
 
 /// `MPI_Finalize`, for the Rust API of a shim.
@@ -139,16 +183,16 @@ pub(crate) const LIBRARY_VERSION: &str =
 
 super::mpi! {
     fn MPI_Finalize / PMPI_Finalize() {
-        if !state::active() {
+        if !state::world_active() {
             return report("MPI_Finalize", None, Error::new(ErrorClass::Other, Reason::NotInitialized));
         }
         // First of all, MPI_COMM_SELF's attributes are deleted (latest set first), then
         // MPI_COMM_WORLD's, while MPI is still fully usable from their callbacks.
         super::attr::finalize_attributes();
         super::p2p::detach_all();
-        let r = run_inside("MPI_Finalize", None, |cx| cx.finalize());
         FINALIZED.store(true, Ordering::Release);
-        code(r)
+        // The engine stays up while a session uses it; the last session's finalize ends it.
+        code(tear_down_if_unused("MPI_Finalize"))
     }
 
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {

@@ -323,11 +323,12 @@ pub(super) fn handler_handle(e: &mut Engine, h: ErrHandler) -> Result<abi::MPI_E
 
 /// Whether a communicator (live or draining) uses user handler slot `index`.
 pub(super) fn handler_in_use(comms: &CommTable, index: u16) -> bool {
-    (0..comms.capacity()).any(|i| {
-        comms
-            .get_any(CommId(i))
-            .is_some_and(|c| c.errhandler == ErrHandler::User(index))
-    })
+    super::session::uses_handler(index)
+        || (0..comms.capacity()).any(|i| {
+            comms
+                .get_any(CommId(i))
+                .is_some_and(|c| c.errhandler == ErrHandler::User(index))
+        })
 }
 
 unsafe fn create_errhandler(

@@ -47,7 +47,7 @@ fn hw_guided(e: &Engine, info: abi::MPI_Info) -> Result<Option<SplitType>> {
 
 /// A string tag folded to a number (FNV-1a): both groups pass the same string, so both
 /// leaders meet under the same internal tag.
-fn tag_hash(tag: &[u8]) -> u32 {
+pub(super) fn tag_hash(tag: &[u8]) -> u32 {
     tag.iter().fold(0x811c_9dc5u32, |h, &b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })

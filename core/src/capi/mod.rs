@@ -32,6 +32,7 @@ mod handles;
 mod info;
 mod p2p;
 mod requests;
+mod session;
 mod state;
 mod tools;
 mod topo;
@@ -39,6 +40,7 @@ mod unsupported;
 mod win;
 
 pub use env::{finalize, init, wtick, wtime};
+pub use session::session_init;
 pub use tools::{init_thread as tools_init_thread, ToolWrites, TOOL_WRITES};
 
 /// For a binding over the C API (the Fortran one, `fortran/`): reports `err` of `func` as the C
@@ -137,6 +139,24 @@ macro_rules! bind_platform {
             provided: *mut core::ffi::c_int,
         ) -> core::ffi::c_int {
             PMPI_T_init_thread(required, provided)
+        }
+        /// `MPI_Session_init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn PMPI_Session_init(
+            info: $crate::capi::abi::MPI_Info,
+            errhandler: $crate::capi::abi::MPI_Errhandler,
+            session: *mut $crate::capi::abi::MPI_Session,
+        ) -> core::ffi::c_int {
+            $crate::capi::session_init(&$hooks, info, errhandler, session)
+        }
+        /// `MPI_Session_init`.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Session_init(
+            info: $crate::capi::abi::MPI_Info,
+            errhandler: $crate::capi::abi::MPI_Errhandler,
+            session: *mut $crate::capi::abi::MPI_Session,
+        ) -> core::ffi::c_int {
+            PMPI_Session_init(info, errhandler, session)
         }
         /// `MPI_Wtime`.
         #[no_mangle]

@@ -259,6 +259,7 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
         // SAFETY: the caller's contract (the collective's buffers and arrays, lent until the
         // request is freed).
         PersistentKind::Coll(c) => unsafe { e.colls().start_persistent(&c)? },
+        PersistentKind::Part(p) => e.part.start(&mut e.p2p, p.chan)?,
     };
     e.p2p.pml.requests_mut().started(id, op)
 }
@@ -299,6 +300,7 @@ fn free(e: &mut Engine, id: ReqId) -> Result<()> {
     match kind {
         Some(PersistentKind::P2p(p)) => e.types_mut().release(p.datatype),
         Some(PersistentKind::Coll(c)) => e.colls().unpersist(&c),
+        Some(PersistentKind::Part(p)) => e.part.free(&mut e.p2p, p.chan)?,
         None => {}
     }
     Ok(())
@@ -635,6 +637,134 @@ super::mpi! {
         init("MPI_Recv_init_c", P2pStart::Recv, buf, count, datatype, source, tag, comm, request)
     }
 
+    fn MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: abi::MPI_Count, datatype: abi::MPI_Datatype, dest: c_int, tag: c_int, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        part_init("MPI_Psend_init", true, buf as *mut c_void, partitions, count, datatype, dest, tag, comm, request)
+    }
+
+    fn MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: abi::MPI_Count, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, info: abi::MPI_Info, request: *mut abi::MPI_Request) {
+        let _ = info;
+        part_init("MPI_Precv_init", false, buf, partitions, count, datatype, source, tag, comm, request)
+    }
+
+    fn MPI_Pready / PMPI_Pready(partition: c_int, request: abi::MPI_Request) {
+        code(run("MPI_Pready", None, |e| {
+            let chan = part_of(e, request)?;
+            e.part.ready(&mut e.p2p, chan, partition.into())
+        }))
+    }
+
+    fn MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: abi::MPI_Request) {
+        code(run("MPI_Pready_range", None, |e| {
+            let chan = part_of(e, request)?;
+            if partition_low > partition_high {
+                return Err(Error::bad_arg("partition_low is above partition_high"));
+            }
+            for i in partition_low..=partition_high {
+                e.part.ready(&mut e.p2p, chan, i.into())?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: abi::MPI_Request) {
+        code(run("MPI_Pready_list", None, |e| {
+            let chan = part_of(e, request)?;
+            if length < 0 {
+                return Err(Error::new(ErrorClass::Count, Reason::NegativeCount { count: length.into() }));
+            }
+            if length > 0 && array_of_partitions.is_null() {
+                return Err(Error::bad_arg("array_of_partitions is NULL"));
+            }
+            for k in 0..length as usize {
+                // SAFETY: MPI requires the array to hold `length` ints; checked non-null.
+                let i = unsafe { *array_of_partitions.add(k) };
+                e.part.ready(&mut e.p2p, chan, i.into())?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn MPI_Parrived / PMPI_Parrived(request: abi::MPI_Request, partition: c_int, flag: *mut c_int) {
+        code(run("MPI_Parrived", None, |e| {
+            let chan = part_of(e, request)?;
+            let mut yes = e.part.arrived(&mut e.p2p, chan, partition.into())?;
+            if !yes {
+                // A polling call: drive progress once, as MPI_Test does.
+                e.progress();
+                yes = e.part.arrived(&mut e.p2p, chan, partition.into())?;
+                if !yes {
+                    e.polled_idle();
+                }
+            }
+            // SAFETY: MPI requires `flag` to point to an int.
+            unsafe { out(flag, yes as c_int) }
+        }))
+    }
+
+}
+
+/// The channel of partitioned request handle `h`.
+fn part_of(e: &Engine, h: abi::MPI_Request) -> Result<crate::pool::Key> {
+    match handles::request(e, h)?.and_then(|id| e.p2p.pml.requests().persistent_kind(id)) {
+        Some(PersistentKind::Part(p)) => Ok(p.chan),
+        _ => Err(Error::new(
+            ErrorClass::Request,
+            Reason::BadArgument {
+                what: "not a partitioned request",
+            },
+        )),
+    }
+}
+
+/// `MPI_Psend_init` and `MPI_Precv_init`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn part_init(
+    func: &'static str,
+    send: bool,
+    buf: *mut c_void,
+    partitions: c_int,
+    count: abi::MPI_Count,
+    dt: abi::MPI_Datatype,
+    peer: c_int,
+    tag: c_int,
+    comm: abi::MPI_Comm,
+    request: *mut abi::MPI_Request,
+) -> c_int {
+    code(run_comm(func, comm, |e, c| {
+        if request.is_null() {
+            return Err(Error::bad_arg("request is NULL"));
+        }
+        if partitions < 1 {
+            return Err(Error::bad_arg("partitions must be at least 1"));
+        }
+        let total = (partitions as abi::MPI_Count).saturating_mul(count.max(0));
+        handles::typed(e.types(), buf, total, dt)?;
+        let (datatype, count) = handles::typed(e.types(), buf, count, dt)?;
+        let chan = e.part.init(
+            &mut e.p2p,
+            crate::part::PartArgs {
+                send,
+                buf: buf.cast(),
+                partitions: partitions as u32,
+                count,
+                datatype,
+                peer,
+                tag,
+                comm: c,
+            },
+        )?;
+        let kind = PersistentKind::Part(crate::pml::request::PartInit { comm: c, chan });
+        let id = match e.p2p.pml.requests_mut().persistent(kind) {
+            Ok(id) => id,
+            Err(err) => {
+                let _ = e.part.free(&mut e.p2p, chan);
+                return Err(err);
+            }
+        };
+        // SAFETY: checked non-null above.
+        unsafe { out(request, handles::request_handle(id)) }
+    }))
 }
 
 unsafe fn any(

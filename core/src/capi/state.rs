@@ -13,8 +13,19 @@ use super::Hooks;
 pub(crate) static INITIALIZED: AtomicBool = AtomicBool::new(false);
 pub(crate) static FINALIZED: AtomicBool = AtomicBool::new(false);
 
-/// Whether `MPI_Init` has run and `MPI_Finalize` has not.
+/// The engine is up: brought up by `MPI_Init` or the first `MPI_Session_init`, not yet torn
+/// down (that happens when the world model and every session are finalized).
+pub(crate) static UP: AtomicBool = AtomicBool::new(false);
+/// The engine was torn down: it cannot come up again in this process.
+pub(crate) static TORN_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Whether MPI calls may run: the engine is up (for the world model or a session).
 pub(crate) fn active() -> bool {
+    UP.load(Ordering::Acquire)
+}
+
+/// Whether the world model is in use: `MPI_Init` has run and `MPI_Finalize` has not.
+pub(crate) fn world_active() -> bool {
     INITIALIZED.load(Ordering::Acquire) && !FINALIZED.load(Ordering::Acquire)
 }
 

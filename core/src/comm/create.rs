@@ -41,6 +41,9 @@ pub const UNDEFINED: i32 = -32766;
 /// `MPI_Comm_create_group`'s), for the local group's construction and the leaders' exchange.
 const TAG_FROM_GROUPS_BASE: i32 = i32::MIN + 0x1_0000;
 
+/// `MPI_Comm_create_from_group` folds its string tag into this range (apart from the two above).
+const TAG_FROM_GROUP_BASE: i32 = i32::MIN + 0x2_0000;
+
 /// Per-process memory for construction: three ints per process of the job (a split's
 /// (color, key, rank) triples; an intercommunicator's two process lists), the `MPI_Comm_idup`s
 /// in flight, and the state of the blocking context-id agreements under way.
@@ -1221,6 +1224,20 @@ fn group_comm(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<C
             freed: false,
         },
     )
+}
+
+/// `MPI_Comm_create_from_group`: a communicator over `group`, collective over its members only;
+/// `tag` (from the user's string tag) tells concurrent calls apart. A process outside the group
+/// gets none. As for [`intercomm_from_groups`], the world carries the agreement (every process
+/// of a job is a member of it, sessions or not).
+pub fn comm_from_group(cx: &mut Inside, group: Group, tag: u32) -> Result<Option<CommId>> {
+    let group = cx.e().p2p.comms.groups.check(group)?;
+    let p2p = &cx.e().p2p;
+    if p2p.comms.groups.rank_of(group, p2p.me).is_none() {
+        return Ok(None);
+    }
+    let tag = TAG_FROM_GROUP_BASE + (tag & 0xffff) as i32;
+    group_comm(cx, CommId::WORLD, group, tag).map(Some)
 }
 
 /// `MPI_Intercomm_create_from_groups`: an intercommunicator between `local` (led by its rank

@@ -305,15 +305,26 @@ pub struct CollInit {
     pub call: crate::pool::Key,
 }
 
-/// What a persistent request begins at each start: point-to-point or a collective;
-/// partitioned communication is to be a further kind of the same request: the request core's
-/// part (active or not, the current operation, completion, freeing) is the same for all.
+/// What a persistent request begins at each start: point-to-point, a collective or a round of
+/// partitioned communication; the request core's part (active or not, the current operation, completion, freeing) is the same for all.
 #[derive(Clone, Copy, Debug)]
 pub enum PersistentKind {
     /// A send or receive.
     P2p(P2pInit),
     /// A collective.
     Coll(CollInit),
+    /// A partitioned send or receive.
+    Part(PartInit),
+}
+
+/// A partitioned request (`MPI_Psend_init`, `MPI_Precv_init`): its channel is kept by
+/// [`crate::part::Parts`] under `chan`.
+#[derive(Clone, Copy, Debug)]
+pub struct PartInit {
+    /// Communicator.
+    pub comm: CommId,
+    /// The channel's key.
+    pub chan: crate::pool::Key,
 }
 
 impl PersistentKind {
@@ -322,6 +333,7 @@ impl PersistentKind {
         match self {
             PersistentKind::P2p(p) => p.comm,
             PersistentKind::Coll(c) => c.comm,
+            PersistentKind::Part(p) => p.comm,
         }
     }
 }
