@@ -4001,6 +4001,16 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: info_used
       INTEGER :: ierror
     end subroutine MPI_SESSION_GET_INFO
+    subroutine MPI_SESSION_GET_NTH_PSET(session, info, n, pset_len, pset_name, ierror)
+      import
+      implicit none
+      INTEGER :: session
+      INTEGER :: info
+      INTEGER :: n
+      INTEGER :: pset_len
+      CHARACTER(LEN=*) :: pset_name
+      INTEGER :: ierror
+    end subroutine MPI_SESSION_GET_NTH_PSET
     subroutine MPI_SESSION_GET_NUM_PSETS(session, info, npset_names, ierror)
       import
       implicit none

@@ -10966,6 +10966,32 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Session_get_info_f08
   end interface
+  interface MPI_Session_get_nth_pset
+    subroutine MPI_Session_get_nth_pset_f08(session, info, n, pset_len, pset_name, &
+        ierror) bind(C, name='MPI_Session_get_nth_pset_f08')
+      import
+      implicit none
+      INTEGER :: session
+      TYPE(MPI_Info) :: info
+      INTEGER :: n
+      INTEGER :: pset_len
+      CHARACTER(LEN=*) :: pset_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Session_get_nth_pset_f08
+  end interface
+  interface PMPI_Session_get_nth_pset
+    subroutine PMPI_Session_get_nth_pset_f08(session, info, n, pset_len, pset_name, &
+        ierror) bind(C, name='PMPI_Session_get_nth_pset_f08')
+      import
+      implicit none
+      INTEGER :: session
+      TYPE(MPI_Info) :: info
+      INTEGER :: n
+      INTEGER :: pset_len
+      CHARACTER(LEN=*) :: pset_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Session_get_nth_pset_f08
+  end interface
   interface MPI_Session_get_num_psets
     subroutine MPI_Session_get_num_psets_f08(session, info, npset_names, ierror) bind(C, &
         name='MPI_Session_get_num_psets_f08')

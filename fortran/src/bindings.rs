@@ -13167,40 +13167,40 @@ pub unsafe extern "C" fn PMPI_SESSION_GET_INFO(session: *mut c_int, info_used: *
 
 /// `MPI_SESSION_GET_NTH_PSET` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_session_get_nth_pset<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_SESSION_GET_NTH_PSET (Fortran binding)");
+unsafe fn f_session_get_nth_pset<const PMPI: bool>(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    special::session_get_nth_pset::<PMPI>(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_session_get_nth_pset_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_session_get_nth_pset::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_session_get_nth_pset_(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    f_session_get_nth_pset::<false>(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_session_get_nth_pset_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_session_get_nth_pset::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_session_get_nth_pset_(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    f_session_get_nth_pset::<true>(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_session_get_nth_pset__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_session_get_nth_pset__(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    mpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_session_get_nth_pset(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_session_get_nth_pset(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    mpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_SESSION_GET_NTH_PSET(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_SESSION_GET_NTH_PSET(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    mpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_session_get_nth_pset__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_session_get_nth_pset__(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    pmpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_session_get_nth_pset(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_session_get_nth_pset(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    pmpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_SESSION_GET_NTH_PSET(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_session_get_nth_pset_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_SESSION_GET_NTH_PSET(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *mut c_char, ierror: *mut c_int, pset_name_len: usize) {
+    pmpi_session_get_nth_pset_(session, info, n, pset_len, pset_name, ierror, pset_name_len)
 }
 
 /// `MPI_SESSION_GET_NUM_PSETS` (`PMPI` chooses the profiling C function).

@@ -7494,6 +7494,23 @@ pub unsafe extern "C" fn PMPI_Session_get_info_f08(session: *mut c_int, info_use
     f08_session_get_info::<true>(session, info_used, ierror)
 }
 
+/// `MPI_Session_get_nth_pset` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_session_get_nth_pset<const PMPI: bool>(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (pset_name_s, pset_name_len) = f08::string(pset_name);
+    let mut rc: c_int = rt::SUCCESS;
+    special::session_get_nth_pset::<PMPI>(session, info, n, pset_len, pset_name_s, &mut rc, pset_name_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_get_nth_pset_f08(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_session_get_nth_pset::<false>(session, info, n, pset_len, pset_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_get_nth_pset_f08(session: *mut c_int, info: *mut c_int, n: *mut c_int, pset_len: *mut c_int, pset_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_session_get_nth_pset::<true>(session, info, n, pset_len, pset_name, ierror)
+}
+
 /// `MPI_Session_get_num_psets` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_session_get_num_psets<const PMPI: bool>(session: *mut c_int, info: *mut c_int, npset_names: *mut c_int, ierror: *mut c_int) {

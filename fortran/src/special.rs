@@ -1,7 +1,8 @@
 //! The procedures whose Fortran form differs from the C one beyond what the generator converts:
 //! `MPI_INIT` (no `argc`/`argv`), the functions that return values, attributes (Fortran passes
 //! attribute values, C pointers), keyvals and generalized requests with Fortran callbacks,
-//! `MPI_BUFFER_DETACH`, `MPI_INFO_GET_STRING`, and the Fortran-only predefined callbacks.
+//! `MPI_BUFFER_DETACH`, `MPI_INFO_GET_STRING`, `MPI_SESSION_GET_NTH_PSET`, and the Fortran-only
+//! predefined callbacks.
 //!
 //! Each takes the Fortran procedure's arguments (references, `ierror` last, hidden string
 //! lengths after it) and `PMPI` says whether to call the profiling C functions.
@@ -796,6 +797,51 @@ pub unsafe fn info_get_string<const PMPI: bool>(
                 *buflen = (c_len - 1).max(0);
             }
             *flag = rt::logical_in(f);
+        }
+        *ierror = rc;
+    }
+}
+
+/// `MPI_SESSION_GET_NTH_PSET(SESSION, INFO, N, PSET_LEN, PSET_NAME, IERROR)`: `PSET_LEN` is
+/// Fortran's length of `PSET_NAME` in (0: only ask the length), the name's length out; neither
+/// counts a NUL, and C is never handed more room than the buffer here has.
+///
+/// # Safety
+/// Fortran's arguments: valid references, a string of the hidden length.
+pub unsafe fn session_get_nth_pset<const PMPI: bool>(
+    session: *mut c_int,
+    info: *mut c_int,
+    n: *mut c_int,
+    pset_len: *mut c_int,
+    pset_name: *mut c_char,
+    ierror: *mut c_int,
+    pset_name_len: usize,
+) {
+    let mut name = [0u8; rt::STRING_IN_MAX];
+    // SAFETY: the caller's contract.
+    unsafe {
+        let want = (*pset_len).max(0);
+        let mut c_len: c_int = if want == 0 {
+            0
+        } else {
+            want.min(name.len() as c_int - 1) + 1
+        };
+        let rc = call!(
+            PMPI,
+            MPI_Session_get_nth_pset,
+            PMPI_Session_get_nth_pset(
+                *session,
+                *info,
+                *n,
+                (&mut c_len as *mut c_int).cast(),
+                name.as_mut_ptr().cast(),
+            )
+        );
+        if rc == rt::SUCCESS {
+            if want > 0 {
+                rt::string_out(pset_name, pset_name_len, &name);
+            }
+            *pset_len = (c_len - 1).max(0);
         }
         *ierror = rc;
     }

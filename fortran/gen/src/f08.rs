@@ -45,6 +45,7 @@ const F08_SPECIALS: &[&str] = &[
     "Win_create_keyval",
     "Grequest_start",
     "Info_get_string",
+    "Session_get_nth_pset",
 ];
 
 /// MPI-1 procedures the standard gives no `mpi_f08` form (deprecated since MPI-2).

@@ -277,6 +277,17 @@ const SPECIALS: &[(&str, &[FArg], Ret)] = &[
         ],
         Ret::Ierror,
     ),
+    (
+        "Session_get_nth_pset",
+        &[
+            ("session", FTy::Integer, Dim::Scalar),
+            ("info", FTy::Integer, Dim::Scalar),
+            ("n", FTy::Integer, Dim::Scalar),
+            ("pset_len", FTy::Integer, Dim::Scalar),
+            ("pset_name", FTy::Char, Dim::Scalar),
+        ],
+        Ret::Ierror,
+    ),
 ];
 
 const SET_ATTR: &[FArg] = &[
@@ -316,7 +327,6 @@ const LEFT_OUT: &[(&str, &str)] = &[
         "Type_struct",
         "removed in MPI-3; use MPI_TYPE_CREATE_STRUCT",
     ),
-    ("Session_get_nth_pset", "not in the C library yet"),
 ];
 
 /// C functions with no Fortran twin: handle and status conversions, large-count `_c` forms
