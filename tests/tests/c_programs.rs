@@ -80,6 +80,7 @@ c_tests! {
     io_shared,
     io_errors,
     io_external32,
+    io_large_count,
 }
 
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),
