@@ -81,6 +81,8 @@ c_tests! {
     io_errors,
     io_external32,
     io_large_count,
+    io_twophase,
+    io_sieve,
 }
 
 /// Issue 18: a 3 GiB message between two ranks on one node (`MPI_Send_c` of 3 * 2^30 bytes),

@@ -18,7 +18,7 @@ use crate::comm::ErrHandler;
 use crate::datatype::Datatype;
 use crate::errhandler::{CommErrhandlerFn, HandlerKind};
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::io::{self, amode, shared, view, Dir, FileId, Memory};
+use crate::io::{self, amode, shared, twophase, view, Dir, FileId, Memory};
 use crate::pml::request::Status;
 use crate::shared::Inside;
 
@@ -193,11 +193,17 @@ enum Then {
     Request,
 }
 
-/// One access: checks, moves the data, updates the pointer; returns the status.
+/// MPI names its collective data-access functions (apart from the ordered ones, which go
+/// through the shared pointer) `..._all...`: `read_all`, `write_at_all_begin`, `iread_at_all`.
+fn collective(func: &str) -> bool {
+    func.contains("_all") && !func.contains("ordered")
+}
+
+/// Checks an access and finds where it starts: (view-stream byte, memory, etype size).
 ///
 /// # Safety
 /// MPI's rule for `buf`: `count` instances of `dt` valid during the call.
-unsafe fn access(
+fn prepare(
     cx: &mut Inside,
     id: FileId,
     at: At,
@@ -205,7 +211,7 @@ unsafe fn access(
     buf: *mut c_void,
     count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
-) -> Result<Status> {
+) -> Result<(u64, Memory, u64)> {
     let e = cx.e();
     let (d, n) = handles::typed(&e.p2p.types, buf, count, dt)?;
     let f = e.io.get(id)?;
@@ -229,8 +235,37 @@ unsafe fn access(
         count: n,
         dt: d,
     };
-    // SAFETY: the caller's contract.
-    let moved = unsafe { io::transfer(cx.e(), id, dir, start, mem)? };
+    Ok((start, mem, esize))
+}
+
+/// One access: checks, moves the data (collective accesses through [`twophase`]), updates the
+/// pointer; returns the status.
+///
+/// # Safety
+/// MPI's rule for `buf`: `count` instances of `dt` valid during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn access(
+    cx: &mut Inside,
+    id: FileId,
+    at: At,
+    dir: Dir,
+    buf: *mut c_void,
+    count: abi::MPI_Count,
+    dt: abi::MPI_Datatype,
+    all: bool,
+) -> Result<Status> {
+    let prep = prepare(cx, id, at, dir, buf, count, dt);
+    let moved = if all && matches!(at, At::Offset(_) | At::Individual) {
+        // A member whose arguments were bad still takes part, so the others learn of it.
+        let mine = prep.map(|(start, mem, _)| (start, mem));
+        // SAFETY: the caller's contract.
+        unsafe { twophase::access(cx, id, dir, mine)? }
+    } else {
+        let (start, mem, _) = prep?;
+        // SAFETY: the caller's contract.
+        unsafe { io::transfer(cx.e(), id, dir, start, mem)? }
+    };
+    let (start, _, esize) = prep?;
     if let At::Individual = at {
         cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
     }
@@ -271,7 +306,7 @@ unsafe fn data(
             ));
         }
         // SAFETY: the caller's contract.
-        let st = unsafe { access(cx, id, at, dir, buf, count, dt)? };
+        let st = unsafe { access(cx, id, at, dir, buf, count, dt, collective(func))? };
         match then {
             // SAFETY: MPI's rule for the status pointer.
             Then::Status => unsafe { put_status(status, &st, abi::MPI_SUCCESS) },
@@ -469,7 +504,7 @@ super::mpi! {
                 val[..vl].copy_from_slice(&vv[..vl]);
                 infos.set(mine, &key[..kl], &val[..vl])?;
             }
-            Ok(())
+            io::apply_hints(cx, id)
         }))
     }
 
