@@ -9,10 +9,12 @@
 //!   engine's convertor — straight between user memory and the file where the memory is
 //!   contiguous, through a staging buffer of `io_buffer_bytes` otherwise;
 //! - [`shared`]: the shared file pointer, a counter in a hidden side file under a byte-range
-//!   lock, so processes on any host sharing the file system agree on it.
+//!   lock, so processes on any host sharing the file system agree on it;
+//! - [`twophase`]: two-phase collective buffering of the collective forms, and the hints.
 //!
-//! Every operation runs to its end in the call (non-blocking forms complete at their start,
-//! collective forms are independent accesses: each process moves its own data).
+//! Every operation runs to its end in the call (non-blocking forms complete at their start;
+//! collective forms go through aggregators when their accesses interleave, else each process
+//! moves its own data).
 
 pub mod fs;
 pub mod shared;
