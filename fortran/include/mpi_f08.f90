@@ -3586,6 +3586,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iread_f08ts
+    subroutine MPI_File_iread_c_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iread_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_c_f08ts
   end interface
   interface PMPI_File_iread
     subroutine PMPI_File_iread_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3599,6 +3610,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iread_f08ts
+    subroutine PMPI_File_iread_c_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iread_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_c_f08ts
   end interface
   interface MPI_File_iread_all
     subroutine MPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3612,6 +3634,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iread_all_f08ts
+    subroutine MPI_File_iread_all_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_all_c_f08ts
   end interface
   interface PMPI_File_iread_all
     subroutine PMPI_File_iread_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3625,6 +3658,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iread_all_f08ts
+    subroutine PMPI_File_iread_all_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_all_c_f08ts
   end interface
   interface MPI_File_iread_at
     subroutine MPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3639,6 +3683,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iread_at_f08ts
+    subroutine MPI_File_iread_at_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_c_f08ts
   end interface
   interface PMPI_File_iread_at
     subroutine PMPI_File_iread_at_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3653,6 +3709,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iread_at_f08ts
+    subroutine PMPI_File_iread_at_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_c_f08ts
   end interface
   interface MPI_File_iread_at_all
     subroutine MPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3667,6 +3735,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iread_at_all_f08ts
+    subroutine MPI_File_iread_at_all_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_at_all_c_f08ts
   end interface
   interface PMPI_File_iread_at_all
     subroutine PMPI_File_iread_at_all_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3681,6 +3761,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iread_at_all_f08ts
+    subroutine PMPI_File_iread_at_all_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_at_all_c_f08ts
   end interface
   interface MPI_File_iread_shared
     subroutine MPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
@@ -3694,6 +3786,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iread_shared_f08ts
+    subroutine MPI_File_iread_shared_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iread_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iread_shared_c_f08ts
   end interface
   interface PMPI_File_iread_shared
     subroutine PMPI_File_iread_shared_f08ts(fh, buf, count, datatype, request, &
@@ -3707,6 +3810,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iread_shared_f08ts
+    subroutine PMPI_File_iread_shared_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iread_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iread_shared_c_f08ts
   end interface
   interface MPI_File_iwrite
     subroutine MPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3720,6 +3834,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iwrite_f08ts
+    subroutine MPI_File_iwrite_c_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='MPI_File_iwrite_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_c_f08ts
   end interface
   interface PMPI_File_iwrite
     subroutine PMPI_File_iwrite_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3733,6 +3858,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iwrite_f08ts
+    subroutine PMPI_File_iwrite_c_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
+        name='PMPI_File_iwrite_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_c_f08ts
   end interface
   interface MPI_File_iwrite_all
     subroutine MPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, ierror) bind(C, &
@@ -3746,6 +3882,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iwrite_all_f08ts
+    subroutine MPI_File_iwrite_all_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_all_c_f08ts
   end interface
   interface PMPI_File_iwrite_all
     subroutine PMPI_File_iwrite_all_f08ts(fh, buf, count, datatype, request, &
@@ -3759,6 +3906,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iwrite_all_f08ts
+    subroutine PMPI_File_iwrite_all_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_all_c_f08ts
   end interface
   interface MPI_File_iwrite_at
     subroutine MPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3773,6 +3931,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iwrite_at_f08ts
+    subroutine MPI_File_iwrite_at_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_c_f08ts
   end interface
   interface PMPI_File_iwrite_at
     subroutine PMPI_File_iwrite_at_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3787,6 +3957,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iwrite_at_f08ts
+    subroutine PMPI_File_iwrite_at_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_c_f08ts
   end interface
   interface MPI_File_iwrite_at_all
     subroutine MPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3801,6 +3983,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iwrite_at_all_f08ts
+    subroutine MPI_File_iwrite_at_all_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_at_all_c_f08ts
   end interface
   interface PMPI_File_iwrite_at_all
     subroutine PMPI_File_iwrite_at_all_f08ts(fh, offset, buf, count, datatype, request, &
@@ -3815,6 +4009,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iwrite_at_all_f08ts
+    subroutine PMPI_File_iwrite_at_all_c_f08ts(fh, offset, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_at_all_c_f08ts
   end interface
   interface MPI_File_iwrite_shared
     subroutine MPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
@@ -3828,6 +4034,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_iwrite_shared_f08ts
+    subroutine MPI_File_iwrite_shared_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='MPI_File_iwrite_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_iwrite_shared_c_f08ts
   end interface
   interface PMPI_File_iwrite_shared
     subroutine PMPI_File_iwrite_shared_f08ts(fh, buf, count, datatype, request, &
@@ -3841,6 +4058,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_iwrite_shared_f08ts
+    subroutine PMPI_File_iwrite_shared_c_f08ts(fh, buf, count, datatype, request, &
+        ierror) bind(C, name='PMPI_File_iwrite_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Request) :: request
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_iwrite_shared_c_f08ts
   end interface
   interface MPI_File_open
     subroutine MPI_File_open_f08(comm, filename, amode, info, fh, ierror) bind(C, &
@@ -3900,6 +4128,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_f08ts
+    subroutine MPI_File_read_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_c_f08ts
   end interface
   interface PMPI_File_read
     subroutine PMPI_File_read_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -3913,6 +4152,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_f08ts
+    subroutine PMPI_File_read_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_c_f08ts
   end interface
   interface MPI_File_read_all
     subroutine MPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -3926,6 +4176,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_all_f08ts
+    subroutine MPI_File_read_all_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_read_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_c_f08ts
   end interface
   interface PMPI_File_read_all
     subroutine PMPI_File_read_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -3939,6 +4200,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_all_f08ts
+    subroutine PMPI_File_read_all_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_read_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_c_f08ts
   end interface
   interface MPI_File_read_all_begin
     subroutine MPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -3951,6 +4223,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_all_begin_f08ts
+    subroutine MPI_File_read_all_begin_c_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_read_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_all_begin_c_f08ts
   end interface
   interface PMPI_File_read_all_begin
     subroutine PMPI_File_read_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -3963,6 +4245,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_all_begin_f08ts
+    subroutine PMPI_File_read_all_begin_c_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_read_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_all_begin_c_f08ts
   end interface
   interface MPI_File_read_all_end
     subroutine MPI_File_read_all_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -3999,6 +4291,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_at_f08ts
+    subroutine MPI_File_read_at_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_c_f08ts
   end interface
   interface PMPI_File_read_at
     subroutine PMPI_File_read_at_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4013,6 +4317,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_at_f08ts
+    subroutine PMPI_File_read_at_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_c_f08ts
   end interface
   interface MPI_File_read_at_all
     subroutine MPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4027,6 +4343,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_at_all_f08ts
+    subroutine MPI_File_read_at_all_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_c_f08ts
   end interface
   interface PMPI_File_read_at_all
     subroutine PMPI_File_read_at_all_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4041,6 +4369,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_at_all_f08ts
+    subroutine PMPI_File_read_at_all_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_c_f08ts
   end interface
   interface MPI_File_read_at_all_begin
     subroutine MPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
@@ -4054,6 +4394,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_at_all_begin_f08ts
+    subroutine MPI_File_read_at_all_begin_c_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_read_at_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_at_all_begin_c_f08ts
   end interface
   interface PMPI_File_read_at_all_begin
     subroutine PMPI_File_read_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
@@ -4067,6 +4418,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_at_all_begin_f08ts
+    subroutine PMPI_File_read_at_all_begin_c_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_read_at_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_at_all_begin_c_f08ts
   end interface
   interface MPI_File_read_at_all_end
     subroutine MPI_File_read_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -4102,6 +4464,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_ordered_f08ts
+    subroutine MPI_File_read_ordered_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_ordered_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_c_f08ts
   end interface
   interface PMPI_File_read_ordered
     subroutine PMPI_File_read_ordered_f08ts(fh, buf, count, datatype, status, &
@@ -4115,6 +4488,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_ordered_f08ts
+    subroutine PMPI_File_read_ordered_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_ordered_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_c_f08ts
   end interface
   interface MPI_File_read_ordered_begin
     subroutine MPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -4127,6 +4511,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_ordered_begin_f08ts
+    subroutine MPI_File_read_ordered_begin_c_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_read_ordered_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_ordered_begin_c_f08ts
   end interface
   interface PMPI_File_read_ordered_begin
     subroutine PMPI_File_read_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -4139,6 +4533,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_ordered_begin_f08ts
+    subroutine PMPI_File_read_ordered_begin_c_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_read_ordered_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_ordered_begin_c_f08ts
   end interface
   interface MPI_File_read_ordered_end
     subroutine MPI_File_read_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -4174,6 +4578,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_read_shared_f08ts
+    subroutine MPI_File_read_shared_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_read_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_read_shared_c_f08ts
   end interface
   interface PMPI_File_read_shared
     subroutine PMPI_File_read_shared_f08ts(fh, buf, count, datatype, status, &
@@ -4187,6 +4602,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_read_shared_f08ts
+    subroutine PMPI_File_read_shared_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_read_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_read_shared_c_f08ts
   end interface
   interface MPI_File_seek
     subroutine MPI_File_seek_f08(fh, offset, whence, ierror) bind(C, &
@@ -4368,6 +4794,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_f08ts
+    subroutine MPI_File_write_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_c_f08ts
   end interface
   interface PMPI_File_write
     subroutine PMPI_File_write_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -4381,6 +4818,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_f08ts
+    subroutine PMPI_File_write_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='PMPI_File_write_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_c_f08ts
   end interface
   interface MPI_File_write_all
     subroutine MPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -4394,6 +4842,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_all_f08ts
+    subroutine MPI_File_write_all_c_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
+        name='MPI_File_write_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_c_f08ts
   end interface
   interface PMPI_File_write_all
     subroutine PMPI_File_write_all_f08ts(fh, buf, count, datatype, status, ierror) bind(C, &
@@ -4407,6 +4866,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_all_f08ts
+    subroutine PMPI_File_write_all_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_c_f08ts
   end interface
   interface MPI_File_write_all_begin
     subroutine MPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -4419,6 +4889,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_all_begin_f08ts
+    subroutine MPI_File_write_all_begin_c_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='MPI_File_write_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_all_begin_c_f08ts
   end interface
   interface PMPI_File_write_all_begin
     subroutine PMPI_File_write_all_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -4431,6 +4911,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_all_begin_f08ts
+    subroutine PMPI_File_write_all_begin_c_f08ts(fh, buf, count, datatype, ierror) bind(C, &
+        name='PMPI_File_write_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_all_begin_c_f08ts
   end interface
   interface MPI_File_write_all_end
     subroutine MPI_File_write_all_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -4467,6 +4957,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_at_f08ts
+    subroutine MPI_File_write_at_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_c_f08ts
   end interface
   interface PMPI_File_write_at
     subroutine PMPI_File_write_at_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4481,6 +4983,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_at_f08ts
+    subroutine PMPI_File_write_at_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_c_f08ts
   end interface
   interface MPI_File_write_at_all
     subroutine MPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4495,6 +5009,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_at_all_f08ts
+    subroutine MPI_File_write_at_all_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_c_f08ts
   end interface
   interface PMPI_File_write_at_all
     subroutine PMPI_File_write_at_all_f08ts(fh, offset, buf, count, datatype, status, &
@@ -4509,6 +5035,18 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_at_all_f08ts
+    subroutine PMPI_File_write_at_all_c_f08ts(fh, offset, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_at_all_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_c_f08ts
   end interface
   interface MPI_File_write_at_all_begin
     subroutine MPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
@@ -4522,6 +5060,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_at_all_begin_f08ts
+    subroutine MPI_File_write_at_all_begin_c_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_write_at_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_at_all_begin_c_f08ts
   end interface
   interface PMPI_File_write_at_all_begin
     subroutine PMPI_File_write_at_all_begin_f08ts(fh, offset, buf, count, datatype, &
@@ -4535,6 +5084,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_at_all_begin_f08ts
+    subroutine PMPI_File_write_at_all_begin_c_f08ts(fh, offset, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_at_all_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      INTEGER(KIND=MPI_OFFSET_KIND), INTENT(IN) :: offset
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_at_all_begin_c_f08ts
   end interface
   interface MPI_File_write_at_all_end
     subroutine MPI_File_write_at_all_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -4570,6 +5130,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_ordered_f08ts
+    subroutine MPI_File_write_ordered_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_ordered_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_c_f08ts
   end interface
   interface PMPI_File_write_ordered
     subroutine PMPI_File_write_ordered_f08ts(fh, buf, count, datatype, status, &
@@ -4583,6 +5154,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_ordered_f08ts
+    subroutine PMPI_File_write_ordered_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_ordered_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_c_f08ts
   end interface
   interface MPI_File_write_ordered_begin
     subroutine MPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, ierror) bind(C, &
@@ -4595,6 +5177,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_ordered_begin_f08ts
+    subroutine MPI_File_write_ordered_begin_c_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='MPI_File_write_ordered_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_ordered_begin_c_f08ts
   end interface
   interface PMPI_File_write_ordered_begin
     subroutine PMPI_File_write_ordered_begin_f08ts(fh, buf, count, datatype, &
@@ -4607,6 +5199,16 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_ordered_begin_f08ts
+    subroutine PMPI_File_write_ordered_begin_c_f08ts(fh, buf, count, datatype, &
+        ierror) bind(C, name='PMPI_File_write_ordered_begin_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..), ASYNCHRONOUS, TARGET :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_ordered_begin_c_f08ts
   end interface
   interface MPI_File_write_ordered_end
     subroutine MPI_File_write_ordered_end_f08ts(fh, buf, status, ierror) bind(C, &
@@ -4642,6 +5244,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine MPI_File_write_shared_f08ts
+    subroutine MPI_File_write_shared_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='MPI_File_write_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_File_write_shared_c_f08ts
   end interface
   interface PMPI_File_write_shared
     subroutine PMPI_File_write_shared_f08ts(fh, buf, count, datatype, status, &
@@ -4655,6 +5268,17 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Status) :: status
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_File_write_shared_f08ts
+    subroutine PMPI_File_write_shared_c_f08ts(fh, buf, count, datatype, status, &
+        ierror) bind(C, name='PMPI_File_write_shared_c_f08ts')
+      import
+      implicit none
+      TYPE(MPI_File), INTENT(IN) :: fh
+      TYPE(*), DIMENSION(..) :: buf
+      INTEGER(KIND=MPI_COUNT_KIND), INTENT(IN) :: count
+      TYPE(MPI_Datatype), INTENT(IN) :: datatype
+      TYPE(MPI_Status) :: status
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_File_write_shared_c_f08ts
   end interface
   interface MPI_Finalize
     subroutine MPI_Finalize_f08(ierror) bind(C, name='MPI_Finalize_f08')

@@ -244,22 +244,42 @@ mod c {
         pub fn PMPI_File_iread(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iread_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_iread_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iread_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_File_iread_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_iread_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_File_iread_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iread_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_iread_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iread_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iread_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iwrite(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_iwrite(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iwrite_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_iwrite_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iwrite_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_File_iwrite_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_iwrite_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn PMPI_File_iwrite_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_iwrite_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_iwrite_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_iwrite_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_iwrite_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_open(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_open(a0: c_int, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_preallocate(a0: *mut c_void, a1: i64) -> c_int;
@@ -270,6 +290,10 @@ mod c {
         pub fn PMPI_File_read_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_read_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
         pub fn PMPI_File_read_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_read_all_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn PMPI_File_read_all_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn MPI_File_read_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_read_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_read_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_File_read_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
@@ -278,16 +302,30 @@ mod c {
         pub fn PMPI_File_read_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_read_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
         pub fn PMPI_File_read_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_File_read_at_all_begin_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int) -> c_int;
+        pub fn PMPI_File_read_at_all_begin_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int) -> c_int;
+        pub fn MPI_File_read_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_read_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_read_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_read_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_read_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_read_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_read_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_read_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
         pub fn PMPI_File_read_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_read_ordered_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn PMPI_File_read_ordered_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn MPI_File_read_ordered_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_ordered_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_read_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_read_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_File_read_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_read_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_read_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_read_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_seek(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
         pub fn PMPI_File_seek(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
         pub fn MPI_File_seek_shared(a0: *mut c_void, a1: i64, a2: c_int) -> c_int;
@@ -310,6 +348,10 @@ mod c {
         pub fn PMPI_File_write_all(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_write_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
         pub fn PMPI_File_write_all_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_write_all_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn PMPI_File_write_all_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn MPI_File_write_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_all_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_write_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_write_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_File_write_at(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
@@ -318,16 +360,30 @@ mod c {
         pub fn PMPI_File_write_at_all(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_write_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
         pub fn PMPI_File_write_at_all_begin(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: c_int, a4: c_int) -> c_int;
+        pub fn MPI_File_write_at_all_begin_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int) -> c_int;
+        pub fn PMPI_File_write_at_all_begin_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int) -> c_int;
+        pub fn MPI_File_write_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_at_all_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
         pub fn MPI_File_write_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_write_at_all_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
+        pub fn MPI_File_write_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_at_c(a0: *mut c_void, a1: i64, a2: *mut c_void, a3: i64, a4: c_int, a5: *mut c_void) -> c_int;
+        pub fn MPI_File_write_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_write_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_write_ordered(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_write_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
         pub fn PMPI_File_write_ordered_begin(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int) -> c_int;
+        pub fn MPI_File_write_ordered_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn PMPI_File_write_ordered_begin_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int) -> c_int;
+        pub fn MPI_File_write_ordered_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_ordered_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_File_write_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn PMPI_File_write_ordered_end(a0: *mut c_void, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_File_write_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn PMPI_File_write_shared(a0: *mut c_void, a1: *mut c_void, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn MPI_File_write_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_File_write_shared_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Finalize() -> c_int;
         pub fn PMPI_Finalize() -> c_int;
         pub fn MPI_Finalized(a0: *mut c_void) -> c_int;
@@ -2917,6 +2973,23 @@ pub unsafe extern "C" fn PMPI_File_iread_all_f08ts(fh: *mut c_int, buf: *const f
     f08_file_iread_all::<true>(fh, buf, count, datatype, request, ierror)
 }
 
+/// `MPI_File_iread_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_all_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_all_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_all_c::<true>(fh, buf, count, datatype, request, ierror)
+}
+
 /// `MPI_File_iread_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_iread_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2951,6 +3024,57 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all_f08ts(fh: *mut c_int, offset: *m
     f08_file_iread_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 
+/// `MPI_File_iread_at_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_at_all_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_at_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_all_c::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_all_c::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_at_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_at_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_at_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_c::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_at_c::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_c::<true>(fh, buf, count, datatype, request, ierror)
+}
+
 /// `MPI_File_iread_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_iread_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -2966,6 +3090,23 @@ pub unsafe extern "C" fn MPI_File_iread_shared_f08ts(fh: *mut c_int, buf: *const
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_file_iread_shared::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iread_shared_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iread_shared_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iread_shared_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iread_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iread_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iread_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_shared_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iread_shared_c::<true>(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_File_iwrite` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3002,6 +3143,23 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all_f08ts(fh: *mut c_int, buf: *const 
     f08_file_iwrite_all::<true>(fh, buf, count, datatype, request, ierror)
 }
 
+/// `MPI_File_iwrite_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_all_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_all_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_all_c::<true>(fh, buf, count, datatype, request, ierror)
+}
+
 /// `MPI_File_iwrite_at` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_iwrite_at<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3036,6 +3194,57 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all_f08ts(fh: *mut c_int, offset: *
     f08_file_iwrite_at_all::<true>(fh, offset, buf, count, datatype, request, ierror)
 }
 
+/// `MPI_File_iwrite_at_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_at_all_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_at_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_all_c::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_all_c::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_at_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_at_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_at_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_c::<false>(fh, offset, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_at_c::<true>(fh, offset, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_c::<true>(fh, buf, count, datatype, request, ierror)
+}
+
 /// `MPI_File_iwrite_shared` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_iwrite_shared<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
@@ -3051,6 +3260,23 @@ pub unsafe extern "C" fn MPI_File_iwrite_shared_f08ts(fh: *mut c_int, buf: *cons
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_file_iwrite_shared::<true>(fh, buf, count, datatype, request, ierror)
+}
+
+/// `MPI_File_iwrite_shared_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_iwrite_shared_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_iwrite_shared_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_iwrite_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) } else { c::MPI_File_iwrite_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, request.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_iwrite_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_shared_c::<false>(fh, buf, count, datatype, request, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
+    f08_file_iwrite_shared_c::<true>(fh, buf, count, datatype, request, ierror)
 }
 
 /// `MPI_File_open` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3139,6 +3365,40 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin_f08ts(fh: *mut c_int, buf: *co
     f08_file_read_all_begin::<true>(fh, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_read_all_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_all_begin_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_all_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_all_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_all_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_all_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_begin_c::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_begin_c::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_all_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_all_c::<true>(fh, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_read_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_read_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3205,6 +3465,40 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin_f08ts(fh: *mut c_int, offse
     f08_file_read_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_read_at_all_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_all_begin_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at_all_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at_all_begin_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_at_all_begin_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_all_begin_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_begin_c::<false>(fh, offset, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_begin_c::<true>(fh, offset, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_at_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_all_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_c::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_all_c::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_read_at_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_read_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3218,6 +3512,40 @@ pub unsafe extern "C" fn MPI_File_read_at_all_end_f08ts(fh: *mut c_int, buf: *co
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
     f08_file_read_at_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_read_at_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_at_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_at_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_c::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_at_c::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_c::<true>(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_File_read_ordered` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3254,6 +3582,40 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin_f08ts(fh: *mut c_int, buf:
     f08_file_read_ordered_begin::<true>(fh, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_read_ordered_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_ordered_begin_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_ordered_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_ordered_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_read_ordered_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_ordered_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_begin_c::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_begin_c::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_read_ordered_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_ordered_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_ordered_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_ordered_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_ordered_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_ordered_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_ordered_c::<true>(fh, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_read_ordered_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_read_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3284,6 +3646,23 @@ pub unsafe extern "C" fn MPI_File_read_shared_f08ts(fh: *mut c_int, buf: *const 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_file_read_shared::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_read_shared_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_read_shared_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_read_shared_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_read_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_read_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_read_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_shared_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_read_shared_c::<true>(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_File_seek` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3460,6 +3839,40 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin_f08ts(fh: *mut c_int, buf: *c
     f08_file_write_all_begin::<true>(fh, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_write_all_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_all_begin_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_all_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_all_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_all_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_all_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_begin_c::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_begin_c::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_all_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_all_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_all_c::<true>(fh, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_write_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_write_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3526,6 +3939,40 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin_f08ts(fh: *mut c_int, offs
     f08_file_write_at_all_begin::<true>(fh, offset, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_write_at_all_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_all_begin_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at_all_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at_all_begin_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_at_all_begin_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_all_begin_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_begin_c::<false>(fh, offset, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_begin_c::<true>(fh, offset, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_at_all_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_all_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at_all_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_at_all_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_c::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_all_c::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_write_at_all_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_write_at_all_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3539,6 +3986,40 @@ pub unsafe extern "C" fn MPI_File_write_at_all_end_f08ts(fh: *mut c_int, buf: *c
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
     f08_file_write_at_all_end::<true>(fh, buf, status, ierror)
+}
+
+/// `MPI_File_write_at_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_at_c<const PMPI: bool>(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_at_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_at_c(rt::file_in(*fh), *offset, buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_c::<false>(fh, offset, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_c_f08ts(fh: *mut c_int, offset: *mut i64, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_at_c::<true>(fh, offset, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_c::<true>(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_File_write_ordered` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -3575,6 +4056,40 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin_f08ts(fh: *mut c_int, buf
     f08_file_write_ordered_begin::<true>(fh, buf, count, datatype, ierror)
 }
 
+/// `MPI_File_write_ordered_begin_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_ordered_begin_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_ordered_begin_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_ordered_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) } else { c::MPI_File_write_ordered_begin_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_ordered_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_begin_c::<false>(fh, buf, count, datatype, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_begin_c::<true>(fh, buf, count, datatype, ierror)
+}
+
+/// `MPI_File_write_ordered_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_ordered_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_ordered_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_ordered_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_ordered_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_ordered_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_ordered_c::<true>(fh, buf, count, datatype, status, ierror)
+}
+
 /// `MPI_File_write_ordered_end` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_file_write_ordered_end<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, status: *mut c_int, ierror: *mut c_int) {
@@ -3605,6 +4120,23 @@ pub unsafe extern "C" fn MPI_File_write_shared_f08ts(fh: *mut c_int, buf: *const
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut c_int, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
     f08_file_write_shared::<true>(fh, buf, count, datatype, status, ierror)
+}
+
+/// `MPI_File_write_shared_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_file_write_shared_c<const PMPI: bool>(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    let mut buf_s = f08::Section::new();
+    let (buf_p, buf_n, buf_t) = match buf_s.paired(buf, *count as i64, *datatype, "MPI_File_write_shared_c") { Ok(v) => v, Err(rc) => return f08::set_ierror(ierror, rc) };
+    let rc = if PMPI { c::PMPI_File_write_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) } else { c::MPI_File_write_shared_c(rt::file_in(*fh), buf_p, buf_n as _, buf_t, rt::status(status)) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_write_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_shared_c::<false>(fh, buf, count, datatype, status, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_shared_c_f08ts(fh: *mut c_int, buf: *const f08::Cdesc, count: *mut i64, datatype: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
+    f08_file_write_shared_c::<true>(fh, buf, count, datatype, status, ierror)
 }
 
 /// `MPI_Finalize` of `mpi_f08` (`PMPI` chooses the profiling C function).

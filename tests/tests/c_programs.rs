@@ -85,6 +85,9 @@ c_tests! {
     io_shared,
     io_errors,
     io_external32,
+    io_large_count,
+    io_twophase,
+    io_sieve,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

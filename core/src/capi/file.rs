@@ -18,7 +18,7 @@ use crate::comm::ErrHandler;
 use crate::datatype::Datatype;
 use crate::errhandler::{CommErrhandlerFn, HandlerKind};
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::io::{self, amode, shared, view, Dir, FileId, Memory};
+use crate::io::{self, amode, shared, twophase, view, Dir, FileId, Memory};
 use crate::pml::request::Status;
 use crate::shared::Inside;
 
@@ -193,19 +193,25 @@ enum Then {
     Request,
 }
 
-/// One access: checks, moves the data, updates the pointer; returns the status.
+/// MPI names its collective data-access functions (apart from the ordered ones, which go
+/// through the shared pointer) `..._all...`: `read_all`, `write_at_all_begin`, `iread_at_all`.
+fn collective(func: &str) -> bool {
+    func.contains("_all") && !func.contains("ordered")
+}
+
+/// Checks an access and finds where it starts: (view-stream byte, memory, etype size).
 ///
 /// # Safety
 /// MPI's rule for `buf`: `count` instances of `dt` valid during the call.
-unsafe fn access(
+fn prepare(
     cx: &mut Inside,
     id: FileId,
     at: At,
     dir: Dir,
     buf: *mut c_void,
-    count: c_int,
+    count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
-) -> Result<Status> {
+) -> Result<(u64, Memory, u64)> {
     let e = cx.e();
     let (d, n) = handles::typed(&e.p2p.types, buf, count, dt)?;
     let f = e.io.get(id)?;
@@ -229,8 +235,37 @@ unsafe fn access(
         count: n,
         dt: d,
     };
-    // SAFETY: the caller's contract.
-    let moved = unsafe { io::transfer(cx.e(), id, dir, start, mem)? };
+    Ok((start, mem, esize))
+}
+
+/// One access: checks, moves the data (collective accesses through [`twophase`]), updates the
+/// pointer; returns the status.
+///
+/// # Safety
+/// MPI's rule for `buf`: `count` instances of `dt` valid during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn access(
+    cx: &mut Inside,
+    id: FileId,
+    at: At,
+    dir: Dir,
+    buf: *mut c_void,
+    count: abi::MPI_Count,
+    dt: abi::MPI_Datatype,
+    all: bool,
+) -> Result<Status> {
+    let prep = prepare(cx, id, at, dir, buf, count, dt);
+    let moved = if all && matches!(at, At::Offset(_) | At::Individual) {
+        // A member whose arguments were bad still takes part, so the others learn of it.
+        let mine = prep.map(|(start, mem, _)| (start, mem));
+        // SAFETY: the caller's contract.
+        unsafe { twophase::access(cx, id, dir, mine)? }
+    } else {
+        let (start, mem, _) = prep?;
+        // SAFETY: the caller's contract.
+        unsafe { io::transfer(cx.e(), id, dir, start, mem)? }
+    };
+    let (start, _, esize) = prep?;
     if let At::Individual = at {
         cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
     }
@@ -241,7 +276,8 @@ unsafe fn access(
     })
 }
 
-/// The C body of every data-access function.
+/// The C body of every data-access function, `int` and large-count (`_c`) forms alike (the
+/// count widened).
 ///
 /// # Safety
 /// MPI's rules for the pointers.
@@ -251,7 +287,7 @@ unsafe fn data(
     at: At,
     dir: Dir,
     buf: *mut c_void,
-    count: c_int,
+    count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
     then: Then,
     status: *mut abi::MPI_Status,
@@ -270,7 +306,7 @@ unsafe fn data(
             ));
         }
         // SAFETY: the caller's contract.
-        let st = unsafe { access(cx, id, at, dir, buf, count, dt)? };
+        let st = unsafe { access(cx, id, at, dir, buf, count, dt, collective(func))? };
         match then {
             // SAFETY: MPI's rule for the status pointer.
             Then::Status => unsafe { put_status(status, &st, abi::MPI_SUCCESS) },
@@ -468,7 +504,7 @@ super::mpi! {
                 val[..vl].copy_from_slice(&vv[..vl]);
                 infos.set(mine, &key[..kl], &val[..vl])?;
             }
-            Ok(())
+            io::apply_hints(cx, id)
         }))
     }
 
@@ -542,6 +578,15 @@ super::mpi! {
             let x = cx.e().p2p.types.info(d)?.extent;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(extent, x as abi::MPI_Aint) }
+        }))
+    }
+
+    fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: abi::MPI_File, datatype: abi::MPI_Datatype, extent: *mut abi::MPI_Count) {
+        code(on_file("MPI_File_get_type_extent_c", fh, |cx, _| {
+            let d = handles::datatype(datatype)?;
+            let x = cx.e().p2p.types.info(d)?.extent;
+            // SAFETY: MPI's rule for the output pointer.
+            unsafe { out(extent, x as abi::MPI_Count) }
         }))
     }
 
@@ -725,14 +770,14 @@ super::mpi! {
 /// Defines data-access functions: `name / pname (at-args) => at, dir, then`.
 macro_rules! accesses {
     ($(
-        $name:ident / $pname:ident ( $($off:ident)? ; $buf:ty ; $tail:tt ) => $at:expr, $dir:expr, $then:expr;
+        $name:ident / $pname:ident ( $($off:ident)? ; $buf:ty ; $count:ty ; $tail:tt ) => $at:expr, $dir:expr, $then:expr;
     )*) => {
         super::mpi! {$(
             #[doc = concat!("`", stringify!($name), "`.")]
-            fn $name / $pname(fh: abi::MPI_File, $($off: abi::MPI_Offset,)? buf: $buf, count: c_int, datatype: abi::MPI_Datatype, out_: accesses!(@tail $tail)) {
+            fn $name / $pname(fh: abi::MPI_File, $($off: abi::MPI_Offset,)? buf: $buf, count: $count, datatype: abi::MPI_Datatype, out_: accesses!(@tail $tail)) {
                 let (status, request) = accesses!(@split $tail out_);
                 // SAFETY: MPI's rules for the pointers.
-                unsafe { data(stringify!($name), fh, $at, $dir, buf as *mut c_void, count, datatype, $then, status, request) }
+                unsafe { data(stringify!($name), fh, $at, $dir, buf as *mut c_void, count.into(), datatype, $then, status, request) }
             }
         )*}
     };
@@ -747,52 +792,80 @@ macro_rules! accesses {
 // The split-collective begins take no last argument: `out_` is declared for the macro's sake
 // and those are defined by hand below.
 accesses! {
-    MPI_File_read / PMPI_File_read(; *mut c_void; status) => At::Individual, Dir::Read, Then::Status;
-    MPI_File_write / PMPI_File_write(; *const c_void; status) => At::Individual, Dir::Write, Then::Status;
-    MPI_File_read_all / PMPI_File_read_all(; *mut c_void; status) => At::Individual, Dir::Read, Then::Status;
-    MPI_File_write_all / PMPI_File_write_all(; *const c_void; status) => At::Individual, Dir::Write, Then::Status;
-    MPI_File_read_at / PMPI_File_read_at(offset; *mut c_void; status) => At::Offset(offset), Dir::Read, Then::Status;
-    MPI_File_write_at / PMPI_File_write_at(offset; *const c_void; status) => At::Offset(offset), Dir::Write, Then::Status;
-    MPI_File_read_at_all / PMPI_File_read_at_all(offset; *mut c_void; status) => At::Offset(offset), Dir::Read, Then::Status;
-    MPI_File_write_at_all / PMPI_File_write_at_all(offset; *const c_void; status) => At::Offset(offset), Dir::Write, Then::Status;
-    MPI_File_read_shared / PMPI_File_read_shared(; *mut c_void; status) => At::Shared, Dir::Read, Then::Status;
-    MPI_File_write_shared / PMPI_File_write_shared(; *const c_void; status) => At::Shared, Dir::Write, Then::Status;
-    MPI_File_read_ordered / PMPI_File_read_ordered(; *mut c_void; status) => At::Ordered, Dir::Read, Then::Status;
-    MPI_File_write_ordered / PMPI_File_write_ordered(; *const c_void; status) => At::Ordered, Dir::Write, Then::Status;
-    MPI_File_iread / PMPI_File_iread(; *mut c_void; request) => At::Individual, Dir::Read, Then::Request;
-    MPI_File_iwrite / PMPI_File_iwrite(; *const c_void; request) => At::Individual, Dir::Write, Then::Request;
-    MPI_File_iread_all / PMPI_File_iread_all(; *mut c_void; request) => At::Individual, Dir::Read, Then::Request;
-    MPI_File_iwrite_all / PMPI_File_iwrite_all(; *const c_void; request) => At::Individual, Dir::Write, Then::Request;
-    MPI_File_iread_at / PMPI_File_iread_at(offset; *mut c_void; request) => At::Offset(offset), Dir::Read, Then::Request;
-    MPI_File_iwrite_at / PMPI_File_iwrite_at(offset; *const c_void; request) => At::Offset(offset), Dir::Write, Then::Request;
-    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset; *mut c_void; request) => At::Offset(offset), Dir::Read, Then::Request;
-    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset; *const c_void; request) => At::Offset(offset), Dir::Write, Then::Request;
-    MPI_File_iread_shared / PMPI_File_iread_shared(; *mut c_void; request) => At::Shared, Dir::Read, Then::Request;
-    MPI_File_iwrite_shared / PMPI_File_iwrite_shared(; *const c_void; request) => At::Shared, Dir::Write, Then::Request;
+    MPI_File_read / PMPI_File_read(; *mut c_void; c_int; status) => At::Individual, Dir::Read, Then::Status;
+    MPI_File_write / PMPI_File_write(; *const c_void; c_int; status) => At::Individual, Dir::Write, Then::Status;
+    MPI_File_read_all / PMPI_File_read_all(; *mut c_void; c_int; status) => At::Individual, Dir::Read, Then::Status;
+    MPI_File_write_all / PMPI_File_write_all(; *const c_void; c_int; status) => At::Individual, Dir::Write, Then::Status;
+    MPI_File_read_at / PMPI_File_read_at(offset; *mut c_void; c_int; status) => At::Offset(offset), Dir::Read, Then::Status;
+    MPI_File_write_at / PMPI_File_write_at(offset; *const c_void; c_int; status) => At::Offset(offset), Dir::Write, Then::Status;
+    MPI_File_read_at_all / PMPI_File_read_at_all(offset; *mut c_void; c_int; status) => At::Offset(offset), Dir::Read, Then::Status;
+    MPI_File_write_at_all / PMPI_File_write_at_all(offset; *const c_void; c_int; status) => At::Offset(offset), Dir::Write, Then::Status;
+    MPI_File_read_shared / PMPI_File_read_shared(; *mut c_void; c_int; status) => At::Shared, Dir::Read, Then::Status;
+    MPI_File_write_shared / PMPI_File_write_shared(; *const c_void; c_int; status) => At::Shared, Dir::Write, Then::Status;
+    MPI_File_read_ordered / PMPI_File_read_ordered(; *mut c_void; c_int; status) => At::Ordered, Dir::Read, Then::Status;
+    MPI_File_write_ordered / PMPI_File_write_ordered(; *const c_void; c_int; status) => At::Ordered, Dir::Write, Then::Status;
+    MPI_File_iread / PMPI_File_iread(; *mut c_void; c_int; request) => At::Individual, Dir::Read, Then::Request;
+    MPI_File_iwrite / PMPI_File_iwrite(; *const c_void; c_int; request) => At::Individual, Dir::Write, Then::Request;
+    MPI_File_iread_all / PMPI_File_iread_all(; *mut c_void; c_int; request) => At::Individual, Dir::Read, Then::Request;
+    MPI_File_iwrite_all / PMPI_File_iwrite_all(; *const c_void; c_int; request) => At::Individual, Dir::Write, Then::Request;
+    MPI_File_iread_at / PMPI_File_iread_at(offset; *mut c_void; c_int; request) => At::Offset(offset), Dir::Read, Then::Request;
+    MPI_File_iwrite_at / PMPI_File_iwrite_at(offset; *const c_void; c_int; request) => At::Offset(offset), Dir::Write, Then::Request;
+    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset; *mut c_void; c_int; request) => At::Offset(offset), Dir::Read, Then::Request;
+    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset; *const c_void; c_int; request) => At::Offset(offset), Dir::Write, Then::Request;
+    MPI_File_iread_shared / PMPI_File_iread_shared(; *mut c_void; c_int; request) => At::Shared, Dir::Read, Then::Request;
+    MPI_File_iwrite_shared / PMPI_File_iwrite_shared(; *const c_void; c_int; request) => At::Shared, Dir::Write, Then::Request;
+    MPI_File_read_c / PMPI_File_read_c(; *mut c_void; abi::MPI_Count; status) => At::Individual, Dir::Read, Then::Status;
+    MPI_File_write_c / PMPI_File_write_c(; *const c_void; abi::MPI_Count; status) => At::Individual, Dir::Write, Then::Status;
+    MPI_File_read_all_c / PMPI_File_read_all_c(; *mut c_void; abi::MPI_Count; status) => At::Individual, Dir::Read, Then::Status;
+    MPI_File_write_all_c / PMPI_File_write_all_c(; *const c_void; abi::MPI_Count; status) => At::Individual, Dir::Write, Then::Status;
+    MPI_File_read_at_c / PMPI_File_read_at_c(offset; *mut c_void; abi::MPI_Count; status) => At::Offset(offset), Dir::Read, Then::Status;
+    MPI_File_write_at_c / PMPI_File_write_at_c(offset; *const c_void; abi::MPI_Count; status) => At::Offset(offset), Dir::Write, Then::Status;
+    MPI_File_read_at_all_c / PMPI_File_read_at_all_c(offset; *mut c_void; abi::MPI_Count; status) => At::Offset(offset), Dir::Read, Then::Status;
+    MPI_File_write_at_all_c / PMPI_File_write_at_all_c(offset; *const c_void; abi::MPI_Count; status) => At::Offset(offset), Dir::Write, Then::Status;
+    MPI_File_read_shared_c / PMPI_File_read_shared_c(; *mut c_void; abi::MPI_Count; status) => At::Shared, Dir::Read, Then::Status;
+    MPI_File_write_shared_c / PMPI_File_write_shared_c(; *const c_void; abi::MPI_Count; status) => At::Shared, Dir::Write, Then::Status;
+    MPI_File_read_ordered_c / PMPI_File_read_ordered_c(; *mut c_void; abi::MPI_Count; status) => At::Ordered, Dir::Read, Then::Status;
+    MPI_File_write_ordered_c / PMPI_File_write_ordered_c(; *const c_void; abi::MPI_Count; status) => At::Ordered, Dir::Write, Then::Status;
+    MPI_File_iread_c / PMPI_File_iread_c(; *mut c_void; abi::MPI_Count; request) => At::Individual, Dir::Read, Then::Request;
+    MPI_File_iwrite_c / PMPI_File_iwrite_c(; *const c_void; abi::MPI_Count; request) => At::Individual, Dir::Write, Then::Request;
+    MPI_File_iread_all_c / PMPI_File_iread_all_c(; *mut c_void; abi::MPI_Count; request) => At::Individual, Dir::Read, Then::Request;
+    MPI_File_iwrite_all_c / PMPI_File_iwrite_all_c(; *const c_void; abi::MPI_Count; request) => At::Individual, Dir::Write, Then::Request;
+    MPI_File_iread_at_c / PMPI_File_iread_at_c(offset; *mut c_void; abi::MPI_Count; request) => At::Offset(offset), Dir::Read, Then::Request;
+    MPI_File_iwrite_at_c / PMPI_File_iwrite_at_c(offset; *const c_void; abi::MPI_Count; request) => At::Offset(offset), Dir::Write, Then::Request;
+    MPI_File_iread_at_all_c / PMPI_File_iread_at_all_c(offset; *mut c_void; abi::MPI_Count; request) => At::Offset(offset), Dir::Read, Then::Request;
+    MPI_File_iwrite_at_all_c / PMPI_File_iwrite_at_all_c(offset; *const c_void; abi::MPI_Count; request) => At::Offset(offset), Dir::Write, Then::Request;
+    MPI_File_iread_shared_c / PMPI_File_iread_shared_c(; *mut c_void; abi::MPI_Count; request) => At::Shared, Dir::Read, Then::Request;
+    MPI_File_iwrite_shared_c / PMPI_File_iwrite_shared_c(; *const c_void; abi::MPI_Count; request) => At::Shared, Dir::Write, Then::Request;
 }
 
 /// Defines the split-collective begins (no status or request argument).
 macro_rules! begins {
     ($(
-        $name:ident / $pname:ident ( $($off:ident)? ; $buf:ty ) => $at:expr, $dir:expr;
+        $name:ident / $pname:ident ( $($off:ident)? ; $buf:ty ; $count:ty ) => $at:expr, $dir:expr;
     )*) => {
         super::mpi! {$(
             #[doc = concat!("`", stringify!($name), "`: the access happens here; the end reports it.")]
-            fn $name / $pname(fh: abi::MPI_File, $($off: abi::MPI_Offset,)? buf: $buf, count: c_int, datatype: abi::MPI_Datatype) {
+            fn $name / $pname(fh: abi::MPI_File, $($off: abi::MPI_Offset,)? buf: $buf, count: $count, datatype: abi::MPI_Datatype) {
                 // SAFETY: MPI's rules for the pointers.
-                unsafe { data(stringify!($name), fh, $at, $dir, buf as *mut c_void, count, datatype, Then::Split, abi::MPI_STATUS_IGNORE, core::ptr::null_mut()) }
+                unsafe { data(stringify!($name), fh, $at, $dir, buf as *mut c_void, count.into(), datatype, Then::Split, abi::MPI_STATUS_IGNORE, core::ptr::null_mut()) }
             }
         )*}
     };
 }
 
 begins! {
-    MPI_File_read_all_begin / PMPI_File_read_all_begin(; *mut c_void) => At::Individual, Dir::Read;
-    MPI_File_write_all_begin / PMPI_File_write_all_begin(; *const c_void) => At::Individual, Dir::Write;
-    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin(offset; *mut c_void) => At::Offset(offset), Dir::Read;
-    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin(offset; *const c_void) => At::Offset(offset), Dir::Write;
-    MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(; *mut c_void) => At::Ordered, Dir::Read;
-    MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(; *const c_void) => At::Ordered, Dir::Write;
+    MPI_File_read_all_begin / PMPI_File_read_all_begin(; *mut c_void; c_int) => At::Individual, Dir::Read;
+    MPI_File_write_all_begin / PMPI_File_write_all_begin(; *const c_void; c_int) => At::Individual, Dir::Write;
+    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin(offset; *mut c_void; c_int) => At::Offset(offset), Dir::Read;
+    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin(offset; *const c_void; c_int) => At::Offset(offset), Dir::Write;
+    MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(; *mut c_void; c_int) => At::Ordered, Dir::Read;
+    MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(; *const c_void; c_int) => At::Ordered, Dir::Write;
+    MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(; *mut c_void; abi::MPI_Count) => At::Individual, Dir::Read;
+    MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(; *const c_void; abi::MPI_Count) => At::Individual, Dir::Write;
+    MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(offset; *mut c_void; abi::MPI_Count) => At::Offset(offset), Dir::Read;
+    MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(offset; *const c_void; abi::MPI_Count) => At::Offset(offset), Dir::Write;
+    MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(; *mut c_void; abi::MPI_Count) => At::Ordered, Dir::Read;
+    MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(; *const c_void; abi::MPI_Count) => At::Ordered, Dir::Write;
 }
 
 #[cfg(test)]

@@ -9,13 +9,16 @@
 //!   engine's convertor — straight between user memory and the file where the memory is
 //!   contiguous, through a staging buffer of `io_buffer_bytes` otherwise;
 //! - [`shared`]: the shared file pointer, a counter in a hidden side file under a byte-range
-//!   lock, so processes on any host sharing the file system agree on it.
+//!   lock, so processes on any host sharing the file system agree on it;
+//! - [`twophase`]: two-phase collective buffering of the collective forms, and the hints.
 //!
-//! Every operation runs to its end in the call (non-blocking forms complete at their start,
-//! collective forms are independent accesses: each process moves its own data).
+//! Every operation runs to its end in the call (non-blocking forms complete at their start;
+//! collective forms go through aggregators when their accesses interleave, else each process
+//! moves its own data).
 
 pub mod fs;
 pub mod shared;
+pub mod twophase;
 pub mod view;
 
 use crate::arena::{Arena, Sizer};
@@ -53,8 +56,69 @@ pub static IO_BUFFER_BYTES: ParamDef = ParamDef {
     description: "Staging buffer of an open file, for memory datatypes that are not contiguous (0: none; such accesses then fail)",
 };
 
+/// `io_cb`: the default of the `romio_cb_read` and `romio_cb_write` hints.
+pub static IO_CB: ParamDef = ParamDef {
+    name: "io_cb",
+    kind: Kind::Str,
+    default: Default::Str("automatic"),
+    description: "Two-phase collective buffering of collective accesses by default: enable, disable or automatic (when the members' accesses interleave)",
+};
+
+/// `io_cb_nodes`.
+pub static IO_CB_NODES: ParamDef = ParamDef {
+    name: "io_cb_nodes",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 24,
+    },
+    default: Default::Int(0),
+    description: "Aggregators of collective buffering by default (hint cb_nodes; 0: one per node)",
+};
+
+/// `io_cb_buffer_size`.
+pub static IO_CB_BUFFER_SIZE: ParamDef = ParamDef {
+    name: "io_cb_buffer_size",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 30,
+    },
+    default: Default::Int(16 << 20),
+    description: "Bytes an aggregator handles per round of collective buffering by default (hint cb_buffer_size)",
+};
+
+/// `io_striping_unit`.
+pub static IO_STRIPING_UNIT: ParamDef = ParamDef {
+    name: "io_striping_unit",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 30,
+    },
+    default: Default::Int(1 << 20),
+    description: "File domains of collective buffering start at multiples of this by default (hint striping_unit)",
+};
+
+/// `io_ind_wr_buffer_size`.
+pub static IO_IND_WR_BUFFER_SIZE: ParamDef = ParamDef {
+    name: "io_ind_wr_buffer_size",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 30,
+    },
+    default: Default::Int(512 << 10),
+    description:
+        "Window of sieved non-contiguous independent writes by default (hint ind_wr_buffer_size)",
+};
+
 /// Parameters of the I/O layer.
-pub static PARAMS: [&ParamDef; 2] = [&IO_MAX_FILES, &IO_BUFFER_BYTES];
+pub static PARAMS: [&ParamDef; 7] = [
+    &IO_MAX_FILES,
+    &IO_BUFFER_BYTES,
+    &IO_CB,
+    &IO_CB_NODES,
+    &IO_CB_BUFFER_SIZE,
+    &IO_STRIPING_UNIT,
+    &IO_IND_WR_BUFFER_SIZE,
+];
 
 /// Access-mode bits (MPI's values, the same in every ABI stormpi speaks).
 pub mod amode {
@@ -108,6 +172,8 @@ pub struct File {
     pub shared_fd: Option<Fd>,
     /// The result (bytes moved) of a split collective begun and not yet ended.
     pub split: Option<u64>,
+    /// The hints in force (rank 0's, the same at every member).
+    pub hints: twophase::Hints,
     path: [u8; PATH_MAX],
     path_len: usize,
 }
@@ -130,6 +196,8 @@ pub struct Files {
     /// default, as the standard says for files).
     pub null_errhandler: ErrHandler,
     buffer_bytes: usize,
+    /// The hints a file starts with (from the parameters).
+    pub defaults: twophase::Hints,
 }
 
 impl Files {
@@ -144,6 +212,7 @@ impl Files {
             files: Pool::new(arena, capacity(params))?,
             null_errhandler: ErrHandler::Return,
             buffer_bytes: params.usize(&IO_BUFFER_BYTES),
+            defaults: default_hints(params),
         })
     }
 
@@ -168,6 +237,46 @@ impl Files {
             .iter()
             .any(|(_, f)| f.errhandler == ErrHandler::User(index))
     }
+}
+
+fn default_hints(params: &Params) -> twophase::Hints {
+    let cb = twophase::CbMode::parse(params.str(&IO_CB).as_bytes())
+        .unwrap_or(twophase::CbMode::Automatic);
+    twophase::Hints {
+        cb_read: cb,
+        cb_write: cb,
+        cb_nodes: params.int(&IO_CB_NODES) as u64,
+        cb_buffer_size: params.int(&IO_CB_BUFFER_SIZE) as u64,
+        striping_unit: params.int(&IO_STRIPING_UNIT) as u64,
+        striping_factor: 1,
+        ind_wr_buffer_size: params.int(&IO_IND_WR_BUFFER_SIZE) as u64,
+    }
+}
+
+/// Takes the hints of file `id`'s info object over those in force, agrees them (rank 0's
+/// win), and writes the values in force back into the info object (collective).
+pub fn apply_hints(cx: &mut Inside, id: FileId) -> Result<()> {
+    let e = cx.e();
+    let f = e.io.get(id)?;
+    let (fc, info) = (f.comm, f.info);
+    let mut h = f.hints;
+    if let Some(i) = info {
+        h = h.with_info(&e.objects.infos, i);
+    }
+    let h = h.agree(cx, fc)?;
+    let n = twophase::aggregator_count(cx, fc, &h)?;
+    let e = cx.e();
+    let info = match e.io.get(id)?.info {
+        Some(i) => i,
+        None => {
+            let i = e.objects.infos.create()?;
+            e.io.get_mut(id)?.info = Some(i);
+            i
+        }
+    };
+    h.put(&mut e.objects.infos, info, n)?;
+    e.io.get_mut(id)?.hints = h;
+    Ok(())
 }
 
 fn capacity(params: &Params) -> Capacity {
@@ -317,7 +426,11 @@ pub fn open(
     }
     let fc = crate::comm::create::dup(cx, comm)?;
     match open_on(cx, fs, fc, path, mode, info) {
-        Ok(id) => Ok(id),
+        Ok(id) => {
+            // Every member opened: the hints are agreed on the file's own communicator.
+            apply_hints(cx, id)?;
+            Ok(id)
+        }
         Err(err) => {
             let _ = crate::comm::create::free(cx, fc);
             Err(err)
@@ -418,6 +531,7 @@ fn open_on(
         stage,
         shared_fd: None,
         split: None,
+        hints: e.io.defaults,
         path: [0; PATH_MAX],
         path_len: path.len(),
     };
@@ -551,10 +665,15 @@ pub unsafe fn transfer(
     mem: Memory,
 ) -> Result<u64> {
     let fs = file_system(e)?;
-    let (fd, view, atomic, stage) = {
+    let (fd, view, atomic, stage, sieve_cap) = {
         let f = e.io.get(id)?;
         check_access(f, dir)?;
-        (f.fd, f.view, f.atomic, f.stage)
+        // Write sieving reads the window first: not for a file opened write-only.
+        let cap = match f.amode & amode::WRONLY {
+            0 => (f.stage.1 as u64).min(f.hints.ind_wr_buffer_size) as usize,
+            _ => 0,
+        };
+        (f.fd, f.view, f.atomic, f.stage, cap)
     };
     let types = &e.p2p.types;
     let nodes = types.nodes(view.filetype)?;
@@ -598,7 +717,18 @@ pub unsafe fn transfer(
             };
             let total = p.packed_len() as u64;
             let mut pos = 0usize;
-            view::runs(nodes, &view, start, total, &mut |off, n| {
+            let mut sieve = Sieve::new();
+            // Under a whole-file lock already (atomic mode), a range lock of its own would
+            // release part of it at the end.
+            let lock = !atomic;
+            let r = view::runs(nodes, &view, start, total, &mut |off, n| {
+                if sieve.take(off, n, sieve_cap) {
+                    return Ok(());
+                }
+                sieve.flush_write(fs, fd, stage, &mut p, types, &mut pos, lock)?;
+                if sieve.take(off, n, sieve_cap) {
+                    return Ok(());
+                }
                 let mut done = 0u64;
                 while done < n {
                     let want = (n - done) as usize;
@@ -628,8 +758,9 @@ pub unsafe fn transfer(
                     done += got as u64;
                 }
                 Ok(())
-            })
-            .map(|()| total)
+            });
+            r.and_then(|()| sieve.flush_write(fs, fd, stage, &mut p, types, &mut pos, lock))
+                .map(|()| total)
         }
         Dir::Read => {
             // SAFETY: the caller's contract.
@@ -689,10 +820,10 @@ pub unsafe fn transfer(
     result
 }
 
-/// Data sieving for reads (ROMIO's idea): small file ranges that lie close together are read
-/// as one span into the staging buffer and taken out of it, one system call instead of one per
-/// range. Writes do not sieve: that would read, change and write back the holes between the
-/// ranges under a lock.
+/// Data sieving (ROMIO's idea): small file ranges that lie close together are read as one
+/// span into the staging buffer and taken out of it, one system call instead of one per
+/// range; writes read the span, change the ranges and write it back, under a lock of the span
+/// (window: `ind_wr_buffer_size`, at most the staging buffer).
 struct Sieve {
     /// The ranges in the window (file offset, length), in file order.
     runs: [(u64, u64); SIEVE_RUNS],
@@ -730,6 +861,64 @@ impl Sieve {
         self.runs[self.len] = (off, n);
         self.len += 1;
         true
+    }
+
+    /// Writes the window: one range straight; several as one span — read, the ranges packed
+    /// into it, written back — under an exclusive lock of the span (when `lock`), so
+    /// processes sieving interleaved ranges at once do not write back each other's old bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn flush_write(
+        &mut self,
+        fs: &dyn FileSystem,
+        fd: Fd,
+        stage: &mut [u8],
+        p: &mut Packer,
+        types: &crate::datatype::table::TypeTable,
+        pos: &mut usize,
+        lock: bool,
+    ) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let io = |e: fs::IoError| e.to_error("file access");
+        let first = self.runs[0].0;
+        let (lo, ln) = self.runs[self.len - 1];
+        let span = (lo + ln - first) as usize;
+        let n = self.len;
+        self.len = 0;
+        let several = n > 1;
+        if several && lock {
+            fs.lock(fd, first, span as u64, true).map_err(io)?;
+        }
+        let r = (|| {
+            let win = &mut stage[..span];
+            if several {
+                let got = fs.read_at(fd, win, first).map_err(io)?;
+                win[got..].fill(0);
+            }
+            for &(off, len) in &self.runs[..n] {
+                let rel = (off - first) as usize;
+                let mut done = 0usize;
+                while done < len as usize {
+                    let got = p.pack(types, *pos, &mut win[rel + done..rel + len as usize]);
+                    if got == 0 {
+                        return Err(Error::new(
+                            ErrorClass::Intern,
+                            Reason::BadArgument {
+                                what: "the memory datatype ended before the view range",
+                            },
+                        ));
+                    }
+                    done += got;
+                    *pos += got;
+                }
+            }
+            fs.write_at(fd, win, first).map_err(io)
+        })();
+        if several && lock {
+            let _ = fs.unlock(fd, first, span as u64);
+        }
+        r
     }
 
     /// Reads the window's span and hands each range to the unpacker.

@@ -1,0 +1,1055 @@
+//! Two-phase collective buffering (ROMIO's algorithm) for the collective data-access forms.
+//!
+//! When the members' accesses interleave in the file (or the `romio_cb_read`/`romio_cb_write`
+//! hint says so), a few members — the *aggregators*, one per node by default (`cb_nodes`) —
+//! do all the file accesses of the call. The aggregate access range (the smallest first byte
+//! to the largest last byte of all members) is split into one *file domain* per aggregator,
+//! aligned to `striping_unit`, and each domain is handled in rounds of at most
+//! `cb_buffer_size` bytes. In a round every member sends each aggregator the pieces of its
+//! data in that aggregator's current window (a list of file ranges, then their bytes; one
+//! alltoallv), and the aggregator writes the window as one contiguous span — reading it first,
+//! under an exclusive byte-range lock, only when the pieces leave gaps. Reads run the other
+//! way: the members send their lists, the aggregator reads the window's span at once and sends
+//! each member its bytes back.
+//!
+//! A member's pieces in a window are a contiguous stretch of its view stream (MPI requires a
+//! filetype's displacements to be monotonically non-decreasing, so stream order is file
+//! order), found with [`view::stream_before`] at the window's two ends: no per-member state
+//! carries from round to round.
+//!
+//! Every member runs the same rounds, whatever its own share: the decisions (whether to use
+//! two-phase at all, the aggregators, the domains, the number of rounds) are computed alike
+//! from the gathered ranges and the hints, which rank 0 broadcast at open.
+
+use super::{file_system, view, Dir, FileId, Memory};
+use crate::coll::ints::Ints;
+use crate::coll::{Buf, Call, VBuf};
+use crate::datatype::convertor::{Packer, Unpacker};
+use crate::datatype::repr::Repr;
+use crate::datatype::Datatype;
+use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::info::{InfoId, InfoTable};
+use crate::shared::Inside;
+
+/// Whether collective buffering is used (`romio_cb_read`, `romio_cb_write`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CbMode {
+    /// Always.
+    Enable,
+    /// Never: each member accesses its own data.
+    Disable,
+    /// When the members' access ranges interleave (ROMIO's rule).
+    Automatic,
+}
+
+impl CbMode {
+    /// The mode a hint's value names.
+    pub fn parse(v: &[u8]) -> Option<CbMode> {
+        match v {
+            b"enable" => Some(CbMode::Enable),
+            b"disable" => Some(CbMode::Disable),
+            b"automatic" => Some(CbMode::Automatic),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static [u8] {
+        match self {
+            CbMode::Enable => b"enable",
+            CbMode::Disable => b"disable",
+            CbMode::Automatic => b"automatic",
+        }
+    }
+
+    fn code(self) -> u64 {
+        self as u64
+    }
+
+    fn from_code(c: u64) -> CbMode {
+        match c {
+            0 => CbMode::Enable,
+            1 => CbMode::Disable,
+            _ => CbMode::Automatic,
+        }
+    }
+}
+
+/// The I/O hints in force on a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hints {
+    /// `romio_cb_read`.
+    pub cb_read: CbMode,
+    /// `romio_cb_write`.
+    pub cb_write: CbMode,
+    /// `cb_nodes`: aggregators (0: one per node).
+    pub cb_nodes: u64,
+    /// `cb_buffer_size`: bytes an aggregator handles per round.
+    pub cb_buffer_size: u64,
+    /// `striping_unit`: file domains start at multiples of it.
+    pub striping_unit: u64,
+    /// `striping_factor`: kept and reported (the POSIX file system does not stripe).
+    pub striping_factor: u64,
+    /// `ind_wr_buffer_size`: the window of sieved independent writes.
+    pub ind_wr_buffer_size: u64,
+}
+
+const WORDS: usize = 7;
+
+impl Hints {
+    /// The hints of `info` over `self` (values that do not parse are ignored, as MPI lets an
+    /// implementation ignore hints).
+    pub fn with_info(mut self, infos: &InfoTable, info: InfoId) -> Hints {
+        let get = |k: &[u8]| infos.get(info, k).ok().flatten();
+        let num = |k: &[u8], min: u64| {
+            get(k)
+                .and_then(|v| core::str::from_utf8(v).ok())
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|n| *n >= min)
+        };
+        if let Some(m) = get(b"romio_cb_read").and_then(CbMode::parse) {
+            self.cb_read = m;
+        }
+        if let Some(m) = get(b"romio_cb_write").and_then(CbMode::parse) {
+            self.cb_write = m;
+        }
+        if let Some(n) = num(b"cb_nodes", 1) {
+            self.cb_nodes = n;
+        }
+        if let Some(n) = num(b"cb_buffer_size", 1) {
+            self.cb_buffer_size = n;
+        }
+        if let Some(n) = num(b"striping_unit", 1) {
+            self.striping_unit = n;
+        }
+        if let Some(n) = num(b"striping_factor", 1) {
+            self.striping_factor = n;
+        }
+        if let Some(n) = num(b"ind_wr_buffer_size", 1) {
+            self.ind_wr_buffer_size = n;
+        }
+        self
+    }
+
+    /// Writes the values in force into `info` (what `MPI_File_get_info` returns); `aggregators`
+    /// is the number of aggregators `cb_nodes` comes to on this communicator.
+    pub fn put(&self, infos: &mut InfoTable, info: InfoId, aggregators: u64) -> Result<()> {
+        let mut num = |k: &[u8], v: u64| {
+            let mut s: heapless::String<24> = heapless::String::new();
+            let _ = core::fmt::Write::write_fmt(&mut s, format_args!("{v}"));
+            infos.set(info, k, s.as_bytes())
+        };
+        num(b"cb_nodes", aggregators)?;
+        num(b"cb_buffer_size", self.cb_buffer_size)?;
+        num(b"striping_unit", self.striping_unit)?;
+        num(b"striping_factor", self.striping_factor)?;
+        num(b"ind_wr_buffer_size", self.ind_wr_buffer_size)?;
+        infos.set(info, b"romio_cb_read", self.cb_read.name())?;
+        infos.set(info, b"romio_cb_write", self.cb_write.name())
+    }
+
+    fn words(&self) -> [u64; WORDS] {
+        [
+            self.cb_read.code(),
+            self.cb_write.code(),
+            self.cb_nodes,
+            self.cb_buffer_size,
+            self.striping_unit,
+            self.striping_factor,
+            self.ind_wr_buffer_size,
+        ]
+    }
+
+    fn from_words(w: [u64; WORDS]) -> Hints {
+        Hints {
+            cb_read: CbMode::from_code(w[0]),
+            cb_write: CbMode::from_code(w[1]),
+            cb_nodes: w[2],
+            cb_buffer_size: w[3].max(1),
+            striping_unit: w[4].max(1),
+            striping_factor: w[5],
+            ind_wr_buffer_size: w[6].max(1),
+        }
+    }
+
+    /// Rank 0's hints, at every member of `comm` (the collective decisions must agree).
+    pub fn agree(self, cx: &mut Inside, comm: crate::comm::CommId) -> Result<Hints> {
+        let mut w = self.words();
+        // SAFETY: `w` holds WORDS u64s and lives through the call.
+        unsafe {
+            crate::coll::bcast(
+                cx,
+                w.as_mut_ptr().cast(),
+                WORDS as u64,
+                Datatype::UINT64_T,
+                0,
+                comm,
+            )?
+        };
+        Ok(Hints::from_words(w))
+    }
+}
+
+/// The aggregators of a communicator of `size` members whose nodes `node_of` gives: the first
+/// member of each node, then the second of each, ... until `want` (0: one per node).
+fn aggregators(size: u32, want: u64, node_of: &dyn Fn(u32) -> u32, out: &mut [u64]) -> usize {
+    // A member's place among the members of its node.
+    let place = |r: u32| (0..r).filter(|q| node_of(*q) == node_of(r)).count() as u64;
+    let nodes = (0..size).filter(|r| place(*r) == 0).count() as u64;
+    let want = match want {
+        0 => nodes,
+        w => w.min(size as u64),
+    } as usize;
+    let mut n = 0;
+    let mut pass = 0u64;
+    while n < want {
+        for r in 0..size {
+            if n < want && place(r) == pass {
+                out[n] = r as u64;
+                n += 1;
+            }
+        }
+        pass += 1;
+    }
+    n
+}
+
+/// How many aggregators hints `h` give on file `id`'s communicator (what `cb_nodes` reports).
+pub fn aggregator_count(cx: &mut Inside, comm: crate::comm::CommId, h: &Hints) -> Result<u64> {
+    let e = cx.e();
+    let c = e.check_comm(comm)?;
+    let (g, size) = (c.group, c.size());
+    let node_of = |r: u32| {
+        let p = e.p2p.comms.groups.proc_of(g, r);
+        e.p2p.procs[p.0 as usize].node
+    };
+    let place = |r: u32| (0..r).filter(|q| node_of(*q) == node_of(r)).count();
+    let nodes = (0..size).filter(|r| place(*r) == 0).count() as u64;
+    Ok(match h.cb_nodes {
+        0 => nodes,
+        w => w.min(size as u64),
+    })
+}
+
+/// Memory from the platform, given back when dropped.
+struct Scratch {
+    ptr: *mut u8,
+    len: usize,
+    platform: &'static dyn crate::platform::Platform,
+}
+
+impl Scratch {
+    fn new(cx: &mut Inside, len: usize) -> Option<Scratch> {
+        let platform = cx.e().platform;
+        let ptr = platform.alloc_mem(len.max(8))?;
+        Some(Scratch { ptr, len, platform })
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes from alloc_mem, owned by this value.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from this platform's alloc_mem and is given back once.
+        unsafe { self.platform.free_mem(self.ptr) };
+    }
+}
+
+fn nomem() -> Error {
+    Error::new(
+        ErrorClass::NoMem,
+        Reason::BadArgument {
+            what: "no memory for collective buffering (cb_buffer_size may be too large)",
+        },
+    )
+}
+
+fn rd(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
+fn wr(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// The largest error class any member of `comm` had (0: none).
+fn agree(cx: &mut Inside, comm: crate::comm::CommId, mine: i32) -> Result<i32> {
+    super::agree(cx, comm, mine)
+}
+
+/// The word array views of the scratch region: `P` u64s each.
+struct Arrays {
+    base: *mut u64,
+    p: usize,
+}
+
+impl Arrays {
+    const N: usize = 13;
+
+    fn at(&self, k: usize) -> *mut u64 {
+        // SAFETY: the scratch region holds N arrays of p u64s.
+        unsafe { self.base.add(k * self.p) }
+    }
+
+    fn get(&self, k: usize, i: usize) -> u64 {
+        // SAFETY: i < p, k < N.
+        unsafe { *self.at(k).add(i) }
+    }
+
+    fn set(&self, k: usize, i: usize, v: u64) {
+        // SAFETY: as above.
+        unsafe { *self.at(k).add(i) = v }
+    }
+}
+
+// Arrays of the scratch region (indexes into `Arrays`).
+const LO: usize = 0; // gathered ranges: 2 words per member (lo, hi) in LO and LO+1's space
+const OUT: usize = 2; // sizes sent: 2 words per member
+const IN: usize = 4; // sizes received: 2 words per member
+const SC: usize = 6;
+const SD: usize = 7;
+const RC: usize = 8;
+const RD: usize = 9;
+const AGG: usize = 10;
+const CUR: usize = 11;
+
+/// One round's window of aggregator `a` (file range; empty when `lo >= hi`).
+#[derive(Clone, Copy)]
+struct Plan {
+    lo: u64,
+    hi: u64,
+    dsize: u64,
+    cb: u64,
+}
+
+impl Plan {
+    fn window(&self, a: usize, round: u64) -> (u64, u64) {
+        let d0 = self.lo.saturating_add(a as u64 * self.dsize);
+        let d1 = d0.saturating_add(self.dsize).min(self.hi);
+        let w0 = d0.saturating_add(round * self.cb);
+        let w1 = w0.saturating_add(self.cb).min(d1);
+        if w0 >= d1 {
+            (0, 0)
+        } else {
+            (w0, w1)
+        }
+    }
+}
+
+/// A collective data access of this member (`mine`: the view-stream start and the memory; an
+/// error when this member's arguments were bad — it then still takes part, so the others do
+/// not wait for it, and every member returns an error). Two-phase when the hints and the
+/// accesses call for it, else each member's own access; bytes moved.
+///
+/// # Safety
+/// MPI's rule for the buffer of `mine`.
+pub unsafe fn access(
+    cx: &mut Inside,
+    id: FileId,
+    dir: Dir,
+    mine: Result<(u64, Memory)>,
+) -> Result<u64> {
+    let (fc, hints, atomic, v, fd) = {
+        let f = cx.e().io.get(id)?;
+        (f.comm, f.hints, f.atomic, f.view, f.fd)
+    };
+    let c = cx.e().check_comm(fc)?;
+    let (p, me) = (c.size() as usize, c.rank as usize);
+    // This member's range of file bytes [lo, hi) and stream bytes.
+    let range = mine.and_then(|(start, mem)| {
+        let e = cx.e();
+        let size = e.p2p.types.check_committed(mem.dt)?.size;
+        let total = size
+            .checked_mul(mem.count)
+            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+        if total == 0 {
+            return Ok((start, mem, total, u64::MAX, 0));
+        }
+        let nodes = e.p2p.types.nodes(v.filetype)?;
+        let lo = view::byte_offset(nodes, &v, start)?;
+        let hi = view::byte_offset(nodes, &v, start + total - 1)? + 1;
+        Ok((start, mem, total, lo, hi))
+    });
+    let scratch = Scratch::new(cx, p * Arrays::N * 8);
+    let local = match (&range, &scratch) {
+        (Err(e), _) => e.class.code(),
+        (_, None) => ErrorClass::NoMem.code(),
+        _ => 0,
+    };
+    let worst = agree(cx, fc, local)?;
+    let ((start, mem, total, lo, hi), mut scratch) = match (range, scratch) {
+        (Err(e), _) => return Err(e),
+        (_, None) => return Err(nomem()),
+        (Ok(r), Some(s)) => (r, s),
+    };
+    if worst != 0 {
+        return Err(super::remote_error(
+            worst,
+            "another member's collective access failed",
+        ));
+    }
+    let arr = Arrays {
+        base: scratch.bytes().as_mut_ptr().cast(),
+        p,
+    };
+    // Gather every member's range.
+    let pair = [lo, hi];
+    let call = Call::Allgather {
+        send: Some(Buf {
+            ptr: pair.as_ptr() as *mut u8,
+            count: 2,
+            dt: Datatype::UINT64_T,
+        }),
+        recv: Buf {
+            ptr: arr.at(LO).cast(),
+            count: 2,
+            dt: Datatype::UINT64_T,
+        },
+    };
+    // SAFETY: `pair` holds 2 u64s, the LO arrays 2p; both live through the call.
+    unsafe { crate::coll::blocking(cx, fc, call, None)? };
+    let range_of = |r: usize| (arr.get(LO, 2 * r), arr.get(LO, 2 * r + 1));
+    let mode = match dir {
+        Dir::Read => hints.cb_read,
+        Dir::Write => hints.cb_write,
+    };
+    // ROMIO's rule: interleaved when a member's range starts before the previous one's ends.
+    let mut interleaved = false;
+    let mut prev_hi = None;
+    let (mut all_lo, mut all_hi) = (u64::MAX, 0u64);
+    for r in 0..p {
+        let (l, h) = range_of(r);
+        if l >= h {
+            continue;
+        }
+        if prev_hi.is_some_and(|ph| l < ph) {
+            interleaved = true;
+        }
+        prev_hi = Some(h);
+        all_lo = all_lo.min(l);
+        all_hi = all_hi.max(h);
+    }
+    let two_phase = !atomic
+        && all_lo < all_hi
+        && match mode {
+            CbMode::Enable => true,
+            CbMode::Disable => false,
+            CbMode::Automatic => interleaved,
+        };
+    if !two_phase {
+        drop(scratch);
+        // SAFETY: the caller's contract.
+        let r = unsafe { super::transfer(cx.e(), id, dir, start, mem) };
+        return r;
+    }
+    // The aggregators and their domains.
+    let e = cx.e();
+    let naggs = {
+        let c = e.check_comm(fc)?;
+        let g = c.group;
+        let node_of = |r: u32| {
+            let pr = e.p2p.comms.groups.proc_of(g, r);
+            e.p2p.procs[pr.0 as usize].node
+        };
+        // SAFETY: the AGG array holds p u64s.
+        let out = unsafe { core::slice::from_raw_parts_mut(arr.at(AGG), p) };
+        aggregators(p as u32, hints.cb_nodes, &node_of, out)
+    };
+    let unit = hints.striping_unit.max(1);
+    let base = all_lo - all_lo % unit;
+    let per = (all_hi - base).div_ceil(naggs as u64);
+    let dsize = per.div_ceil(unit) * unit;
+    let cb = hints.cb_buffer_size.max(1);
+    let plan = Plan {
+        lo: base,
+        hi: all_hi,
+        dsize,
+        cb,
+    };
+    let rounds = dsize.div_ceil(cb);
+    let my_agg = (0..naggs).find(|a| arr.get(AGG, *a) == me as u64);
+    let mut window = match my_agg {
+        Some(_) => Scratch::new(cx, cb as usize),
+        None => Scratch::new(cx, 0),
+    };
+    let code = agree(
+        cx,
+        fc,
+        if window.is_none() {
+            ErrorClass::NoMem.code()
+        } else {
+            0
+        },
+    )?;
+    if code != 0 {
+        return Err(nomem());
+    }
+    let window = window.as_mut().map(|w| w.bytes()).unwrap_or(&mut []);
+    let mut state = State {
+        arr: &arr,
+        p,
+        plan,
+        naggs,
+        start,
+        total,
+        fd,
+        err: None,
+        moved: 0,
+    };
+    let types = &cx.e().p2p.types;
+    match dir {
+        Dir::Write => {
+            if v.external32 {
+                super::same_size_in_external32(types, mem.dt)?;
+            }
+            // SAFETY: the caller's contract for the buffer; the packer keeps no borrow of the
+            // type table.
+            let mut pk = unsafe {
+                match v.external32 {
+                    true => Packer::external(mem.buf, mem.count, mem.dt, types, Repr::EXTERNAL32)?,
+                    false => Packer::new(mem.buf, mem.count, mem.dt, types)?,
+                }
+            };
+            for round in 0..rounds {
+                state.write_round(cx, fc, id, round, my_agg, window, &mut pk)?;
+            }
+            state.moved = total;
+        }
+        Dir::Read => {
+            // SAFETY: as above, for the unpacker.
+            let mut up = unsafe { Unpacker::new(mem.buf, mem.count, mem.dt, types)? };
+            if v.external32 {
+                super::same_size_in_external32(types, mem.dt)?;
+                up.set_source(types, &Repr::EXTERNAL32)?;
+            }
+            for round in 0..rounds {
+                state.read_round(cx, fc, id, round, my_agg, window, &mut up)?;
+            }
+        }
+    }
+    let mine = state.err.map_or(0, |e| e.class.code());
+    let worst = agree(cx, fc, mine)?;
+    match (state.err, worst) {
+        (_, 0) => Ok(state.moved),
+        (Some(e), _) => Err(e),
+        (None, c) => Err(super::remote_error(
+            c,
+            "an aggregator's file access failed in a collective access",
+        )),
+    }
+}
+
+/// What the rounds of one call share.
+struct State<'a> {
+    arr: &'a Arrays,
+    p: usize,
+    plan: Plan,
+    naggs: usize,
+    start: u64,
+    total: u64,
+    fd: super::fs::Fd,
+    err: Option<Error>,
+    moved: u64,
+}
+
+impl State<'_> {
+    /// This member's stream range [s0, s1) (relative to its access) in aggregator `a`'s window
+    /// of `round`.
+    fn share(&self, cx: &mut Inside, id: FileId, a: usize, round: u64) -> Result<(u64, u64)> {
+        let (w0, w1) = self.plan.window(a, round);
+        if w0 >= w1 || self.total == 0 {
+            return Ok((0, 0));
+        }
+        let e = cx.e();
+        let v = e.io.get(id)?.view;
+        let nodes = e.p2p.types.nodes(v.filetype)?;
+        let b0 = view::stream_before(nodes, &v, w0)?;
+        let b1 = view::stream_before(nodes, &v, w1)?;
+        let s0 = b0.max(self.start).min(self.start + self.total) - self.start;
+        let s1 = b1.max(self.start).min(self.start + self.total) - self.start;
+        Ok((s0, s1.max(s0)))
+    }
+
+    /// Feeds `out` the file ranges of this member's stream bytes [s0, s1).
+    fn runs(
+        &self,
+        cx: &mut Inside,
+        id: FileId,
+        s0: u64,
+        s1: u64,
+        out: &mut dyn FnMut(u64, u64) -> Result<()>,
+    ) -> Result<()> {
+        let e = cx.e();
+        let v = e.io.get(id)?.view;
+        let nodes = e.p2p.types.nodes(v.filetype)?;
+        view::runs(nodes, &v, self.start + s0, s1 - s0, out)
+    }
+
+    /// Exchanges the sizes in OUT (2 words per member) into IN.
+    fn exchange_sizes(&self, cx: &mut Inside, fc: crate::comm::CommId) -> Result<()> {
+        let call = Call::Alltoall {
+            send: Some(Buf {
+                ptr: self.arr.at(OUT).cast(),
+                count: 2,
+                dt: Datatype::UINT64_T,
+            }),
+            recv: Buf {
+                ptr: self.arr.at(IN).cast(),
+                count: 2,
+                dt: Datatype::UINT64_T,
+            },
+        };
+        // SAFETY: the OUT and IN arrays hold 2p u64s each and live through the call.
+        unsafe { crate::coll::blocking(cx, fc, call, None) }
+    }
+
+    /// Sends `send` (SC/SD) and receives into `recv` (RC/RD), bytes.
+    fn exchange(
+        &self,
+        cx: &mut Inside,
+        fc: crate::comm::CommId,
+        send: *mut u8,
+        recv: *mut u8,
+    ) -> Result<()> {
+        let call = Call::Alltoallv {
+            send: Some(VBuf {
+                ptr: send,
+                counts: Ints::Wide(self.arr.at(SC) as *const i64),
+                displs: Ints::Wide(self.arr.at(SD) as *const i64),
+                dt: Datatype::BYTE,
+            }),
+            recv: VBuf {
+                ptr: recv,
+                counts: Ints::Wide(self.arr.at(RC) as *const i64),
+                displs: Ints::Wide(self.arr.at(RD) as *const i64),
+                dt: Datatype::BYTE,
+            },
+        };
+        // SAFETY: the buffers hold what the counts and displacements say; the arrays hold p
+        // words each; all live through the call.
+        unsafe { crate::coll::blocking(cx, fc, call, None) }
+    }
+
+    /// Lays out counts `k`-th word of OUT (send) and IN (receive) into SC/SD and RC/RD; the
+    /// totals.
+    fn layout(&self, k_send: usize, k_recv: usize) -> (usize, usize) {
+        let (mut s, mut r) = (0u64, 0u64);
+        for i in 0..self.p {
+            let a = self.arr.get(OUT, 2 * i + k_send);
+            let b = self.arr.get(IN, 2 * i + k_recv);
+            self.arr.set(SC, i, a);
+            self.arr.set(SD, i, s);
+            self.arr.set(RC, i, b);
+            self.arr.set(RD, i, r);
+            s += a;
+            r += b;
+        }
+        (s as usize, r as usize)
+    }
+
+    fn zero_out(&self) {
+        for i in 0..2 * self.p {
+            self.arr.set(OUT, i, 0);
+        }
+    }
+
+    /// One write round: each member sends each aggregator (records, bytes); the aggregators
+    /// write their windows.
+    #[allow(clippy::too_many_arguments)]
+    fn write_round(
+        &mut self,
+        cx: &mut Inside,
+        fc: crate::comm::CommId,
+        id: FileId,
+        round: u64,
+        my_agg: Option<usize>,
+        window: &mut [u8],
+        pk: &mut Packer,
+    ) -> Result<()> {
+        self.zero_out();
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let mut n = 0u64;
+            self.runs(cx, id, s0, s1, &mut |_, _| {
+                n += 1;
+                Ok(())
+            })?;
+            let dest = self.arr.get(AGG, a) as usize;
+            self.arr.set(OUT, 2 * dest, 8 + 16 * n + (s1 - s0));
+        }
+        self.exchange_sizes(cx, fc)?;
+        let (ns, nr) = self.layout(0, 0);
+        let send = Scratch::new(cx, ns);
+        let recv = Scratch::new(cx, nr);
+        let ok = send.is_some() && recv.is_some();
+        if agree(cx, fc, if ok { 0 } else { ErrorClass::NoMem.code() })? != 0 {
+            return Err(nomem());
+        }
+        let (Some(mut send), Some(mut recv)) = (send, recv) else {
+            return Err(nomem());
+        };
+        let sb = send.bytes();
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let dest = self.arr.get(AGG, a) as usize;
+            let at = self.arr.get(SD, dest) as usize;
+            let len = self.arr.get(SC, dest) as usize;
+            let msg = &mut sb[at..at + len];
+            let mut n = 0usize;
+            self.runs(cx, id, s0, s1, &mut |off, l| {
+                wr(msg, 8 + 16 * n, off);
+                wr(msg, 16 + 16 * n, l);
+                n += 1;
+                Ok(())
+            })?;
+            wr(msg, 0, n as u64);
+            let data = &mut msg[8 + 16 * n..];
+            let types = &cx.e().p2p.types;
+            let mut done = 0usize;
+            while done < data.len() {
+                let got = pk.pack(types, s0 as usize + done, &mut data[done..]);
+                if got == 0 {
+                    return Err(Error::new(
+                        ErrorClass::Intern,
+                        Reason::BadArgument {
+                            what: "the memory datatype ended before the view range",
+                        },
+                    ));
+                }
+                done += got;
+            }
+        }
+        self.exchange(cx, fc, sb.as_mut_ptr(), recv.bytes().as_mut_ptr())?;
+        drop(send);
+        let Some(a) = my_agg else { return Ok(()) };
+        let (w0, w1) = self.plan.window(a, round);
+        if w0 >= w1 {
+            return Ok(());
+        }
+        let rb = recv.bytes();
+        if let Err(e) = self.write_window(cx, rb, window) {
+            self.err.get_or_insert(e);
+        }
+        Ok(())
+    }
+
+    /// Writes the pieces received (messages in RC/RD) through the window buffer.
+    fn write_window(&self, cx: &mut Inside, rb: &[u8], window: &mut [u8]) -> Result<()> {
+        let fs = file_system(cx.e())?;
+        // The span the pieces cover, and (by merging the members' sorted lists) how much of it
+        // they fill.
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for i in 0..self.p {
+            self.arr.set(CUR, i, 0);
+            let len = self.arr.get(RC, i) as usize;
+            if len == 0 {
+                continue;
+            }
+            let m = &rb[self.arr.get(RD, i) as usize..][..len];
+            let n = rd(m, 0) as usize;
+            if n > 0 {
+                lo = lo.min(rd(m, 8));
+                let last = 8 + 16 * (n - 1);
+                hi = hi.max(rd(m, last) + rd(m, last + 8));
+            }
+        }
+        if lo >= hi {
+            return Ok(());
+        }
+        let mut filled = 0u64;
+        let mut reach = lo;
+        loop {
+            let mut best: Option<(usize, u64, u64)> = None;
+            for i in 0..self.p {
+                let len = self.arr.get(RC, i) as usize;
+                if len == 0 {
+                    continue;
+                }
+                let m = &rb[self.arr.get(RD, i) as usize..][..len];
+                let k = self.arr.get(CUR, i) as usize;
+                if k < rd(m, 0) as usize {
+                    let (o, l) = (rd(m, 8 + 16 * k), rd(m, 16 + 16 * k));
+                    if best.is_none_or(|b| o < b.1) {
+                        best = Some((i, o, l));
+                    }
+                }
+            }
+            let Some((i, o, l)) = best else { break };
+            self.arr.set(CUR, i, self.arr.get(CUR, i) + 1);
+            let end = o + l;
+            if end > reach {
+                filled += end - reach.max(o);
+                reach = end;
+            }
+        }
+        let span = (hi - lo) as usize;
+        let buf = &mut window[..span];
+        let gaps = filled < hi - lo;
+        let io = |e: super::fs::IoError| e.to_error("file access");
+        if gaps {
+            // Read-modify-write: the bytes between the pieces are the file's, and no other
+            // writer may change them between this read and the write back.
+            fs.lock(self.fd, lo, hi - lo, true).map_err(io)?;
+        }
+        let r = (|| {
+            if gaps {
+                let got = fs.read_at(self.fd, buf, lo).map_err(io)?;
+                buf[got..].fill(0);
+            }
+            for i in 0..self.p {
+                let len = self.arr.get(RC, i) as usize;
+                if len == 0 {
+                    continue;
+                }
+                let m = &rb[self.arr.get(RD, i) as usize..][..len];
+                let n = rd(m, 0) as usize;
+                let mut d = 8 + 16 * n;
+                for k in 0..n {
+                    let (o, l) = (rd(m, 8 + 16 * k) as usize, rd(m, 16 + 16 * k) as usize);
+                    let at = o - lo as usize;
+                    buf[at..at + l].copy_from_slice(&m[d..d + l]);
+                    d += l;
+                }
+            }
+            fs.write_at(self.fd, buf, lo).map_err(io)
+        })();
+        if gaps {
+            let _ = fs.unlock(self.fd, lo, hi - lo);
+        }
+        r
+    }
+
+    /// One read round: each member sends each aggregator its records; the aggregators read
+    /// their windows and send each member (bytes available, bytes).
+    #[allow(clippy::too_many_arguments)]
+    fn read_round(
+        &mut self,
+        cx: &mut Inside,
+        fc: crate::comm::CommId,
+        id: FileId,
+        round: u64,
+        my_agg: Option<usize>,
+        window: &mut [u8],
+        up: &mut Unpacker,
+    ) -> Result<()> {
+        self.zero_out();
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let mut n = 0u64;
+            self.runs(cx, id, s0, s1, &mut |_, _| {
+                n += 1;
+                Ok(())
+            })?;
+            let dest = self.arr.get(AGG, a) as usize;
+            self.arr.set(OUT, 2 * dest, 8 + 16 * n);
+            self.arr.set(OUT, 2 * dest + 1, 8 + (s1 - s0));
+        }
+        self.exchange_sizes(cx, fc)?;
+        // Requests go out as the first words say; replies come back as the second words say
+        // (so the layout for replies is IN's second words outgoing, OUT's second incoming).
+        let (nq, nqr) = self.layout(0, 0);
+        let mut rs = 0u64;
+        let mut rr = 0u64;
+        for i in 0..self.p {
+            rs += self.arr.get(IN, 2 * i + 1);
+            rr += self.arr.get(OUT, 2 * i + 1);
+        }
+        let qs = Scratch::new(cx, nq);
+        let qr = Scratch::new(cx, nqr);
+        let ys = Scratch::new(cx, rs as usize);
+        let yr = Scratch::new(cx, rr as usize);
+        let ok = qs.is_some() && qr.is_some() && ys.is_some() && yr.is_some();
+        if agree(cx, fc, if ok { 0 } else { ErrorClass::NoMem.code() })? != 0 {
+            return Err(nomem());
+        }
+        let (Some(mut qs), Some(mut qr), Some(mut ys), Some(mut yr)) = (qs, qr, ys, yr) else {
+            return Err(nomem());
+        };
+        let qb = qs.bytes();
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let dest = self.arr.get(AGG, a) as usize;
+            let at = self.arr.get(SD, dest) as usize;
+            let len = self.arr.get(SC, dest) as usize;
+            let msg = &mut qb[at..at + len];
+            let mut n = 0usize;
+            self.runs(cx, id, s0, s1, &mut |off, l| {
+                wr(msg, 8 + 16 * n, off);
+                wr(msg, 16 + 16 * n, l);
+                n += 1;
+                Ok(())
+            })?;
+            wr(msg, 0, n as u64);
+        }
+        self.exchange(cx, fc, qb.as_mut_ptr(), qr.bytes().as_mut_ptr())?;
+        // The replies: this member sends what others asked for (IN's second words) and
+        // receives what it asked for (OUT's second words).
+        let (mut s, mut r) = (0u64, 0u64);
+        for i in 0..self.p {
+            let a = self.arr.get(IN, 2 * i + 1);
+            let b = self.arr.get(OUT, 2 * i + 1);
+            self.arr.set(SC, i, a);
+            self.arr.set(SD, i, s);
+            self.arr.set(RC, i, b);
+            self.arr.set(RD, i, r);
+            s += a;
+            r += b;
+        }
+        let ysb = ys.bytes();
+        if let Some(a) = my_agg {
+            let (w0, w1) = self.plan.window(a, round);
+            if w0 < w1 {
+                // Requests arrived at the first-word layout of IN.
+                if let Err(e) = self.read_window(cx, qr.bytes(), ysb, window) {
+                    self.err.get_or_insert(e);
+                }
+            }
+        }
+        self.exchange(cx, fc, ysb.as_mut_ptr(), yr.bytes().as_mut_ptr())?;
+        let yb = yr.bytes();
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let src = self.arr.get(AGG, a) as usize;
+            let m = &yb[self.arr.get(RD, src) as usize..][..self.arr.get(RC, src) as usize];
+            let avail = (rd(m, 0) as usize).min(m.len() - 8);
+            let types = &cx.e().p2p.types;
+            up.unpack(types, s0 as usize, &m[8..8 + avail]);
+            self.moved += avail as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads an aggregator's window and builds the replies (into `ys`, laid out by SC/SD)
+    /// from the requests (`qr`, laid out by IN's first words).
+    fn read_window(
+        &self,
+        cx: &mut Inside,
+        qr: &[u8],
+        ys: &mut [u8],
+        window: &mut [u8],
+    ) -> Result<()> {
+        let fs = file_system(cx.e())?;
+        let req = |i: usize| -> &[u8] {
+            let mut at = 0usize;
+            for j in 0..i {
+                at += self.arr.get(IN, 2 * j) as usize;
+            }
+            &qr[at..at + self.arr.get(IN, 2 * i) as usize]
+        };
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for i in 0..self.p {
+            let m = req(i);
+            if m.is_empty() {
+                continue;
+            }
+            let n = rd(m, 0) as usize;
+            if n > 0 {
+                lo = lo.min(rd(m, 8));
+                let last = 8 + 16 * (n - 1);
+                hi = hi.max(rd(m, last) + rd(m, last + 8));
+            }
+        }
+        let got = if lo < hi {
+            let span = (hi - lo) as usize;
+            fs.read_at(self.fd, &mut window[..span], lo)
+                .map_err(|e| e.to_error("file access"))?
+        } else {
+            0
+        };
+        let eof = lo.saturating_add(got as u64);
+        for i in 0..self.p {
+            let m = req(i);
+            if m.is_empty() {
+                continue;
+            }
+            let out = &mut ys[self.arr.get(SD, i) as usize..][..self.arr.get(SC, i) as usize];
+            let n = rd(m, 0) as usize;
+            let mut d = 8usize;
+            let mut avail = 0u64;
+            let mut short = false;
+            for k in 0..n {
+                let (o, l) = (rd(m, 8 + 16 * k), rd(m, 16 + 16 * k));
+                let have = if short {
+                    0
+                } else {
+                    eof.saturating_sub(o).min(l)
+                };
+                short |= have < l;
+                let at = (o - lo) as usize;
+                out[d..d + have as usize].copy_from_slice(&window[at..at + have as usize]);
+                d += l as usize;
+                avail += have;
+            }
+            wr(out, 0, avail);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregators_are_one_per_node_then_the_next_of_each() {
+        let nodes = [0u32, 0, 1, 1, 2, 2, 2];
+        let node_of = |r: u32| nodes[r as usize];
+        let mut out = [0u64; 7];
+        assert_eq!(aggregators(7, 0, &node_of, &mut out), 3);
+        assert_eq!(&out[..3], &[0, 2, 4]);
+        assert_eq!(aggregators(7, 5, &node_of, &mut out), 5);
+        assert_eq!(&out[..5], &[0, 2, 4, 1, 3]);
+        assert_eq!(aggregators(7, 100, &node_of, &mut out), 7);
+        assert_eq!(out, [0, 2, 4, 1, 3, 5, 6]);
+    }
+
+    #[test]
+    fn windows_tile_the_domains_in_rounds() {
+        let plan = Plan {
+            lo: 100,
+            hi: 1000,
+            dsize: 512,
+            cb: 200,
+        };
+        assert_eq!(plan.window(0, 0), (100, 300));
+        assert_eq!(plan.window(0, 1), (300, 500));
+        assert_eq!(plan.window(0, 2), (500, 612));
+        assert_eq!(plan.window(0, 3), (0, 0));
+        assert_eq!(plan.window(1, 0), (612, 812));
+        assert_eq!(plan.window(1, 1), (812, 1000));
+        assert_eq!(plan.window(1, 2), (0, 0));
+    }
+
+    #[test]
+    fn hints_round_trip_through_words() {
+        let h = Hints {
+            cb_read: CbMode::Disable,
+            cb_write: CbMode::Enable,
+            cb_nodes: 3,
+            cb_buffer_size: 4096,
+            striping_unit: 512,
+            striping_factor: 4,
+            ind_wr_buffer_size: 1000,
+        };
+        assert_eq!(Hints::from_words(h.words()), h);
+    }
+}
