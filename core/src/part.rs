@@ -379,7 +379,15 @@ impl Parts {
             })?
         } else {
             drop_grants(&ch, memory);
-            return Err(pool.exhausted("partitioned requests", "MAX_CHANNELS"));
+            // The bound is the tag space's, not a parameter's: say so rather than name one.
+            return Err(if pool.capacity() >= MAX_CHANNELS {
+                bad(
+                    ErrorClass::NoMem,
+                    "too many partitioned requests alive at once (1024, a fixed bound of the internal tag space; free some with MPI_Request_free)",
+                )
+            } else {
+                pool.exhausted("partitioned requests", crate::memory::MEMORY_MAX.name)
+            });
         };
         // The type stays usable by every round, even if the user frees it meanwhile.
         p2p.types.retain(a.datatype);
@@ -511,7 +519,14 @@ impl Parts {
         let (lo, hi) = (j as u64 * part, (j as u64 + 1) * part);
         let sp = h.total / h.partitions as u64;
         if sp == 0 || lo >= hi {
-            return Ok(true);
+            // No bytes to wait for: the sender's partitions of the same share of the index
+            // range say it (their empty messages arrive when marked ready).
+            let (rp, hp) = (ch.partitions as u64, h.partitions as u64);
+            let first = (j as u64 * hp / rp) as usize;
+            let last = ((((j as u64 + 1) * hp).div_ceil(rp)) as usize)
+                .saturating_sub(1)
+                .clamp(first, hp as usize - 1);
+            return Ok(ch.slot_slice()[first..=last].iter().all(|s| s.done));
         }
         let first = (lo / sp) as usize;
         let last = (((hi - 1) / sp) as usize).min(h.partitions as usize - 1);

@@ -2375,6 +2375,24 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_delete_attr_f08
   end interface
+  interface MPI_Comm_disconnect
+    subroutine MPI_Comm_disconnect_f08(comm, ierror) bind(C, &
+        name='MPI_Comm_disconnect_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_disconnect_f08
+  end interface
+  interface PMPI_Comm_disconnect
+    subroutine PMPI_Comm_disconnect_f08(comm, ierror) bind(C, &
+        name='PMPI_Comm_disconnect_f08')
+      import
+      implicit none
+      TYPE(MPI_Comm) :: comm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_disconnect_f08
+  end interface
   interface MPI_Comm_dup
     subroutine MPI_Comm_dup_f08(comm, newcomm, ierror) bind(C, name='MPI_Comm_dup_f08')
       import

@@ -136,6 +136,8 @@ mod c {
         pub fn PMPI_Comm_create_group(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Comm_delete_attr(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Comm_delete_attr(a0: c_int, a1: c_int) -> c_int;
+        pub fn MPI_Comm_disconnect(a0: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_disconnect(a0: *mut c_void) -> c_int;
         pub fn MPI_Comm_dup(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Comm_dup(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Comm_dup_with_info(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
@@ -2088,6 +2090,21 @@ pub unsafe extern "C" fn MPI_Comm_delete_attr_f08(comm: *mut c_int, comm_keyval:
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_delete_attr_f08(comm: *mut c_int, comm_keyval: *mut c_int, ierror: *mut c_int) {
     f08_comm_delete_attr::<true>(comm, comm_keyval, ierror)
+}
+
+/// `MPI_Comm_disconnect` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_disconnect<const PMPI: bool>(comm: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Comm_disconnect(comm.cast()) } else { c::MPI_Comm_disconnect(comm.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_disconnect_f08(comm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_disconnect::<false>(comm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_disconnect_f08(comm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_disconnect::<true>(comm, ierror)
 }
 
 /// `MPI_Comm_dup` of `mpi_f08` (`PMPI` chooses the profiling C function).

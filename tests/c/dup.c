@@ -117,7 +117,19 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
         CHECK_MPI(MPI_Sendrecv(&v, 1, MPI_INT, right, i, &w, 1, MPI_INT, left, i, c, &st));
         CHECK(w == i * 100 + left, "dup cycle %d: got %d", i, w);
-        CHECK_MPI(MPI_Comm_free(&c));
+        if (i % 2)
+            CHECK_MPI(MPI_Comm_disconnect(&c));
+        else
+            CHECK_MPI(MPI_Comm_free(&c));
+        CHECK(c == MPI_COMM_NULL, "cycle %d left the handle set", i);
+    }
+    {
+        MPI_Comm c = MPI_COMM_NULL;
+        int cls = -1;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Error_class(MPI_Comm_disconnect(&c), &cls);
+        CHECK(cls == MPI_ERR_COMM, "MPI_Comm_disconnect(MPI_COMM_NULL) gave class %d", cls);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     }
     return test_end();
 }

@@ -14,6 +14,8 @@
  *      64 KiB partitions (above every eager limit).
  *   F. Two partitioned requests with the same peer and tag match in init order.
  *   G. MPI_PROC_NULL, and errors: a partition out of range, Pready twice, Pready on a receive.
+ *   H. Empty partitions (count 0, mpi4py's testRing): MPI_Parrived is false until the sender
+ *      has marked them ready, true after; three rounds; 1-3 partitions each side.
  */
 #include "stormtest.h"
 
@@ -257,6 +259,36 @@ static void section_g(void)
     CHECK_MPI(MPI_Request_free(&s));
 }
 
+static void section_h(void)
+{
+    int sdummy = 0, rdummy = 0, flag;
+    for (int p = 1; p <= 3; p++) {
+        MPI_Request s, r;
+        CHECK_MPI(MPI_Psend_init(&sdummy, p, 0, MPI_INT, next, 9, MPI_COMM_WORLD, MPI_INFO_NULL, &s));
+        CHECK_MPI(MPI_Precv_init(&rdummy, p, 0, MPI_INT, prev, 9, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        for (int round = 0; round < 3; round++) {
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Start(&r));
+            for (int i = 0; i < p; i++) {
+                CHECK_MPI(MPI_Parrived(r, i, &flag));
+                CHECK(!flag, "empty partition %d of %d arrived before its sender started", i, p);
+            }
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Start(&s));
+            for (int i = 0; i < p; i++)
+                CHECK_MPI(MPI_Pready(i, s));
+            for (int i = 0; i < p; i++)
+                do
+                    CHECK_MPI(MPI_Parrived(r, i, &flag));
+                while (!flag);
+            CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+            CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
+        }
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK_MPI(MPI_Request_free(&r));
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -272,5 +304,6 @@ int main(int argc, char **argv)
     section_e();
     section_f();
     section_g();
+    section_h();
     return test_end();
 }

@@ -131,4 +131,27 @@ super::mpi! {
         }
         code(r)
     }
+
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut abi::MPI_Comm) {
+        if comm.is_null() {
+            return report("MPI_Comm_disconnect", None, Error::bad_arg("comm is NULL"));
+        }
+        // SAFETY: checked non-null; MPI requires it to point to an MPI_Comm.
+        let h = unsafe { *comm };
+        let valid = code(run_comm("MPI_Comm_disconnect", h, |_, _| Ok(())));
+        if valid != abi::MPI_SUCCESS {
+            return valid;
+        }
+        // Collective, and returns once the members' communication on it is done: MPI asks that
+        // every request on it be complete, so what is left is in the transports, and a barrier
+        // behind it (messages between two processes stay in order) sees it delivered. The
+        // communicators of dynamic processes do not exist yet, so every one is an ordinary one.
+        // SAFETY: a valid handle, checked above.
+        let rc = unsafe { super::coll::PMPI_Barrier(h) };
+        if rc != abi::MPI_SUCCESS {
+            return rc;
+        }
+        // SAFETY: as above.
+        unsafe { PMPI_Comm_free(comm) }
+    }
 }

@@ -27,7 +27,6 @@ unsupported! {
     MPI_Close_port / PMPI_Close_port,
     MPI_Comm_accept / PMPI_Comm_accept,
     MPI_Comm_connect / PMPI_Comm_connect,
-    MPI_Comm_disconnect / PMPI_Comm_disconnect,
     MPI_Comm_join / PMPI_Comm_join,
     MPI_Comm_spawn / PMPI_Comm_spawn,
     MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple,
