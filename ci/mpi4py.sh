@@ -4,7 +4,7 @@
 # --no-binary mpi4py` and MPICC set to stormpi's installed mpicc (and, for the reference, to
 # mpicc.mpich), then `python test/main.py` under stormrun (mpiexec.mpich) at each rank count.
 #
-# usage: ci/mpi4py.sh [--np "1 2 4"] [--ref-np "1 2"] [--work DIR] [--version V]
+# usage: ci/mpi4py.sh [--np "1 2 4"] [--ref-np "1"] [--work DIR] [--version V]
 #
 # stormpi's release build (the workspace's, or cargo build --release -p stormpi-linux -p
 # stormpi-bootstrap) is installed (ci/install.sh --no-build) into WORK/prefix; the sdist and the
@@ -18,13 +18,15 @@
 # and mpi4py.util.pool, which spawn their workers), the chapter stormpi does not have yet.
 # The run fails when stormpi shows a failing or erroring test that the reference does not show
 # at the same rank count (or, for a count the reference does not run, at none of its counts).
-# MPICH at 4 ranks on two cores is not run by default: its ranks poll without yielding, and
-# oversubscribed the suite takes tens of minutes.
+# The reference runs at one rank by default: Debian's MPICH 4.0.2 passes the whole suite there,
+# but at two ranks on this two-core machine it stopped after an error and hung (seen 2026-11-28,
+# killed after 5 minutes), so its multi-rank runs are opt-in (--ref-np "1 2"); stormpi's runs at 2
+# and 4 ranks are then held to the one-rank reference.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 nps="1 2 4"
-ref_nps="1 2"
+ref_nps="1"
 work=$root/target/mpi4py
 version=4.1.2
 exclude="futures|util_pool|spawn|dynproc"
@@ -74,7 +76,7 @@ suite() {
     local name=$1 np=$2
     shift 2
     local out=$work/$name-np$np.log
-    (cd "$src" && timeout 1500 "$@" "$work/venv-$name/bin/python" test/main.py -e "$exclude") \
+    (cd "$src" && timeout 900 "$@" "$work/venv-$name/bin/python" test/main.py -e "$exclude") \
         >"$out" 2>&1
     echo $? >"$out.rc"
     grep -E '^(ERROR|FAIL): ' "$out" | sed -E 's/^[A-Z]+: [^ ]+ \(([^)]*)\).*/\1/' | sort -u \
@@ -91,7 +93,7 @@ summary() { # LOG: "ran N, failures F, errors E, skipped S"
 status=0
 for np in $nps; do
     log "stormpi, $np rank(s)"
-    suite stormpi "$np" env MPIEXEC_TIMEOUT=1400 "$work/prefix/bin/stormrun" --oversubscribe -n "$np"
+    suite stormpi "$np" env MPIEXEC_TIMEOUT=850 "$work/prefix/bin/stormrun" --oversubscribe -n "$np"
 done
 for np in $ref_nps; do
     log "MPICH, $np rank(s)"

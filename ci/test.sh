@@ -51,7 +51,7 @@ STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test
 step "rsmpi (the mpi crate 0.8.2 from crates.io): its examples through MPICC and pkg-config, 2 and 4 ranks"
 bash ci/rsmpi.sh
 
-step "mpi4py 4.1.2's own test suite (from PyPI, built with mpicc) at 1, 2 and 4 ranks, against MPICH's at 1 and 2"
+step "mpi4py 4.1.2's own test suite (from PyPI, built with mpicc) at 1, 2 and 4 ranks, against MPICH's"
 bash ci/mpi4py.sh
 
 step "all tests passed"
