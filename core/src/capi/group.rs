@@ -8,7 +8,7 @@ use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::errors::report;
 use super::handles::{self, out};
 use crate::comm::create::{self, SplitType};
-use crate::comm::{CommId, CommSimilarity};
+use crate::comm::{CommHints, CommId, CommSimilarity};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupId, Similarity};
@@ -341,6 +341,13 @@ super::mpi! {
                 _ => return Err(Error::bad_arg("unknown split type (MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED, MPIX_COMM_TYPE_NEIGHBORHOOD and MPI_UNDEFINED are known)")),
             };
             let new = create::split_type(cx, c, how, key)?;
+            // The assertions `info` names hold on the new communicator (it starts with none).
+            if let (Some(n), Some(i)) = (new, super::info::info_or_null(info)?) {
+                let e = cx.e();
+                let flags = super::info::hints_from(&e.objects.infos, CommHints::empty(), i)?;
+                e.p2p.comms.set_hints(n, flags)?;
+                let _ = e.objects.infos.set_comm_hints(n.0, Some(i));
+            }
             give_comm(new, newcomm)
         }))
     }

@@ -7,6 +7,9 @@
 //! are reused after free.
 
 pub mod create;
+pub mod hints;
+
+pub use hints::CommHints;
 
 use crate::arena::{Arena, Sizer};
 use crate::array::Array;
@@ -157,6 +160,8 @@ pub struct Comm {
     pub errhandler: ErrHandler,
     /// Freed by the user but still draining posted receives: no longer usable, context id held.
     pub freed: bool,
+    /// The info assertions in force (`MPI_Comm_set_info` and friends).
+    pub hints: CommHints,
 }
 
 impl Comm {
@@ -460,8 +465,27 @@ impl CommTable {
             ));
         };
         comm.errhandler = placeholder.errhandler;
+        comm.hints = placeholder.hints;
         self.unreserve(id);
         self.insert(comm, Some(id)).map(|_| ())
+    }
+
+    /// Sets the info assertions of communicator `id`, live or still being made (an
+    /// `MPI_Comm_idup_with_info` sets them on the reserved slot, which passes them on at
+    /// [`CommTable::fill`]).
+    pub fn set_hints(&mut self, id: CommId, hints: CommHints) -> Result<()> {
+        let reserved = self.is_reserved(id);
+        match self
+            .slots
+            .get_mut(id.0 as usize)
+            .and_then(|s| s.comm.as_mut())
+        {
+            Some(c) if reserved || !c.freed => {
+                c.hints = hints;
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorClass::Comm, Reason::InvalidComm)),
+        }
     }
 
     /// The error handler of communicator `id`, live or still being made.
@@ -570,6 +594,7 @@ mod tests {
             rank: 1,
             errhandler: ErrHandler::Fatal,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         }
     }
 
