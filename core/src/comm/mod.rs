@@ -629,6 +629,22 @@ mod tests {
         ));
     }
 
+    /// Hints set on a reserved slot (`MPI_Comm_idup_with_info`) hold once it is filled; a
+    /// freed or empty slot takes none.
+    #[test]
+    fn hints_set_while_reserved_survive_the_fill() {
+        let mut t = table(4, 128).unwrap();
+        t.insert(comm(0), Some(CommId::WORLD)).unwrap();
+        let r = t.reserve(comm(0)).unwrap();
+        let h = CommHints::NO_ANY_SOURCE | CommHints::EXACT_LENGTH;
+        t.set_hints(r, h).unwrap();
+        t.fill(r, comm(5)).unwrap();
+        assert_eq!(t.get(r).unwrap().hints, h);
+        t.set_hints(r, CommHints::empty()).unwrap();
+        assert!(t.get(r).unwrap().hints.is_empty());
+        assert!(t.set_hints(CommId(3), h).is_err(), "an empty slot");
+    }
+
     /// A slot reserved for a communicator being made (MPI_Comm_idup) is unusable and never
     /// reaped until filled; unreserved, it is free again.
     #[test]
