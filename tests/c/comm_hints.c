@@ -1,10 +1,10 @@
 /*
  * Issue 18: communicator info assertions acted on. Comm_get_info returns exactly the
  * assertions in force ("true"; unknown keys and "false" values not returned); Comm_set_info
- * changes only the keys it names; Comm_dup keeps the hints, Comm_dup_with_info and
- * Comm_idup_with_info take the info's only; a wildcard receive or probe on a communicator that
- * asserts it away fails (MPI_ERRORS_RETURN) with MPI_ERR_RANK / MPI_ERR_TAG, while exact ones
- * work; ping-pong and many messages in both directions, with all four assertions, arrive intact;
+ * changes only the keys it names; Comm_dup keeps the hints, Comm_dup_with_info,
+ * Comm_idup_with_info, Comm_split_type and Comm_create_from_group take the info's only; a
+ * wildcard receive or probe on a communicator that asserts it away fails (MPI_ERRORS_RETURN)
+ * with MPI_ERR_RANK / MPI_ERR_TAG, while exact ones work; ping-pong and many messages in both directions, with all four assertions, arrive intact;
  * with overtaking allowed every message still arrives (each tag once).
  */
 #include "stormtest.h"
@@ -199,6 +199,18 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Info_free(&info));
     expect_hints(e, 0x2);
     CHECK_MPI(MPI_Comm_free(&e));
+
+    /* create_from_group's info. */
+    {
+        MPI_Group g;
+        CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &g));
+        info = make_info(0x9, 1);
+        CHECK_MPI(MPI_Comm_create_from_group(g, "comm_hints", info, MPI_ERRORS_ARE_FATAL, &e));
+        CHECK_MPI(MPI_Info_free(&info));
+        CHECK_MPI(MPI_Group_free(&g));
+        expect_hints(e, 0x9);
+        CHECK_MPI(MPI_Comm_free(&e));
+    }
 
     wildcards_refused(d, rank, size);
     /* The world is not affected: a wildcard receive works there. */

@@ -8,7 +8,7 @@ use super::env::{code, run, run_comm, run_comm_inside, run_inside};
 use super::errors::report;
 use super::handles::{self, out};
 use crate::comm::create::{self, SplitType};
-use crate::comm::{CommHints, CommId, CommSimilarity};
+use crate::comm::{CommId, CommSimilarity};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::group::{Group, GroupId, Similarity};
@@ -342,11 +342,8 @@ super::mpi! {
             };
             let new = create::split_type(cx, c, how, key)?;
             // The assertions `info` names hold on the new communicator (it starts with none).
-            if let (Some(n), Some(i)) = (new, super::info::info_or_null(info)?) {
-                let e = cx.e();
-                let flags = super::info::hints_from(&e.objects.infos, CommHints::empty(), i)?;
-                e.p2p.comms.set_hints(n, flags)?;
-                let _ = e.objects.infos.set_comm_hints(n.0, Some(i));
+            if let Some(n) = new {
+                super::info::new_comm_hints(cx.e(), n, info)?;
             }
             give_comm(new, newcomm)
         }))

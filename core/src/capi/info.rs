@@ -20,6 +20,23 @@ use crate::comm::hints::{CommHints, HINT_KEYS};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::info::{InfoId, INFO_GENS, MAX_KEY, MAX_VALUE};
 
+/// Gives new communicator `c` the assertions info handle `info` names (none for
+/// `MPI_INFO_NULL`) and keeps `info`'s hints for it: the constructors that take an info
+/// (`MPI_Comm_split_type`, `MPI_Comm_create_from_group`).
+pub(super) fn new_comm_hints(
+    e: &mut crate::engine::Engine,
+    c: crate::comm::CommId,
+    info: abi::MPI_Info,
+) -> Result<()> {
+    let Some(i) = info_or_null(info)? else {
+        return Ok(());
+    };
+    let flags = hints_from(&e.objects.infos, CommHints::empty(), i)?;
+    e.p2p.comms.set_hints(c, flags)?;
+    // Hints may be ignored: when there is no room to keep them, they are dropped.
+    e.objects.infos.set_comm_hints(c.0, Some(i)).map(|_| ())
+}
+
 /// `base` updated by the assertion keys of info object `id` (`MPI_Comm_set_info` leaves the
 /// hints `id` does not name as they were).
 pub(super) fn hints_from(
