@@ -11,6 +11,11 @@
  *                 count / (64 (N+10)) (the acknowledgement is counted in: it is part of the
  *                 benchmark's windowed rate too).
  *
+ * A third argument "hints" runs on a dup of MPI_COMM_WORLD carrying the four MPI-4 assertions
+ * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length) instead; "dup" on a
+ * plain dup (the baseline for "hints": a dup's ranks may map to processes another way than the
+ * world's).
+ *
  * Every received payload is checked, so a broken path is an error, not a cheap count.
  */
 #include <mpi.h>
@@ -34,21 +39,34 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3 || size != 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: instr pp|win N (2 ranks)\n");
+            fprintf(stderr, "usage: instr pp|win N [hints|dup] (2 ranks)\n");
         MPI_Finalize();
         return 2;
     }
     long n = atol(argv[2]);
     int peer = 1 - rank;
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if (argc > 3 && strcmp(argv[3], "hints") == 0) {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "mpi_assert_no_any_source", "true");
+        MPI_Info_set(info, "mpi_assert_no_any_tag", "true");
+        MPI_Info_set(info, "mpi_assert_allow_overtaking", "true");
+        MPI_Info_set(info, "mpi_assert_exact_length", "true");
+        MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &comm);
+        MPI_Info_free(&info);
+    } else if (argc > 3 && strcmp(argv[3], "dup") == 0) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    }
     if (strcmp(argv[1], "pp") == 0) {
         for (long i = 0; i < n + 100; i++) {
             MPI_Status st;
             if (rank == 0) {
-                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, comm);
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, comm, &st);
             } else {
-                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
-                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 1, comm, &st);
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 1, comm);
             }
             if (st.MPI_SOURCE != peer || st.MPI_TAG != 1)
                 die(rank, "ping-pong status is wrong");
@@ -60,20 +78,27 @@ int main(int argc, char **argv)
             if (rank == 0) {
                 for (int k = 0; k < WINDOW; k++) {
                     buf[k] = (char)(w + k);
-                    MPI_Isend(&buf[k], 1, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k]);
+                    MPI_Isend(&buf[k], 1, MPI_CHAR, peer, 2, comm, &req[k]);
                 }
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                MPI_Recv(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Recv(NULL, 0, MPI_BYTE, peer, 3, comm, MPI_STATUS_IGNORE);
             } else {
                 for (int k = 0; k < WINDOW; k++) {
                     buf[k] = 0;
-                    MPI_Irecv(&buf[k], 1, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k]);
+                    MPI_Irecv(&buf[k], 1, MPI_CHAR, peer, 2, comm, &req[k]);
                 }
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                for (int k = 0; k < WINDOW; k++)
-                    if (buf[k] != (char)(w + k))
+                /* Under mpi_assert_allow_overtaking the window may arrive in any order: each
+                 * value once is what is checked then. */
+                unsigned char seen[256] = {0};
+                for (int k = 0; k < WINDOW; k++) {
+                    if (comm == MPI_COMM_WORLD && buf[k] != (char)(w + k))
                         die(rank, "windowed payload is wrong");
-                MPI_Send(NULL, 0, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+                    unsigned char v = (unsigned char)buf[k], off = (unsigned char)(v - (unsigned char)w);
+                    if (off >= WINDOW || seen[v]++)
+                        die(rank, "windowed payload is wrong");
+                }
+                MPI_Send(NULL, 0, MPI_BYTE, peer, 3, comm);
             }
         }
     } else {

@@ -10,6 +10,9 @@
  * The timed iterations are run in 5 equal batches and the best batch is reported, so that a
  * rank being descheduled now and then (a shared or oversubscribed machine) does not decide the
  * figure.
+ * --hints runs both on a dup of MPI_COMM_WORLD carrying the four MPI-4 assertions
+ * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length; all true of this
+ * program), for comparing a library's matching path with and without them.
  *
  * Output (rank 0), one line per figure, comments start with '#':
  *     lat <bytes> <usec>
@@ -60,6 +63,10 @@
 
 static int rank;
 static double scale = 1.0;
+/* The single-threaded benchmark's communicator: MPI_COMM_WORLD, or with --hints a dup of it
+ * carrying the four MPI-4 assertions (mpi_assert_no_any_source, _no_any_tag,
+ * _allow_overtaking, _exact_length), which a library may use for a faster matching path. */
+static MPI_Comm comm;
 
 static void die(const char *msg)
 {
@@ -106,7 +113,7 @@ static void latency(long max, unsigned char *sbuf, unsigned char *rbuf)
         iters = batch * BATCHES;
         memset(sbuf, fill_byte(size), (size_t)size);
         memset(rbuf, 0, (size_t)size);
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(comm);
         for (i = 0; i < warm + iters; i++) {
             if (i >= warm && (i - warm) % batch == 0) {
                 double now = MPI_Wtime();
@@ -115,11 +122,11 @@ static void latency(long max, unsigned char *sbuf, unsigned char *rbuf)
                 t0 = now;
             }
             if (rank == 0) {
-                MPI_Send(sbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD);
-                MPI_Recv(rbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(sbuf, (int)size, MPI_BYTE, 1, TAG_PING, comm);
+                MPI_Recv(rbuf, (int)size, MPI_BYTE, 1, TAG_PING, comm, MPI_STATUS_IGNORE);
             } else if (rank == 1) {
-                MPI_Recv(rbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(sbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(rbuf, (int)size, MPI_BYTE, 0, TAG_PING, comm, MPI_STATUS_IGNORE);
+                MPI_Send(sbuf, (int)size, MPI_BYTE, 0, TAG_PING, comm);
             }
         }
         if (MPI_Wtime() - t0 < t)
@@ -147,7 +154,7 @@ static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
         iters = batch * BATCHES;
         memset(sbuf, fill_byte(size), (size_t)size);
         memset(rbuf, 0, (size_t)size * WINDOW);
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(comm);
         for (i = 0; i < warm + iters; i++) {
             if (i >= warm && (i - warm) % batch == 0) {
                 double now = MPI_Wtime();
@@ -157,15 +164,15 @@ static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
             }
             if (rank == 0) {
                 for (w = 0; w < WINDOW; w++)
-                    MPI_Isend(sbuf, (int)size, MPI_BYTE, 1, TAG_BW, MPI_COMM_WORLD, &req[w]);
+                    MPI_Isend(sbuf, (int)size, MPI_BYTE, 1, TAG_BW, comm, &req[w]);
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                MPI_Recv(&ack, 1, MPI_INT, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Recv(&ack, 1, MPI_INT, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
             } else if (rank == 1) {
                 for (w = 0; w < WINDOW; w++)
                     MPI_Irecv(rbuf + (size_t)w * (size_t)size, (int)size, MPI_BYTE, 0, TAG_BW,
-                              MPI_COMM_WORLD, &req[w]);
+                              comm, &req[w]);
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                MPI_Send(&ack, 1, MPI_INT, 0, TAG_ACK, MPI_COMM_WORLD);
+                MPI_Send(&ack, 1, MPI_INT, 0, TAG_ACK, comm);
             }
         }
         if (MPI_Wtime() - t0 < t)
@@ -444,7 +451,7 @@ static int threaded(int argc, char **argv, int provided)
 
 int main(int argc, char **argv)
 {
-    int size, a, do_lat = 1, do_bw = 1, len = 0;
+    int size, a, do_lat = 1, do_bw = 1, len = 0, hints = 0;
     long max = 4L << 20;
     unsigned char *sbuf, *rbuf;
     char version[MPI_MAX_LIBRARY_VERSION_STRING + 1] = "";
@@ -470,9 +477,22 @@ int main(int argc, char **argv)
             max = atol(argv[++a]);
         } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
             scale = atof(argv[++a]);
+        } else if (strcmp(argv[a], "--hints") == 0) {
+            hints = 1;
         } else {
-            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE]");
+            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [--hints]");
         }
+    }
+    comm = MPI_COMM_WORLD;
+    if (hints) {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "mpi_assert_no_any_source", "true");
+        MPI_Info_set(info, "mpi_assert_no_any_tag", "true");
+        MPI_Info_set(info, "mpi_assert_allow_overtaking", "true");
+        MPI_Info_set(info, "mpi_assert_exact_length", "true");
+        MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &comm);
+        MPI_Info_free(&info);
     }
     if (size < 2)
         die("needs 2 ranks");
@@ -492,6 +512,8 @@ int main(int argc, char **argv)
         printf("# p2p: %d ranks (ranks 0 and 1 measure), max %ld bytes, iteration scale %g\n", size,
                max, scale);
         printf("# library: %s\n", version);
+        if (hints)
+            printf("# on a dup of MPI_COMM_WORLD with the four mpi_assert_* hints\n");
         fflush(stdout);
     }
     if (do_lat)
@@ -501,6 +523,8 @@ int main(int argc, char **argv)
 
     free(sbuf);
     free(rbuf);
+    if (hints)
+        MPI_Comm_free(&comm);
     MPI_Finalize();
     return 0;
 }

@@ -3,7 +3,10 @@
 # Open MPI, counted by callgrind (noise-free: a rerun gives the same counts to within a few
 # instructions, whatever else the machine does).
 #
-# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi]
+# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup]
+#   --hints   run on a dup of MPI_COMM_WORLD carrying the four mpi_assert_* hints (instr.c's
+#             "hints" argument), to compare the matching path with and without them;
+#   --dup     run on a plain dup of MPI_COMM_WORLD (the baseline for --hints)
 #
 # bench/instr.c is built against both libraries and run with both ranks on one core, yielding
 # at once when idle (stormpi: --mca mpi_yield_when_idle 1; Open MPI the same), so every receive
@@ -19,11 +22,14 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=2000
 only=""
+hints=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) shift; n=$1 ;;
         --only) shift; only=$1 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --hints) hints=hints ;;
+        --dup) hints=dup ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -46,10 +52,10 @@ run() {
     case $lib in
         stormpi)
             taskset -c 0 "$stormrun" -n 2 --oversubscribe --timeout 600 --mca mpi_yield_when_idle 1 \
-                $vg "$work/instr.stormpi" "$mode" "$iters" ;;
+                $vg "$work/instr.stormpi" "$mode" "$iters" $hints ;;
         openmpi)
             mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-                taskset -c 0 $vg "$work/instr.openmpi" "$mode" "$iters" ;;
+                taskset -c 0 $vg "$work/instr.openmpi" "$mode" "$iters" $hints ;;
     esac > "$work/$lib.$mode.log" 2>&1
 }
 

@@ -2,7 +2,9 @@
 # bench-p2p.sh - point-to-point latency and bandwidth of stormpi against Open MPI and MPICH,
 # measured on this machine in the same invocation, reported as a table with ratios.
 #
-# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S] [--threads "T..."]
+# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S] [--threads "T..."] [--hints]
+#   --hints     bench/p2p.c --hints: every library runs on a dup of MPI_COMM_WORLD carrying the four
+#               mpi_assert_* hints (not with --threads)
 #   --quick     one repetition, 1 MiB max, iteration counts x0.2 (a smoke test, noisy numbers)
 #   --threads "1 2 4"
 #               instead of the tables above, bench/p2p.c's multi-threaded mode (-t T,
@@ -41,6 +43,7 @@ scale=1
 tcp=0
 threads=""
 max_set=0
+hints=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=1048576; scale=0.2 ;;
@@ -49,7 +52,8 @@ while [ $# -gt 0 ]; do
         --max) shift; max=$1; max_set=1 ;;
         --scale) shift; scale=$1 ;;
         --threads) shift; threads=$1 ;;
-        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+        --hints) hints=" --hints" ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -60,7 +64,7 @@ export OMPI_MCA_btl_base_warn_component_unused=0
 work=$(mktemp -d /tmp/stormpi-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 src="$root/bench/p2p.c"
-args="-m $max -i $scale"
+args="-m $max -i $scale$hints"
 run_timeout=${BENCH_TIMEOUT:-900}
 
 find_tool() { # find_tool ENVVALUE NAME

@@ -325,6 +325,7 @@ impl Engine {
             rank: me.0,
             errhandler: ErrHandler::Fatal,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         };
         let selfc = Comm {
             cid: ContextId(1),
@@ -336,6 +337,7 @@ impl Engine {
             rank: 0,
             errhandler: ErrHandler::Fatal,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         };
         comms.insert(world, Some(CommId::WORLD))?;
         comms.insert(selfc, Some(CommId::SELF))?;

@@ -15,7 +15,7 @@
 use crate::arch::Arch;
 use crate::bml::Bml;
 use crate::btl::PeerInfo;
-use crate::comm::{Comm, CommId, CommTable};
+use crate::comm::{Comm, CommHints, CommId, CommTable};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
@@ -278,7 +278,8 @@ impl P2p {
         }))
     }
 
-    /// Checks a receive's source and tag: `None` for `MPI_PROC_NULL`.
+    /// Checks a receive's source and tag: `None` for `MPI_PROC_NULL`; a wildcard the
+    /// communicator's assertions rule out is an error.
     #[inline(always)]
     pub fn check_recv(&self, comm: CommId, src: i32, tag: i32) -> Result<Option<RecvSel>> {
         let tag = match tag {
@@ -287,6 +288,9 @@ impl P2p {
             t => return Err(bad_tag(t)),
         };
         let c = self.comm(comm)?;
+        if !c.hints.is_empty() {
+            check_assertions(c.hints, src, tag == TagSel::Any)?;
+        }
         let src = match src {
             PROC_NULL => return Ok(None),
             ANY_SOURCE => Source::Any,
@@ -552,4 +556,27 @@ fn mtl_sel(s: &RecvSel) -> MtlSelector {
         src: s.src,
         tag: s.tag,
     }
+}
+
+/// Refuses a wildcard that an assertion of the communicator rules out (MPI-4 §7.4.4 makes such
+/// a receive erroneous; the matching path relies on the assertion).
+#[cold]
+fn check_assertions(hints: CommHints, src: i32, any_tag: bool) -> Result<()> {
+    if src == ANY_SOURCE && hints.contains(CommHints::NO_ANY_SOURCE) {
+        return Err(Error::new(
+            ErrorClass::Rank,
+            Reason::BadArgument {
+                what: "MPI_ANY_SOURCE used on a communicator with mpi_assert_no_any_source=true",
+            },
+        ));
+    }
+    if any_tag && hints.contains(CommHints::NO_ANY_TAG) {
+        return Err(Error::new(
+            ErrorClass::Tag,
+            Reason::BadArgument {
+                what: "MPI_ANY_TAG used on a communicator with mpi_assert_no_any_tag=true",
+            },
+        ));
+    }
+    Ok(())
 }

@@ -88,6 +88,8 @@ c_tests! {
     io_large_count,
     io_twophase,
     io_sieve,
+    // issue 18: communicator info assertions
+    comm_hints,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

@@ -25,7 +25,7 @@ use super::errors::{report, report_code, write_bytes};
 use super::handles::{self, datatype, datatype_handle, out};
 use crate::api::ENGINE;
 use crate::attr::{Callbacks, CopyFn, DeleteFn, KeyvalId, ObjKind, Object, KEYVAL_GENS};
-use crate::comm::CommId;
+use crate::comm::{CommHints, CommId};
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -248,7 +248,16 @@ pub(crate) unsafe fn comm_duplicated(
         // Hints may be ignored: when there is no room to keep them, they are dropped.
         let _ = match hints {
             Hints::Inherit => Ok(e.objects.infos.copy_comm_hints(old.0, new.0)),
-            Hints::Set(info) => e.objects.infos.set_comm_hints(new.0, info),
+            Hints::Set(info) => {
+                // The new communicator's assertions are those `info` names, not its parent's.
+                let flags = match info {
+                    Some(i) => super::info::hints_from(&e.objects.infos, CommHints::empty(), i)
+                        .unwrap_or_default(),
+                    None => CommHints::empty(),
+                };
+                let _ = e.p2p.comms.set_hints(new, flags);
+                e.objects.infos.set_comm_hints(new.0, info)
+            }
         };
     });
     match copy_all(func, Object::comm(old.0), to) {

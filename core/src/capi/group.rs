@@ -341,6 +341,10 @@ super::mpi! {
                 _ => return Err(Error::bad_arg("unknown split type (MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED, MPIX_COMM_TYPE_NEIGHBORHOOD and MPI_UNDEFINED are known)")),
             };
             let new = create::split_type(cx, c, how, key)?;
+            // The assertions `info` names hold on the new communicator (it starts with none).
+            if let Some(n) = new {
+                super::info::new_comm_hints(cx.e(), n, info)?;
+            }
             give_comm(new, newcomm)
         }))
     }

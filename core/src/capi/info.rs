@@ -6,9 +6,9 @@
 //! initialised library here (MPI-4 also allows them before `MPI_Init`).
 //!
 //! Hints: a communicator keeps the hints it was given (`MPI_Comm_set_info`,
-//! `MPI_Comm_dup_with_info`; `MPI_Comm_dup` passes them on), and `MPI_Comm_get_info` returns those
-//! the library honours — [`HONOURED_HINTS`], none yet: stormpi does not act on any hint, which
-//! the standard permits.
+//! `MPI_Comm_dup_with_info`; `MPI_Comm_dup` passes them on). The four assertions stormpi acts on
+//! ([`crate::comm::hints`]) become flags on the communicator, and `MPI_Comm_get_info` returns
+//! exactly those in force, each as "true"; other keys are kept but not returned.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 
@@ -16,11 +16,42 @@ use super::abi::{self, HandleKind, ObjectKind};
 use super::env::{code, run, run_comm, run_comm_inside};
 use super::handles::out;
 use crate::api::ENGINE;
+use crate::comm::hints::{CommHints, HINT_KEYS};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::info::{InfoId, INFO_GENS, MAX_KEY, MAX_VALUE};
 
-/// The hint keys `MPI_Comm_get_info` reports (those the library acts on).
-pub const HONOURED_HINTS: &[&[u8]] = &[];
+/// Gives new communicator `c` the assertions info handle `info` names (none for
+/// `MPI_INFO_NULL`) and keeps `info`'s hints for it: the constructors that take an info
+/// (`MPI_Comm_split_type`, `MPI_Comm_create_from_group`).
+pub(super) fn new_comm_hints(
+    e: &mut crate::engine::Engine,
+    c: crate::comm::CommId,
+    info: abi::MPI_Info,
+) -> Result<()> {
+    let Some(i) = info_or_null(info)? else {
+        return Ok(());
+    };
+    let flags = hints_from(&e.objects.infos, CommHints::empty(), i)?;
+    e.p2p.comms.set_hints(c, flags)?;
+    // Hints may be ignored: when there is no room to keep them, they are dropped.
+    e.objects.infos.set_comm_hints(c.0, Some(i)).map(|_| ())
+}
+
+/// `base` updated by the assertion keys of info object `id` (`MPI_Comm_set_info` leaves the
+/// hints `id` does not name as they were).
+pub(super) fn hints_from(
+    infos: &crate::info::InfoTable,
+    base: CommHints,
+    id: InfoId,
+) -> Result<CommHints> {
+    let mut h = base;
+    for (key, _) in HINT_KEYS {
+        if let Some(v) = infos.get(id, key)? {
+            h = h.with(key, v);
+        }
+    }
+    Ok(h)
+}
 
 const INFO_DIRECT: c_int = abi::make_handle(HandleKind::Direct, ObjectKind::Info, 0);
 
@@ -333,8 +364,12 @@ super::mpi! {
 
     fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: abi::MPI_Comm, info_: abi::MPI_Info) {
         code(run_comm("MPI_Comm_set_info", comm, |e, c| {
-            e.comm(c)?;
+            let old = e.comm(c)?.hints;
             let hints = info_or_null(info_)?;
+            if let Some(i) = hints {
+                let new = hints_from(&e.objects.infos, old, i)?;
+                e.p2p.comms.set_hints(c, new)?;
+            }
             // Hints may be ignored: when there is no room to keep them, they are dropped.
             e.objects.infos.set_comm_hints(c.0, hints).map(|_| ())
         }))
@@ -342,11 +377,19 @@ super::mpi! {
 
     fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: abi::MPI_Comm, info_used: *mut abi::MPI_Info) {
         code(run_comm("MPI_Comm_get_info", comm, |e, c| {
-            e.comm(c)?;
+            let hints = e.comm(c)?.hints;
             if info_used.is_null() {
                 return Err(Error::bad_arg("info_used is NULL"));
             }
-            let id = e.objects.infos.comm_info(c.0, &|k: &[u8]| HONOURED_HINTS.contains(&k))?;
+            let id = e.objects.infos.create()?;
+            for (key, flag) in HINT_KEYS {
+                if hints.contains(flag) {
+                    if let Err(err) = e.objects.infos.set(id, key, b"true") {
+                        let _ = e.objects.infos.free(id);
+                        return Err(err);
+                    }
+                }
+            }
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Info.
             unsafe { out(info_used, info_handle(id)) }
         }))

@@ -402,8 +402,6 @@ super::mpi! {
     }
 
     fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: abi::MPI_Group, stringtag: *const c_char, info: abi::MPI_Info, errhandler: abi::MPI_Errhandler, newcomm: *mut abi::MPI_Comm) {
-        // Hints are not acted on (as for every communicator).
-        let _ = info;
         code(run_inside("MPI_Comm_create_from_group", None, |cx| {
             if stringtag.is_null() {
                 return Err(Error::bad_arg("stringtag is NULL"));
@@ -417,7 +415,9 @@ super::mpi! {
             let g = super::group::group_of(cx.e(), group)?;
             let new = crate::comm::create::comm_from_group(cx, g, super::group::tag_hash(tag))?;
             let r = match new {
-                Some(c) => cx.e().set_errhandler(c, eh).map(|()| super::handles::comm_handle(c)),
+                Some(c) => super::info::new_comm_hints(cx.e(), c, info)
+                    .and_then(|()| cx.e().set_errhandler(c, eh))
+                    .map(|()| super::handles::comm_handle(c)),
                 None => Ok(abi::MPI_COMM_NULL),
             };
             // SAFETY: checked non-null; MPI requires it to point to an MPI_Comm.

@@ -423,6 +423,7 @@ fn install_hidden(p2p: &mut P2p, cid: ContextId, group: Group, rank: u32) -> Res
             rank,
             errhandler: ErrHandler::Return,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         },
     )?;
     p2p.comms.set_levels(id, Levels::Flat);
@@ -744,6 +745,7 @@ pub fn dup(cx: &mut Inside, id: CommId) -> Result<CommId> {
             local_comm: None,
             hidden: false,
             freed: false,
+            // MPI-4.1 §7.4.2: a duplicate keeps its parent's hints.
             ..parent
         },
     )?;
@@ -877,6 +879,7 @@ fn split_inter(
                 rank,
                 errhandler: c.errhandler,
                 freed: false,
+                hints: crate::comm::CommHints::empty(),
             },
         )
     });
@@ -942,6 +945,7 @@ fn split_into(
             rank,
             errhandler: eh,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         },
     )
     .map(Some)
@@ -1222,6 +1226,7 @@ fn group_comm(cx: &mut Inside, comm: CommId, group: Group, tag: i32) -> Result<C
             rank: me,
             errhandler: eh,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         },
     )
 }
@@ -1428,6 +1433,7 @@ fn intercomm_into(
             rank: c.rank,
             errhandler: c.errhandler,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         },
     )?;
     attach_local_comm(cx, inter, local)?;
@@ -1511,6 +1517,7 @@ pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<Com
             rank,
             errhandler: c.errhandler,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         },
     )
 }
@@ -2036,6 +2043,7 @@ impl Building<'_> {
                         hidden: true,
                         topo: None,
                         freed: false,
+                        hints: crate::comm::CommHints::empty(),
                         ..lp
                     },
                 )?)
@@ -2054,6 +2062,7 @@ impl Building<'_> {
             local_comm: local,
             hidden: false,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
             ..parent
         };
         self.idup_mut(i).held = None;

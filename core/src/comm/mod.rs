@@ -7,6 +7,9 @@
 //! are reused after free.
 
 pub mod create;
+pub mod hints;
+
+pub use hints::CommHints;
 
 use crate::arena::{Arena, Sizer};
 use crate::array::Array;
@@ -157,6 +160,8 @@ pub struct Comm {
     pub errhandler: ErrHandler,
     /// Freed by the user but still draining posted receives: no longer usable, context id held.
     pub freed: bool,
+    /// The info assertions in force (`MPI_Comm_set_info` and friends).
+    pub hints: CommHints,
 }
 
 impl Comm {
@@ -460,8 +465,27 @@ impl CommTable {
             ));
         };
         comm.errhandler = placeholder.errhandler;
+        comm.hints = placeholder.hints;
         self.unreserve(id);
         self.insert(comm, Some(id)).map(|_| ())
+    }
+
+    /// Sets the info assertions of communicator `id`, live or still being made (an
+    /// `MPI_Comm_idup_with_info` sets them on the reserved slot, which passes them on at
+    /// [`CommTable::fill`]).
+    pub fn set_hints(&mut self, id: CommId, hints: CommHints) -> Result<()> {
+        let reserved = self.is_reserved(id);
+        match self
+            .slots
+            .get_mut(id.0 as usize)
+            .and_then(|s| s.comm.as_mut())
+        {
+            Some(c) if reserved || !c.freed => {
+                c.hints = hints;
+                Ok(())
+            }
+            _ => Err(Error::new(ErrorClass::Comm, Reason::InvalidComm)),
+        }
     }
 
     /// The error handler of communicator `id`, live or still being made.
@@ -570,6 +594,7 @@ mod tests {
             rank: 1,
             errhandler: ErrHandler::Fatal,
             freed: false,
+            hints: crate::comm::CommHints::empty(),
         }
     }
 
@@ -602,6 +627,22 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Hints set on a reserved slot (`MPI_Comm_idup_with_info`) hold once it is filled; a
+    /// freed or empty slot takes none.
+    #[test]
+    fn hints_set_while_reserved_survive_the_fill() {
+        let mut t = table(4, 128).unwrap();
+        t.insert(comm(0), Some(CommId::WORLD)).unwrap();
+        let r = t.reserve(comm(0)).unwrap();
+        let h = CommHints::NO_ANY_SOURCE | CommHints::EXACT_LENGTH;
+        t.set_hints(r, h).unwrap();
+        t.fill(r, comm(5)).unwrap();
+        assert_eq!(t.get(r).unwrap().hints, h);
+        t.set_hints(r, CommHints::empty()).unwrap();
+        assert!(t.get(r).unwrap().hints.is_empty());
+        assert!(t.set_hints(CommId(3), h).is_err(), "an empty slot");
     }
 
     /// A slot reserved for a communicator being made (MPI_Comm_idup) is unusable and never

@@ -425,6 +425,7 @@ mod tests {
                     rank: 0,
                     errhandler: ErrHandler::Return,
                     freed: false,
+                    hints: crate::comm::CommHints::empty(),
                 },
                 None,
             )
