@@ -430,8 +430,13 @@ impl Job {
         let mut child = cmd.spawn()?;
         drop(pmi_fd); // the rank holds its end now
         if let (Some(mut pipe), Some(key)) = (child.stdin.take(), key) {
-            // A short line into an empty pipe: it does not block.
-            pipe.write_all(format!("{}\n", key.to_hex()).as_bytes())?;
+            // A short line into an empty pipe: it does not block. An agent that already exited
+            // (it could not reach the host) closed the pipe: its exit status, read with the
+            // others', says what went wrong, so a broken pipe here is no error of its own.
+            match pipe.write_all(format!("{}\n", key.to_hex()).as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                r => r?,
+            }
             if stdin_ok {
                 // The rest of the agent's stdin is ours (closed when ours ends).
                 std::thread::spawn(move || std::io::copy(&mut std::io::stdin().lock(), &mut pipe));
