@@ -88,6 +88,8 @@ c_tests! {
     io_large_count,
     io_twophase,
     io_sieve,
+    // issue 20: data representations
+    io_datarep,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the
