@@ -98,6 +98,10 @@ pub enum ErrorClass {
     Amode = 21,
     /// MPI_ERR_BAD_FILE
     BadFile = 22,
+    /// MPI_ERR_CONVERSION
+    Conversion = 23,
+    /// MPI_ERR_DUP_DATAREP
+    DupDatarep = 24,
     /// MPI_ERR_FILE_EXISTS
     FileExists = 25,
     /// MPI_ERR_FILE_IN_USE
@@ -168,6 +172,8 @@ impl ErrorClass {
             ErrorClass::Access => "MPI_ERR_ACCESS",
             ErrorClass::Amode => "MPI_ERR_AMODE",
             ErrorClass::BadFile => "MPI_ERR_BAD_FILE",
+            ErrorClass::Conversion => "MPI_ERR_CONVERSION",
+            ErrorClass::DupDatarep => "MPI_ERR_DUP_DATAREP",
             ErrorClass::FileExists => "MPI_ERR_FILE_EXISTS",
             ErrorClass::FileInUse => "MPI_ERR_FILE_IN_USE",
             ErrorClass::File => "MPI_ERR_FILE",
@@ -228,6 +234,8 @@ impl ErrorClass {
             ErrorClass::Access => "permission denied",
             ErrorClass::Amode => "invalid file access mode",
             ErrorClass::BadFile => "invalid file name",
+            ErrorClass::Conversion => "a data representation conversion failed",
+            ErrorClass::DupDatarep => "a data representation of this name is already registered",
             ErrorClass::FileExists => "file exists",
             ErrorClass::FileInUse => "file is in use",
             ErrorClass::File => "invalid file handle",
@@ -288,6 +296,8 @@ impl ErrorClass {
             20 => ErrorClass::Access,
             21 => ErrorClass::Amode,
             22 => ErrorClass::BadFile,
+            23 => ErrorClass::Conversion,
+            24 => ErrorClass::DupDatarep,
             25 => ErrorClass::FileExists,
             26 => ErrorClass::FileInUse,
             27 => ErrorClass::File,

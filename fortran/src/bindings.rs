@@ -12271,7 +12271,7 @@ pub unsafe extern "C" fn PMPI_REDUCE_SCATTER_INIT(sendbuf: *mut c_void, recvbuf:
 /// `MPI_REGISTER_DATAREP` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_register_datarep<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_Register_datarep");
+    *ierror = rt::unsupported("MPI_REGISTER_DATAREP (Fortran binding: a parameter of type MPI_Datarep_conversion_function*)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_register_datarep_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {

@@ -90,6 +90,8 @@ c_tests! {
     io_sieve,
     // issue 18: communicator info assertions
     comm_hints,
+    // issue 20: data representations
+    io_datarep,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

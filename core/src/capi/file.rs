@@ -129,7 +129,7 @@ fn on_file<T>(
 
 /// Runs `f` inside the engine for a call that has no file yet (errors go to `MPI_FILE_NULL`'s
 /// handler).
-fn on_null<T>(
+pub(super) fn on_null<T>(
     func: &'static str,
     f: impl FnOnce(&mut Inside) -> Result<T>,
 ) -> core::result::Result<T, c_int> {
@@ -146,7 +146,7 @@ fn on_null<T>(
     r.map_err(|err| report(func, abi::MPI_FILE_NULL, eh, err))
 }
 
-fn code(r: core::result::Result<(), c_int>) -> c_int {
+pub(super) fn code(r: core::result::Result<(), c_int>) -> c_int {
     r.err().unwrap_or(abi::MPI_SUCCESS)
 }
 
@@ -238,6 +238,25 @@ fn prepare(
     Ok((start, mem, esize))
 }
 
+/// `MPI_DISPLACEMENT_CURRENT` (files opened with `MPI_MODE_SEQUENTIAL` only): the file byte the
+/// shared pointer is at under the current view. Every member reads it before any resets it
+/// (`set_view` does, after): hence the barrier, which makes it collective like `set_view`.
+fn displacement_current(cx: &mut Inside, id: FileId) -> Result<u64> {
+    let e = cx.e();
+    let f = e.io.get(id)?;
+    if f.amode & amode::SEQUENTIAL == 0 {
+        return Err(Error::bad_arg(
+            "MPI_DISPLACEMENT_CURRENT is only for files opened with MPI_MODE_SEQUENTIAL",
+        ));
+    }
+    let (view, comm) = (f.view, f.comm);
+    let pos = shared::get(e, id)? * view.etype_size;
+    let nodes = e.p2p.types.nodes(view.filetype)?;
+    let at = view::byte_offset(nodes, &view, pos)?;
+    crate::coll::barrier(cx, comm)?;
+    Ok(at)
+}
+
 /// One access: checks, moves the data (collective accesses through [`twophase`]), updates the
 /// pointer; returns the status.
 ///
@@ -255,7 +274,14 @@ unsafe fn access(
     all: bool,
 ) -> Result<Status> {
     let prep = prepare(cx, id, at, dir, buf, count, dt);
-    let moved = if all && matches!(at, At::Offset(_) | At::Individual) {
+    let user = cx.e().io.get(id)?.view.datarep;
+    let moved = if let Some(slot) = user {
+        // Converted independently: every member converts its own data, so the collective
+        // forms need no exchange (their members all called, as MPI requires).
+        let (start, mem, _) = prep?;
+        // SAFETY: the caller's contract.
+        unsafe { super::datarep::transfer(cx, id, dir, start, mem, dt, slot)? }
+    } else if all && matches!(at, At::Offset(_) | At::Individual) {
         // A member whose arguments were bad still takes part, so the others learn of it.
         let mine = prep.map(|(start, mem, _)| (start, mem));
         // SAFETY: the caller's contract.
@@ -532,19 +558,25 @@ super::mpi! {
             // SAFETY: MPI's rule: a NUL-terminated name.
             let rep = unsafe { CStr::from_ptr(datarep) }.to_bytes();
             let external32 = rep.eq_ignore_ascii_case(b"external32");
-            if !external32 && !rep.eq_ignore_ascii_case(b"native") && !rep.eq_ignore_ascii_case(b"internal") {
+            let user = super::datarep::find(rep);
+            if !external32 && user.is_none() && !rep.eq_ignore_ascii_case(b"native") && !rep.eq_ignore_ascii_case(b"internal") {
                 return Err(Error::new(ErrorClass::UnsupportedDatarep, Reason::BadArgument {
-                    what: "stormpi supports the data representations native, internal and external32 (MPI_Register_datarep: not yet)",
+                    what: "no data representation of this name: native, internal, external32 or one registered with MPI_Register_datarep",
                 }));
             }
             let _ = super::info::info_or_null(info)?;
-            if disp == abi::MPI_DISPLACEMENT_CURRENT as abi::MPI_Offset {
-                return Err(Error::unsupported("MPI_DISPLACEMENT_CURRENT"));
-            }
-            let disp = nonneg(disp, "the displacement is negative")?;
             let et = handles::datatype(etype)?;
             let ft = handles::datatype(filetype)?;
-            io::set_view(cx, id, disp, et, ft, external32)
+            let disp = if disp == abi::MPI_DISPLACEMENT_CURRENT as abi::MPI_Offset {
+                displacement_current(cx, id)?
+            } else {
+                nonneg(disp, "the displacement is negative")?
+            };
+            if let Some(slot) = user {
+                super::datarep::check_extents(cx, slot, et)?;
+                super::datarep::check_extents(cx, slot, ft)?;
+            }
+            io::set_view(cx, id, disp, et, ft, external32, user)
         }))
     }
 
@@ -564,8 +596,14 @@ super::mpi! {
                 *etype = eh;
                 *filetype = fth;
                 if !datarep.is_null() {
-                    let rep = if v.external32 { c"external32" } else { c"native" };
-                    core::ptr::copy_nonoverlapping(rep.as_ptr(), datarep, rep.count_bytes() + 1);
+                    let mut user = [0u8; abi::MPI_MAX_DATAREP_STRING as usize];
+                    let rep: &[u8] = match v.datarep {
+                        Some(slot) if super::datarep::name_of(slot, &mut user) => &user,
+                        _ if v.external32 => b"external32\0",
+                        _ => b"native\0",
+                    };
+                    let n = rep.iter().position(|&b| b == 0).map_or(rep.len(), |n| n + 1);
+                    core::ptr::copy_nonoverlapping(rep.as_ptr().cast::<c_char>(), datarep, n);
                 }
             }
             Ok(())

@@ -22,6 +22,7 @@ pub mod names;
 mod attr;
 mod coll;
 mod comm;
+mod datarep;
 mod datatype;
 mod env;
 mod errors;

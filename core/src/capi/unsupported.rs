@@ -33,7 +33,5 @@ unsupported! {
     MPI_Lookup_name / PMPI_Lookup_name,
     MPI_Open_port / PMPI_Open_port,
     MPI_Publish_name / PMPI_Publish_name,
-    MPI_Register_datarep / PMPI_Register_datarep,
-    MPI_Register_datarep_c / PMPI_Register_datarep_c,
     MPI_Unpublish_name / PMPI_Unpublish_name,
 }

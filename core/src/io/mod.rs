@@ -984,6 +984,7 @@ pub fn set_view(
     etype: Datatype,
     filetype: Datatype,
     external32: bool,
+    datarep: Option<u8>,
 ) -> Result<()> {
     let e = cx.e();
     let types = &mut e.p2p.types;
@@ -1030,6 +1031,7 @@ pub fn set_view(
         extent: fi.extent as i64,
         dense_at: fi.dense_at.map(|a| a as i64),
         external32,
+        datarep,
     };
     f.pos = 0;
     let fc = f.comm;

@@ -31,6 +31,9 @@ pub struct View {
     pub dense_at: Option<i64>,
     /// The data representation is `external32` (big-endian, MPI's sizes) rather than native.
     pub external32: bool,
+    /// A data representation registered with `MPI_Register_datarep` (its slot in the C API's
+    /// table): the C API converts through its callbacks around the native-layout transfer.
+    pub datarep: Option<u8>,
 }
 
 impl View {
@@ -45,6 +48,7 @@ impl View {
             extent: 1,
             dense_at: Some(0),
             external32: false,
+            datarep: None,
         }
     }
 }
@@ -285,6 +289,7 @@ mod tests {
             extent: 60,
             dense_at: None,
             external32: false,
+            datarep: None,
         };
         (nodes, view)
     }
@@ -317,6 +322,7 @@ mod tests {
             extent: 16,
             dense_at: None,
             external32: false,
+            datarep: None,
         };
         assert_eq!(collect(&nodes, &view, 0, 24), [(0, 8), (12, 12), (28, 4)]);
     }
@@ -354,6 +360,7 @@ mod tests {
             extent: 4,
             dense_at: None,
             external32: false,
+            datarep: None,
         };
         assert!(runs(&nodes, &view, 0, 4, &mut |_, _| Ok(())).is_err());
     }
