@@ -657,6 +657,31 @@ impl State<'_> {
         }
     }
 
+    /// Calls `f` for each aggregator this member has a share of the file for in `round`: with
+    /// the aggregator's rank, the number of contiguous runs in the share and its bytes.
+    fn each_share(
+        &mut self,
+        cx: &mut Inside,
+        id: FileId,
+        round: u64,
+        f: &mut dyn FnMut(&mut Self, usize, u64, u64),
+    ) -> Result<()> {
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(cx, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let mut n = 0u64;
+            self.runs(cx, id, s0, s1, &mut |_, _| {
+                n += 1;
+                Ok(())
+            })?;
+            let dest = self.arr.get(AGG, a) as usize;
+            f(self, dest, n, s1 - s0);
+        }
+        Ok(())
+    }
+
     /// One write round: each member sends each aggregator (records, bytes); the aggregators
     /// write their windows.
     #[allow(clippy::too_many_arguments)]
@@ -671,19 +696,9 @@ impl State<'_> {
         pk: &mut Packer,
     ) -> Result<()> {
         self.zero_out();
-        for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
-            if s1 == s0 {
-                continue;
-            }
-            let mut n = 0u64;
-            self.runs(cx, id, s0, s1, &mut |_, _| {
-                n += 1;
-                Ok(())
-            })?;
-            let dest = self.arr.get(AGG, a) as usize;
-            self.arr.set(OUT, 2 * dest, 8 + 16 * n + (s1 - s0));
-        }
+        self.each_share(cx, id, round, &mut |me, dest, n, bytes| {
+            me.arr.set(OUT, 2 * dest, 8 + 16 * n + bytes)
+        })?;
         self.exchange_sizes(cx, fc)?;
         let (ns, nr) = self.layout(0, 0);
         let send = Scratch::new(cx, ns);
@@ -843,20 +858,10 @@ impl State<'_> {
         up: &mut Unpacker,
     ) -> Result<()> {
         self.zero_out();
-        for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
-            if s1 == s0 {
-                continue;
-            }
-            let mut n = 0u64;
-            self.runs(cx, id, s0, s1, &mut |_, _| {
-                n += 1;
-                Ok(())
-            })?;
-            let dest = self.arr.get(AGG, a) as usize;
-            self.arr.set(OUT, 2 * dest, 8 + 16 * n);
-            self.arr.set(OUT, 2 * dest + 1, 8 + (s1 - s0));
-        }
+        self.each_share(cx, id, round, &mut |me, dest, n, bytes| {
+            me.arr.set(OUT, 2 * dest, 8 + 16 * n);
+            me.arr.set(OUT, 2 * dest + 1, 8 + bytes);
+        })?;
         self.exchange_sizes(cx, fc)?;
         // Requests go out as the first words say; replies come back as the second words say
         // (so the layout for replies is IN's second words outgoing, OUT's second incoming).
