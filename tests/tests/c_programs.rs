@@ -92,6 +92,7 @@ c_tests! {
     comm_hints,
     // issue 20: data representations
     io_datarep,
+    io_external32_long,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

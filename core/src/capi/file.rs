@@ -274,14 +274,23 @@ unsafe fn access(
     all: bool,
 ) -> Result<Status> {
     let prep = prepare(cx, id, at, dir, buf, count, dt);
-    let user = cx.e().io.get(id)?.view.datarep;
-    let moved = if let Some(slot) = user {
+    let view = cx.e().io.get(id)?.view;
+    // external32 of a memory type whose size changes: (file bytes, native bytes) per access.
+    let scaled = match (view.external32, prep) {
+        (true, Ok((_, mem, _))) => {
+            let (file, native) =
+                io::file_and_native_bytes(&cx.e().p2p.types, &view, mem.count, mem.dt)?;
+            (file != native).then_some((file, native, mem))
+        }
+        _ => None,
+    };
+    let moved = if let Some(slot) = view.datarep {
         // Converted independently: every member converts its own data, so the collective
         // forms need no exchange (their members all called, as MPI requires).
         let (start, mem, _) = prep?;
         // SAFETY: the caller's contract.
         unsafe { super::datarep::transfer(cx, id, dir, start, mem, dt, slot)? }
-    } else if all && matches!(at, At::Offset(_) | At::Individual) {
+    } else if all && scaled.is_none() && matches!(at, At::Offset(_) | At::Individual) {
         // A member whose arguments were bad still takes part, so the others learn of it.
         let mine = prep.map(|(start, mem, _)| (start, mem));
         // SAFETY: the caller's contract.
@@ -295,11 +304,33 @@ unsafe fn access(
     if let At::Individual = at {
         cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
     }
+    // The status counts memory bytes; the file's were external32 ones.
+    let bytes = match scaled {
+        Some((file, native, mem)) => native_bytes(cx, mem, moved, file, native)?,
+        None => moved,
+    };
     Ok(Status {
-        bytes: moved,
-        message_bytes: moved,
+        bytes,
+        message_bytes: bytes,
         ..EMPTY_STATUS
     })
+}
+
+/// Memory bytes of the first `moved` of `file` external32 bytes of `mem` (`native` bytes in
+/// memory): whole instances, and whole elements of a last partial one of a uniform type.
+fn native_bytes(cx: &mut Inside, mem: Memory, moved: u64, file: u64, native: u64) -> Result<u64> {
+    if moved >= file || mem.count == 0 {
+        return Ok(native);
+    }
+    let types = &cx.e().p2p.types;
+    let (fi, ni) = (file / mem.count, native / mem.count);
+    let whole = moved.checked_div(fi).unwrap_or(0);
+    let mut bytes = whole * ni;
+    if let Some(b) = types.info(mem.dt)?.uniform {
+        let ext = crate::datatype::repr::Repr::EXTERNAL32.size(b.elem) as u64;
+        bytes += (moved - whole * fi) / ext.max(1) * b.size as u64;
+    }
+    Ok(bytes)
 }
 
 /// The C body of every data-access function, `int` and large-count (`_c`) forms alike (the
@@ -611,18 +642,20 @@ super::mpi! {
     }
 
     fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: abi::MPI_File, datatype: abi::MPI_Datatype, extent: *mut abi::MPI_Aint) {
-        code(on_file("MPI_File_get_type_extent", fh, |cx, _| {
+        code(on_file("MPI_File_get_type_extent", fh, |cx, id| {
             let d = handles::datatype(datatype)?;
-            let x = cx.e().p2p.types.info(d)?.extent;
+            let e = cx.e();
+            let x = io::file_extent(&e.p2p.types, &e.io.get(id)?.view, d)?;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(extent, x as abi::MPI_Aint) }
         }))
     }
 
     fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: abi::MPI_File, datatype: abi::MPI_Datatype, extent: *mut abi::MPI_Count) {
-        code(on_file("MPI_File_get_type_extent_c", fh, |cx, _| {
+        code(on_file("MPI_File_get_type_extent_c", fh, |cx, id| {
             let d = handles::datatype(datatype)?;
-            let x = cx.e().p2p.types.info(d)?.extent;
+            let e = cx.e();
+            let x = io::file_extent(&e.p2p.types, &e.io.get(id)?.view, d)?;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(extent, x as abi::MPI_Count) }
         }))

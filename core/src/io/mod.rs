@@ -700,7 +700,6 @@ pub unsafe fn transfer(
     let result = match dir {
         Dir::Write => {
             let mut p = if view.external32 {
-                same_size_in_external32(types, mem.dt)?;
                 // SAFETY: the caller's contract.
                 unsafe {
                     Packer::external(
@@ -760,13 +759,21 @@ pub unsafe fn transfer(
                 Ok(())
             });
             r.and_then(|()| sieve.flush_write(fs, fd, stage, &mut p, types, &mut pos, lock))
-                .map(|()| total)
+                .and_then(|()| match p.overflowed() {
+                    true => Err(Error::new(
+                        ErrorClass::Conversion,
+                        Reason::BadArgument {
+                            what:
+                                "a value does not fit its external32 representation (written cut)",
+                        },
+                    )),
+                    false => Ok(total),
+                })
         }
         Dir::Read => {
             // SAFETY: the caller's contract.
             let mut u = unsafe { Unpacker::new(mem.buf, mem.count, mem.dt, types)? };
             if view.external32 {
-                same_size_in_external32(types, mem.dt)?;
                 u.set_source(types, &crate::datatype::repr::Repr::EXTERNAL32)?;
             }
             let total = u.capacity() as u64;
@@ -961,10 +968,7 @@ impl Sieve {
 /// Bytes of `count` instances of `dt`, checked to be whole etypes of the file's view.
 pub fn access_bytes(e: &Engine, id: FileId, count: u64, dt: Datatype) -> Result<u64> {
     let f = e.io.get(id)?;
-    let size = e.p2p.types.check_committed(dt)?.size;
-    let bytes = size
-        .checked_mul(count)
-        .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+    let (bytes, _) = file_and_native_bytes(&e.p2p.types, &f.view, count, dt)?;
     if bytes % f.view.etype_size != 0 {
         return Err(Error::new(
             ErrorClass::Type,
@@ -990,9 +994,20 @@ pub fn set_view(
     let types = &mut e.p2p.types;
     let ei = *types.check_committed(etype)?;
     let fi = *types.check_committed(filetype)?;
+    // external32 of types whose size changes (long on LP64): the file holds their
+    // external32 stream back to back, so the view is dense in external32 bytes.
+    let mut scaled = None;
     if external32 {
-        same_size_in_external32(types, etype)?;
-        same_size_in_external32(types, filetype)?;
+        let rep = &crate::datatype::repr::Repr::EXTERNAL32;
+        let (es, fs) = (
+            types.stream_size(etype, rep)?,
+            types.stream_size(filetype, rep)?,
+        );
+        if es != ei.size || fs != fi.size {
+            gapless_in_external32(types, etype)?;
+            gapless_in_external32(types, filetype)?;
+            scaled = Some((es, fs));
+        }
     }
     if ei.size == 0 {
         return Err(Error::new(
@@ -1022,16 +1037,29 @@ pub fn set_view(
     types.retain(filetype);
     let f = e.io.get_mut(id)?;
     let old = f.view;
-    f.view = View {
-        disp,
-        etype,
-        filetype,
-        etype_size: ei.size,
-        size: fi.size,
-        extent: fi.extent as i64,
-        dense_at: fi.dense_at.map(|a| a as i64),
-        external32,
-        datarep,
+    f.view = match scaled {
+        Some((es, fs)) => View {
+            disp,
+            etype,
+            filetype,
+            etype_size: es,
+            size: fs,
+            extent: fs as i64,
+            dense_at: Some(0),
+            external32,
+            datarep,
+        },
+        None => View {
+            disp,
+            etype,
+            filetype,
+            etype_size: ei.size,
+            size: fi.size,
+            extent: fi.extent as i64,
+            dense_at: fi.dense_at.map(|a| a as i64),
+            external32,
+            datarep,
+        },
     };
     f.pos = 0;
     let fc = f.comm;
@@ -1045,21 +1073,86 @@ pub fn set_view(
     crate::coll::barrier(cx, fc)
 }
 
-/// `external32` views are supported for types whose elements have the same size natively and
-/// in `external32` (every fixed-size integer, IEEE and x86 `long double` type on the usual
-/// 64-bit ABIs): the file's layout is then the native one and the convertor changes only the
-/// elements (byte order, `long double` format).
+/// An `external32` view of types whose external32 size differs from the native one (`long`,
+/// `unsigned long` on LP64, `long double`, `MPI_AINT` on ILP32) needs their layout in the
+/// file, where the standard scales counts by external32 extents but takes byte displacements
+/// as given. Implemented for the types whose file layout is their external32 stream back to
+/// back: predefined types and contiguous types (and dups) of them.
+fn gapless_in_external32(types: &crate::datatype::table::TypeTable, t: Datatype) -> Result<()> {
+    use crate::datatype::desc::Combiner;
+    let mut t = t;
+    // Bounded: a chain of contiguous types is no deeper than the type table allows.
+    for _ in 0..64 {
+        if t.is_predefined() {
+            return Ok(());
+        }
+        match types.envelope(t)?.0 {
+            Combiner::Contiguous | Combiner::Dup => match types.old_types(t)?.next() {
+                Some(old) => t = old,
+                None => break,
+            },
+            _ => break,
+        }
+    }
+    Err(Error::new(
+        ErrorClass::UnsupportedDatarep,
+        Reason::BadArgument {
+            what: "an external32 view whose etype or filetype changes size in external32 (e.g. long on LP64) must be a predefined type or a contiguous type of one",
+        },
+    ))
+}
+
+/// Two-phase collective buffering moves external32 data only of memory types whose size
+/// external32 keeps (the C API sends the others through the independent path, [`transfer`]).
 fn same_size_in_external32(types: &crate::datatype::table::TypeTable, t: Datatype) -> Result<()> {
     let native = types.check_committed(t)?.size;
     if types.stream_size(t, &crate::datatype::repr::Repr::EXTERNAL32)? != native {
         return Err(Error::new(
-            ErrorClass::UnsupportedDatarep,
+            ErrorClass::Intern,
             Reason::BadArgument {
-                what: "external32 with a type whose external32 size differs from its native size (e.g. long on LP64) is not supported yet",
+                what: "two-phase I/O of a memory type whose external32 size differs",
             },
         ));
     }
     Ok(())
+}
+
+/// `MPI_File_get_type_extent`: the extent of `dt` in the file of view `view` (its external32
+/// stream's length for a type that changes size in an external32 view).
+pub fn file_extent(
+    types: &crate::datatype::table::TypeTable,
+    view: &View,
+    dt: Datatype,
+) -> Result<i64> {
+    let info = types.info(dt)?;
+    if view.external32 {
+        let ext = types.stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?;
+        if ext != info.size {
+            gapless_in_external32(types, dt)?;
+            return Ok(ext as i64);
+        }
+    }
+    Ok(info.extent as i64)
+}
+
+/// The bytes `count` instances of `dt` take in the file of view `view` (their external32
+/// stream in an external32 view) and natively: (file, native).
+pub fn file_and_native_bytes(
+    types: &crate::datatype::table::TypeTable,
+    view: &View,
+    count: u64,
+    dt: Datatype,
+) -> Result<(u64, u64)> {
+    let native = types.check_committed(dt)?.size;
+    let file = match view.external32 {
+        true => types.stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?,
+        false => native,
+    };
+    let too_large = || Error::new(ErrorClass::Count, Reason::CountTooLarge);
+    Ok((
+        file.checked_mul(count).ok_or_else(too_large)?,
+        native.checked_mul(count).ok_or_else(too_large)?,
+    ))
 }
 
 /// `MPI_File_set_size` (`grow_only`: `MPI_File_preallocate`): collective; rank 0 changes the
