@@ -657,6 +657,37 @@ impl State<'_> {
         }
     }
 
+    /// Writes this member's records for aggregator `a` in `round` (their count, then offset and
+    /// length of each contiguous run) at the start of its slot of the send buffer `buf`; the
+    /// slot's place and length, the number of runs and where the share starts in this member's
+    /// data, or `None` when it has no share.
+    fn records(
+        &mut self,
+        cx: &mut Inside,
+        id: FileId,
+        a: usize,
+        round: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<(usize, usize, usize, u64)>> {
+        let (s0, s1) = self.share(cx, id, a, round)?;
+        if s1 == s0 {
+            return Ok(None);
+        }
+        let dest = self.arr.get(AGG, a) as usize;
+        let at = self.arr.get(SD, dest) as usize;
+        let len = self.arr.get(SC, dest) as usize;
+        let msg = &mut buf[at..at + len];
+        let mut n = 0usize;
+        self.runs(cx, id, s0, s1, &mut |off, l| {
+            wr(msg, 8 + 16 * n, off);
+            wr(msg, 16 + 16 * n, l);
+            n += 1;
+            Ok(())
+        })?;
+        wr(msg, 0, n as u64);
+        Ok(Some((at, len, n, s0)))
+    }
+
     /// Calls `f` for each aggregator this member has a share of the file for in `round`: with
     /// the aggregator's rank, the number of contiguous runs in the share and its bytes.
     fn each_share(
@@ -712,22 +743,10 @@ impl State<'_> {
         };
         let sb = send.bytes();
         for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
-            if s1 == s0 {
+            let Some((at, len, n, s0)) = self.records(cx, id, a, round, sb)? else {
                 continue;
-            }
-            let dest = self.arr.get(AGG, a) as usize;
-            let at = self.arr.get(SD, dest) as usize;
-            let len = self.arr.get(SC, dest) as usize;
+            };
             let msg = &mut sb[at..at + len];
-            let mut n = 0usize;
-            self.runs(cx, id, s0, s1, &mut |off, l| {
-                wr(msg, 8 + 16 * n, off);
-                wr(msg, 16 + 16 * n, l);
-                n += 1;
-                Ok(())
-            })?;
-            wr(msg, 0, n as u64);
             let data = &mut msg[8 + 16 * n..];
             let types = &cx.e().p2p.types;
             let mut done = 0usize;
@@ -885,22 +904,7 @@ impl State<'_> {
         };
         let qb = qs.bytes();
         for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
-            if s1 == s0 {
-                continue;
-            }
-            let dest = self.arr.get(AGG, a) as usize;
-            let at = self.arr.get(SD, dest) as usize;
-            let len = self.arr.get(SC, dest) as usize;
-            let msg = &mut qb[at..at + len];
-            let mut n = 0usize;
-            self.runs(cx, id, s0, s1, &mut |off, l| {
-                wr(msg, 8 + 16 * n, off);
-                wr(msg, 16 + 16 * n, l);
-                n += 1;
-                Ok(())
-            })?;
-            wr(msg, 0, n as u64);
+            self.records(cx, id, a, round, qb)?;
         }
         self.exchange(cx, fc, qb.as_mut_ptr(), qr.bytes().as_mut_ptr())?;
         // The replies: this member sends what others asked for (IN's second words) and
