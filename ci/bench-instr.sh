@@ -3,7 +3,8 @@
 # Open MPI, counted by callgrind (noise-free: a rerun gives the same counts to within a few
 # instructions, whatever else the machine does).
 #
-# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup]
+# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup] [--keep DIR]
+#   --keep    leave callgrind's files in DIR (for callgrind_annotate: where the counts go);
 #   --hints   run on a dup of MPI_COMM_WORLD carrying the four mpi_assert_* hints (instr.c's
 #             "hints" argument), to compare the matching path with and without them;
 #   --dup     run on a plain dup of MPI_COMM_WORLD (the baseline for --hints)
@@ -23,13 +24,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 n=2000
 only=""
 hints=""
+keep=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) shift; n=$1 ;;
         --only) shift; only=$1 ;;
         --hints) hints=hints ;;
         --dup) hints=dup ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        --keep) shift; keep=$1 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -38,7 +41,7 @@ command -v valgrind >/dev/null || { echo "bench-instr.sh: needs valgrind (apt-ge
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_base_warn_component_unused=0
 work=$(mktemp -d /tmp/stormpi-instr.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "$keep" ] && mkdir -p "$keep" && cp "$work"/*.[0-9]* "$keep"/; rm -rf "$work"' EXIT
 stormcc=${STORMCC:-$root/target/release/stormcc}
 stormrun=${STORMRUN:-$root/target/release/stormrun}
 

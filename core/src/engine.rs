@@ -504,6 +504,7 @@ impl Engine {
         n += self.building().idup_progress();
         n += self.osc.progress(&mut self.p2p, self.platform);
         n += self.part.progress(&mut self.p2p);
+        n += crate::io::background::progress(self);
         // MPI_Isendrecv's requests, once their parts are done.
         self.p2p.pml.requests_mut().joined_progress();
         self.moved = n > 0;

@@ -1,14 +1,32 @@
 //! The POSIX file system for MPI-IO: `open`, `pread`/`pwrite`, `ftruncate`, `posix_fallocate`,
 //! `fsync`, `unlink`, and `fcntl` record locks (which NFS and parallel file systems honour across
-//! hosts, as ROMIO relies on).
+//! hosts, as ROMIO relies on); non-blocking accesses in the background where the platform adds a [`Background`].
 
-use stormpi_core::io::fs::{Fd, FileSystem, IoError, OpenHow};
+use stormpi_core::io::fs::{Fd, FileSystem, IoError, OpenHow, Run, Ticket};
+
+/// Background transfers a platform adds to the POSIX calls (see [`FileSystem::submit`]).
+pub struct Background {
+    /// Queues a transfer; `None` when it cannot.
+    pub submit: fn(Fd, bool, *mut u8, &[Run]) -> Option<Ticket>,
+    /// A transfer's outcome once it is over.
+    pub poll: fn(Ticket) -> Option<Result<u64, IoError>>,
+}
 
 /// The POSIX file system.
-pub struct PosixFs;
+pub struct PosixFs {
+    background: Option<Background>,
+}
 
-/// The one instance the platform hands out.
-pub static POSIX_FS: PosixFs = PosixFs;
+impl PosixFs {
+    /// The file system, with `background` transfers if the platform has them.
+    pub const fn new(background: Option<Background>) -> PosixFs {
+        PosixFs { background }
+    }
+}
+
+/// The POSIX calls alone: every access completes in the call that makes it (the node build:
+/// its compute nodes run no threads of the library's).
+pub static POSIX_FS: PosixFs = PosixFs::new(None);
 
 fn last_error() -> IoError {
     let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
@@ -202,6 +220,26 @@ impl FileSystem for PosixFs {
 
     fn unlock(&self, f: Fd, offset: u64, len: u64) -> Result<(), IoError> {
         lock_op(f, offset, len, libc::F_UNLCK, false)
+    }
+
+    unsafe fn submit(
+        &self,
+        f: Fd,
+        write: bool,
+        buf: *mut u8,
+        runs: &[Run],
+    ) -> Option<Result<Ticket, IoError>> {
+        self.background
+            .as_ref()
+            .and_then(|b| (b.submit)(f, write, buf, runs))
+            .map(Ok)
+    }
+
+    fn poll(&self, t: Ticket) -> Option<Result<u64, IoError>> {
+        match &self.background {
+            Some(b) => (b.poll)(t),
+            None => Some(Err(IoError::Unsupported)),
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod fs;
+pub mod fs_worker;
 pub mod info;
 pub mod init;
 pub mod params;

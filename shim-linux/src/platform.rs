@@ -284,7 +284,7 @@ impl Platform for LinuxPlatform {
     }
 
     fn file_system(&self) -> Option<&'static dyn stormpi_core::io::fs::FileSystem> {
-        Some(&crate::fs::POSIX_FS)
+        Some(&crate::fs_worker::FS)
     }
 
     fn shared_create(&self, bytes: usize) -> Option<(SegmentName, *mut u8)> {

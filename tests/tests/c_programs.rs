@@ -93,6 +93,8 @@ c_tests! {
     // issue 20: data representations
     io_datarep,
     io_external32_long,
+    // issue 20: non-blocking accesses in the background
+    io_nonblocking,
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

@@ -274,6 +274,23 @@ unsafe fn access(
     all: bool,
 ) -> Result<Status> {
     let prep = prepare(cx, id, at, dir, buf, count, dt);
+    // SAFETY: the caller's contract.
+    unsafe { access_prepared(cx, id, at, dir, prep, dt, all) }
+}
+
+/// [`access`] once [`prepare`] has run (and its outcome is this member's part).
+///
+/// # Safety
+/// As [`access`]'s.
+unsafe fn access_prepared(
+    cx: &mut Inside,
+    id: FileId,
+    at: At,
+    dir: Dir,
+    prep: Result<(u64, Memory, u64)>,
+    dt: abi::MPI_Datatype,
+    all: bool,
+) -> Result<Status> {
     let view = cx.e().io.get(id)?.view;
     // external32 of a memory type whose size changes: (file bytes, native bytes) per access.
     let scaled = match (view.external32, prep) {
@@ -361,6 +378,26 @@ unsafe fn data(
                     what: "a split collective is already active on this file",
                 },
             ));
+        }
+        if then == Then::Request && !collective(func) {
+            let prep = prepare(cx, id, at, dir, buf, count, dt)?;
+            let (start, mem, esize) = prep;
+            // SAFETY: MPI's rule for a non-blocking access's buffer.
+            if let Some((r, total)) = unsafe { io::background::start(cx.e(), id, dir, start, mem)? }
+            {
+                if let At::Individual = at {
+                    cx.e().io.get_mut(id)?.pos = start / esize + total / esize;
+                }
+                // SAFETY: checked non-null above.
+                unsafe { *request = handles::request_handle(r) };
+                return Ok(());
+            }
+            // SAFETY: the caller's contract.
+            let st = unsafe { access_prepared(cx, id, at, dir, Ok(prep), dt, false)? };
+            let r = cx.e().p2p.pml.requests_mut().completed(st, 0)?;
+            // SAFETY: checked non-null above.
+            unsafe { *request = handles::request_handle(r) };
+            return Ok(());
         }
         // SAFETY: the caller's contract.
         let st = unsafe { access(cx, id, at, dir, buf, count, dt, collective(func))? };

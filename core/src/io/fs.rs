@@ -73,8 +73,22 @@ impl IoError {
     }
 }
 
-/// File operations a platform provides. Every call may block the calling thread (the engine's
-/// lock is held: MPI-IO here is synchronous, see `docs/DESIGN.md`).
+/// One piece of a background transfer: `len` bytes at file offset `off`. The pieces of a
+/// transfer take its buffer's bytes one after another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// File offset.
+    pub off: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// A background transfer the platform is doing ([`FileSystem::submit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket(pub u64);
+
+/// File operations a platform provides. Every call but [`FileSystem::submit`]'s transfers may
+/// block the calling thread (the engine's lock is held; see `docs/DESIGN.md`).
 pub trait FileSystem: Sync {
     /// Opens (or creates) the file named by `path` (bytes without a terminating NUL).
     fn open(&self, path: &[u8], how: OpenHow) -> Result<Fd, IoError>;
@@ -100,4 +114,30 @@ pub trait FileSystem: Sync {
     fn lock(&self, fd: Fd, offset: u64, len: u64, exclusive: bool) -> Result<(), IoError>;
     /// Lets go of a lock taken with [`FileSystem::lock`].
     fn unlock(&self, fd: Fd, offset: u64, len: u64) -> Result<(), IoError>;
+
+    /// Starts moving the bytes of `runs` between the file and `buf` (writing the file when
+    /// `write`) on a thread of the platform's, so that the transfer goes on while the process
+    /// computes; transfers started by one process run in the order they were started. `None`
+    /// when the platform has no background transfers: the caller moves the bytes itself.
+    ///
+    /// # Safety
+    /// `buf` is valid (for writing, when reading the file) for the runs' total length until
+    /// [`FileSystem::poll`] reports the transfer over.
+    unsafe fn submit(
+        &self,
+        fd: Fd,
+        write: bool,
+        buf: *mut u8,
+        runs: &[Run],
+    ) -> Option<Result<Ticket, IoError>> {
+        let _ = (fd, write, buf, runs);
+        None
+    }
+
+    /// The outcome of background transfer `t` once it is over — the bytes moved (a read stops
+    /// at the end of the file) — after which the ticket is spent; `None` while it runs.
+    fn poll(&self, t: Ticket) -> Option<Result<u64, IoError>> {
+        let _ = t;
+        Some(Err(IoError::Unsupported))
+    }
 }

@@ -16,6 +16,7 @@
 //! collective forms go through aggregators when their accesses interleave, else each process
 //! moves its own data).
 
+pub mod background;
 pub mod fs;
 pub mod shared;
 pub mod twophase;
@@ -64,6 +65,17 @@ pub static IO_CB: ParamDef = ParamDef {
     description: "Two-phase collective buffering of collective accesses by default: enable, disable or automatic (when the members' accesses interleave)",
 };
 
+/// `io_cb_small_pieces`.
+pub static IO_CB_SMALL_PIECES: ParamDef = ParamDef {
+    name: "io_cb_small_pieces",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 30,
+    },
+    default: Default::Int(16 << 10),
+    description: "Automatic collective buffering only when the members' contiguous file pieces average fewer bytes than this (hint stormpi_cb_small_pieces)",
+};
+
 /// `io_cb_nodes`.
 pub static IO_CB_NODES: ParamDef = ParamDef {
     name: "io_cb_nodes",
@@ -110,10 +122,11 @@ pub static IO_IND_WR_BUFFER_SIZE: ParamDef = ParamDef {
 };
 
 /// Parameters of the I/O layer.
-pub static PARAMS: [&ParamDef; 7] = [
+pub static PARAMS: [&ParamDef; 8] = [
     &IO_MAX_FILES,
     &IO_BUFFER_BYTES,
     &IO_CB,
+    &IO_CB_SMALL_PIECES,
     &IO_CB_NODES,
     &IO_CB_BUFFER_SIZE,
     &IO_STRIPING_UNIT,
@@ -198,6 +211,8 @@ pub struct Files {
     buffer_bytes: usize,
     /// The hints a file starts with (from the parameters).
     pub defaults: twophase::Hints,
+    /// Non-blocking accesses in flight.
+    pub background: background::Background,
 }
 
 impl Files {
@@ -213,6 +228,7 @@ impl Files {
             null_errhandler: ErrHandler::Return,
             buffer_bytes: params.usize(&IO_BUFFER_BYTES),
             defaults: default_hints(params),
+            background: background::Background::new(),
         })
     }
 
@@ -250,6 +266,7 @@ fn default_hints(params: &Params) -> twophase::Hints {
         striping_unit: params.int(&IO_STRIPING_UNIT) as u64,
         striping_factor: 1,
         ind_wr_buffer_size: params.int(&IO_IND_WR_BUFFER_SIZE) as u64,
+        cb_small_pieces: params.int(&IO_CB_SMALL_PIECES) as u64,
     }
 }
 
@@ -569,6 +586,9 @@ fn release_stage(e: &Engine, stage: (usize, usize)) {
 /// Takes a file out of the table and closes what it holds, here only.
 fn close_local(e: &mut Engine, id: FileId) -> Result<File> {
     let fs = file_system(e)?;
+    // Its descriptor must outlive the transfers using it (MPI asks the program to have
+    // completed them; a program that did not still loses nothing).
+    background::drain(e, id);
     let file = e.io.files.remove(id.0).ok_or_else(bad_file)?;
     release_stage(e, file.stage);
     if let Some(h) = file.info {

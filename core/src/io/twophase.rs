@@ -91,9 +91,13 @@ pub struct Hints {
     pub striping_factor: u64,
     /// `ind_wr_buffer_size`: the window of sieved independent writes.
     pub ind_wr_buffer_size: u64,
+    /// `stormpi_cb_small_pieces` (stormpi's own hint): `automatic` chooses collective
+    /// buffering only when the members' contiguous file pieces average fewer bytes than this —
+    /// large pieces go to the file system as well straight from each member.
+    pub cb_small_pieces: u64,
 }
 
-const WORDS: usize = 7;
+const WORDS: usize = 8;
 
 impl Hints {
     /// The hints of `info` over `self` (values that do not parse are ignored, as MPI lets an
@@ -127,6 +131,9 @@ impl Hints {
         if let Some(n) = num(b"ind_wr_buffer_size", 1) {
             self.ind_wr_buffer_size = n;
         }
+        if let Some(n) = num(b"stormpi_cb_small_pieces", 1) {
+            self.cb_small_pieces = n;
+        }
         self
     }
 
@@ -143,6 +150,7 @@ impl Hints {
         num(b"striping_unit", self.striping_unit)?;
         num(b"striping_factor", self.striping_factor)?;
         num(b"ind_wr_buffer_size", self.ind_wr_buffer_size)?;
+        num(b"stormpi_cb_small_pieces", self.cb_small_pieces)?;
         infos.set(info, b"romio_cb_read", self.cb_read.name())?;
         infos.set(info, b"romio_cb_write", self.cb_write.name())
     }
@@ -156,6 +164,7 @@ impl Hints {
             self.striping_unit,
             self.striping_factor,
             self.ind_wr_buffer_size,
+            self.cb_small_pieces,
         ]
     }
 
@@ -168,6 +177,7 @@ impl Hints {
             striping_unit: w[4].max(1),
             striping_factor: w[5],
             ind_wr_buffer_size: w[6].max(1),
+            cb_small_pieces: w[7].max(1),
         }
     }
 
@@ -367,12 +377,25 @@ pub unsafe fn access(
             .checked_mul(mem.count)
             .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
         if total == 0 {
-            return Ok((start, mem, total, u64::MAX, 0));
+            return Ok((start, mem, total, u64::MAX, 0, 0));
         }
         let nodes = e.p2p.types.nodes(v.filetype)?;
         let lo = view::byte_offset(nodes, &v, start)?;
         let hi = view::byte_offset(nodes, &v, start + total - 1)? + 1;
-        Ok((start, mem, total, lo, hi))
+        // How many contiguous pieces the access is in the file (for `automatic`); only
+        // counted when it can matter.
+        let mode = match dir {
+            Dir::Read => hints.cb_read,
+            Dir::Write => hints.cb_write,
+        };
+        let mut pieces = 0u64;
+        if mode == CbMode::Automatic {
+            view::runs(nodes, &v, start, total, &mut |_, _| {
+                pieces += 1;
+                Ok(())
+            })?;
+        }
+        Ok((start, mem, total, lo, hi, pieces))
     });
     let scratch = Scratch::new(cx, p * Arrays::N * 8);
     let local = match (&range, &scratch) {
@@ -381,7 +404,7 @@ pub unsafe fn access(
         _ => 0,
     };
     let worst = agree(cx, fc, local)?;
-    let ((start, mem, total, lo, hi), mut scratch) = match (range, scratch) {
+    let ((start, mem, total, lo, hi, pieces), mut scratch) = match (range, scratch) {
         (Err(e), _) => return Err(e),
         (_, None) => return Err(nomem()),
         (Ok(r), Some(s)) => (r, s),
@@ -396,23 +419,27 @@ pub unsafe fn access(
         base: scratch.bytes().as_mut_ptr().cast(),
         p,
     };
-    // Gather every member's range.
-    let pair = [lo, hi];
+    // Gather every member's range, bytes and pieces (before OUT is used: the three take the
+    // space of LO, LO+1 and OUT).
+    let mine = [lo, hi, total, pieces];
     let call = Call::Allgather {
         send: Some(Buf {
-            ptr: pair.as_ptr() as *mut u8,
-            count: 2,
+            ptr: mine.as_ptr() as *mut u8,
+            count: 4,
             dt: Datatype::UINT64_T,
         }),
         recv: Buf {
             ptr: arr.at(LO).cast(),
-            count: 2,
+            count: 4,
             dt: Datatype::UINT64_T,
         },
     };
-    // SAFETY: `pair` holds 2 u64s, the LO arrays 2p; both live through the call.
+    // SAFETY: `mine` holds 4 u64s, the arrays from LO 4p; both live through the call.
     unsafe { crate::coll::blocking(cx, fc, call, None)? };
-    let range_of = |r: usize| (arr.get(LO, 2 * r), arr.get(LO, 2 * r + 1));
+    let range_of = |r: usize| (arr.get(LO, 4 * r), arr.get(LO, 4 * r + 1));
+    let (all_bytes, all_pieces) = (0..p).fold((0u64, 0u64), |(b, n), r| {
+        (b + arr.get(LO, 4 * r + 2), n + arr.get(LO, 4 * r + 3))
+    });
     let mode = match dir {
         Dir::Read => hints.cb_read,
         Dir::Write => hints.cb_write,
@@ -438,7 +465,11 @@ pub unsafe fn access(
         && match mode {
             CbMode::Enable => true,
             CbMode::Disable => false,
-            CbMode::Automatic => interleaved,
+            // Interleaved (ROMIO's rule) and in pieces small enough that gathering them into
+            // large file accesses pays for the exchange.
+            CbMode::Automatic => {
+                interleaved && all_bytes < hints.cb_small_pieces.saturating_mul(all_pieces)
+            }
         };
     if !two_phase {
         drop(scratch);
@@ -1058,6 +1089,7 @@ mod tests {
             striping_unit: 512,
             striping_factor: 4,
             ind_wr_buffer_size: 1000,
+            cb_small_pieces: 777,
         };
         assert_eq!(Hints::from_words(h.words()), h);
     }
