@@ -60,8 +60,8 @@ fn in_path(program: &str) -> bool {
     stormpi_tests::in_path(program)
 }
 
-/// `hetero.c` built for `arch` against its cross-built `libmpi.a`.
-fn program(arch: &Foreign) -> PathBuf {
+/// `tests/c/NAME.c` built for `arch` against its cross-built `libmpi.a`.
+fn program(arch: &Foreign, name: &str) -> PathBuf {
     let lib = bin_dir()
         .parent()
         .expect("target/<profile> has a parent")
@@ -79,7 +79,7 @@ fn program(arch: &Foreign) -> PathBuf {
         "{} is not installed (ci/setup.sh installs the cross compilers)",
         arch.gcc
     );
-    build_once(&format!("hetero-{}", arch.triple), |out| {
+    build_once(&format!("{name}-{}", arch.triple), |out| {
         let mut cmd = Command::new(arch.gcc);
         cmd.args(C_FLAGS)
             .arg("-static")
@@ -87,7 +87,7 @@ fn program(arch: &Foreign) -> PathBuf {
             .arg(workspace_dir().join("core/include"))
             .arg("-o")
             .arg(out)
-            .arg(c_source("hetero"))
+            .arg(c_source(name))
             .arg(&lib)
             .args(NATIVE_LIBS);
         cmd
@@ -96,11 +96,16 @@ fn program(arch: &Foreign) -> PathBuf {
 
 /// One application context of an MPMD command line: `-n N [qemu] PROGRAM`.
 fn context(n: u32, arch: Option<&Foreign>) -> Vec<OsString> {
+    context_of("hetero", n, arch)
+}
+
+/// [`context`] for the test program `name`.
+fn context_of(name: &str, n: u32, arch: Option<&Foreign>) -> Vec<OsString> {
     let mut words: Vec<OsString> = vec!["-n".into(), n.to_string().into()];
     match arch {
-        None => words.push(c_program("hetero").into()),
+        None => words.push(c_program(name).into()),
         Some(a) => {
-            let prog = program(a);
+            let prog = program(a, name);
             if !a.qemu.is_empty() {
                 assert!(
                     in_path(a.qemu),
@@ -117,6 +122,11 @@ fn context(n: u32, arch: Option<&Foreign>) -> Vec<OsString> {
 
 /// Runs one job of the given contexts with extra stormrun options; checks `OK hetero`.
 fn run(options: &[&str], contexts: &[Vec<OsString>]) -> String {
+    run_of("hetero", options, contexts)
+}
+
+/// [`run`] of the test program `name`.
+fn run_of(name: &str, options: &[&str], contexts: &[Vec<OsString>]) -> String {
     let mut cmd = Command::new(stormpi_tests::stormrun());
     cmd.args(["--oversubscribe", "--timeout", "60"])
         .args(options);
@@ -127,12 +137,24 @@ fn run(options: &[&str], contexts: &[Vec<OsString>]) -> String {
         cmd.args(c);
     }
     let out = run_stormrun(cmd);
-    out.assert_ok("hetero");
+    out.assert_ok(name);
     out.stdout.clone()
 }
 
 fn tcp() -> &'static [&'static str] {
     &["--mca", "btl", "tcp,self"]
+}
+
+/// Issue 20: a file written through `external32` views by x86_64 and s390x ranks of one job
+/// (independently and collectively) reads back right at both, and its ints are big-endian.
+#[test]
+fn hetero_external32_file_x86_64_and_s390x() {
+    let name = "io_external32_hetero";
+    run_of(
+        name,
+        &[],
+        &[context_of(name, 2, None), context_of(name, 1, Some(&S390X))],
+    );
 }
 
 /// Big-endian and little-endian ranks: every type converted both ways, over TCP.
