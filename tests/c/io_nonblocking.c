@@ -188,6 +188,41 @@ int main(int argc, char **argv)
     CHECK(got == peer, "atomic read %d, not %d", got, peer);
     CHECK_MPI(MPI_File_set_atomicity(fh, 0));
 
+    /* 8. Collective forms. Each rank's own contiguous range: */
+    MPI_Offset cbase = fsize + 4096;
+    CHECK_MPI(MPI_File_iwrite_at_all(fh, cbase + (MPI_Offset)rank * BLOCKS * BLOCK * sizeof(int), data,
+                                     BLOCKS * BLOCK, MPI_INT, &r));
+    CHECK_MPI(MPI_Wait(&r, &st));
+    MPI_Get_count(&st, MPI_INT, &cnt);
+    CHECK(cnt == BLOCKS * BLOCK, "iwrite_at_all moved %d ints", cnt);
+    MPI_Barrier(MPI_COMM_WORLD);
+    memset(back, 0, (size_t)BLOCKS * BLOCK * sizeof(int));
+    CHECK_MPI(MPI_File_iread_at_all(fh, cbase + (MPI_Offset)peer * BLOCKS * BLOCK * sizeof(int), back,
+                                    BLOCKS * BLOCK, MPI_INT, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int b = 0; b < BLOCKS; b++)
+        for (int i = 0; i < BLOCK; i += 7)
+            CHECK(back[b * BLOCK + i] == data[b * BLOCK + i] - rank * 7919 + peer * 7919,
+                  "iread_at_all block %d int %d: %d", b, i, back[b * BLOCK + i]);
+    /* Interleaved single ints dealt round-robin (collective buffering), through the pointer. */
+    MPI_Datatype vec, dealt;
+    MPI_Type_vector(BLOCK, 1, size, MPI_INT, &vec);
+    MPI_Type_create_resized(vec, 0, (MPI_Aint)BLOCK * size * sizeof(int), &dealt);
+    MPI_Type_commit(&dealt);
+    MPI_Offset dbase = cbase + (MPI_Offset)size * BLOCKS * BLOCK * sizeof(int);
+    CHECK_MPI(MPI_File_set_view(fh, dbase + rank * (MPI_Offset)sizeof(int), MPI_INT, dealt, "native", MPI_INFO_NULL));
+    CHECK_MPI(MPI_File_iwrite_all(fh, data, BLOCK, MPI_INT, &r));
+    CHECK_MPI(MPI_File_get_position(fh, &pos));
+    CHECK(pos == BLOCK, "pointer after iwrite_all: %lld", (long long)pos);
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_MPI(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    CHECK_MPI(MPI_File_read_at(fh, dbase, back, BLOCK * size, MPI_INT, &st));
+    for (int i = 0; i < BLOCK * size; i++)
+        CHECK(back[i] == value(i % size, 0, i / size), "dealt int %d: %d", i, back[i]);
+    MPI_Type_free(&vec);
+    MPI_Type_free(&dealt);
+
     CHECK_MPI(MPI_File_close(&fh));
     if (rank == 0)
         MPI_File_delete(path, MPI_INFO_NULL);

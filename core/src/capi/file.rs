@@ -379,6 +379,50 @@ unsafe fn data(
                 },
             ));
         }
+        if then == Then::Request && collective(func) && matches!(at, At::Offset(_) | At::Individual)
+        {
+            let view = cx.e().io.get(id)?.view;
+            let prep = prepare(cx, id, at, dir, buf, count, dt);
+            // Size-changing external32 and user representations take the general path.
+            let plain = view.datarep.is_none()
+                && match (view.external32, &prep) {
+                    (true, Ok((_, mem, _))) => {
+                        let (file, native) =
+                            io::file_and_native_bytes(&cx.e().p2p.types, &view, mem.count, mem.dt)?;
+                        file == native
+                    }
+                    _ => true,
+                };
+            if plain {
+                let mine = prep.map(|(start, mem, _)| (start, mem));
+                // SAFETY: MPI's rule for a non-blocking access's buffer.
+                let done = unsafe { twophase::access_or_start(cx, id, dir, mine, true)? };
+                let (start, _, esize) = prep?;
+                let (r, moved) = match done {
+                    twophase::Done::Started(r, n) => (r, n),
+                    twophase::Done::Moved(n) => {
+                        let st = Status {
+                            bytes: n,
+                            message_bytes: n,
+                            ..EMPTY_STATUS
+                        };
+                        (cx.e().p2p.pml.requests_mut().completed(st, 0)?, n)
+                    }
+                };
+                if let At::Individual = at {
+                    cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
+                }
+                // SAFETY: checked non-null above.
+                unsafe { *request = handles::request_handle(r) };
+                return Ok(());
+            }
+            // SAFETY: the caller's contract.
+            let st = unsafe { access_prepared(cx, id, at, dir, prep, dt, true)? };
+            let r = cx.e().p2p.pml.requests_mut().completed(st, 0)?;
+            // SAFETY: checked non-null above.
+            unsafe { *request = handles::request_handle(r) };
+            return Ok(());
+        }
         if then == Then::Request && !collective(func) {
             let prep = prepare(cx, id, at, dir, buf, count, dt)?;
             let (start, mem, esize) = prep;

@@ -363,6 +363,41 @@ pub unsafe fn access(
     dir: Dir,
     mine: Result<(u64, Memory)>,
 ) -> Result<u64> {
+    // SAFETY: the caller's contract.
+    match unsafe { access_or_start(cx, id, dir, mine, false)? } {
+        Done::Moved(n) => Ok(n),
+        // Not asked for: `start` is false.
+        Done::Started(..) => Err(Error::new(
+            ErrorClass::Intern,
+            Reason::BadArgument {
+                what: "a blocking collective access went to the background",
+            },
+        )),
+    }
+}
+
+/// What a collective access did.
+pub enum Done {
+    /// Its bytes moved in the call: how many.
+    Moved(u64),
+    /// This member's part goes on in the background ([`super::background`]): its request and
+    /// the bytes it will move.
+    Started(crate::pml::request::ReqId, u64),
+}
+
+/// [`access`] for the non-blocking collective forms when `start`: once the members have agreed
+/// on the plan, a member whose part is its own independent access (no collective buffering)
+/// starts it in the background.
+///
+/// # Safety
+/// MPI's rule for the buffer of `mine` (for a started part: until its request completes).
+pub unsafe fn access_or_start(
+    cx: &mut Inside,
+    id: FileId,
+    dir: Dir,
+    mine: Result<(u64, Memory)>,
+    start_later: bool,
+) -> Result<Done> {
     let (fc, hints, atomic, v, fd) = {
         let f = cx.e().io.get(id)?;
         (f.comm, f.hints, f.atomic, f.view, f.fd)
@@ -473,9 +508,17 @@ pub unsafe fn access(
         };
     if !two_phase {
         drop(scratch);
+        if start_later {
+            // SAFETY: the caller's contract.
+            if let Some((req, n)) =
+                unsafe { super::background::start(cx.e(), id, dir, start, mem)? }
+            {
+                return Ok(Done::Started(req, n));
+            }
+        }
         // SAFETY: the caller's contract.
         let r = unsafe { super::transfer(cx.e(), id, dir, start, mem) };
-        return r;
+        return r.map(Done::Moved);
     }
     // The aggregators and their domains.
     let e = cx.e();
@@ -565,7 +608,7 @@ pub unsafe fn access(
     let mine = state.err.map_or(0, |e| e.class.code());
     let worst = agree(cx, fc, mine)?;
     match (state.err, worst) {
-        (_, 0) => Ok(state.moved),
+        (_, 0) => Ok(Done::Moved(state.moved)),
         (Some(e), _) => Err(e),
         (None, c) => Err(super::remote_error(
             c,
