@@ -11,8 +11,10 @@
 #   convertor      random type trees packed and unpacked (whole, in fragments, seeking, external32)
 #                  against a packer written in the target
 #   portals_ring   the software Portals NI's inbound ring fed any bytes, consumed by State::progress
+#   osc_wire       the one-sided active messages (parse, write back)
+#   part_handshake the partitioned handshake record (parse, write back)
 # A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a unit test
-# beside the code it broke. Seeds of the last three come from fuzz/seeds/make-seeds.py. To hunt
+# beside the code it broke. Seeds of datatype_ctor, convertor and portals_ring come from fuzz/seeds/make-seeds.py. To hunt
 # rather than check, run a target longer with overflow checks on:
 #   cd fuzz && cargo +nightly fuzz run -O -a <target> -- -max_total_time=600
 # Needs the nightly toolchain and cargo-fuzz (ci/setup.sh installs cargo-fuzz where a nightly

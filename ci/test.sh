@@ -41,7 +41,7 @@ done
 step "ThreadSanitizer over the core's threaded and unit tests"
 bash ci/tsan.sh
 
-# Nine targets at 12 s each: under 2 min of fuzzing (plus the build) in every run.
+# Ten targets at 12 s each: about 2 min of fuzzing (plus the build) in every run.
 step "fuzzing: each target of fuzz/ for 12 s"
 bash ci/fuzz.sh 12
 

@@ -54,7 +54,7 @@ const HS_FOLD: i32 = (1 << 28) - 1;
 const _: () = assert!((HS_BASE as i64) - (HS_FOLD as i64) > i32::MIN as i64 + 0x3_0000);
 
 /// The handshake: magic, user tag, partitions, channel index, total bytes (little-endian).
-const HS_LEN: usize = 24;
+pub const HS_LEN: usize = 24;
 const HS_MAGIC: u32 = 0x5041_5254;
 
 fn data_tag(chan: u32, partition: u32) -> i32 {
@@ -65,17 +65,22 @@ fn hs_tag(tag: i32) -> i32 {
     HS_BASE - (tag & HS_FOLD)
 }
 
-/// What a handshake says.
+/// What a handshake says: the receiver's first message to the sender of a partitioned pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Handshake {
-    tag: i32,
-    partitions: u32,
-    chan: u32,
-    total: u64,
+pub struct Handshake {
+    /// The user's tag.
+    pub tag: i32,
+    /// The receiver's partitions.
+    pub partitions: u32,
+    /// The channel the pair's data tags use.
+    pub chan: u32,
+    /// The receiver's total bytes.
+    pub total: u64,
 }
 
 impl Handshake {
-    fn emit(&self, out: &mut [u8; HS_LEN]) {
+    /// Writes the record.
+    pub fn emit(&self, out: &mut [u8; HS_LEN]) {
         out[0..4].copy_from_slice(&HS_MAGIC.to_le_bytes());
         out[4..8].copy_from_slice(&self.tag.to_le_bytes());
         out[8..12].copy_from_slice(&self.partitions.to_le_bytes());
@@ -83,7 +88,8 @@ impl Handshake {
         out[16..24].copy_from_slice(&self.total.to_le_bytes());
     }
 
-    fn parse(b: &[u8; HS_LEN]) -> Option<Handshake> {
+    /// Reads a record; `None` for one no peer writes (bad magic, partitions or channel).
+    pub fn parse(b: &[u8; HS_LEN]) -> Option<Handshake> {
         let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         if w(0) != HS_MAGIC {
             return None;
