@@ -54,7 +54,7 @@ run() {
     local vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.$mode.%p $toggles"
     case $lib in
         stormpi)
-            taskset -c 0 "$stormrun" -n 2 --oversubscribe --timeout 600 --mca mpi_yield_when_idle 1 \
+            taskset -c 0 "$stormrun" -n 2 --oversubscribe --bind-to none --timeout 600 --mca mpi_yield_when_idle 1 \
                 $vg "$work/instr.stormpi" "$mode" "$iters" $hints ;;
         openmpi)
             mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \

@@ -293,13 +293,16 @@ impl Ob1 {
         kind: UnexKind,
         payload: Payload<'_>,
     ) -> Delivery {
-        let found = self.comms[comm.0 as usize]
-            .posted
-            .take_match(&self.requests.pool, &env);
+        let posted = &mut self.comms[comm.0 as usize].posted;
+        let found = posted.take_match(&self.requests.pool, &env);
+        // Receives still posted here may take what follows in this poll (a window of
+        // `MPI_Irecv`s drains in one); with none left, the next message waits for the receive
+        // the program posts next rather than being stored as unexpected.
+        let more = !posted.is_empty();
         match found {
             Some(r) => match self.deliver_matched(types, r, from, env, kind, payload) {
-                true => Delivery::Satisfied,
-                false => Delivery::Consumed,
+                true if !more => Delivery::Satisfied,
+                _ => Delivery::Consumed,
             },
             None => {
                 let d = self.hold(Hold::Unexpected(comm), from, env, kind, payload);
