@@ -6,6 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::error::PmiError;
+use super::names::{self, NameFault};
 use super::pmix;
 use super::port;
 use super::transport::{LineChannel, Transport};
@@ -124,6 +125,32 @@ fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
              task as a job of its own"
         ))),
         _ => Ok(Plan::Singleton),
+    }
+}
+
+fn no_pmix_names() -> PmiError {
+    PmiError::Unsupported(
+        "name publishing under a PMIx launcher is not supported yet (use stormrun)".into(),
+    )
+}
+
+/// A refused name-service request as [`PmiError::Name`]: the fault the server named (stormrun
+/// spells them as [`NameFault::wire`]; Hydra says `key_already_present` or
+/// `duplicate_service_<name>`), else `otherwise` when given, else the refusal as is.
+fn name_error(service: &str, e: PmiError, otherwise: Option<NameFault>) -> PmiError {
+    match e {
+        PmiError::Refused { ref msg, .. } => {
+            let duplicate = (msg.contains("already") || msg.contains("duplicate"))
+                .then_some(NameFault::AlreadyPublished);
+            match NameFault::from_wire(msg).or(duplicate).or(otherwise) {
+                Some(fault) => PmiError::Name {
+                    service: service.to_string(),
+                    fault,
+                },
+                None => e,
+            }
+        }
+        e => e,
     }
 }
 
@@ -476,6 +503,55 @@ impl PmiClient {
             }
         }
         std::process::exit(code)
+    }
+
+    /// Publishes `port` under `service` in the launcher's name service (`MPI_Publish_name`):
+    /// every process the launcher started can look it up. Both names travel
+    /// [encoded](names::encode), as launchers differ in what they let through a PMI value.
+    pub fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let (wire_service, wire_port) = (names::encode(service), names::encode(port));
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.publish_name(&wire_service, &wire_port),
+            Protocol::V2(s) => s.name_publish(&wire_service, &wire_port),
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        r.map_err(|e| name_error(service, e, None))
+    }
+
+    /// The port published under `service` (`MPI_Lookup_name`).
+    pub fn lookup_name(&mut self, service: &str) -> Result<String, PmiError> {
+        let not_published = PmiError::Name {
+            service: service.to_string(),
+            fault: NameFault::NotPublished,
+        };
+        let wire_service = names::encode(service);
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.lookup_name(&wire_service),
+            Protocol::V2(s) => match s.name_lookup(&wire_service) {
+                Ok(Some(p)) => Ok(p),
+                Ok(None) => return Err(not_published),
+                Err(e) => Err(e),
+            },
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        // Servers other than stormrun say "not found" in words of their own.
+        let port = r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))?;
+        names::decode(&port).ok_or_else(|| {
+            PmiError::Malformed(format!(
+                "published port name `{port}` is not in our encoding"
+            ))
+        })
+    }
+
+    /// Withdraws `service` from the launcher's name service (`MPI_Unpublish_name`).
+    pub fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        let wire_service = names::encode(service);
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.unpublish_name(&wire_service),
+            Protocol::V2(s) => s.name_unpublish(&wire_service),
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))
     }
 
     /// Leaves the job. Call once, after the last `get`/`fence`.
