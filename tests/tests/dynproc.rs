@@ -1,5 +1,5 @@
-//! Dynamic processes: name publishing through stormrun's name service (ports, connect/accept
-//! and spawn are not built yet).
+//! Dynamic processes: name publishing through stormrun's name service, and opening and closing
+//! ports (connect/accept and spawn are not built yet).
 
 use stormpi_tests::{c_extra_program, in_path, run, run_job, JOB_TIMEOUT};
 
@@ -11,6 +11,17 @@ fn published_name_is_seen_by_every_rank_until_unpublished() {
     for np in [1, 3] {
         run_job(np, &[], &prog, &[]).assert_ok("names");
     }
+}
+
+/// Ports listen while open and not after `MPI_Close_port`; a port name survives publishing.
+#[test]
+fn ports_listen_until_closed() {
+    let prog = c_extra_program("ports");
+    run_job(2, &[], &prog, &[]).assert_ok("ports");
+    // A singleton opens ports too (they need no launcher; it has no name service).
+    let mut cmd = std::process::Command::new(&prog);
+    cmd.arg("singleton");
+    run(cmd, JOB_TIMEOUT).assert_ok("ports");
 }
 
 /// A process started without a launcher has no name service: publishing says so.

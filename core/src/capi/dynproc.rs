@@ -1,8 +1,9 @@
 //! Dynamic processes: name publishing (`MPI_Publish_name`, `MPI_Lookup_name`,
 //! `MPI_Unpublish_name`) through the runtime's name service — under stormrun, its PMI server
-//! keeps one table for every process it started.
+//! keeps one table for every process it started — and ports (`MPI_Open_port`,
+//! `MPI_Close_port`) through the platform's [`Ports`](crate::dpm::Ports).
 //!
-//! Ports, connect/accept, spawn and join are not built yet (they stay in `unsupported`).
+//! Connect/accept, spawn and join are not built yet (they stay in `unsupported`).
 
 use core::ffi::{c_char, CStr};
 
@@ -46,7 +47,37 @@ fn check_info(e: &mut crate::engine::Engine, info: abi::MPI_Info) -> Result<()> 
     Ok(())
 }
 
+/// The platform's ports, or `MPI_ERR_UNSUPPORTED_OPERATION` on a platform without a network.
+fn ports(e: &crate::engine::Engine) -> Result<&'static dyn crate::dpm::Ports> {
+    e.platform()
+        .ports()
+        .ok_or(Error::unsupported("ports on a platform without a network"))
+}
+
 super::mpi! {
+    fn MPI_Open_port / PMPI_Open_port(info: abi::MPI_Info, port_name: *mut c_char) {
+        code(run("MPI_Open_port", None, |e| {
+            if port_name.is_null() {
+                return Err(Error::bad_arg("port_name is NULL"));
+            }
+            check_info(e, info)?;
+            let mut buf = [0u8; MAX_NAME];
+            let n = ports(e)?.open(&mut buf)?.min(MAX_NAME);
+            // SAFETY: MPI requires `port_name` to hold MPI_MAX_PORT_NAME bytes; `n` plus the
+            // NUL fit.
+            unsafe { super::errors::write_bytes(&buf[..n], port_name, MAX_NAME + 1, core::ptr::null_mut()) };
+            Ok(())
+        }))
+    }
+
+    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) {
+        code(run("MPI_Close_port", None, |e| {
+            // SAFETY: MPI's contract for the string; `name_arg` refuses NULL.
+            let name = unsafe { name_arg(port_name, ErrorClass::Port, "port_name is NULL") }?;
+            ports(e)?.close(name.as_bytes())
+        }))
+    }
+
     fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: abi::MPI_Info, port_name: *const c_char) {
         code(run("MPI_Publish_name", None, |e| {
             // SAFETY: MPI's contract for the strings; `name_arg` refuses NULL.
