@@ -10,11 +10,17 @@
 //! except loopback, or loopback when nothing else is), so a port is reachable wherever the
 //! job's own TCP traffic is; `STORMPI_PORT_ADDRESS` names another IPv4 address to listen on.
 //!
+//! **Meeting.** [`LinuxPorts::accept`] waits at an open port for a side that proves its secret,
+//! and [`connect`] goes to one; both give a [`rendezvous::Channel`] (see that module).
+//!
 //! **Table.** At most [`MAX_PORTS`] ports are open at once per process; `MPI_Close_port` of a
 //! name this process did not open (or closed already) is `MPI_ERR_PORT`.
 
+pub mod rendezvous;
+
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use stormpi_bootstrap::auth::Key;
 use stormpi_core::dpm::Ports;
@@ -83,7 +89,8 @@ impl PortName {
 #[derive(Debug)]
 struct OpenPort {
     name: String,
-    _listener: TcpListener,
+    listener: TcpListener,
+    secret: Key,
 }
 
 /// The ports of this process.
@@ -155,10 +162,37 @@ impl LinuxPorts {
         .format();
         open.push(OpenPort {
             name: name.clone(),
-            _listener: listener,
+            listener,
+            secret,
         });
         Ok(name)
     }
+
+    /// Waits at the open port `name` for a side that proves the port's secret, at most
+    /// `timeout`. The table is not held while waiting.
+    pub fn accept(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> core::result::Result<rendezvous::Channel, rendezvous::RendezvousError> {
+        let (listener, secret) = {
+            let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            let port = open
+                .iter()
+                .find(|p| p.name == name)
+                .ok_or(rendezvous::RendezvousError::NotOurs)?;
+            (port.listener.try_clone()?, port.secret.clone())
+        };
+        rendezvous::accept(&listener, &secret, timeout)
+    }
+}
+
+/// Goes to the port `name` (opened by another process) and proves its secret, at most `timeout`.
+pub fn connect(
+    name: &PortName,
+    timeout: Duration,
+) -> core::result::Result<rendezvous::Channel, rendezvous::RendezvousError> {
+    rendezvous::connect(name.addr, &Key::from_bytes(name.secret), timeout)
 }
 
 impl Ports for LinuxPorts {
@@ -256,6 +290,25 @@ mod tests {
             "a closed port still accepts connections"
         );
         ports.close(b.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_port_is_met_by_its_name() {
+        let ports: &'static LinuxPorts = Box::leak(Box::new(LinuxPorts {
+            open: Mutex::new(Vec::new()),
+        }));
+        let name = ports.open_on(Ipv4Addr::LOCALHOST).unwrap();
+        let parsed = PortName::parse(&name).unwrap();
+        let t = Duration::from_secs(10);
+        let n2 = name.clone();
+        let acceptor = std::thread::spawn(move || {
+            let mut ch = ports.accept(&n2, t).unwrap();
+            ch.recv(8, t).unwrap()
+        });
+        connect(&parsed, t).unwrap().send(b"hello").unwrap();
+        assert_eq!(acceptor.join().unwrap(), b"hello");
+        ports.close(name.as_bytes()).unwrap();
+        assert!(ports.accept(&name, t).is_err(), "a closed port was met");
     }
 
     #[test]
