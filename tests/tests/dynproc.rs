@@ -1,7 +1,8 @@
 //! Dynamic processes: name publishing through stormrun's name service, and opening and closing
 //! ports (connect/accept and spawn are not built yet).
 
-use stormpi_tests::{c_extra_program, in_path, run, run_job, JOB_TIMEOUT};
+use stormpi_tests::netns::NetnsHosts;
+use stormpi_tests::{c_extra_program, in_path, run, run_job, run_stormrun, JOB_TIMEOUT};
 
 /// A service rank 0 publishes is found by every rank, through the PMI server; a second publish,
 /// unknown services and lookups after the unpublish fail with MPI's error classes.
@@ -54,5 +55,19 @@ fn names_under_hydra() {
             "STORMPI_PMI={protocol}: {}",
             out.report()
         );
+    }
+}
+
+/// On two "hosts" (network namespaces; the remote ranks reach stormrun's PMI server over TCP):
+/// every rank sees the names rank 0 published, and reaches rank 0's port across the hosts.
+#[test]
+fn names_and_ports_across_hosts() {
+    let Some(hosts) = NetnsHosts::create_or_skip("names_and_ports_across_hosts", 2) else {
+        return;
+    };
+    let list = format!("{}:2,{}:2", hosts.names[0], hosts.names[1]);
+    for name in ["names", "ports"] {
+        let prog = c_extra_program(name);
+        run_stormrun(hosts.stormrun(&list, 4, false, &[], &prog, &[])).assert_ok(name);
     }
 }
