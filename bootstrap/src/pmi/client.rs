@@ -726,6 +726,74 @@ mod tests {
     }
 
     #[test]
+    fn names_round_trip_through_stormruns_server_with_mpi_faults() {
+        let events = with_server(1, |mut pmi| {
+            let port = "port with space;and=more%";
+            pmi.publish_name("svc one", port).unwrap();
+            assert_eq!(pmi.lookup_name("svc one").unwrap(), port);
+            let fault = |e: PmiError| match e {
+                PmiError::Name { fault, .. } => fault,
+                other => panic!("not a name fault: {other}"),
+            };
+            assert_eq!(
+                fault(pmi.publish_name("svc one", "x").unwrap_err()),
+                NameFault::AlreadyPublished
+            );
+            pmi.unpublish_name("svc one").unwrap();
+            assert_eq!(
+                fault(pmi.lookup_name("svc one").unwrap_err()),
+                NameFault::NotPublished
+            );
+            assert_eq!(
+                fault(pmi.unpublish_name("svc one").unwrap_err()),
+                NameFault::NotPublished
+            );
+            pmi.finalize().unwrap();
+        });
+        assert!(
+            events.iter().all(|e| matches!(
+                e,
+                ServerEvent::Finalized { .. } | ServerEvent::Disconnected { .. }
+            )),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn other_servers_refusals_become_name_faults() {
+        let refused = |msg: &str| PmiError::Refused {
+            request: "publish_name".into(),
+            rc: 1,
+            msg: msg.into(),
+        };
+        for (msg, otherwise, want) in [
+            (
+                "key_already_present",
+                None,
+                Some(NameFault::AlreadyPublished),
+            ),
+            (
+                "duplicate_service_x",
+                None,
+                Some(NameFault::AlreadyPublished),
+            ),
+            ("service_not_published", None, Some(NameFault::NotPublished)),
+            (
+                "whatever",
+                Some(NameFault::NotPublished),
+                Some(NameFault::NotPublished),
+            ),
+            ("no_nameserver", None, None),
+        ] {
+            let got = match name_error("x", refused(msg), otherwise) {
+                PmiError::Name { fault, .. } => Some(fault),
+                _ => None,
+            };
+            assert_eq!(got, want, "{msg}");
+        }
+    }
+
+    #[test]
     fn client_and_server_exchange_values_of_all_sizes() {
         let events = with_server(3, |mut pmi| {
             let me = pmi.rank();
