@@ -755,6 +755,21 @@ impl Engine {
         self.rte.appnum()
     }
 
+    /// Publishes `port` under `service` through the runtime's name service.
+    pub fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
+        self.rte.publish_name(service, port)
+    }
+
+    /// The port published under `service`, copied into `out`; returns its length.
+    pub fn lookup_name(&mut self, service: &str, out: &mut [u8]) -> Result<usize> {
+        self.rte.lookup_name(service, out)
+    }
+
+    /// Withdraws `service` from the runtime's name service.
+    pub fn unpublish_name(&mut self, service: &str) -> Result<()> {
+        self.rte.unpublish_name(service)
+    }
+
     /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
         self.p2p.pml.cancel(id)

@@ -122,6 +122,12 @@ pub enum ErrorClass {
     ReadOnly = 40,
     /// MPI_ERR_UNSUPPORTED_DATAREP
     UnsupportedDatarep = 43,
+    /// MPI_ERR_NAME
+    Name = 33,
+    /// MPI_ERR_PORT
+    Port = 38,
+    /// MPI_ERR_SERVICE
+    Service = 41,
 }
 
 impl ErrorClass {
@@ -184,6 +190,9 @@ impl ErrorClass {
             ErrorClass::Quota => "MPI_ERR_QUOTA",
             ErrorClass::ReadOnly => "MPI_ERR_READ_ONLY",
             ErrorClass::UnsupportedDatarep => "MPI_ERR_UNSUPPORTED_DATAREP",
+            ErrorClass::Name => "MPI_ERR_NAME",
+            ErrorClass::Port => "MPI_ERR_PORT",
+            ErrorClass::Service => "MPI_ERR_SERVICE",
         }
     }
 
@@ -246,6 +255,9 @@ impl ErrorClass {
             ErrorClass::Quota => "quota exceeded",
             ErrorClass::ReadOnly => "read-only file or file system",
             ErrorClass::UnsupportedDatarep => "unsupported data representation",
+            ErrorClass::Name => "service name not published",
+            ErrorClass::Port => "invalid port name",
+            ErrorClass::Service => "invalid service name (not published, or published already)",
         }
     }
 
@@ -308,6 +320,9 @@ impl ErrorClass {
             39 => ErrorClass::Quota,
             40 => ErrorClass::ReadOnly,
             43 => ErrorClass::UnsupportedDatarep,
+            33 => ErrorClass::Name,
+            38 => ErrorClass::Port,
+            41 => ErrorClass::Service,
             _ => return None,
         })
     }

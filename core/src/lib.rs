@@ -20,6 +20,7 @@ pub mod capi;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod dpm;
 pub mod engine;
 pub mod errhandler;
 pub mod error;

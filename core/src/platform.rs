@@ -118,6 +118,12 @@ pub trait Platform: Sync {
         None
     }
 
+    /// The ports of `MPI_Open_port`, if the platform has a network (the default has none:
+    /// `MPI_Open_port` then answers `MPI_ERR_UNSUPPORTED_OPERATION`).
+    fn ports(&self) -> Option<&'static dyn crate::dpm::Ports> {
+        None
+    }
+
     /// Creates a memory segment of `bytes` (zero-filled, page-aligned) that the other processes
     /// on this node can map by its name ([`Platform::shared_attach`]), and maps it here. The
     /// name lives until [`Platform::shared_unlink`]; the mapping until

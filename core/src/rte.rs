@@ -36,12 +36,34 @@ pub trait Rte: Send {
     fn appnum(&self) -> Option<u32> {
         None
     }
+    /// Publishes `port` under `service` in the launcher's name service (`MPI_Publish_name`).
+    /// `MPI_ERR_SERVICE` if the service is published already.
+    fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
+        let _ = (service, port);
+        Err(no_name_service())
+    }
+    /// Copies the port published under `service` into `out` and returns its length
+    /// (`MPI_Lookup_name`); `MPI_ERR_NAME` if none is.
+    fn lookup_name(&mut self, service: &str, out: &mut [u8]) -> Result<usize> {
+        let _ = (service, out);
+        Err(no_name_service())
+    }
+    /// Withdraws `service` (`MPI_Unpublish_name`); `MPI_ERR_SERVICE` if it is not published.
+    fn unpublish_name(&mut self, service: &str) -> Result<()> {
+        let _ = service;
+        Err(no_name_service())
+    }
     /// Ends the whole job with `code`, telling the launcher why.
     fn abort(&mut self, code: i32, msg: &str) -> !;
     /// Leaves the runtime at MPI_Finalize.
     fn finalize(&mut self) -> Result<()> {
         Ok(())
     }
+}
+
+/// The error of a runtime without a name service (a singleton, the node build).
+fn no_name_service() -> Error {
+    Error::unsupported("name publishing without a launcher that keeps names (start with stormrun)")
 }
 
 /// The runtime of a process started without a launcher: a job of one.

@@ -11,6 +11,7 @@
 //! println!("rank {} of {}", world.rank(), world.size());
 //! ```
 
+pub mod dpm;
 pub mod fs;
 pub mod fs_worker;
 pub mod info;

@@ -287,6 +287,10 @@ impl Platform for LinuxPlatform {
         Some(&crate::fs_worker::FS)
     }
 
+    fn ports(&self) -> Option<&'static dyn stormpi_core::dpm::Ports> {
+        Some(&crate::dpm::PORTS)
+    }
+
     fn shared_create(&self, bytes: usize) -> Option<(SegmentName, *mut u8)> {
         crate::shm::create(bytes)
     }

@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 
+use stormpi_bootstrap::pmi::names::NameFault;
 use stormpi_bootstrap::pmi::{PmiClient, PmiError};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::rte::{ProcId, Rte, Singleton};
@@ -9,6 +10,40 @@ use stormpi_core::rte::{ProcId, Rte, Singleton};
 fn pmi_error(what: &'static str, e: PmiError) -> Error {
     eprintln!("stormpi: PMI: {what}: {e}");
     Error::new(ErrorClass::Intern, Reason::Runtime { what })
+}
+
+/// The MPI error for a failed name-service request: the class MPI gives each refusal
+/// (`MPI_ERR_NAME` for a lookup of an unpublished service, `MPI_ERR_SERVICE` for publishing a
+/// published one or unpublishing an unpublished one), an unsupported launcher as
+/// `MPI_ERR_UNSUPPORTED_OPERATION`, anything else as a runtime failure.
+fn name_error(what: &'static str, e: PmiError) -> Error {
+    let (class, why): (ErrorClass, &'static str) = match &e {
+        PmiError::Name { fault, .. } => match fault {
+            NameFault::NotPublished if what.starts_with("looking") => {
+                (ErrorClass::Name, "no service of that name is published")
+            }
+            NameFault::NotPublished => {
+                (ErrorClass::Service, "no service of that name is published")
+            }
+            NameFault::AlreadyPublished => {
+                (ErrorClass::Service, "the service is published already")
+            }
+            NameFault::Full => (
+                ErrorClass::Service,
+                "the launcher holds too many published services",
+            ),
+            NameFault::BadName => (
+                ErrorClass::Arg,
+                "the service or port name is empty or too long",
+            ),
+        },
+        PmiError::Unsupported(_) => {
+            eprintln!("stormpi: PMI: {what}: {e}");
+            return Error::unsupported("name publishing under this launcher");
+        }
+        _ => return pmi_error(what, e),
+    };
+    Error::new(class, Reason::BadArgument { what: why })
 }
 
 /// A runtime over a PMI client.
@@ -168,6 +203,28 @@ impl Rte for PmiRte {
 
     fn appnum(&self) -> Option<u32> {
         self.client.as_ref().map(PmiClient::appnum)
+    }
+
+    fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
+        self.client()
+            .publish_name(service, port)
+            .map_err(|e| name_error("publishing a service name", e))
+    }
+
+    fn lookup_name(&mut self, service: &str, out: &mut [u8]) -> Result<usize> {
+        let port = self
+            .client()
+            .lookup_name(service)
+            .map_err(|e| name_error("looking up a service name", e))?;
+        let n = port.len().min(out.len());
+        out[..n].copy_from_slice(&port.as_bytes()[..n]);
+        Ok(n)
+    }
+
+    fn unpublish_name(&mut self, service: &str) -> Result<()> {
+        self.client()
+            .unpublish_name(service)
+            .map_err(|e| name_error("unpublishing a service name", e))
     }
 
     fn abort(&mut self, code: i32, msg: &str) -> ! {

@@ -1,6 +1,6 @@
 /*
- * unsupported.c - calls MPI_Open_port, which stormpi does not implement yet, under the default
- * error handler. The job must end non-zero with a message naming MPI_Open_port and saying it is
+ * unsupported.c - calls MPI_Comm_join, which stormpi does not implement yet, under the default
+ * error handler. The job must end non-zero with a message naming MPI_Comm_join and saying it is
  * not supported. If it returns at all (implemented one day, or the error was swallowed), the
  * program says so with "FAIL unsupported" and the test fails: by then the test needs another
  * unimplemented function.
@@ -11,13 +11,13 @@
 int main(int argc, char **argv)
 {
     int rank, rc;
-    char port[MPI_MAX_PORT_NAME];
+    MPI_Comm inter;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Barrier(MPI_COMM_WORLD);
-    rc = MPI_Open_port(MPI_INFO_NULL, port);
-    fprintf(stderr, "FAIL unsupported: rank %d: MPI_Open_port returned %d\n", rank, rc);
+    rc = MPI_Comm_join(0, &inter);
+    fprintf(stderr, "FAIL unsupported: rank %d: MPI_Comm_join returned %d\n", rank, rc);
     MPI_Finalize();
     return 0;
 }

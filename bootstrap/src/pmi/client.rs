@@ -6,6 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::error::PmiError;
+use super::names::{self, NameFault};
 use super::pmix;
 use super::port;
 use super::transport::{LineChannel, Transport};
@@ -124,6 +125,32 @@ fn plan(get: &dyn Fn(&str) -> Option<String>) -> Result<Plan, PmiError> {
              task as a job of its own"
         ))),
         _ => Ok(Plan::Singleton),
+    }
+}
+
+fn no_pmix_names() -> PmiError {
+    PmiError::Unsupported(
+        "name publishing under a PMIx launcher is not supported yet (use stormrun)".into(),
+    )
+}
+
+/// A refused name-service request as [`PmiError::Name`]: the fault the server named (stormrun
+/// spells them as [`NameFault::wire`]; Hydra says `key_already_present` or
+/// `duplicate_service_<name>`), else `otherwise` when given, else the refusal as is.
+fn name_error(service: &str, e: PmiError, otherwise: Option<NameFault>) -> PmiError {
+    match e {
+        PmiError::Refused { ref msg, .. } => {
+            let duplicate = (msg.contains("already") || msg.contains("duplicate"))
+                .then_some(NameFault::AlreadyPublished);
+            match NameFault::from_wire(msg).or(duplicate).or(otherwise) {
+                Some(fault) => PmiError::Name {
+                    service: service.to_string(),
+                    fault,
+                },
+                None => e,
+            }
+        }
+        e => e,
     }
 }
 
@@ -478,6 +505,55 @@ impl PmiClient {
         std::process::exit(code)
     }
 
+    /// Publishes `port` under `service` in the launcher's name service (`MPI_Publish_name`):
+    /// every process the launcher started can look it up. Both names travel
+    /// [encoded](names::encode), as launchers differ in what they let through a PMI value.
+    pub fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let (wire_service, wire_port) = (names::encode(service), names::encode(port));
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.publish_name(&wire_service, &wire_port),
+            Protocol::V2(s) => s.name_publish(&wire_service, &wire_port),
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        r.map_err(|e| name_error(service, e, None))
+    }
+
+    /// The port published under `service` (`MPI_Lookup_name`).
+    pub fn lookup_name(&mut self, service: &str) -> Result<String, PmiError> {
+        let not_published = PmiError::Name {
+            service: service.to_string(),
+            fault: NameFault::NotPublished,
+        };
+        let wire_service = names::encode(service);
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.lookup_name(&wire_service),
+            Protocol::V2(s) => match s.name_lookup(&wire_service) {
+                Ok(Some(p)) => Ok(p),
+                Ok(None) => return Err(not_published),
+                Err(e) => Err(e),
+            },
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        // Servers other than stormrun say "not found" in words of their own.
+        let port = r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))?;
+        names::decode(&port).ok_or_else(|| {
+            PmiError::Malformed(format!(
+                "published port name `{port}` is not in our encoding"
+            ))
+        })
+    }
+
+    /// Withdraws `service` from the launcher's name service (`MPI_Unpublish_name`).
+    pub fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        let wire_service = names::encode(service);
+        let r = match &mut self.proto {
+            Protocol::V1(s) => s.unpublish_name(&wire_service),
+            Protocol::V2(s) => s.name_unpublish(&wire_service),
+            Protocol::Pmix(_) => return Err(no_pmix_names()),
+        };
+        r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))
+    }
+
     /// Leaves the job. Call once, after the last `get`/`fence`.
     pub fn finalize(self) -> Result<(), PmiError> {
         match self.proto {
@@ -647,6 +723,74 @@ mod tests {
             t.join().expect("client thread panicked");
         }
         events
+    }
+
+    #[test]
+    fn names_round_trip_through_stormruns_server_with_mpi_faults() {
+        let events = with_server(1, |mut pmi| {
+            let port = "port with space;and=more%";
+            pmi.publish_name("svc one", port).unwrap();
+            assert_eq!(pmi.lookup_name("svc one").unwrap(), port);
+            let fault = |e: PmiError| match e {
+                PmiError::Name { fault, .. } => fault,
+                other => panic!("not a name fault: {other}"),
+            };
+            assert_eq!(
+                fault(pmi.publish_name("svc one", "x").unwrap_err()),
+                NameFault::AlreadyPublished
+            );
+            pmi.unpublish_name("svc one").unwrap();
+            assert_eq!(
+                fault(pmi.lookup_name("svc one").unwrap_err()),
+                NameFault::NotPublished
+            );
+            assert_eq!(
+                fault(pmi.unpublish_name("svc one").unwrap_err()),
+                NameFault::NotPublished
+            );
+            pmi.finalize().unwrap();
+        });
+        assert!(
+            events.iter().all(|e| matches!(
+                e,
+                ServerEvent::Finalized { .. } | ServerEvent::Disconnected { .. }
+            )),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn other_servers_refusals_become_name_faults() {
+        let refused = |msg: &str| PmiError::Refused {
+            request: "publish_name".into(),
+            rc: 1,
+            msg: msg.into(),
+        };
+        for (msg, otherwise, want) in [
+            (
+                "key_already_present",
+                None,
+                Some(NameFault::AlreadyPublished),
+            ),
+            (
+                "duplicate_service_x",
+                None,
+                Some(NameFault::AlreadyPublished),
+            ),
+            ("service_not_published", None, Some(NameFault::NotPublished)),
+            (
+                "whatever",
+                Some(NameFault::NotPublished),
+                Some(NameFault::NotPublished),
+            ),
+            ("no_nameserver", None, None),
+        ] {
+            let got = match name_error("x", refused(msg), otherwise) {
+                PmiError::Name { fault, .. } => Some(fault),
+                _ => None,
+            };
+            assert_eq!(got, want, "{msg}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::io;
 
+use super::names::NameFault;
+
 /// Everything that can go wrong talking to a PMI server. Malformed input from
 /// the server always ends up here, never in a panic.
 #[derive(Debug)]
@@ -57,6 +59,13 @@ pub enum PmiError {
     },
     /// The launcher wants something this client does not speak yet.
     Unsupported(String),
+    /// The launcher's name service refused a publish, lookup or unpublish of `service`.
+    Name {
+        /// The service name asked about.
+        service: String,
+        /// Why.
+        fault: NameFault,
+    },
 }
 
 impl fmt::Display for PmiError {
@@ -77,6 +86,7 @@ impl fmt::Display for PmiError {
                 write!(f, "corrupt PMI value under `{key}`: {detail}")
             }
             PmiError::Unsupported(what) => write!(f, "unsupported PMI setup: {what}"),
+            PmiError::Name { service, fault } => write!(f, "service `{service}`: {fault}"),
         }
     }
 }

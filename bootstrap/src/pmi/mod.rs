@@ -13,11 +13,13 @@
 //! length-prefixed commands), `port` the `PMI_PORT` address and `initack`
 //! handshake, `v1` the PMI-1 client exchange, `v2` PMI-2's wire format and
 //! client exchange (Slurm's `--mpi=pmi2`), `value` the encoding of binary
-//! values into PMI's text space, `client` the public API over those and the
+//! values into PMI's text space, `names` the launcher's table of published
+//! service names, `client` the public API over those and the
 //! choice of protocol.
 
 mod client;
 mod error;
+pub mod names;
 mod pmix;
 pub mod port;
 mod server;

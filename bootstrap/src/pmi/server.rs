@@ -29,6 +29,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use super::names::Names;
 use super::port::{self, Challenged};
 use super::transport::Transport;
 use super::wire::{self, excerpt, Message, MAX_LINE};
@@ -172,6 +173,8 @@ pub struct PmiServer {
     key: Option<Key>,
     /// Serve TCP connections that identify without a proof, despite the key.
     unauthenticated: bool,
+    /// Published service names (`publish_name`, `lookup_name`, `unpublish_name`).
+    names: Names,
 }
 
 impl PmiServer {
@@ -192,6 +195,7 @@ impl PmiServer {
             next_pending_id: 0,
             key: None,
             unauthenticated: false,
+            names: Names::default(),
         }
     }
 
@@ -750,8 +754,12 @@ impl PmiServer {
                     message,
                 });
             }
-            "publish_name" | "unpublish_name" | "lookup_name" | "spawn" => {
-                let reply = Message::new(&format!("{}_result", msg.cmd.trim_end_matches("_name")))
+            "publish_name" | "unpublish_name" | "lookup_name" => {
+                let reply = self.name_service(&msg);
+                self.reply(rank, &reply);
+            }
+            "spawn" => {
+                let reply = Message::new("spawn_result")
                     .arg("rc", -1)
                     .arg("msg", "not_supported_by_stormrun");
                 self.reply(rank, &reply);
@@ -770,6 +778,36 @@ impl PmiServer {
             }
         }
         self.flush(rank, events);
+    }
+
+    /// Serves a name-service request: `publish_name service= port=`, `lookup_name service=`,
+    /// `unpublish_name service=`, answered as MPICH's simple PMI expects (`<verb>_result` with
+    /// `rc`, and `info=ok` on success; a refusal's `msg` is a [`NameFault`]'s wire spelling).
+    fn name_service(&mut self, msg: &Message) -> Message {
+        let verb = msg.cmd.trim_end_matches("_name");
+        let service = msg.get("service").unwrap_or("");
+        let done = match msg.cmd.as_str() {
+            "publish_name" => self
+                .names
+                .publish(service, msg.get("port").unwrap_or(""))
+                .map(|()| None),
+            "lookup_name" => self.names.lookup(service).map(Some),
+            _ => self.names.unpublish(service).map(|()| None),
+        };
+        let reply = Message::new(&format!("{verb}_result"));
+        match done {
+            Ok(port) => {
+                let reply = reply.arg("rc", 0).arg("info", "ok");
+                match port {
+                    Some(p) => reply.arg("port", p),
+                    None => reply,
+                }
+            }
+            Err(fault) => reply
+                .arg("rc", -1)
+                .arg("info", "failed")
+                .arg("msg", fault.wire()),
+        }
     }
 
     fn check_kvsname(&self, msg: &Message) -> Result<(), String> {
@@ -1104,6 +1142,46 @@ mod tests {
     }
 
     #[test]
+    fn names_published_by_one_rank_are_seen_by_another() {
+        let (mut s, mut c) = setup(2);
+        let ev = send(
+            &mut s,
+            &mut c,
+            0,
+            b"cmd=publish_name service=ocean port=tcp://10.0.0.1:4000#ab\n",
+        );
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(recv(&mut c, 0), "cmd=publish_result rc=0 info=ok\n");
+        send(&mut s, &mut c, 1, b"cmd=lookup_name service=ocean\n");
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=lookup_result rc=0 info=ok port=tcp://10.0.0.1:4000#ab\n"
+        );
+        send(
+            &mut s,
+            &mut c,
+            1,
+            b"cmd=publish_name service=ocean port=x\n",
+        );
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=publish_result rc=-1 info=failed msg=service_already_published\n"
+        );
+        send(&mut s, &mut c, 1, b"cmd=unpublish_name service=ocean\n");
+        assert_eq!(recv(&mut c, 1), "cmd=unpublish_result rc=0 info=ok\n");
+        send(&mut s, &mut c, 0, b"cmd=unpublish_name service=ocean\n");
+        assert_eq!(
+            recv(&mut c, 0),
+            "cmd=unpublish_result rc=-1 info=failed msg=service_not_published\n"
+        );
+        send(&mut s, &mut c, 0, b"cmd=publish_name service=lake\n");
+        assert_eq!(
+            recv(&mut c, 0),
+            "cmd=publish_result rc=-1 info=failed msg=bad_service_or_port_name\n"
+        );
+    }
+
+    #[test]
     fn garbage_gets_an_error_reply_and_an_event() {
         let (mut s, mut c) = setup(1);
         let ev = send(&mut s, &mut c, 0, b"\x00\xffhello there\n");
@@ -1136,7 +1214,7 @@ mod tests {
         send(&mut s, &mut c, 0, b"cmd=lookup_name service=x\n");
         assert_eq!(
             recv(&mut c, 0),
-            "cmd=lookup_result rc=-1 msg=not_supported_by_stormrun\n"
+            "cmd=lookup_result rc=-1 info=failed msg=service_not_published\n"
         );
         // The connection still works afterwards.
         send(&mut s, &mut c, 0, b"cmd=get_appnum\n");

@@ -127,6 +127,30 @@ impl Session {
         call(&mut self.chan, &Message::new("barrier_in"), "barrier_out").map(drop)
     }
 
+    /// Publishes `port` under `service` in the launcher's name service.
+    pub(crate) fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let req = Message::new("publish_name")
+            .arg("service", service)
+            .arg("port", port);
+        call(&mut self.chan, &req, "publish_result").map(drop)
+    }
+
+    /// The port published under `service`; a refusal is the server's to explain (its `msg`).
+    pub(crate) fn lookup_name(&mut self, service: &str) -> Result<String, PmiError> {
+        let req = Message::new("lookup_name").arg("service", service);
+        let reply = call(&mut self.chan, &req, "lookup_result")?;
+        match reply.get("port") {
+            Some(p) => Ok(p.to_string()),
+            None => Err(missing(&reply, "port")),
+        }
+    }
+
+    /// Withdraws `service` from the launcher's name service.
+    pub(crate) fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        let req = Message::new("unpublish_name").arg("service", service);
+        call(&mut self.chan, &req, "unpublish_result").map(drop)
+    }
+
     /// Tells the launcher to abort the job; no reply is defined.
     pub(crate) fn abort(&mut self, code: i32, msg: &str) -> Result<(), PmiError> {
         let mut req = Message::new("abort").arg("exitcode", code);

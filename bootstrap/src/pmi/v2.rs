@@ -370,6 +370,43 @@ impl Session {
         found_value(&reply)
     }
 
+    /// Publishes `port` under `service` in the launcher's name service.
+    pub(crate) fn name_publish(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let req = Command::new("name-publish")
+            .arg("name", service)
+            .arg("port", port)
+            .arg("infokeycount", 0);
+        call(&mut self.chan, &req, "name-publish-response").map(drop)
+    }
+
+    /// The port published under `service`; `Ok(None)` when there is none.
+    pub(crate) fn name_lookup(&mut self, service: &str) -> Result<Option<String>, PmiError> {
+        let req = Command::new("name-lookup")
+            .arg("name", service)
+            .arg("infokeycount", 0);
+        let reply = match call(&mut self.chan, &req, "name-lookup-response") {
+            Ok(r) => r,
+            Err(PmiError::Refused { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if reply.get("found") == Some("FALSE") {
+            return Ok(None);
+        }
+        // Hydra answers with `port`, its older releases and Slurm with `value`.
+        match reply.get("port").or_else(|| reply.get("value")) {
+            Some(p) => Ok(Some(p.to_string())),
+            None => Err(missing(&reply, "port")),
+        }
+    }
+
+    /// Withdraws `service` from the launcher's name service.
+    pub(crate) fn name_unpublish(&mut self, service: &str) -> Result<(), PmiError> {
+        let req = Command::new("name-unpublish")
+            .arg("name", service)
+            .arg("infokeycount", 0);
+        call(&mut self.chan, &req, "name-unpublish-response").map(drop)
+    }
+
     /// Commits this process's puts and waits for every process of the job to do the same.
     pub(crate) fn fence(&mut self) -> Result<(), PmiError> {
         call(

@@ -24,6 +24,7 @@ mod coll;
 mod comm;
 mod datarep;
 mod datatype;
+mod dynproc;
 mod env;
 mod errors;
 mod file;

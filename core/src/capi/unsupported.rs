@@ -24,14 +24,9 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Close_port / PMPI_Close_port,
     MPI_Comm_accept / PMPI_Comm_accept,
     MPI_Comm_connect / PMPI_Comm_connect,
     MPI_Comm_join / PMPI_Comm_join,
     MPI_Comm_spawn / PMPI_Comm_spawn,
     MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple,
-    MPI_Lookup_name / PMPI_Lookup_name,
-    MPI_Open_port / PMPI_Open_port,
-    MPI_Publish_name / PMPI_Publish_name,
-    MPI_Unpublish_name / PMPI_Unpublish_name,
 }

@@ -1,0 +1,73 @@
+//! Dynamic processes: name publishing through stormrun's name service, and opening and closing
+//! ports (connect/accept and spawn are not built yet).
+
+use stormpi_tests::netns::NetnsHosts;
+use stormpi_tests::{c_extra_program, in_path, run, run_job, run_stormrun, JOB_TIMEOUT};
+
+/// A service rank 0 publishes is found by every rank, through the PMI server; a second publish,
+/// unknown services and lookups after the unpublish fail with MPI's error classes.
+#[test]
+fn published_name_is_seen_by_every_rank_until_unpublished() {
+    let prog = c_extra_program("names");
+    for np in [1, 3] {
+        run_job(np, &[], &prog, &[]).assert_ok("names");
+    }
+}
+
+/// Ports listen while open and not after `MPI_Close_port`; a port name survives publishing.
+#[test]
+fn ports_listen_until_closed() {
+    let prog = c_extra_program("ports");
+    run_job(2, &[], &prog, &[]).assert_ok("ports");
+    // A singleton opens ports too (they need no launcher; it has no name service).
+    let mut cmd = std::process::Command::new(&prog);
+    cmd.arg("singleton");
+    run(cmd, JOB_TIMEOUT).assert_ok("ports");
+}
+
+/// A process started without a launcher has no name service: publishing says so.
+#[test]
+fn singleton_has_no_name_service() {
+    let prog = c_extra_program("names");
+    let mut cmd = std::process::Command::new(&prog);
+    cmd.arg("singleton");
+    run(cmd, JOB_TIMEOUT).assert_ok("names-singleton");
+}
+
+/// Under MPICH's Hydra, over PMI-1 and PMI-2: its name service keeps the names (the client's
+/// encoding gets a port name with a space through Hydra's PMI-1, which cuts values at spaces).
+#[test]
+fn names_under_hydra() {
+    const MPIEXEC: &str = "mpiexec.mpich";
+    if !in_path(MPIEXEC) {
+        eprintln!("\n*** SKIPPED: {MPIEXEC} is not installed (apt-get install mpich) ***\n");
+        return;
+    }
+    let prog = c_extra_program("names");
+    for protocol in ["pmi1", "pmi2"] {
+        let mut cmd = std::process::Command::new(MPIEXEC);
+        cmd.args(["-n", "3"])
+            .arg(&prog)
+            .env("STORMPI_PMI", protocol);
+        let out = run(cmd, JOB_TIMEOUT);
+        assert!(
+            out.success() && out.has_line("OK names"),
+            "STORMPI_PMI={protocol}: {}",
+            out.report()
+        );
+    }
+}
+
+/// On two "hosts" (network namespaces; the remote ranks reach stormrun's PMI server over TCP):
+/// every rank sees the names rank 0 published, and reaches rank 0's port across the hosts.
+#[test]
+fn names_and_ports_across_hosts() {
+    let Some(hosts) = NetnsHosts::create_or_skip("names_and_ports_across_hosts", 2) else {
+        return;
+    };
+    let list = format!("{}:2,{}:2", hosts.names[0], hosts.names[1]);
+    for name in ["names", "ports"] {
+        let prog = c_extra_program(name);
+        run_stormrun(hosts.stormrun(&list, 4, false, &[], &prog, &[])).assert_ok(name);
+    }
+}
