@@ -2200,6 +2200,22 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Cartdim_get_f08
   end interface
+  interface MPI_Close_port
+    subroutine MPI_Close_port_f08(port_name, ierror) bind(C, name='MPI_Close_port_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Close_port_f08
+  end interface
+  interface PMPI_Close_port
+    subroutine PMPI_Close_port_f08(port_name, ierror) bind(C, name='PMPI_Close_port_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Close_port_f08
+  end interface
   interface MPI_Comm_call_errhandler
     subroutine MPI_Comm_call_errhandler_f08(comm, errorcode, ierror) bind(C, &
         name='MPI_Comm_call_errhandler_f08')
@@ -8667,6 +8683,28 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Keyval_free_f08
   end interface
+  interface MPI_Lookup_name
+    subroutine MPI_Lookup_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='MPI_Lookup_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Lookup_name_f08
+  end interface
+  interface PMPI_Lookup_name
+    subroutine PMPI_Lookup_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='PMPI_Lookup_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Lookup_name_f08
+  end interface
   interface MPI_Mprobe
     subroutine MPI_Mprobe_f08(source, tag, comm, message, status, ierror) bind(C, &
         name='MPI_Mprobe_f08')
@@ -9467,6 +9505,26 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Op_free_f08
   end interface
+  interface MPI_Open_port
+    subroutine MPI_Open_port_f08(info, port_name, ierror) bind(C, &
+        name='MPI_Open_port_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Open_port_f08
+  end interface
+  interface PMPI_Open_port
+    subroutine PMPI_Open_port_f08(info, port_name, ierror) bind(C, &
+        name='PMPI_Open_port_f08')
+      import
+      implicit none
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Open_port_f08
+  end interface
   interface MPI_Pack
     subroutine MPI_Pack_f08ts(inbuf, incount, datatype, outbuf, outsize, position, comm, &
         ierror) bind(C, name='MPI_Pack_f08ts')
@@ -9856,6 +9914,28 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Psend_init_f08ts
+  end interface
+  interface MPI_Publish_name
+    subroutine MPI_Publish_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='MPI_Publish_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Publish_name_f08
+  end interface
+  interface PMPI_Publish_name
+    subroutine PMPI_Publish_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='PMPI_Publish_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Publish_name_f08
   end interface
   interface MPI_Put
     subroutine MPI_Put_f08ts(origin_addr, origin_count, origin_datatype, target_rank, &
@@ -13268,6 +13348,28 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Datatype), INTENT(IN) :: datatype
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Unpack_external_c_f08ts
+  end interface
+  interface MPI_Unpublish_name
+    subroutine MPI_Unpublish_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='MPI_Unpublish_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Unpublish_name_f08
+  end interface
+  interface PMPI_Unpublish_name
+    subroutine PMPI_Unpublish_name_f08(service_name, info, port_name, ierror) bind(C, &
+        name='PMPI_Unpublish_name_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: service_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Unpublish_name_f08
   end interface
   interface MPI_Wait
     subroutine MPI_Wait_f08(request, status, ierror) bind(C, name='MPI_Wait_f08')

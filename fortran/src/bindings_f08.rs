@@ -122,6 +122,8 @@ mod c {
         pub fn PMPI_Cart_sub(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Cartdim_get(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Cartdim_get(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn MPI_Close_port(a0: *mut c_void) -> c_int;
+        pub fn PMPI_Close_port(a0: *mut c_void) -> c_int;
         pub fn MPI_Comm_call_errhandler(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Comm_call_errhandler(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Comm_compare(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
@@ -626,6 +628,8 @@ mod c {
         pub fn PMPI_Issend_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: c_int, a5: c_int, a6: *mut c_void) -> c_int;
         pub fn MPI_Keyval_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Keyval_free(a0: *mut c_void) -> c_int;
+        pub fn MPI_Lookup_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Lookup_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Mprobe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn PMPI_Mprobe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
         pub fn MPI_Mrecv(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: *mut c_void) -> c_int;
@@ -678,6 +682,8 @@ mod c {
         pub fn PMPI_Op_create(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Op_free(a0: *mut c_void) -> c_int;
         pub fn PMPI_Op_free(a0: *mut c_void) -> c_int;
+        pub fn MPI_Open_port(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Open_port(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Pack(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: *mut c_void, a6: c_int) -> c_int;
         pub fn PMPI_Pack(a0: *mut c_void, a1: c_int, a2: c_int, a3: *mut c_void, a4: c_int, a5: *mut c_void, a6: c_int) -> c_int;
         pub fn MPI_Pack_c(a0: *mut c_void, a1: i64, a2: c_int, a3: *mut c_void, a4: i64, a5: *mut c_void, a6: c_int) -> c_int;
@@ -708,6 +714,8 @@ mod c {
         pub fn PMPI_Probe(a0: c_int, a1: c_int, a2: c_int, a3: *mut c_void) -> c_int;
         pub fn MPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
         pub fn PMPI_Psend_init(a0: *mut c_void, a1: c_int, a2: i64, a3: c_int, a4: c_int, a5: c_int, a6: c_int, a7: c_int, a8: *mut c_void) -> c_int;
+        pub fn MPI_Publish_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Publish_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn PMPI_Put(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: MpiAint, a5: c_int, a6: c_int, a7: c_int) -> c_int;
         pub fn MPI_Put_c(a0: *mut c_void, a1: i64, a2: c_int, a3: c_int, a4: MpiAint, a5: i64, a6: c_int, a7: c_int) -> c_int;
@@ -960,6 +968,8 @@ mod c {
         pub fn PMPI_Unpack_external(a0: *mut c_void, a1: *mut c_void, a2: MpiAint, a3: *mut c_void, a4: *mut c_void, a5: c_int, a6: c_int) -> c_int;
         pub fn MPI_Unpack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: *mut c_void, a4: *mut c_void, a5: i64, a6: c_int) -> c_int;
         pub fn PMPI_Unpack_external_c(a0: *mut c_void, a1: *mut c_void, a2: i64, a3: *mut c_void, a4: *mut c_void, a5: i64, a6: c_int) -> c_int;
+        pub fn MPI_Unpublish_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn PMPI_Unpublish_name(a0: *mut c_void, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Wait(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn PMPI_Wait(a0: *mut c_void, a1: *mut c_void) -> c_int;
         pub fn MPI_Waitall(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
@@ -1966,6 +1976,24 @@ pub unsafe extern "C" fn MPI_Cartdim_get_f08(comm: *mut c_int, ndims: *mut c_int
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cartdim_get_f08(comm: *mut c_int, ndims: *mut c_int, ierror: *mut c_int) {
     f08_cartdim_get::<true>(comm, ndims, ierror)
+}
+
+/// `MPI_Close_port` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_close_port<const PMPI: bool>(port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(port_name_s, port_name_len, &mut port_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Close_port")); }
+    let rc = if PMPI { c::PMPI_Close_port(port_name_c.as_mut_ptr().cast()) } else { c::MPI_Close_port(port_name_c.as_mut_ptr().cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Close_port_f08(port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_close_port::<false>(port_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Close_port_f08(port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_close_port::<true>(port_name, ierror)
 }
 
 /// `MPI_Comm_call_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -6281,6 +6309,27 @@ pub unsafe extern "C" fn PMPI_Keyval_free_f08(keyval: *mut c_int, ierror: *mut c
     f08_keyval_free::<true>(keyval, ierror)
 }
 
+/// `MPI_Lookup_name` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_lookup_name<const PMPI: bool>(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (service_name_s, service_name_len) = f08::string(service_name);
+    let mut service_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(service_name_s, service_name_len, &mut service_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Lookup_name")); }
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; 1025];
+    let rc = if PMPI { c::PMPI_Lookup_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) } else { c::MPI_Lookup_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) };
+    if rc == rt::SUCCESS { rt::string_out(port_name_s, port_name_len, &port_name_c); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Lookup_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_lookup_name::<false>(service_name, info, port_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Lookup_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_lookup_name::<true>(service_name, info, port_name, ierror)
+}
+
 /// `MPI_Mprobe` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_mprobe<const PMPI: bool>(source: *mut c_int, tag: *mut c_int, comm: *mut c_int, message: *mut c_int, status: *mut c_int, ierror: *mut c_int) {
@@ -6736,6 +6785,24 @@ pub unsafe extern "C" fn PMPI_Op_free_f08(op: *mut c_int, ierror: *mut c_int) {
     f08_op_free::<true>(op, ierror)
 }
 
+/// `MPI_Open_port` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_open_port<const PMPI: bool>(info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; 1025];
+    let rc = if PMPI { c::PMPI_Open_port(*info, port_name_c.as_mut_ptr().cast()) } else { c::MPI_Open_port(*info, port_name_c.as_mut_ptr().cast()) };
+    if rc == rt::SUCCESS { rt::string_out(port_name_s, port_name_len, &port_name_c); }
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Open_port_f08(info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_open_port::<false>(info, port_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Open_port_f08(info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_open_port::<true>(info, port_name, ierror)
+}
+
 /// `MPI_Pack` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_pack<const PMPI: bool>(inbuf: *const f08::Cdesc, incount: *mut c_int, datatype: *mut c_int, outbuf: *const f08::Cdesc, outsize: *mut c_int, position: *mut c_int, comm: *mut c_int, ierror: *mut c_int) {
@@ -7002,6 +7069,27 @@ pub unsafe extern "C" fn MPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Psend_init_f08ts(buf: *const f08::Cdesc, partitions: *mut c_int, count: *mut i64, datatype: *mut c_int, dest: *mut c_int, tag: *mut c_int, comm: *mut c_int, info: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_psend_init::<true>(buf, partitions, count, datatype, dest, tag, comm, info, request, ierror)
+}
+
+/// `MPI_Publish_name` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_publish_name<const PMPI: bool>(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (service_name_s, service_name_len) = f08::string(service_name);
+    let mut service_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(service_name_s, service_name_len, &mut service_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Publish_name")); }
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(port_name_s, port_name_len, &mut port_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Publish_name")); }
+    let rc = if PMPI { c::PMPI_Publish_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) } else { c::MPI_Publish_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Publish_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_publish_name::<false>(service_name, info, port_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Publish_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_publish_name::<true>(service_name, info, port_name, ierror)
 }
 
 /// `MPI_Put` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -9137,6 +9225,27 @@ pub unsafe extern "C" fn MPI_Unpack_external_c_f08ts(datarep: *const f08::Cdesc,
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external_c_f08ts(datarep: *const f08::Cdesc, inbuf: *const f08::Cdesc, insize: *mut i64, position: *mut i64, outbuf: *const f08::Cdesc, outcount: *mut i64, datatype: *mut c_int, ierror: *mut c_int) {
     f08_unpack_external_c::<true>(datarep, inbuf, insize, position, outbuf, outcount, datatype, ierror)
+}
+
+/// `MPI_Unpublish_name` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_unpublish_name<const PMPI: bool>(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    let (service_name_s, service_name_len) = f08::string(service_name);
+    let mut service_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(service_name_s, service_name_len, &mut service_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Unpublish_name")); }
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(port_name_s, port_name_len, &mut port_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Unpublish_name")); }
+    let rc = if PMPI { c::PMPI_Unpublish_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) } else { c::MPI_Unpublish_name(service_name_c.as_mut_ptr().cast(), *info, port_name_c.as_mut_ptr().cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Unpublish_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_unpublish_name::<false>(service_name, info, port_name, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpublish_name_f08(service_name: *const f08::Cdesc, info: *mut c_int, port_name: *const f08::Cdesc, ierror: *mut c_int) {
+    f08_unpublish_name::<true>(service_name, info, port_name, ierror)
 }
 
 /// `MPI_Wait` of `mpi_f08` (`PMPI` chooses the profiling C function).
