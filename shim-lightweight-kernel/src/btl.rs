@@ -143,6 +143,8 @@ struct Slot {
     ep: u32,
     len: u32,
     tag: u8,
+    /// Place in the order fragments were committed: retransmissions keep it.
+    order: u64,
 }
 
 /// Counters.
@@ -172,7 +174,12 @@ pub struct PortalsBtl {
     slots: Vec<Slot>,
     free: Vec<u32>,
     reserved: Option<u32>,
+    /// Fragments to send again, in the order they were committed (so a peer's fragments never
+    /// overtake each other: ob1 holds an early arrival, and a fragment starved behind newer
+    /// ones would let them run a whole sequence-number space ahead of it).
     resend: VecDeque<u32>,
+    /// Fragments committed so far (the next [`Slot::order`]).
+    committed: u64,
     /// Progress calls so far, and the one from which rejected fragments may go again.
     pass: u64,
     resend_at: u64,
@@ -237,6 +244,7 @@ impl PortalsBtl {
             free: (0..nslots as u32).rev().collect(),
             reserved: None,
             resend: VecDeque::new(),
+            committed: 0,
             pass: 0,
             resend_at: 0,
             rank,
@@ -365,7 +373,8 @@ impl PortalsBtl {
         self.slab[s as usize * max..].as_mut_ptr()
     }
 
-    fn put(&mut self, s: u32) {
+    /// Puts the fragment in slot `s`; false (and queued to go again) if Portals refused it.
+    fn put(&mut self, s: u32) -> bool {
         let slot = self.slots[s as usize];
         let p = self.slot_ptr(s);
         self.stats.puts += 1;
@@ -385,8 +394,19 @@ impl PortalsBtl {
             )
         };
         if rc != PTL_OK {
-            self.resend.push_back(s);
+            self.queue_resend(s);
         }
+        rc == PTL_OK
+    }
+
+    /// Queues a fragment to be sent again, in commit order.
+    fn queue_resend(&mut self, s: u32) {
+        let order = self.slots[s as usize].order;
+        let slots = &self.slots;
+        let at = self
+            .resend
+            .partition_point(|&r| slots[r as usize].order < order);
+        self.resend.insert(at, s);
     }
 
     /// Takes arrived fragments the engine refused before; false if one is refused again.
@@ -455,7 +475,19 @@ impl Btl for PortalsBtl {
             ep: ep.0,
             len: len as u32,
             tag: tag.0,
+            order: self.committed,
         };
+        self.committed += 1;
+        // Behind the peer's fragments waiting to go again, not ahead of them.
+        if !self.resend.is_empty()
+            && self
+                .resend
+                .iter()
+                .any(|&r| self.slots[r as usize].ep == ep.0)
+        {
+            self.resend.push_back(s);
+            return;
+        }
         self.put(s);
     }
 
@@ -622,7 +654,7 @@ impl Btl for PortalsBtl {
                 // Rejected (every block was full) or not delivered: send it again, after the
                 // receiver has had a moment to take its blocks back.
                 self.stats.retransmits += 1;
-                self.resend.push_back(s);
+                self.queue_resend(s);
                 self.resend_at = self.pass + 16;
             }
         }
@@ -635,7 +667,9 @@ impl Btl for PortalsBtl {
             let Some(s) = self.resend.pop_front() else {
                 break;
             };
-            self.put(s);
+            if !self.put(s) {
+                break;
+            }
         }
         n
     }
