@@ -1328,3 +1328,117 @@ fn skip(v: &[libc::iovec], mut off: u64) -> Vec<libc::iovec> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(tag: &str) -> Device {
+        Device::open(Config {
+            fabric: format!("unit-{tag}-{}", std::process::id()),
+            lid: None,
+            geo: Geometry {
+                lids: 4,
+                ring_bytes: 16 << 10,
+            },
+        })
+        .unwrap()
+    }
+
+    fn attr(state: u32) -> ibv_qp_attr {
+        // SAFETY: plain data; all-zero is a valid value.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = state;
+        a.port_num = 1;
+        a.ah_attr.dlid = 1;
+        a
+    }
+
+    const INIT: i32 = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    const RTR: i32 = IBV_QP_STATE
+        | IBV_QP_AV
+        | IBV_QP_PATH_MTU
+        | IBV_QP_DEST_QPN
+        | IBV_QP_RQ_PSN
+        | IBV_QP_MAX_DEST_RD_ATOMIC
+        | IBV_QP_MIN_RNR_TIMER;
+    const RTS: i32 = IBV_QP_STATE
+        | IBV_QP_SQ_PSN
+        | IBV_QP_TIMEOUT
+        | IBV_QP_RETRY_CNT
+        | IBV_QP_RNR_RETRY
+        | IBV_QP_MAX_QP_RD_ATOMIC;
+
+    fn qp(d: &mut Device) -> (u32, u32) {
+        let (cq, _) = d.create_cq(2).unwrap();
+        let mut cap = ibv_qp_cap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            ..Default::default()
+        };
+        (d.create_qp(1, cq, cq, None, &mut cap, true).unwrap(), cq)
+    }
+
+    #[test]
+    fn qp_state_machine_takes_only_rc_transitions_with_their_required_attributes() {
+        let mut d = device("sm");
+        let (q, _) = qp(&mut d);
+        assert_eq!(d.modify_qp(q, &attr(IBV_QPS_RTR), RTR), Err(libc::EINVAL));
+        assert_eq!(
+            d.modify_qp(q, &attr(IBV_QPS_INIT), IBV_QP_STATE),
+            Err(libc::EINVAL)
+        );
+        let mut bad_port = attr(IBV_QPS_INIT);
+        bad_port.port_num = 2;
+        assert_eq!(d.modify_qp(q, &bad_port, INIT), Err(libc::EINVAL));
+        assert_eq!(d.modify_qp(q, &attr(IBV_QPS_INIT), INIT), Ok(IBV_QPS_INIT));
+        // RTR with an attribute RTR does not take (SQ_PSN belongs to RTS).
+        assert_eq!(
+            d.modify_qp(q, &attr(IBV_QPS_RTR), RTR | IBV_QP_SQ_PSN),
+            Err(libc::EINVAL)
+        );
+        let mut no_lid = attr(IBV_QPS_RTR);
+        no_lid.ah_attr.dlid = 0;
+        assert_eq!(d.modify_qp(q, &no_lid, RTR), Err(libc::EINVAL));
+        assert_eq!(d.modify_qp(q, &attr(IBV_QPS_RTR), RTR), Ok(IBV_QPS_RTR));
+        assert_eq!(d.modify_qp(q, &attr(IBV_QPS_RTS), RTS), Ok(IBV_QPS_RTS));
+        assert_eq!(d.modify_qp(q, &attr(IBV_QPS_INIT), INIT), Err(libc::EINVAL));
+        assert_eq!(
+            d.modify_qp(q, &attr(IBV_QPS_ERR), IBV_QP_STATE),
+            Ok(IBV_QPS_ERR)
+        );
+        assert_eq!(
+            d.modify_qp(q, &attr(IBV_QPS_RESET), IBV_QP_STATE),
+            Ok(IBV_QPS_RESET)
+        );
+        d.close();
+    }
+
+    #[test]
+    fn posting_needs_a_ready_qp_and_a_full_cq_overruns() {
+        let mut d = device("post");
+        let (q, cq) = qp(&mut d);
+        // SAFETY: plain data; all-zero is a valid value (no scatter/gather list).
+        let swr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        let rwr = ibv_recv_wr {
+            wr_id: 1,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+        };
+        // SAFETY: the work requests carry no buffers.
+        unsafe {
+            assert_eq!(d.post_recv(q, &rwr), Err(libc::EINVAL));
+            d.modify_qp(q, &attr(IBV_QPS_INIT), INIT).unwrap();
+            assert_eq!(d.post_send(q, &swr), Err(libc::EINVAL));
+            for _ in 0..3 {
+                d.post_recv(q, &rwr).unwrap();
+            }
+        }
+        // Three flushed receives into a CQ of two entries.
+        d.modify_qp(q, &attr(IBV_QPS_ERR), IBV_QP_STATE).unwrap();
+        let mut out = [ibv_wc::default(); 4];
+        assert_eq!(d.poll_cq(cq, &mut out), Err(libc::EOVERFLOW));
+        d.close();
+    }
+}
