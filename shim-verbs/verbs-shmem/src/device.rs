@@ -248,6 +248,9 @@ pub struct Device {
     pub fabric: String,
     pub lid: u16,
     geo: Geometry,
+    /// Messages up to this many bytes travel in the record: [`BYTES_LIMIT`], or less in small
+    /// rings.
+    bytes_limit: usize,
     seg: Segment,
     inbound: Vec<Consumer>,
     peers: HashMap<u16, Peer>,
@@ -301,6 +304,7 @@ impl Device {
             fabric: cfg.fabric,
             lid,
             geo: cfg.geo,
+            bytes_limit: BYTES_LIMIT.min(cfg.geo.max_payload()),
             seg,
             inbound: (0..cfg.geo.lids).map(|_| Consumer::default()).collect(),
             peers: HashMap::new(),
@@ -675,6 +679,7 @@ impl Device {
         };
         let length: u64 = sges.iter().map(|s| s.length as u64).sum();
         let inline = wr.send_flags & IBV_SEND_INLINE != 0;
+        let bytes_limit = self.bytes_limit as u64;
         if length > MAX_MSG
             || (inline && (wr.opcode == IBV_WR_RDMA_READ || length > qp.cap.max_inline_data as u64))
         {
@@ -696,7 +701,7 @@ impl Device {
                     failed = true;
                     Data::Iov(Vec::new())
                 }
-                Some(iov) if wr.opcode != IBV_WR_RDMA_READ && length as usize <= BYTES_LIMIT => {
+                Some(iov) if wr.opcode != IBV_WR_RDMA_READ && length <= bytes_limit => {
                     let mut v = Vec::with_capacity(length as usize);
                     for &(a, l) in &iov {
                         // SAFETY (caller's): registered memory, checked against its region.

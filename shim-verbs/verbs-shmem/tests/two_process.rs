@@ -53,7 +53,9 @@ fn program() -> &'static PathBuf {
     })
 }
 
-fn run(scenario: &str) {
+/// Runs a scenario. `launched`: the processes get `STORMPI_RANK`/`STORMPI_SIZE` as a launcher
+/// would give them (LID = rank + 1); `env`: more settings for both.
+fn run_with(scenario: &str, launched: bool, env: &[(&str, &str)]) {
     let exe = program();
     let fabric = format!(
         "t{}-{}-{scenario}",
@@ -73,6 +75,18 @@ fn run(scenario: &str) {
                 .env_remove("STORMPI_RANK")
                 .env_remove("PMI_RANK")
                 .env_remove("SLURM_PROCID")
+                .envs(env.iter().copied())
+                .envs(
+                    launched
+                        .then(|| {
+                            [
+                                ("STORMPI_RANK", r.to_string()),
+                                ("STORMPI_SIZE", "2".into()),
+                            ]
+                        })
+                        .into_iter()
+                        .flatten(),
+                )
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -124,6 +138,10 @@ fn run(scenario: &str) {
     );
 }
 
+fn run(scenario: &str) {
+    run_with(scenario, false, &[]);
+}
+
 #[test]
 fn inline_sends_ping_pong_with_immediate_data_and_large_and_gathered_sends_arrive_intact() {
     run("pingpong");
@@ -147,4 +165,17 @@ fn receiver_not_ready_retries_rnr_retry_times_and_a_full_srq_refuses_receives() 
 #[test]
 fn qp_in_error_flushes_its_requests_and_its_peer_exhausts_its_retries() {
     run("flush");
+}
+
+#[test]
+fn launched_ranks_take_lid_rank_plus_one_and_small_rings_wrap_and_fill_without_loss() {
+    let small = [("STORMPI_VERBS_RING_BYTES", "16384")];
+    run_with("pingpong", true, &small);
+    run_with("rdma", true, &small);
+    run_with("burst", true, &small);
+}
+
+#[test]
+fn a_burst_of_sends_arrives_complete_and_in_order() {
+    run("burst");
 }

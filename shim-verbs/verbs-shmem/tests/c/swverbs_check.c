@@ -447,9 +447,35 @@ static void flush(void) {
     }
 }
 
+/* A burst of 60 sends of 4000 bytes, all posted at once: more than a small ring holds, so the
+ * requester waits for room and nothing is lost or reordered. */
+static void burst(void) {
+    connect_qp(1, 7, 1, 14, 7);
+    const int n = 60, len = 4000;
+    if (rank == 1) {
+        for (int i = 0; i < n; i++) post_recv(qp[1], 100 + i, buf + 4096 * i, 4096, mr->lkey);
+        ctl_send(1);
+        for (int i = 0; i < n; i++) {
+            struct ibv_wc wc = expect(100 + i, IBV_WC_SUCCESS);
+            CHECK(wc.byte_len == (uint32_t)len, "len %u", wc.byte_len);
+            CHECK(first_bad(buf + 4096 * i, len, i) == (size_t)len, "message %d byte %zu", i,
+                  first_bad(buf + 4096 * i, len, i));
+        }
+        ctl_send(2);
+    } else {
+        ctl_recv(1);
+        for (int i = 0; i < n; i++) {
+            fill(buf + 4096 * i, len, i);
+            CHECK(post_send(qp[1], i, IBV_WR_SEND, buf + 4096 * i, len, mr->lkey, 0, 0, 0, 0) == 0, "post %d", i);
+        }
+        for (int i = 0; i < n; i++) expect(i, IBV_WC_SUCCESS);
+        ctl_recv(2);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s pingpong|rdma|badkey|rnr|flush RANK DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s pingpong|rdma|badkey|rnr|flush|burst RANK DIR\n", argv[0]);
         return 2;
     }
     rank = atoi(argv[2]);
@@ -461,6 +487,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "badkey")) badkey();
     else if (!strcmp(s, "rnr")) rnr();
     else if (!strcmp(s, "flush")) flush();
+    else if (!strcmp(s, "burst")) burst();
     else CHECK(0, "unknown scenario %s", s);
     /* Let the peer's last request be answered before the device goes away. */
     idle(0.05);
