@@ -24,7 +24,7 @@
 //! completion moves the QP to the error state, which flushes every outstanding work request
 //! with `IBV_WC_WR_FLUSH_ERR`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::ring::{flag, kind, syndrome, Consumer, Geometry, Pkt, Producer, Segment, TakeError};
@@ -255,7 +255,7 @@ pub struct Device {
     inbound: Vec<Consumer>,
     peers: HashMap<u16, Peer>,
     next_id: u32,
-    pub pds: HashMap<u32, ()>,
+    pub pds: HashSet<u32>,
     pub mrs: HashMap<u32, Mr>,
     cqs: HashMap<u32, Cq>,
     srqs: HashMap<u32, Srq>,
@@ -309,7 +309,7 @@ impl Device {
             inbound: (0..cfg.geo.lids).map(|_| Consumer::default()).collect(),
             peers: HashMap::new(),
             next_id: 1,
-            pds: HashMap::new(),
+            pds: HashSet::new(),
             mrs: HashMap::new(),
             cqs: HashMap::new(),
             srqs: HashMap::new(),
@@ -838,11 +838,12 @@ impl Device {
     fn peer(&mut self, lid: u16) -> Option<&mut Peer> {
         if !self.peers.contains_key(&lid) {
             let seg = Segment::attach(&self.fabric, lid, self.geo).ok()??;
+            let prod = Producer::attach(&seg, self.lid as usize);
             self.peers.insert(
                 lid,
                 Peer {
                     seg,
-                    prod: Producer::default(),
+                    prod,
                     backlog: VecDeque::new(),
                 },
             );
@@ -852,6 +853,19 @@ impl Device {
             return None;
         }
         Some(peer)
+    }
+
+    /// Drops the mapping of a peer whose process has gone (after a QP to it gave up), so a
+    /// process that takes its LID later is reached through its own segment.
+    fn forget_if_dead(&mut self, lid: u16) {
+        if let Some(p) = self.peers.get(&lid) {
+            // SAFETY: signal 0 only checks for existence.
+            let gone = unsafe { libc::kill(p.seg.owner_pid(), 0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            if gone {
+                self.peers.remove(&lid);
+            }
+        }
     }
 
     fn flush_backlogs(&mut self) {
@@ -1104,7 +1118,9 @@ impl Device {
         };
         let timeout = ack_timeout(qp.timeout);
         if timeout.is_some() && qp.retries_left == 0 {
+            let dlid = qp.dlid;
             self.set_error(qpn, Some(IBV_WC_RETRY_EXC_ERR));
+            self.forget_if_dead(dlid);
             return;
         }
         if timeout.is_some() {
@@ -1122,7 +1138,9 @@ impl Device {
         }
         if let Some(t) = ack_timeout(qp.timeout) {
             if now.duration_since(qp.last_heard) > t * (qp.retry_cnt as u32 + 1) {
+                let dlid = qp.dlid;
                 self.set_error(qpn, Some(IBV_WC_RETRY_EXC_ERR));
+                self.forget_if_dead(dlid);
             }
         }
     }

@@ -303,7 +303,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
     }
     match with(|d| {
         let id = d.id();
-        d.pds.insert(id, ());
+        d.pds.insert(id);
         Ok(id)
     }) {
         Ok(handle) => Box::into_raw(Box::new(ibv_pd { context, handle })),
@@ -324,12 +324,12 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         if d.mrs.values().any(|m| m.pd == h) {
             return Err(libc::EBUSY);
         }
-        d.pds.remove(&h).ok_or(libc::EINVAL)
+        d.pds.remove(&h).then_some(()).ok_or(libc::EINVAL)
     });
     if r.is_ok() {
         drop(Box::from_raw(pd));
     }
-    rc(r.map(|_| ()))
+    rc(r)
 }
 
 #[no_mangle]
@@ -352,7 +352,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     }
     let h = (*pd).handle;
     match with(|d| {
-        if !d.pds.contains_key(&h) {
+        if !d.pds.contains(&h) {
             return Err(libc::EINVAL);
         }
         let key = d.id();

@@ -388,6 +388,14 @@ pub struct Producer {
 }
 
 impl Producer {
+    /// The producer of ring `src` of `seg`, starting where its consumer stands: a process that
+    /// takes a LID an earlier process held continues that ring rather than writing where the
+    /// consumer is not looking.
+    pub fn attach(seg: &Segment, src: usize) -> Producer {
+        let head = seg.head(src).load(Ordering::Acquire);
+        Producer { tail: head, head }
+    }
+
     /// Writes one record: header `h` (its `word` is replaced), `payload` bytes filled by `fill`.
     /// `false` when there is no room now. (The record's parts are separate arguments, as
     /// they lie in the ring.)
@@ -532,6 +540,38 @@ mod tests {
             }
         }
         assert!(sent > 1000);
+        Segment::unlink(&fabric, 1);
+    }
+
+    #[test]
+    fn a_new_producer_continues_where_the_consumer_stands() {
+        let fabric = format!("unit3-{}", std::process::id());
+        let geo = Geometry {
+            lids: 2,
+            ring_bytes: 16384,
+        };
+        let seg = Segment::take(&fabric, 1, geo).unwrap();
+        let peer = Segment::attach(&fabric, 1, geo).unwrap().unwrap();
+        let mut c = Consumer::default();
+        let mut old = Producer::default();
+        for psn in 0..5 {
+            let h = Pkt {
+                psn,
+                ..Pkt::default()
+            };
+            assert!(old.push(&peer, 1, &h, kind::REQ, 0, 100, |_| {}));
+            let (got, _) = c.peek(&seg, 1).unwrap();
+            assert_eq!(got.psn, psn);
+            c.advance(&seg, 1, &got);
+        }
+        // The LID's next holder: its first record is the next one the consumer reads.
+        let mut new = Producer::attach(&peer, 1);
+        let h = Pkt {
+            psn: 99,
+            ..Pkt::default()
+        };
+        assert!(new.push(&peer, 1, &h, kind::REQ, 0, 0, |_| {}));
+        assert_eq!(c.peek(&seg, 1).unwrap().0.psn, 99);
         Segment::unlink(&fabric, 1);
     }
 

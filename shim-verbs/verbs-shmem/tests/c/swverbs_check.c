@@ -387,10 +387,7 @@ static void rnr(void) {
         for (int i = 0; i < 6; i++) expect(40 + i, IBV_WC_SUCCESS);
         ctl_recv(1);
     } else {
-        ctl_recv(3);
-        post_recv(qp[2], 100, buf, 64, mr->lkey);
-        struct ibv_wc wc = expect(100, IBV_WC_SUCCESS);
-        CHECK(wc.byte_len == 16, "len");
+        /* The SRQ is filled before the peer sends on it: a fifth receive is refused. */
         struct ibv_sge sge = {(uintptr_t)buf, 64, mr->lkey};
         struct ibv_recv_wr w = {.sg_list = &sge, .num_sge = 1}, *bad;
         for (int i = 0; i < 4; i++) {
@@ -399,6 +396,10 @@ static void rnr(void) {
             CHECK(ibv_post_srq_recv(srq, &w, &bad) == 0, "srq post %d", i);
         }
         CHECK(ibv_post_srq_recv(srq, &w, &bad) == ENOMEM && bad == &w, "a full SRQ took a fifth receive");
+        ctl_recv(3);
+        post_recv(qp[2], 100, buf, 64, mr->lkey);
+        struct ibv_wc wc = expect(100, IBV_WC_SUCCESS);
+        CHECK(wc.byte_len == 16, "len");
         int got = 0;
         while (got < 6) {
             wc = wait_wc();
