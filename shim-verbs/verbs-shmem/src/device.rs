@@ -3,11 +3,12 @@
 //! requester and responder, behind one process-wide [`Device`].
 //!
 //! **Requester.** A posted send work request becomes a WQE with a packet sequence number (PSN).
-//! WQEs are transmitted in order as `REQ` records into the ring of the destination LID; a message
-//! of up to [`BYTES_LIMIT`] bytes travels in the record, a larger one as the list of the
-//! requester's buffers, which the responder copies from (or, for an RDMA read, into) with one
-//! `process_vm_readv`/`process_vm_writev`. A WQE completes when its response arrives; responses
-//! arrive in PSN order.
+//! WQEs are transmitted in order as `REQ` records into the ring of the destination LID. A send of
+//! up to [`BYTES_LIMIT`] bytes travels in the record (gathered from the user's buffers when it is
+//! transmitted; inline data is captured when posted); anything else — larger sends, every RDMA
+//! write and read — as the list of the requester's buffers, which the responder copies from (or,
+//! for a read, into) with one `process_vm_readv`/`process_vm_writev`. A WQE completes when its
+//! response arrives; responses arrive in PSN order.
 //!
 //! **Responder.** Runs in the process that owns the target QP whenever it calls into the device
 //! (`ibv_poll_cq`, posting): there is no adapter to do it meanwhile. It executes requests only in
@@ -30,8 +31,9 @@ use std::time::{Duration, Instant};
 use crate::ring::{flag, kind, syndrome, Consumer, Geometry, Pkt, Producer, Segment, TakeError};
 use crate::types::*;
 
-/// Messages up to this many bytes travel inside the ring record (copied when posted); larger
-/// ones are copied once, by cross-memory attach, between the two processes' buffers.
+/// Sends up to this many bytes travel inside the ring record; larger ones, and RDMA writes and
+/// reads of any size, are copied once, by cross-memory attach, between the two processes'
+/// buffers.
 pub const BYTES_LIMIT: usize = 8192;
 /// Largest message (the port's `max_msg_sz`).
 pub const MAX_MSG: u64 = 1 << 31;
@@ -187,10 +189,11 @@ pub struct Srq {
 
 /// A send WQE's data.
 enum Data {
-    /// The message itself (small messages, copied when posted).
+    /// Inline data, captured when posted.
     Bytes(Vec<u8>),
-    /// The requester's buffers: `(address, length)`.
-    Iov(Vec<(u64, u64)>),
+    /// The requester's registered buffers: `(address, length)`; with `by_ring` their bytes are
+    /// gathered into the request record, else the list itself is sent.
+    Iov { iov: Vec<(u64, u64)>, by_ring: bool },
 }
 
 struct SendWqe {
@@ -699,20 +702,16 @@ impl Device {
             match self.local_iov(qp.pd, sges, wr.opcode == IBV_WR_RDMA_READ) {
                 None => {
                     failed = true;
-                    Data::Iov(Vec::new())
-                }
-                Some(iov) if wr.opcode != IBV_WR_RDMA_READ && length <= bytes_limit => {
-                    let mut v = Vec::with_capacity(length as usize);
-                    for &(a, l) in &iov {
-                        // SAFETY (caller's): registered memory, checked against its region.
-                        v.extend_from_slice(std::slice::from_raw_parts(
-                            a as usize as *const u8,
-                            l as usize,
-                        ));
+                    Data::Iov {
+                        iov: Vec::new(),
+                        by_ring: false,
                     }
-                    Data::Bytes(v)
                 }
-                Some(iov) => Data::Iov(iov),
+                Some(iov) => Data::Iov {
+                    iov,
+                    by_ring: matches!(wr.opcode, IBV_WR_SEND | IBV_WR_SEND_WITH_IMM)
+                        && length <= bytes_limit,
+                },
             }
         };
         let qp = self.qps.get_mut(&qpn).ok_or(libc::EINVAL)?;
@@ -1184,7 +1183,11 @@ impl Device {
                     flags |= flag::BYTES;
                     b.len()
                 }
-                Data::Iov(v) => v.len() * 16,
+                Data::Iov { by_ring: true, .. } => {
+                    flags |= flag::BYTES;
+                    w.length as usize
+                }
+                Data::Iov { iov, .. } => iov.len() * 16,
             };
             let h = Pkt {
                 src_qpn: qpn,
@@ -1204,8 +1207,22 @@ impl Device {
                     unsafe {
                         match &w.data {
                             Data::Bytes(b) => std::ptr::copy_nonoverlapping(b.as_ptr(), d, b.len()),
-                            Data::Iov(v) => {
-                                for (i, &(a, l)) in v.iter().enumerate() {
+                            // The user's registered buffers stay valid until the work request
+                            // completes (the verbs contract): gathered now, and again if the
+                            // request is sent again.
+                            Data::Iov { iov, by_ring: true } => {
+                                let mut at = d;
+                                for &(a, l) in iov {
+                                    std::ptr::copy_nonoverlapping(
+                                        a as usize as *const u8,
+                                        at,
+                                        l as usize,
+                                    );
+                                    at = at.add(l as usize);
+                                }
+                            }
+                            Data::Iov { iov, .. } => {
+                                for (i, &(a, l)) in iov.iter().enumerate() {
                                     let at = d.add(16 * i);
                                     std::ptr::copy_nonoverlapping(a.to_ne_bytes().as_ptr(), at, 8);
                                     std::ptr::copy_nonoverlapping(
