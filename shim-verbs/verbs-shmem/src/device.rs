@@ -1243,6 +1243,26 @@ impl Device {
     }
 }
 
+/// Whether `process_vm_readv` works here: Yama's ptrace scope allows it and a probe on this
+/// process succeeds (seccomp or a container may forbid the call).
+pub fn cma_allowed() -> bool {
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        if s.trim() != "0" {
+            return false;
+        }
+    }
+    let src = [0x5au8; 8];
+    let mut dst = [0u8; 8];
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    cma(
+        me,
+        &[(dst.as_mut_ptr() as u64, 8)],
+        &[(src.as_ptr() as u64, 8)],
+        false,
+    ) && dst == src
+}
+
 fn sge_list(wr: &ibv_recv_wr) -> Vec<ibv_sge> {
     if wr.num_sge <= 0 || wr.sg_list.is_null() {
         return Vec::new();

@@ -142,7 +142,16 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     if g.dev.is_none() {
         let dev = Config::from_env().and_then(Device::open);
         match dev {
-            Ok(d) => g.dev = Some(d),
+            Ok(d) => {
+                if !device::cma_allowed() {
+                    eprintln!(
+                        "swverbs0: cross-memory attach is not permitted here (ptrace scope, \
+                         seccomp or a container): RDMA operations and sends over 8 KiB will \
+                         complete with IBV_WC_REM_OP_ERR"
+                    );
+                }
+                g.dev = Some(d)
+            }
             Err(msg) => {
                 eprintln!("swverbs0: cannot open the device: {msg}");
                 set_errno(libc::EINVAL);
