@@ -359,6 +359,11 @@ pub unsafe extern "C" fn ibv_reg_mr(
         set_errno(libc::EINVAL);
         return ptr::null_mut();
     }
+    // An adapter pins the pages when it registers them: memory that is not mapped fails.
+    if !mapped(addr as usize, length) {
+        set_errno(libc::EFAULT);
+        return ptr::null_mut();
+    }
     let h = (*pd).handle;
     match with(|d| {
         if !d.pds.contains(&h) {
@@ -390,6 +395,24 @@ pub unsafe extern "C" fn ibv_reg_mr(
             ptr::null_mut()
         }
     }
+}
+
+/// Whether every page of `[addr, addr + len)` is mapped (`mincore` fails with `ENOMEM` on a
+/// hole).
+fn mapped(addr: usize, len: usize) -> bool {
+    if len == 0 {
+        return true;
+    }
+    // SAFETY: sysconf cannot fail for _SC_PAGESIZE.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let start = addr & !(page - 1);
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    let pages = (end - start).div_ceil(page);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` has one byte per page of the range, as mincore writes.
+    unsafe { libc::mincore(start as *mut c_void, end - start, vec.as_mut_ptr().cast()) == 0 }
 }
 
 /// What the header's `ibv_reg_mr` macro calls when the access flags are not a constant.

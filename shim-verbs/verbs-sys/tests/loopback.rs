@@ -116,6 +116,26 @@ fn two_queue_pairs_of_one_process_exchange_sends_and_rdma_through_the_operation_
         let access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
         let mr = ibv_reg_mr(pd, base.cast(), 4 * MB, access);
         assert!(!pd.is_null() && !cq.is_null() && !mr.is_null());
+        // Memory that is not mapped cannot be registered.
+        let hole = libc::mmap(
+            ptr::null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(hole, libc::MAP_FAILED);
+        assert_eq!(libc::munmap(hole.cast::<u8>().add(4096).cast(), 4096), 0);
+        assert!(ibv_reg_mr(pd, hole, 8192, IBV_ACCESS_LOCAL_WRITE).is_null());
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EFAULT)
+        );
+        let first = ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_LOCAL_WRITE);
+        assert!(!first.is_null());
+        assert_eq!(ibv_dereg_mr(first), 0);
+        libc::munmap(hole, 4096);
         let sides: Vec<Side> = (0..2)
             .map(|_| {
                 let mut init = ibv_qp_init_attr {
