@@ -28,6 +28,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::cma::{cma, scatter};
+pub use crate::config::Config;
 use crate::ring::{flag, kind, syndrome, Consumer, Geometry, Pkt, Producer, Segment, TakeError};
 use crate::types::*;
 
@@ -57,93 +59,6 @@ const RNR_TIMER_US: [u32; 32] = [
 /// The local ACK timeout: 4.096 us × 2^`timeout`; `None` for 0 (wait forever).
 fn ack_timeout(timeout: u8) -> Option<Duration> {
     (timeout != 0).then(|| Duration::from_nanos(4096u64 << timeout.min(31)))
-}
-
-/// Where this process sits on the fabric.
-pub struct Config {
-    /// Names the segments: processes see each other only within one fabric.
-    pub fabric: String,
-    /// A LID asked for (from `STORMPI_VERBS_LID` or the job rank + 1), else the first free one.
-    pub lid: Option<u16>,
-    pub geo: Geometry,
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn env_num(name: &str) -> Result<Option<u64>, String> {
-    match env(name) {
-        None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{name}={v} is not a number")),
-    }
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-impl Config {
-    /// Reads the environment: `STORMPI_VERBS_FABRIC` (else the launcher's job id, else one
-    /// fabric per user), `STORMPI_VERBS_LID` (else rank + 1 from `STORMPI_RANK`, `PMI_RANK` or
-    /// `SLURM_PROCID`, else the first free LID), `STORMPI_VERBS_LIDS` (LIDs per fabric, default
-    /// 64) and `STORMPI_VERBS_RING_BYTES` (bytes of each inbound ring, default 256 KiB).
-    pub fn from_env() -> Result<Config, String> {
-        let fabric = env("STORMPI_VERBS_FABRIC")
-            .or_else(|| env("STORMPI_JOBID"))
-            .or_else(|| env("SLURM_JOB_ID").map(|j| format!("slurm{j}")))
-            .or_else(|| env("PMI_JOBID").map(|j| format!("pmi{j}")))
-            // SAFETY: getuid cannot fail.
-            .unwrap_or_else(|| format!("uid{}", unsafe { libc::getuid() }));
-        let lids = env_num("STORMPI_VERBS_LIDS")?.unwrap_or(64);
-        if !(2..=65_535).contains(&lids) {
-            return Err(format!("STORMPI_VERBS_LIDS={lids} is outside 2..=65535"));
-        }
-        let ring = env_num("STORMPI_VERBS_RING_BYTES")?.unwrap_or(256 << 10);
-        if !(16 << 10..=64 << 20).contains(&ring) || !ring.is_power_of_two() {
-            return Err(format!(
-                "STORMPI_VERBS_RING_BYTES={ring} is not a power of two from 16 KiB to 64 MiB"
-            ));
-        }
-        let mut lid = env_num("STORMPI_VERBS_LID")?;
-        let mut from = "STORMPI_VERBS_LID";
-        if lid.is_none() {
-            for r in ["STORMPI_RANK", "PMI_RANK", "SLURM_PROCID"] {
-                if let Some(rank) = env_num(r)? {
-                    lid = Some(rank + 1);
-                    from = r;
-                    break;
-                }
-            }
-        }
-        if let Some(l) = lid {
-            if l == 0 || l >= lids {
-                return Err(format!(
-                    "LID {l} (from {from}) is outside 1..{lids}: raise STORMPI_VERBS_LIDS"
-                ));
-            }
-        }
-        Ok(Config {
-            fabric: sanitize(&fabric),
-            lid: lid.map(|l| l as u16),
-            geo: Geometry {
-                lids: lids as usize,
-                ring_bytes: ring as usize,
-            },
-        })
-    }
 }
 
 /// A registered memory region.
@@ -1243,26 +1158,6 @@ impl Device {
     }
 }
 
-/// Whether `process_vm_readv` works here: Yama's ptrace scope allows it and a probe on this
-/// process succeeds (seccomp or a container may forbid the call).
-pub fn cma_allowed() -> bool {
-    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
-        if s.trim() != "0" {
-            return false;
-        }
-    }
-    let src = [0x5au8; 8];
-    let mut dst = [0u8; 8];
-    // SAFETY: getpid cannot fail.
-    let me = unsafe { libc::getpid() };
-    cma(
-        me,
-        &[(dst.as_mut_ptr() as u64, 8)],
-        &[(src.as_ptr() as u64, 8)],
-        false,
-    ) && dst == src
-}
-
 fn sge_list(wr: &ibv_recv_wr) -> Vec<ibv_sge> {
     if wr.num_sge <= 0 || wr.sg_list.is_null() {
         return Vec::new();
@@ -1289,104 +1184,6 @@ fn recv_wc(h: &Pkt, r: &RecvWqe, status: u32, src: u16) -> ibv_wc {
         slid: src,
         ..ibv_wc::default()
     }
-}
-
-/// Copies `len` bytes from `src` into the local buffers `dst`, in order.
-///
-/// # Safety
-/// `src` is readable for `len` bytes; `dst` are writable buffers of this process.
-unsafe fn scatter(src: *const u8, len: usize, dst: &[(u64, u64)]) {
-    let mut off = 0usize;
-    for &(a, l) in dst {
-        if off >= len {
-            break;
-        }
-        let n = (l as usize).min(len - off);
-        std::ptr::copy_nonoverlapping(src.add(off), a as usize as *mut u8, n);
-        off += n;
-    }
-}
-
-/// One cross-memory-attach copy between local buffers and process `pid`'s buffers: into the
-/// remote ones (`to_remote`, an RDMA read's answer) or out of them. Lengths may differ between
-/// the two lists as long as the remote total fits; `true` when every byte moved.
-fn cma(pid: libc::pid_t, local: &[(u64, u64)], remote: &[(u64, u64)], to_remote: bool) -> bool {
-    let total: u64 = remote.iter().map(|r| r.1).sum();
-    let iov = |v: &[(u64, u64)]| -> Vec<libc::iovec> {
-        v.iter()
-            .map(|&(a, l)| libc::iovec {
-                iov_base: a as usize as *mut libc::c_void,
-                iov_len: l as usize,
-            })
-            .collect()
-    };
-    // The local side cut to the message's length (a receive may be larger than the message).
-    let mut left = total;
-    let mut cut = Vec::new();
-    for &(a, l) in local {
-        if left == 0 {
-            break;
-        }
-        let n = l.min(left);
-        cut.push((a, n));
-        left -= n;
-    }
-    let (l, r) = (iov(&cut), iov(remote));
-    let mut done = 0u64;
-    // Large transfers may move in several calls (the kernel stops at page boundaries it cannot
-    // reach only on error; a short count with no error is continued).
-    while done < total {
-        let (lv, rv) = (skip(&l, done), skip(&r, done));
-        // SAFETY: local iovecs lie in this process's registered memory (checked by the caller);
-        // the kernel checks the remote ones against the peer's address space.
-        let n = unsafe {
-            if to_remote {
-                libc::process_vm_writev(
-                    pid,
-                    lv.as_ptr(),
-                    lv.len() as _,
-                    rv.as_ptr(),
-                    rv.len() as _,
-                    0,
-                )
-            } else {
-                libc::process_vm_readv(
-                    pid,
-                    lv.as_ptr(),
-                    lv.len() as _,
-                    rv.as_ptr(),
-                    rv.len() as _,
-                    0,
-                )
-            }
-        };
-        if n <= 0 {
-            return false;
-        }
-        done += n as u64;
-    }
-    true
-}
-
-/// `v` without its first `off` bytes (at most 1024 entries, the kernel's IOV_MAX).
-fn skip(v: &[libc::iovec], mut off: u64) -> Vec<libc::iovec> {
-    let mut out = Vec::new();
-    for e in v {
-        if off >= e.iov_len as u64 {
-            off -= e.iov_len as u64;
-            continue;
-        }
-        out.push(libc::iovec {
-            // SAFETY: stays inside the entry.
-            iov_base: unsafe { (e.iov_base as *mut u8).add(off as usize) }.cast(),
-            iov_len: e.iov_len - off as usize,
-        });
-        off = 0;
-        if out.len() == 1024 {
-            break;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

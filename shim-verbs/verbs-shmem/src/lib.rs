@@ -9,7 +9,7 @@
 //!
 //! **What it is:** one device, `swverbs0`, one port (active, IB link layer, MTU 4096), a LID per
 //! process on a *fabric* (the processes that see each other: the job by default; see
-//! [`device::Config`]), a GID naming the LID. Protection domains; memory regions with keys and
+//! [`config::Config`]), a GID naming the LID. Protection domains; memory regions with keys and
 //! access rights; completion queues polled by the program; shared receive queues; RC queue pairs
 //! with the RESET → INIT → RTR → RTS state machine, connected by the QP number, LID (or GID) and
 //! PSN the programs exchange out of band; send and receive (with inline data and immediate
@@ -35,6 +35,8 @@
 #[path = "../../verbs-sys/src/types.rs"]
 pub mod types;
 
+pub mod cma;
+pub mod config;
 pub mod device;
 pub mod ring;
 
@@ -143,7 +145,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         let dev = Config::from_env().and_then(Device::open);
         match dev {
             Ok(d) => {
-                if !device::cma_allowed() {
+                if !cma::cma_allowed() {
                     eprintln!(
                         "swverbs0: cross-memory attach is not permitted here (ptrace scope, \
                          seccomp or a container): RDMA operations and sends over 8 KiB will \
