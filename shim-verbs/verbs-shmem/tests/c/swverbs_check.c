@@ -213,7 +213,9 @@ static void setup(const char *dir, int use_srq) {
         me.psn[i] = (unsigned)(rand() ^ (getpid() << 4)) & 0xffffff;
     }
     exchange(dir);
-    /* The control QP retries forever on RNR and waits long for an answer. */
+    /* The control QP retries forever on RNR and waits long for an answer; test QPs use timeout 16
+     * (0.27 s; 2 s of silence with retry_cnt 7), so a loaded machine does not look like a dead
+     * peer. */
     connect_qp(0, 7, 1, 18, 7);
     for (int i = 0; i < 2; i++) post_recv(qp[0], 800, ctl, 64, ctl_mr->lkey);
 }
@@ -221,7 +223,7 @@ static void setup(const char *dir, int use_srq) {
 /* Ping-pong of inline sends with immediate data, then a 200 KiB send (one copy between the
  * processes) and a two-element gather/scatter send. */
 static void pingpong(void) {
-    connect_qp(1, 7, 1, 14, 7);
+    connect_qp(1, 7, 1, 16, 7);
     uint8_t *rx = buf, *tx = buf + BUF;
     const int rounds = 1000;
     /* Each side keeps one receive posted ahead: the next is posted before the answer is sent. */
@@ -289,7 +291,7 @@ static void pingpong(void) {
 
 /* RDMA write of 1 MiB, announced by a write with immediate data; RDMA read of 1 MiB back. */
 static void rdma(void) {
-    connect_qp(1, 7, 1, 14, 7);
+    connect_qp(1, 7, 1, 16, 7);
     if (rank == 0) {
         fill(buf, BUF, 11);
         CHECK(post_send(qp[1], 1, IBV_WR_RDMA_WRITE, buf, BUF, mr->lkey, 0, peer.addr, peer.rkey, 0) == 0, "write");
@@ -330,7 +332,7 @@ static struct ibv_wc expect(uint64_t id, enum ibv_wc_status st) {
 /* Bad rkey, out of bounds, a region without the right, a deregistered region: each completes with
  * IBV_WC_REM_ACCESS_ERR, moves the QP to error and flushes what follows; the memory is untouched. */
 static void badkey(void) {
-    for (int i = 1; i < 4; i++) connect_qp(i, 7, 1, 14, 7);
+    for (int i = 1; i < 4; i++) connect_qp(i, 7, 1, 16, 7);
     if (rank == 0) {
         fill(buf, 8192, 5);
         ctl_recv(1); /* the peer has deregistered its extra region */
@@ -365,9 +367,9 @@ static void badkey(void) {
  * a receive is posted; a shared receive queue of 4 refuses a fifth receive, and its senders wait
  * (RNR) when it is empty, in order. */
 static void rnr(void) {
-    connect_qp(1, 2, 1, 14, 7);
-    connect_qp(2, 7, 1, 14, 7);
-    connect_qp(3, 7, 1, 14, 7);
+    connect_qp(1, 2, 1, 16, 7);
+    connect_qp(2, 7, 1, 16, 7);
+    connect_qp(3, 7, 1, 16, 7);
     if (rank == 0) {
         uint8_t *tx = buf;
         CHECK(post_send(qp[1], 1, IBV_WR_SEND, tx, 16, mr->lkey, 0, 0, 0, 0) == 0, "post");
@@ -451,7 +453,7 @@ static void flush(void) {
 /* A burst of 60 sends of 4000 bytes, all posted at once: more than a small ring holds, so the
  * requester waits for room and nothing is lost or reordered. */
 static void burst(void) {
-    connect_qp(1, 7, 1, 14, 7);
+    connect_qp(1, 7, 1, 16, 7);
     const int n = 60, len = 4000;
     if (rank == 1) {
         for (int i = 0; i < n; i++) post_recv(qp[1], 100 + i, buf + 4096 * i, 4096, mr->lkey);
