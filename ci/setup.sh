@@ -16,7 +16,9 @@
 #                    libhdf5-mpich-dev and hdf5-tools (parallel HDF5 built against MPICH, h5pcc
 #                    and h5dump: tests/tests/hdf5.rs runs it on stormpi's MPI-IO);
 #                    python3-venv and python3-dev (ci/mpi4py.sh builds mpi4py from its source
-#                    from PyPI in a virtual environment)
+#                    from PyPI in a virtual environment);
+#                    libibverbs-dev (rdma-core's verbs header, checked against verbs-sys's
+#                    structs, and libibverbs, which the `vendor` build of verbs-sys links)
 #   Rust:            rustfmt, clippy, the x86_64-unknown-none target (proves the core is no_std),
 #                    the s390x, i686 and powerpc64 Linux targets (heterogeneous jobs), and the
 #                    x86_64 and aarch64 musl targets (the node library); rust-src for the nightly
@@ -28,7 +30,8 @@ need_pkgs=()
 for p in gcc g++ gfortran libc6-dev make binutils pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 \
     iproute2 qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc-i686-linux-gnu libc6-dev-i386-cross \
     gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross musl-tools gcc-aarch64-linux-gnu slurm-wlm munge \
-    scalapack-mpi-test libclang-dev libpmix-dev libhdf5-mpich-dev hdf5-tools python3-venv python3-dev; do
+    scalapack-mpi-test libclang-dev libpmix-dev libhdf5-mpich-dev hdf5-tools python3-venv python3-dev \
+    libibverbs-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

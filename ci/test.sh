@@ -20,6 +20,9 @@ cargo build -p stormpi-core --target x86_64-unknown-none
 step "build (release)"
 cargo build --workspace --release --all-targets
 
+step "verbs-sys linked against rdma-core's libibverbs (the software device is the default)"
+cargo build --release -p verbs-sys --features vendor --examples
+
 step "cross builds of the library for the heterogeneous jobs (s390x, i686, ppc64)"
 for t in s390x-unknown-linux-gnu i686-unknown-linux-gnu powerpc64-unknown-linux-gnu; do
     cargo build --release --target "$t" -p stormpi-linux --lib
