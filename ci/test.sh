@@ -49,7 +49,7 @@ step "fuzzing: each target of fuzz/ for 12 s"
 bash ci/fuzz.sh 12
 
 step "unit and multi-process tests"
-STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release -- --test-threads=2
+STORMPI_BIN_DIR="$PWD/target/release" cargo test --workspace --release --no-fail-fast -- --test-threads=2
 
 step "rsmpi (the mpi crate 0.8.2 from crates.io): its examples through MPICC and pkg-config, 2 and 4 ranks"
 bash ci/rsmpi.sh
