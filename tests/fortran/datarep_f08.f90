@@ -6,107 +6,17 @@
 ! reads it back through the view, and reads the file's bytes through a native view (the
 ! conversions really ran, or for the null ones did not). The file's path is the first argument;
 ! each rank prints `fortran checks passed on rank R`, rank 0 then `OK datarep_f08`.
-module datarep_callbacks
-  use, intrinsic :: iso_c_binding, only: c_ptr, c_f_pointer
-  use mpi_f08
-  implicit none
-  integer, parameter :: n = 5
-  integer :: nread = 0, nwrite = 0, nextent = 0, bad = 0
-
-contains
-
-  ! USERBUF holds INTEGERs; the conversion starts at item POSITION of it.
-  subroutine convert(userbuf, datatype, count, filebuf, position, extra_state, add, write)
-    type(c_ptr), value :: userbuf, filebuf
-    type(MPI_Datatype) :: datatype
-    integer(kind=MPI_COUNT_KIND) :: count
-    integer(kind=MPI_OFFSET_KIND) :: position
-    integer(kind=MPI_ADDRESS_KIND) :: extra_state
-    integer :: add
-    logical :: write
-    integer, pointer :: u(:), f(:)
-    integer :: i, p
-    if (datatype /= MPI_INTEGER .or. count < 1 .or. position < 0 .or. position + count > n &
-        .or. extra_state /= 7) then
-      bad = bad + 1
-      return
-    end if
-    p = int(position)
-    call c_f_pointer(userbuf, u, [n])
-    call c_f_pointer(filebuf, f, [int(count)])
-    do i = 1, int(count)
-      if (write) then
-        f(i) = u(p + i) + add
-      else
-        u(p + i) = f(i) - add
-      end if
-    end do
-    if (write) then
-      nwrite = nwrite + 1
-    else
-      nread = nread + 1
-    end if
-  end subroutine convert
-
-  subroutine plus1_write(userbuf, datatype, count, filebuf, position, extra_state, ierror)
-    type(c_ptr), value :: userbuf, filebuf
-    type(MPI_Datatype) :: datatype
-    integer :: count, ierror
-    integer(kind=MPI_OFFSET_KIND) :: position
-    integer(kind=MPI_ADDRESS_KIND) :: extra_state
-    call convert(userbuf, datatype, int(count, MPI_COUNT_KIND), filebuf, position, &
-                 extra_state, 1, .true.)
-    ierror = MPI_SUCCESS
-  end subroutine plus1_write
-
-  subroutine plus1_read(userbuf, datatype, count, filebuf, position, extra_state, ierror)
-    type(c_ptr), value :: userbuf, filebuf
-    type(MPI_Datatype) :: datatype
-    integer :: count, ierror
-    integer(kind=MPI_OFFSET_KIND) :: position
-    integer(kind=MPI_ADDRESS_KIND) :: extra_state
-    call convert(userbuf, datatype, int(count, MPI_COUNT_KIND), filebuf, position, &
-                 extra_state, 1, .false.)
-    ierror = MPI_SUCCESS
-  end subroutine plus1_read
-
-  subroutine plus2_write_c(userbuf, datatype, count, filebuf, position, extra_state, ierror)
-    type(c_ptr), value :: userbuf, filebuf
-    type(MPI_Datatype) :: datatype
-    integer(kind=MPI_COUNT_KIND) :: count
-    integer :: ierror
-    integer(kind=MPI_OFFSET_KIND) :: position
-    integer(kind=MPI_ADDRESS_KIND) :: extra_state
-    call convert(userbuf, datatype, count, filebuf, position, extra_state, 2, .true.)
-    ierror = MPI_SUCCESS
-  end subroutine plus2_write_c
-
-  subroutine plus2_read_c(userbuf, datatype, count, filebuf, position, extra_state, ierror)
-    type(c_ptr), value :: userbuf, filebuf
-    type(MPI_Datatype) :: datatype
-    integer(kind=MPI_COUNT_KIND) :: count
-    integer :: ierror
-    integer(kind=MPI_OFFSET_KIND) :: position
-    integer(kind=MPI_ADDRESS_KIND) :: extra_state
-    call convert(userbuf, datatype, count, filebuf, position, extra_state, 2, .false.)
-    ierror = MPI_SUCCESS
-  end subroutine plus2_read_c
-
-  ! The native layout: an item's extent is its size (MPI_Type_size from inside a callback).
-  subroutine native_extent(datatype, extent, extra_state, ierror)
-    type(MPI_Datatype) :: datatype
-    integer(kind=MPI_ADDRESS_KIND) :: extent, extra_state
-    integer :: ierror, size
-    call MPI_Type_size(datatype, size, ierror)
-    extent = size
-    nextent = nextent + 1
-  end subroutine native_extent
-end module datarep_callbacks
+! The callbacks are external procedures after the program, sharing counters in a common block.
 
 program datarep_f08
   use mpi_f08
-  use datarep_callbacks
   implicit none
+  integer, parameter :: n = 5
+  integer :: nread, nwrite, nextent, bad
+  common /datarep_calls/ nread, nwrite, nextent, bad
+  procedure(MPI_Datarep_conversion_function) :: plus1_read, plus1_write
+  procedure(MPI_Datarep_conversion_function_c) :: plus2_read_c, plus2_write_c
+  procedure(MPI_Datarep_extent_function) :: native_extent
   integer :: ierr, rank, nprocs, i, cls, calls
   type(MPI_File) :: fh
   type(MPI_Status) :: status
@@ -115,6 +25,10 @@ program datarep_f08
   integer(kind=MPI_OFFSET_KIND) :: disp
   character(len=512) :: fname
 
+  nread = 0
+  nwrite = 0
+  nextent = 0
+  bad = 0
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
   call MPI_Comm_size(MPI_COMM_WORLD, nprocs)
@@ -209,3 +123,117 @@ contains
     end if
   end subroutine expect
 end program datarep_f08
+
+! USERBUF holds INTEGERs; the conversion starts at item POSITION of it. (The buffers' C_PTRs
+! by reference here: the callers reach this through an implicit interface.)
+subroutine convert(userbuf, datatype, count, filebuf, position, extra_state, add, write)
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_f_pointer
+  use mpi_f08
+  implicit none
+  integer :: nread, nwrite, nextent, bad
+  common /datarep_calls/ nread, nwrite, nextent, bad
+  integer, parameter :: n = 5
+  type(c_ptr) :: userbuf, filebuf
+  type(MPI_Datatype) :: datatype
+  integer(kind=MPI_COUNT_KIND) :: count
+  integer(kind=MPI_OFFSET_KIND) :: position
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state
+  integer :: add
+  logical :: write
+  integer, pointer :: u(:), f(:)
+  integer :: i, p
+  if (datatype /= MPI_INTEGER .or. count < 1 .or. position < 0 .or. position + count > n &
+      .or. extra_state /= 7) then
+    bad = bad + 1
+    return
+  end if
+  p = int(position)
+  call c_f_pointer(userbuf, u, [n])
+  call c_f_pointer(filebuf, f, [int(count)])
+  do i = 1, int(count)
+    if (write) then
+      f(i) = u(p + i) + add
+    else
+      u(p + i) = f(i) - add
+    end if
+  end do
+  if (write) then
+    nwrite = nwrite + 1
+  else
+    nread = nread + 1
+  end if
+end subroutine convert
+
+subroutine plus1_write(userbuf, datatype, count, filebuf, position, extra_state, ierror)
+  use, intrinsic :: iso_c_binding, only: c_ptr
+  use mpi_f08
+  implicit none
+  external :: convert
+  type(c_ptr), value :: userbuf, filebuf
+  type(MPI_Datatype) :: datatype
+  integer :: count, ierror
+  integer(kind=MPI_OFFSET_KIND) :: position
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state
+  call convert(userbuf, datatype, int(count, MPI_COUNT_KIND), filebuf, position, &
+               extra_state, 1, .true.)
+  ierror = MPI_SUCCESS
+end subroutine plus1_write
+
+subroutine plus1_read(userbuf, datatype, count, filebuf, position, extra_state, ierror)
+  use, intrinsic :: iso_c_binding, only: c_ptr
+  use mpi_f08
+  implicit none
+  external :: convert
+  type(c_ptr), value :: userbuf, filebuf
+  type(MPI_Datatype) :: datatype
+  integer :: count, ierror
+  integer(kind=MPI_OFFSET_KIND) :: position
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state
+  call convert(userbuf, datatype, int(count, MPI_COUNT_KIND), filebuf, position, &
+               extra_state, 1, .false.)
+  ierror = MPI_SUCCESS
+end subroutine plus1_read
+
+subroutine plus2_write_c(userbuf, datatype, count, filebuf, position, extra_state, ierror)
+  use, intrinsic :: iso_c_binding, only: c_ptr
+  use mpi_f08
+  implicit none
+  external :: convert
+  type(c_ptr), value :: userbuf, filebuf
+  type(MPI_Datatype) :: datatype
+  integer(kind=MPI_COUNT_KIND) :: count
+  integer :: ierror
+  integer(kind=MPI_OFFSET_KIND) :: position
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state
+  call convert(userbuf, datatype, count, filebuf, position, extra_state, 2, .true.)
+  ierror = MPI_SUCCESS
+end subroutine plus2_write_c
+
+subroutine plus2_read_c(userbuf, datatype, count, filebuf, position, extra_state, ierror)
+  use, intrinsic :: iso_c_binding, only: c_ptr
+  use mpi_f08
+  implicit none
+  external :: convert
+  type(c_ptr), value :: userbuf, filebuf
+  type(MPI_Datatype) :: datatype
+  integer(kind=MPI_COUNT_KIND) :: count
+  integer :: ierror
+  integer(kind=MPI_OFFSET_KIND) :: position
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state
+  call convert(userbuf, datatype, count, filebuf, position, extra_state, 2, .false.)
+  ierror = MPI_SUCCESS
+end subroutine plus2_read_c
+
+! The native layout: an item's extent is its size (MPI_Type_size from inside a callback).
+subroutine native_extent(datatype, extent, extra_state, ierror)
+  use mpi_f08
+  implicit none
+  integer :: nread, nwrite, nextent, bad
+  common /datarep_calls/ nread, nwrite, nextent, bad
+  type(MPI_Datatype) :: datatype
+  integer(kind=MPI_ADDRESS_KIND) :: extent, extra_state
+  integer :: ierror, size
+  call MPI_Type_size(datatype, size, ierror)
+  extent = size
+  nextent = nextent + 1
+end subroutine native_extent
