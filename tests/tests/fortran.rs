@@ -25,8 +25,7 @@
 //! sharing `datarep.inc`, and `datarep_f08.f90` with the large-count form): values written
 //! through a view in a registered representation read back equal, the file's bytes show the
 //! conversion ran, `MPI_CONVERSION_FN_NULL` moves native bytes, a conversion's `IERROR` is the
-//! access's error; the two `mpi`/`mpif.h`
-//! programs also built with `mpif90.mpich`.
+//! access's error; the two `mpi`/`mpif.h` programs also built with `mpif90.mpich`.
 //!
 //! And the ABI's names: stormpi's `libmpi.so` defines every Fortran symbol MPICH's
 //! `libmpichfort.so.12` defines (but the `mpi_f08` ones and MPICH's extensions).
