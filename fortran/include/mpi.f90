@@ -3714,6 +3714,17 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: request
       INTEGER :: ierror
     end subroutine MPI_REDUCE_SCATTER_INIT
+    subroutine MPI_REGISTER_DATAREP(datarep, read_conversion_fn, write_conversion_fn, &
+        dtype_file_extent_fn, extra_state, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: datarep
+      EXTERNAL :: read_conversion_fn
+      EXTERNAL :: write_conversion_fn
+      EXTERNAL :: dtype_file_extent_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER :: ierror
+    end subroutine MPI_REGISTER_DATAREP
     subroutine MPI_REQUEST_FREE(request, ierror)
       import
       implicit none

@@ -513,6 +513,34 @@ subroutine MPI_Grequest_query_function(extra_state, status, ierror)
       logical :: complete
       integer :: ierror
     end subroutine MPI_Grequest_cancel_function
+    subroutine MPI_Datarep_conversion_function(userbuf, datatype, count, filebuf, &
+        position, extra_state, ierror)
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      type(c_ptr), value :: userbuf, filebuf
+      type(MPI_Datatype) :: datatype
+      INTEGER :: count
+      integer(kind=MPI_OFFSET_KIND) :: position
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      integer :: ierror
+    end subroutine MPI_Datarep_conversion_function
+    subroutine MPI_Datarep_conversion_function_c(userbuf, datatype, count, filebuf, &
+        position, extra_state, ierror)
+      use, intrinsic :: iso_c_binding, only: c_ptr
+      import
+      type(c_ptr), value :: userbuf, filebuf
+      type(MPI_Datatype) :: datatype
+      INTEGER(KIND=MPI_COUNT_KIND) :: count
+      integer(kind=MPI_OFFSET_KIND) :: position
+      integer(kind=MPI_ADDRESS_KIND) :: extra_state
+      integer :: ierror
+    end subroutine MPI_Datarep_conversion_function_c
+    subroutine MPI_Datarep_extent_function(datatype, extent, extra_state, ierror)
+      import
+      type(MPI_Datatype) :: datatype
+      integer(kind=MPI_ADDRESS_KIND) :: extent, extra_state
+      integer :: ierror
+    end subroutine MPI_Datarep_extent_function
   end interface
 procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
   procedure(MPI_Comm_delete_attr_function) :: MPI_COMM_NULL_DELETE_FN
@@ -520,6 +548,8 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
   procedure(MPI_Type_delete_attr_function) :: MPI_TYPE_NULL_DELETE_FN
   procedure(MPI_Win_copy_attr_function) :: MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN
   procedure(MPI_Win_delete_attr_function) :: MPI_WIN_NULL_DELETE_FN
+  procedure(MPI_Datarep_conversion_function) :: MPI_CONVERSION_FN_NULL
+  procedure(MPI_Datarep_conversion_function_c) :: MPI_CONVERSION_FN_NULL_C
   interface MPI_SIZEOF
     subroutine MPI_Sizeof_i1(x, size, ierror) bind(C, name='stormpi_sizeof_i1')
       integer(kind=1), dimension(..) :: x
@@ -10590,6 +10620,58 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Reduce_scatter_init_c_f08ts
+  end interface
+  interface MPI_Register_datarep
+    subroutine MPI_Register_datarep_f08(datarep, read_conversion_fn, write_conversion_fn, &
+        dtype_file_extent_fn, extra_state, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: datarep
+      PROCEDURE(MPI_Datarep_conversion_function) :: read_conversion_fn
+      PROCEDURE(MPI_Datarep_conversion_function) :: write_conversion_fn
+      PROCEDURE(MPI_Datarep_extent_function) :: dtype_file_extent_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Register_datarep_f08
+  end interface
+  interface PMPI_Register_datarep
+    subroutine PMPI_Register_datarep_f08(datarep, read_conversion_fn, write_conversion_fn, &
+        dtype_file_extent_fn, extra_state, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: datarep
+      PROCEDURE(MPI_Datarep_conversion_function) :: read_conversion_fn
+      PROCEDURE(MPI_Datarep_conversion_function) :: write_conversion_fn
+      PROCEDURE(MPI_Datarep_extent_function) :: dtype_file_extent_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Register_datarep_f08
+  end interface
+  interface MPI_Register_datarep_c
+    subroutine MPI_Register_datarep_c_f08(datarep, read_conversion_fn, write_conversion_fn, &
+        dtype_file_extent_fn, extra_state, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: datarep
+      PROCEDURE(MPI_Datarep_conversion_function_c) :: read_conversion_fn
+      PROCEDURE(MPI_Datarep_conversion_function_c) :: write_conversion_fn
+      PROCEDURE(MPI_Datarep_extent_function) :: dtype_file_extent_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Register_datarep_c_f08
+  end interface
+  interface PMPI_Register_datarep_c
+    subroutine PMPI_Register_datarep_c_f08(datarep, read_conversion_fn, &
+        write_conversion_fn, dtype_file_extent_fn, extra_state, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: datarep
+      PROCEDURE(MPI_Datarep_conversion_function_c) :: read_conversion_fn
+      PROCEDURE(MPI_Datarep_conversion_function_c) :: write_conversion_fn
+      PROCEDURE(MPI_Datarep_extent_function) :: dtype_file_extent_fn
+      INTEGER(KIND=MPI_ADDRESS_KIND) :: extra_state
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Register_datarep_c_f08
   end interface
   interface MPI_Request_free
     subroutine MPI_Request_free_f08(request, ierror) bind(C, name='MPI_Request_free_f08')

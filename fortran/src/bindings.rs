@@ -12270,40 +12270,40 @@ pub unsafe extern "C" fn PMPI_REDUCE_SCATTER_INIT(sendbuf: *mut c_void, recvbuf:
 
 /// `MPI_REGISTER_DATAREP` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_register_datarep<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_REGISTER_DATAREP (Fortran binding: a parameter of type MPI_Datarep_conversion_function*)");
+unsafe fn f_register_datarep<const PMPI: bool>(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    special::register_datarep::<PMPI>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_register_datarep_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_register_datarep::<false>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_register_datarep_(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f_register_datarep::<false>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_register_datarep_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    f_register_datarep::<true>(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_register_datarep_(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f_register_datarep::<true>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_register_datarep__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_register_datarep__(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    mpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_register_datarep(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn mpi_register_datarep(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    mpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_REGISTER_DATAREP(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    mpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn MPI_REGISTER_DATAREP(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    mpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_register_datarep__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_register_datarep__(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_register_datarep(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn pmpi_register_datarep(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_REGISTER_DATAREP(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, ierror: *mut c_int) {
-    pmpi_register_datarep_(a0, a1, a2, a3, a4, ierror)
+pub unsafe extern "C" fn PMPI_REGISTER_DATAREP(datarep: *mut c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    pmpi_register_datarep_(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
 }
 
 /// `MPI_REQUEST_FREE` (`PMPI` chooses the profiling C function).

@@ -7491,6 +7491,38 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c_f08ts(sendbuf: *const f08::C
     f08_reduce_scatter_init_c::<true>(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, ierror)
 }
 
+/// `MPI_Register_datarep` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_register_datarep<const PMPI: bool>(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::register_datarep::<PMPI>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, &mut rc, datarep_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_register_datarep_f08_(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f08_register_datarep::<false>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_register_datarep_f08_(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f08_register_datarep::<true>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
+}
+
+/// `MPI_Register_datarep_c` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_register_datarep_c<const PMPI: bool>(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    let mut rc: c_int = rt::SUCCESS;
+    special::register_datarep_c::<PMPI>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, &mut rc, datarep_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn mpi_register_datarep_c_f08_(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f08_register_datarep_c::<false>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
+}
+#[no_mangle]
+pub unsafe extern "C" fn pmpi_register_datarep_c_f08_(datarep: *mut core::ffi::c_char, read_conversion_fn: *const c_void, write_conversion_fn: *const c_void, dtype_file_extent_fn: *const c_void, extra_state: *mut MpiAint, ierror: *mut c_int, datarep_len: usize) {
+    f08_register_datarep_c::<true>(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, ierror, datarep_len)
+}
+
 /// `MPI_Request_free` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_request_free<const PMPI: bool>(request: *mut c_int, ierror: *mut c_int) {

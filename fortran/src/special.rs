@@ -1,6 +1,7 @@
 //! The procedures whose Fortran form differs from the C one beyond what the generator converts:
 //! `MPI_INIT` (no `argc`/`argv`), the functions that return values, attributes (Fortran passes
-//! attribute values, C pointers), keyvals and generalized requests with Fortran callbacks,
+//! attribute values, C pointers), keyvals, generalized requests and data representations with
+//! Fortran callbacks,
 //! `MPI_BUFFER_DETACH`, `MPI_INFO_GET_STRING`, `MPI_SESSION_GET_NTH_PSET`, and the Fortran-only
 //! predefined callbacks.
 //!
@@ -640,6 +641,419 @@ pub unsafe fn grequest_start<const PMPI: bool>(
     unsafe { *ierror = rc };
 }
 
+// --- data representations with Fortran conversions ------------------------------------------
+
+/// A Fortran conversion callback: `(USERBUF, DATATYPE, COUNT, FILEBUF, POSITION, EXTRA_STATE,
+/// IERROR)`, `COUNT` a default `INTEGER`.
+type FortranConversion = unsafe extern "C" fn(
+    *mut c_void,
+    *mut c_int,
+    *mut c_int,
+    *mut c_void,
+    *mut i64,
+    *mut MpiAint,
+    *mut c_int,
+);
+/// The large-count form (`mpi_f08`'s `MPI_Datarep_conversion_function_c`): `COUNT` an
+/// `INTEGER(KIND=MPI_COUNT_KIND)`.
+type FortranConversionC = unsafe extern "C" fn(
+    *mut c_void,
+    *mut c_int,
+    *mut i64,
+    *mut c_void,
+    *mut i64,
+    *mut MpiAint,
+    *mut c_int,
+);
+/// `DTYPE_FILE_EXTENT_FN(DATATYPE, EXTENT, EXTRA_STATE, IERROR)`.
+type FortranExtent = unsafe extern "C" fn(*mut c_int, *mut MpiAint, *mut MpiAint, *mut c_int);
+
+extern "C" {
+    fn MPI_Register_datarep_c(
+        datarep: *mut c_void,
+        read: *mut c_void,
+        write: *mut c_void,
+        extent: *mut c_void,
+        extra: *mut c_void,
+    ) -> c_int;
+    fn PMPI_Register_datarep_c(
+        datarep: *mut c_void,
+        read: *mut c_void,
+        write: *mut c_void,
+        extent: *mut c_void,
+        extra: *mut c_void,
+    ) -> c_int;
+}
+
+/// A data representation registered from Fortran: its callbacks and extra state. The C library
+/// holds its address as the representation's extra state and calls the trampolines below.
+pub struct DatarepSlot {
+    in_use: AtomicBool,
+    read: AtomicUsize,
+    write: AtomicUsize,
+    extent: AtomicUsize,
+    extra: AtomicUsize,
+    /// Registered by `MPI_Register_datarep_c`: the conversions take a large count.
+    large: AtomicBool,
+}
+
+/// How many data representations Fortran programs can register (as many as the C library
+/// has; registrations last for the process).
+pub const DATAREPS: usize = 16;
+
+static DATAREP_SLOTS: [DatarepSlot; DATAREPS] = [const {
+    DatarepSlot {
+        in_use: AtomicBool::new(false),
+        read: AtomicUsize::new(0),
+        write: AtomicUsize::new(0),
+        extent: AtomicUsize::new(0),
+        extra: AtomicUsize::new(0),
+        large: AtomicBool::new(false),
+    }
+}; DATAREPS];
+
+/// Calls a slot's read (or write) conversion with Fortran's arguments.
+///
+/// # Safety
+/// `extra_state` is a slot given to the C library; the buffers are the C library's.
+unsafe fn convert(
+    write: bool,
+    userbuf: *mut c_void,
+    datatype: c_int,
+    count: i64,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's contract; the slot holds a Fortran procedure of the interface its
+    // `large` flag says (set before the registration published the slot to C).
+    unsafe {
+        let slot = &*extra_state.cast::<DatarepSlot>();
+        let f = if write { &slot.write } else { &slot.read }.load(Ordering::Acquire);
+        let (mut dt, mut pos, mut ierr) = (datatype, position, rt::SUCCESS);
+        let mut extra = slot.extra.load(Ordering::Relaxed) as MpiAint;
+        if slot.large.load(Ordering::Relaxed) {
+            let mut n = count;
+            let conv = core::mem::transmute::<usize, FortranConversionC>(f);
+            conv(
+                userbuf, &mut dt, &mut n, filebuf, &mut pos, &mut extra, &mut ierr,
+            );
+        } else {
+            let mut n = count as c_int;
+            let conv = core::mem::transmute::<usize, FortranConversion>(f);
+            conv(
+                userbuf, &mut dt, &mut n, filebuf, &mut pos, &mut extra, &mut ierr,
+            );
+        }
+        ierr
+    }
+}
+
+unsafe extern "C" fn read_conversion(
+    userbuf: *mut c_void,
+    datatype: c_int,
+    count: c_int,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: the C library passes back the slot given at registration and its buffers.
+    unsafe {
+        convert(
+            false,
+            userbuf,
+            datatype,
+            count as i64,
+            filebuf,
+            position,
+            extra_state,
+        )
+    }
+}
+
+unsafe extern "C" fn write_conversion(
+    userbuf: *mut c_void,
+    datatype: c_int,
+    count: c_int,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: as in read_conversion.
+    unsafe {
+        convert(
+            true,
+            userbuf,
+            datatype,
+            count as i64,
+            filebuf,
+            position,
+            extra_state,
+        )
+    }
+}
+
+unsafe extern "C" fn read_conversion_c(
+    userbuf: *mut c_void,
+    datatype: c_int,
+    count: i64,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: as in read_conversion.
+    unsafe {
+        convert(
+            false,
+            userbuf,
+            datatype,
+            count,
+            filebuf,
+            position,
+            extra_state,
+        )
+    }
+}
+
+unsafe extern "C" fn write_conversion_c(
+    userbuf: *mut c_void,
+    datatype: c_int,
+    count: i64,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: as in read_conversion.
+    unsafe {
+        convert(
+            true,
+            userbuf,
+            datatype,
+            count,
+            filebuf,
+            position,
+            extra_state,
+        )
+    }
+}
+
+unsafe extern "C" fn file_extent(
+    datatype: c_int,
+    extent: *mut MpiAint,
+    extra_state: *mut c_void,
+) -> c_int {
+    // SAFETY: the C library passes back the slot given at registration and a place for the
+    // extent; the slot holds a Fortran procedure of this type.
+    unsafe {
+        let slot = &*extra_state.cast::<DatarepSlot>();
+        let f = core::mem::transmute::<usize, FortranExtent>(slot.extent.load(Ordering::Acquire));
+        let (mut dt, mut ierr) = (datatype, rt::SUCCESS);
+        let mut extra = slot.extra.load(Ordering::Relaxed) as MpiAint;
+        f(&mut dt, extent, &mut extra, &mut ierr);
+        ierr
+    }
+}
+
+/// Whether a Fortran conversion argument is `MPI_CONVERSION_FN_NULL` (or `_C`) under any of
+/// its link names: then the C library gets its null conversion and moves native bytes.
+fn is_null_conversion(f: *const c_void) -> bool {
+    use crate::bindings as b;
+    let nulls: [*const c_void; 9] = [
+        b::mpi_conversion_fn_null_ as *const c_void,
+        b::mpi_conversion_fn_null__ as *const c_void,
+        b::mpi_conversion_fn_null as *const c_void,
+        b::MPI_CONVERSION_FN_NULL as *const c_void,
+        b::pmpi_conversion_fn_null_ as *const c_void,
+        b::pmpi_conversion_fn_null__ as *const c_void,
+        b::pmpi_conversion_fn_null as *const c_void,
+        b::PMPI_CONVERSION_FN_NULL as *const c_void,
+        mpi_conversion_fn_null_c_ as *const c_void,
+    ];
+    f.is_null() || nulls.contains(&f)
+}
+
+/// Registers a data representation with Fortran callbacks through a slot and the trampolines
+/// of its count kind.
+///
+/// # Safety
+/// `name` is NUL-terminated; the procedures are of the callbacks' interfaces.
+unsafe fn register_datarep_slot<const PMPI: bool>(
+    func: &'static str,
+    large: bool,
+    name: *mut c_void,
+    read: *const c_void,
+    write: *const c_void,
+    extent: *const c_void,
+    extra: MpiAint,
+) -> c_int {
+    let taken = DATAREP_SLOTS.iter().find(|s| {
+        s.in_use
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    });
+    let Some(slot) = taken else {
+        return stormpi_core::capi::report_error(
+            func,
+            Error::new(
+                ErrorClass::NoMem,
+                Reason::BadArgument {
+                    what: "the Fortran binding's 16 data representations are all registered",
+                },
+            ),
+        );
+    };
+    slot.extra.store(extra as usize, Ordering::Relaxed);
+    slot.large.store(large, Ordering::Relaxed);
+    slot.extent.store(extent as usize, Ordering::Relaxed);
+    slot.read.store(read as usize, Ordering::Relaxed);
+    slot.write.store(write as usize, Ordering::Release);
+    let (c_read, c_write): (*mut c_void, *mut c_void) = if large {
+        (
+            read_conversion_c as *mut c_void,
+            write_conversion_c as *mut c_void,
+        )
+    } else {
+        (
+            read_conversion as *mut c_void,
+            write_conversion as *mut c_void,
+        )
+    };
+    let c_read = if is_null_conversion(read) {
+        null_mut()
+    } else {
+        c_read
+    };
+    let c_write = if is_null_conversion(write) {
+        null_mut()
+    } else {
+        c_write
+    };
+    let c_extent = if extent.is_null() {
+        null_mut()
+    } else {
+        file_extent as *mut c_void
+    };
+    let state = (slot as *const DatarepSlot).cast_mut().cast::<c_void>();
+    let rc = if large {
+        // SAFETY: the C functions of the library, with the arguments their prototype takes.
+        unsafe {
+            if PMPI {
+                PMPI_Register_datarep_c(name, c_read, c_write, c_extent, state)
+            } else {
+                MPI_Register_datarep_c(name, c_read, c_write, c_extent, state)
+            }
+        }
+    } else {
+        call!(
+            PMPI,
+            MPI_Register_datarep,
+            PMPI_Register_datarep(name, c_read, c_write, c_extent, state)
+        )
+    };
+    if rc != rt::SUCCESS {
+        slot.in_use.store(false, Ordering::Release);
+    }
+    rc
+}
+
+/// `MPI_REGISTER_DATAREP(DATAREP, READ_CONVERSION_FN, WRITE_CONVERSION_FN,
+/// DTYPE_FILE_EXTENT_FN, EXTRA_STATE, IERROR)` with Fortran callbacks, through C trampolines.
+///
+/// # Safety
+/// Fortran's arguments: valid references, a string of the hidden length, procedures of the
+/// callbacks' interfaces.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn register_datarep<const PMPI: bool>(
+    datarep: *mut c_char,
+    read: *const c_void,
+    write: *const c_void,
+    extent: *const c_void,
+    extra: *mut MpiAint,
+    ierror: *mut c_int,
+    datarep_len: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *ierror =
+            register_datarep_any::<PMPI>(false, datarep, read, write, extent, extra, datarep_len)
+    };
+}
+
+/// `MPI_Register_datarep_c` of `mpi_f08`: as [`register_datarep`], the conversions taking an
+/// `INTEGER(KIND=MPI_COUNT_KIND)` count.
+///
+/// # Safety
+/// As [`register_datarep`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn register_datarep_c<const PMPI: bool>(
+    datarep: *mut c_char,
+    read: *const c_void,
+    write: *const c_void,
+    extent: *const c_void,
+    extra: *mut MpiAint,
+    ierror: *mut c_int,
+    datarep_len: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *ierror =
+            register_datarep_any::<PMPI>(true, datarep, read, write, extent, extra, datarep_len)
+    };
+}
+
+/// # Safety
+/// As [`register_datarep`].
+unsafe fn register_datarep_any<const PMPI: bool>(
+    large: bool,
+    datarep: *mut c_char,
+    read: *const c_void,
+    write: *const c_void,
+    extent: *const c_void,
+    extra: *mut MpiAint,
+    datarep_len: usize,
+) -> c_int {
+    let func = if large {
+        "MPI_Register_datarep_c"
+    } else {
+        "MPI_REGISTER_DATAREP"
+    };
+    let mut name = [0u8; rt::STRING_IN_MAX];
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !rt::string_in(datarep, datarep_len, &mut name) {
+            return rt::string_too_long(func);
+        }
+        register_datarep_slot::<PMPI>(
+            func,
+            large,
+            name.as_mut_ptr().cast(),
+            read,
+            write,
+            extent,
+            *extra,
+        )
+    }
+}
+
+/// `MPI_CONVERSION_FN_NULL_C` of `mpi_f08`: names the null large-count conversion (never
+/// called as one: [`register_datarep_c`] hands C its null conversion instead).
+///
+/// # Safety
+/// Fortran's arguments: valid references.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_conversion_fn_null_c_(
+    _userbuf: *mut c_void,
+    _datatype: *mut c_int,
+    _count: *mut i64,
+    _filebuf: *mut c_void,
+    _position: *mut i64,
+    _extra: *mut MpiAint,
+    ierror: *mut c_int,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { *ierror = rt::SUCCESS };
+}
+
 // --- the predefined callbacks, Fortran's forms -----------------------------------------------
 
 macro_rules! copy_fns {
@@ -694,7 +1108,8 @@ delete_fns! {
     null_delete_fn, c_int;
 }
 
-/// `MPI_CONVERSION_FN_NULL`: a placeholder data representations name; never a conversion.
+/// `MPI_CONVERSION_FN_NULL`: names the null conversion (never called as one:
+/// [`register_datarep`] hands C its null conversion instead).
 ///
 /// # Safety
 /// Fortran's arguments: valid references.

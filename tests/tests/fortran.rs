@@ -21,6 +21,12 @@
 //! MPI-IO (`io_mpi.f90` through `use mpi`, `io_f08.f90` through `use mpi_f08`) at 2 and 3
 //! ranks, and `io_mpi.f90` built with `mpif90.mpich`.
 //!
+//! User data representations with Fortran callbacks (`datarep_mpi.f90`, `datarep_mpif.f90`
+//! sharing `datarep.inc`, and `datarep_f08.f90` with the large-count form): values written
+//! through a view in a registered representation read back equal, the file's bytes show the
+//! conversion ran, `MPI_CONVERSION_FN_NULL` moves native bytes, a conversion's `IERROR` is the
+//! access's error; the two `mpi`/`mpif.h` programs also built with `mpif90.mpich`.
+//!
 //! And the ABI's names: stormpi's `libmpi.so` defines every Fortran symbol MPICH's
 //! `libmpichfort.so.12` defines (but the `mpi_f08` ones and MPICH's extensions).
 
@@ -293,6 +299,40 @@ fn io_use_mpi_f08_two_ranks() {
 #[test]
 fn io_use_mpi_f08_three_ranks() {
     run_io("io_f08", 3, false);
+}
+
+/// `MPI_REGISTER_DATAREP` through the `mpi` module: Fortran conversion and extent callbacks
+/// (file bytes are the values plus one), `MPI_CONVERSION_FN_NULL` (native bytes).
+#[test]
+fn datarep_use_mpi_two_ranks() {
+    run_io("datarep_mpi", 2, false);
+}
+
+/// The same through `mpif.h`.
+#[test]
+fn datarep_mpif_h_two_ranks() {
+    run_io("datarep_mpif", 2, false);
+}
+
+/// `MPI_Register_datarep` and `MPI_Register_datarep_c` of `mpi_f08`, with
+/// `MPI_CONVERSION_FN_NULL` and `MPI_CONVERSION_FN_NULL_C`.
+#[test]
+fn datarep_mpi_f08_two_ranks() {
+    run_io("datarep_f08", 2, false);
+}
+
+#[test]
+fn datarep_mpi_f08_three_ranks() {
+    run_io("datarep_f08", 3, false);
+}
+
+/// The data representation programs built by `mpif90.mpich` run on stormpi's
+/// `libmpichfort.so.12`: MPICH's `mpi_conversion_fn_null_` is stormpi's, so passing it is
+/// recognized as the null conversion.
+#[test]
+fn datarep_mpich_built_runs_on_stormpi() {
+    run_io("datarep_mpif", 2, true);
+    run_io("datarep_mpi", 2, true);
 }
 
 /// The `use mpi` MPI-IO program built by MPICH's `mpif90.mpich` runs on stormpi's

@@ -44,6 +44,7 @@ const F08_SPECIALS: &[&str] = &[
     "Type_create_keyval",
     "Win_create_keyval",
     "Grequest_start",
+    "Register_datarep",
     "Info_get_string",
     "Session_get_nth_pset",
 ];
@@ -195,6 +196,22 @@ pub fn specifics(
             left.push((f.name.clone(), why));
         }
     }
+    // MPI_Register_datarep_c: its own name, as the standard has it (a generic cannot tell
+    // specifics apart by their procedure arguments' interfaces).
+    if let Some(b) = out.iter().find(|s| s.c_name == "Register_datarep").cloned() {
+        let mut func = b.func;
+        func.name = "Register_datarep_c".into();
+        for a in &mut func.args {
+            if a.cbase == "MPI_Datarep_conversion_function" {
+                a.cbase.push_str("_c");
+            }
+        }
+        out.push(Specific {
+            c_name: func.name.clone(),
+            generic: func.name.clone(),
+            func,
+        });
+    }
     // Large-count forms: bound when C implements them and their Fortran interface differs
     // from the default one's (else the generic could not tell them apart).
     for p in protos.iter().filter(|p| p.name.ends_with("_c")) {
@@ -252,6 +269,10 @@ fn special_handles(f: &mut FFunc) {
             "query_fn" => "MPI_Grequest_query_function".into(),
             "free_fn" => "MPI_Grequest_free_function".into(),
             "cancel_fn" => "MPI_Grequest_cancel_function".into(),
+            "read_conversion_fn" | "write_conversion_fn" => {
+                "MPI_Datarep_conversion_function".into()
+            }
+            "dtype_file_extent_fn" => "MPI_Datarep_extent_function".into(),
             _ => String::new(),
         };
     }
@@ -356,15 +377,27 @@ pub fn emit_rust(specs: &[Specific], protos: &[Proto]) -> String {
     for spec in specs {
         let f = &spec.func;
         let lower = f.lower();
+        // Without BIND(C), strings come as gfortran passes them: the bytes, lengths last.
+        let by_ref = spec.takes_procedure();
         let mut decl: Vec<String> = f
             .args
             .iter()
-            .map(|a| format!("{}: {}", a.name, rust_ty08(a)))
+            .map(|a| {
+                if by_ref && a.fty == FTy::Char {
+                    format!("{}: *mut core::ffi::c_char", a.name)
+                } else {
+                    format!("{}: {}", a.name, rust_ty08(a))
+                }
+            })
             .collect();
         let mut call: Vec<String> = f.args.iter().map(|a| a.name.clone()).collect();
         if f.ret == Ret::Ierror {
             decl.push("ierror: *mut c_int".into());
             call.push("ierror".into());
+        }
+        for a in f.args.iter().filter(|a| by_ref && a.fty == FTy::Char) {
+            decl.push(format!("{}_len: usize", a.name));
+            call.push(format!("{}_len", a.name));
         }
         let (decl, call) = (decl.join(", "), call.join(", "));
         let ret = rust_ret(f);
@@ -385,7 +418,10 @@ pub fn emit_rust(specs: &[Specific], protos: &[Proto]) -> String {
                 let mut lens = String::new();
                 for a in &f.args {
                     let n = &a.name;
-                    if a.fty == FTy::Char {
+                    if a.fty == FTy::Char && by_ref {
+                        args.push(n.clone());
+                        let _ = write!(lens, ", {n}_len");
+                    } else if a.fty == FTy::Char {
                         let _ = writeln!(s, "    let ({n}_s, {n}_len) = f08::string({n});");
                         args.push(format!("{n}_s"));
                         let _ = write!(lens, ", {n}_len");
@@ -645,6 +681,25 @@ fn attr_interfaces() -> String {
         );
     }
     s.push_str(GREQUEST_INTERFACES);
+    s.push_str(&datarep_interfaces());
+    s
+}
+
+/// A user data representation's callbacks: the conversions (default and large count) and the
+/// file extent; the library's trampolines pass the buffers' addresses and the rest by
+/// reference.
+fn datarep_interfaces() -> String {
+    let mut s = String::new();
+    for (suffix, count) in [("", "INTEGER"), ("_c", "INTEGER(KIND=MPI_COUNT_KIND)")] {
+        let name = format!("MPI_Datarep_conversion_function{suffix}");
+        let _ = writeln!(
+            s,
+            "    subroutine {name}(userbuf, datatype, count, filebuf, &\n        position, extra_state, ierror)\n      use, intrinsic :: iso_c_binding, only: c_ptr\n      import\n      type(c_ptr), value :: userbuf, filebuf\n      type(MPI_Datatype) :: datatype\n      {count} :: count\n      integer(kind=MPI_OFFSET_KIND) :: position\n      integer(kind=MPI_ADDRESS_KIND) :: extra_state\n      integer :: ierror\n    end subroutine {name}"
+        );
+    }
+    s.push_str(
+        "    subroutine MPI_Datarep_extent_function(datatype, extent, extra_state, ierror)\n      import\n      type(MPI_Datatype) :: datatype\n      integer(kind=MPI_ADDRESS_KIND) :: extent, extra_state\n      integer :: ierror\n    end subroutine MPI_Datarep_extent_function\n",
+    );
     s
 }
 
@@ -692,8 +747,9 @@ fn buffer_detach_interfaces() -> String {
     s
 }
 
-/// The predefined attribute callbacks: the `mpi` binding's procedures (`mpi_comm_dup_fn_`),
-/// whose arguments are the same references.
+/// The predefined attribute callbacks and null conversions: the `mpi` binding's procedures
+/// (`mpi_comm_dup_fn_`), whose arguments are the same references (`mpi_conversion_fn_null_c_`
+/// is `mpi_f08`'s alone).
 const PREDEFINED_CALLBACKS: &str = "\
   procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
   procedure(MPI_Comm_delete_attr_function) :: MPI_COMM_NULL_DELETE_FN
@@ -701,6 +757,8 @@ const PREDEFINED_CALLBACKS: &str = "\
   procedure(MPI_Type_delete_attr_function) :: MPI_TYPE_NULL_DELETE_FN
   procedure(MPI_Win_copy_attr_function) :: MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN
   procedure(MPI_Win_delete_attr_function) :: MPI_WIN_NULL_DELETE_FN
+  procedure(MPI_Datarep_conversion_function) :: MPI_CONVERSION_FN_NULL
+  procedure(MPI_Datarep_conversion_function_c) :: MPI_CONVERSION_FN_NULL_C
 ";
 
 /// `include/mpi_f08.f90`.

@@ -259,6 +259,17 @@ const SPECIALS: &[(&str, &[FArg], Ret)] = &[
         Ret::Ierror,
     ),
     (
+        "Register_datarep",
+        &[
+            ("datarep", FTy::Char, Dim::Scalar),
+            ("read_conversion_fn", FTy::External, Dim::Scalar),
+            ("write_conversion_fn", FTy::External, Dim::Scalar),
+            ("dtype_file_extent_fn", FTy::External, Dim::Scalar),
+            ("extra_state", FTy::Aint, Dim::Scalar),
+        ],
+        Ret::Ierror,
+    ),
+    (
         "Buffer_detach",
         &[
             ("buffer_addr", FTy::Choice, Dim::Star),
