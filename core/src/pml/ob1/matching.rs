@@ -12,7 +12,12 @@
 //!
 //! A bucket keeps posting/arrival order, so the first acceptable entry of a bucket is the
 //! earliest one of its kind.
+//!
+//! A communicator whose hints rule out both wildcards puts its exact receives and its messages'
+//! (source, tag) links in the process-wide [`ExactIndex`] instead (exact mode), whose buckets
+//! grow with the queues; the arrival list stays here in both modes.
 
+use super::exact::{ExactIndex, ExactKey};
 use super::unexpected::{hash_link, unex_link, UnexMsg};
 use crate::list::List;
 use crate::pml::request::{queue_link, Request, Source, TagSel};
@@ -57,6 +62,8 @@ pub(crate) struct PostedQueue {
     /// Receives posted per set (exact, any source, any tag): most programs never use the
     /// wildcard sets, and an arrival skips the empty ones.
     count: [u32; 3],
+    /// In exact mode: the communicator, whose receives are in the [`ExactIndex`].
+    pub(super) index: Option<ExactKey>,
 }
 
 impl Default for PostedQueue {
@@ -69,6 +76,7 @@ impl Default for PostedQueue {
             next_post: 0,
             len: 0,
             count: [0; 3],
+            index: None,
         }
     }
 }
@@ -102,14 +110,26 @@ impl PostedQueue {
         self.len
     }
 
-    /// Posts receive slot `idx` (its selector and posting number are set here).
-    pub fn push(&mut self, reqs: &mut Pool<Request>, idx: u32) {
+    /// Posts receive slot `idx` (its selector is set, its posting number is set here).
+    pub fn push(&mut self, reqs: &mut Pool<Request>, idx: u32, ix: &mut ExactIndex) {
         let post = self.next_post;
         self.next_post += 1;
-        let r = reqs.at_mut(idx).expect("posted request is occupied");
-        let rr = r.recv_mut().expect("only receives are posted");
+        let Some(rr) = reqs.at_mut(idx).and_then(Request::recv_mut) else {
+            return;
+        };
         rr.post = post;
-        let s = slot(rr.src, rr.tag);
+        let (src, tag) = (rr.src, rr.tag);
+        if let Some(k) = self.index {
+            if ix.push_posted(reqs, k, idx) {
+                self.len += 1;
+                self.count[0] += 1;
+                return;
+            }
+            // A wildcard receive after all (posted before the hints came): back to the
+            // per-communicator sets, which order it against the others.
+            self.leave_exact(reqs, ix);
+        }
+        let s = slot(src, tag);
         self.list(s).push_back(reqs, idx, queue_link);
         self.len += 1;
         if let Some(c) = self.counter(s) {
@@ -118,7 +138,14 @@ impl PostedQueue {
     }
 
     /// Removes receive slot `idx` (e.g. cancelled).
-    pub fn remove(&mut self, reqs: &Pool<Request>, idx: u32) {
+    pub fn remove(&mut self, reqs: &Pool<Request>, idx: u32, ix: &mut ExactIndex) {
+        if let Some(k) = self.index {
+            if ix.remove_posted(reqs, k, idx) {
+                self.len -= 1;
+                self.count[0] -= 1;
+            }
+            return;
+        }
         let Some(rr) = reqs.at(idx).and_then(Request::recv) else {
             return;
         };
@@ -135,9 +162,20 @@ impl PostedQueue {
 
     /// Takes the earliest-posted receive that accepts `env`.
     #[inline(always)]
-    pub fn take_match(&mut self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+    pub fn take_match(
+        &mut self,
+        reqs: &Pool<Request>,
+        env: &Envelope,
+        ix: &mut ExactIndex,
+    ) -> Option<u32> {
         if self.len == 0 {
             return None;
+        }
+        if let Some(k) = self.index {
+            let i = ix.take_posted(reqs, k, env)?;
+            self.len -= 1;
+            self.count[0] -= 1;
+            return Some(i);
         }
         if self.count[0] == self.len {
             // Only exact receives posted (the common case): one bucket to look in.
@@ -159,8 +197,45 @@ impl PostedQueue {
     }
 
     /// The receive [`PostedQueue::take_match`] would take, left posted.
-    pub fn find_match(&self, reqs: &Pool<Request>, env: &Envelope) -> Option<u32> {
+    pub fn find_match(&self, reqs: &Pool<Request>, env: &Envelope, ix: &ExactIndex) -> Option<u32> {
+        if let Some(k) = self.index {
+            return ix.find_posted(reqs, k, env);
+        }
         self.best_match(reqs, env).map(|(_, i)| i)
+    }
+
+    /// Moves the receives into `ix` as communicator `k`'s; `false` (nothing done) while a
+    /// wildcard receive is posted (it is ordered against the others here).
+    pub fn enter_exact(&mut self, reqs: &Pool<Request>, ix: &mut ExactIndex, k: ExactKey) -> bool {
+        if self.index.is_some() {
+            return true;
+        }
+        if self.count[0] != self.len {
+            return false;
+        }
+        for list in self.exact.iter_mut() {
+            while let Some(i) = list.pop_front(reqs, queue_link) {
+                ix.push_posted(reqs, k, i);
+            }
+        }
+        self.index = Some(k);
+        true
+    }
+
+    /// Moves the receives back from `ix` (the hints no longer rule out wildcards).
+    pub fn leave_exact(&mut self, reqs: &Pool<Request>, ix: &mut ExactIndex) {
+        let Some(k) = self.index.take() else { return };
+        if self.len == 0 {
+            return;
+        }
+        let buckets = &mut self.exact;
+        ix.drain_posted(reqs, k, |i| {
+            if let Some(rr) = reqs.at(i).and_then(Request::recv) {
+                if let Slot::Exact(b) = slot(rr.src, rr.tag) {
+                    buckets[b].push_back(reqs, i, queue_link);
+                }
+            }
+        });
     }
 
     fn best_match(&self, reqs: &Pool<Request>, env: &Envelope) -> Option<(Slot, u32)> {
@@ -209,6 +284,9 @@ pub(crate) struct UnexQueue {
     len: u32,
     /// Most messages queued at once since the communicator was made (for the tools interface).
     high_water: u32,
+    /// In exact mode: the communicator, whose messages' (source, tag) links are in the
+    /// [`ExactIndex`] instead of `buckets`.
+    pub(super) index: Option<ExactKey>,
 }
 
 struct BucketLists([List; BUCKETS]);
@@ -221,11 +299,14 @@ impl Default for BucketLists {
 
 impl UnexQueue {
     /// Appends message slot `idx`.
-    pub fn push(&mut self, msgs: &Pool<UnexMsg>, idx: u32) {
-        let m = msgs.at(idx).expect("occupied");
+    pub fn push(&mut self, msgs: &Pool<UnexMsg>, idx: u32, ix: &mut ExactIndex) {
+        let Some(m) = msgs.at(idx) else { return };
         let b = bucket(m.env.src as u32, m.env.tag as u32);
         self.arrival.push_back(msgs, idx, unex_link);
-        self.buckets.0[b].push_back(msgs, idx, hash_link);
+        match self.index {
+            Some(k) => ix.push_unex(msgs, k, idx),
+            None => self.buckets.0[b].push_back(msgs, idx, hash_link),
+        }
         self.len += 1;
         self.high_water = self.high_water.max(self.len);
     }
@@ -236,35 +317,77 @@ impl UnexQueue {
     }
 
     /// Removes message slot `idx`.
-    pub fn remove(&mut self, msgs: &Pool<UnexMsg>, idx: u32) {
-        let m = msgs.at(idx).expect("occupied");
+    pub fn remove(&mut self, msgs: &Pool<UnexMsg>, idx: u32, ix: &mut ExactIndex) {
+        let Some(m) = msgs.at(idx) else { return };
         let b = bucket(m.env.src as u32, m.env.tag as u32);
         self.arrival.remove(msgs, idx, unex_link);
-        self.buckets.0[b].remove(msgs, idx, hash_link);
+        match self.index {
+            Some(k) => ix.remove_unex(msgs, k, idx),
+            None => self.buckets.0[b].remove(msgs, idx, hash_link),
+        }
         self.len -= 1;
     }
 
     /// The first-arrived unclaimed message that `src`/`tag` accept.
     #[inline]
-    pub fn find(&self, msgs: &Pool<UnexMsg>, src: Source, tag: TagSel) -> Option<u32> {
+    pub fn find(
+        &self,
+        msgs: &Pool<UnexMsg>,
+        src: Source,
+        tag: TagSel,
+        ix: &ExactIndex,
+    ) -> Option<u32> {
         if self.arrival.is_empty() {
             // Every message is on the arrival list too.
             return None;
         }
         let ok = |m: &UnexMsg| !m.claimed && src.accepts(m.env.src) && tag.accepts(m.env.tag);
-        match (src, tag) {
-            (Source::Rank(s), TagSel::Tag(t)) => {
+        match (src, tag, self.index) {
+            (Source::Rank(s), TagSel::Tag(t), Some(k)) => ix.find_unex(msgs, k, s, t),
+            (Source::Rank(s), TagSel::Tag(t), None) => {
                 self.buckets.0[bucket(s, t as u32)].find(msgs, hash_link, ok)
             }
+            // A wildcard (which the hints of an exact-mode communicator rule out) scans.
             _ => self.arrival.find(msgs, unex_link, ok),
         }
     }
 
     /// Removes and returns the first message.
-    pub fn pop(&mut self, msgs: &Pool<UnexMsg>) -> Option<u32> {
+    pub fn pop(&mut self, msgs: &Pool<UnexMsg>, ix: &mut ExactIndex) -> Option<u32> {
         let i = self.arrival.head()?;
-        self.remove(msgs, i);
+        self.remove(msgs, i, ix);
         Some(i)
+    }
+
+    /// Moves the messages' (source, tag) links into `ix` as communicator `k`'s, in arrival order.
+    pub fn enter_exact(&mut self, msgs: &Pool<UnexMsg>, ix: &mut ExactIndex, k: ExactKey) {
+        if self.index.is_some() {
+            return;
+        }
+        let mut cur = self.arrival.head();
+        while let Some(i) = cur {
+            cur = List::next(msgs, i, unex_link);
+            if let Some(m) = msgs.at(i) {
+                self.buckets.0[bucket(m.env.src as u32, m.env.tag as u32)]
+                    .remove(msgs, i, hash_link);
+                ix.push_unex(msgs, k, i);
+            }
+        }
+        self.index = Some(k);
+    }
+
+    /// Moves the messages' (source, tag) links back from `ix`, in arrival order.
+    pub fn leave_exact(&mut self, msgs: &Pool<UnexMsg>, ix: &mut ExactIndex) {
+        let Some(k) = self.index.take() else { return };
+        let mut cur = self.arrival.head();
+        while let Some(i) = cur {
+            cur = List::next(msgs, i, unex_link);
+            if let Some(m) = msgs.at(i) {
+                ix.remove_unex(msgs, k, i);
+                self.buckets.0[bucket(m.env.src as u32, m.env.tag as u32)]
+                    .push_back(msgs, i, hash_link);
+            }
+        }
     }
 }
 

@@ -25,6 +25,7 @@
 
 pub mod unexpected;
 
+mod exact;
 mod matching;
 mod recvfrag;
 mod recvreq;
@@ -37,7 +38,7 @@ use super::requests::Requests;
 use super::{MsgId, Stats};
 use crate::arena::{Arena, Sizer};
 use crate::array::Array;
-use crate::comm::{CommId, CommTable, COMMS_INITIAL, COMM_MAX};
+use crate::comm::{Comm, CommHints, CommId, CommTable, COMMS_INITIAL, COMM_MAX};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -99,6 +100,8 @@ pub(crate) struct PmlComm {
     unexpected: matching::UnexQueue,
     /// Messages that arrived ahead of their sequence number.
     cant_match: List,
+    /// The hints the queues were last set up for ([`Ob1::follow_hints`]).
+    seen: CommHints,
 }
 
 /// Per (communicator, peer) sequence numbers.
@@ -118,6 +121,8 @@ pub struct Ob1 {
     chunks: Chunks,
     /// Per communicator slot: the matching queues.
     comms: Array<PmlComm>,
+    /// The exact-mode queues of every communicator whose hints rule out wildcards.
+    exact: exact::ExactIndex,
     /// Per communicator slot and peer rank (`comm * world + rank`: a communicator's numbers
     /// are one stretch, so growing is a plain move).
     seqs: Array<PeerSeq>,
@@ -158,6 +163,7 @@ impl Ob1 {
         Chunks::size(sizer, chunks, params.usize(&UNEX_CHUNK_SIZE));
         let (initial, max) = (COMMS_INITIAL.min(comms) as usize, comms as usize);
         Array::<PmlComm>::size(sizer, initial, max);
+        exact::ExactIndex::size(sizer);
         Array::<PeerSeq>::size(
             sizer,
             initial * world as usize,
@@ -192,6 +198,7 @@ impl Ob1 {
             unex: Pool::new(arena, unex)?,
             chunks: Chunks::new(arena, chunks, params.usize(&UNEX_CHUNK_SIZE))?,
             comms: Array::new(arena, initial, max, |_| PmlComm::default())?,
+            exact: exact::ExactIndex::new(arena)?,
             seqs: Array::new(
                 arena,
                 initial * world as usize,
@@ -253,7 +260,7 @@ impl Ob1 {
         let comm = r.comm;
         self.comms[comm.0 as usize]
             .posted
-            .remove(&self.requests.pool, id.0.index);
+            .remove(&self.requests.pool, id.0.index, &mut self.exact);
         let Some(req) = self.requests.pool.get_mut(id.0) else {
             return Ok(());
         };
@@ -348,9 +355,10 @@ impl Ob1 {
         let Some(c) = self.comms.get_mut(comm.0 as usize) else {
             return;
         };
+        c.posted.leave_exact(&self.requests.pool, &mut self.exact);
         while let Some(i) = c
             .unexpected
-            .pop(&self.unex)
+            .pop(&self.unex, &mut self.exact)
             .or_else(|| c.cant_match.pop_front(&self.unex, unex_link))
         {
             if let Some(key) = self.unex.key_at(i) {
@@ -359,6 +367,38 @@ impl Ob1 {
                 }
             }
         }
+    }
+
+    /// Sets communicator `comm`'s queues up for its hints `c.hints` if they changed since last
+    /// seen: exact mode ([`exact`]) while both wildcards are ruled out. Called where a receive,
+    /// probe or message enters the queues, so a change of hints takes effect at the next
+    /// operation, with whatever is queued moved over in order.
+    #[inline(always)]
+    fn follow_hints(&mut self, comm: CommId, c: &Comm) {
+        if self.comms[comm.0 as usize].seen != c.hints {
+            self.apply_hints(comm, c.hints, c.cid.0);
+        }
+    }
+
+    #[cold]
+    fn apply_hints(&mut self, comm: CommId, hints: CommHints, ctx: u16) {
+        let want = hints.contains(CommHints::NO_ANY_SOURCE | CommHints::NO_ANY_TAG);
+        let pc = &mut self.comms[comm.0 as usize];
+        let reqs = &self.requests.pool;
+        if want {
+            let k = exact::ExactKey { slot: comm.0, ctx };
+            if !pc.posted.enter_exact(reqs, &mut self.exact, k) {
+                // A wildcard receive posted before the hints is still waiting: stay (and look
+                // again at the next operation).
+                return;
+            }
+            pc.unexpected.enter_exact(&self.unex, &mut self.exact, k);
+            self.exact.grow_if_loaded(reqs, &self.unex);
+        } else {
+            pc.posted.leave_exact(reqs, &mut self.exact);
+            pc.unexpected.leave_exact(&self.unex, &mut self.exact);
+        }
+        pc.seen = hints;
     }
 
     fn next_pass(&mut self) {
@@ -379,6 +419,7 @@ mod tests {
     use crate::datatype::convertor::Unpacker;
     use crate::group::{Group, GroupTable};
     use crate::memory::tests::{account, HeapPlatform};
+    use crate::pml::request::ReqId;
     use crate::pml::request::{RecvSel, Source, TagSel};
     use crate::rte::ProcId;
     use crate::topo::TopoTable;
@@ -530,6 +571,166 @@ mod tests {
         let late = add(&mut comms, &types, &mut ob1, 500);
         let st = ob1.iprobe(&comms, &sel(late, 500, 1)).unwrap();
         assert_eq!(st.map(|s| s.bytes), Some(2));
+    }
+
+    /// Posts a receive of 4 bytes from rank 1 with `tag` on `comm` (context `ctx`).
+    fn post4(
+        ob1: &mut Ob1,
+        comms: &CommTable,
+        types: &TypeTable,
+        comm: CommId,
+        ctx: u16,
+        tag: i32,
+    ) -> (ReqId, &'static mut [u8]) {
+        let buf: &'static mut [u8] = vec![0u8; 4].leak();
+        let p = buf.as_mut_ptr();
+        // SAFETY: `buf` is leaked: it outlives the receive, and the test reads it only after
+        // the receive completed.
+        let make = move || unsafe { Unpacker::contiguous(p, 4) };
+        let id = ob1
+            .irecv(comms, types, make, &sel(comm, ctx, tag), 0)
+            .unwrap();
+        (id, buf)
+    }
+
+    const NO_WILDCARDS: CommHints = CommHints::NO_ANY_SOURCE.union(CommHints::NO_ANY_TAG);
+
+    /// Deep queues of distinct tags match by exact envelope under the no-wildcard hints, and
+    /// switching the hints on or off with messages and receives queued loses and misorders
+    /// nothing.
+    #[test]
+    fn exact_mode_matches_deep_queues_across_hint_changes() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let mut seq = 0u16;
+        let mut send = |ob1: &mut Ob1, comms: &CommTable, tag: i32, val: u32| {
+            ob1.arrive(
+                comms,
+                &types,
+                FROM,
+                env(7, tag, seq),
+                UnexKind::Eager,
+                recvfrag::Payload::Frag(&val.to_le_bytes()),
+            );
+            seq = seq.wrapping_add(1);
+        };
+        // Unexpected first: 300 messages before the hints, 300 after (tags 0..600; tag 5 twice).
+        for t in 0..300 {
+            send(&mut ob1, &comms, t, t as u32);
+        }
+        send(&mut ob1, &comms, 5, 1005);
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        for t in 300..600 {
+            send(&mut ob1, &comms, t, t as u32);
+        }
+        assert!(
+            ob1.comms[c.0 as usize].unexpected.index.is_some(),
+            "exact mode"
+        );
+        assert_eq!(ob1.exact.entries(), 601);
+        assert!(ob1.exact.buckets() >= 601, "the table grew with the queue");
+        for t in (0..600).rev() {
+            let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, t);
+            let st = ob1.requests.test(id).unwrap().expect("matched at once");
+            assert_eq!(
+                (st.tag, u32::from_le_bytes(buf[..4].try_into().unwrap())),
+                (t, t as u32)
+            );
+        }
+        let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, 5);
+        assert!(ob1.requests.test(id).unwrap().is_some());
+        assert_eq!(
+            u32::from_le_bytes(buf[..4].try_into().unwrap()),
+            1005,
+            "second of tag 5 second"
+        );
+        assert_eq!(ob1.exact.entries(), 0);
+
+        // Posted first: 400 receives under the hints (tag 9 twice), then the hints go with
+        // them still posted, then the messages come in reverse.
+        let mut posted = std::vec::Vec::new();
+        for t in 0..400 {
+            posted.push((t, post4(&mut ob1, &comms, &types, c, 7, t)));
+        }
+        posted.push((9, post4(&mut ob1, &comms, &types, c, 7, 9)));
+        assert_eq!(ob1.exact.entries(), 401);
+        comms.set_hints(c, CommHints::ALLOW_OVERTAKING).unwrap();
+        for t in (200..400).rev() {
+            send(&mut ob1, &comms, t, 10_000 + t as u32);
+        }
+        assert!(
+            ob1.comms[c.0 as usize].posted.index.is_none(),
+            "back to the sets"
+        );
+        assert_eq!(ob1.exact.entries(), 0);
+        // And on again for the rest.
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        for t in (0..200).rev() {
+            send(&mut ob1, &comms, t, 10_000 + t as u32);
+        }
+        send(&mut ob1, &comms, 9, 77);
+        for (i, (t, (id, buf))) in posted.iter().enumerate() {
+            let st = ob1.requests.test(*id).unwrap().expect("matched");
+            let want = if i == 400 { 77 } else { 10_000 + *t as u32 };
+            assert_eq!(
+                (st.tag, u32::from_le_bytes(buf[..4].try_into().unwrap())),
+                (*t, want)
+            );
+        }
+        assert!(ob1.comms[c.0 as usize].posted.is_empty());
+    }
+
+    /// A wildcard receive posted before the hints keeps the queues in their sets until it is
+    /// matched, and is matched in posting order against the exact ones.
+    #[test]
+    fn exact_mode_waits_for_an_earlier_wildcard_receive() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let buf: &'static mut [u8] = vec![0u8; 4].leak();
+        let p = buf.as_mut_ptr();
+        // SAFETY: `buf` is leaked and read only after the receive completed.
+        let make = move || unsafe { Unpacker::contiguous(p, 4) };
+        let any = ob1
+            .irecv(
+                &comms,
+                &types,
+                make,
+                &RecvSel {
+                    src: Source::Any,
+                    ..sel(c, 7, 3)
+                },
+                0,
+            )
+            .unwrap();
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        let (exact, ebuf) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        assert!(ob1.comms[c.0 as usize].posted.index.is_none());
+        ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(7, 3, 0),
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(&[1, 0, 0, 0]),
+        );
+        assert!(
+            ob1.requests.test(any).unwrap().is_some(),
+            "posted first, matched first"
+        );
+        ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(7, 3, 1),
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(&[2, 0, 0, 0]),
+        );
+        assert!(
+            ob1.comms[c.0 as usize].posted.index.is_some(),
+            "switched once it was gone"
+        );
+        assert!(ob1.requests.test(exact).unwrap().is_some());
+        assert_eq!((buf[0], ebuf[0]), (1, 2));
     }
 
     #[test]
