@@ -97,6 +97,7 @@ impl ExactIndex {
 
     /// Posts receive slot `idx` of communicator `k`; `false` (nothing done) unless it names
     /// one source and one tag.
+    #[inline]
     pub fn push_posted(&mut self, reqs: &Pool<Request>, k: ExactKey, idx: u32) -> bool {
         let Some(rr) = reqs.at(idx).and_then(Request::recv) else {
             return false;

@@ -118,34 +118,23 @@ impl PostedQueue {
             return;
         };
         rr.post = post;
-        let (src, tag) = (rr.src, rr.tag);
-        if let Some(k) = self.index {
-            if ix.push_posted(reqs, k, idx) {
-                self.len += 1;
-                self.count[0] += 1;
-                return;
-            }
-            // A wildcard receive after all (posted before the hints came): back to the
-            // per-communicator sets, which order it against the others.
-            self.leave_exact(reqs, ix);
-        }
-        let s = slot(src, tag);
-        self.list(s).push_back(reqs, idx, queue_link);
+        let s = slot(rr.src, rr.tag);
         self.len += 1;
         if let Some(c) = self.counter(s) {
             *c += 1;
+        }
+        match (self.index, s) {
+            (Some(k), Slot::Exact(_)) => {
+                ix.push_posted(reqs, k, idx);
+            }
+            // The library's own traffic may use MPI_ANY_SOURCE on any communicator: such a
+            // receive stays in its set here, ordered against the indexed ones by posting number.
+            _ => self.list(s).push_back(reqs, idx, queue_link),
         }
     }
 
     /// Removes receive slot `idx` (e.g. cancelled).
     pub fn remove(&mut self, reqs: &Pool<Request>, idx: u32, ix: &mut ExactIndex) {
-        if let Some(k) = self.index {
-            if ix.remove_posted(reqs, k, idx) {
-                self.len -= 1;
-                self.count[0] -= 1;
-            }
-            return;
-        }
         let Some(rr) = reqs.at(idx).and_then(Request::recv) else {
             return;
         };
@@ -153,7 +142,12 @@ impl PostedQueue {
             return;
         }
         let s = slot(rr.src, rr.tag);
-        self.list(s).remove(reqs, idx, queue_link);
+        match (self.index, s) {
+            (Some(k), Slot::Exact(_)) => {
+                ix.remove_posted(reqs, k, idx);
+            }
+            _ => self.list(s).remove(reqs, idx, queue_link),
+        }
         self.len -= 1;
         if let Some(c) = self.counter(s) {
             *c -= 1;
@@ -171,24 +165,29 @@ impl PostedQueue {
         if self.len == 0 {
             return None;
         }
-        if let Some(k) = self.index {
-            let i = ix.take_posted(reqs, k, env)?;
-            self.len -= 1;
-            self.count[0] -= 1;
-            return Some(i);
-        }
         if self.count[0] == self.len {
             // Only exact receives posted (the common case): one bucket to look in.
-            let e = bucket(env.src as u32, env.tag as u32);
-            let accepts = |r: &Request| r.recv().is_some_and(|rr| rr.accepts(env));
-            let i = self.exact[e].find(reqs, queue_link, accepts)?;
-            self.exact[e].remove(reqs, i, queue_link);
+            let i = match self.index {
+                Some(k) => ix.take_posted(reqs, k, env)?,
+                None => {
+                    let e = bucket(env.src as u32, env.tag as u32);
+                    let accepts = |r: &Request| r.recv().is_some_and(|rr| rr.accepts(env));
+                    let i = self.exact[e].find(reqs, queue_link, accepts)?;
+                    self.exact[e].remove(reqs, i, queue_link);
+                    i
+                }
+            };
             self.len -= 1;
             self.count[0] -= 1;
             return Some(i);
         }
-        let (s, i) = self.best_match(reqs, env)?;
-        self.list(s).remove(reqs, i, queue_link);
+        let (s, i) = self.best_match(reqs, env, ix)?;
+        match (self.index, s) {
+            (Some(k), Slot::Exact(_)) => {
+                ix.remove_posted(reqs, k, i);
+            }
+            _ => self.list(s).remove(reqs, i, queue_link),
+        }
         self.len -= 1;
         if let Some(c) = self.counter(s) {
             *c -= 1;
@@ -198,20 +197,13 @@ impl PostedQueue {
 
     /// The receive [`PostedQueue::take_match`] would take, left posted.
     pub fn find_match(&self, reqs: &Pool<Request>, env: &Envelope, ix: &ExactIndex) -> Option<u32> {
-        if let Some(k) = self.index {
-            return ix.find_posted(reqs, k, env);
-        }
-        self.best_match(reqs, env).map(|(_, i)| i)
+        self.best_match(reqs, env, ix).map(|(_, i)| i)
     }
 
-    /// Moves the receives into `ix` as communicator `k`'s; `false` (nothing done) while a
-    /// wildcard receive is posted (it is ordered against the others here).
-    pub fn enter_exact(&mut self, reqs: &Pool<Request>, ix: &mut ExactIndex, k: ExactKey) -> bool {
+    /// Moves the exact receives into `ix` as communicator `k`'s (exact mode).
+    pub fn enter_exact(&mut self, reqs: &Pool<Request>, ix: &mut ExactIndex, k: ExactKey) {
         if self.index.is_some() {
-            return true;
-        }
-        if self.count[0] != self.len {
-            return false;
+            return;
         }
         for list in self.exact.iter_mut() {
             while let Some(i) = list.pop_front(reqs, queue_link) {
@@ -219,13 +211,12 @@ impl PostedQueue {
             }
         }
         self.index = Some(k);
-        true
     }
 
-    /// Moves the receives back from `ix` (the hints no longer rule out wildcards).
+    /// Moves the exact receives back from `ix` (the hints no longer rule out wildcards).
     pub fn leave_exact(&mut self, reqs: &Pool<Request>, ix: &mut ExactIndex) {
         let Some(k) = self.index.take() else { return };
-        if self.len == 0 {
+        if self.count[0] == 0 {
             return;
         }
         let buckets = &mut self.exact;
@@ -238,38 +229,56 @@ impl PostedQueue {
         });
     }
 
-    fn best_match(&self, reqs: &Pool<Request>, env: &Envelope) -> Option<(Slot, u32)> {
+    fn best_match(
+        &self,
+        reqs: &Pool<Request>,
+        env: &Envelope,
+        ix: &ExactIndex,
+    ) -> Option<(Slot, u32)> {
         if self.len == 0 {
             return None;
         }
         let src = env.src as u32;
         let accepts = |r: &Request| r.recv().is_some_and(|rr| rr.accepts(env));
         let mut best: Option<(u64, Slot, u32)> = None;
-        let mut consider = |s: Slot, list: &List| {
+        let mut offer = |s: Slot, i: u32| {
+            let post = reqs
+                .at(i)
+                .and_then(Request::recv)
+                .map_or(u64::MAX, |rr| rr.post);
+            if best.is_none_or(|(p, _, _)| post < p) {
+                best = Some((post, s, i));
+            }
+        };
+        let mut consider = |s: Slot, list: &List, offer: &mut dyn FnMut(Slot, u32)| {
             if list.is_empty() {
                 return;
             }
             if let Some(i) = list.find(reqs, queue_link, accepts) {
-                let post = reqs.at(i).and_then(Request::recv).expect("receive").post;
-                if best.is_none_or(|(p, _, _)| post < p) {
-                    best = Some((post, s, i));
-                }
+                offer(s, i);
             }
         };
         if self.count[0] > 0 {
             let e = bucket(src, env.tag as u32);
-            consider(Slot::Exact(e), &self.exact[e]);
+            match self.index {
+                Some(k) => {
+                    if let Some(i) = ix.find_posted(reqs, k, env) {
+                        offer(Slot::Exact(e), i);
+                    }
+                }
+                None => consider(Slot::Exact(e), &self.exact[e], &mut offer),
+            }
         }
         if self.count[1] > 0 {
             let a = bucket(u32::MAX, env.tag as u32);
-            consider(Slot::AnySource(a), &self.any_source[a]);
+            consider(Slot::AnySource(a), &self.any_source[a], &mut offer);
         }
         if env.tag >= 0 {
             if self.count[2] > 0 {
                 let t = bucket(src, u32::MAX);
-                consider(Slot::AnyTag(t), &self.any_tag[t]);
+                consider(Slot::AnyTag(t), &self.any_tag[t], &mut offer);
             }
-            consider(Slot::Any, &self.any);
+            consider(Slot::Any, &self.any, &mut offer);
         }
         best.map(|(_, s, i)| (s, i))
     }

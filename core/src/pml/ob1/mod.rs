@@ -387,11 +387,7 @@ impl Ob1 {
         let reqs = &self.requests.pool;
         if want {
             let k = exact::ExactKey { slot: comm.0, ctx };
-            if !pc.posted.enter_exact(reqs, &mut self.exact, k) {
-                // A wildcard receive posted before the hints is still waiting: stay (and look
-                // again at the next operation).
-                return;
-            }
+            pc.posted.enter_exact(reqs, &mut self.exact, k);
             pc.unexpected.enter_exact(&self.unex, &mut self.exact, k);
             self.exact.grow_if_loaded(reqs, &self.unex);
         } else {
@@ -680,57 +676,54 @@ mod tests {
         assert!(ob1.comms[c.0 as usize].posted.is_empty());
     }
 
-    /// A wildcard receive posted before the hints keeps the queues in their sets until it is
-    /// matched, and is matched in posting order against the exact ones.
+    /// A wildcard receive (posted before the hints, or the library's own, which may use
+    /// `MPI_ANY_SOURCE` on any communicator) stays in its set in exact mode and is matched in
+    /// posting order against the indexed exact ones.
     #[test]
-    fn exact_mode_waits_for_an_earlier_wildcard_receive() {
+    fn exact_mode_orders_wildcard_receives_by_posting() {
         let (mut comms, types, mut ob1) = setup(16);
         let c = add(&mut comms, &types, &mut ob1, 7);
-        let buf: &'static mut [u8] = vec![0u8; 4].leak();
-        let p = buf.as_mut_ptr();
-        // SAFETY: `buf` is leaked and read only after the receive completed.
-        let make = move || unsafe { Unpacker::contiguous(p, 4) };
-        let any = ob1
-            .irecv(
-                &comms,
+        let post_any = |ob1: &mut Ob1, comms: &CommTable| {
+            let buf: &'static mut [u8] = vec![0u8; 4].leak();
+            let p = buf.as_mut_ptr();
+            // SAFETY: `buf` is leaked and read only after the receive completed.
+            let make = move || unsafe { Unpacker::contiguous(p, 4) };
+            let s = RecvSel {
+                src: Source::Any,
+                ..sel(c, 7, 3)
+            };
+            (ob1.irecv(comms, &types, make, &s, 0).unwrap(), buf)
+        };
+        let msg = |ob1: &mut Ob1, comms: &CommTable, seq: u16| {
+            ob1.arrive(
+                comms,
                 &types,
-                make,
-                &RecvSel {
-                    src: Source::Any,
-                    ..sel(c, 7, 3)
-                },
-                0,
-            )
-            .unwrap();
+                FROM,
+                env(7, 3, seq),
+                UnexKind::Eager,
+                recvfrag::Payload::Frag(&[seq as u8 + 1, 0, 0, 0]),
+            );
+        };
+        let (any1, b1) = post_any(&mut ob1, &comms);
         comms.set_hints(c, NO_WILDCARDS).unwrap();
-        let (exact, ebuf) = post4(&mut ob1, &comms, &types, c, 7, 3);
-        assert!(ob1.comms[c.0 as usize].posted.index.is_none());
-        ob1.arrive(
-            &comms,
-            &types,
-            FROM,
-            env(7, 3, 0),
-            UnexKind::Eager,
-            recvfrag::Payload::Frag(&[1, 0, 0, 0]),
-        );
-        assert!(
-            ob1.requests.test(any).unwrap().is_some(),
-            "posted first, matched first"
-        );
-        ob1.arrive(
-            &comms,
-            &types,
-            FROM,
-            env(7, 3, 1),
-            UnexKind::Eager,
-            recvfrag::Payload::Frag(&[2, 0, 0, 0]),
-        );
+        let (ex1, b2) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        let (any2, b3) = post_any(&mut ob1, &comms);
+        let (ex2, b4) = post4(&mut ob1, &comms, &types, c, 7, 3);
         assert!(
             ob1.comms[c.0 as usize].posted.index.is_some(),
-            "switched once it was gone"
+            "exact mode at once"
         );
-        assert!(ob1.requests.test(exact).unwrap().is_some());
-        assert_eq!((buf[0], ebuf[0]), (1, 2));
+        assert_eq!(ob1.exact.entries(), 2, "the exact receives are indexed");
+        for (seq, id) in [any1, ex1, any2, ex2].into_iter().enumerate() {
+            msg(&mut ob1, &comms, seq as u16);
+            assert!(
+                ob1.requests.test(id).unwrap().is_some(),
+                "message {seq} to the receive posted {seq}th"
+            );
+        }
+        assert_eq!((b1[0], b2[0], b3[0], b4[0]), (1, 2, 3, 4));
+        assert!(ob1.comms[c.0 as usize].posted.is_empty());
+        assert_eq!(ob1.exact.entries(), 0);
     }
 
     #[test]
