@@ -50,6 +50,9 @@ use unexpected::{unex_link, Chunks, UnexMsg};
 
 /// Unexpected-message records carved at init.
 pub const UNEX_MSGS_INITIAL: u32 = 1024;
+/// Receives and messages queued on a communicator past which its no-wildcard hints put it in
+/// exact mode (the per-communicator queues' bucket count).
+pub const EXACT_DEPTH: u32 = matching::BUCKETS as u32;
 /// Unexpected payload chunks carved at init.
 pub const UNEX_CHUNKS_INITIAL: u32 = 128;
 
@@ -102,6 +105,9 @@ pub(crate) struct PmlComm {
     cant_match: List,
     /// The hints the queues were last set up for ([`Ob1::follow_hints`]).
     seen: CommHints,
+    /// The hints rule out both wildcards: exact mode once the queues are deep
+    /// ([`Ob1::deepen`]); the communicator's key in the [`exact::ExactIndex`] then.
+    exact_wanted: Option<exact::ExactKey>,
 }
 
 /// Per (communicator, peer) sequence numbers.
@@ -370,9 +376,8 @@ impl Ob1 {
     }
 
     /// Sets communicator `comm`'s queues up for its hints `c.hints` if they changed since last
-    /// seen: exact mode ([`exact`]) while both wildcards are ruled out. Called where a receive,
-    /// probe or message enters the queues, so a change of hints takes effect at the next
-    /// operation, with whatever is queued moved over in order.
+    /// seen. Called where a receive, probe or message enters the queues, so a change of hints
+    /// takes effect at the next operation, with whatever is queued moved over in order.
     #[inline(always)]
     fn follow_hints(&mut self, comm: CommId, c: &Comm) {
         if self.comms[comm.0 as usize].seen != c.hints {
@@ -384,17 +389,39 @@ impl Ob1 {
     fn apply_hints(&mut self, comm: CommId, hints: CommHints, ctx: u16) {
         let want = hints.contains(CommHints::NO_ANY_SOURCE | CommHints::NO_ANY_TAG);
         let pc = &mut self.comms[comm.0 as usize];
-        let reqs = &self.requests.pool;
+        pc.seen = hints;
         if want {
-            let k = exact::ExactKey { slot: comm.0, ctx };
-            pc.posted.enter_exact(reqs, &mut self.exact, k);
-            pc.unexpected.enter_exact(&self.unex, &mut self.exact, k);
-            self.exact.grow_if_loaded(reqs, &self.unex);
+            pc.exact_wanted = Some(exact::ExactKey { slot: comm.0, ctx });
+            self.deepen(comm);
         } else {
-            pc.posted.leave_exact(reqs, &mut self.exact);
+            pc.exact_wanted = None;
+            pc.posted.leave_exact(&self.requests.pool, &mut self.exact);
             pc.unexpected.leave_exact(&self.unex, &mut self.exact);
         }
-        pc.seen = hints;
+    }
+
+    /// Puts communicator `comm`'s queues in exact mode ([`exact`]) if its hints allow and they
+    /// are deeper than [`EXACT_DEPTH`]: below that the per-communicator buckets hold about one
+    /// entry each and cost fewer instructions than the shared table; past it their chains grow
+    /// with the depth, the table's do not. Once entered, exact mode lasts while the hints do.
+    #[inline(always)]
+    fn deepen(&mut self, comm: CommId) {
+        let pc = &mut self.comms[comm.0 as usize];
+        if let Some(k) = pc.exact_wanted {
+            if pc.posted.len() + pc.unexpected.lengths().0 > EXACT_DEPTH {
+                self.enter_exact(comm, k);
+            }
+        }
+    }
+
+    #[cold]
+    fn enter_exact(&mut self, comm: CommId, k: exact::ExactKey) {
+        let pc = &mut self.comms[comm.0 as usize];
+        pc.exact_wanted = None;
+        pc.posted
+            .enter_exact(&self.requests.pool, &mut self.exact, k);
+        pc.unexpected.enter_exact(&self.unex, &mut self.exact, k);
+        self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
     }
 
     fn next_pass(&mut self) {
@@ -706,14 +733,20 @@ mod tests {
         };
         let (any1, b1) = post_any(&mut ob1, &comms);
         comms.set_hints(c, NO_WILDCARDS).unwrap();
+        let _ = ob1.iprobe(&comms, &sel(c, 7, 3)).unwrap();
+        assert!(
+            ob1.comms[c.0 as usize].posted.index.is_none(),
+            "shallow queues stay in their sets"
+        );
+        // Deep enough for exact mode: receives of other tags.
+        for t in 0..EXACT_DEPTH as i32 {
+            post4(&mut ob1, &comms, &types, c, 7, 1000 + t);
+        }
         let (ex1, b2) = post4(&mut ob1, &comms, &types, c, 7, 3);
         let (any2, b3) = post_any(&mut ob1, &comms);
         let (ex2, b4) = post4(&mut ob1, &comms, &types, c, 7, 3);
-        assert!(
-            ob1.comms[c.0 as usize].posted.index.is_some(),
-            "exact mode at once"
-        );
-        assert_eq!(ob1.exact.entries(), 2, "the exact receives are indexed");
+        assert!(ob1.comms[c.0 as usize].posted.index.is_some(), "exact mode");
+        assert_eq!(ob1.exact.entries(), EXACT_DEPTH + 2, "indexed");
         for (seq, id) in [any1, ex1, any2, ex2].into_iter().enumerate() {
             msg(&mut ob1, &comms, seq as u16);
             assert!(
@@ -722,8 +755,8 @@ mod tests {
             );
         }
         assert_eq!((b1[0], b2[0], b3[0], b4[0]), (1, 2, 3, 4));
-        assert!(ob1.comms[c.0 as usize].posted.is_empty());
-        assert_eq!(ob1.exact.entries(), 0);
+        assert_eq!(ob1.comms[c.0 as usize].posted.len(), EXACT_DEPTH);
+        assert_eq!(ob1.exact.entries(), EXACT_DEPTH);
     }
 
     #[test]

@@ -50,6 +50,7 @@ impl Ob1 {
                     &mut self.exact,
                 );
                 self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
+                self.deepen(comm);
             }
         }
         Ok(ReqId(key))
