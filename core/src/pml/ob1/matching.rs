@@ -250,7 +250,7 @@ impl PostedQueue {
                 best = Some((post, s, i));
             }
         };
-        let mut consider = |s: Slot, list: &List, offer: &mut dyn FnMut(Slot, u32)| {
+        let consider = |s: Slot, list: &List, offer: &mut dyn FnMut(Slot, u32)| {
             if list.is_empty() {
                 return;
             }
