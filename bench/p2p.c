@@ -14,9 +14,22 @@
  * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length; all true of this
  * program), for comparing a library's matching path with and without them.
  *
+ * Deep queues (-q DEPTH, instead of latency and bandwidth): the matching cost when many
+ * receives or messages wait, as halo exchanges and task codes make them. 8-byte messages with
+ * DEPTH distinct tags (0 .. DEPTH-1), rank 0 to rank 1:
+ *   posted first: rank 1 posts the DEPTH MPI_Irecv in tag order and tells rank 0, which sends
+ *   in reverse tag order (each message matches the receive posted last); rank 1 MPI_Waitall;
+ *   unexpected first: rank 0 sends in tag order, then a 0-byte marker (in order behind them, so
+ *   all are queued when it arrives); rank 1 receives the marker, then posts the receives in
+ *   reverse tag order and MPI_Waitall.
+ * Each round ends with a 4-byte acknowledgement; every payload (the tag and round) is checked.
+ * Reported as messages per second, best batch.
+ *
  * Output (rank 0), one line per figure, comments start with '#':
  *     lat <bytes> <usec>
  *     bw <bytes> <MB/s>
+ *     qpost <depth> <msgs/s>
+ *     qunex <depth> <msgs/s>
  * After each size the last message received is spot-checked, so a broken transfer is an error,
  * not a fast result.
  *
@@ -39,8 +52,9 @@
  *     trate <T> <bytes> <msgs/s>  messages of all pairs in the batch / the batch's window
  * The single-threaded mode (no -t) is unchanged by this: same calls, same iteration logic.
  *
- * usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-t T]
+ * usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-t T] [-q DEPTH] [--hints]
  *   -l        latency only          -b        bandwidth (with -t: message rate) only
+ *   -q DEPTH  the deep-queue rates at DEPTH (1 .. 65536) instead of latency and bandwidth
  *   -m MAX    largest size in bytes (default 4194304; with -t: latency sizes, default 4096)
  *   -i SCALE  multiply every iteration count by SCALE (e.g. 0.1 for a quick run, 10 for a
  *             careful one)
@@ -186,6 +200,73 @@ static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
             fflush(stdout);
         }
     }
+}
+
+/* ---- deep queues (-q) ---- */
+
+#define TAG_MARK 5
+#define QTAG0 16 /* the deep queue's tags: QTAG0 .. QTAG0 + DEPTH - 1 */
+
+/* One mode of the deep-queue benchmark: posted first (unexpected = 0) or unexpected first. */
+static void deep_queue(int depth, int unexpected)
+{
+    long iters = (long)(200000.0 / depth * scale), i, batch;
+    int t, ack = 0;
+    double t0 = 0.0, best = 1e30;
+    long *buf = malloc((size_t)depth * sizeof(long));
+    MPI_Request *req = malloc((size_t)depth * sizeof(MPI_Request));
+    if (!buf || !req)
+        die("out of memory");
+    if (iters < BATCHES)
+        iters = BATCHES;
+    batch = (iters + BATCHES - 1) / BATCHES;
+    iters = batch * BATCHES;
+    MPI_Barrier(comm);
+    for (i = 0; i < batch + iters; i++) { /* the first batch warms up */
+        if (i >= batch && (i - batch) % batch == 0) {
+            double now = MPI_Wtime();
+            if (i > batch && now - t0 < best)
+                best = now - t0;
+            t0 = now;
+        }
+        if (rank == 0) {
+            if (!unexpected)
+                MPI_Recv(&ack, 1, MPI_INT, 1, TAG_MARK, comm, MPI_STATUS_IGNORE);
+            for (t = 0; t < depth; t++) {
+                int tag = unexpected ? t : depth - 1 - t;
+                buf[tag] = (long)tag * 1000003L + i;
+                MPI_Isend(&buf[tag], 1, MPI_LONG, 1, QTAG0 + tag, comm, &req[t]);
+            }
+            if (unexpected)
+                MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_MARK, comm);
+            MPI_Waitall(depth, req, MPI_STATUSES_IGNORE);
+            MPI_Recv(&ack, 1, MPI_INT, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            if (unexpected)
+                MPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_MARK, comm, MPI_STATUS_IGNORE);
+            for (t = 0; t < depth; t++) {
+                int tag = unexpected ? depth - 1 - t : t;
+                buf[tag] = -1;
+                MPI_Irecv(&buf[tag], 1, MPI_LONG, 0, QTAG0 + tag, comm, &req[t]);
+            }
+            if (!unexpected)
+                MPI_Send(&ack, 1, MPI_INT, 0, TAG_MARK, comm);
+            MPI_Waitall(depth, req, MPI_STATUSES_IGNORE);
+            for (t = 0; t < depth; t++)
+                if (buf[t] != (long)t * 1000003L + i)
+                    die("deep queue: a message went to the wrong receive");
+            MPI_Send(&ack, 1, MPI_INT, 0, TAG_ACK, comm);
+        }
+    }
+    if (MPI_Wtime() - t0 < best)
+        best = MPI_Wtime() - t0;
+    if (rank == 0) {
+        printf("%s %d %.0f\n", unexpected ? "qunex" : "qpost", depth,
+               (double)depth * (double)batch / best);
+        fflush(stdout);
+    }
+    free(buf);
+    free(req);
 }
 
 /* ---- the multi-threaded mode (-t) ---- */
@@ -451,7 +532,7 @@ static int threaded(int argc, char **argv, int provided)
 
 int main(int argc, char **argv)
 {
-    int size, a, do_lat = 1, do_bw = 1, len = 0, hints = 0;
+    int size, a, do_lat = 1, do_bw = 1, len = 0, hints = 0, depth = 0;
     long max = 4L << 20;
     unsigned char *sbuf, *rbuf;
     char version[MPI_MAX_LIBRARY_VERSION_STRING + 1] = "";
@@ -477,10 +558,14 @@ int main(int argc, char **argv)
             max = atol(argv[++a]);
         } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
             scale = atof(argv[++a]);
+        } else if (strcmp(argv[a], "-q") == 0 && a + 1 < argc) {
+            depth = atoi(argv[++a]);
+            if (depth < 1 || depth > 65536)
+                die("-q DEPTH: 1 .. 65536");
         } else if (strcmp(argv[a], "--hints") == 0) {
             hints = 1;
         } else {
-            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [--hints]");
+            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-q DEPTH] [--hints]");
         }
     }
     comm = MPI_COMM_WORLD;
@@ -516,10 +601,20 @@ int main(int argc, char **argv)
             printf("# on a dup of MPI_COMM_WORLD with the four mpi_assert_* hints\n");
         fflush(stdout);
     }
-    if (do_lat)
-        latency(max, sbuf, rbuf);
-    if (do_bw)
-        bandwidth(max, sbuf, rbuf);
+    if (depth > 0) {
+        if (rank == 0) {
+            printf("# deep queue (msgs/s): %d receives or messages of distinct tags waiting\n",
+                   depth);
+            fflush(stdout);
+        }
+        deep_queue(depth, 0);
+        deep_queue(depth, 1);
+    } else {
+        if (do_lat)
+            latency(max, sbuf, rbuf);
+        if (do_bw)
+            bandwidth(max, sbuf, rbuf);
+    }
 
     free(sbuf);
     free(rbuf);

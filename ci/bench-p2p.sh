@@ -3,6 +3,13 @@
 # measured on this machine in the same invocation, reported as a table with ratios.
 #
 # usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S] [--threads "T..."] [--hints]
+#                        [--queue "DEPTH..."]
+#   --queue "64 1024"
+#               instead of the tables above, bench/p2p.c's deep-queue mode (-q DEPTH) for each
+#               DEPTH, each library once on MPI_COMM_WORLD and once with --hints: messages/s with
+#               DEPTH receives of distinct tags posted first (messages in reverse tag order) and
+#               with DEPTH messages queued unexpected first; runs interleaved per repetition,
+#               best of the repetitions; the last column is stormpi with hints / without
 #   --hints     bench/p2p.c --hints: every library runs on a dup of MPI_COMM_WORLD carrying the four
 #               mpi_assert_* hints (not with --threads)
 #   --quick     one repetition, 1 MiB max, iteration counts x0.2 (a smoke test, noisy numbers)
@@ -44,6 +51,7 @@ tcp=0
 threads=""
 max_set=0
 hints=""
+queue=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=1048576; scale=0.2 ;;
@@ -53,7 +61,8 @@ while [ $# -gt 0 ]; do
         --scale) shift; scale=$1 ;;
         --threads) shift; threads=$1 ;;
         --hints) hints=" --hints" ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+        --queue) shift; queue=$1 ;;
+        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
         *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -214,6 +223,75 @@ if [ -n "$threads" ]; then
     echo "transports: $transports"
     for impl in "${ok[@]}"; do
         echo "  $impl: $(grep -h '^# library:' "$work/t.$impl".*.out | head -n 1 | sed 's/^# library: //')"
+    done
+    for n in "${notes[@]}"; do echo "note: $n"; done
+    exit $status
+fi
+
+# --- the deep-queue mode (--queue): its own runs and table ---
+if [ -n "$queue" ]; then
+    declare -A qfailed
+    for rep in $(seq 1 "$reps"); do
+        for d in $queue; do
+            for h in "" " --hints"; do
+                for impl in "${impls[@]}"; do
+                    [ -n "${qfailed[$impl]:-}" ] && continue
+                    tag=$([ -n "$h" ] && echo hints || echo world)
+                    out="$work/q.$impl.$tag.$d.$rep.out"
+                    echo "# rep $rep/$reps: $impl -q $d$h" >&2
+                    if ! timeout "$run_timeout" bash -c "$(declare -f launch); $(declare -p storm_opts ompi_opts mpich_opts); work='$work'; stormrun='$stormrun'; args='-q $d -i $scale$h'; launch $impl" \
+                            >"$out" 2>"${out%.out}.err" </dev/null || ! grep -q '^qpost ' "$out"; then
+                        qfailed[$impl]=1
+                        notes+=("$impl: -q $d$h run $rep failed: $(tail -n 3 "${out%.out}.err" | tr '\n' ' ')")
+                        [ "$impl" = stormpi ] && status=1
+                        rm -f "$work/q.$impl".*.out
+                    fi
+                done
+            done
+        done
+    done
+    ok=()
+    for impl in stormpi openmpi mpich; do
+        if ls "$work/q.$impl".*.out >/dev/null 2>&1; then ok+=("$impl"); fi
+    done
+    if [ ${#ok[@]} -eq 0 ]; then
+        printf '%s\n' "${notes[@]}"
+        echo "bench-p2p.sh: nothing ran" >&2
+        exit 1
+    fi
+    # best rate per (kind, impl, hints, depth)
+    for f in "$work"/q.*.out; do
+        [ -e "$f" ] || continue
+        b=$(basename "$f"); impl=$(echo "$b" | cut -d. -f2); h=$(echo "$b" | cut -d. -f3)
+        awk -v impl="$impl" -v h="$h" '$1 == "qpost" || $1 == "qunex" { print $1, impl, h, $2, $3 }' "$f"
+    done | awk '
+        { key = $1 " " $2 " " $3 " " $4
+          if (!(key in best) || $5 > best[key]) best[key] = $5
+          rows[$4 " " $1 " " $3] = 1 }
+        function fig(kind, impl, h, d,   k) { k = kind " " impl " " h " " d; return (k in best) ? best[k] : "" }
+        function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
+        function show(v) { return v == "" ? "-" : sprintf("%.0f", v) }
+        END {
+            print "Deep queues, messages/s (best of runs; higher is better): qpost = receives posted first, qunex = messages queued first"
+            printf "%6s %6s %6s %11s %11s %11s %11s %12s %12s\n", "depth", "kind", "hints", "stormpi", "Open MPI", "MPICH", "storm/OMPI", "storm/MPICH", "storm h/no-h"
+            n = 0
+            for (k in rows) { split(k, p, " "); ld[++n] = p[1] + 0; lk[n] = p[2]; lh[n] = p[3] }
+            for (i = 2; i <= n; i++) {
+                vd = ld[i]; vk = lk[i]; vh = lh[i]; j = i - 1
+                while (j > 0 && (ld[j] > vd || (ld[j] == vd && (lk[j] > vk || (lk[j] == vk && lh[j] < vh))))) { ld[j + 1] = ld[j]; lk[j + 1] = lk[j]; lh[j + 1] = lh[j]; j-- }
+                ld[j + 1] = vd; lk[j + 1] = vk; lh[j + 1] = vh
+            }
+            for (i = 1; i <= n; i++) {
+                s = fig(lk[i], "stormpi", lh[i], ld[i]); o = fig(lk[i], "openmpi", lh[i], ld[i]); m = fig(lk[i], "mpich", lh[i], ld[i])
+                sp = lh[i] == "hints" ? ratio(s, fig(lk[i], "stormpi", "world", ld[i])) : ""
+                printf "%6d %6s %6s %11s %11s %11s %11s %12s %12s\n", ld[i], lk[i], lh[i] == "hints" ? "yes" : "no", show(s), show(o), show(m), ratio(s, o), ratio(s, m), sp
+            }
+        }'
+    echo
+    echo "runs: $reps repetition(s), interleaved over depth, hints and library; depths: $queue; iteration scale $scale; libraries: ${ok[*]}"
+    echo "transports: $transports"
+    for impl in "${ok[@]}"; do
+        echo "  $impl: $(grep -h '^# library:' "$work/q.$impl".*.out | head -n 1 | sed 's/^# library: //')"
     done
     for n in "${notes[@]}"; do echo "note: $n"; done
     exit $status

@@ -90,6 +90,7 @@ c_tests! {
     io_sieve,
     // issue 18: communicator info assertions
     comm_hints,
+    hints_deep,
     // issue 20: data representations
     io_datarep,
     io_external32_long,

@@ -25,6 +25,7 @@
 
 pub mod unexpected;
 
+mod exact;
 mod matching;
 mod recvfrag;
 mod recvreq;
@@ -37,7 +38,7 @@ use super::requests::Requests;
 use super::{MsgId, Stats};
 use crate::arena::{Arena, Sizer};
 use crate::array::Array;
-use crate::comm::{CommId, CommTable, COMMS_INITIAL, COMM_MAX};
+use crate::comm::{Comm, CommHints, CommId, CommTable, COMMS_INITIAL, COMM_MAX};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -49,6 +50,9 @@ use unexpected::{unex_link, Chunks, UnexMsg};
 
 /// Unexpected-message records carved at init.
 pub const UNEX_MSGS_INITIAL: u32 = 1024;
+/// Receives and messages queued on a communicator past which its no-wildcard hints put it in
+/// exact mode (the per-communicator queues' bucket count).
+pub const EXACT_DEPTH: u32 = matching::BUCKETS as u32;
 /// Unexpected payload chunks carved at init.
 pub const UNEX_CHUNKS_INITIAL: u32 = 128;
 
@@ -99,6 +103,11 @@ pub(crate) struct PmlComm {
     unexpected: matching::UnexQueue,
     /// Messages that arrived ahead of their sequence number.
     cant_match: List,
+    /// The hints the queues were last set up for ([`Ob1::follow_hints`]).
+    seen: CommHints,
+    /// The hints rule out both wildcards: exact mode once the queues are deep
+    /// ([`Ob1::deepen`]); the communicator's key in the [`exact::ExactIndex`] then.
+    exact_wanted: Option<exact::ExactKey>,
 }
 
 /// Per (communicator, peer) sequence numbers.
@@ -118,6 +127,8 @@ pub struct Ob1 {
     chunks: Chunks,
     /// Per communicator slot: the matching queues.
     comms: Array<PmlComm>,
+    /// The exact-mode queues of every communicator whose hints rule out wildcards.
+    exact: exact::ExactIndex,
     /// Per communicator slot and peer rank (`comm * world + rank`: a communicator's numbers
     /// are one stretch, so growing is a plain move).
     seqs: Array<PeerSeq>,
@@ -158,6 +169,7 @@ impl Ob1 {
         Chunks::size(sizer, chunks, params.usize(&UNEX_CHUNK_SIZE));
         let (initial, max) = (COMMS_INITIAL.min(comms) as usize, comms as usize);
         Array::<PmlComm>::size(sizer, initial, max);
+        exact::ExactIndex::size(sizer);
         Array::<PeerSeq>::size(
             sizer,
             initial * world as usize,
@@ -192,6 +204,7 @@ impl Ob1 {
             unex: Pool::new(arena, unex)?,
             chunks: Chunks::new(arena, chunks, params.usize(&UNEX_CHUNK_SIZE))?,
             comms: Array::new(arena, initial, max, |_| PmlComm::default())?,
+            exact: exact::ExactIndex::new(arena)?,
             seqs: Array::new(
                 arena,
                 initial * world as usize,
@@ -253,7 +266,7 @@ impl Ob1 {
         let comm = r.comm;
         self.comms[comm.0 as usize]
             .posted
-            .remove(&self.requests.pool, id.0.index);
+            .remove(&self.requests.pool, id.0.index, &mut self.exact);
         let Some(req) = self.requests.pool.get_mut(id.0) else {
             return Ok(());
         };
@@ -348,9 +361,10 @@ impl Ob1 {
         let Some(c) = self.comms.get_mut(comm.0 as usize) else {
             return;
         };
+        c.posted.leave_exact(&self.requests.pool, &mut self.exact);
         while let Some(i) = c
             .unexpected
-            .pop(&self.unex)
+            .pop(&self.unex, &mut self.exact)
             .or_else(|| c.cant_match.pop_front(&self.unex, unex_link))
         {
             if let Some(key) = self.unex.key_at(i) {
@@ -359,6 +373,55 @@ impl Ob1 {
                 }
             }
         }
+    }
+
+    /// Sets communicator `comm`'s queues up for its hints `c.hints` if they changed since last
+    /// seen. Called where a receive, probe or message enters the queues, so a change of hints
+    /// takes effect at the next operation, with whatever is queued moved over in order.
+    #[inline(always)]
+    fn follow_hints(&mut self, comm: CommId, c: &Comm) {
+        if self.comms[comm.0 as usize].seen != c.hints {
+            self.apply_hints(comm, c.hints, c.cid.0);
+        }
+    }
+
+    #[cold]
+    fn apply_hints(&mut self, comm: CommId, hints: CommHints, ctx: u16) {
+        let want = hints.contains(CommHints::NO_ANY_SOURCE | CommHints::NO_ANY_TAG);
+        let pc = &mut self.comms[comm.0 as usize];
+        pc.seen = hints;
+        if want {
+            pc.exact_wanted = Some(exact::ExactKey { slot: comm.0, ctx });
+            self.deepen(comm);
+        } else {
+            pc.exact_wanted = None;
+            pc.posted.leave_exact(&self.requests.pool, &mut self.exact);
+            pc.unexpected.leave_exact(&self.unex, &mut self.exact);
+        }
+    }
+
+    /// Puts communicator `comm`'s queues in exact mode ([`exact`]) if its hints allow and they
+    /// are deeper than [`EXACT_DEPTH`]: below that the per-communicator buckets hold about one
+    /// entry each and cost fewer instructions than the shared table; past it their chains grow
+    /// with the depth, the table's do not. Once entered, exact mode lasts while the hints do.
+    #[inline(always)]
+    fn deepen(&mut self, comm: CommId) {
+        let pc = &mut self.comms[comm.0 as usize];
+        if let Some(k) = pc.exact_wanted {
+            if pc.posted.len() + pc.unexpected.lengths().0 > EXACT_DEPTH {
+                self.enter_exact(comm, k);
+            }
+        }
+    }
+
+    #[cold]
+    fn enter_exact(&mut self, comm: CommId, k: exact::ExactKey) {
+        let pc = &mut self.comms[comm.0 as usize];
+        pc.exact_wanted = None;
+        pc.posted
+            .enter_exact(&self.requests.pool, &mut self.exact, k);
+        pc.unexpected.enter_exact(&self.unex, &mut self.exact, k);
+        self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
     }
 
     fn next_pass(&mut self) {
@@ -379,6 +442,7 @@ mod tests {
     use crate::datatype::convertor::Unpacker;
     use crate::group::{Group, GroupTable};
     use crate::memory::tests::{account, HeapPlatform};
+    use crate::pml::request::ReqId;
     use crate::pml::request::{RecvSel, Source, TagSel};
     use crate::rte::ProcId;
     use crate::topo::TopoTable;
@@ -530,6 +594,169 @@ mod tests {
         let late = add(&mut comms, &types, &mut ob1, 500);
         let st = ob1.iprobe(&comms, &sel(late, 500, 1)).unwrap();
         assert_eq!(st.map(|s| s.bytes), Some(2));
+    }
+
+    /// Posts a receive of 4 bytes from rank 1 with `tag` on `comm` (context `ctx`).
+    fn post4(
+        ob1: &mut Ob1,
+        comms: &CommTable,
+        types: &TypeTable,
+        comm: CommId,
+        ctx: u16,
+        tag: i32,
+    ) -> (ReqId, &'static mut [u8]) {
+        let buf: &'static mut [u8] = vec![0u8; 4].leak();
+        let p = buf.as_mut_ptr();
+        // SAFETY: `buf` is leaked: it outlives the receive, and the test reads it only after
+        // the receive completed.
+        let make = move || unsafe { Unpacker::contiguous(p, 4) };
+        let id = ob1
+            .irecv(comms, types, make, &sel(comm, ctx, tag), 0)
+            .unwrap();
+        (id, buf)
+    }
+
+    const NO_WILDCARDS: CommHints = CommHints::NO_ANY_SOURCE.union(CommHints::NO_ANY_TAG);
+
+    /// Deep queues of distinct tags match by exact envelope under the no-wildcard hints, and
+    /// switching the hints on or off with messages and receives queued loses and misorders
+    /// nothing.
+    #[test]
+    fn exact_mode_matches_deep_queues_across_hint_changes() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let mut seq = 0u16;
+        let mut send = |ob1: &mut Ob1, comms: &CommTable, tag: i32, val: u32| {
+            ob1.arrive(
+                comms,
+                &types,
+                FROM,
+                env(7, tag, seq),
+                UnexKind::Eager,
+                recvfrag::Payload::Frag(&val.to_le_bytes()),
+            );
+            seq = seq.wrapping_add(1);
+        };
+        // Unexpected first: 300 messages before the hints, 300 after (tags 0..600; tag 5 twice).
+        for t in 0..300 {
+            send(&mut ob1, &comms, t, t as u32);
+        }
+        send(&mut ob1, &comms, 5, 1005);
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        for t in 300..600 {
+            send(&mut ob1, &comms, t, t as u32);
+        }
+        assert!(
+            ob1.comms[c.0 as usize].unexpected.index.is_some(),
+            "exact mode"
+        );
+        assert_eq!(ob1.exact.entries(), 601);
+        assert!(ob1.exact.buckets() >= 601, "the table grew with the queue");
+        for t in (0..600).rev() {
+            let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, t);
+            let st = ob1.requests.test(id).unwrap().expect("matched at once");
+            assert_eq!(
+                (st.tag, u32::from_le_bytes(buf[..4].try_into().unwrap())),
+                (t, t as u32)
+            );
+        }
+        let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, 5);
+        assert!(ob1.requests.test(id).unwrap().is_some());
+        assert_eq!(
+            u32::from_le_bytes(buf[..4].try_into().unwrap()),
+            1005,
+            "second of tag 5 second"
+        );
+        assert_eq!(ob1.exact.entries(), 0);
+
+        // Posted first: 400 receives under the hints (tag 9 twice), then the hints go with
+        // them still posted, then the messages come in reverse.
+        let mut posted = std::vec::Vec::new();
+        for t in 0..400 {
+            posted.push((t, post4(&mut ob1, &comms, &types, c, 7, t)));
+        }
+        posted.push((9, post4(&mut ob1, &comms, &types, c, 7, 9)));
+        assert_eq!(ob1.exact.entries(), 401);
+        comms.set_hints(c, CommHints::ALLOW_OVERTAKING).unwrap();
+        for t in (200..400).rev() {
+            send(&mut ob1, &comms, t, 10_000 + t as u32);
+        }
+        assert!(
+            ob1.comms[c.0 as usize].posted.index.is_none(),
+            "back to the sets"
+        );
+        assert_eq!(ob1.exact.entries(), 0);
+        // And on again for the rest.
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        for t in (0..200).rev() {
+            send(&mut ob1, &comms, t, 10_000 + t as u32);
+        }
+        send(&mut ob1, &comms, 9, 77);
+        for (i, (t, (id, buf))) in posted.iter().enumerate() {
+            let st = ob1.requests.test(*id).unwrap().expect("matched");
+            let want = if i == 400 { 77 } else { 10_000 + *t as u32 };
+            assert_eq!(
+                (st.tag, u32::from_le_bytes(buf[..4].try_into().unwrap())),
+                (*t, want)
+            );
+        }
+        assert!(ob1.comms[c.0 as usize].posted.is_empty());
+    }
+
+    /// A wildcard receive (posted before the hints, or the library's own, which may use
+    /// `MPI_ANY_SOURCE` on any communicator) stays in its set in exact mode and is matched in
+    /// posting order against the indexed exact ones.
+    #[test]
+    fn exact_mode_orders_wildcard_receives_by_posting() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let post_any = |ob1: &mut Ob1, comms: &CommTable| {
+            let buf: &'static mut [u8] = vec![0u8; 4].leak();
+            let p = buf.as_mut_ptr();
+            // SAFETY: `buf` is leaked and read only after the receive completed.
+            let make = move || unsafe { Unpacker::contiguous(p, 4) };
+            let s = RecvSel {
+                src: Source::Any,
+                ..sel(c, 7, 3)
+            };
+            (ob1.irecv(comms, &types, make, &s, 0).unwrap(), buf)
+        };
+        let msg = |ob1: &mut Ob1, comms: &CommTable, seq: u16| {
+            ob1.arrive(
+                comms,
+                &types,
+                FROM,
+                env(7, 3, seq),
+                UnexKind::Eager,
+                recvfrag::Payload::Frag(&[seq as u8 + 1, 0, 0, 0]),
+            );
+        };
+        let (any1, b1) = post_any(&mut ob1, &comms);
+        comms.set_hints(c, NO_WILDCARDS).unwrap();
+        let _ = ob1.iprobe(&comms, &sel(c, 7, 3)).unwrap();
+        assert!(
+            ob1.comms[c.0 as usize].posted.index.is_none(),
+            "shallow queues stay in their sets"
+        );
+        // Deep enough for exact mode: receives of other tags.
+        for t in 0..EXACT_DEPTH as i32 {
+            post4(&mut ob1, &comms, &types, c, 7, 1000 + t);
+        }
+        let (ex1, b2) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        let (any2, b3) = post_any(&mut ob1, &comms);
+        let (ex2, b4) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        assert!(ob1.comms[c.0 as usize].posted.index.is_some(), "exact mode");
+        assert_eq!(ob1.exact.entries(), EXACT_DEPTH + 2, "indexed");
+        for (seq, id) in [any1, ex1, any2, ex2].into_iter().enumerate() {
+            msg(&mut ob1, &comms, seq as u16);
+            assert!(
+                ob1.requests.test(id).unwrap().is_some(),
+                "message {seq} to the receive posted {seq}th"
+            );
+        }
+        assert_eq!((b1[0], b2[0], b3[0], b4[0]), (1, 2, 3, 4));
+        assert_eq!(ob1.comms[c.0 as usize].posted.len(), EXACT_DEPTH);
+        assert_eq!(ob1.exact.entries(), EXACT_DEPTH);
     }
 
     #[test]

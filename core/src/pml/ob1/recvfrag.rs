@@ -224,6 +224,7 @@ impl Ob1 {
             return self.hold(Hold::Orphan, from, env, kind, payload);
         };
         let c = comms.get_any(comm).expect("by_cid maps to a slot in use");
+        self.follow_hints(comm, c);
         if env.src < 0
             || env.src as u32 >= c.peers().size()
             || comms.peer_proc(c, env.src as u32) != from
@@ -294,7 +295,7 @@ impl Ob1 {
         payload: Payload<'_>,
     ) -> Delivery {
         let posted = &mut self.comms[comm.0 as usize].posted;
-        let found = posted.take_match(&self.requests.pool, &env);
+        let found = posted.take_match(&self.requests.pool, &env, &mut self.exact);
         // Receives still posted here may take what follows in this poll (a window of
         // `MPI_Irecv`s drains in one); with none left, the next message waits for the receive
         // the program posts next rather than being stored as unexpected.
@@ -353,7 +354,13 @@ impl Ob1 {
         };
         match at {
             Hold::Orphan => self.orphans.push_back(&self.unex, idx, unex_link),
-            Hold::Unexpected(c) => self.comms[c.0 as usize].unexpected.push(&self.unex, idx),
+            Hold::Unexpected(c) => {
+                self.comms[c.0 as usize]
+                    .unexpected
+                    .push(&self.unex, idx, &mut self.exact);
+                self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
+                self.deepen(c);
+            }
             Hold::OutOfOrder(c) => self.comms[c.0 as usize]
                 .cant_match
                 .push_back(&self.unex, idx, unex_link),
@@ -656,6 +663,7 @@ impl Ob1 {
     ) -> Option<Placement> {
         let comm = comms.by_cid(ContextId(env.ctx))?;
         let c = comms.get_in_use(comm).ok()?;
+        self.follow_hints(comm, c);
         if n == 0
             || env.src < 0
             || env.src as u32 >= c.peers().size()
@@ -678,14 +686,18 @@ impl Ob1 {
             return None;
         }
         let posted = &mut self.comms[comm.0 as usize].posted;
-        let r = posted.find_match(&self.requests.pool, &env)?;
+        let r = posted.find_match(&self.requests.pool, &env, &self.exact)?;
         let Some(Op::Recv(rr)) = self.requests.pool.at(r).map(|q| &q.op) else {
             return None;
         };
         let dest = rr.conv.dest_ref(0, n)?;
         // Matched: from here on as `accept_in_order` and `deliver_matched`, but the payload is
         // on its way.
-        let taken = posted.take_match(&self.requests.pool, &env);
+        let taken = self.comms[comm.0 as usize].posted.take_match(
+            &self.requests.pool,
+            &env,
+            &mut self.exact,
+        );
         debug_assert_eq!(taken, Some(r));
         let key = self.requests.pool.key_at(r)?;
         let req = self.requests.pool.at_mut(r)?;

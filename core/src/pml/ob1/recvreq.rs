@@ -16,7 +16,7 @@ impl Ob1 {
     fn find_unexpected(&self, comm: CommId, src: Source, tag: TagSel) -> Option<u32> {
         self.comms[comm.0 as usize]
             .unexpected
-            .find(&self.unex, src, tag)
+            .find(&self.unex, src, tag, &self.exact)
     }
 
     /// Posts a receive of what `s` accepts into the convertor `make` builds (in the request's
@@ -32,25 +32,33 @@ impl Ob1 {
         scope: u32,
     ) -> Result<ReqId> {
         let RecvSel { comm, src, tag, .. } = *s;
-        comms.get_in_use(comm)?;
+        self.follow_hints(comm, comms.get_in_use(comm)?);
         let key = self.requests.insert_recv(make, src, tag, comm, scope)?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
-                self.comms[comm.0 as usize].unexpected.remove(&self.unex, m);
+                self.comms[comm.0 as usize]
+                    .unexpected
+                    .remove(&self.unex, m, &mut self.exact);
                 let msg = self.unex.at(m).expect("occupied");
                 let (from, env, kind) = (msg.proc, msg.env, msg.kind);
                 self.deliver_matched(types, key.index, from, env, kind, Payload::Stored(m));
             }
-            None => self.comms[comm.0 as usize]
-                .posted
-                .push(&mut self.requests.pool, key.index),
+            None => {
+                self.comms[comm.0 as usize].posted.push(
+                    &mut self.requests.pool,
+                    key.index,
+                    &mut self.exact,
+                );
+                self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
+                self.deepen(comm);
+            }
         }
         Ok(ReqId(key))
     }
 
     /// The status of the first unexpected message `s` accepts, without taking it.
     pub fn iprobe(&mut self, comms: &CommTable, s: &RecvSel) -> Result<Option<Status>> {
-        comms.get_in_use(s.comm)?;
+        self.follow_hints(s.comm, comms.get_in_use(s.comm)?);
         Ok(self
             .find_unexpected(s.comm, s.src, s.tag)
             .map(|i| probe_status(self, i)))
@@ -58,14 +66,14 @@ impl Ob1 {
 
     /// Like [`Ob1::iprobe`], but takes the message off the queue for a later [`Ob1::imrecv`].
     pub fn improbe(&mut self, comms: &CommTable, s: &RecvSel) -> Result<Option<(MsgId, Status)>> {
-        comms.get_in_use(s.comm)?;
+        self.follow_hints(s.comm, comms.get_in_use(s.comm)?);
         let Some(i) = self.find_unexpected(s.comm, s.src, s.tag) else {
             return Ok(None);
         };
         let status = probe_status(self, i);
         self.comms[s.comm.0 as usize]
             .unexpected
-            .remove(&self.unex, i);
+            .remove(&self.unex, i, &mut self.exact);
         let key = self.unex.key_at(i).expect("occupied");
         self.unex.get_mut(key).expect("occupied").claimed = true;
         Ok(Some((MsgId(key), status)))
