@@ -259,6 +259,8 @@ pub fn issue(
         if !target.ty.is_predefined() || target.count != 1 {
             return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
         }
+        // The element's type, so a shared window's target knows whether the CPU swaps it.
+        hdr.basic = target.ty.code();
     }
     if local && !image_ && dense_acc(w, types, platform, t, op, &target, &ti, tbytes)? {
         return if user {
@@ -551,8 +553,9 @@ fn dense_target(peer: &Peer, target: &Target, at: isize, len: usize) -> Result<*
 }
 
 /// A shared window's accumulate, fetch-and-op or compare-and-swap on a predefined target type
-/// with dense buffers: applied in place under the target's accumulate word, without the
-/// message `issue` builds for everything else. Whether it was one.
+/// with dense buffers: applied in place — integer elements by CPU atomics ([`atomic`]), the
+/// rest under the target's accumulate word — without the message `issue` builds for everything
+/// else. Whether it was one.
 #[allow(clippy::too_many_arguments)]
 fn dense_acc(
     w: &Window,
@@ -614,6 +617,38 @@ fn dense_acc(
             _ => return Ok(false),
         };
     let remote = dense_target(w.peer(t), target, t_at, len)?;
+    if let Some(width) = atomic::width(dt, remote as usize) {
+        // Integer elements: one CPU atomic each, no word (`atomic` says why that is safe).
+        // SAFETY: `remote..+len` lies in the target's part of the segment this process maps,
+        // whose integer elements every process updates only by atomics (`atomic::width`);
+        // `src`, `compare` and `res` are the user's dense buffers of `len` bytes (one element
+        // for a compare-and-swap), lent by MPI for the call and apart from the window.
+        let r = unsafe {
+            match (compare, src, res) {
+                (Some(c), Some(s), Some(o)) if len == width => {
+                    atomic::cas(width, remote, s, c, o);
+                    Ok(true)
+                }
+                (Some(_), ..) => Err(Fault::Malformed),
+                _ => atomic::combine_run(
+                    how,
+                    dt,
+                    remote,
+                    src.unwrap_or(core::ptr::null()),
+                    res.unwrap_or(core::ptr::null_mut()),
+                    len,
+                ),
+            }
+        };
+        return r.map_err(|_| {
+            Error::new(
+                ErrorClass::Op,
+                Reason::BadArgument {
+                    what: "the operation is not defined on the datatype",
+                },
+            )
+        });
+    }
     let r = seg.atomically(t, platform, || -> core::result::Result<(), Fault> {
         // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
         // (`dense_target`), and every accumulate to that part holds the word this closure runs
