@@ -264,7 +264,11 @@ mod tests {
         for op in ops {
             for (a, b) in [(-7i64, 3i64), (5, -9), (0, 4), (i64::MAX, 2)] {
                 let r = one(op, Datatype::INT64_T, a, b);
-                assert_eq!(r, (reference(op, Datatype::INT64_T, a, b), a), "{op:?} {a} {b}");
+                assert_eq!(
+                    r,
+                    (reference(op, Datatype::INT64_T, a, b), a),
+                    "{op:?} {a} {b}"
+                );
                 let (a32, b32) = (a as i32, b as i32);
                 let r = one(op, Datatype::INT, a32, b32);
                 assert_eq!(r, (reference(op, Datatype::INT, a32, b32), a32), "{op:?}");
@@ -293,9 +297,21 @@ mod tests {
         let p = (&mut cell as *mut u32).cast();
         // SAFETY: a local, aligned element and locals for the operands.
         unsafe {
-            cas(4, p, (&new as *const u32).cast(), (&4u32 as *const u32).cast(), (&mut old as *mut u32).cast());
+            cas(
+                4,
+                p,
+                (&new as *const u32).cast(),
+                (&4u32 as *const u32).cast(),
+                (&mut old as *mut u32).cast(),
+            );
             assert_eq!((cell, old), (5, 5));
-            cas(4, p, (&new as *const u32).cast(), (&5u32 as *const u32).cast(), (&mut old as *mut u32).cast());
+            cas(
+                4,
+                p,
+                (&new as *const u32).cast(),
+                (&5u32 as *const u32).cast(),
+                (&mut old as *mut u32).cast(),
+            );
             assert_eq!((cell, old), (9, 5));
         }
     }

@@ -447,7 +447,15 @@ unsafe fn compare_and_swap(
     match atomic::width(dt, dst) {
         Some(w) if node.loop_ == 0 && t.count == 1 => {
             // SAFETY: the caller's contract; one element of `w` bytes in each buffer.
-            unsafe { atomic::cas(w, dst as *mut u8, new.as_ptr(), cmp.as_ptr(), old.as_mut_ptr()) };
+            unsafe {
+                atomic::cas(
+                    w,
+                    dst as *mut u8,
+                    new.as_ptr(),
+                    cmp.as_ptr(),
+                    old.as_mut_ptr(),
+                )
+            };
             Ok(true)
         }
         _ => Ok(false),
