@@ -728,7 +728,8 @@ fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Resu
         return Err(range_err());
     }
     let remote = (peer.at + off as usize) as *mut u8;
-    let width = atomic::width(dt, remote as usize);
+    // Asked only of accumulates: a put or get does not care.
+    let width = || atomic::width(dt, remote as usize);
     match op {
         RmaOp::Put { origin } | RmaOp::Get { origin } if same(&origin) => {
             // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
@@ -765,7 +766,7 @@ fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Resu
             } else {
                 origin.addr as *const u8
             };
-            if width.is_some() {
+            if width().is_some() {
                 // SAFETY: `remote..+len` lies in the target's part of the segment (checked
                 // above), whose integer elements every process updates only by CPU atomics
                 // (`atomic::width`); origin and result hold `count` elements of the type, lent
@@ -802,7 +803,7 @@ fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Resu
             origin,
             compare,
             result,
-        } => match width {
+        } => match width() {
             Some(w) if target.count == 1 && same(&result) => {
                 // SAFETY: as for an accumulate; `origin`, `compare` and `result` hold one
                 // element each (MPI's rule for MPI_Compare_and_swap).
