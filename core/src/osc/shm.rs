@@ -15,9 +15,9 @@
 //! *Lock word* (passive target): bit 31 an exclusive holder, the bits below the count of shared
 //! holders; taken with compare-exchange (Acquire), left with Release. *Accumulate word*: a
 //! spinlock every accumulate to that rank's part takes (`MPI_Accumulate`, `MPI_Get_accumulate`,
-//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`), so accumulates are atomic with respect to each
-//! other whatever their type, count or alignment — the standard's element-wise atomicity and
-//! more.
+//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`) for the elements that are not CPU atomics'
+//! ([`super::atomic`]: aligned integers never need it), so accumulates are atomic element-wise
+//! with respect to each other whatever their type, count or alignment, as the standard asks.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
