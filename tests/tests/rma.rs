@@ -40,6 +40,7 @@ rma_tests! {
     rma_dynamic,
     rma_large_count,
     rma_shared,
+    rma_atomics,
 }
 
 /// Shared windows where memory cannot be shared (`tests/c/rma_shared_nodes.c`): the node build,

@@ -204,7 +204,8 @@ pub(crate) fn op(h: abi::MPI_Op) -> Result<Op> {
     })
 }
 
-fn check_count(count: abi::MPI_Count) -> Result<u64> {
+/// A count from the C interface, refused if negative.
+pub(crate) fn check_count(count: abi::MPI_Count) -> Result<u64> {
     if count < 0 {
         return Err(Error::new(
             ErrorClass::Count,

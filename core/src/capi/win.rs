@@ -237,16 +237,10 @@ fn target(
     count: impl Into<abi::MPI_Count>,
     dt: abi::MPI_Datatype,
 ) -> Result<Target> {
-    let count: abi::MPI_Count = count.into();
-    let (ty, count) = handles::typed(e.types(), core::ptr::null(), count, dt).or_else(|err| {
-        // A null target address is fine: the target's memory is not ours.
-        if err.class == ErrorClass::Buffer {
-            let d = handles::datatype(dt)?;
-            Ok((d, u64::try_from(count).unwrap_or(0)))
-        } else {
-            Err(err)
-        }
-    })?;
+    // No address to check: the target's memory is not ours.
+    let count = handles::check_count(count.into())?;
+    let ty = handles::datatype(dt)?;
+    e.types().check_committed(ty)?;
     Ok(Target {
         rank,
         // MPI_Aint is `long`: 64 bits on LP64 (a no-op there), 32 bits on ILP32.

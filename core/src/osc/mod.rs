@@ -35,6 +35,7 @@
 //! atomics are to be added the same way, with active messages as the fallback.
 
 pub mod apply;
+mod atomic;
 mod origin;
 mod shm;
 mod sync;

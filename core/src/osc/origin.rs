@@ -122,6 +122,9 @@ pub fn issue(
     target: Target,
     user: bool,
 ) -> Result<Option<ReqId>> {
+    if !user && shared_element(cx.e(), id, op, &target)? {
+        return Ok(None);
+    }
     // Room for one more operation in flight.
     if cx.e().osc.get(id)?.pending.len() + 2 > MAX_PENDING {
         cx.block(|e| {
@@ -259,6 +262,8 @@ pub fn issue(
         if !target.ty.is_predefined() || target.count != 1 {
             return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
         }
+        // The element's type, so a shared window's target knows whether the CPU swaps it.
+        hdr.basic = target.ty.code();
     }
     if local && !image_ && dense_acc(w, types, platform, t, op, &target, &ti, tbytes)? {
         return if user {
@@ -490,6 +495,15 @@ pub fn issue(
     }
 }
 
+fn op_err() -> Error {
+    Error::new(
+        ErrorClass::Op,
+        Reason::BadArgument {
+            what: "the operation is not defined on the datatype",
+        },
+    )
+}
+
 fn dt_extent(t: Datatype) -> usize {
     t.extent()
 }
@@ -551,8 +565,9 @@ fn dense_target(peer: &Peer, target: &Target, at: isize, len: usize) -> Result<*
 }
 
 /// A shared window's accumulate, fetch-and-op or compare-and-swap on a predefined target type
-/// with dense buffers: applied in place under the target's accumulate word, without the
-/// message `issue` builds for everything else. Whether it was one.
+/// with dense buffers: applied in place — integer elements by CPU atomics ([`atomic`]), the
+/// rest under the target's accumulate word — without the message `issue` builds for everything
+/// else. Whether it was one.
 #[allow(clippy::too_many_arguments)]
 fn dense_acc(
     w: &Window,
@@ -614,6 +629,38 @@ fn dense_acc(
             _ => return Ok(false),
         };
     let remote = dense_target(w.peer(t), target, t_at, len)?;
+    if let Some(width) = atomic::width(dt, remote as usize) {
+        // Integer elements: one CPU atomic each, no word (`atomic` says why that is safe).
+        // SAFETY: `remote..+len` lies in the target's part of the segment this process maps,
+        // whose integer elements every process updates only by atomics (`atomic::width`);
+        // `src`, `compare` and `res` are the user's dense buffers of `len` bytes (one element
+        // for a compare-and-swap), lent by MPI for the call and apart from the window.
+        let r = unsafe {
+            match (compare, src, res) {
+                (Some(c), Some(s), Some(o)) if len == width => {
+                    atomic::cas(width, remote, s, c, o);
+                    Ok(true)
+                }
+                (Some(_), ..) => Err(Fault::Malformed),
+                _ => atomic::combine_run(
+                    how,
+                    dt,
+                    remote,
+                    src.unwrap_or(core::ptr::null()),
+                    res.unwrap_or(core::ptr::null_mut()),
+                    len,
+                ),
+            }
+        };
+        return r.map_err(|_| {
+            Error::new(
+                ErrorClass::Op,
+                Reason::BadArgument {
+                    what: "the operation is not defined on the datatype",
+                },
+            )
+        });
+    }
     let r = seg.atomically(t, platform, || -> core::result::Result<(), Fault> {
         // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
         // (`dense_target`), and every accumulate to that part holds the word this closure runs
@@ -653,4 +700,118 @@ fn dense_acc(
         )
     })?;
     Ok(true)
+}
+
+/// The lean path of a shared window: an operation whose origin (and result) buffer is `count`
+/// elements of the target's predefined type — a put, a get, an accumulate or fetch-and-op of
+/// integers by CPU atomics, a compare-and-swap of an integer — done here with the checks the
+/// standard asks for and nothing else (no datatype walk, no message, no request). Whether it
+/// was one; anything else is left to [`issue`]'s general path, which reports the errors.
+fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Result<bool> {
+    let w = e.osc.get(id)?;
+    let dt = target.ty;
+    if w.seg.is_none() || !dt.is_predefined() || target.count == 0 || target.rank < 0 {
+        return Ok(false);
+    }
+    let t = target.rank as u32;
+    if t >= w.size || !w.may_access(t) {
+        return Ok(false);
+    }
+    let same = |b: &Buffer| b.ty == dt && b.count == target.count;
+    let len = match target.count.checked_mul(dt.size() as u64) {
+        Some(n) if n > 0 && n <= isize::MAX as u64 => n as usize,
+        _ => return Ok(false),
+    };
+    let peer = w.peer(t);
+    let off = target.disp as i128 * peer.unit as i128;
+    if off < 0 || off + len as i128 > peer.size as i128 {
+        return Err(range_err());
+    }
+    let remote = (peer.at + off as usize) as *mut u8;
+    // Asked only of accumulates: a put or get does not care.
+    let width = || atomic::width(dt, remote as usize);
+    match op {
+        RmaOp::Put { origin } | RmaOp::Get { origin } if same(&origin) => {
+            // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
+            // (checked just above), which MPI lets origins read and write in an epoch; the
+            // origin buffer holds `count` dense elements of the predefined type, lent by MPI for
+            // the call. `copy` allows the overlap of a put from the window into itself.
+            unsafe {
+                match op {
+                    RmaOp::Put { .. } => core::ptr::copy(origin.addr, remote, len),
+                    _ => core::ptr::copy(remote, origin.addr, len),
+                }
+            }
+            Ok(true)
+        }
+        RmaOp::Acc { origin, op: how }
+        | RmaOp::GetAcc {
+            origin, op: how, ..
+        } => {
+            if how != Op::NoOp && !same(&origin) {
+                return Ok(false);
+            }
+            let result = match op {
+                RmaOp::GetAcc { result, .. } if same(&result) => result.addr,
+                RmaOp::GetAcc { .. } => return Ok(false),
+                _ => core::ptr::null_mut(),
+            };
+            match how {
+                Op::User(_) | Op::Minloc | Op::Maxloc => return Ok(false),
+                Op::Sum | Op::Prod | Op::Max | Op::Min | Op::Replace | Op::NoOp => {}
+                _ => crate::op::check(how, dt)?,
+            }
+            let src = if how == Op::NoOp {
+                core::ptr::null()
+            } else {
+                origin.addr as *const u8
+            };
+            if width().is_some() {
+                // SAFETY: `remote..+len` lies in the target's part of the segment (checked
+                // above), whose integer elements every process updates only by CPU atomics
+                // (`atomic::width`); origin and result hold `count` elements of the type, lent
+                // by MPI for the call and apart from the window (the standard says so).
+                unsafe { atomic::combine_run(how, dt, remote, src, result, len) }
+                    .map_err(|_| op_err())?;
+                return Ok(true);
+            }
+            if matches!(dt.scalar(), Scalar::Pair { .. }) {
+                return Ok(false);
+            }
+            let Some(seg) = w.seg.as_ref() else {
+                return Ok(false);
+            };
+            let platform: &dyn Platform = e.platform;
+            let r = seg.atomically(t, platform, || {
+                // SAFETY: as above, but these elements are updated only under the target's
+                // accumulate word, which this closure holds: nothing else writes them meanwhile.
+                unsafe {
+                    if !result.is_null() {
+                        core::ptr::copy_nonoverlapping(remote, result, len);
+                    }
+                    if src.is_null() {
+                        return Ok(());
+                    }
+                    let tgt = core::slice::from_raw_parts_mut(remote, len);
+                    apply::combine(how, dt, tgt, core::slice::from_raw_parts(src, len))
+                }
+            });
+            r.map_err(|_| op_err())?;
+            Ok(true)
+        }
+        RmaOp::Cas {
+            origin,
+            compare,
+            result,
+        } => match width() {
+            Some(w) if target.count == 1 && same(&result) => {
+                // SAFETY: as for an accumulate; `origin`, `compare` and `result` hold one
+                // element each (MPI's rule for MPI_Compare_and_swap).
+                unsafe { atomic::cas(w, remote, origin, compare, result.addr) };
+                Ok(true)
+            }
+            _ => Ok(false),
+        },
+        _ => Ok(false),
+    }
 }

@@ -15,9 +15,9 @@
 //! *Lock word* (passive target): bit 31 an exclusive holder, the bits below the count of shared
 //! holders; taken with compare-exchange (Acquire), left with Release. *Accumulate word*: a
 //! spinlock every accumulate to that rank's part takes (`MPI_Accumulate`, `MPI_Get_accumulate`,
-//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`), so accumulates are atomic with respect to each
-//! other whatever their type, count or alignment — the standard's element-wise atomicity and
-//! more.
+//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`) for the elements that are not CPU atomics'
+//! ([`super::atomic`]: aligned integers never need it), so accumulates are atomic element-wise
+//! with respect to each other whatever their type, count or alignment, as the standard asks.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -305,9 +305,32 @@ impl Window {
                         let t = span(&am);
                         apply::check(&x, &t, h.len)?;
                         // SAFETY: as for a put.
-                        unsafe { apply::accumulate(&x, &t, op, dt, data) }?;
+                        unsafe { accumulate_runs(&x, &t, op, dt, Some(data), None) }?;
                     }
                     Ok(())
+                }
+                (kind::GET_ACC, Some(o)) if h.flags & wire::flags::IMAGE == 0 => {
+                    let (op, dt) = acc_args(&h)?;
+                    let data = if op == Op::NoOp {
+                        None
+                    } else {
+                        Some(am.data.get(..len).ok_or(Why::Malformed)?)
+                    };
+                    let t = span(&am);
+                    apply::check(&x, &t, h.len)?;
+                    // SAFETY: as for a put.
+                    unsafe { accumulate_runs(&x, &t, op, dt, data, Some(o)) }?;
+                    Ok(())
+                }
+                (kind::CAS, Some(o)) if h.flags & wire::flags::IMAGE == 0 => {
+                    let t = span(&am);
+                    apply::check(&x, &t, h.len)?;
+                    let dt = Datatype::from_code(h.basic).ok_or(Why::Op)?;
+                    // SAFETY: as for a put.
+                    match unsafe { compare_and_swap(dt, &x, &t, am.data, o) }? {
+                        true => Ok(()),
+                        false => fetch(&x, &am, o),
+                    }
                 }
                 (_, Some(o)) => fetch(&x, &am, o),
                 _ => Err(Why::Malformed),
@@ -345,6 +368,97 @@ impl Window {
             self.release(mem, g);
         }
         r
+    }
+}
+
+/// Combines `data` (`None`: `MPI_NO_OP`) into the runs of `t` with `op`, the old contents to
+/// `old`: runs of integer elements by CPU atomics ([`atomic::combine_run`]), the rest plainly
+/// (the caller holds the target's accumulate word, which every plain update takes).
+///
+/// # Safety
+/// As for [`apply::put`]; the runs were checked ([`apply::check`]) and `data` and `old` hold
+/// their bytes.
+unsafe fn accumulate_runs(
+    x: &Exposed,
+    t: &Span,
+    op: Op,
+    dt: Datatype,
+    data: Option<&[u8]>,
+    mut old: Option<&mut [u8]>,
+) -> core::result::Result<(), Fault> {
+    let size = dt.size();
+    if size == 0 {
+        return Err(Fault::Op);
+    }
+    let mut pos = 0usize;
+    apply::walk(t.nodes, t.count, t.extent, &mut |off, bytes| {
+        if !bytes.is_multiple_of(size) {
+            return Err(Fault::Malformed);
+        }
+        let dst = x.locate(t.disp, off, bytes).ok_or(Fault::Range)? as *mut u8;
+        let src = match data {
+            Some(d) => Some(d.get(pos..pos + bytes).ok_or(Fault::Malformed)?),
+            None => None,
+        };
+        let mut o = match old.as_deref_mut() {
+            Some(o) => Some(o.get_mut(pos..pos + bytes).ok_or(Fault::Malformed)?),
+            None => None,
+        };
+        pos += bytes;
+        let src_ptr = src.map_or(core::ptr::null(), |s| s.as_ptr());
+        let old_ptr = o.as_mut().map_or(core::ptr::null_mut(), |o| o.as_mut_ptr());
+        // SAFETY: `locate` put the run inside the window; `src` and `o` are the message's and
+        // the result grant's bytes of this run, elsewhere.
+        if unsafe { atomic::combine_run(op, dt, dst, src_ptr, old_ptr, bytes) }? {
+            return Ok(());
+        }
+        // SAFETY: as above; under the accumulate word nothing else writes these bytes.
+        let target = unsafe { core::slice::from_raw_parts_mut(dst, bytes) };
+        if let Some(o) = o {
+            o.copy_from_slice(target);
+        }
+        match src {
+            Some(s) => apply::combine(op, dt, target, s),
+            None => Ok(()),
+        }
+    })
+}
+
+/// A compare-and-swap whose one element [`atomic::width`] takes, by the CPU's; whether it was
+/// one (`false`: the caller does it under the accumulate word). `dt` is the element's type
+/// (the header's `basic`, which `issue` sets for a compare-and-swap).
+///
+/// # Safety
+/// As for [`accumulate_runs`]; `data` holds the new value then the compared one.
+unsafe fn compare_and_swap(
+    dt: Datatype,
+    x: &Exposed,
+    t: &Span,
+    data: &[u8],
+    old: &mut [u8],
+) -> core::result::Result<bool, Fault> {
+    let n = old.len();
+    let (Some(new), Some(cmp), [node]) = (data.get(..n), data.get(n..2 * n), t.nodes) else {
+        return Ok(false);
+    };
+    let Some(dst) = x.locate(t.disp, node.disp, n) else {
+        return Err(Fault::Range);
+    };
+    match atomic::width(dt, dst) {
+        Some(w) if node.loop_ == 0 && t.count == 1 => {
+            // SAFETY: the caller's contract; one element of `w` bytes in each buffer.
+            unsafe {
+                atomic::cas(
+                    w,
+                    dst as *mut u8,
+                    new.as_ptr(),
+                    cmp.as_ptr(),
+                    old.as_mut_ptr(),
+                )
+            };
+            Ok(true)
+        }
+        _ => Ok(false),
     }
 }
 

@@ -245,6 +245,14 @@ pub fn flush(cx: &mut Inside, id: WinId, rank: Option<i32>) -> Result<()> {
     if only == Some(u32::MAX) {
         return Ok(());
     }
+    // A shared window's operations are done when issued: with no message in flight, ordering
+    // them before what follows is the whole flush.
+    let w = cx.e().osc.get(id)?;
+    let quiet = |r: u32| only.is_some_and(|o| o != r) || !w.peer(r).dirty;
+    if w.seg.is_some() && w.pending.is_empty() && (0..w.size).all(quiet) {
+        fence_memory();
+        return Ok(());
+    }
     flush_targets(cx, id, only)
 }
 
