@@ -21,7 +21,9 @@
 //! beyond them first waits for the oldest to complete. Memory is what the blocking path uses:
 //! the per-member arrays, the aggregator's `cb_buffer_size` window, and one round's buffers.
 
-use super::twophase::{self, Arrays, Plan, Scratch, State, AGG, IN, OUT, RC, RD, SC, SD};
+use super::file_system;
+use super::fs::{IoError, Run, Ticket};
+use super::twophase::{self, Arrays, Filled, Plan, Scratch, State, AGG, IN, OUT, RC, RD, SC, SD};
 use super::{Dir, FileId, Memory};
 use crate::coll::ints::Ints;
 use crate::coll::{Buf, Call, VBuf};
@@ -55,6 +57,8 @@ enum Step {
     Room,
     /// A round's exchange of pieces (writes) or requests (reads).
     Pieces,
+    /// The aggregator's access of its window, in the background.
+    Window,
     /// A read round's replies.
     Replies,
     /// The agreement on the outcome.
@@ -105,6 +109,12 @@ pub struct Access {
     step: Step,
     /// The collective (or background access) the current step waits for.
     inner: Option<ReqId>,
+    /// The aggregator's window access in the platform's background transfers.
+    ticket: Option<Ticket>,
+    /// Its outcome, once over.
+    window_io: Option<core::result::Result<u64, IoError>>,
+    /// The write window's range (and its lock) while it is written.
+    filled: Option<Filled>,
 }
 
 /// Where the parts of an access's scratch region are (in u64 words).
@@ -131,6 +141,11 @@ impl Region {
 }
 
 impl Access {
+    /// Whether a step is in flight (whose buffers the access must keep).
+    fn waiting(&self) -> bool {
+        self.inner.is_some() || self.ticket.is_some()
+    }
+
     /// Word `k` of the scratch region.
     fn word(&self, k: usize) -> *mut u64 {
         // SAFETY: `k` is below the region's `Region::words`, the words the scratch holds.
@@ -265,6 +280,9 @@ pub unsafe fn start(
         rounds: 0,
         step: Step::Queued,
         inner: None,
+        ticket: None,
+        window_io: None,
+        filled: None,
     });
     q.next += 1;
     q.live += 1;
@@ -308,7 +326,7 @@ pub fn progress(e: &mut Engine) -> usize {
             moved += 1;
         }
         let outcome = match r {
-            Ok(None) if a.inner.is_some() => {
+            Ok(None) if a.waiting() => {
                 e.io.nbc.slots[i] = Some(a);
                 continue;
             }
@@ -322,7 +340,7 @@ pub fn progress(e: &mut Engine) -> usize {
             Ok(Some(bytes)) => Ok(bytes),
             Err(err) => Err(err),
         };
-        if a.inner.is_some() {
+        if a.waiting() {
             // Its buffers are in use: it stays queued (failed) until they are free.
             e.io.nbc.slots[i] = Some(a);
             continue;
@@ -418,6 +436,22 @@ impl Access {
         Ok(())
     }
 
+    /// Posts a read round's replies (laid out by SC/SD out, RC/RD in).
+    fn post_replies(&mut self, e: &mut Engine) -> Result<()> {
+        let arr = self.arr;
+        let [_, _, Some(ys), Some(yr)] = &mut self.bufs else {
+            return Err(stalled());
+        };
+        let call = Call::Alltoallv {
+            send: Some(bytes_v(ys.bytes().as_mut_ptr(), arr.at(SC), arr.at(SD))),
+            recv: bytes_v(yr.bytes().as_mut_ptr(), arr.at(RC), arr.at(RD)),
+        };
+        // SAFETY: the round's reply buffers, kept with the access.
+        self.inner = Some(unsafe { post(e, self.comm, call)? });
+        self.step = Step::Replies;
+        Ok(())
+    }
+
     /// The next round, or the agreement on the outcome after the last.
     fn next_round(&mut self, e: &mut Engine) -> Result<()> {
         self.bufs = [None, None, None, None];
@@ -434,6 +468,27 @@ impl Access {
     }
 }
 
+/// Hands the aggregator's window access (`run` of the file, from or into the window) to the
+/// platform's background transfers; `None` when it has none (the caller does it at once).
+///
+/// # Safety
+/// `win` stays valid for `run.len` bytes until the transfer is over.
+unsafe fn window_io(
+    e: &Engine,
+    st: &State,
+    write: bool,
+    win: &mut [u8],
+    run: Run,
+) -> Result<Option<Ticket>> {
+    let fs = file_system(e)?;
+    // SAFETY: the caller's contract.
+    match unsafe { fs.submit(st.fd, write, win.as_mut_ptr(), &[run]) } {
+        None => Ok(None),
+        Some(Ok(t)) => Ok(Some(t)),
+        Some(Err(err)) => Err(err.to_error("starting an aggregator's file access")),
+    }
+}
+
 fn stalled() -> Error {
     Error::new(
         ErrorClass::Intern,
@@ -447,6 +502,13 @@ fn stalled() -> Error {
 /// waits (for [`Access::inner`]).
 fn advance(e: &mut Engine, a: &mut Access) -> Result<Option<u64>> {
     loop {
+        if let Some(t) = a.ticket {
+            let Some(r) = file_system(e)?.poll(t) else {
+                return Ok(None);
+            };
+            a.ticket = None;
+            a.window_io = Some(r);
+        }
         if let Some(r) = a.inner {
             let Some(st) = e.p2p.pml.requests_mut().test(r)? else {
                 return Ok(None);
@@ -556,29 +618,117 @@ fn advance(e: &mut Engine, a: &mut Access) -> Result<Option<u64>> {
                         bufs[0] = None;
                         if st.has_window(my_agg, round) {
                             let rb = bufs[1].as_mut().ok_or_else(stalled)?.bytes();
-                            if let Err(err) = st.write_window(e, rb, win) {
-                                st.err.get_or_insert(err);
+                            match st.fill_window(e, rb, win) {
+                                Ok(Some(f)) => {
+                                    let run = Run {
+                                        off: f.lo,
+                                        len: f.len,
+                                    };
+                                    // SAFETY: the window stays with the access until the
+                                    // transfer is over (`ticket`).
+                                    match unsafe { window_io(e, st, true, win, run) } {
+                                        Ok(Some(t)) => {
+                                            a.filled = Some(f);
+                                            a.ticket = Some(t);
+                                            a.step = Step::Window;
+                                            continue;
+                                        }
+                                        Err(err) => {
+                                            st.unlock(e, f);
+                                            st.err.get_or_insert(err);
+                                        }
+                                        Ok(None) => {
+                                            let r = file_system(e)?
+                                                .write_at(st.fd, &win[..f.len as usize], f.lo)
+                                                .map_err(|err| err.to_error("file access"));
+                                            st.unlock(e, f);
+                                            if let Err(err) = r {
+                                                st.err.get_or_insert(err);
+                                            }
+                                        }
+                                    }
+                                }
+                                Ok(None) => {}
+                                Err(err) => {
+                                    st.err.get_or_insert(err);
+                                }
                             }
                         }
                         a.next_round(e)?;
                     }
                     Dir::Read => {
                         st.reply_layout();
-                        let [_, Some(qr), Some(ys), Some(yr)] = bufs else {
+                        let [_, Some(qr), Some(ys), Some(_)] = bufs else {
                             return Err(stalled());
                         };
                         if st.has_window(my_agg, round) {
-                            if let Err(err) = st.read_window(e, qr.bytes(), ys.bytes(), win) {
-                                st.err.get_or_insert(err);
+                            let (lo, hi) = st.read_span(qr.bytes());
+                            if lo < hi {
+                                let run = Run {
+                                    off: lo,
+                                    len: hi - lo,
+                                };
+                                // SAFETY: as for the write window.
+                                match unsafe { window_io(e, st, false, win, run) } {
+                                    Ok(Some(t)) => {
+                                        a.ticket = Some(t);
+                                        a.step = Step::Window;
+                                        continue;
+                                    }
+                                    Ok(None) => {
+                                        if let Err(err) =
+                                            st.read_window(e, qr.bytes(), ys.bytes(), win)
+                                        {
+                                            st.err.get_or_insert(err);
+                                        }
+                                    }
+                                    Err(err) => {
+                                        st.err.get_or_insert(err);
+                                    }
+                                }
                             }
                         }
-                        let call = Call::Alltoallv {
-                            send: Some(bytes_v(ys.bytes().as_mut_ptr(), arr.at(SC), arr.at(SD))),
-                            recv: bytes_v(yr.bytes().as_mut_ptr(), arr.at(RC), arr.at(RD)),
+                        a.post_replies(e)?;
+                    }
+                }
+            }
+            Step::Window => {
+                let r = a.window_io.take().ok_or_else(stalled)?;
+                let (dir, my_agg, round) = (a.dir, a.my_agg, a.round);
+                let Access {
+                    state,
+                    bufs,
+                    window,
+                    filled,
+                    ..
+                } = a;
+                let st = state.as_mut().ok_or_else(stalled)?;
+                match dir {
+                    Dir::Write => {
+                        if let Some(f) = filled.take() {
+                            st.unlock(e, f);
+                        }
+                        if let Err(err) = r {
+                            st.err.get_or_insert(err.to_error("file access"));
+                        }
+                        a.next_round(e)?;
+                    }
+                    Dir::Read => {
+                        let [_, Some(qr), Some(ys), Some(_)] = bufs else {
+                            return Err(stalled());
                         };
-                        // SAFETY: the round's reply buffers, kept with the access.
-                        a.inner = Some(unsafe { post(e, a.comm, call)? });
-                        a.step = Step::Replies;
+                        let win: &[u8] = window.as_mut().map_or(&mut [], |w| w.bytes());
+                        let (lo, _) = st.read_span(qr.bytes());
+                        match r {
+                            Ok(got) if st.has_window(my_agg, round) => {
+                                st.replies(qr.bytes(), ys.bytes(), win, lo, got)
+                            }
+                            Ok(_) => {}
+                            Err(err) => {
+                                st.err.get_or_insert(err.to_error("file access"));
+                            }
+                        }
+                        a.post_replies(e)?;
                     }
                 }
             }

@@ -340,6 +340,17 @@ pub(super) struct Plan {
     pub(super) cb: u64,
 }
 
+/// The file range of an aggregator's filled write window, and whether it holds the range's
+/// lock (taken when the pieces left gaps).
+#[derive(Clone, Copy)]
+pub(super) struct Filled {
+    /// First byte.
+    pub(super) lo: u64,
+    /// Bytes.
+    pub(super) len: u64,
+    locked: bool,
+}
+
 impl Plan {
     pub(super) fn window(&self, a: usize, round: u64) -> (u64, u64) {
         let d0 = self.lo.saturating_add(a as u64 * self.dsize);
@@ -950,6 +961,27 @@ impl State {
 
     /// Writes the pieces received (messages in RC/RD) through the window buffer.
     pub(super) fn write_window(&self, e: &Engine, rb: &[u8], window: &mut [u8]) -> Result<()> {
+        let Some(f) = self.fill_window(e, rb, window)? else {
+            return Ok(());
+        };
+        let fs = file_system(e)?;
+        let r = fs
+            .write_at(self.fd, &window[..f.len as usize], f.lo)
+            .map_err(|err| err.to_error("file access"));
+        self.unlock(e, f);
+        r
+    }
+
+    /// Puts the pieces received (messages in RC/RD) in the window buffer, over the file's bytes
+    /// between them when they leave gaps (read under an exclusive lock, which the caller lets
+    /// go of with [`State::unlock`] once the window is written); the window's file range, or
+    /// `None` when no piece came.
+    pub(super) fn fill_window(
+        &self,
+        e: &Engine,
+        rb: &[u8],
+        window: &mut [u8],
+    ) -> Result<Option<Filled>> {
         let fs = file_system(e)?;
         // The span the pieces cover, and (by merging the members' sorted lists) how much of it
         // they fill.
@@ -969,7 +1001,7 @@ impl State {
             }
         }
         if lo >= hi {
-            return Ok(());
+            return Ok(None);
         }
         let mut filled = 0u64;
         let mut reach = lo;
@@ -1006,32 +1038,43 @@ impl State {
             // writer may change them between this read and the write back.
             fs.lock(self.fd, lo, hi - lo, true).map_err(io)?;
         }
-        let r = (|| {
-            if gaps {
-                let got = fs.read_at(self.fd, buf, lo).map_err(io)?;
-                buf[got..].fill(0);
-            }
-            for i in 0..self.p {
-                let len = self.arr.get(RC, i) as usize;
-                if len == 0 {
-                    continue;
-                }
-                let m = &rb[self.arr.get(RD, i) as usize..][..len];
-                let n = rd(m, 0) as usize;
-                let mut d = 8 + 16 * n;
-                for k in 0..n {
-                    let (o, l) = (rd(m, 8 + 16 * k) as usize, rd(m, 16 + 16 * k) as usize);
-                    let at = o - lo as usize;
-                    buf[at..at + l].copy_from_slice(&m[d..d + l]);
-                    d += l;
-                }
-            }
-            fs.write_at(self.fd, buf, lo).map_err(io)
-        })();
+        let f = Filled {
+            lo,
+            len: hi - lo,
+            locked: gaps,
+        };
         if gaps {
-            let _ = fs.unlock(self.fd, lo, hi - lo);
+            match fs.read_at(self.fd, buf, lo) {
+                Ok(got) => buf[got..].fill(0),
+                Err(err) => {
+                    self.unlock(e, f);
+                    return Err(io(err));
+                }
+            }
         }
-        r
+        for i in 0..self.p {
+            let len = self.arr.get(RC, i) as usize;
+            if len == 0 {
+                continue;
+            }
+            let m = &rb[self.arr.get(RD, i) as usize..][..len];
+            let n = rd(m, 0) as usize;
+            let mut d = 8 + 16 * n;
+            for k in 0..n {
+                let (o, l) = (rd(m, 8 + 16 * k) as usize, rd(m, 16 + 16 * k) as usize);
+                let at = o - lo as usize;
+                buf[at..at + l].copy_from_slice(&m[d..d + l]);
+                d += l;
+            }
+        }
+        Ok(Some(f))
+    }
+
+    /// Lets go of the lock [`State::fill_window`] took, if it took one.
+    pub(super) fn unlock(&self, e: &Engine, f: Filled) {
+        if let (true, Ok(fs)) = (f.locked, file_system(e)) {
+            let _ = fs.unlock(self.fd, f.lo, f.len);
+        }
     }
 
     /// One read round: each member sends each aggregator its records; the aggregators read
@@ -1096,16 +1139,33 @@ impl State {
         window: &mut [u8],
     ) -> Result<()> {
         let fs = file_system(e)?;
-        let req = |i: usize| -> &[u8] {
-            let mut at = 0usize;
-            for j in 0..i {
-                at += self.arr.get(IN, 2 * j) as usize;
-            }
-            &qr[at..at + self.arr.get(IN, 2 * i) as usize]
+        let (lo, hi) = self.read_span(qr);
+        let got = if lo < hi {
+            let span = (hi - lo) as usize;
+            fs.read_at(self.fd, &mut window[..span], lo)
+                .map_err(|e| e.to_error("file access"))?
+        } else {
+            0
         };
+        self.replies(qr, ys, window, lo, got as u64);
+        Ok(())
+    }
+
+    /// The request of member `i` in `qr`.
+    fn request<'q>(&self, qr: &'q [u8], i: usize) -> &'q [u8] {
+        let mut at = 0usize;
+        for j in 0..i {
+            at += self.arr.get(IN, 2 * j) as usize;
+        }
+        &qr[at..at + self.arr.get(IN, 2 * i) as usize]
+    }
+
+    /// The file range `[lo, hi)` the requests `qr` (laid out by IN's first words) cover (empty
+    /// when `lo >= hi`).
+    pub(super) fn read_span(&self, qr: &[u8]) -> (u64, u64) {
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for i in 0..self.p {
-            let m = req(i);
+            let m = self.request(qr, i);
             if m.is_empty() {
                 continue;
             }
@@ -1116,16 +1176,15 @@ impl State {
                 hi = hi.max(rd(m, last) + rd(m, last + 8));
             }
         }
-        let got = if lo < hi {
-            let span = (hi - lo) as usize;
-            fs.read_at(self.fd, &mut window[..span], lo)
-                .map_err(|e| e.to_error("file access"))?
-        } else {
-            0
-        };
-        let eof = lo.saturating_add(got as u64);
+        (lo, hi)
+    }
+
+    /// Builds the replies (into `ys`, laid out by SC/SD) to the requests `qr` from the window,
+    /// which holds `got` bytes of the file from `lo` (fewer than asked at the end of the file).
+    pub(super) fn replies(&self, qr: &[u8], ys: &mut [u8], window: &[u8], lo: u64, got: u64) {
+        let eof = lo.saturating_add(got);
         for i in 0..self.p {
-            let m = req(i);
+            let m = self.request(qr, i);
             if m.is_empty() {
                 continue;
             }
@@ -1149,7 +1208,6 @@ impl State {
             }
             wr(out, 0, avail);
         }
-        Ok(())
     }
 }
 
