@@ -117,6 +117,12 @@ pub struct Access {
     filled: Option<Filled>,
 }
 
+// SAFETY: the pointers an access holds are its own memory from the platform (the scratch
+// region, the window, the round's buffers) and the user's buffer lent until the request
+// completes; the engine that owns the access is used by one thread at a time (its lock), which
+// may be another than the one that started it, as for every request.
+unsafe impl Send for Access {}
+
 /// Where the parts of an access's scratch region are (in u64 words).
 struct Region {
     p: usize,
@@ -604,7 +610,7 @@ fn advance(e: &mut Engine, a: &mut Access) -> Result<Option<u64>> {
                 a.step = Step::Pieces;
             }
             Step::Pieces => {
-                let (round, arr, my_agg) = (a.round, a.arr, a.my_agg);
+                let (round, my_agg) = (a.round, a.my_agg);
                 let Access {
                     state,
                     bufs,
@@ -717,7 +723,7 @@ fn advance(e: &mut Engine, a: &mut Access) -> Result<Option<u64>> {
                         let [_, Some(qr), Some(ys), Some(_)] = bufs else {
                             return Err(stalled());
                         };
-                        let win: &[u8] = window.as_mut().map_or(&mut [], |w| w.bytes());
+                        let win: &[u8] = window.as_mut().map_or(&[], |w| &*w.bytes());
                         let (lo, _) = st.read_span(qr.bytes());
                         match r {
                             Ok(got) if st.has_window(my_agg, round) => {
