@@ -1246,6 +1246,32 @@ mod tests {
     }
 
     #[test]
+    fn collective_buffering_is_chosen_for_interleaved_small_pieces() {
+        let h = Hints {
+            cb_read: CbMode::Automatic,
+            cb_write: CbMode::Enable,
+            cb_nodes: 0,
+            cb_buffer_size: 4096,
+            striping_unit: 512,
+            striping_factor: 1,
+            ind_wr_buffer_size: 1000,
+            cb_small_pieces: 256,
+        };
+        // Two members interleaved in 64-byte pieces; then the same ranges in one piece each.
+        let small = |r: usize| [[0, 1000, 512, 8], [64, 1064, 512, 8]][r];
+        let large = |r: usize| [[0, 1000, 512, 1], [64, 1064, 512, 1]][r];
+        let apart = |r: usize| [[0, 512, 512, 8], [512, 1024, 512, 8]][r];
+        assert_eq!(choose(2, &small, &h, Dir::Read, false), Some((0, 1064)));
+        assert_eq!(choose(2, &large, &h, Dir::Read, false), None);
+        assert_eq!(choose(2, &apart, &h, Dir::Read, false), None);
+        assert_eq!(choose(2, &apart, &h, Dir::Write, false), Some((0, 1024)));
+        assert_eq!(choose(2, &small, &h, Dir::Write, true), None);
+        // A member that moves nothing (lo past hi) is left out of the range.
+        let idle = |r: usize| [[u64::MAX, 0, 0, 0], [64, 1064, 512, 8]][r];
+        assert_eq!(choose(2, &idle, &h, Dir::Write, false), Some((64, 1064)));
+    }
+
+    #[test]
     fn hints_round_trip_through_words() {
         let h = Hints {
             cb_read: CbMode::Disable,
