@@ -6,8 +6,9 @@
 #   -n          ranks (default 4; oversubscribed where the machine has fewer cores)
 #   --dir       where the file goes (default /dev/shm, a tmpfs; give a disk directory too)
 #   --bytes     bytes per rank (default 16 MiB), --block the strided view's block (default 64 KiB)
-# iwrite_overlap is not MB/s but the percentage of a non-blocking write's time hidden behind
-# computation (see bench/io.c).
+# iwrite_overlap and iwrite_all_overlap are not MB/s but the percentage of a non-blocking
+# (independent; collective with collective buffering) write's time hidden behind computation
+# (see bench/io.c).
 # bench/io.c is built with stormcc (target/release or PATH), mpicc.openmpi and mpicc.mpich; a
 # library whose tools are missing is left out. Each library runs R times interleaved; best kept.
 set -u
@@ -47,7 +48,7 @@ for r in $(seq "$reps"); do
 done
 printf "MPI-IO, %d ranks, %d bytes per rank, strided block %d, file in %s (MB/s, best of %d)\n" "$np" "$bytes" "$block" "$dir" "$reps"
 printf "%-20s %10s %10s %10s %8s\n" pattern stormpi openmpi mpich ratio
-for pat in contig_write_all contig_read_all strided_write_all strided_read_all iwrite_overlap; do
+for pat in contig_write_all contig_read_all strided_write_all strided_read_all iwrite_overlap iwrite_all_overlap; do
     vals=()
     for i in stormpi openmpi mpich; do
         v=$(awk -v p="$pat" '$1==p && (!s || $2>m) {m=$2; s=1} END {if (s) print m; else print "-"}' "$work/$i.out" 2>/dev/null || echo -)

@@ -98,6 +98,18 @@ c_tests! {
     io_nonblocking,
 }
 
+/// Issue 20: non-blocking collective accesses with collective buffering progress after their
+/// start (4 ranks, as the issue asks, and 3); the program prints when the starts returned and
+/// when the computing rank reached its wait.
+#[test]
+fn io_nbcoll() {
+    for np in [4, 3] {
+        let out = run_job(np, &[], &c_program("io_nbcoll"), &[]);
+        out.assert_ok("io_nbcoll");
+        println!("np {np}: {}", out.stdout.trim());
+    }
+}
+
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the
 /// program must see through MPI_T before MPI_Init and after it.
 #[test]

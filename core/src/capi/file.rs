@@ -112,6 +112,9 @@ fn on_file<T>(
     let (r, eh) = match ENGINE.enter() {
         Some(mut cx) if state::active() => match file(cx.e(), fh) {
             Ok(id) => {
+                if waits_for_collectives(func) {
+                    io::nbc::drain(&mut cx, id);
+                }
                 let r = f(&mut cx, id);
                 let e = cx.e();
                 let eh = e.io.get(id).map_or(e.io.null_errhandler, |x| x.errhandler);
@@ -197,6 +200,29 @@ enum Then {
 /// through the shared pointer) `..._all...`: `read_all`, `write_at_all_begin`, `iread_at_all`.
 fn collective(func: &str) -> bool {
     func.contains("_all") && !func.contains("ordered")
+}
+
+/// Whether `func` is a blocking collective call on a file: it waits for the file's non-blocking
+/// collective accesses, which every member started before it (collective calls on a file
+/// handle are ordered), so that the collectives of both take one order on the file's
+/// communicator. A split collective's end waits for its own access only.
+fn waits_for_collectives(func: &str) -> bool {
+    let started =
+        func.starts_with("MPI_File_i") || func.contains("_begin") || func.contains("_end");
+    !started
+        && (func.contains("_all")
+            || func.contains("_ordered")
+            || matches!(
+                func,
+                "MPI_File_close"
+                    | "MPI_File_set_size"
+                    | "MPI_File_preallocate"
+                    | "MPI_File_set_info"
+                    | "MPI_File_set_view"
+                    | "MPI_File_sync"
+                    | "MPI_File_set_atomicity"
+                    | "MPI_File_seek_shared"
+            ))
 }
 
 /// Checks an access and finds where it starts: (view-stream byte, memory, etype size).
@@ -379,7 +405,7 @@ unsafe fn data(
                 },
             ));
         }
-        if then == Then::Request && collective(func) && matches!(at, At::Offset(_) | At::Individual)
+        if then != Then::Status && collective(func) && matches!(at, At::Offset(_) | At::Individual)
         {
             let view = cx.e().io.get(id)?.view;
             let prep = prepare(cx, id, at, dir, buf, count, dt);
@@ -393,34 +419,32 @@ unsafe fn data(
                     }
                     _ => true,
                 };
-            if plain {
+            let r = if plain {
                 let mine = prep.map(|(start, mem, _)| (start, mem));
                 // SAFETY: MPI's rule for a non-blocking access's buffer.
-                let done = unsafe { twophase::access_or_start(cx, id, dir, mine, true)? };
-                let (start, _, esize) = prep?;
-                let (r, moved) = match done {
-                    twophase::Done::Started(r, n) => (r, n),
-                    twophase::Done::Moved(n) => {
-                        let st = Status {
-                            bytes: n,
-                            message_bytes: n,
-                            ..EMPTY_STATUS
-                        };
-                        (cx.e().p2p.pml.requests_mut().completed(st, 0)?, n)
+                let (r, moved) = unsafe { io::nbc::start(cx, id, dir, mine)? };
+                let (start, _, esize) = match prep {
+                    Ok(p) => p,
+                    Err(err) => {
+                        // This member's access takes part only to tell the others.
+                        let _ = cx.e().p2p.pml.requests_mut().release(r);
+                        return Err(err);
                     }
                 };
                 if let At::Individual = at {
                     cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
                 }
+                r
+            } else {
+                // SAFETY: the caller's contract.
+                let st = unsafe { access_prepared(cx, id, at, dir, prep, dt, true)? };
+                cx.e().p2p.pml.requests_mut().completed(st, 0)?
+            };
+            match then {
+                Then::Split => cx.e().io.get_mut(id)?.split = Some(r),
                 // SAFETY: checked non-null above.
-                unsafe { *request = handles::request_handle(r) };
-                return Ok(());
+                _ => unsafe { *request = handles::request_handle(r) },
             }
-            // SAFETY: the caller's contract.
-            let st = unsafe { access_prepared(cx, id, at, dir, prep, dt, true)? };
-            let r = cx.e().p2p.pml.requests_mut().completed(st, 0)?;
-            // SAFETY: checked non-null above.
-            unsafe { *request = handles::request_handle(r) };
             return Ok(());
         }
         if then == Then::Request && !collective(func) {
@@ -448,7 +472,10 @@ unsafe fn data(
         match then {
             // SAFETY: MPI's rule for the status pointer.
             Then::Status => unsafe { put_status(status, &st, abi::MPI_SUCCESS) },
-            Then::Split => cx.e().io.get_mut(id)?.split = Some(st.bytes),
+            Then::Split => {
+                let r = cx.e().p2p.pml.requests_mut().completed(st, 0)?;
+                cx.e().io.get_mut(id)?.split = Some(r);
+            }
             Then::Request => {
                 let r = cx.e().p2p.pml.requests_mut().completed(st, 0)?;
                 // SAFETY: checked non-null above.
@@ -462,17 +489,16 @@ unsafe fn data(
 /// The end of a split collective.
 unsafe fn split_end(func: &'static str, fh: abi::MPI_File, status: *mut abi::MPI_Status) -> c_int {
     code(on_file(func, fh, |cx, id| {
-        let bytes = cx.e().io.get_mut(id)?.split.take().ok_or(Error::new(
+        let r = cx.e().io.get_mut(id)?.split.take().ok_or(Error::new(
             ErrorClass::Other,
             Reason::BadArgument {
                 what: "no split collective is active on this file",
             },
         ))?;
-        let st = Status {
-            bytes,
-            message_bytes: bytes,
-            ..EMPTY_STATUS
-        };
+        let st = cx.wait(r)?;
+        if let Some(err) = st.error {
+            return Err(err);
+        }
         // SAFETY: MPI's rule for the status pointer.
         unsafe { put_status(status, &st, abi::MPI_SUCCESS) };
         Ok(())

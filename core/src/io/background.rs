@@ -237,8 +237,9 @@ fn wait_for(e: &Engine, fs: &'static dyn FileSystem, t: Ticket) -> Option<Error>
 
 /// Completes the requests of transfers that are over; how many.
 pub fn progress(e: &mut Engine) -> usize {
+    let nbc = super::nbc::progress(e);
     if e.io.background.pending.is_empty() {
-        return 0;
+        return nbc;
     }
     let Ok(fs) = file_system(e) else {
         return 0;
@@ -259,7 +260,7 @@ pub fn progress(e: &mut Engine) -> usize {
         );
         done += 1;
     }
-    done
+    done + nbc
 }
 
 /// Waits for every transfer of file `id` to be over (before its descriptor closes), completing

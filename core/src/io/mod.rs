@@ -18,6 +18,7 @@
 
 pub mod background;
 pub mod fs;
+pub mod nbc;
 pub mod shared;
 pub mod twophase;
 pub mod view;
@@ -183,8 +184,8 @@ pub struct File {
     stage: (usize, usize),
     /// The shared file pointer's side file, once a shared access opened it.
     pub shared_fd: Option<Fd>,
-    /// The result (bytes moved) of a split collective begun and not yet ended.
-    pub split: Option<u64>,
+    /// The request of a split collective begun and not yet ended.
+    pub split: Option<crate::pml::request::ReqId>,
     /// The hints in force (rank 0's, the same at every member).
     pub hints: twophase::Hints,
     path: [u8; PATH_MAX],
@@ -213,6 +214,8 @@ pub struct Files {
     pub defaults: twophase::Hints,
     /// Non-blocking accesses in flight.
     pub background: background::Background,
+    /// Non-blocking collective accesses queued.
+    pub nbc: nbc::Queue,
 }
 
 impl Files {
@@ -229,6 +232,7 @@ impl Files {
             buffer_bytes: params.usize(&IO_BUFFER_BYTES),
             defaults: default_hints(params),
             background: background::Background::new(),
+            nbc: nbc::Queue::new(),
         })
     }
 
@@ -591,6 +595,9 @@ fn close_local(e: &mut Engine, id: FileId) -> Result<File> {
     background::drain(e, id);
     let file = e.io.files.remove(id.0).ok_or_else(bad_file)?;
     release_stage(e, file.stage);
+    if let Some(r) = file.split {
+        let _ = e.p2p.pml.requests_mut().release(r);
+    }
     if let Some(h) = file.info {
         let _ = e.objects.infos.free(h);
     }
@@ -610,6 +617,8 @@ fn close_local(e: &mut Engine, id: FileId) -> Result<File> {
 /// side file, and the file itself if it was opened with `MPI_MODE_DELETE_ON_CLOSE`.
 pub fn close(cx: &mut Inside, id: FileId) -> Result<()> {
     let fc = cx.e().io.get(id)?.comm;
+    // The file's collective accesses go on its communicator first (they started earlier).
+    nbc::drain(cx, id);
     // Everyone's accesses end before anyone deletes.
     crate::coll::barrier(cx, fc)?;
     let rank = cx.e().comm(fc)?.rank;

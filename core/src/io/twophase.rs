@@ -26,7 +26,9 @@ use crate::coll::ints::Ints;
 use crate::coll::{Buf, Call, VBuf};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::repr::Repr;
+use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
+use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::info::{InfoId, InfoTable};
 use crate::shared::Inside;
@@ -241,20 +243,20 @@ pub fn aggregator_count(cx: &mut Inside, comm: crate::comm::CommId, h: &Hints) -
 }
 
 /// Memory from the platform, given back when dropped.
-struct Scratch {
+pub(super) struct Scratch {
     ptr: *mut u8,
     len: usize,
     platform: &'static dyn crate::platform::Platform,
 }
 
 impl Scratch {
-    fn new(cx: &mut Inside, len: usize) -> Option<Scratch> {
-        let platform = cx.e().platform;
+    pub(super) fn new(e: &Engine, len: usize) -> Option<Scratch> {
+        let platform = e.platform;
         let ptr = platform.alloc_mem(len.max(8))?;
         Some(Scratch { ptr, len, platform })
     }
 
-    fn bytes(&mut self) -> &mut [u8] {
+    pub(super) fn bytes(&mut self) -> &mut [u8] {
         // SAFETY: `len` bytes from alloc_mem, owned by this value.
         unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -267,7 +269,7 @@ impl Drop for Scratch {
     }
 }
 
-fn nomem() -> Error {
+pub(super) fn nomem() -> Error {
     Error::new(
         ErrorClass::NoMem,
         Reason::BadArgument {
@@ -292,25 +294,26 @@ fn agree(cx: &mut Inside, comm: crate::comm::CommId, mine: i32) -> Result<i32> {
 }
 
 /// The word array views of the scratch region: `P` u64s each.
-struct Arrays {
-    base: *mut u64,
-    p: usize,
+#[derive(Clone, Copy)]
+pub(super) struct Arrays {
+    pub(super) base: *mut u64,
+    pub(super) p: usize,
 }
 
 impl Arrays {
-    const N: usize = 13;
+    pub(super) const N: usize = 13;
 
-    fn at(&self, k: usize) -> *mut u64 {
+    pub(super) fn at(&self, k: usize) -> *mut u64 {
         // SAFETY: the scratch region holds N arrays of p u64s.
         unsafe { self.base.add(k * self.p) }
     }
 
-    fn get(&self, k: usize, i: usize) -> u64 {
+    pub(super) fn get(&self, k: usize, i: usize) -> u64 {
         // SAFETY: i < p, k < N.
         unsafe { *self.at(k).add(i) }
     }
 
-    fn set(&self, k: usize, i: usize, v: u64) {
+    pub(super) fn set(&self, k: usize, i: usize, v: u64) {
         // SAFETY: as above.
         unsafe { *self.at(k).add(i) = v }
     }
@@ -318,26 +321,38 @@ impl Arrays {
 
 // Arrays of the scratch region (indexes into `Arrays`).
 const LO: usize = 0; // gathered ranges: 2 words per member (lo, hi) in LO and LO+1's space
-const OUT: usize = 2; // sizes sent: 2 words per member
-const IN: usize = 4; // sizes received: 2 words per member
-const SC: usize = 6;
-const SD: usize = 7;
-const RC: usize = 8;
-const RD: usize = 9;
-const AGG: usize = 10;
+pub(super) const OUT: usize = 2; // sizes sent: 2 words per member
+pub(super) const IN: usize = 4; // sizes received: 2 words per member
+pub(super) const SC: usize = 6;
+pub(super) const SD: usize = 7;
+pub(super) const RC: usize = 8;
+pub(super) const RD: usize = 9;
+pub(super) const AGG: usize = 10;
 const CUR: usize = 11;
 
 /// One round's window of aggregator `a` (file range; empty when `lo >= hi`).
 #[derive(Clone, Copy)]
-struct Plan {
+pub(super) struct Plan {
     lo: u64,
     hi: u64,
     dsize: u64,
-    cb: u64,
+    /// Bytes of a window (`cb_buffer_size`).
+    pub(super) cb: u64,
+}
+
+/// The file range of an aggregator's filled write window, and whether it holds the range's
+/// lock (taken when the pieces left gaps).
+#[derive(Clone, Copy)]
+pub(super) struct Filled {
+    /// First byte.
+    pub(super) lo: u64,
+    /// Bytes.
+    pub(super) len: u64,
+    locked: bool,
 }
 
 impl Plan {
-    fn window(&self, a: usize, round: u64) -> (u64, u64) {
+    pub(super) fn window(&self, a: usize, round: u64) -> (u64, u64) {
         let d0 = self.lo.saturating_add(a as u64 * self.dsize);
         let d1 = d0.saturating_add(self.dsize).min(self.hi);
         let w0 = d0.saturating_add(round * self.cb);
@@ -348,6 +363,123 @@ impl Plan {
             (w0, w1)
         }
     }
+}
+
+/// This member's part of a collective access as the others need to know it: its file range
+/// `[lo, hi)` (`lo` is `u64::MAX` when it moves nothing), its bytes, and how many contiguous
+/// file pieces they are in (counted only when `automatic` may use it).
+pub(super) fn extent_of(
+    e: &Engine,
+    id: FileId,
+    dir: Dir,
+    start: u64,
+    mem: Memory,
+) -> Result<[u64; 4]> {
+    let f = e.io.get(id)?;
+    let (v, hints) = (f.view, f.hints);
+    let size = e.p2p.types.check_committed(mem.dt)?.size;
+    let total = size
+        .checked_mul(mem.count)
+        .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
+    if total == 0 {
+        return Ok([u64::MAX, 0, 0, 0]);
+    }
+    let nodes = e.p2p.types.nodes(v.filetype)?;
+    let lo = view::byte_offset(nodes, &v, start)?;
+    let hi = view::byte_offset(nodes, &v, start + total - 1)? + 1;
+    let mut pieces = 0u64;
+    if mode_of(&hints, dir) == CbMode::Automatic {
+        view::runs(nodes, &v, start, total, &mut |_, _| {
+            pieces += 1;
+            Ok(())
+        })?;
+    }
+    Ok([lo, hi, total, pieces])
+}
+
+fn mode_of(h: &Hints, dir: Dir) -> CbMode {
+    match dir {
+        Dir::Read => h.cb_read,
+        Dir::Write => h.cb_write,
+    }
+}
+
+/// Whether the members' gathered extents (`of(r)`: member `r`'s words from [`extent_of`]) call
+/// for two-phase collective buffering, and then the aggregate file range; every member decides
+/// alike from the same words.
+pub(super) fn choose(
+    p: usize,
+    of: &dyn Fn(usize) -> [u64; 4],
+    h: &Hints,
+    dir: Dir,
+    atomic: bool,
+) -> Option<(u64, u64)> {
+    let (all_bytes, all_pieces) = (0..p).fold((0u64, 0u64), |(b, n), r| {
+        let w = of(r);
+        (b + w[2], n + w[3])
+    });
+    // ROMIO's rule: interleaved when a member's range starts before the previous one's ends.
+    let mut interleaved = false;
+    let mut prev_hi = None;
+    let (mut all_lo, mut all_hi) = (u64::MAX, 0u64);
+    for r in 0..p {
+        let [l, hi, _, _] = of(r);
+        if l >= hi {
+            continue;
+        }
+        if prev_hi.is_some_and(|ph| l < ph) {
+            interleaved = true;
+        }
+        prev_hi = Some(hi);
+        all_lo = all_lo.min(l);
+        all_hi = all_hi.max(hi);
+    }
+    let two_phase = !atomic
+        && all_lo < all_hi
+        && match mode_of(h, dir) {
+            CbMode::Enable => true,
+            CbMode::Disable => false,
+            // Interleaved (ROMIO's rule) and in pieces small enough that gathering them into
+            // large file accesses pays for the exchange.
+            CbMode::Automatic => {
+                interleaved && all_bytes < h.cb_small_pieces.saturating_mul(all_pieces)
+            }
+        };
+    two_phase.then_some((all_lo, all_hi))
+}
+
+/// Fills `arr`'s AGG array with the aggregators of `fc` under hints `h`; how many.
+pub(super) fn place_aggregators(
+    e: &Engine,
+    fc: crate::comm::CommId,
+    h: &Hints,
+    arr: &Arrays,
+) -> Result<usize> {
+    let c = e.check_comm(fc)?;
+    let (g, p) = (c.group, c.size());
+    let node_of = |r: u32| {
+        let pr = e.p2p.comms.groups.proc_of(g, r);
+        e.p2p.procs[pr.0 as usize].node
+    };
+    // SAFETY: the AGG array holds p u64s.
+    let out = unsafe { core::slice::from_raw_parts_mut(arr.at(AGG), p as usize) };
+    Ok(aggregators(p, h.cb_nodes, &node_of, out))
+}
+
+/// The file domains of `naggs` aggregators over `[all_lo, all_hi)` and the number of rounds.
+pub(super) fn domains(all_lo: u64, all_hi: u64, naggs: usize, h: &Hints) -> (Plan, u64) {
+    let unit = h.striping_unit.max(1);
+    let base = all_lo - all_lo % unit;
+    let per = (all_hi - base).div_ceil(naggs.max(1) as u64);
+    let dsize = per.div_ceil(unit) * unit;
+    let cb = h.cb_buffer_size.max(1);
+    let plan = Plan {
+        lo: base,
+        hi: all_hi,
+        dsize,
+        cb,
+    };
+    (plan, dsize.div_ceil(cb))
 }
 
 /// A collective data access of this member (`mine`: the view-stream start and the memory; an
@@ -363,83 +495,24 @@ pub unsafe fn access(
     dir: Dir,
     mine: Result<(u64, Memory)>,
 ) -> Result<u64> {
-    // SAFETY: the caller's contract.
-    match unsafe { access_or_start(cx, id, dir, mine, false)? } {
-        Done::Moved(n) => Ok(n),
-        // Not asked for: `start` is false.
-        Done::Started(..) => Err(Error::new(
-            ErrorClass::Intern,
-            Reason::BadArgument {
-                what: "a blocking collective access went to the background",
-            },
-        )),
-    }
-}
-
-/// What a collective access did.
-pub enum Done {
-    /// Its bytes moved in the call: how many.
-    Moved(u64),
-    /// This member's part goes on in the background ([`super::background`]): its request and
-    /// the bytes it will move.
-    Started(crate::pml::request::ReqId, u64),
-}
-
-/// [`access`] for the non-blocking collective forms when `start`: once the members have agreed
-/// on the plan, a member whose part is its own independent access (no collective buffering)
-/// starts it in the background.
-///
-/// # Safety
-/// MPI's rule for the buffer of `mine` (for a started part: until its request completes).
-pub unsafe fn access_or_start(
-    cx: &mut Inside,
-    id: FileId,
-    dir: Dir,
-    mine: Result<(u64, Memory)>,
-    start_later: bool,
-) -> Result<Done> {
     let (fc, hints, atomic, v, fd) = {
         let f = cx.e().io.get(id)?;
         (f.comm, f.hints, f.atomic, f.view, f.fd)
     };
     let c = cx.e().check_comm(fc)?;
     let (p, me) = (c.size() as usize, c.rank as usize);
-    // This member's range of file bytes [lo, hi) and stream bytes.
     let range = mine.and_then(|(start, mem)| {
-        let e = cx.e();
-        let size = e.p2p.types.check_committed(mem.dt)?.size;
-        let total = size
-            .checked_mul(mem.count)
-            .ok_or(Error::new(ErrorClass::Count, Reason::CountTooLarge))?;
-        if total == 0 {
-            return Ok((start, mem, total, u64::MAX, 0, 0));
-        }
-        let nodes = e.p2p.types.nodes(v.filetype)?;
-        let lo = view::byte_offset(nodes, &v, start)?;
-        let hi = view::byte_offset(nodes, &v, start + total - 1)? + 1;
-        // How many contiguous pieces the access is in the file (for `automatic`); only
-        // counted when it can matter.
-        let mode = match dir {
-            Dir::Read => hints.cb_read,
-            Dir::Write => hints.cb_write,
-        };
-        let mut pieces = 0u64;
-        if mode == CbMode::Automatic {
-            view::runs(nodes, &v, start, total, &mut |_, _| {
-                pieces += 1;
-                Ok(())
-            })?;
-        }
-        Ok((start, mem, total, lo, hi, pieces))
+        let w = extent_of(cx.e(), id, dir, start, mem)?;
+        Ok((start, mem, w))
     });
-    let scratch = Scratch::new(cx, p * Arrays::N * 8);
+    let scratch = Scratch::new(cx.e(), p * Arrays::N * 8);
     let local = match (&range, &scratch) {
         (Err(e), _) => e.class.code(),
         (_, None) => ErrorClass::NoMem.code(),
         _ => 0,
     };
     let worst = agree(cx, fc, local)?;
-    let ((start, mem, total, lo, hi, pieces), mut scratch) = match (range, scratch) {
+    let ((start, mem, words), mut scratch) = match (range, scratch) {
         (Err(e), _) => return Err(e),
         (_, None) => return Err(nomem()),
         (Ok(r), Some(s)) => (r, s),
@@ -450,16 +523,16 @@ pub unsafe fn access_or_start(
             "another member's collective access failed",
         ));
     }
+    let total = words[2];
     let arr = Arrays {
         base: scratch.bytes().as_mut_ptr().cast(),
         p,
     };
-    // Gather every member's range, bytes and pieces (before OUT is used: the three take the
-    // space of LO, LO+1 and OUT).
-    let mine = [lo, hi, total, pieces];
+    // Gather every member's words (before OUT is used: they take the space of LO, LO+1 and
+    // OUT).
     let call = Call::Allgather {
         send: Some(Buf {
-            ptr: mine.as_ptr() as *mut u8,
+            ptr: words.as_ptr() as *mut u8,
             count: 4,
             dt: Datatype::UINT64_T,
         }),
@@ -469,86 +542,20 @@ pub unsafe fn access_or_start(
             dt: Datatype::UINT64_T,
         },
     };
-    // SAFETY: `mine` holds 4 u64s, the arrays from LO 4p; both live through the call.
+    // SAFETY: `words` holds 4 u64s, the arrays from LO 4p; both live through the call.
     unsafe { crate::coll::blocking(cx, fc, call, None)? };
-    let range_of = |r: usize| (arr.get(LO, 4 * r), arr.get(LO, 4 * r + 1));
-    let (all_bytes, all_pieces) = (0..p).fold((0u64, 0u64), |(b, n), r| {
-        (b + arr.get(LO, 4 * r + 2), n + arr.get(LO, 4 * r + 3))
-    });
-    let mode = match dir {
-        Dir::Read => hints.cb_read,
-        Dir::Write => hints.cb_write,
-    };
-    // ROMIO's rule: interleaved when a member's range starts before the previous one's ends.
-    let mut interleaved = false;
-    let mut prev_hi = None;
-    let (mut all_lo, mut all_hi) = (u64::MAX, 0u64);
-    for r in 0..p {
-        let (l, h) = range_of(r);
-        if l >= h {
-            continue;
-        }
-        if prev_hi.is_some_and(|ph| l < ph) {
-            interleaved = true;
-        }
-        prev_hi = Some(h);
-        all_lo = all_lo.min(l);
-        all_hi = all_hi.max(h);
-    }
-    let two_phase = !atomic
-        && all_lo < all_hi
-        && match mode {
-            CbMode::Enable => true,
-            CbMode::Disable => false,
-            // Interleaved (ROMIO's rule) and in pieces small enough that gathering them into
-            // large file accesses pays for the exchange.
-            CbMode::Automatic => {
-                interleaved && all_bytes < hints.cb_small_pieces.saturating_mul(all_pieces)
-            }
-        };
-    if !two_phase {
+    let of = |r: usize| core::array::from_fn(|k| arr.get(LO, 4 * r + k));
+    let Some((all_lo, all_hi)) = choose(p, &of, &hints, dir, atomic) else {
         drop(scratch);
-        if start_later {
-            // SAFETY: the caller's contract.
-            if let Some((req, n)) =
-                unsafe { super::background::start(cx.e(), id, dir, start, mem)? }
-            {
-                return Ok(Done::Started(req, n));
-            }
-        }
         // SAFETY: the caller's contract.
-        let r = unsafe { super::transfer(cx.e(), id, dir, start, mem) };
-        return r.map(Done::Moved);
-    }
-    // The aggregators and their domains.
-    let e = cx.e();
-    let naggs = {
-        let c = e.check_comm(fc)?;
-        let g = c.group;
-        let node_of = |r: u32| {
-            let pr = e.p2p.comms.groups.proc_of(g, r);
-            e.p2p.procs[pr.0 as usize].node
-        };
-        // SAFETY: the AGG array holds p u64s.
-        let out = unsafe { core::slice::from_raw_parts_mut(arr.at(AGG), p) };
-        aggregators(p as u32, hints.cb_nodes, &node_of, out)
+        return unsafe { super::transfer(cx.e(), id, dir, start, mem) };
     };
-    let unit = hints.striping_unit.max(1);
-    let base = all_lo - all_lo % unit;
-    let per = (all_hi - base).div_ceil(naggs as u64);
-    let dsize = per.div_ceil(unit) * unit;
-    let cb = hints.cb_buffer_size.max(1);
-    let plan = Plan {
-        lo: base,
-        hi: all_hi,
-        dsize,
-        cb,
-    };
-    let rounds = dsize.div_ceil(cb);
+    let naggs = place_aggregators(cx.e(), fc, &hints, &arr)?;
+    let (plan, rounds) = domains(all_lo, all_hi, naggs, &hints);
     let my_agg = (0..naggs).find(|a| arr.get(AGG, *a) == me as u64);
     let mut window = match my_agg {
-        Some(_) => Scratch::new(cx, cb as usize),
-        None => Scratch::new(cx, 0),
+        Some(_) => Scratch::new(cx.e(), plan.cb as usize),
+        None => Scratch::new(cx.e(), 0),
     };
     let code = agree(
         cx,
@@ -564,7 +571,7 @@ pub unsafe fn access_or_start(
     }
     let window = window.as_mut().map(|w| w.bytes()).unwrap_or(&mut []);
     let mut state = State {
-        arr: &arr,
+        arr,
         p,
         plan,
         naggs,
@@ -577,29 +584,16 @@ pub unsafe fn access_or_start(
     let types = &cx.e().p2p.types;
     match dir {
         Dir::Write => {
-            if v.external32 {
-                super::same_size_in_external32(types, mem.dt)?;
-            }
-            // SAFETY: the caller's contract for the buffer; the packer keeps no borrow of the
-            // type table.
-            let mut pk = unsafe {
-                match v.external32 {
-                    true => Packer::external(mem.buf, mem.count, mem.dt, types, Repr::EXTERNAL32)?,
-                    false => Packer::new(mem.buf, mem.count, mem.dt, types)?,
-                }
-            };
+            // SAFETY: the caller's contract.
+            let mut pk = unsafe { packer(types, &v, mem)? };
             for round in 0..rounds {
                 state.write_round(cx, fc, id, round, my_agg, window, &mut pk)?;
             }
             state.moved = total;
         }
         Dir::Read => {
-            // SAFETY: as above, for the unpacker.
-            let mut up = unsafe { Unpacker::new(mem.buf, mem.count, mem.dt, types)? };
-            if v.external32 {
-                super::same_size_in_external32(types, mem.dt)?;
-                up.set_source(types, &Repr::EXTERNAL32)?;
-            }
+            // SAFETY: the caller's contract.
+            let mut up = unsafe { unpacker(types, &v, mem)? };
             for round in 0..rounds {
                 state.read_round(cx, fc, id, round, my_agg, window, &mut up)?;
             }
@@ -608,7 +602,7 @@ pub unsafe fn access_or_start(
     let mine = state.err.map_or(0, |e| e.class.code());
     let worst = agree(cx, fc, mine)?;
     match (state.err, worst) {
-        (_, 0) => Ok(Done::Moved(state.moved)),
+        (_, 0) => Ok(state.moved),
         (Some(e), _) => Err(e),
         (None, c) => Err(super::remote_error(
             c,
@@ -617,28 +611,58 @@ pub unsafe fn access_or_start(
     }
 }
 
-/// What the rounds of one call share.
-struct State<'a> {
-    arr: &'a Arrays,
-    p: usize,
-    plan: Plan,
-    naggs: usize,
-    start: u64,
-    total: u64,
-    fd: super::fs::Fd,
-    err: Option<Error>,
-    moved: u64,
+/// The packer of a collective write's memory (into the view's representation).
+///
+/// # Safety
+/// MPI's rule for the buffer of `mem`, while the packer is used.
+pub(super) unsafe fn packer(types: &TypeTable, v: &view::View, mem: Memory) -> Result<Packer> {
+    if v.external32 {
+        super::same_size_in_external32(types, mem.dt)?;
+    }
+    // SAFETY: the caller's contract; the packer keeps no borrow of the type table.
+    unsafe {
+        match v.external32 {
+            true => Packer::external(mem.buf, mem.count, mem.dt, types, Repr::EXTERNAL32),
+            false => Packer::new(mem.buf, mem.count, mem.dt, types),
+        }
+    }
 }
 
-impl State<'_> {
+/// The unpacker of a collective read's memory (from the view's representation).
+///
+/// # Safety
+/// As [`packer`]'s.
+pub(super) unsafe fn unpacker(types: &TypeTable, v: &view::View, mem: Memory) -> Result<Unpacker> {
+    // SAFETY: the caller's contract.
+    let mut up = unsafe { Unpacker::new(mem.buf, mem.count, mem.dt, types)? };
+    if v.external32 {
+        super::same_size_in_external32(types, mem.dt)?;
+        up.set_source(types, &Repr::EXTERNAL32)?;
+    }
+    Ok(up)
+}
+
+/// What the rounds of one call share.
+pub(super) struct State {
+    pub(super) arr: Arrays,
+    pub(super) p: usize,
+    pub(super) plan: Plan,
+    pub(super) naggs: usize,
+    pub(super) start: u64,
+    pub(super) total: u64,
+    pub(super) fd: super::fs::Fd,
+    pub(super) err: Option<Error>,
+    pub(super) moved: u64,
+}
+
+impl State {
     /// This member's stream range [s0, s1) (relative to its access) in aggregator `a`'s window
     /// of `round`.
-    fn share(&self, cx: &mut Inside, id: FileId, a: usize, round: u64) -> Result<(u64, u64)> {
+    pub(super) fn share(&self, e: &Engine, id: FileId, a: usize, round: u64) -> Result<(u64, u64)> {
         let (w0, w1) = self.plan.window(a, round);
         if w0 >= w1 || self.total == 0 {
             return Ok((0, 0));
         }
-        let e = cx.e();
         let v = e.io.get(id)?.view;
         let nodes = e.p2p.types.nodes(v.filetype)?;
         let b0 = view::stream_before(nodes, &v, w0)?;
@@ -651,13 +675,12 @@ impl State<'_> {
     /// Feeds `out` the file ranges of this member's stream bytes [s0, s1).
     fn runs(
         &self,
-        cx: &mut Inside,
+        e: &Engine,
         id: FileId,
         s0: u64,
         s1: u64,
         out: &mut dyn FnMut(u64, u64) -> Result<()>,
     ) -> Result<()> {
-        let e = cx.e();
         let v = e.io.get(id)?.view;
         let nodes = e.p2p.types.nodes(v.filetype)?;
         view::runs(nodes, &v, self.start + s0, s1 - s0, out)
@@ -710,7 +733,7 @@ impl State<'_> {
 
     /// Lays out counts `k`-th word of OUT (send) and IN (receive) into SC/SD and RC/RD; the
     /// totals.
-    fn layout(&self, k_send: usize, k_recv: usize) -> (usize, usize) {
+    pub(super) fn layout(&self, k_send: usize, k_recv: usize) -> (usize, usize) {
         let (mut s, mut r) = (0u64, 0u64);
         for i in 0..self.p {
             let a = self.arr.get(OUT, 2 * i + k_send);
@@ -725,7 +748,7 @@ impl State<'_> {
         (s as usize, r as usize)
     }
 
-    fn zero_out(&self) {
+    pub(super) fn zero_out(&self) {
         for i in 0..2 * self.p {
             self.arr.set(OUT, i, 0);
         }
@@ -735,15 +758,15 @@ impl State<'_> {
     /// length of each contiguous run) at the start of its slot of the send buffer `buf`; the
     /// slot's place and length, the number of runs and where the share starts in this member's
     /// data, or `None` when it has no share.
-    fn records(
+    pub(super) fn records(
         &mut self,
-        cx: &mut Inside,
+        e: &Engine,
         id: FileId,
         a: usize,
         round: u64,
         buf: &mut [u8],
     ) -> Result<Option<(usize, usize, usize, u64)>> {
-        let (s0, s1) = self.share(cx, id, a, round)?;
+        let (s0, s1) = self.share(e, id, a, round)?;
         if s1 == s0 {
             return Ok(None);
         }
@@ -752,7 +775,7 @@ impl State<'_> {
         let len = self.arr.get(SC, dest) as usize;
         let msg = &mut buf[at..at + len];
         let mut n = 0usize;
-        self.runs(cx, id, s0, s1, &mut |off, l| {
+        self.runs(e, id, s0, s1, &mut |off, l| {
             wr(msg, 8 + 16 * n, off);
             wr(msg, 16 + 16 * n, l);
             n += 1;
@@ -766,18 +789,18 @@ impl State<'_> {
     /// the aggregator's rank, the number of contiguous runs in the share and its bytes.
     fn each_share(
         &mut self,
-        cx: &mut Inside,
+        e: &Engine,
         id: FileId,
         round: u64,
         f: &mut dyn FnMut(&mut Self, usize, u64, u64),
     ) -> Result<()> {
         for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
+            let (s0, s1) = self.share(e, id, a, round)?;
             if s1 == s0 {
                 continue;
             }
             let mut n = 0u64;
-            self.runs(cx, id, s0, s1, &mut |_, _| {
+            self.runs(e, id, s0, s1, &mut |_, _| {
                 n += 1;
                 Ok(())
             })?;
@@ -785,6 +808,114 @@ impl State<'_> {
             f(self, dest, n, s1 - s0);
         }
         Ok(())
+    }
+
+    /// Fills the send buffer `sb` (laid out by SC/SD) of write `round`: for each aggregator
+    /// this member has a share for, its records and then its packed bytes.
+    pub(super) fn fill_write(
+        &mut self,
+        e: &Engine,
+        id: FileId,
+        round: u64,
+        sb: &mut [u8],
+        pk: &mut Packer,
+    ) -> Result<()> {
+        for a in 0..self.naggs {
+            let Some((at, len, n, s0)) = self.records(e, id, a, round, sb)? else {
+                continue;
+            };
+            let msg = &mut sb[at..at + len];
+            let data = &mut msg[8 + 16 * n..];
+            let types = &e.p2p.types;
+            let mut done = 0usize;
+            while done < data.len() {
+                let got = pk.pack(types, s0 as usize + done, &mut data[done..]);
+                if got == 0 {
+                    return Err(Error::new(
+                        ErrorClass::Intern,
+                        Reason::BadArgument {
+                            what: "the memory datatype ended before the view range",
+                        },
+                    ));
+                }
+                done += got;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sizes of write `round` into OUT: records and bytes for each aggregator.
+    pub(super) fn write_sizes(&mut self, e: &Engine, id: FileId, round: u64) -> Result<()> {
+        self.zero_out();
+        self.each_share(e, id, round, &mut |me, dest, n, bytes| {
+            me.arr.set(OUT, 2 * dest, 8 + 16 * n + bytes)
+        })
+    }
+
+    /// The sizes of read `round` into OUT: records (first words) and replies (second words).
+    pub(super) fn read_sizes(&mut self, e: &Engine, id: FileId, round: u64) -> Result<()> {
+        self.zero_out();
+        self.each_share(e, id, round, &mut |me, dest, n, bytes| {
+            me.arr.set(OUT, 2 * dest, 8 + 16 * n);
+            me.arr.set(OUT, 2 * dest + 1, 8 + bytes);
+        })
+    }
+
+    /// The reply sizes of a read round (outgoing: what others asked for, incoming: what this
+    /// member asked for).
+    pub(super) fn reply_sizes(&self) -> (u64, u64) {
+        let (mut rs, mut rr) = (0u64, 0u64);
+        for i in 0..self.p {
+            rs += self.arr.get(IN, 2 * i + 1);
+            rr += self.arr.get(OUT, 2 * i + 1);
+        }
+        (rs, rr)
+    }
+
+    /// Lays out the replies of a read round in SC/SD (outgoing) and RC/RD (incoming).
+    pub(super) fn reply_layout(&self) {
+        let (mut s, mut r) = (0u64, 0u64);
+        for i in 0..self.p {
+            let a = self.arr.get(IN, 2 * i + 1);
+            let b = self.arr.get(OUT, 2 * i + 1);
+            self.arr.set(SC, i, a);
+            self.arr.set(SD, i, s);
+            self.arr.set(RC, i, b);
+            self.arr.set(RD, i, r);
+            s += a;
+            r += b;
+        }
+    }
+
+    /// Takes in this member's replies `yb` of read `round`; `moved` counts their bytes.
+    pub(super) fn unpack_replies(
+        &mut self,
+        e: &Engine,
+        id: FileId,
+        round: u64,
+        yb: &[u8],
+        up: &mut Unpacker,
+    ) -> Result<()> {
+        for a in 0..self.naggs {
+            let (s0, s1) = self.share(e, id, a, round)?;
+            if s1 == s0 {
+                continue;
+            }
+            let src = self.arr.get(AGG, a) as usize;
+            let m = &yb[self.arr.get(RD, src) as usize..][..self.arr.get(RC, src) as usize];
+            let avail = (rd(m, 0) as usize).min(m.len() - 8);
+            up.unpack(&e.p2p.types, s0 as usize, &m[8..8 + avail]);
+            self.moved += avail as u64;
+        }
+        Ok(())
+    }
+
+    /// Whether this member, as aggregator `my_agg`, has a window in `round`.
+    pub(super) fn has_window(&self, my_agg: Option<usize>, round: u64) -> bool {
+        my_agg.is_some_and(|a| {
+            let (w0, w1) = self.plan.window(a, round);
+            w0 < w1
+        })
     }
 
     /// One write round: each member sends each aggregator (records, bytes); the aggregators
@@ -800,14 +931,11 @@ impl State<'_> {
         window: &mut [u8],
         pk: &mut Packer,
     ) -> Result<()> {
-        self.zero_out();
-        self.each_share(cx, id, round, &mut |me, dest, n, bytes| {
-            me.arr.set(OUT, 2 * dest, 8 + 16 * n + bytes)
-        })?;
+        self.write_sizes(cx.e(), id, round)?;
         self.exchange_sizes(cx, fc)?;
         let (ns, nr) = self.layout(0, 0);
-        let send = Scratch::new(cx, ns);
-        let recv = Scratch::new(cx, nr);
+        let send = Scratch::new(cx.e(), ns);
+        let recv = Scratch::new(cx.e(), nr);
         let ok = send.is_some() && recv.is_some();
         if agree(cx, fc, if ok { 0 } else { ErrorClass::NoMem.code() })? != 0 {
             return Err(nomem());
@@ -816,27 +944,7 @@ impl State<'_> {
             return Err(nomem());
         };
         let sb = send.bytes();
-        for a in 0..self.naggs {
-            let Some((at, len, n, s0)) = self.records(cx, id, a, round, sb)? else {
-                continue;
-            };
-            let msg = &mut sb[at..at + len];
-            let data = &mut msg[8 + 16 * n..];
-            let types = &cx.e().p2p.types;
-            let mut done = 0usize;
-            while done < data.len() {
-                let got = pk.pack(types, s0 as usize + done, &mut data[done..]);
-                if got == 0 {
-                    return Err(Error::new(
-                        ErrorClass::Intern,
-                        Reason::BadArgument {
-                            what: "the memory datatype ended before the view range",
-                        },
-                    ));
-                }
-                done += got;
-            }
-        }
+        self.fill_write(cx.e(), id, round, sb, pk)?;
         self.exchange(cx, fc, sb.as_mut_ptr(), recv.bytes().as_mut_ptr())?;
         drop(send);
         let Some(a) = my_agg else { return Ok(()) };
@@ -845,15 +953,36 @@ impl State<'_> {
             return Ok(());
         }
         let rb = recv.bytes();
-        if let Err(e) = self.write_window(cx, rb, window) {
+        if let Err(e) = self.write_window(cx.e(), rb, window) {
             self.err.get_or_insert(e);
         }
         Ok(())
     }
 
     /// Writes the pieces received (messages in RC/RD) through the window buffer.
-    fn write_window(&self, cx: &mut Inside, rb: &[u8], window: &mut [u8]) -> Result<()> {
-        let fs = file_system(cx.e())?;
+    pub(super) fn write_window(&self, e: &Engine, rb: &[u8], window: &mut [u8]) -> Result<()> {
+        let Some(f) = self.fill_window(e, rb, window)? else {
+            return Ok(());
+        };
+        let fs = file_system(e)?;
+        let r = fs
+            .write_at(self.fd, &window[..f.len as usize], f.lo)
+            .map_err(|err| err.to_error("file access"));
+        self.unlock(e, f);
+        r
+    }
+
+    /// Puts the pieces received (messages in RC/RD) in the window buffer, over the file's bytes
+    /// between them when they leave gaps (read under an exclusive lock, which the caller lets
+    /// go of with [`State::unlock`] once the window is written); the window's file range, or
+    /// `None` when no piece came.
+    pub(super) fn fill_window(
+        &self,
+        e: &Engine,
+        rb: &[u8],
+        window: &mut [u8],
+    ) -> Result<Option<Filled>> {
+        let fs = file_system(e)?;
         // The span the pieces cover, and (by merging the members' sorted lists) how much of it
         // they fill.
         let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -872,7 +1001,7 @@ impl State<'_> {
             }
         }
         if lo >= hi {
-            return Ok(());
+            return Ok(None);
         }
         let mut filled = 0u64;
         let mut reach = lo;
@@ -909,32 +1038,43 @@ impl State<'_> {
             // writer may change them between this read and the write back.
             fs.lock(self.fd, lo, hi - lo, true).map_err(io)?;
         }
-        let r = (|| {
-            if gaps {
-                let got = fs.read_at(self.fd, buf, lo).map_err(io)?;
-                buf[got..].fill(0);
-            }
-            for i in 0..self.p {
-                let len = self.arr.get(RC, i) as usize;
-                if len == 0 {
-                    continue;
-                }
-                let m = &rb[self.arr.get(RD, i) as usize..][..len];
-                let n = rd(m, 0) as usize;
-                let mut d = 8 + 16 * n;
-                for k in 0..n {
-                    let (o, l) = (rd(m, 8 + 16 * k) as usize, rd(m, 16 + 16 * k) as usize);
-                    let at = o - lo as usize;
-                    buf[at..at + l].copy_from_slice(&m[d..d + l]);
-                    d += l;
-                }
-            }
-            fs.write_at(self.fd, buf, lo).map_err(io)
-        })();
+        let f = Filled {
+            lo,
+            len: hi - lo,
+            locked: gaps,
+        };
         if gaps {
-            let _ = fs.unlock(self.fd, lo, hi - lo);
+            match fs.read_at(self.fd, buf, lo) {
+                Ok(got) => buf[got..].fill(0),
+                Err(err) => {
+                    self.unlock(e, f);
+                    return Err(io(err));
+                }
+            }
         }
-        r
+        for i in 0..self.p {
+            let len = self.arr.get(RC, i) as usize;
+            if len == 0 {
+                continue;
+            }
+            let m = &rb[self.arr.get(RD, i) as usize..][..len];
+            let n = rd(m, 0) as usize;
+            let mut d = 8 + 16 * n;
+            for k in 0..n {
+                let (o, l) = (rd(m, 8 + 16 * k) as usize, rd(m, 16 + 16 * k) as usize);
+                let at = o - lo as usize;
+                buf[at..at + l].copy_from_slice(&m[d..d + l]);
+                d += l;
+            }
+        }
+        Ok(Some(f))
+    }
+
+    /// Lets go of the lock [`State::fill_window`] took, if it took one.
+    pub(super) fn unlock(&self, e: &Engine, f: Filled) {
+        if let (true, Ok(fs)) = (f.locked, file_system(e)) {
+            let _ = fs.unlock(self.fd, f.lo, f.len);
+        }
     }
 
     /// One read round: each member sends each aggregator its records; the aggregators read
@@ -950,25 +1090,16 @@ impl State<'_> {
         window: &mut [u8],
         up: &mut Unpacker,
     ) -> Result<()> {
-        self.zero_out();
-        self.each_share(cx, id, round, &mut |me, dest, n, bytes| {
-            me.arr.set(OUT, 2 * dest, 8 + 16 * n);
-            me.arr.set(OUT, 2 * dest + 1, 8 + bytes);
-        })?;
+        self.read_sizes(cx.e(), id, round)?;
         self.exchange_sizes(cx, fc)?;
         // Requests go out as the first words say; replies come back as the second words say
         // (so the layout for replies is IN's second words outgoing, OUT's second incoming).
         let (nq, nqr) = self.layout(0, 0);
-        let mut rs = 0u64;
-        let mut rr = 0u64;
-        for i in 0..self.p {
-            rs += self.arr.get(IN, 2 * i + 1);
-            rr += self.arr.get(OUT, 2 * i + 1);
-        }
-        let qs = Scratch::new(cx, nq);
-        let qr = Scratch::new(cx, nqr);
-        let ys = Scratch::new(cx, rs as usize);
-        let yr = Scratch::new(cx, rr as usize);
+        let (rs, rr) = self.reply_sizes();
+        let qs = Scratch::new(cx.e(), nq);
+        let qr = Scratch::new(cx.e(), nqr);
+        let ys = Scratch::new(cx.e(), rs as usize);
+        let yr = Scratch::new(cx.e(), rr as usize);
         let ok = qs.is_some() && qr.is_some() && ys.is_some() && yr.is_some();
         if agree(cx, fc, if ok { 0 } else { ErrorClass::NoMem.code() })? != 0 {
             return Err(nomem());
@@ -978,69 +1109,63 @@ impl State<'_> {
         };
         let qb = qs.bytes();
         for a in 0..self.naggs {
-            self.records(cx, id, a, round, qb)?;
+            self.records(cx.e(), id, a, round, qb)?;
         }
         self.exchange(cx, fc, qb.as_mut_ptr(), qr.bytes().as_mut_ptr())?;
         // The replies: this member sends what others asked for (IN's second words) and
         // receives what it asked for (OUT's second words).
-        let (mut s, mut r) = (0u64, 0u64);
-        for i in 0..self.p {
-            let a = self.arr.get(IN, 2 * i + 1);
-            let b = self.arr.get(OUT, 2 * i + 1);
-            self.arr.set(SC, i, a);
-            self.arr.set(SD, i, s);
-            self.arr.set(RC, i, b);
-            self.arr.set(RD, i, r);
-            s += a;
-            r += b;
-        }
+        self.reply_layout();
         let ysb = ys.bytes();
         if let Some(a) = my_agg {
             let (w0, w1) = self.plan.window(a, round);
             if w0 < w1 {
                 // Requests arrived at the first-word layout of IN.
-                if let Err(e) = self.read_window(cx, qr.bytes(), ysb, window) {
+                if let Err(e) = self.read_window(cx.e(), qr.bytes(), ysb, window) {
                     self.err.get_or_insert(e);
                 }
             }
         }
         self.exchange(cx, fc, ysb.as_mut_ptr(), yr.bytes().as_mut_ptr())?;
-        let yb = yr.bytes();
-        for a in 0..self.naggs {
-            let (s0, s1) = self.share(cx, id, a, round)?;
-            if s1 == s0 {
-                continue;
-            }
-            let src = self.arr.get(AGG, a) as usize;
-            let m = &yb[self.arr.get(RD, src) as usize..][..self.arr.get(RC, src) as usize];
-            let avail = (rd(m, 0) as usize).min(m.len() - 8);
-            let types = &cx.e().p2p.types;
-            up.unpack(types, s0 as usize, &m[8..8 + avail]);
-            self.moved += avail as u64;
-        }
-        Ok(())
+        self.unpack_replies(cx.e(), id, round, yr.bytes(), up)
     }
 
     /// Reads an aggregator's window and builds the replies (into `ys`, laid out by SC/SD)
     /// from the requests (`qr`, laid out by IN's first words).
-    fn read_window(
+    pub(super) fn read_window(
         &self,
-        cx: &mut Inside,
+        e: &Engine,
         qr: &[u8],
         ys: &mut [u8],
         window: &mut [u8],
     ) -> Result<()> {
-        let fs = file_system(cx.e())?;
-        let req = |i: usize| -> &[u8] {
-            let mut at = 0usize;
-            for j in 0..i {
-                at += self.arr.get(IN, 2 * j) as usize;
-            }
-            &qr[at..at + self.arr.get(IN, 2 * i) as usize]
+        let fs = file_system(e)?;
+        let (lo, hi) = self.read_span(qr);
+        let got = if lo < hi {
+            let span = (hi - lo) as usize;
+            fs.read_at(self.fd, &mut window[..span], lo)
+                .map_err(|e| e.to_error("file access"))?
+        } else {
+            0
         };
+        self.replies(qr, ys, window, lo, got as u64);
+        Ok(())
+    }
+
+    /// The request of member `i` in `qr`.
+    fn request<'q>(&self, qr: &'q [u8], i: usize) -> &'q [u8] {
+        let mut at = 0usize;
+        for j in 0..i {
+            at += self.arr.get(IN, 2 * j) as usize;
+        }
+        &qr[at..at + self.arr.get(IN, 2 * i) as usize]
+    }
+
+    /// The file range `[lo, hi)` the requests `qr` (laid out by IN's first words) cover (empty
+    /// when `lo >= hi`).
+    pub(super) fn read_span(&self, qr: &[u8]) -> (u64, u64) {
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for i in 0..self.p {
-            let m = req(i);
+            let m = self.request(qr, i);
             if m.is_empty() {
                 continue;
             }
@@ -1051,16 +1176,15 @@ impl State<'_> {
                 hi = hi.max(rd(m, last) + rd(m, last + 8));
             }
         }
-        let got = if lo < hi {
-            let span = (hi - lo) as usize;
-            fs.read_at(self.fd, &mut window[..span], lo)
-                .map_err(|e| e.to_error("file access"))?
-        } else {
-            0
-        };
-        let eof = lo.saturating_add(got as u64);
+        (lo, hi)
+    }
+
+    /// Builds the replies (into `ys`, laid out by SC/SD) to the requests `qr` from the window,
+    /// which holds `got` bytes of the file from `lo` (fewer than asked at the end of the file).
+    pub(super) fn replies(&self, qr: &[u8], ys: &mut [u8], window: &[u8], lo: u64, got: u64) {
+        let eof = lo.saturating_add(got);
         for i in 0..self.p {
-            let m = req(i);
+            let m = self.request(qr, i);
             if m.is_empty() {
                 continue;
             }
@@ -1084,7 +1208,6 @@ impl State<'_> {
             }
             wr(out, 0, avail);
         }
-        Ok(())
     }
 }
 
@@ -1120,6 +1243,32 @@ mod tests {
         assert_eq!(plan.window(1, 0), (612, 812));
         assert_eq!(plan.window(1, 1), (812, 1000));
         assert_eq!(plan.window(1, 2), (0, 0));
+    }
+
+    #[test]
+    fn collective_buffering_is_chosen_for_interleaved_small_pieces() {
+        let h = Hints {
+            cb_read: CbMode::Automatic,
+            cb_write: CbMode::Enable,
+            cb_nodes: 0,
+            cb_buffer_size: 4096,
+            striping_unit: 512,
+            striping_factor: 1,
+            ind_wr_buffer_size: 1000,
+            cb_small_pieces: 256,
+        };
+        // Two members interleaved in 64-byte pieces; then the same ranges in one piece each.
+        let small = |r: usize| [[0, 1000, 512, 8], [64, 1064, 512, 8]][r];
+        let large = |r: usize| [[0, 1000, 512, 1], [64, 1064, 512, 1]][r];
+        let apart = |r: usize| [[0, 512, 512, 8], [512, 1024, 512, 8]][r];
+        assert_eq!(choose(2, &small, &h, Dir::Read, false), Some((0, 1064)));
+        assert_eq!(choose(2, &large, &h, Dir::Read, false), None);
+        assert_eq!(choose(2, &apart, &h, Dir::Read, false), None);
+        assert_eq!(choose(2, &apart, &h, Dir::Write, false), Some((0, 1024)));
+        assert_eq!(choose(2, &small, &h, Dir::Write, true), None);
+        // A member that moves nothing (lo past hi) is left out of the range.
+        let idle = |r: usize| [[u64::MAX, 0, 0, 0], [64, 1064, 512, 8]][r];
+        assert_eq!(choose(2, &idle, &h, Dir::Write, false), Some((64, 1064)));
     }
 
     #[test]
