@@ -340,7 +340,7 @@ fn a_read_of_an_unreadable_address_completes_with_an_error_naming_the_cause() {
         return;
     }
     let job = Job::new();
-    let (mut a, _, mut b, ep_a) = pair(&job, &params(&[]));
+    let (mut a, _, mut b, ep_a) = pair(&job, &params(&[("btl_sm_single_copy", "on")]));
     let mut dest = vec![0u8; 4096];
     // SAFETY: `dest` is ours until the completion is reported.
     let d = unsafe { DestRef::new(dest.as_mut_ptr(), dest.len()) };
@@ -379,4 +379,14 @@ fn single_copy_values_are_checked() {
     let p = params(&[("btl_sm_single_copy", "maybe")]);
     let e = Sm::new(&p, &job.0, ProcId(0)).err().unwrap();
     assert!(format!("{e}").contains("btl_sm_single_copy"), "{e}");
+}
+
+#[test]
+fn auto_reads_by_single_copy_only_where_processes_outnumber_cores() {
+    let job = Job::new();
+    let (mut a, _, mut b, _) = pair(&job, &params(&[]));
+    let want = cma::probe_self().is_ok() && crate::init::cores() < 2;
+    assert_eq!(a.attrs().flags.contains(BtlFlags::GET), want);
+    a.finalize();
+    b.finalize();
 }
