@@ -596,7 +596,7 @@ impl Btl for Sm {
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
         if !self.reads_done.is_empty() {
-            for (token, result) in std::mem::take(&mut self.reads_done) {
+            for (token, result) in self.reads_done.drain(..) {
                 sink.completed(token, result);
                 n += 1;
             }
