@@ -110,7 +110,7 @@ fn local_ranks() -> Option<usize> {
 /// Cores of this node the job's ranks share: the launcher's count (taken
 /// before it bound the rank to some of them), else the cores this process may
 /// use.
-pub(crate) fn cores() -> usize {
+fn cores() -> usize {
     std::env::var("STORMPI_NUM_CORES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -1,13 +1,11 @@
 //! Issue 23: the `sm` BTL's single copy (`process_vm_readv`). Large messages (64 KiB–16 MiB,
 //! contiguous, a contiguous derived type, strided on either side) between every pair of ranks of
 //! one node, every byte checked (tests/c-extra/sm_single_copy.c): read by the receiver when
-//! single copy is on, and by default when the ranks outnumber the cores; through the rings when
-//! `btl_sm_single_copy=off`, when a seccomp filter refuses the call from the start, and when it
-//! starts refusing midway (no message lost).
+//! `btl_sm_single_copy` is on or auto; through the rings when it is off (the default), when a
+//! seccomp filter refuses the call from the start, and when it starts refusing midway (no
+//! message lost).
 
-use std::process::Command;
-
-use stormpi_tests::{c_extra_program, run_job, run_stormrun, stormrun};
+use stormpi_tests::{c_extra_program, run_job};
 
 fn job(np: u32, options: &[&str], mode: &str) -> stormpi_tests::Output {
     run_job(np, options, &c_extra_program("sm_single_copy"), &[mode])
@@ -23,29 +21,13 @@ fn large_messages_are_read_by_single_copy_when_on() {
     }
 }
 
-/// Two ranks with the default parameters on one core (the launcher counts the cores it may use).
-fn on_one_core(mode: &str) -> stormpi_tests::Output {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0"])
-        .arg(stormrun())
-        .args(["-n", "2", "--oversubscribe", "--timeout", "60"])
-        .arg(c_extra_program("sm_single_copy"))
-        .arg(mode);
-    run_stormrun(cmd)
+#[test]
+fn auto_reads_by_single_copy_where_the_kernel_allows_it() {
+    job(3, &[ON[0], ON[1], "auto"], "read").assert_ok("sm_single_copy");
 }
 
 #[test]
-fn by_default_ranks_sharing_a_core_read_by_single_copy() {
-    on_one_core("read").assert_ok("sm_single_copy");
-}
-
-#[test]
-fn by_default_ranks_with_a_core_each_use_the_rings() {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cores < 2 {
-        eprintln!("SKIPPED: one core only");
-        return;
-    }
+fn by_default_the_rings_carry_everything() {
     job(2, &[], "ring").assert_ok("sm_single_copy");
 }
 
@@ -58,7 +40,7 @@ fn single_copy_off_sends_everything_through_the_rings() {
 
 #[test]
 fn a_kernel_that_refuses_from_the_start_leaves_the_rings() {
-    on_one_core("deny-before").assert_ok("sm_single_copy");
+    job(2, &[ON[0], ON[1], "auto"], "deny-before").assert_ok("sm_single_copy");
 }
 
 #[test]

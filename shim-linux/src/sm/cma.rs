@@ -16,8 +16,7 @@ use super::segment::Segment;
 /// How `btl_sm_single_copy` asks for single copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Use it if the node's processes outnumber its cores and the probe at start says the
-    /// kernel allows it.
+    /// Use it if the probe at start says the kernel allows it.
     Auto,
     /// Use it; start fails if the kernel forbids it.
     On,

@@ -11,11 +11,11 @@
 //! Large messages take one copy where the kernel allows it ([`cma`]): the module has
 //! [`BtlFlags::GET`], [`Btl::register`] names the sender's buffer by its address, and the
 //! receiver's [`Btl::get`] reads it with `process_vm_readv` straight into the receive buffer
-//! (the engine's `RGET` rendezvous). `btl_sm_single_copy` chooses: by default only where the
-//! node's processes outnumber its cores, since with a core each the rings' pipelined two copies
-//! are faster. When the kernel forbids the call (probed at start, or refused later) the rings
-//! carry everything, and a read that fails midway completes with an error naming the cause, on
-//! which the engine asks for fragments.
+//! (the engine's `RGET` rendezvous). `btl_sm_single_copy` chooses; it is off by default, since
+//! the rings' two copies, pipelined through a cache-sized ring, measured faster on the machines
+//! at hand (see the README). When the kernel forbids the call (probed at start, or refused
+//! later) the rings carry everything, and a read that fails midway completes with an error
+//! naming the cause, on which the engine asks for fragments.
 //!
 //! Names derive from the job id and world ranks, so nothing goes through the modex; a peer that
 //! has not created its segment yet is back-pressure (`reserve` returns `None`) until it has.
@@ -87,11 +87,11 @@ pub static BACKING_DIRECTORY: ParamDef = ParamDef {
 pub static SINGLE_COPY: ParamDef = ParamDef {
     name: "btl_sm_single_copy",
     kind: Kind::Str,
-    default: Default::Str("auto"),
+    default: Default::Str("off"),
     description: "Large messages read straight from the sender's buffer with process_vm_readv \
-                  (one copy) instead of two copies through the rings: auto (when the node's \
-                  processes outnumber its cores and the kernel allows it), on (whenever the \
-                  kernel allows it; start fails if it does not) or off",
+                  (one copy) instead of two copies through the rings: auto (where the kernel \
+                  allows it), on (start fails if it does not) or off (the default: the \
+                  pipelined rings measured faster, see the README)",
 };
 
 /// `btl_sm_single_copy_min`.
@@ -141,8 +141,6 @@ pub struct Sm {
     inbound: Vec<(ProcId, Consumer)>,
     /// Our segment and its file, while we have one.
     own: Option<(Segment, PathBuf)>,
-    /// `btl_sm_single_copy`.
-    single_copy: cma::Mode,
     /// Finished single-copy reads, reported at the next progress.
     reads_done: Vec<(Token, Result<()>)>,
     added: bool,
@@ -268,7 +266,6 @@ impl Sm {
             peers: Vec::new(),
             inbound: Vec::new(),
             own: None,
-            single_copy: mode,
             reads_done: Vec::new(),
             added: false,
             finalized: false,
@@ -418,13 +415,6 @@ impl Btl for Sm {
         self.added = true;
         if nlocal < 2 {
             return Ok(());
-        }
-        if self.single_copy == cma::Mode::Auto && nlocal as usize <= crate::init::cores() {
-            // Each process has a core: the rings' two copies run at once on two cores,
-            // pipelined through a cache-sized ring, and outrun one process_vm_readv (about
-            // twice its bandwidth on the machines measured, see the README). Single copy pays
-            // where the pair shares cores: the receiver alone moves the bytes.
-            self.attrs.flags = self.attrs.flags.without(BtlFlags::GET);
         }
 
         let max_send = self.attrs.max_send_size;

@@ -382,11 +382,18 @@ fn single_copy_values_are_checked() {
 }
 
 #[test]
-fn auto_reads_by_single_copy_only_where_processes_outnumber_cores() {
+fn single_copy_is_off_by_default_and_auto_follows_the_kernel() {
     let job = Job::new();
     let (mut a, _, mut b, _) = pair(&job, &params(&[]));
-    let want = cma::probe_self().is_ok() && crate::init::cores() < 2;
-    assert_eq!(a.attrs().flags.contains(BtlFlags::GET), want);
+    assert!(!a.attrs().flags.contains(BtlFlags::GET));
+    a.finalize();
+    b.finalize();
+    let job = Job::new();
+    let (mut a, _, mut b, _) = pair(&job, &params(&[("btl_sm_single_copy", "auto")]));
+    assert_eq!(
+        a.attrs().flags.contains(BtlFlags::GET),
+        cma::probe_self().is_ok()
+    );
     a.finalize();
     b.finalize();
 }
