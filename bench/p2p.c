@@ -52,8 +52,10 @@
  *     trate <T> <bytes> <msgs/s>  messages of all pairs in the batch / the batch's window
  * The single-threaded mode (no -t) is unchanged by this: same calls, same iteration logic.
  *
- * usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-t T] [-q DEPTH] [--hints]
+ * usage: p2p [-l] [-b] [-s MIN] [-m MAX] [-i SCALE] [-t T] [-q DEPTH] [--hints]
  *   -l        latency only          -b        bandwidth (with -t: message rate) only
+ *   -s MIN    smallest size in bytes (default 0 for latency, 1 for bandwidth; not with -t):
+ *             the sizes are MIN, 2 MIN, 4 MIN ... MAX
  *   -q DEPTH  the deep-queue rates at DEPTH (1 .. 65536) instead of latency and bandwidth
  *   -m MAX    largest size in bytes (default 4194304; with -t: latency sizes, default 4096)
  *   -i SCALE  multiply every iteration count by SCALE (e.g. 0.1 for a quick run, 10 for a
@@ -116,12 +118,12 @@ static void spot_check(const unsigned char *buf, long size, const char *what)
     }
 }
 
-static void latency(long max, unsigned char *sbuf, unsigned char *rbuf)
+static void latency(long min, long max, unsigned char *sbuf, unsigned char *rbuf)
 {
     long size, i;
     if (rank == 0)
         printf("# one-way latency (usec): ping-pong with MPI_Send/MPI_Recv\n");
-    for (size = 0; size <= max; size = size ? size * 2 : 1) {
+    for (size = min; size <= max; size = size ? size * 2 : 1) {
         long iters = lat_iters(size), warm = iters / 10 + 1, batch = (iters + BATCHES - 1) / BATCHES;
         double t0 = 0.0, t = 1e30;
         iters = batch * BATCHES;
@@ -154,7 +156,7 @@ static void latency(long max, unsigned char *sbuf, unsigned char *rbuf)
     }
 }
 
-static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
+static void bandwidth(long min, long max, unsigned char *sbuf, unsigned char *rbuf)
 {
     long size, i;
     int w, ack = 0;
@@ -162,7 +164,7 @@ static void bandwidth(long max, unsigned char *sbuf, unsigned char *rbuf)
     if (rank == 0)
         printf("# bandwidth (MB/s): windows of %d MPI_Isend/MPI_Irecv, then a 4-byte ack\n",
                WINDOW);
-    for (size = 1; size <= max; size *= 2) {
+    for (size = min > 0 ? min : 1; size <= max; size *= 2) {
         long iters = bw_iters(size), warm = iters / 10 + 1, batch = (iters + BATCHES - 1) / BATCHES;
         double t0 = 0.0, t = 1e30;
         iters = batch * BATCHES;
@@ -533,7 +535,7 @@ static int threaded(int argc, char **argv, int provided)
 int main(int argc, char **argv)
 {
     int size, a, do_lat = 1, do_bw = 1, len = 0, hints = 0, depth = 0;
-    long max = 4L << 20;
+    long max = 4L << 20, min = 0;
     unsigned char *sbuf, *rbuf;
     char version[MPI_MAX_LIBRARY_VERSION_STRING + 1] = "";
 
@@ -556,6 +558,8 @@ int main(int argc, char **argv)
             do_lat = 0;
         } else if (strcmp(argv[a], "-m") == 0 && a + 1 < argc) {
             max = atol(argv[++a]);
+        } else if (strcmp(argv[a], "-s") == 0 && a + 1 < argc) {
+            min = atol(argv[++a]);
         } else if (strcmp(argv[a], "-i") == 0 && a + 1 < argc) {
             scale = atof(argv[++a]);
         } else if (strcmp(argv[a], "-q") == 0 && a + 1 < argc) {
@@ -565,7 +569,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[a], "--hints") == 0) {
             hints = 1;
         } else {
-            die("usage: p2p [-l] [-b] [-m MAX] [-i SCALE] [-q DEPTH] [--hints]");
+            die("usage: p2p [-l] [-b] [-s MIN] [-m MAX] [-i SCALE] [-q DEPTH] [--hints]");
         }
     }
     comm = MPI_COMM_WORLD;
@@ -581,8 +585,8 @@ int main(int argc, char **argv)
     }
     if (size < 2)
         die("needs 2 ranks");
-    if (max < 1 || max > (1L << 30) || scale <= 0.0)
-        die("bad -m or -i value");
+    if (max < 1 || max > (1L << 30) || min < 0 || min > max || scale <= 0.0)
+        die("bad -s, -m or -i value");
 
     sbuf = malloc((size_t)max);
     rbuf = malloc((size_t)max * WINDOW);
@@ -611,9 +615,9 @@ int main(int argc, char **argv)
         deep_queue(depth, 1);
     } else {
         if (do_lat)
-            latency(max, sbuf, rbuf);
+            latency(min, max, sbuf, rbuf);
         if (do_bw)
-            bandwidth(max, sbuf, rbuf);
+            bandwidth(min, max, sbuf, rbuf);
     }
 
     free(sbuf);

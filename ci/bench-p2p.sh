@@ -2,7 +2,7 @@
 # bench-p2p.sh - point-to-point latency and bandwidth of stormpi against Open MPI and MPICH,
 # measured on this machine in the same invocation, reported as a table with ratios.
 #
-# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S] [--threads "T..."] [--hints]
+# usage: ci/bench-p2p.sh [--quick] [--tcp] [--reps N] [--min BYTES] [--max BYTES] [--scale S] [--threads "T..."] [--hints] [--cma]
 #                        [--queue "DEPTH..."]
 #   --queue "64 1024"
 #               instead of the tables above, bench/p2p.c's deep-queue mode (-q DEPTH) for each
@@ -29,7 +29,13 @@
 #               shared memory) with UCX_TLS=tcp,self, UCX's TCP transport
 #   --reps N    repetitions; the runs of the three libraries are interleaved per repetition and
 #               the best figure of each is kept (lowest latency, highest bandwidth); default 3
+#   --min BYTES smallest message size (bench/p2p.c -s; default 0 B for latency, 1 B for bandwidth)
 #   --max BYTES largest message size (default 4194304)
+#   --cma       also bench/cma_raw.c, built with cc: the bandwidth of process_vm_readv itself
+#               between two processes at the same sizes (from --min, default 1 MiB), run
+#               interleaved with the libraries, best of the repetitions; a third table puts
+#               stormpi's bandwidth beside it (the ceiling of a single-copy transport).
+#               Single copy in sm for large messages: --min 65536 --max 16777216 --cma
 #   --scale S   multiply bench/p2p.c's iteration counts by S (default 1)
 #
 # bench/p2p.c is built three ways:
@@ -52,17 +58,21 @@ threads=""
 max_set=0
 hints=""
 queue=""
+min=""
+cma=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=1048576; scale=0.2 ;;
         --tcp) tcp=1 ;;
         --reps) shift; reps=$1 ;;
+        --min) shift; min=$1 ;;
         --max) shift; max=$1; max_set=1 ;;
+        --cma) cma=1 ;;
         --scale) shift; scale=$1 ;;
         --threads) shift; threads=$1 ;;
         --hints) hints=" --hints" ;;
         --queue) shift; queue=$1 ;;
-        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
         *) echo "bench-p2p.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -74,6 +84,7 @@ work=$(mktemp -d /tmp/stormpi-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 src="$root/bench/p2p.c"
 args="-m $max -i $scale$hints"
+[ -n "$min" ] && args="-s $min $args"
 run_timeout=${BENCH_TIMEOUT:-900}
 
 find_tool() { # find_tool ENVVALUE NAME
@@ -108,6 +119,12 @@ if command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$work/p2p-mpich" "$s
     impls+=(mpich)
 else
     notes+=("MPICH: build with mpicc.mpich failed or not installed")
+fi
+if [ "$cma" = 1 ]; then
+    if ! cc -O2 -o "$work/cma_raw" "$root/bench/cma_raw.c" >"$work/build-cma.log" 2>&1; then
+        notes+=("cma_raw: build failed: $(head -n 3 "$work/build-cma.log" | tr '\n' ' ')")
+        cma=0
+    fi
 fi
 
 # Transport selection per library (empty: each library's default, shared memory on one node).
@@ -312,6 +329,14 @@ for rep in $(seq 1 "$reps"); do
             rm -f "$work/$impl".*.out
         fi
     done
+    if [ "$cma" = 1 ]; then
+        echo "# rep $rep/$reps: cma_raw" >&2
+        if ! timeout "$run_timeout" "$work/cma_raw" -s "${min:-1048576}" -m "$max" -i "$scale" \
+                >"$work/cma.$rep.out" 2>"$work/cma.$rep.err" </dev/null; then
+            notes+=("cma_raw: run $rep failed: $(tail -n 3 "$work/cma.$rep.err" | tr '\n' ' ')")
+            cma=0
+        fi
+    fi
 done
 
 # --- table ---
@@ -353,8 +378,24 @@ done | awk '
             delete list
         }
     }'
+if [ "$cma" = 1 ] && [ -n "$(ls "$work"/stormpi.*.out 2>/dev/null)" ]; then
+    echo
+    echo "stormpi bandwidth against process_vm_readv itself (bench/cma_raw.c), MB/s (best of runs)"
+    printf "%10s %11s %11s %12s\n" "bytes" "stormpi" "raw CMA" "storm/raw"
+    { awk '$1 == "bw" { print "s", $2, $3 }' "$work"/stormpi.*.out
+      awk '$1 == "cma" { print "c", $2, $3 }' "$work"/cma.*.out; } | awk '
+        { k = $1 " " $2; if (!(k in best) || $3 > best[k]) best[k] = $3; if ($1 == "c") sz[$2] = 1 }
+        END {
+            n = 0; for (k in sz) list[++n] = k + 0
+            for (i = 2; i <= n; i++) { v = list[i]; j = i - 1; while (j > 0 && list[j] > v) { list[j + 1] = list[j]; j-- } list[j + 1] = v }
+            for (i = 1; i <= n; i++) {
+                s = best["s " list[i]]; c = best["c " list[i]]
+                printf "%10d %11s %11.1f %12s\n", list[i], s == "" ? "-" : sprintf("%.1f", s), c, (s != "" && c > 0) ? sprintf("%.2f", s / c) : "-"
+            }
+        }'
+fi
 echo
-echo "runs: $reps repetition(s), interleaved; max $max bytes; iteration scale $scale; libraries: ${ok[*]}"
+echo "runs: $reps repetition(s), interleaved; ${min:+min $min bytes; }max $max bytes; iteration scale $scale; libraries: ${ok[*]}"
 echo "transports: $transports"
 for impl in "${ok[@]}"; do
     echo "  $impl: $(grep -h '^# library:' "$work/$impl".*.out | head -n 1 | sed 's/^# library: //')"

@@ -8,12 +8,22 @@
 //! producer and one consumer and needs no lock ([`ring`]). The receiver's progress polls all of its
 //! inbound rings.
 //!
+//! Large messages take one copy where the kernel allows it ([`cma`]): the module has
+//! [`BtlFlags::GET`], [`Btl::register`] names the sender's buffer by its address, and the
+//! receiver's [`Btl::get`] reads it with `process_vm_readv` straight into the receive buffer
+//! (the engine's `RGET` rendezvous). `btl_sm_single_copy` chooses; it is off by default, since
+//! the rings' two copies, pipelined through a cache-sized ring, measured faster on the machines
+//! at hand (see the README). When the kernel forbids the call (probed at start, or refused
+//! later) the rings carry everything, and a read that fails midway completes with an error
+//! naming the cause, on which the engine asks for fragments.
+//!
 //! Names derive from the job id and world ranks, so nothing goes through the modex; a peer that
 //! has not created its segment yet is back-pressure (`reserve` returns `None`) until it has.
 //!
 //! Processes are numbered on their node by world rank (local index `0..L`). Receiver `r`'s
 //! segment holds `L - 1` rings; sender `s` uses ring `s` if `s < r`, else `s - 1`.
 
+mod cma;
 mod ring;
 pub(crate) mod segment;
 
@@ -21,7 +31,8 @@ use std::path::PathBuf;
 
 use stormpi_core::arch::Arch;
 use stormpi_core::btl::{
-    AmTag, AreaState, Btl, BtlAttrs, BtlFlags, Endpoint, Modex, PeerInfo, Sink,
+    AmTag, AreaState, Btl, BtlAttrs, BtlFlags, DataRef, DestRef, Endpoint, Modex, PeerInfo,
+    RemoteKey, Sink, Token,
 };
 use stormpi_core::error::{Allowed, Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
@@ -72,15 +83,40 @@ pub static BACKING_DIRECTORY: ParamDef = ParamDef {
     description: "Directory (a tmpfs) of the sm BTL's segment files",
 };
 
-/// Parameters of the sm BTL.
+/// `btl_sm_single_copy`.
+pub static SINGLE_COPY: ParamDef = ParamDef {
+    name: "btl_sm_single_copy",
+    kind: Kind::Str,
+    default: Default::Str("off"),
+    description: "Large messages read straight from the sender's buffer with process_vm_readv \
+                  (one copy) instead of two copies through the rings: auto (where the kernel \
+                  allows it), on (start fails if it does not) or off (the default: the \
+                  pipelined rings measured faster, see the README)",
+};
+
+/// `btl_sm_single_copy_min`.
+pub static SINGLE_COPY_MIN: ParamDef = ParamDef {
+    name: "btl_sm_single_copy_min",
+    kind: Kind::Int {
+        min: 0,
+        max: i64::MAX,
+    },
+    default: Default::Int(32 << 10),
+    description: "Messages of at least this many bytes go by single copy (btl_sm_single_copy); \
+                  smaller ones through the rings",
+};
+
 /// The `sm` BTL's exclusivity: above `tcp`'s, so node-local peers use shared memory only.
 pub const EXCLUSIVITY: u32 = 1000;
 
-pub static PARAMS: [&ParamDef; 4] = [
+/// Parameters of the sm BTL.
+pub static PARAMS: [&ParamDef; 6] = [
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
     &RING_BYTES,
     &BACKING_DIRECTORY,
+    &SINGLE_COPY,
+    &SINGLE_COPY_MIN,
 ];
 
 /// Longest job id accepted (it becomes part of a file name).
@@ -105,6 +141,8 @@ pub struct Sm {
     inbound: Vec<(ProcId, Consumer)>,
     /// Our segment and its file, while we have one.
     own: Option<(Segment, PathBuf)>,
+    /// Finished single-copy reads, reported at the next progress.
+    reads_done: Vec<(Token, Result<()>)>,
     added: bool,
     finalized: bool,
 }
@@ -115,6 +153,20 @@ struct Peer {
     path: PathBuf,
     want: Expect,
     tx: Tx,
+    /// Whether its memory can be read by single copy.
+    cma: Cma,
+}
+
+/// Single-copy reads from one peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cma {
+    /// Not tried yet.
+    Unchecked,
+    /// Read through this process id.
+    Pid(u32),
+    /// Refused for the reason given (logged once): every read completes with an error naming
+    /// it, and the engine asks for fragments.
+    Refused(&'static str),
 }
 
 /// Sending state towards one local process.
@@ -158,6 +210,29 @@ impl Sm {
                 },
             ));
         }
+        let mode = cma::Mode::parse(SINGLE_COPY.name, params.str(&SINGLE_COPY))?;
+        let single_copy = match mode {
+            cma::Mode::Off => false,
+            _ => match cma::probe_self() {
+                Ok(()) => true,
+                Err(e) if mode == cma::Mode::On => {
+                    eprintln!(
+                        "stormpi sm (rank {}): btl_sm_single_copy=on, but process_vm_readv \
+                         does not work here: {e}",
+                        me.0
+                    );
+                    return Err(Error::new(
+                        ErrorClass::Other,
+                        Reason::Transport {
+                            btl: "sm",
+                            what: "btl_sm_single_copy=on, but the kernel refuses \
+                                   process_vm_readv (ptrace scope, seccomp or container policy)",
+                        },
+                    ));
+                }
+                Err(_) => false,
+            },
+        };
         let dir = params.str(&BACKING_DIRECTORY);
         if dir.is_empty() {
             return Err(Error::new(
@@ -176,8 +251,12 @@ impl Sm {
                 latency_ns: 300,
                 bandwidth_mbps: 80_000,
                 exclusivity: EXCLUSIVITY,
-                flags: BtlFlags::SEND,
-                get_min: usize::MAX,
+                flags: if single_copy {
+                    BtlFlags::SEND.union(BtlFlags::GET)
+                } else {
+                    BtlFlags::SEND
+                },
+                get_min: params.usize(&SINGLE_COPY_MIN),
             },
             me,
             job: job.to_owned(),
@@ -187,6 +266,7 @@ impl Sm {
             peers: Vec::new(),
             inbound: Vec::new(),
             own: None,
+            reads_done: Vec::new(),
             added: false,
             finalized: false,
         })
@@ -373,6 +453,7 @@ impl Btl for Sm {
                     } else {
                         Tx::Attaching(Attaching::default())
                     },
+                    cma: Cma::Unchecked,
                 }
             })
             .collect();
@@ -410,9 +491,106 @@ impl Btl for Sm {
         }
     }
 
+    fn register(&mut self, ep: Endpoint, data: DataRef) -> Option<RemoteKey> {
+        let peer = self.peers.get(ep.0 as usize)?;
+        if !self.attrs.flags.contains(BtlFlags::GET) || matches!(peer.cma, Cma::Refused(_)) {
+            return None;
+        }
+        // Nothing to pin: the reader names the memory by its address in this process.
+        Some(RemoteKey(data.as_ptr() as u64))
+    }
+
+    fn get(
+        &mut self,
+        ep: Endpoint,
+        key: RemoteKey,
+        offset: u64,
+        dest: DestRef,
+        token: Token,
+    ) -> bool {
+        let i = ep.0 as usize;
+        let me = self.me;
+        let Some(peer) = self.peers.get(i) else {
+            self.reads_done.push((
+                token,
+                Err(Error::bad_arg("sm: get from an unknown endpoint")),
+            ));
+            return true;
+        };
+        if peer.cma == Cma::Unchecked && matches!(peer.tx, Tx::Attaching(_)) {
+            self.connect(i);
+            if matches!(self.peers[i].tx, Tx::Attaching(_)) {
+                // The peer's segment, which says how to read it, is not mapped yet.
+                return false;
+            }
+        }
+        let peer = &mut self.peers[i];
+        if peer.cma == Cma::Unchecked {
+            peer.cma = match &peer.tx {
+                Tx::Ready { _seg: seg, .. } => match cma::check_peer(seg) {
+                    Ok(pid) => Cma::Pid(pid),
+                    Err((what, e)) => {
+                        eprintln!(
+                            "stormpi sm (rank {}): no single copy from rank {}: {what} ({e}); \
+                             its messages go through the ring",
+                            me.0, peer.proc.0
+                        );
+                        if cma::is_policy(&e) {
+                            self.attrs.flags = self.attrs.flags.without(BtlFlags::GET);
+                        }
+                        Cma::Refused(what)
+                    }
+                },
+                _ => Cma::Refused("the peer's segment could not be mapped"),
+            };
+        }
+        let Cma::Pid(pid) = peer.cma else {
+            let what = match peer.cma {
+                Cma::Refused(what) => what,
+                _ => "single copy from this peer was not checked",
+            };
+            self.reads_done.push((
+                token,
+                Err(Error::new(
+                    ErrorClass::Other,
+                    Reason::Transport { btl: "sm", what },
+                )),
+            ));
+            return true;
+        };
+        // SAFETY: the engine lends `dest` for writing until we report the token.
+        let r = unsafe { cma::read(pid, key.0.wrapping_add(offset), dest.as_ptr(), dest.len()) };
+        let result = r.map_err(|e| {
+            eprintln!(
+                "stormpi sm (rank {}): single-copy read of {} bytes from rank {} failed: {e}",
+                me.0,
+                dest.len(),
+                peer.proc.0
+            );
+            if cma::is_policy(&e) {
+                // The kernel's policy changed: stop offering and reading, for every peer.
+                eprintln!(
+                    "stormpi sm (rank {}): single copy is off from now on; large messages go \
+                     through the rings",
+                    me.0
+                );
+                self.attrs.flags = self.attrs.flags.without(BtlFlags::GET);
+            }
+            cma::failure(&e)
+        });
+        self.reads_done.push((token, result));
+        true
+    }
+
     #[inline]
     fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         let mut n = 0;
+        if !self.reads_done.is_empty() {
+            for (token, result) in self.reads_done.drain(..) {
+                sink.completed(token, result);
+                n += 1;
+            }
+        }
         for (from, ring) in self.inbound.iter_mut() {
             let from = *from;
             match ring.poll(|tag, frag| sink.deliver(from, tag, frag)) {

@@ -32,7 +32,7 @@ use super::ring::{min_ring_bytes, RingMem, CTL_BYTES};
 pub(crate) const HEADER_BYTES: usize = 4096;
 const PAGE: usize = 4096;
 const MAGIC: [u8; 8] = *b"STORM-SM";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Value of the ready word once the segment is usable (not just "non-zero", so that a stray
 /// write is unlikely to pass for it).
 const READY: u32 = 0x5245_4459;
@@ -57,6 +57,11 @@ mod field {
     pub const COLL_BYTES: Range<usize> = 40..48;
     /// Bytes a peer copies and checks.
     pub const LEN: usize = 48;
+    /// Process id of the creator, for single-copy reads of its memory (`process_vm_readv`).
+    pub const PID: Range<usize> = 48..52;
+    /// Address of the segment in the creator's address space: a peer that reads the header
+    /// there with `process_vm_readv` and finds what it maps has the right process.
+    pub const BASE: Range<usize> = 56..64;
     /// The ready word (an AtomicU32), on its own cache line.
     pub const READY: usize = 64;
 }
@@ -307,9 +312,15 @@ impl Segment {
         reserve_space(&file, total).map_err(io("not enough room for the segment"))?;
         let map = Mapping::new(&file, total).map_err(io("cannot map the segment"))?;
         let header = geo.encode(owner, total);
+        let pid = std::process::id().to_ne_bytes();
+        let base = (map.at(0) as u64).to_ne_bytes();
         // SAFETY: the mapping is fresh, at least HEADER_BYTES long, and nobody reads the header
-        // before the ready word is stored, which happens after this write.
-        unsafe { ptr::copy_nonoverlapping(header.as_ptr(), map.at(0), header.len()) };
+        // before the ready word is stored, which happens after these writes.
+        unsafe {
+            ptr::copy_nonoverlapping(header.as_ptr(), map.at(0), header.len());
+            ptr::copy_nonoverlapping(pid.as_ptr(), map.at(field::PID.start), pid.len());
+            ptr::copy_nonoverlapping(base.as_ptr(), map.at(field::BASE.start), base.len());
+        }
         undo.0 = None;
         Ok(Segment { map, geo })
     }
@@ -324,6 +335,31 @@ impl Segment {
     #[cfg(test)]
     pub(crate) fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    /// The creator's process id and the address of this segment in its address space, as it
+    /// recorded them in the header; with [`Segment::header_start`], what a single-copy reader
+    /// checks before it trusts the process id (`sm::cma`).
+    pub(crate) fn origin(&self) -> (u32, u64) {
+        let mut pid = [0u8; 4];
+        let mut base = [0u8; 8];
+        // SAFETY: both fields lie in the header (HEADER_BYTES <= len), written by the creator
+        // before its Release store of the ready word, which we loaded with Acquire before
+        // this segment was made; a private copy is taken.
+        unsafe {
+            ptr::copy_nonoverlapping(self.map.at(field::PID.start), pid.as_mut_ptr(), 4);
+            ptr::copy_nonoverlapping(self.map.at(field::BASE.start), base.as_mut_ptr(), 8);
+        }
+        (u32::from_ne_bytes(pid), u64::from_ne_bytes(base))
+    }
+
+    /// The first bytes of the header (magic, version, owner, geometry, process id, base) as
+    /// mapped here.
+    pub(crate) fn header_start(&self) -> [u8; field::BASE.end] {
+        let mut h = [0u8; field::BASE.end];
+        // SAFETY: within the header; immutable once the segment is ready (see `origin`).
+        unsafe { ptr::copy_nonoverlapping(self.map.at(0), h.as_mut_ptr(), h.len()) };
+        h
     }
 
     /// Ring `i` (a sender's slot).

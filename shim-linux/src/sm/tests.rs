@@ -280,3 +280,120 @@ fn a_peer_of_another_architecture_on_the_node_gets_no_ring() {
     assert!(eps[1].is_some(), "same architecture: a ring");
     assert!(eps[2].is_none(), "other byte order: left to a network BTL");
 }
+
+/// Records completions of gets.
+#[derive(Default)]
+struct Completions(Vec<(u64, Result<()>)>);
+
+impl Sink for Completions {
+    fn deliver(&mut self, _: ProcId, _: AmTag, _: &[u8]) -> Delivery {
+        Delivery::Consumed
+    }
+    fn completed(&mut self, token: Token, result: Result<()>) {
+        self.0.push((token.0, result));
+    }
+}
+
+/// Two modules of one node (in this process, which may read itself with process_vm_readv).
+fn pair(job: &Job, p: &Params) -> (Sm, Endpoint, Sm, Endpoint) {
+    let (a, ea) = module(job, 0, &[0, 0], p);
+    let (b, eb) = module(job, 1, &[0, 0], p);
+    (a, ea[1].unwrap(), b, eb[0].unwrap())
+}
+
+#[test]
+fn a_registered_buffer_is_read_by_single_copy() {
+    if cma::probe_self().is_err() {
+        eprintln!("SKIPPED: process_vm_readv is not permitted on this machine");
+        return;
+    }
+    let job = Job::new();
+    let (mut a, ep_b, mut b, ep_a) = pair(&job, &params(&[("btl_sm_single_copy", "on")]));
+    assert!(a.attrs().flags.contains(BtlFlags::GET));
+    assert_eq!(a.attrs().get_min, 32 << 10);
+    let src: Vec<u8> = (0..3 << 20)
+        .map(|i: usize| (i * 7 + i / 251) as u8)
+        .collect();
+    // SAFETY: `src` outlives the registration and is not written meanwhile.
+    let key = a
+        .register(ep_b, unsafe { DataRef::new(src.as_ptr(), src.len()) })
+        .unwrap();
+    let mut dest = vec![0u8; src.len() - 1000];
+    // SAFETY: `dest` is ours until the completion is reported.
+    let d = unsafe { DestRef::new(dest.as_mut_ptr(), dest.len()) };
+    assert!(b.get(ep_a, key, 1000, d, Token(42)));
+    let mut sink = Completions::default();
+    assert_eq!(b.progress(&mut sink), 1);
+    assert_eq!(sink.0.len(), 1);
+    assert_eq!(sink.0[0].0, 42);
+    assert!(sink.0[0].1.is_ok(), "{:?}", sink.0[0].1);
+    assert!(dest == src[1000..]);
+    a.deregister(key);
+    a.finalize();
+    b.finalize();
+}
+
+#[test]
+fn a_read_of_an_unreadable_address_completes_with_an_error_naming_the_cause() {
+    if cma::probe_self().is_err() {
+        eprintln!("SKIPPED: process_vm_readv is not permitted on this machine");
+        return;
+    }
+    let job = Job::new();
+    let (mut a, _, mut b, ep_a) = pair(&job, &params(&[("btl_sm_single_copy", "on")]));
+    let mut dest = vec![0u8; 4096];
+    // SAFETY: `dest` is ours until the completion is reported.
+    let d = unsafe { DestRef::new(dest.as_mut_ptr(), dest.len()) };
+    // Page 1 is never mapped.
+    assert!(b.get(ep_a, RemoteKey(4096), 0, d, Token(7)));
+    let mut sink = Completions::default();
+    b.progress(&mut sink);
+    let err = sink.0[0].1.unwrap_err();
+    assert!(format!("{err}").contains("EFAULT"), "{err}");
+    // A fault is the sender's buffer's, not the kernel's policy: single copy stays on.
+    assert!(b.attrs().flags.contains(BtlFlags::GET));
+    a.finalize();
+    b.finalize();
+}
+
+#[test]
+fn single_copy_off_neither_offers_nor_reads() {
+    let job = Job::new();
+    let (mut a, ep_b, mut b, _) = pair(&job, &params(&[("btl_sm_single_copy", "0")]));
+    assert!(!a.attrs().flags.contains(BtlFlags::GET));
+    let src = [1u8; 64];
+    // SAFETY: `src` outlives the call.
+    assert!(a
+        .register(ep_b, unsafe { DataRef::new(src.as_ptr(), src.len()) })
+        .is_none());
+    a.finalize();
+    b.finalize();
+}
+
+#[test]
+fn single_copy_values_are_checked() {
+    for v in ["auto", "on", "off", "1", "0", "AUTO"] {
+        assert!(cma::Mode::parse("btl_sm_single_copy", v).is_ok(), "{v}");
+    }
+    let job = Job::new();
+    let p = params(&[("btl_sm_single_copy", "maybe")]);
+    let e = Sm::new(&p, &job.0, ProcId(0)).err().unwrap();
+    assert!(format!("{e}").contains("btl_sm_single_copy"), "{e}");
+}
+
+#[test]
+fn single_copy_is_off_by_default_and_auto_follows_the_kernel() {
+    let job = Job::new();
+    let (mut a, _, mut b, _) = pair(&job, &params(&[]));
+    assert!(!a.attrs().flags.contains(BtlFlags::GET));
+    a.finalize();
+    b.finalize();
+    let job = Job::new();
+    let (mut a, _, mut b, _) = pair(&job, &params(&[("btl_sm_single_copy", "auto")]));
+    assert_eq!(
+        a.attrs().flags.contains(BtlFlags::GET),
+        cma::probe_self().is_ok()
+    );
+    a.finalize();
+    b.finalize();
+}

@@ -513,7 +513,10 @@ impl Ob1 {
         Delivery::Consumed
     }
 
-    /// The get of a receive that matched an `RGET` is over: the FIN goes next.
+    /// The get of a receive that matched an `RGET` is over: the FIN goes next. A get that
+    /// failed (the module could not read the sender's memory: permission withdrawn, a fault)
+    /// loses nothing: the receive becomes an ordinary matched rendezvous whose ACK asks the
+    /// sender for all of the message in fragments, which overwrite whatever the get wrote.
     pub(crate) fn on_read_done(&mut self, token: Token, result: crate::error::Result<()>) {
         let key = Key::from_u64(token.0);
         let Some(req) = self.requests.pool.get_mut(key) else {
@@ -526,7 +529,14 @@ impl Ob1 {
             ));
             return;
         };
-        let RecvState::Reading { msg_len, step, .. } = &mut r.state else {
+        let RecvState::Reading {
+            proc,
+            msg_len,
+            sreq,
+            step,
+            ..
+        } = &mut r.state
+        else {
             self.warn(format_args!(
                 "read completion for a receive that is not reading"
             ));
@@ -538,18 +548,28 @@ impl Ob1 {
             ));
             return;
         }
-        let failed = match result {
+        match result {
             Ok(()) => {
                 r.conv.placed(*msg_len as usize);
-                false
+                *step = ReadStep::Fin { failed: false };
+                self.stats.reads += 1;
             }
             Err(e) => {
-                req.status.error.get_or_insert(e);
-                true
+                let proc = *proc;
+                r.state = RecvState::Matched {
+                    proc,
+                    msg_len: *msg_len,
+                    received: 0,
+                    placing: 0,
+                    sreq: *sreq,
+                    acked: false,
+                };
+                self.warn(format_args!(
+                    "reading a message from rank {} failed ({e}); asking for fragments instead",
+                    proc.0
+                ));
             }
-        };
-        *step = ReadStep::Fin { failed };
-        self.stats.reads += u64::from(!failed);
+        }
         self.pending_ack
             .push_back(&self.requests.pool, key.index, work_link);
     }
