@@ -278,6 +278,11 @@ fn finished(e: &mut Engine, p: Pending, r: Result<u64>) {
         // SAFETY: from alloc_mem at the start; the transfer that used it is over.
         unsafe { e.platform.free_mem(stage as *mut u8) };
     }
+    complete(e, p.req, r);
+}
+
+/// Completes the request of a file access with its outcome: the bytes it moved, or its error.
+pub(crate) fn complete(e: &mut Engine, req: ReqId, r: Result<u64>) {
     let status = match r {
         Ok(bytes) => Status {
             bytes,
@@ -289,5 +294,5 @@ fn finished(e: &mut Engine, p: Pending, r: Result<u64>) {
             ..EMPTY
         },
     };
-    e.p2p.pml.requests_mut().finish(p.req, status);
+    e.p2p.pml.requests_mut().finish(req, status);
 }

@@ -33,7 +33,7 @@ use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Result};
 use crate::op::Op;
-use crate::pml::request::{ReqId, Status, ANY_SOURCE, ANY_TAG};
+use crate::pml::request::ReqId;
 use crate::shared::Inside;
 
 /// Non-blocking collective accesses queued at once in a process.
@@ -187,16 +187,6 @@ impl Default for Queue {
         Queue::new()
     }
 }
-
-/// The status of an access (MPI leaves source and tag undefined).
-const EMPTY: Status = Status {
-    source: ANY_SOURCE,
-    tag: ANY_TAG,
-    bytes: 0,
-    message_bytes: 0,
-    error: None,
-    cancelled: false,
-};
 
 /// Starts a non-blocking collective access of file `id` (`mine`: this member's view-stream
 /// start and memory, or its error — it then still takes part, so that the others learn of it,
@@ -353,18 +343,7 @@ pub fn progress(e: &mut Engine) -> usize {
         }
         moved += 1;
         e.io.nbc.live -= 1;
-        let status = match outcome {
-            Ok(bytes) => Status {
-                bytes,
-                message_bytes: bytes,
-                ..EMPTY
-            },
-            Err(err) => Status {
-                error: Some(err),
-                ..EMPTY
-            },
-        };
-        e.p2p.pml.requests_mut().finish(a.req, status);
+        super::background::complete(e, a.req, outcome);
     }
     moved
 }
