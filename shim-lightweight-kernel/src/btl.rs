@@ -15,6 +15,18 @@
 //! the fragment was rejected (or not delivered). Out of slots is back-pressure (`reserve` says
 //! `None`).
 //!
+//! Flow control: the portal is allocated with `PTL_PT_FLOWCTRL`, so when the receive event queue
+//! has no room the interface disables the portal and refuses puts (`PTL_NI_PT_DISABLED`) instead
+//! of dropping an event, which would lose the fragment it reports. The receiver takes its events
+//! and enables the portal again in the same progress call; the refused fragments go again like
+//! rejected ones.
+//!
+//! Order: ob1 numbers each peer's messages in a 16-bit space and holds early arrivals, so a
+//! peer's fragments may overtake each other only by less than half of it. A refused fragment
+//! starts a *recovery* for its peer: until every refused fragment to that peer has landed, new
+//! fragments to it wait behind them. So what overtakes a refused fragment was already in flight
+//! when it was refused: at most `btl_portals_send_slots` fragments.
+//!
 //! RDMA get (messages of `btl_portals_get_min` bytes and more): the sender's PML registers the
 //! message ([`Btl::register`]), which appends a persistent match entry over it on
 //! [`pt::BTL_READ`] with a fresh key as its match bits, readable only by the destination and
@@ -87,10 +99,10 @@ pub static SEND_SLOTS: ParamDef = ParamDef {
     name: "btl_portals_send_slots",
     kind: Kind::Int {
         min: 2,
-        max: 1 << 16,
+        max: 1 << 14,
     },
     default: Default::Int(128),
-    description: "Fragments the Portals BTL can have unacknowledged at once",
+    description: "Fragments the Portals BTL can have unacknowledged at once (below half of ob1's 16-bit sequence space, so a retransmitted fragment is never overtaken by more)",
 };
 
 /// `btl_portals_get_min`.
@@ -104,14 +116,26 @@ pub static GET_MIN: ParamDef = ParamDef {
     description: "Messages of at least this many bytes are read by the receiver with PtlGet (the RDMA get protocol) instead of sent in fragments; 0 turns gets off",
 };
 
+/// `btl_portals_event_queue_size`.
+pub static EVENT_QUEUE_SIZE: ParamDef = ParamDef {
+    name: "btl_portals_event_queue_size",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 24,
+    },
+    default: Default::Int(0),
+    description: "Events the Portals BTL's receive queue holds (0: one per 64 bytes of its blocks); when it is full the portal is disabled and senders retransmit",
+};
+
 /// Parameters of the Portals BTL.
-pub static PARAMS: [&ParamDef; 6] = [
+pub static PARAMS: [&ParamDef; 7] = [
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
     &BLOCKS,
     &BLOCK_BYTES,
     &SEND_SLOTS,
     &GET_MIN,
+    &EVENT_QUEUE_SIZE,
 ];
 
 /// `user_ptr` of the reject entry's events.
@@ -145,6 +169,8 @@ struct Slot {
     tag: u8,
     /// Place in the order fragments were committed: retransmissions keep it.
     order: u64,
+    /// Refused at least once (counted in its peer's recovery until it lands).
+    retry: bool,
 }
 
 /// Counters.
@@ -158,6 +184,8 @@ pub struct BtlStats {
     pub reposts: u64,
     /// Gets issued.
     pub gets: u64,
+    /// Times the receive queue filled and the interface disabled the portal.
+    pub disables: u64,
 }
 
 /// The Portals BTL module.
@@ -180,6 +208,9 @@ pub struct PortalsBtl {
     resend: VecDeque<u32>,
     /// Fragments committed so far (the next [`Slot::order`]).
     committed: u64,
+    /// Per peer (by endpoint): refused fragments not yet landed. New fragments to a peer in
+    /// recovery wait in `resend`.
+    recovering: Vec<u32>,
     /// Progress calls so far, and the one from which rejected fragments may go again.
     pass: u64,
     resend_at: u64,
@@ -216,6 +247,7 @@ impl PortalsBtl {
         let nblocks = params.usize(&BLOCKS);
         let nslots = params.usize(&SEND_SLOTS);
         let get_min = params.usize(&GET_MIN);
+        let eq_len = params.usize(&EVENT_QUEUE_SIZE);
         let flags = if get_min > 0 {
             BtlFlags::SEND.union(BtlFlags::GET)
         } else {
@@ -245,6 +277,7 @@ impl PortalsBtl {
             reserved: None,
             resend: VecDeque::new(),
             committed: 0,
+            recovering: Vec::new(),
             pass: 0,
             resend_at: 0,
             rank,
@@ -256,9 +289,13 @@ impl PortalsBtl {
         };
         // SAFETY: Portals calls with valid out-pointers.
         unsafe {
-            // Each block takes at most block_bytes / 64 fragments (64-byte records): size the
-            // receive queue so it cannot overflow between two progress calls.
-            let recv_eq_len = (nblocks * (block_bytes / 64 + 2)).clamp(256, 1 << 20);
+            // Enough for blocks of 64-byte fragments; smaller ones can fill it, and then flow
+            // control disables the portal rather than lose an event.
+            let recv_eq_len = if eq_len > 0 {
+                eq_len
+            } else {
+                (nblocks * (block_bytes / 64 + 2)).clamp(256, 1 << 20)
+            };
             check(
                 PtlEQAlloc(ni, recv_eq_len as u64, &mut b.recv_eq),
                 "PtlEQAlloc (BTL receive)",
@@ -271,7 +308,7 @@ impl PortalsBtl {
             .map_err(ptl_err)?;
             let mut idx = 0;
             check(
-                PtlPTAlloc(ni, 0, b.recv_eq, pt::BTL, &mut idx),
+                PtlPTAlloc(ni, PTL_PT_FLOWCTRL, b.recv_eq, pt::BTL, &mut idx),
                 "PtlPTAlloc (BTL)",
             )
             .map_err(ptl_err)?;
@@ -373,7 +410,7 @@ impl PortalsBtl {
         self.slab[s as usize * max..].as_mut_ptr()
     }
 
-    /// Puts the fragment in slot `s`; false (and queued to go again) if Portals refused it.
+    /// Puts the fragment in slot `s`; false if Portals refused it (the caller keeps it).
     fn put(&mut self, s: u32) -> bool {
         let slot = self.slots[s as usize];
         let p = self.slot_ptr(s);
@@ -393,10 +430,36 @@ impl PortalsBtl {
                 slot.tag as u64,
             )
         };
-        if rc != PTL_OK {
-            self.queue_resend(s);
-        }
         rc == PTL_OK
+    }
+
+    /// Fragment `s` was refused: its peer is in recovery until it lands.
+    fn refused(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if !slot.retry {
+            slot.retry = true;
+            let ep = slot.ep as usize;
+            if self.recovering.len() <= ep {
+                self.recovering.resize(ep + 1, 0);
+            }
+            self.recovering[ep] += 1;
+        }
+    }
+
+    /// Fragment `s` landed.
+    fn landed(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if slot.retry {
+            slot.retry = false;
+            if let Some(n) = self.recovering.get_mut(slot.ep as usize) {
+                *n -= 1;
+            }
+        }
+        self.free.push(s);
+    }
+
+    fn in_recovery(&self, ep: u32) -> bool {
+        self.recovering.get(ep as usize).is_some_and(|&n| n > 0)
     }
 
     /// Queues a fragment to be sent again, in commit order.
@@ -407,6 +470,25 @@ impl PortalsBtl {
             .resend
             .partition_point(|&r| slots[r as usize].order < order);
         self.resend.insert(at, s);
+    }
+
+    /// Sends what waits in `resend`, in commit order: refused fragments, and new ones to peers
+    /// no longer in recovery. Stops at the first put Portals refuses.
+    fn retransmit(&mut self) {
+        let waiting = std::mem::take(&mut self.resend);
+        let mut stopped = false;
+        for s in waiting {
+            let slot = self.slots[s as usize];
+            let go = !stopped && (slot.retry || !self.in_recovery(slot.ep));
+            if go && self.put(s) {
+                continue;
+            }
+            if go {
+                stopped = true;
+                self.refused(s);
+            }
+            self.resend.push_back(s);
+        }
     }
 
     /// Takes arrived fragments the engine refused before; false if one is refused again.
@@ -476,19 +558,24 @@ impl Btl for PortalsBtl {
             len: len as u32,
             tag: tag.0,
             order: self.committed,
+            retry: false,
         };
         self.committed += 1;
-        // Behind the peer's fragments waiting to go again, not ahead of them.
-        if !self.resend.is_empty()
-            && self
-                .resend
-                .iter()
-                .any(|&r| self.slots[r as usize].ep == ep.0)
+        // Behind the peer's refused or waiting fragments, not ahead of them.
+        if self.in_recovery(ep.0)
+            || (!self.resend.is_empty()
+                && self
+                    .resend
+                    .iter()
+                    .any(|&r| self.slots[r as usize].ep == ep.0))
         {
             self.resend.push_back(s);
             return;
         }
-        self.put(s);
+        if !self.put(s) {
+            self.refused(s);
+            self.resend.push_back(s);
+        }
     }
 
     fn register(&mut self, ep: Endpoint, data: DataRef) -> Option<RemoteKey> {
@@ -578,11 +665,20 @@ impl Btl for PortalsBtl {
             n += k;
         }
         let mut ev = ptl_event_t::default();
+        let mut disabled = false;
         // Receive side.
-        // SAFETY: valid event queue and out-pointer.
-        while unsafe { PtlEQGet(self.recv_eq, &mut ev) } == PTL_OK {
+        loop {
+            // SAFETY: valid event queue and out-pointer.
+            match unsafe { PtlEQGet(self.recv_eq, &mut ev) } {
+                PTL_OK => {}
+                PTL_EQ_DROPPED => crate::platform::eprint_line(
+                    "stormpi: Portals BTL: the receive event queue overflowed despite flow control; fragments are lost",
+                ),
+                _ => break,
+            }
             let b = ev.user_ptr as usize;
             match ev.type_ {
+                PTL_EVENT_PT_DISABLED => disabled = true,
                 PTL_EVENT_PUT if b != REJECT && b < self.blocks.len() => {
                     n += 1;
                     let from = ProcId(ev.initiator.rank());
@@ -616,6 +712,12 @@ impl Btl for PortalsBtl {
                 _ => {}
             }
         }
+        if disabled {
+            self.stats.disables += 1;
+            // The queue is empty now: take puts again (the refused ones come back).
+            // SAFETY: our own portal table entry.
+            unsafe { PtlPTEnable(self.ni, pt::BTL) };
+        }
         // Send side.
         // SAFETY: as above.
         while unsafe { PtlEQGet(self.send_eq, &mut ev) } == PTL_OK {
@@ -648,29 +750,23 @@ impl Btl for PortalsBtl {
                 continue;
             };
             if ev.ni_fail_type == PTL_NI_OK && ev.mlength == slot.len as u64 {
-                self.free.push(s);
+                self.landed(s);
                 n += 1;
             } else {
-                // Rejected (every block was full) or not delivered: send it again, after the
-                // receiver has had a moment to take its blocks back.
+                // Rejected (every block was full), refused (portal disabled) or not delivered:
+                // send it again, after the receiver has had a moment to take its blocks back.
                 self.stats.retransmits += 1;
+                self.refused(s);
                 self.queue_resend(s);
                 self.resend_at = self.pass + 16;
             }
         }
         // Retransmit what was rejected, at most what was waiting when this call began.
         self.pass += 1;
-        if self.pass < self.resend_at {
+        if self.pass < self.resend_at || self.resend.is_empty() {
             return n;
         }
-        for _ in 0..self.resend.len() {
-            let Some(s) = self.resend.pop_front() else {
-                break;
-            };
-            if !self.put(s) {
-                break;
-            }
-        }
+        self.retransmit();
         n
     }
 
@@ -695,8 +791,8 @@ impl Btl for PortalsBtl {
                 Level::Info,
                 self.rank,
                 format_args!(
-                    "Portals BTL: {} fragments put, {} rejected and retransmitted, {} receive blocks posted again, {} gets",
-                    st.puts, st.retransmits, st.reposts, st.gets
+                    "Portals BTL: {} fragments put, {} rejected and retransmitted, {} receive blocks posted again, {} gets, {} flow-control disables",
+                    st.puts, st.retransmits, st.reposts, st.gets, st.disables
                 ),
             );
         }

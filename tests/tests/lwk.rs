@@ -194,6 +194,24 @@ fn lwk_ob1_large_messages_are_read_by_the_receiver() {
     }
 }
 
+/// A receive event queue far smaller than the blocks' room for 8-byte messages: the interface
+/// disables the BTL's portal when it fills (rather than drop an event, which would lose a
+/// fragment), senders retransmit what it refused, and every message arrives once, in order.
+#[test]
+fn lwk_ob1_btl_flow_control() {
+    let out = LwkJob::new(2, Pml::Ob1)
+        .param("btl_portals_event_queue_size", "32")
+        .param("mpi_log_level", "2")
+        .run(&program("many_unexpected"), &["100000"]);
+    out.assert_ok("many_unexpected");
+    assert!(
+        btl_count(&out, "flow-control disables") > 0,
+        "the portal was never disabled:\n{}",
+        out.report()
+    );
+    assert!(btl_count(&out, "rejected and retransmitted") > 0);
+}
+
 #[test]
 fn lwk_failed_rank_tears_the_job_down() {
     let prog = node_program(&Target::host(), &c_extra_source("bad_rank"), &[]);
