@@ -108,6 +108,8 @@ pub(crate) struct PmlComm {
     /// The hints rule out both wildcards: exact mode once the queues are deep
     /// ([`Ob1::deepen`]); the communicator's key in the [`exact::ExactIndex`] then.
     exact_wanted: Option<exact::ExactKey>,
+    /// The hints rule out both wildcards (exact mode wanted or entered).
+    hinted: bool,
 }
 
 /// Per (communicator, peer) sequence numbers.
@@ -390,6 +392,7 @@ impl Ob1 {
         let want = hints.contains(CommHints::NO_ANY_SOURCE | CommHints::NO_ANY_TAG);
         let pc = &mut self.comms[comm.0 as usize];
         pc.seen = hints;
+        pc.hinted = want;
         if want {
             pc.exact_wanted = Some(exact::ExactKey { slot: comm.0, ctx });
             self.deepen(comm);
@@ -398,6 +401,21 @@ impl Ob1 {
             pc.posted.leave_exact(&self.requests.pool, &mut self.exact);
             pc.unexpected.leave_exact(&self.unex, &mut self.exact);
         }
+    }
+
+    /// An entry joined communicator `comm`'s queues: only a communicator whose hints rule out
+    /// wildcards has anything to do (one test of a flag on the shallow path of every other).
+    #[inline(always)]
+    fn queued(&mut self, comm: CommId) {
+        if self.comms[comm.0 as usize].hinted {
+            self.queued_hinted(comm);
+        }
+    }
+
+    #[inline(never)]
+    fn queued_hinted(&mut self, comm: CommId) {
+        self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
+        self.deepen(comm);
     }
 
     /// Puts communicator `comm`'s queues in exact mode ([`exact`]) if its hints allow and they

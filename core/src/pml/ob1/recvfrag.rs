@@ -358,8 +358,7 @@ impl Ob1 {
                 self.comms[c.0 as usize]
                     .unexpected
                     .push(&self.unex, idx, &mut self.exact);
-                self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
-                self.deepen(c);
+                self.queued(c);
             }
             Hold::OutOfOrder(c) => self.comms[c.0 as usize]
                 .cant_match

@@ -49,8 +49,7 @@ impl Ob1 {
                     key.index,
                     &mut self.exact,
                 );
-                self.exact.grow_if_loaded(&self.requests.pool, &self.unex);
-                self.deepen(comm);
+                self.queued(comm);
             }
         }
         Ok(ReqId(key))
