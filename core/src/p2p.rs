@@ -278,6 +278,19 @@ impl P2p {
         }))
     }
 
+    /// Sets the info assertions of communicator `comm` (live or still being made), and the
+    /// matching queues up for them.
+    pub fn set_hints(&mut self, comm: CommId, hints: CommHints) -> Result<()> {
+        self.comms.set_hints(comm, hints)?;
+        // A communicator still being made takes its hints in when it is added.
+        if !self.comms.is_reserved(comm) {
+            if let Pml::Ob1(ob1) = &mut self.pml {
+                ob1.hints_changed(&self.comms, comm);
+            }
+        }
+        Ok(())
+    }
+
     /// Checks a receive's source and tag: `None` for `MPI_PROC_NULL`; a wildcard the
     /// communicator's assertions rule out is an error.
     #[inline(always)]

@@ -255,7 +255,7 @@ pub(crate) unsafe fn comm_duplicated(
                         .unwrap_or_default(),
                     None => CommHints::empty(),
                 };
-                let _ = e.p2p.comms.set_hints(new, flags);
+                let _ = e.p2p.set_hints(new, flags);
                 e.objects.infos.set_comm_hints(new.0, info)
             }
         };

@@ -32,7 +32,7 @@ pub(super) fn new_comm_hints(
         return Ok(());
     };
     let flags = hints_from(&e.objects.infos, CommHints::empty(), i)?;
-    e.p2p.comms.set_hints(c, flags)?;
+    e.p2p.set_hints(c, flags)?;
     // Hints may be ignored: when there is no room to keep them, they are dropped.
     e.objects.infos.set_comm_hints(c.0, Some(i)).map(|_| ())
 }
@@ -368,7 +368,7 @@ super::mpi! {
             let hints = info_or_null(info_)?;
             if let Some(i) = hints {
                 let new = hints_from(&e.objects.infos, old, i)?;
-                e.p2p.comms.set_hints(c, new)?;
+                e.p2p.set_hints(c, new)?;
             }
             // Hints may be ignored: when there is no room to keep them, they are dropped.
             e.objects.infos.set_comm_hints(c.0, hints).map(|_| ())

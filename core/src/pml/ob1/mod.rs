@@ -329,6 +329,7 @@ impl Ob1 {
         let Ok(c) = comms.get_in_use(comm) else {
             return Ok(());
         };
+        self.follow_hints(comm, c);
         let cid = c.cid.0;
         let mut cur = self.orphans.head();
         while let Some(i) = cur {
@@ -377,10 +378,16 @@ impl Ob1 {
         }
     }
 
+    /// Sets communicator `comm`'s queues up for its hints if they changed (through
+    /// [`crate::p2p::P2p::set_hints`]), moving whatever is queued over in order.
+    pub(crate) fn hints_changed(&mut self, comms: &CommTable, comm: CommId) {
+        if let Ok(c) = comms.get_in_use(comm) {
+            self.follow_hints(comm, c);
+        }
+    }
+
     /// Sets communicator `comm`'s queues up for its hints `c.hints` if they changed since last
-    /// seen. Called where a receive, probe or message enters the queues, so a change of hints
-    /// takes effect at the next operation, with whatever is queued moved over in order.
-    #[inline(always)]
+    /// seen: when they are set, and when the communicator is added with hints it was made with.
     fn follow_hints(&mut self, comm: CommId, c: &Comm) {
         if self.comms[comm.0 as usize].seen != c.hints {
             self.apply_hints(comm, c.hints, c.cid.0);
@@ -661,6 +668,7 @@ mod tests {
         }
         send(&mut ob1, &comms, 5, 1005);
         comms.set_hints(c, NO_WILDCARDS).unwrap();
+        ob1.hints_changed(&comms, c);
         for t in 300..600 {
             send(&mut ob1, &comms, t, t as u32);
         }
@@ -696,6 +704,7 @@ mod tests {
         posted.push((9, post4(&mut ob1, &comms, &types, c, 7, 9)));
         assert_eq!(ob1.exact.entries(), 401);
         comms.set_hints(c, CommHints::ALLOW_OVERTAKING).unwrap();
+        ob1.hints_changed(&comms, c);
         for t in (200..400).rev() {
             send(&mut ob1, &comms, t, 10_000 + t as u32);
         }
@@ -706,6 +715,7 @@ mod tests {
         assert_eq!(ob1.exact.entries(), 0);
         // And on again for the rest.
         comms.set_hints(c, NO_WILDCARDS).unwrap();
+        ob1.hints_changed(&comms, c);
         for t in (0..200).rev() {
             send(&mut ob1, &comms, t, 10_000 + t as u32);
         }
@@ -751,6 +761,7 @@ mod tests {
         };
         let (any1, b1) = post_any(&mut ob1, &comms);
         comms.set_hints(c, NO_WILDCARDS).unwrap();
+        ob1.hints_changed(&comms, c);
         let _ = ob1.iprobe(&comms, &sel(c, 7, 3)).unwrap();
         assert!(
             ob1.comms[c.0 as usize].posted.index.is_none(),

@@ -224,7 +224,6 @@ impl Ob1 {
             return self.hold(Hold::Orphan, from, env, kind, payload);
         };
         let c = comms.get_any(comm).expect("by_cid maps to a slot in use");
-        self.follow_hints(comm, c);
         if env.src < 0
             || env.src as u32 >= c.peers().size()
             || comms.peer_proc(c, env.src as u32) != from
@@ -682,7 +681,6 @@ impl Ob1 {
     ) -> Option<Placement> {
         let comm = comms.by_cid(ContextId(env.ctx))?;
         let c = comms.get_in_use(comm).ok()?;
-        self.follow_hints(comm, c);
         if n == 0
             || env.src < 0
             || env.src as u32 >= c.peers().size()

@@ -32,7 +32,7 @@ impl Ob1 {
         scope: u32,
     ) -> Result<ReqId> {
         let RecvSel { comm, src, tag, .. } = *s;
-        self.follow_hints(comm, comms.get_in_use(comm)?);
+        comms.get_in_use(comm)?;
         let key = self.requests.insert_recv(make, src, tag, comm, scope)?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
@@ -57,7 +57,7 @@ impl Ob1 {
 
     /// The status of the first unexpected message `s` accepts, without taking it.
     pub fn iprobe(&mut self, comms: &CommTable, s: &RecvSel) -> Result<Option<Status>> {
-        self.follow_hints(s.comm, comms.get_in_use(s.comm)?);
+        comms.get_in_use(s.comm)?;
         Ok(self
             .find_unexpected(s.comm, s.src, s.tag)
             .map(|i| probe_status(self, i)))
@@ -65,7 +65,7 @@ impl Ob1 {
 
     /// Like [`Ob1::iprobe`], but takes the message off the queue for a later [`Ob1::imrecv`].
     pub fn improbe(&mut self, comms: &CommTable, s: &RecvSel) -> Result<Option<(MsgId, Status)>> {
-        self.follow_hints(s.comm, comms.get_in_use(s.comm)?);
+        comms.get_in_use(s.comm)?;
         let Some(i) = self.find_unexpected(s.comm, s.src, s.tag) else {
             return Ok(None);
         };
