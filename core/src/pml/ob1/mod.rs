@@ -414,7 +414,12 @@ impl Ob1 {
     /// wildcards has anything to do (one test of a flag on the shallow path of every other).
     #[inline(always)]
     fn queued(&mut self, comm: CommId) {
-        if self.comms[comm.0 as usize].hinted {
+        let pc = &self.comms[comm.0 as usize];
+        // Shallow queues outside exact mode have nothing to do either.
+        if pc.hinted
+            && (pc.posted.index.is_some()
+                || pc.posted.len() + pc.unexpected.lengths().0 > EXACT_DEPTH)
+        {
             self.queued_hinted(comm);
         }
     }
