@@ -86,7 +86,7 @@ pub struct Retry {
 }
 
 /// Creates an RC queue pair on the device's CQ and SRQ; the inline size granted.
-pub fn create_qp(
+pub(crate) fn create_qp(
     lib: &Library,
     dev: &Device,
     sizes: QpSizes,
@@ -125,7 +125,7 @@ pub fn create_qp(
 
 /// Takes `qp` from RESET to RTS towards the peer with `card` whose QP for us is `dest_qpn`;
 /// `psn` is our own first sequence number.
-pub fn connect(
+pub(crate) fn connect(
     lib: &Library,
     dev: &Device,
     qp: *mut ibv_qp,
@@ -215,7 +215,7 @@ fn step(
 }
 
 /// Moves `qp` to the error state: what is outstanding on it completes with a flush status.
-pub fn to_error(lib: &Library, qp: *mut ibv_qp) {
+pub(crate) fn to_error(lib: &Library, qp: *mut ibv_qp) {
     // SAFETY: as above.
     let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
     a.qp_state = IBV_QPS_ERR;
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn qpn_entries_fit_a_modex_value() {
-        assert!(QPNS_PER_KEY * 4 <= MAX_MODEX_VALUE);
+        const { assert!(QPNS_PER_KEY * 4 <= MAX_MODEX_VALUE) };
         assert_eq!(qpn_key(0), qpn_key(QPNS_PER_KEY as u32 - 1));
         assert_ne!(qpn_key(0), qpn_key(QPNS_PER_KEY as u32));
     }

@@ -43,7 +43,9 @@ fn counters(out: &Output) -> Vec<(u64, u64, u64)> {
     let num = |line: &str, before: &str| -> u64 {
         let at = line.find(before).expect("a counter");
         let head = line[..at].trim_end();
-        let start = head.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+        let start = head
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
         head[start..].parse().expect("a number")
     };
     out.stderr
@@ -65,8 +67,17 @@ fn ring_ping_pong_runs_over_verbs() {
         let out = job(np, "ring", &[], &[]);
         out.assert_ok("ring");
         let c = counters(&out);
-        assert_eq!(c.len(), np as usize, "a counter line per rank\n{}", out.report());
-        assert!(c.iter().all(|&(f, _, _)| f > 0), "fragments went over verbs\n{}", out.report());
+        assert_eq!(
+            c.len(),
+            np as usize,
+            "a counter line per rank\n{}",
+            out.report()
+        );
+        assert!(
+            c.iter().all(|&(f, _, _)| f > 0),
+            "fragments went over verbs\n{}",
+            out.report()
+        );
     }
 }
 
@@ -87,11 +98,20 @@ fn large_messages_are_read_by_rdma() {
 
 #[test]
 fn without_reads_large_messages_go_in_fragments() {
-    let out = job(2, "allpairs", &["1048576"], &["--mca", "btl_verbs_get_min", "0"]);
+    let out = job(
+        2,
+        "allpairs",
+        &["1048576"],
+        &["--mca", "btl_verbs_get_min", "0"],
+    );
     out.assert_ok("allpairs");
     let c = counters(&out);
     assert_eq!(c.len(), 2, "{}", out.report());
-    assert!(c.iter().all(|&(_, _, reads)| reads == 0), "{}", out.report());
+    assert!(
+        c.iter().all(|&(_, _, reads)| reads == 0),
+        "{}",
+        out.report()
+    );
 }
 
 #[test]
@@ -101,13 +121,21 @@ fn many_small_messages_against_few_credits() {
             np,
             "many_outstanding",
             &[],
-            &["--mca", "btl_verbs_credits", "4", "--mca", "btl_verbs_send_slots", "4"],
+            &[
+                "--mca",
+                "btl_verbs_credits",
+                "4",
+                "--mca",
+                "btl_verbs_send_slots",
+                "4",
+            ],
         );
         out.assert_ok("many_outstanding");
         let c = counters(&out);
         assert_eq!(c.len(), np as usize, "{}", out.report());
         assert!(
-            c.iter().all(|&(f, credit_writes, _)| f > 1000 && credit_writes > 0),
+            c.iter()
+                .all(|&(f, credit_writes, _)| f > 1000 && credit_writes > 0),
             "credits came back through the mailbox\n{}",
             out.report()
         );
@@ -127,7 +155,14 @@ fn too_few_receive_buffers_name_the_parameter() {
         3,
         "ring",
         &[],
-        &["--mca", "btl_verbs_receive_buffers", "8", "--mca", "btl_verbs_credits", "8"],
+        &[
+            "--mca",
+            "btl_verbs_receive_buffers",
+            "8",
+            "--mca",
+            "btl_verbs_credits",
+            "8",
+        ],
     );
     out.assert_failed_with(&["btl_verbs_receive_buffers=8", "btl_verbs_credits"]);
 }
@@ -180,7 +215,11 @@ fn victim_job(signal: i32) -> (Output, u32) {
     assert_eq!(unsafe { libc::kill(victim, signal) }, 0);
     let ended = job.wait_timeout(Duration::from_secs(30)).is_some();
     let out = job.wait();
-    assert!(ended, "the job still ran 30 s after rank 2 got signal {signal}\n{}", out.report());
+    assert!(
+        ended,
+        "the job still ran 30 s after rank 2 got signal {signal}\n{}",
+        out.report()
+    );
     (out, 2)
 }
 
