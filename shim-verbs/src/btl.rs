@@ -198,7 +198,7 @@ impl VerbsBtl {
         let path = params.str(&LIBRARY).to_string();
         let lib = Library::open(&path)
             .map_err(|e| Unavailable::Absent(format!("cannot load {path} ({e})")))?;
-        let dev = device::open(&lib)
+        let dev = device::open(&lib, params.u32(&GID_INDEX) as u8)
             .map_err(Unavailable::Failed)?
             .ok_or_else(|| {
                 Unavailable::Absent(format!("{path} has no device with an active port"))
@@ -770,6 +770,7 @@ impl Btl for VerbsBtl {
         let card = Card {
             lid: self.dev.lid,
             link_layer: self.dev.link_layer,
+            mtu: self.dev.mtu as u8,
             gid: self.dev.gid,
             psn: self.psn,
             mailbox: self.mailbox.as_ptr() as u64,

@@ -21,6 +21,8 @@ pub struct Device {
     pub port: u8,
     pub lid: u16,
     pub gid: [u8; 16],
+    /// Index of `gid` in the port's table (`btl_verbs_gid_index`).
+    pub gid_index: u8,
     /// `IBV_LINK_LAYER_*`: on Ethernet (RoCE) queue pairs are addressed by GID.
     pub link_layer: u8,
     /// `IBV_MTU_*` of the port.
@@ -32,8 +34,9 @@ pub struct Device {
     pub attr: ibv_device_attr,
 }
 
-/// The first device with an active port, opened; `Ok(None)` when there is none.
-pub fn open(lib: &Library) -> Result<Option<Device>, String> {
+/// The first device with an active port, opened, with its GID of index `gid_index`; `Ok(None)`
+/// when there is none.
+pub fn open(lib: &Library, gid_index: u8) -> Result<Option<Device>, String> {
     let mut n: c_int = 0;
     // SAFETY: out-pointer valid; the list is freed below after the chosen device is opened.
     let list = unsafe { (lib.get_device_list)(&mut n) };
@@ -79,8 +82,18 @@ pub fn open(lib: &Library) -> Result<Option<Device>, String> {
             continue;
         };
         let mut gid = ibv_gid { raw: [0; 16] };
-        // SAFETY: ctx open, out-pointer valid. A port without GIDs leaves it zero.
-        unsafe { (lib.query_gid)(ctx, port, 0, &mut gid) };
+        // SAFETY: ctx open, out-pointer valid. A port without GIDs (InfiniBand addressed by
+        // LID) leaves it zero; on Ethernet the GID is the address and must exist.
+        let rc = unsafe { (lib.query_gid)(ctx, port, c_int::from(gid_index), &mut gid) };
+        if rc != 0 && pa.link_layer == IBV_LINK_LAYER_ETHERNET {
+            // SAFETY: opened above.
+            unsafe { (lib.close_device)(ctx) };
+            // SAFETY: the list is still ours.
+            unsafe { (lib.free_device_list)(list) };
+            return Err(format!(
+                "{name} port {port} has no GID of index {gid_index} (btl_verbs_gid_index)"
+            ));
+        }
         found = Some(Device {
             ctx,
             pd: ptr::null_mut(),
@@ -91,6 +104,7 @@ pub fn open(lib: &Library) -> Result<Option<Device>, String> {
             lid: pa.lid,
             // SAFETY: every bit pattern is a valid byte array.
             gid: unsafe { gid.raw },
+            gid_index,
             link_layer: pa.link_layer,
             mtu: pa.active_mtu,
             max_msg: u64::from(pa.max_msg_sz).max(1 << 16),

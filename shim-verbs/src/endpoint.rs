@@ -28,6 +28,8 @@ pub fn qpn_key(rank: u32) -> String {
 pub struct Card {
     pub lid: u16,
     pub link_layer: u8,
+    /// `IBV_MTU_*` of the port: a connection uses the smaller of the two.
+    pub mtu: u8,
     pub gid: [u8; 16],
     /// First packet sequence number of every QP of this process.
     pub psn: u32,
@@ -39,17 +41,18 @@ pub struct Card {
 
 impl Card {
     /// Encoded length.
-    pub const LEN: usize = 2 + 1 + 16 + 4 + 8 + 4;
+    pub const LEN: usize = 2 + 1 + 1 + 16 + 4 + 8 + 4;
 
     /// Wire form (little-endian).
     pub fn to_bytes(&self) -> [u8; Card::LEN] {
         let mut b = [0u8; Card::LEN];
         b[0..2].copy_from_slice(&self.lid.to_le_bytes());
         b[2] = self.link_layer;
-        b[3..19].copy_from_slice(&self.gid);
-        b[19..23].copy_from_slice(&self.psn.to_le_bytes());
-        b[23..31].copy_from_slice(&self.mailbox.to_le_bytes());
-        b[31..35].copy_from_slice(&self.mailbox_rkey.to_le_bytes());
+        b[3] = self.mtu;
+        b[4..20].copy_from_slice(&self.gid);
+        b[20..24].copy_from_slice(&self.psn.to_le_bytes());
+        b[24..32].copy_from_slice(&self.mailbox.to_le_bytes());
+        b[32..36].copy_from_slice(&self.mailbox_rkey.to_le_bytes());
         b
     }
 
@@ -59,14 +62,15 @@ impl Card {
             return None;
         }
         let mut gid = [0u8; 16];
-        gid.copy_from_slice(&b[3..19]);
+        gid.copy_from_slice(&b[4..20]);
         Some(Card {
             lid: u16::from_le_bytes([b[0], b[1]]),
             link_layer: b[2],
+            mtu: b[3],
             gid,
-            psn: u32::from_le_bytes(b[19..23].try_into().ok()?),
-            mailbox: u64::from_le_bytes(b[23..31].try_into().ok()?),
-            mailbox_rkey: u32::from_le_bytes(b[31..35].try_into().ok()?),
+            psn: u32::from_le_bytes(b[20..24].try_into().ok()?),
+            mailbox: u64::from_le_bytes(b[24..32].try_into().ok()?),
+            mailbox_rkey: u32::from_le_bytes(b[32..36].try_into().ok()?),
         })
     }
 }
@@ -150,7 +154,7 @@ pub(crate) fn connect(
     // SAFETY: as above.
     let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = dev.mtu.clamp(IBV_MTU_1024, IBV_MTU_4096);
+    a.path_mtu = dev.mtu.min(u32::from(card.mtu)).max(1);
     a.dest_qp_num = dest_qpn;
     a.rq_psn = card.psn;
     a.max_dest_rd_atomic = dev.max_rd_atomic;
@@ -160,7 +164,7 @@ pub(crate) fn connect(
     if card.link_layer == IBV_LINK_LAYER_ETHERNET || card.lid == 0 {
         a.ah_attr.is_global = 1;
         a.ah_attr.grh.dgid = ibv_gid { raw: card.gid };
-        a.ah_attr.grh.sgid_index = 0;
+        a.ah_attr.grh.sgid_index = dev.gid_index;
         a.ah_attr.grh.hop_limit = 64;
     }
     step(
@@ -232,6 +236,7 @@ mod tests {
         let c = Card {
             lid: 7,
             link_layer: IBV_LINK_LAYER_ETHERNET,
+            mtu: 5,
             gid: [3; 16],
             psn: 0x12_3456,
             mailbox: 0x7fff_0000_1234,

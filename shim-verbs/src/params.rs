@@ -101,8 +101,16 @@ pub static RETRY_COUNT: ParamDef = ParamDef {
     description: "Times the verbs BTL's queue pairs send again after an ACK timeout before the connection fails",
 };
 
+/// `btl_verbs_gid_index`.
+pub static GID_INDEX: ParamDef = ParamDef {
+    name: "btl_verbs_gid_index",
+    kind: Kind::Int { min: 0, max: 255 },
+    default: Default::Int(0),
+    description: "Index in the port's GID table of the address the verbs BTL uses on RoCE (and publishes on InfiniBand)",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 10] = [
+pub static PARAMS: [&ParamDef; 11] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -113,4 +121,5 @@ pub static PARAMS: [&ParamDef; 10] = [
     &MAX_GETS,
     &TIMEOUT,
     &RETRY_COUNT,
+    &GID_INDEX,
 ];

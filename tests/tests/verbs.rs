@@ -142,6 +142,27 @@ fn many_small_messages_against_few_credits() {
     }
 }
 
+/// One credit per peer and a shared receive queue of exactly one buffer per peer: every
+/// fragment waits for the previous one's credit, and the queue never overflows.
+#[test]
+fn one_credit_per_peer_fills_the_shared_receive_queue_exactly() {
+    let out = job(
+        3,
+        "many_outstanding",
+        &[],
+        &[
+            "--mca",
+            "btl_verbs_credits",
+            "1",
+            "--mca",
+            "btl_verbs_receive_buffers",
+            "2",
+        ],
+    );
+    out.assert_ok("many_outstanding");
+    assert_eq!(counters(&out).len(), 3, "{}", out.report());
+}
+
 #[test]
 fn collectives_run_over_verbs() {
     for np in [2, 3] {
