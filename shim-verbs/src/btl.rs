@@ -71,6 +71,19 @@ fn imm(kind: u32, tag: u8, credits: u64) -> u32 {
     (kind << 24) | (u32::from(tag) << 16) | (credits & 0xffff) as u32
 }
 
+/// The count of returned messages a peer's piggy-backed low 16 bits `low` stand for, given the
+/// count known so far (`returned`), the messages sent to it (`sent`) and the grant: the count is
+/// never ahead of `returned` by more than the grant nor of `sent`; a stale value (an older count
+/// than one already taken from the mailbox) leaves `returned` as it is.
+fn widen_returned(returned: u64, sent: u64, credits: u64, low: u16) -> u64 {
+    let delta = u64::from(low.wrapping_sub(returned as u16));
+    if delta <= credits && returned + delta <= sent {
+        returned + delta
+    } else {
+        returned
+    }
+}
+
 /// Counters, logged at finalize (`mpi_log_level` 2).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
@@ -643,11 +656,7 @@ impl VerbsBtl {
         let im = u32::from_be(wc.imm_data);
         let credits = self.credits;
         let Some(p) = self.peer(ep) else { return 0 };
-        // The piggy-backed count: its low 16 bits, ahead of what we know by at most the grant.
-        let delta = u64::from((im as u16).wrapping_sub(p.returned as u16));
-        if delta <= credits && p.returned + delta <= p.sent {
-            p.returned += delta;
-        }
+        p.returned = widen_returned(p.returned, p.sent, credits, im as u16);
         let len = wc.byte_len as usize;
         let at = buf as usize * self.buf_size;
         match im >> 24 {
@@ -1122,5 +1131,37 @@ impl Btl for VerbsBtl {
             ),
         );
         self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn piggy_backed_credits_widen_across_the_16_bit_wrap() {
+        // 65_530 returned, 65_560 sent: the peer says 20 (65_556 mod 2^16).
+        assert_eq!(widen_returned(65_530, 65_560, 32, 20), 65_556);
+        assert_eq!(widen_returned(10, 40, 32, 30), 30);
+        // Nothing new.
+        assert_eq!(widen_returned(10, 40, 32, 10), 10);
+    }
+
+    #[test]
+    fn stale_or_impossible_counts_are_ignored() {
+        // An older count than the mailbox already gave: a huge wrapped delta.
+        assert_eq!(widen_returned(30, 40, 32, 25), 30);
+        // More than was ever sent.
+        assert_eq!(widen_returned(10, 20, 32, 25), 10);
+    }
+
+    #[test]
+    fn immediate_data_packs_kind_tag_and_count() {
+        let i = imm(ANNOUNCE, 7, 0x1_2345);
+        assert_eq!(i >> 24, ANNOUNCE);
+        assert_eq!((i >> 16) as u8, 7);
+        assert_eq!(i as u16, 0x2345);
+        let w = wr_id(WR_READ, 5, 9);
+        assert_eq!((w >> 56, (w >> 32) & 0xff_ffff, w as u32), (WR_READ, 5, 9));
     }
 }
