@@ -211,10 +211,15 @@ impl VerbsBtl {
         let path = params.str(&LIBRARY).to_string();
         let lib = Library::open(&path)
             .map_err(|e| Unavailable::Absent(format!("cannot load {path} ({e})")))?;
-        let dev = device::open(&lib, params.u32(&GID_INDEX) as u8)
+        let only = params.str(&DEVICE).trim().to_string();
+        let dev = device::open(&lib, &only, params.u32(&GID_INDEX) as u8)
             .map_err(Unavailable::Failed)?
-            .ok_or_else(|| {
-                Unavailable::Absent(format!("{path} has no device with an active port"))
+            .ok_or_else(|| match only.as_str() {
+                "" => Unavailable::Absent(format!("{path} has no device with an active port")),
+                // A device asked for by name and not there is the user's error, not an absence.
+                d => Unavailable::Failed(format!(
+                    "{path} has no device {d} with an active port (btl_verbs_device)"
+                )),
             })?;
         let max_send = params.usize(&MAX_SEND_SIZE);
         let eager = params.usize(&EAGER_LIMIT).min(max_send);

@@ -34,9 +34,9 @@ pub struct Device {
     pub attr: ibv_device_attr,
 }
 
-/// The first device with an active port, opened, with its GID of index `gid_index`; `Ok(None)`
-/// when there is none.
-pub fn open(lib: &Library, gid_index: u8) -> Result<Option<Device>, String> {
+/// The first device with an active port (the one named `only`, if not empty), opened, with its
+/// GID of index `gid_index`; `Ok(None)` when there is none.
+pub fn open(lib: &Library, only: &str, gid_index: u8) -> Result<Option<Device>, String> {
     let mut n: c_int = 0;
     // SAFETY: out-pointer valid; the list is freed below after the chosen device is opened.
     let list = unsafe { (lib.get_device_list)(&mut n) };
@@ -51,11 +51,6 @@ pub fn open(lib: &Library, gid_index: u8) -> Result<Option<Device>, String> {
             break;
         }
         // SAFETY: a device of the list.
-        let ctx = unsafe { (lib.open_device)(dev) };
-        if ctx.is_null() {
-            continue;
-        }
-        // SAFETY: as above; all-zero is a valid ibv_device_attr.
         let name = unsafe {
             let p = (lib.get_device_name)(dev);
             if p.is_null() {
@@ -64,6 +59,14 @@ pub fn open(lib: &Library, gid_index: u8) -> Result<Option<Device>, String> {
                 CStr::from_ptr(p).to_string_lossy().into_owned()
             }
         };
+        if !only.is_empty() && name != only {
+            continue;
+        }
+        // SAFETY: a device of the list.
+        let ctx = unsafe { (lib.open_device)(dev) };
+        if ctx.is_null() {
+            continue;
+        }
         // SAFETY: all-zero is a valid value of this plain C struct; ctx is open.
         let mut attr: ibv_device_attr = unsafe { core::mem::zeroed() };
         if unsafe { (lib.query_device)(ctx, &mut attr) } != 0 {

@@ -109,8 +109,17 @@ pub static GID_INDEX: ParamDef = ParamDef {
     description: "Index in the port's GID table of the address the verbs BTL uses on RoCE (and publishes on InfiniBand)",
 };
 
+/// `btl_verbs_device`.
+pub static DEVICE: ParamDef = ParamDef {
+    name: "btl_verbs_device",
+    kind: Kind::Str,
+    default: Default::Str(""),
+    description:
+        "The device the verbs BTL uses, by name (e.g. mlx5_0; empty: the first with an active port)",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 11] = [
+pub static PARAMS: [&ParamDef; 12] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -122,4 +131,5 @@ pub static PARAMS: [&ParamDef; 11] = [
     &TIMEOUT,
     &RETRY_COUNT,
     &GID_INDEX,
+    &DEVICE,
 ];

@@ -201,6 +201,14 @@ fn a_missing_library_is_an_error_only_when_verbs_is_named() {
     run_job(2, &missing, &c_program("ring"), &[]).assert_ok("ring");
 }
 
+#[test]
+fn a_device_asked_for_by_name_must_exist() {
+    let out = job(2, "ring", &[], &["--mca", "btl_verbs_device", "mlx5_9"]);
+    out.assert_failed_with(&["no device mlx5_9", "btl_verbs_device"]);
+    let out = job(2, "ring", &[], &["--mca", "btl_verbs_device", "swverbs0"]);
+    out.assert_ok("ring");
+}
+
 /// Parses the `READY <rank> <pid>` lines of kill_victim.
 fn ready_pids(stdout: &str) -> Vec<(u32, i32)> {
     stdout
