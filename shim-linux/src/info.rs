@@ -49,6 +49,12 @@ pub const COMPONENTS: &[Component] = &[
         about: "peers on other nodes, one module per interface, authenticated connections",
     },
     Component {
+        framework: "btl",
+        name: "verbs",
+        priority: Some(stormpi_verbs::EXCLUSIVITY),
+        about: "InfiniBand/RoCE through libibverbs loaded at run time (btl_verbs_library): RC queue pairs, shared receive queue with credits, RDMA read",
+    },
+    Component {
         framework: "coll",
         name: "tuned",
         priority: None,

@@ -118,11 +118,40 @@ fn cores() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// The verbs BTL, if libibverbs and a device with an active port are there. Without them the
+/// component steps aside quietly (a note at `mpi_log_level` 2), unless the `btl` list names it:
+/// then the job cannot run as asked and init fails with the cause.
+fn verbs_module(params: &Params, me: u32, n: u32) -> Result<Option<stormpi_verbs::VerbsBtl>> {
+    let list = params.str(&BTL_SELECT).trim();
+    let named = !list.starts_with('^') && list.split(',').any(|c| c.trim() == "verbs");
+    let (why, fatal) = match stormpi_verbs::VerbsBtl::new(params, me, n, &PLATFORM) {
+        Ok(m) => return Ok(Some(m)),
+        Err(stormpi_verbs::Unavailable::Absent(why)) => (why, named),
+        Err(stormpi_verbs::Unavailable::Failed(why)) => (why, true),
+    };
+    if !fatal {
+        use stormpi_core::platform::{Level, Platform};
+        if PLATFORM.log_enabled(Level::Info) {
+            PLATFORM.log(Level::Info, format_args!("verbs BTL not used: {why}"));
+        }
+        return Ok(None);
+    }
+    eprintln!("stormpi: rank {me}: the verbs BTL cannot start: {why}");
+    Err(Error::new(
+        ErrorClass::Other,
+        Reason::Transport {
+            btl: "verbs",
+            what: "the verbs BTL cannot start (see the message above)",
+        },
+    ))
+}
+
 /// Registers every parameter of this build in `params`.
 pub fn register_params(params: &mut Params) -> Result<()> {
     Engine::register_params(params)?;
     params.register_all(&sm::PARAMS)?;
     params.register_all(&tcp::PARAMS)?;
+    params.register_all(&stormpi_verbs::PARAMS)?;
     params.register_all(&platform::PARAMS)
 }
 
@@ -190,6 +219,12 @@ pub fn engine() -> Result<Engine> {
         let module: &'static mut dyn stormpi_core::btl::Btl =
             leak(Sm::new(&params, &job_id(kvsname.as_deref()), me)?);
         let _ = btls.push(module);
+    }
+    if n > 1 && btl_selected(params.str(&BTL_SELECT), "verbs") {
+        if let Some(module) = verbs_module(&params, me.0, n)? {
+            let module: &'static mut dyn stormpi_core::btl::Btl = leak(module);
+            let _ = btls.push(module);
+        }
     }
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "tcp") {
         // One module per interface, within what the engine takes (it adds `self` itself).

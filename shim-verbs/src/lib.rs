@@ -1,1 +1,19 @@
-//! InfiniBand verbs BTL (not yet built).
+//! stormpi's verbs BTL: InfiniBand and RoCE through libibverbs, loaded at run time.
+//!
+//! - [`library`]: libibverbs's entry points found with `dlopen`/`dlsym` (`btl_verbs_library`),
+//!   so the MPI library builds and runs where rdma-core is absent;
+//! - [`device`]: the first device with an active port, its protection domain, completion queue
+//!   and shared receive queue;
+//! - [`endpoint`]: the business card and the RC queue pair set-up through the modex;
+//! - [`btl`]: the module — eager fragments from registered slots over a shared receive queue with
+//!   per-peer credits, and RDMA read for the `RGET` rendezvous;
+//! - [`params`]: the `btl_verbs_*` parameters.
+
+pub mod btl;
+pub mod device;
+pub mod endpoint;
+pub mod library;
+pub mod params;
+
+pub use btl::{Unavailable, VerbsBtl, EXCLUSIVITY};
+pub use params::PARAMS;

@@ -1,5 +1,6 @@
 //! Chooses the verbs library: rdma-core's `libibverbs` with the `vendor` feature or when
-//! `STORMPI_VERBS_LIB` is set, else the software device (linked as an ordinary Rust dependency).
+//! `STORMPI_VERBS_LIB` is set, else nothing here (the `shmem` feature links the software device as
+//! an ordinary Rust dependency).
 //!
 //! `STORMPI_VERBS_LIB` is a library name (`ibverbs`, `static=ibverbs`) or a path to the library
 //! file (`/opt/ofed/lib64/libibverbs.so`); `STORMPI_VERBS_LIB_DIR` adds a search directory.

@@ -4,6 +4,9 @@
 use std::ffi::CStr;
 
 use verbs_sys::*;
+// The software device provides the symbols unless rdma-core's libibverbs is linked.
+#[cfg(not(verbs_vendor))]
+use verbs_shmem as _;
 
 fn main() {
     let mut n = 0;

@@ -11,9 +11,12 @@
 //! non-extended context (it fills every field but the last two, `flags` and
 //! `port_cap_flags2`, which stay zero).
 //!
-//! **Which library:** by default the software verbs device (`verbs-shmem`, one device over
-//! shared memory, a Rust dependency exporting the same symbols); with the `vendor` feature, or
-//! `STORMPI_VERBS_LIB` set at build time, rdma-core's `libibverbs` (see `build.rs`).
+//! **Which library:** with the `shmem` feature the software verbs device (`verbs-shmem`, one
+//! device over shared memory, a Rust dependency exporting the same symbols; this crate's tests
+//! and examples link it as a dev-dependency); with the `vendor` feature, or `STORMPI_VERBS_LIB`
+//! set at build time, rdma-core's `libibverbs` (see `build.rs`); with neither, nothing is linked:
+//! the types and the inline data-path calls serve a user that loads the library itself (the
+//! verbs BTL, `dlopen`).
 
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 

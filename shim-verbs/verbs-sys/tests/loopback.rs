@@ -8,6 +8,9 @@ use std::ptr;
 use std::time::{Duration, Instant};
 
 use verbs_sys::*;
+// The software device provides the symbols unless rdma-core's libibverbs is linked.
+#[cfg(not(verbs_vendor))]
+use verbs_shmem as _;
 
 struct Side {
     qp: *mut ibv_qp,

@@ -1,0 +1,269 @@
+//! Issue 23: the verbs BTL over the software verbs device (`libverbs_shmem.so`, loaded at run
+//! time through `btl_verbs_library`), with `btl=self,verbs` so every message between ranks goes
+//! through it: self-checking C programs at 2 and 3 ranks (ping-pong around a ring, every pair
+//! with messages up to 1 MiB so the RDMA-read rendezvous runs, many small messages against few
+//! credits, the collectives); the finalize counters prove the reads and credit returns happened.
+//! A peer that stops answering is reported by rank and completion status; a missing library
+//! is quiet unless verbs was asked for by name; too few receive buffers name the parameter.
+
+use std::time::Duration;
+
+use stormpi_tests::{artifact, c_program, run_job, stormrun_command, Output, Proc, JOB_TIMEOUT};
+
+/// `--mca` options selecting the verbs BTL over the software device, logging at level 2.
+fn verbs_options(extra: &[&str]) -> Vec<String> {
+    let lib = artifact("libverbs_shmem.so");
+    let mut o: Vec<String> = [
+        "--mca",
+        "btl",
+        "self,verbs",
+        "--mca",
+        "btl_verbs_library",
+        &lib.to_string_lossy(),
+        "--mca",
+        "mpi_log_level",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    o.extend(extra.iter().map(|s| s.to_string()));
+    o
+}
+
+fn job(np: u32, name: &str, args: &[&str], extra: &[&str]) -> Output {
+    let o = verbs_options(extra);
+    let o: Vec<&str> = o.iter().map(String::as_str).collect();
+    run_job(np, &o, &c_program(name), args)
+}
+
+/// The numbers of every rank's finalize line `verbs BTL: N fragments sent (...), ...`, as
+/// (fragments, credit writes, RDMA reads).
+fn counters(out: &Output) -> Vec<(u64, u64, u64)> {
+    let num = |line: &str, before: &str| -> u64 {
+        let at = line.find(before).expect("a counter");
+        let head = line[..at].trim_end();
+        let start = head
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
+        head[start..].parse().expect("a number")
+    };
+    out.stderr
+        .lines()
+        .filter(|l| l.contains("verbs BTL: ") && l.contains(" fragments sent"))
+        .map(|l| {
+            (
+                num(l, " fragments sent"),
+                num(l, " credit writes"),
+                num(l, " RDMA reads"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ring_ping_pong_runs_over_verbs() {
+    for np in [2, 3] {
+        let out = job(np, "ring", &[], &[]);
+        out.assert_ok("ring");
+        let c = counters(&out);
+        assert_eq!(
+            c.len(),
+            np as usize,
+            "a counter line per rank\n{}",
+            out.report()
+        );
+        assert!(
+            c.iter().all(|&(f, _, _)| f > 0),
+            "fragments went over verbs\n{}",
+            out.report()
+        );
+    }
+}
+
+#[test]
+fn large_messages_are_read_by_rdma() {
+    for np in [2, 3] {
+        let out = job(np, "allpairs", &["1048576"], &[]);
+        out.assert_ok("allpairs");
+        let c = counters(&out);
+        assert_eq!(c.len(), np as usize, "{}", out.report());
+        assert!(
+            c.iter().all(|&(_, _, reads)| reads > 0),
+            "every rank read messages by RDMA\n{}",
+            out.report()
+        );
+    }
+}
+
+#[test]
+fn without_reads_large_messages_go_in_fragments() {
+    let out = job(
+        2,
+        "allpairs",
+        &["1048576"],
+        &["--mca", "btl_verbs_get_min", "0"],
+    );
+    out.assert_ok("allpairs");
+    let c = counters(&out);
+    assert_eq!(c.len(), 2, "{}", out.report());
+    assert!(
+        c.iter().all(|&(_, _, reads)| reads == 0),
+        "{}",
+        out.report()
+    );
+}
+
+#[test]
+fn many_small_messages_against_few_credits() {
+    for np in [2, 3] {
+        let out = job(
+            np,
+            "many_outstanding",
+            &[],
+            &[
+                "--mca",
+                "btl_verbs_credits",
+                "4",
+                "--mca",
+                "btl_verbs_send_slots",
+                "4",
+            ],
+        );
+        out.assert_ok("many_outstanding");
+        let c = counters(&out);
+        assert_eq!(c.len(), np as usize, "{}", out.report());
+        assert!(
+            c.iter()
+                .all(|&(f, credit_writes, _)| f > 1000 && credit_writes > 0),
+            "credits came back through the mailbox\n{}",
+            out.report()
+        );
+    }
+}
+
+/// One credit per peer and a shared receive queue of exactly one buffer per peer: every
+/// fragment waits for the previous one's credit, and the queue never overflows.
+#[test]
+fn one_credit_per_peer_fills_the_shared_receive_queue_exactly() {
+    let out = job(
+        3,
+        "many_outstanding",
+        &[],
+        &[
+            "--mca",
+            "btl_verbs_credits",
+            "1",
+            "--mca",
+            "btl_verbs_receive_buffers",
+            "2",
+        ],
+    );
+    out.assert_ok("many_outstanding");
+    assert_eq!(counters(&out).len(), 3, "{}", out.report());
+}
+
+#[test]
+fn collectives_run_over_verbs() {
+    for np in [2, 3] {
+        job(np, "collectives", &[], &[]).assert_ok("collectives");
+    }
+}
+
+#[test]
+fn too_few_receive_buffers_name_the_parameter() {
+    let out = job(
+        3,
+        "ring",
+        &[],
+        &[
+            "--mca",
+            "btl_verbs_receive_buffers",
+            "8",
+            "--mca",
+            "btl_verbs_credits",
+            "8",
+        ],
+    );
+    out.assert_failed_with(&["btl_verbs_receive_buffers=8", "btl_verbs_credits"]);
+}
+
+#[test]
+fn a_missing_library_is_an_error_only_when_verbs_is_named() {
+    let missing = ["--mca", "btl_verbs_library", "/nonexistent/libibverbs.so.1"];
+    let out = run_job(
+        2,
+        &[&["--mca", "btl", "self,verbs"], &missing[..]].concat(),
+        &c_program("ring"),
+        &[],
+    );
+    out.assert_failed_with(&["verbs BTL cannot start", "/nonexistent/libibverbs.so.1"]);
+    run_job(2, &missing, &c_program("ring"), &[]).assert_ok("ring");
+}
+
+#[test]
+fn a_device_asked_for_by_name_must_exist() {
+    let out = job(2, "ring", &[], &["--mca", "btl_verbs_device", "mlx5_9"]);
+    out.assert_failed_with(&["no device mlx5_9", "btl_verbs_device"]);
+    let out = job(2, "ring", &[], &["--mca", "btl_verbs_device", "swverbs0"]);
+    out.assert_ok("ring");
+}
+
+/// Parses the `READY <rank> <pid>` lines of kill_victim.
+fn ready_pids(stdout: &str) -> Vec<(u32, i32)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("READY ")?.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Starts kill_victim at 3 ranks over verbs (short ACK timeout) and sends `signal` to rank 2
+/// once every rank is in its loop; the job's output.
+fn victim_job(signal: i32) -> (Output, u32) {
+    let o = verbs_options(&["--mca", "btl_verbs_timeout", "12"]);
+    let o: Vec<&str> = o.iter().map(String::as_str).collect();
+    let mut job = Proc::spawn(
+        stormrun_command(3, &o, &c_program("kill_victim"), &[]),
+        JOB_TIMEOUT + Duration::from_secs(20),
+    );
+    assert!(
+        job.wait_for_stdout(Duration::from_secs(30), |s| ready_pids(s).len() == 3),
+        "not every rank printed READY\n{}",
+        job.stderr()
+    );
+    let victim = ready_pids(&job.stdout())
+        .into_iter()
+        .find(|(r, _)| *r == 2)
+        .expect("rank 2")
+        .1;
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(victim, signal) }, 0);
+    let ended = job.wait_timeout(Duration::from_secs(30)).is_some();
+    let out = job.wait();
+    assert!(
+        ended,
+        "the job still ran 30 s after rank 2 got signal {signal}\n{}",
+        out.report()
+    );
+    (out, 2)
+}
+
+/// A peer that stops answering (stopped, so the launcher sees nothing): its neighbours' sends
+/// exhaust their retries, and the BTL names the peer and the completion status; the job ends.
+#[test]
+fn a_silent_peer_is_reported_by_rank_and_status() {
+    let (out, victim) = victim_job(libc::SIGSTOP);
+    let named = format!("verbs BTL: the connection to rank {victim}");
+    out.assert_failed_with(&[&named, "retry counter exceeded"]);
+}
+
+/// A peer killed mid-job ends the job promptly, never a hang.
+#[test]
+fn a_killed_peer_ends_the_job() {
+    let (out, victim) = victim_job(libc::SIGKILL);
+    out.assert_failed_with(&[&format!("rank {victim}")]);
+}
