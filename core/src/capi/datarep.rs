@@ -219,7 +219,7 @@ pub fn file_sizes(cx: &mut Inside, slot: u8, of: &[Datatype]) -> Result<Option<S
             let _ = sizes.push(types.info(d)?.size);
         }
     }
-    let mut table = [(Datatype::BYTE, 0u64); MAX_LEAVES];
+    let mut table = [(Datatype::BYTE, 0u32); MAX_LEAVES];
     let mut native = true;
     for (k, (&d, &size)) in list.iter().zip(sizes.iter()).enumerate() {
         let mut ext: abi::MPI_Aint = 0;
@@ -228,12 +228,12 @@ pub fn file_sizes(cx: &mut Inside, slot: u8, of: &[Datatype]) -> Result<Option<S
         let rc = crate::api::ENGINE
             .user_callback(|| unsafe { (r.extent)(h, &mut ext, r.extra as *mut c_void) });
         user_code(rc, "the data representation's dtype_file_extent_fn failed")?;
-        if ext < 0 {
+        let Ok(file) = u32::try_from(ext) else {
             return Err(Error::bad_arg(
-                "the data representation's dtype_file_extent_fn gave a negative extent",
+                "the data representation's dtype_file_extent_fn gave a negative extent or one of 4 GiB or more",
             ));
-        }
-        native &= ext as u64 == size;
+        };
+        native &= u64::from(file) == size;
         let Some(slot) = table.get_mut(k) else {
             return Err(Error::new(
                 ErrorClass::UnsupportedDatarep,
@@ -242,7 +242,7 @@ pub fn file_sizes(cx: &mut Inside, slot: u8, of: &[Datatype]) -> Result<Option<S
                 },
             ));
         };
-        *slot = (d, ext as u64);
+        *slot = (d, file);
     }
     if native {
         return Ok(None);

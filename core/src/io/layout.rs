@@ -36,7 +36,7 @@ pub enum Sizes {
         /// Entries in use.
         n: u8,
         /// (predefined type, bytes in the file).
-        of: [(Datatype, u64); MAX_LEAVES],
+        of: [(Datatype, u32); MAX_LEAVES],
     },
 }
 
@@ -48,7 +48,7 @@ impl Sizes {
             Sizes::Table { n, of } => of[..*n as usize]
                 .iter()
                 .find(|(d, _)| *d == t)
-                .map(|&(_, s)| s)
+                .map(|&(_, s)| u64::from(s))
                 .ok_or(Error::new(
                     ErrorClass::Type,
                     Reason::BadArgument {
