@@ -94,6 +94,8 @@ c_tests! {
     // issue 20: data representations
     io_datarep,
     io_external32_long,
+    io_datarep_extent,
+    io_external32_holes,
     // issue 20: non-blocking accesses in the background
     io_nonblocking,
 }

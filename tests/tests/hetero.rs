@@ -157,6 +157,19 @@ fn hetero_external32_file_x86_64_and_s390x() {
     );
 }
 
+/// Issue 20: external32 filetypes with holes of a type whose size external32 changes (a struct
+/// of char, long and int; a vector of longs), written and read by x86_64 and s390x ranks of one
+/// job: each reads its neighbour's records, of the other architecture at one rank at least.
+#[test]
+fn hetero_external32_holes_x86_64_and_s390x() {
+    let name = "io_external32_holes";
+    run_of(
+        name,
+        &[],
+        &[context_of(name, 2, None), context_of(name, 1, Some(&S390X))],
+    );
+}
+
 /// Big-endian and little-endian ranks: every type converted both ways, over TCP.
 #[test]
 fn hetero_x86_64_and_s390x_over_tcp() {

@@ -72,6 +72,7 @@ lwk_c_tests! {
     io_shared,
     io_errors,
     io_external32,
+    io_external32_holes,
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! User data representations: `MPI_Register_datarep` and the conversions of views that name one.
 //!
-//! A registered representation is a name and three callbacks. Its file layout is the native
-//! one: the extent callback must give every predefined type of a view (or of a memory type)
-//! its native size, else the view is refused with `MPI_ERR_UNSUPPORTED_DATAREP` — file layouts
-//! scaled by other extents are not implemented. An access then converts in chunks of whole
-//! memory-type instances through a staging buffer from the platform: a write calls the write
-//! conversion (memory → staging, file representation) and writes the staged bytes through the
-//! view; a read reads them and calls the read conversion (staging → memory). The callbacks'
+//! A registered representation is a name and three callbacks. At `MPI_File_set_view` the
+//! extent callback is asked the file size of every predefined type of the etype and filetype:
+//! if all are native the file has the native layout, else the view is laid out in those sizes
+//! (`io::layout`: element displacements scaled, byte displacements as given) and its stream
+//! counts file bytes. An access converts in chunks of whole memory-type instances through a
+//! staging buffer from the platform: a write calls the write conversion (memory → staging,
+//! file representation, `count` items back to back in their file sizes) and writes the staged
+//! bytes through the view; a read reads them and calls the read conversion (staging → memory). The callbacks'
 //! `count` and `position` count predefined data items, as the standard says. A null conversion
 //! (`MPI_CONVERSION_FN_NULL`) moves native bytes unconverted. Callbacks run as user code
 //! (`Shared::user_callback`), so they may call MPI (e.g. `MPI_Type_size`).
@@ -19,6 +20,7 @@ use super::handles;
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::io::layout::{Sizes, MAX_LEAVES};
 use crate::io::{self, Dir, FileId, Memory};
 use crate::shared::Inside;
 
@@ -200,37 +202,55 @@ fn leaves(
     Ok(())
 }
 
-/// Checks with the representation's extent callback that every predefined type of `t` has its
-/// native size in the file (the only layout implemented).
-pub fn check_extents(cx: &mut Inside, slot: u8, t: Datatype) -> Result<()> {
+/// The file sizes of the predefined types of `of` in representation `slot`, asked of its
+/// extent callback: `None` when every one is its native size (the file then has the native
+/// layout), else the table the view's layout is built with ([`io::layout`]).
+pub fn file_sizes(cx: &mut Inside, slot: u8, of: &[Datatype]) -> Result<Option<Sizes>> {
     let r = rep(slot)?;
     let mut list = heapless::Vec::<Datatype, 32>::new();
     let mut sizes = heapless::Vec::<u64, 32>::new();
     {
         let types = &cx.e().p2p.types;
-        leaves(types, t, &mut list, 64)?;
+        for &t in of {
+            leaves(types, t, &mut list, 64)?;
+        }
         for &d in &list {
             // Pushes as many as `list` holds: cannot fail.
             let _ = sizes.push(types.info(d)?.size);
         }
     }
-    for (&d, &native) in list.iter().zip(sizes.iter()) {
+    let mut table = [(Datatype::BYTE, 0u32); MAX_LEAVES];
+    let mut native = true;
+    for (k, (&d, &size)) in list.iter().zip(sizes.iter()).enumerate() {
         let mut ext: abi::MPI_Aint = 0;
         let h = handles::datatype_handle(d);
         // SAFETY: the user's callback, called as MPI calls it, with the state it gave.
         let rc = crate::api::ENGINE
             .user_callback(|| unsafe { (r.extent)(h, &mut ext, r.extra as *mut c_void) });
         user_code(rc, "the data representation's dtype_file_extent_fn failed")?;
-        if ext < 0 || ext as u64 != native {
+        let Ok(file) = u32::try_from(ext) else {
+            return Err(Error::bad_arg(
+                "the data representation's dtype_file_extent_fn gave a negative extent or one of 4 GiB or more",
+            ));
+        };
+        native &= u64::from(file) == size;
+        let Some(slot) = table.get_mut(k) else {
             return Err(Error::new(
                 ErrorClass::UnsupportedDatarep,
                 Reason::BadArgument {
-                    what: "a user data representation whose file extent of a type differs from its native size (only the native file layout is implemented)",
+                    what: "a view of more than 16 distinct predefined types (MAX_LEAVES) in a user data representation",
                 },
             ));
-        }
+        };
+        *slot = (d, file);
     }
-    Ok(())
+    if native {
+        return Ok(None);
+    }
+    Ok(Some(Sizes::Table {
+        n: list.len() as u8,
+        of: table,
+    }))
 }
 
 /// Moves `mem` (C handle `dt`) to or from view-stream byte `start` of file `id`, whose view is
@@ -257,10 +277,26 @@ pub unsafe fn transfer(
         // SAFETY: the caller's contract.
         return unsafe { io::transfer(cx.e(), id, dir, start, mem) };
     };
-    check_extents(cx, slot, mem.dt)?;
     let info = *cx.e().p2p.types.check_committed(mem.dt)?;
-    let (size, elems) = (info.size, info.elems);
-    if size == 0 || mem.count == 0 {
+    let elems = info.elems;
+    let view = cx.e().io.get(id)?.view;
+    let (size, native) = match view.sizes {
+        // The view fixed the file sizes of its types; the memory type is made of them.
+        Some(_) => io::file_and_native_bytes(cx.e(), &view, 1, mem.dt)?,
+        // A native layout: every type of the memory must keep its native size too.
+        None => match file_sizes(cx, slot, &[mem.dt])? {
+            None => (info.size, info.size),
+            Some(_) => {
+                return Err(Error::new(
+                    ErrorClass::UnsupportedDatarep,
+                    Reason::BadArgument {
+                        what: "the memory datatype has a type whose file extent in this data representation differs from its native size, and the view's etype and filetype have none",
+                    },
+                ))
+            }
+        },
+    };
+    if size == 0 || mem.count == 0 || native == 0 {
         return Ok(0);
     }
     let per = (CHUNK / size).clamp(1, mem.count);

@@ -277,7 +277,7 @@ fn displacement_current(cx: &mut Inside, id: FileId) -> Result<u64> {
     }
     let (view, comm) = (f.view, f.comm);
     let pos = shared::get(e, id)? * view.etype_size;
-    let nodes = e.p2p.types.nodes(view.filetype)?;
+    let nodes = e.p2p.types.nodes(view.layout)?;
     let at = view::byte_offset(nodes, &view, pos)?;
     crate::coll::barrier(cx, comm)?;
     Ok(at)
@@ -318,11 +318,10 @@ unsafe fn access_prepared(
     all: bool,
 ) -> Result<Status> {
     let view = cx.e().io.get(id)?.view;
-    // external32 of a memory type whose size changes: (file bytes, native bytes) per access.
-    let scaled = match (view.external32, prep) {
+    // A memory type whose size the representation changes: (file bytes, native bytes).
+    let scaled = match (view.external32 || view.sizes.is_some(), prep) {
         (true, Ok((_, mem, _))) => {
-            let (file, native) =
-                io::file_and_native_bytes(&cx.e().p2p.types, &view, mem.count, mem.dt)?;
+            let (file, native) = io::file_and_native_bytes(cx.e(), &view, mem.count, mem.dt)?;
             (file != native).then_some((file, native, mem))
         }
         _ => None,
@@ -347,9 +346,9 @@ unsafe fn access_prepared(
     if let At::Individual = at {
         cx.e().io.get_mut(id)?.pos = start / esize + moved / esize;
     }
-    // The status counts memory bytes; the file's were external32 ones.
+    // The status counts memory bytes; the file's were in the file's representation.
     let bytes = match scaled {
-        Some((file, native, mem)) => native_bytes(cx, mem, moved, file, native)?,
+        Some((file, native, mem)) => native_bytes(cx, mem, moved, file, native, view.external32)?,
         None => moved,
     };
     Ok(Status {
@@ -359,9 +358,17 @@ unsafe fn access_prepared(
     })
 }
 
-/// Memory bytes of the first `moved` of `file` external32 bytes of `mem` (`native` bytes in
-/// memory): whole instances, and whole elements of a last partial one of a uniform type.
-fn native_bytes(cx: &mut Inside, mem: Memory, moved: u64, file: u64, native: u64) -> Result<u64> {
+/// Memory bytes of the first `moved` of `file` file bytes of `mem` (`native` bytes in
+/// memory): whole instances, and in `external32` whole elements of a last partial one of a
+/// uniform type (user conversions move whole instances only).
+fn native_bytes(
+    cx: &mut Inside,
+    mem: Memory,
+    moved: u64,
+    file: u64,
+    native: u64,
+    external32: bool,
+) -> Result<u64> {
     if moved >= file || mem.count == 0 {
         return Ok(native);
     }
@@ -369,7 +376,7 @@ fn native_bytes(cx: &mut Inside, mem: Memory, moved: u64, file: u64, native: u64
     let (fi, ni) = (file / mem.count, native / mem.count);
     let whole = moved.checked_div(fi).unwrap_or(0);
     let mut bytes = whole * ni;
-    if let Some(b) = types.info(mem.dt)?.uniform {
+    if let (true, Some(b)) = (external32, types.info(mem.dt)?.uniform) {
         let ext = crate::datatype::repr::Repr::EXTERNAL32.size(b.elem) as u64;
         bytes += (moved - whole * fi) / ext.max(1) * b.size as u64;
     }
@@ -414,7 +421,7 @@ unsafe fn data(
                 && match (view.external32, &prep) {
                     (true, Ok((_, mem, _))) => {
                         let (file, native) =
-                            io::file_and_native_bytes(&cx.e().p2p.types, &view, mem.count, mem.dt)?;
+                            io::file_and_native_bytes(cx.e(), &view, mem.count, mem.dt)?;
                         file == native
                     }
                     _ => true,
@@ -710,11 +717,11 @@ super::mpi! {
             } else {
                 nonneg(disp, "the displacement is negative")?
             };
-            if let Some(slot) = user {
-                super::datarep::check_extents(cx, slot, et)?;
-                super::datarep::check_extents(cx, slot, ft)?;
-            }
-            io::set_view(cx, id, disp, et, ft, external32, user)
+            let sizes = match user {
+                Some(slot) => super::datarep::file_sizes(cx, slot, &[et, ft])?,
+                None => None,
+            };
+            io::set_view(cx, id, disp, et, ft, external32, user, sizes)
         }))
     }
 
@@ -752,7 +759,8 @@ super::mpi! {
         code(on_file("MPI_File_get_type_extent", fh, |cx, id| {
             let d = handles::datatype(datatype)?;
             let e = cx.e();
-            let x = io::file_extent(&e.p2p.types, &e.io.get(id)?.view, d)?;
+            let view = e.io.get(id)?.view;
+            let x = io::file_extent(e, &view, d)?;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(extent, x as abi::MPI_Aint) }
         }))
@@ -762,7 +770,8 @@ super::mpi! {
         code(on_file("MPI_File_get_type_extent_c", fh, |cx, id| {
             let d = handles::datatype(datatype)?;
             let e = cx.e();
-            let x = io::file_extent(&e.p2p.types, &e.io.get(id)?.view, d)?;
+            let view = e.io.get(id)?.view;
+            let x = io::file_extent(e, &view, d)?;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(extent, x as abi::MPI_Count) }
         }))
@@ -773,7 +782,7 @@ super::mpi! {
             let e = cx.e();
             let off = nonneg(offset, "the offset is negative")?;
             let v = e.io.get(id)?.view;
-            let nodes = e.p2p.types.nodes(v.filetype)?;
+            let nodes = e.p2p.types.nodes(v.layout)?;
             let b = view::byte_offset(nodes, &v, off * v.etype_size)?;
             // SAFETY: MPI's rule for the output pointer.
             unsafe { out(disp, b as abi::MPI_Offset) }

@@ -187,7 +187,7 @@ unsafe fn submit(
     total: u64,
     side: &Side,
 ) -> Result<Option<Ticket>> {
-    let nodes = e.p2p.types.nodes(view.filetype)?;
+    let nodes = e.p2p.types.nodes(view.layout)?;
     let mut count = 0usize;
     view::runs(nodes, &view, start, total, &mut |_, _| {
         count += 1;

@@ -3,6 +3,7 @@
 //! Shape (after Open MPI's OMPIO, much reduced for a first slice):
 //! - [`fs`]: the file-system layer the platform provides (POSIX on Linux);
 //! - [`view`]: file views — a filetype's description walked into file byte ranges;
+//! - [`layout`]: filetypes rebuilt in the file's sizes, for representations that change them;
 //! - this module: the table of open files ([`Files`], a pool growing within `mpi_memory_max`
 //!   up to `io_max_files`), collective open and close, and the data path ([`transfer`]) that
 //!   moves a memory buffer of any datatype to or from a view range through the datatype
@@ -18,6 +19,7 @@
 
 pub mod background;
 pub mod fs;
+pub mod layout;
 pub mod nbc;
 pub mod shared;
 pub mod twophase;
@@ -601,10 +603,7 @@ fn close_local(e: &mut Engine, id: FileId) -> Result<File> {
     if let Some(h) = file.info {
         let _ = e.objects.infos.free(h);
     }
-    if file.view.etype != Datatype::BYTE || file.view.filetype != Datatype::BYTE {
-        e.p2p.types.release(file.view.etype);
-        e.p2p.types.release(file.view.filetype);
-    }
+    release_view(e, &file.view);
     if let Some(s) = file.shared_fd {
         let _ = fs.close(s);
     }
@@ -705,7 +704,7 @@ pub unsafe fn transfer(
         (f.fd, f.view, f.atomic, f.stage, cap)
     };
     let types = &e.p2p.types;
-    let nodes = types.nodes(view.filetype)?;
+    let nodes = types.nodes(view.layout)?;
     // SAFETY: `stage` is the file's own buffer from the platform, used by nothing else while
     // the engine is held; an empty slice when there is none.
     let stage: &mut [u8] = match stage.1 {
@@ -995,10 +994,10 @@ impl Sieve {
 }
 
 /// Bytes of `count` instances of `dt`, checked to be whole etypes of the file's view.
-pub fn access_bytes(e: &Engine, id: FileId, count: u64, dt: Datatype) -> Result<u64> {
-    let f = e.io.get(id)?;
-    let (bytes, _) = file_and_native_bytes(&e.p2p.types, &f.view, count, dt)?;
-    if bytes % f.view.etype_size != 0 {
+pub fn access_bytes(e: &mut Engine, id: FileId, count: u64, dt: Datatype) -> Result<u64> {
+    let view = e.io.get(id)?.view;
+    let (bytes, _) = file_and_native_bytes(e, &view, count, dt)?;
+    if bytes % view.etype_size != 0 {
         return Err(Error::new(
             ErrorClass::Type,
             Reason::BadArgument {
@@ -1009,7 +1008,9 @@ pub fn access_bytes(e: &Engine, id: FileId, count: u64, dt: Datatype) -> Result<
     Ok(bytes)
 }
 
-/// `MPI_File_set_view` (collective in MPI; each member's view is its own).
+/// `MPI_File_set_view` (collective in MPI; each member's view is its own). `sizes`: a user
+/// representation's file sizes when they differ from the native ones.
+#[allow(clippy::too_many_arguments)]
 pub fn set_view(
     cx: &mut Inside,
     id: FileId,
@@ -1018,24 +1019,20 @@ pub fn set_view(
     filetype: Datatype,
     external32: bool,
     datarep: Option<u8>,
+    sizes: Option<layout::Sizes>,
 ) -> Result<()> {
     let e = cx.e();
     let types = &mut e.p2p.types;
     let ei = *types.check_committed(etype)?;
     let fi = *types.check_committed(filetype)?;
-    // external32 of types whose size changes (long on LP64): the file holds their
-    // external32 stream back to back, so the view is dense in external32 bytes.
-    let mut scaled = None;
+    let mut sizes = sizes;
     if external32 {
+        // external32 of types whose size changes (long on LP64): the file holds them in
+        // their external32 sizes, so the view is laid out in those.
         let rep = &crate::datatype::repr::Repr::EXTERNAL32;
-        let (es, fs) = (
-            types.stream_size(etype, rep)?,
-            types.stream_size(filetype, rep)?,
-        );
-        if es != ei.size || fs != fi.size {
-            gapless_in_external32(types, etype)?;
-            gapless_in_external32(types, filetype)?;
-            scaled = Some((es, fs));
+        if types.stream_size(etype, rep)? != ei.size || types.stream_size(filetype, rep)? != fi.size
+        {
+            sizes = Some(layout::Sizes::External32);
         }
     }
     if ei.size == 0 {
@@ -1046,11 +1043,11 @@ pub fn set_view(
             },
         ));
     }
-    if fi.size % ei.size != 0 || fi.extent < 0 {
+    if fi.extent < 0 {
         return Err(Error::new(
             ErrorClass::Type,
             Reason::BadArgument {
-                what: "the filetype is not made of whole etypes (or has a negative extent)",
+                what: "the filetype has a negative extent",
             },
         ));
     }
@@ -1062,38 +1059,51 @@ pub fn set_view(
             },
         ));
     }
+    // The view's shape in the file: the filetype's, or its layout in the file's sizes.
+    let (lay, esize, li) = match sizes {
+        Some(s) => {
+            let esize = layout::file_size(e, etype, &s)?;
+            let l = layout::build(e, filetype, &s)?;
+            let li = *e.p2p.types.info(l)?;
+            (l, esize, li)
+        }
+        None => (filetype, ei.size, fi),
+    };
+    let mut bad = |what| {
+        if lay != filetype {
+            e.p2p.types.release(lay);
+        }
+        Err(Error::new(ErrorClass::Type, Reason::BadArgument { what }))
+    };
+    if esize == 0 || li.size % esize != 0 || fi.size % ei.size != 0 {
+        return bad("the filetype is not made of whole etypes");
+    }
+    if li.extent < 0 || li.lb < 0 || li.true_lb < 0 {
+        return bad(
+            "the filetype's layout in the file's sizes has a negative extent or displacement",
+        );
+    }
+    let types = &mut e.p2p.types;
     types.retain(etype);
     types.retain(filetype);
     let f = e.io.get_mut(id)?;
     let old = f.view;
-    f.view = match scaled {
-        Some((es, fs)) => View {
-            disp,
-            etype,
-            filetype,
-            etype_size: es,
-            size: fs,
-            extent: fs as i64,
-            dense_at: Some(0),
-            external32,
-            datarep,
-        },
-        None => View {
-            disp,
-            etype,
-            filetype,
-            etype_size: ei.size,
-            size: fi.size,
-            extent: fi.extent as i64,
-            dense_at: fi.dense_at.map(|a| a as i64),
-            external32,
-            datarep,
-        },
+    f.view = View {
+        disp,
+        etype,
+        filetype,
+        layout: lay,
+        sizes,
+        etype_size: esize,
+        size: li.size,
+        extent: li.extent as i64,
+        dense_at: li.dense_at.map(|a| a as i64),
+        external32,
+        datarep,
     };
     f.pos = 0;
     let fc = f.comm;
-    e.p2p.types.release(old.etype);
-    e.p2p.types.release(old.filetype);
+    release_view(e, &old);
     let rank = e.comm(fc)?.rank;
     if rank == 0 {
         shared::set(e, id, 0)?;
@@ -1102,33 +1112,14 @@ pub fn set_view(
     crate::coll::barrier(cx, fc)
 }
 
-/// An `external32` view of types whose external32 size differs from the native one (`long`,
-/// `unsigned long` on LP64, `long double`, `MPI_AINT` on ILP32) needs their layout in the
-/// file, where the standard scales counts by external32 extents but takes byte displacements
-/// as given. Implemented for the types whose file layout is their external32 stream back to
-/// back: predefined types and contiguous types (and dups) of them.
-fn gapless_in_external32(types: &crate::datatype::table::TypeTable, t: Datatype) -> Result<()> {
-    use crate::datatype::desc::Combiner;
-    let mut t = t;
-    // Bounded: a chain of contiguous types is no deeper than the type table allows.
-    for _ in 0..64 {
-        if t.is_predefined() {
-            return Ok(());
-        }
-        match types.envelope(t)?.0 {
-            Combiner::Contiguous | Combiner::Dup => match types.old_types(t)?.next() {
-                Some(old) => t = old,
-                None => break,
-            },
-            _ => break,
-        }
+/// Lets go of the types a view holds.
+fn release_view(e: &mut Engine, v: &View) {
+    let types = &mut e.p2p.types;
+    types.release(v.etype);
+    types.release(v.filetype);
+    if v.layout != v.filetype {
+        types.release(v.layout);
     }
-    Err(Error::new(
-        ErrorClass::UnsupportedDatarep,
-        Reason::BadArgument {
-            what: "an external32 view whose etype or filetype changes size in external32 (e.g. long on LP64) must be a predefined type or a contiguous type of one",
-        },
-    ))
 }
 
 /// Two-phase collective buffering moves external32 data only of memory types whose size
@@ -1146,36 +1137,47 @@ fn same_size_in_external32(types: &crate::datatype::table::TypeTable, t: Datatyp
     Ok(())
 }
 
-/// `MPI_File_get_type_extent`: the extent of `dt` in the file of view `view` (its external32
-/// stream's length for a type that changes size in an external32 view).
-pub fn file_extent(
-    types: &crate::datatype::table::TypeTable,
-    view: &View,
-    dt: Datatype,
-) -> Result<i64> {
-    let info = types.info(dt)?;
-    if view.external32 {
-        let ext = types.stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?;
-        if ext != info.size {
-            gapless_in_external32(types, dt)?;
-            return Ok(ext as i64);
-        }
+/// `MPI_File_get_type_extent`: the extent of `dt` in the file of view `view` (the extent of
+/// its layout in the file's sizes for a type whose size the representation changes).
+pub fn file_extent(e: &mut Engine, view: &View, dt: Datatype) -> Result<i64> {
+    let info = *e.p2p.types.info(dt)?;
+    let sizes = match (view.sizes, view.external32) {
+        (Some(s), _) => Some(s),
+        (None, true) => Some(layout::Sizes::External32),
+        (None, false) => None,
+    };
+    let Some(sizes) = sizes else {
+        return Ok(info.extent as i64);
+    };
+    if sizes == layout::Sizes::External32
+        && e.p2p
+            .types
+            .stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?
+            == info.size
+    {
+        return Ok(info.extent as i64);
     }
-    Ok(info.extent as i64)
+    let l = layout::build(e, dt, &sizes)?;
+    let ext = e.p2p.types.info(l).map(|i| i.extent as i64);
+    e.p2p.types.release(l);
+    ext
 }
 
 /// The bytes `count` instances of `dt` take in the file of view `view` (their external32
-/// stream in an external32 view) and natively: (file, native).
+/// stream in an external32 view, their size in a user representation's file sizes) and
+/// natively: (file, native).
 pub fn file_and_native_bytes(
-    types: &crate::datatype::table::TypeTable,
+    e: &mut Engine,
     view: &View,
     count: u64,
     dt: Datatype,
 ) -> Result<(u64, u64)> {
+    let types = &e.p2p.types;
     let native = types.check_committed(dt)?.size;
-    let file = match view.external32 {
-        true => types.stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?,
-        false => native,
+    let file = match (view.sizes, view.external32) {
+        (_, true) => types.stream_size(dt, &crate::datatype::repr::Repr::EXTERNAL32)?,
+        (Some(s), false) => layout::file_size(e, dt, &s)?,
+        (None, false) => native,
     };
     let too_large = || Error::new(ErrorClass::Count, Reason::CountTooLarge);
     Ok((
@@ -1232,7 +1234,7 @@ pub fn seek_target(
         604 => {
             let fs = file_system(e)?;
             let size = fs.size(f.fd).map_err(|e| e.to_error("the file's size"))?;
-            let nodes = e.p2p.types.nodes(v.filetype)?;
+            let nodes = e.p2p.types.nodes(v.layout)?;
             (view::stream_before(nodes, &v, size)? / v.etype_size) as i64
         }
         _ => {

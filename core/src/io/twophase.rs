@@ -384,7 +384,7 @@ pub(super) fn extent_of(
     if total == 0 {
         return Ok([u64::MAX, 0, 0, 0]);
     }
-    let nodes = e.p2p.types.nodes(v.filetype)?;
+    let nodes = e.p2p.types.nodes(v.layout)?;
     let lo = view::byte_offset(nodes, &v, start)?;
     let hi = view::byte_offset(nodes, &v, start + total - 1)? + 1;
     let mut pieces = 0u64;
@@ -664,7 +664,7 @@ impl State {
             return Ok((0, 0));
         }
         let v = e.io.get(id)?.view;
-        let nodes = e.p2p.types.nodes(v.filetype)?;
+        let nodes = e.p2p.types.nodes(v.layout)?;
         let b0 = view::stream_before(nodes, &v, w0)?;
         let b1 = view::stream_before(nodes, &v, w1)?;
         let s0 = b0.max(self.start).min(self.start + self.total) - self.start;
@@ -682,7 +682,7 @@ impl State {
         out: &mut dyn FnMut(u64, u64) -> Result<()>,
     ) -> Result<()> {
         let v = e.io.get(id)?.view;
-        let nodes = e.p2p.types.nodes(v.filetype)?;
+        let nodes = e.p2p.types.nodes(v.layout)?;
         view::runs(nodes, &v, self.start + s0, s1 - s0, out)
     }
 

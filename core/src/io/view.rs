@@ -18,8 +18,14 @@ pub struct View {
     pub disp: u64,
     /// The unit of offsets and positions.
     pub etype: Datatype,
-    /// The pattern of visible bytes.
+    /// The pattern of visible bytes, as the user gave it.
     pub filetype: Datatype,
+    /// The type whose description places the view stream in the file: the filetype, or its
+    /// layout in the file's sizes (`layout::build`) when the representation changes sizes.
+    pub layout: Datatype,
+    /// The file sizes of predefined types when the representation changes some of them (the
+    /// view stream then counts file bytes); `None` when the file has native sizes.
+    pub sizes: Option<super::layout::Sizes>,
     /// Packed bytes of one etype.
     pub etype_size: u64,
     /// Packed bytes of one filetype instance.
@@ -43,6 +49,8 @@ impl View {
             disp: 0,
             etype: Datatype::BYTE,
             filetype: Datatype::BYTE,
+            layout: Datatype::BYTE,
+            sizes: None,
             etype_size: 1,
             size: 1,
             extent: 1,
@@ -284,6 +292,8 @@ mod tests {
             disp: 100,
             etype: Datatype::INT,
             filetype: Datatype::INT,
+            layout: Datatype::INT,
+            sizes: None,
             etype_size: 4,
             size: 24,
             extent: 60,
@@ -317,6 +327,8 @@ mod tests {
             disp: 0,
             etype: Datatype::INT,
             filetype: Datatype::INT,
+            layout: Datatype::INT,
+            sizes: None,
             etype_size: 4,
             size: 12,
             extent: 16,
@@ -355,6 +367,8 @@ mod tests {
             disp: 0,
             etype: Datatype::INT,
             filetype: Datatype::INT,
+            layout: Datatype::INT,
+            sizes: None,
             etype_size: 4,
             size: 4,
             extent: 4,
