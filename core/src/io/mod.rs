@@ -1309,7 +1309,7 @@ pub fn ordered_start(cx: &mut Inside, id: FileId, n: u64) -> Result<u64> {
     let mut base = [0u8; 9];
     if rank == 0 {
         match shared::fetch_add(cx.e(), id, total) {
-            Ok(b) => base[..8].copy_from_slice(&b.to_ne_bytes()),
+            Ok(b) => base[..8].copy_from_slice(&b.to_le_bytes()),
             Err(_) => base[8] = 1,
         }
     }
@@ -1325,7 +1325,8 @@ pub fn ordered_start(cx: &mut Inside, id: FileId, n: u64) -> Result<u64> {
     }
     let mut b = [0u8; 8];
     b.copy_from_slice(&base[..8]);
-    Ok(u64::from_ne_bytes(b) + before)
+    // Bytes from rank 0, whatever its byte order: little-endian.
+    Ok(u64::from_le_bytes(b) + before)
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ fn side_fd(e: &mut Engine, id: FileId) -> Result<(&'static dyn FileSystem, Fd)> 
 fn read(fs: &dyn FileSystem, fd: Fd) -> Result<u64> {
     let mut b = [0u8; 8];
     let got = fs.read_at(fd, &mut b, 0).map_err(io)?;
-    Ok(if got == 8 { u64::from_ne_bytes(b) } else { 0 })
+    Ok(if got == 8 { u64::from_le_bytes(b) } else { 0 })
 }
 
 /// Runs `f` on the counter under the lock; `f` returns (the value to store, the result).
@@ -81,7 +81,8 @@ fn with_counter(
     let (fs, fd) = side_fd(e, id)?;
     fs.lock(fd, 0, 8, true).map_err(io)?;
     let r = read(fs, fd).and_then(f).and_then(|(new, out)| {
-        fs.write_at(fd, &new.to_ne_bytes(), 0).map_err(io)?;
+        // Little-endian: members of different byte orders share the file.
+        fs.write_at(fd, &new.to_le_bytes(), 0).map_err(io)?;
         Ok(out)
     });
     let _ = fs.unlock(fd, 0, 8);

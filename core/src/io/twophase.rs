@@ -278,14 +278,16 @@ pub(super) fn nomem() -> Error {
     )
 }
 
+// The piece lists travel as bytes among the file's members, which may differ in byte order:
+// their words are little-endian on the wire.
 fn rd(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
-    u64::from_ne_bytes(w)
+    u64::from_le_bytes(w)
 }
 
 fn wr(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
 /// The largest error class any member of `comm` had (0: none).
