@@ -39,14 +39,15 @@ static int class_of(int rc)
 
 int main(int argc, char **argv)
 {
-    int rank, size, server, rc, i;
+    int rank, size, server, rc, i, noroom;
     char port[MPI_MAX_PORT_NAME];
     MPI_Comm inter = MPI_COMM_NULL, merged;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc != 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
+    noroom = argc == 4 && strcmp(argv[3], "noroom") == 0;
+    if ((argc != 3 && !noroom) || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
         if (rank == 0)
             fprintf(stderr, "usage: connect_accept server|client FILE\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -70,7 +71,11 @@ int main(int argc, char **argv)
             }
         }
         rc = MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
-        check(rc == MPI_SUCCESS, rank, "MPI_Comm_accept");
+        if (noroom)
+            check(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_NO_MEM, rank,
+                  "MPI_Comm_accept without room did not fail with MPI_ERR_NO_MEM");
+        else
+            check(rc == MPI_SUCCESS, rank, "MPI_Comm_accept");
     } else {
         if (rank == 0) {
             FILE *f = NULL;
@@ -98,7 +103,19 @@ int main(int argc, char **argv)
                   "a wrong secret was not refused with MPI_ERR_PORT");
         }
         rc = MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
-        check(rc == MPI_SUCCESS, rank, "MPI_Comm_connect");
+        if (noroom)
+            check(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_NO_MEM, rank,
+                  "MPI_Comm_connect to a job without room did not fail with MPI_ERR_NO_MEM");
+        else
+            check(rc == MPI_SUCCESS, rank, "MPI_Comm_connect");
+    }
+    if (noroom) {
+        int all = 0;
+        MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0 && all == 0)
+            printf("OK connect_accept-%s\n", server ? "server" : "client");
+        MPI_Finalize();
+        return failures ? 1 : 0;
     }
     if (inter == MPI_COMM_NULL) {
         fprintf(stderr, "FAIL connect_accept: rank %d: no intercommunicator\n", rank);

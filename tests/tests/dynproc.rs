@@ -2,7 +2,9 @@
 //! ports, and connecting two jobs (spawn is not built yet).
 
 use stormpi_tests::netns::NetnsHosts;
-use stormpi_tests::{c_extra_program, in_path, run, run_job, run_stormrun, JOB_TIMEOUT};
+use stormpi_tests::{
+    c_extra_program, in_path, run, run_job, run_stormrun, stormrun_command, JOB_TIMEOUT,
+};
 
 /// A service rank 0 publishes is found by every rank, through the PMI server; a second publish,
 /// unknown services and lookups after the unpublish fail with MPI's error classes.
@@ -106,4 +108,25 @@ fn two_jobs_join_over_a_socket() {
     let _ = std::fs::remove_dir_all(&dir);
     connector.assert_ok("join-connect");
     listener.assert_ok("join-listen");
+}
+
+/// A job whose process slots for other jobs (`dpm_max_procs`) are fewer than the connecting
+/// job's processes refuses it: both sides fail with `MPI_ERR_NO_MEM` at every rank.
+#[test]
+fn a_job_without_room_refuses_a_connecting_job() {
+    let prog = c_extra_program("connect_accept");
+    let dir = std::env::temp_dir().join(format!("stormpi-noroom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("port").to_string_lossy().into_owned();
+    let (p2, f2) = (prog.clone(), file.clone());
+    let server = std::thread::spawn(move || {
+        let mut cmd = stormrun_command(2, &[], &p2, &["server", &f2, "noroom"]);
+        cmd.env("STORMPI_MCA_dpm_max_procs", "1");
+        run_stormrun(cmd)
+    });
+    let client = run_job(2, &[], &prog, &["client", &file, "noroom"]);
+    let server = server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    client.assert_ok("connect_accept-client");
+    server.assert_ok("connect_accept-server");
 }

@@ -86,6 +86,64 @@ fn bcast_bytes(cx: &mut Inside, m: &Members, buf: &mut [u8]) -> Result<()> {
     unsafe { bcast_among(cx, m, buf.as_mut_ptr(), buf.len(), Datatype::BYTE) }
 }
 
+/// The roots' swap of their sides' card lists over `link` (the accepting root speaks first):
+/// first the sizes and whether each side has room for the other's processes (`free` slots
+/// here, of `max` = `dpm_max_procs`), so that a side without room says so before any list
+/// moves; then the lists. The other side's list lands in `theirs` (its size, then its cards);
+/// returns its length.
+#[allow(clippy::too_many_arguments)]
+fn swap_lists(
+    link: &Met,
+    accept: bool,
+    list: &[u8],
+    k: u32,
+    free: usize,
+    max: u32,
+    theirs: &mut [u8],
+    timeout_ms: u64,
+) -> Result<usize> {
+    let (ports, l) = (link.ports, link.link);
+    let swap = |mine: &[u8], out: &mut [u8]| -> Result<usize> {
+        if accept {
+            ports.send(l, mine)?;
+        }
+        let n = ports.recv(l, out, timeout_ms)?;
+        if !accept {
+            ports.send(l, mine)?;
+        }
+        Ok(n)
+    };
+    let mut hdr = [0u8; 4];
+    if swap(&k.to_be_bytes(), &mut hdr)? != 4 {
+        return Err(Error::bad_arg("the other job's size is cut short"));
+    }
+    let their_k = be32(&hdr);
+    let room = their_k >= 1 && their_k as usize <= free;
+    let mut verdict = [0u8; 1];
+    swap(&[room as u8], &mut verdict)?;
+    if !room {
+        return Err(Error::exhausted(
+            "process slots for processes of other jobs",
+            max,
+            crate::engine::DPM_MAX_PROCS.name,
+        ));
+    }
+    if verdict[0] != 1 {
+        return Err(Error::new(
+            ErrorClass::NoMem,
+            Reason::BadArgument {
+                what: "the other job has no process slots left for this job's processes \
+                       (dpm_max_procs there)",
+            },
+        ));
+    }
+    let got = swap(list, theirs)?;
+    if got < 4 || be32(&theirs[..4]) != their_k {
+        return Err(Error::bad_arg("the other job's card list is cut short"));
+    }
+    Ok(got)
+}
+
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
@@ -181,6 +239,7 @@ pub fn connect_accept(
     let free = (cx.e().p2p.procs.len() as u32).saturating_sub(base) as usize;
     let mut theirs_head = [0u8; 8];
     let mut theirs_buf;
+    let mut root_failed = None;
     if let Some(link) = &met {
         let mut list = Buf::new(cx.e(), 4 + SLOT * size as usize)?;
         let list = list.bytes();
@@ -196,21 +255,30 @@ pub fn connect_accept(
             end = push_card(list, end, &slot[2..2 + len])?;
         }
         // 3. The roots swap their lists: the accepting root sends first.
-        theirs_buf = Buf::new(cx.e(), 4 + SLOT * free)?;
-        let theirs = theirs_buf.bytes();
-        let (ports, l) = (link.ports, link.link);
-        if accept {
-            ports.send(l, &list[..end])?;
+        theirs_buf = Buf::new(cx.e(), 4 + SLOT * free.max(1))?;
+        let max = cx.e().params().u32(&crate::engine::DPM_MAX_PROCS);
+        let swapped = swap_lists(
+            link,
+            accept,
+            &list[..end],
+            size,
+            free,
+            max,
+            theirs_buf.bytes(),
+            timeout_ms,
+        );
+        match swapped {
+            Ok(got) => {
+                theirs_head[..4].copy_from_slice(&theirs_buf.bytes()[..4]);
+                theirs_head[4..].copy_from_slice(&(got as u32 - 4).to_be_bytes());
+            }
+            Err(e) => {
+                // Every member fails with the root, in the root's error class.
+                theirs_head[..4].copy_from_slice(&u32::MAX.to_be_bytes());
+                theirs_head[4..].copy_from_slice(&(e.class as u32).to_be_bytes());
+                root_failed = Some(e);
+            }
         }
-        let got = ports.recv(l, theirs, timeout_ms)?;
-        if !accept {
-            ports.send(l, &list[..end])?;
-        }
-        if got < 4 {
-            return Err(Error::bad_arg("the other job's card list is cut short"));
-        }
-        theirs_head[..4].copy_from_slice(&theirs[..4]);
-        theirs_head[4..].copy_from_slice(&(got as u32 - 4).to_be_bytes());
     } else {
         let to = member_rank(&cx.e().p2p, &m, 0);
         // SAFETY: `mine` is borrowed until the send completes.
@@ -220,6 +288,16 @@ pub fn connect_accept(
     }
     bcast_bytes(cx, &m, &mut theirs_head)?;
     let k = be32(&theirs_head[..4]);
+    if k == u32::MAX {
+        let class =
+            ErrorClass::from_code(be32(&theirs_head[4..]) as i32).unwrap_or(ErrorClass::Other);
+        return Err(root_failed.unwrap_or(Error::new(
+            class,
+            Reason::BadArgument {
+                what: "the root could not swap business cards with the other job",
+            },
+        )));
+    }
     let len = be32(&theirs_head[4..]) as usize;
     if m.me != 0 {
         theirs_buf = Buf::new(cx.e(), 4 + len)?;
