@@ -378,15 +378,35 @@ impl Bml {
 
     /// Asks every module which of `peers` it reaches and builds the routes.
     pub fn add_procs(&mut self, peers: &[PeerInfo], modex: &mut dyn Modex) -> Result<()> {
+        self.add(peers, modex, false)
+    }
+
+    /// Asks every module which of `peers`, processes of other jobs joining after init, it
+    /// reaches ([`Btl::add_later`]) and builds their routes.
+    pub fn add_later(&mut self, peers: &[PeerInfo], modex: &mut dyn Modex) -> Result<()> {
+        self.add(peers, modex, true)
+    }
+
+    fn add(&mut self, peers: &[PeerInfo], modex: &mut dyn Modex, later: bool) -> Result<()> {
         let n = peers.len();
+        if n > self.scratch.len() {
+            return Err(Error::bad_arg("bml: more peers than process slots"));
+        }
         for (b, btl) in self.btls.iter_mut().enumerate() {
             let scratch = &mut self.scratch[..n];
             scratch.fill(None);
-            btl.add_procs(peers, modex, scratch)?;
+            if later {
+                btl.add_later(peers, modex, scratch)?;
+            } else {
+                btl.add_procs(peers, modex, scratch)?;
+            }
             let attrs = *btl.attrs();
             for (p, ep) in scratch.iter().enumerate() {
                 let Some(ep) = *ep else { continue };
-                let routes = &mut self.peers[peers[p].proc.0 as usize];
+                let routes = self
+                    .peers
+                    .get_mut(peers[p].proc.0 as usize)
+                    .ok_or(Error::bad_arg("bml: a process beyond the process slots"))?;
                 routes.add(Route { btl: b as u8, ep }, &attrs);
             }
         }

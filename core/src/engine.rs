@@ -43,9 +43,33 @@ pub static BTL_SELECT: ParamDef = ParamDef {
         "BTL components to use, e.g. 'sm,self'; '^tcp' excludes; empty means all available",
 };
 
+/// `dpm_max_procs`: process slots kept for processes of other jobs.
+pub static DPM_MAX_PROCS: ParamDef = ParamDef {
+    name: "dpm_max_procs",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 20,
+    },
+    default: Default::Int(64),
+    description: "Processes of other jobs (MPI_Comm_connect/accept, spawn) one process can reach \
+                  over its life; their slots are reserved at init",
+};
+
+/// `dpm_timeout`: how long connecting to another job may take.
+pub static DPM_TIMEOUT: ParamDef = ParamDef {
+    name: "dpm_timeout",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 30,
+    },
+    default: Default::Int(600),
+    description: "Seconds MPI_Comm_accept waits for the other job, and each step of meeting it \
+                  (connect, card exchange) may take",
+};
+
 /// Every parameter the core registers.
 pub fn core_params() -> impl Iterator<Item = &'static ParamDef> {
-    [&BTL_SELECT]
+    [&BTL_SELECT, &DPM_MAX_PROCS, &DPM_TIMEOUT]
         .into_iter()
         .chain(pml::PARAMS)
         .chain(crate::bml::PARAMS)
@@ -150,6 +174,8 @@ impl Engine {
     /// Bytes of memory the engine needs at init for a job of `procs` processes with these
     /// parameters (the pools at their initial sizes; they grow later within `mpi_memory_max`).
     pub fn memory_needed(params: &Params, procs: u32) -> usize {
+        // Per-process state covers the slots of processes that join later too.
+        let procs = procs.saturating_add(params.u32(&DPM_MAX_PROCS));
         let mut s = Sizer::default();
         s.slice::<Memory>(1);
         let comms = comm::comm_limit(params);
@@ -202,6 +228,7 @@ impl Engine {
         Engine::register_params(&mut params)?;
         let me = rte.rank();
         let n = rte.size();
+        let slots = n.saturating_add(params.u32(&DPM_MAX_PROCS));
         let max_cids = params.u32(&comm::MAX_CIDS);
         if !max_cids.is_multiple_of(64) {
             return Err(
@@ -272,12 +299,13 @@ impl Engine {
         }
         rte.modex_fence()?;
         let mut arch_err = None;
-        let procs = arena.slice(n as usize, |p| PeerInfo {
+        // Slots from `n` on wait for processes of other jobs (see `add_procs`).
+        let procs = arena.slice(slots as usize, |p| PeerInfo {
             proc: ProcId(p as u32),
             arch: None,
-            node: 0,
+            node: u32::MAX,
         })?;
-        for info in procs.iter_mut() {
+        for info in procs[..n as usize].iter_mut() {
             let mut b = [0u8; 4];
             info.node = rte.node_of(info.proc);
             info.arch = match rte.modex_get(info.proc, "arch", &mut b)? {
@@ -298,15 +326,16 @@ impl Engine {
         }
         let policy = crate::bml::StripePolicy::parse(params.str(&crate::bml::STRIPE))
             .ok_or(crate::bml::STRIPE.refused_with(Allowed::Text("auto, always or never")))?;
-        let mut bml = Bml::new(chosen, n, policy, &mut arena)?;
-        bml.add_procs(procs, &mut RteModex(&mut *rte))?;
+        let mut bml = Bml::new(chosen, slots, policy, &mut arena)?;
+        bml.add_procs(&procs[..n as usize], &mut RteModex(&mut *rte))?;
 
         let comm_max = comm::comm_limit(&params);
-        let groups = GroupTable::new(
+        let groups = GroupTable::with_slots(
             &mut arena,
             params.u32(&group::GROUP_MAX),
             params.u32(&group::GROUP_MAX_MEMBERS),
             n,
+            slots,
         )?;
         let topos = TopoTable::new(
             &mut arena,
@@ -314,7 +343,7 @@ impl Engine {
             params.u32(&topo::TOPO_MAX_INTS),
         )?;
         let mut comms = CommTable::new(&mut arena, comm_max, max_cids, groups, topos)?;
-        let creation = comm::create::Scratch::new(&mut arena, n)?;
+        let creation = comm::create::Scratch::new(&mut arena, slots)?;
         let world = Comm {
             cid: ContextId(0),
             group: Group::World { size: n },
@@ -350,13 +379,20 @@ impl Engine {
             _ => return Err(pml::PML_SELECT.refused_with(Allowed::Text("ob1 or cm"))),
         }
         let mut pml = match mtl {
-            Some(m) => Pml::Cm(Cm::new(&params, &mut arena, comm_max, m, procs, max_cids)?),
+            Some(m) => Pml::Cm(Cm::new(
+                &params,
+                &mut arena,
+                comm_max,
+                m,
+                &procs[..n as usize],
+                max_cids,
+            )?),
             None if params.str(&pml::PML_SELECT).trim() == "cm" => {
                 return Err(Error::unsupported(
                     "pml cm: this platform has no matching transport (MTL); use pml ob1",
                 ))
             }
-            None => Pml::Ob1(Ob1::new(&params, &mut arena, n, comm_max, platform)?),
+            None => Pml::Ob1(Ob1::new(&params, &mut arena, slots, comm_max, platform)?),
         };
         pml.comm_added(&comms, &types, CommId::WORLD)?;
         pml.comm_added(&comms, &types, CommId::SELF)?;
@@ -370,7 +406,7 @@ impl Engine {
             part: crate::part::Parts::new(account),
             rte,
             params,
-            p2p: P2p::new(pml, bml, comms, types, procs, me),
+            p2p: P2p::new(pml, bml, comms, types, procs, n, me),
             objects,
             idle: 0,
             moved: false,
@@ -386,7 +422,85 @@ impl Engine {
 
     /// Size of `MPI_COMM_WORLD`.
     pub fn size(&self) -> u32 {
-        self.p2p.procs.len() as u32
+        self.p2p.world
+    }
+
+    /// The first process slot the next processes of another job will take.
+    pub fn next_slot(&self) -> u32 {
+        self.p2p.joined
+    }
+
+    /// Writes this process's business card for processes of another job
+    /// ([`crate::dpm::Card`]) into `out`, announcing that its side gives their members slots
+    /// from `base` on; returns its length.
+    pub fn write_card(&mut self, base: u32, out: &mut [u8]) -> Result<usize> {
+        let mut host = [0u8; crate::dpm::MAX_HOST];
+        let hl = self.platform.processor_name(&mut host);
+        let mut w =
+            crate::dpm::CardWriter::new(out, self.p2p.me.0, base, Arch::LOCAL, &host[..hl])?;
+        for b in 0..self.p2p.bml.btls().count() {
+            self.p2p.bml.btl(b as u8).card(&mut w)?;
+        }
+        Ok(w.len())
+    }
+
+    /// Adds the processes of another job whose `cards` arrived (in the order of their slots,
+    /// from [`Engine::next_slot`] on): each gets a process slot, and the BTLs decide which
+    /// reach it ([`crate::btl::Btl::add_later`]). `my_index` is this process's index among
+    /// its own side's cards; `secret` the link's, which their transports prove. Returns the
+    /// first new slot. The slots are bounded by `dpm_max_procs`; they are not reused.
+    pub fn add_procs(
+        &mut self,
+        cards: crate::dpm::Cards<'_>,
+        my_index: u32,
+        secret: [u8; 32],
+    ) -> Result<ProcId> {
+        let first = self.p2p.joined;
+        let k = cards.len();
+        let end = first as usize + k as usize;
+        if end > self.p2p.procs.len() {
+            return Err(Error::exhausted(
+                "process slots for processes of other jobs",
+                self.params.u32(&DPM_MAX_PROCS),
+                DPM_MAX_PROCS.name,
+            ));
+        }
+        if !matches!(self.p2p.pml, Pml::Ob1(_)) {
+            return Err(Error::unsupported(
+                "processes of other jobs under pml cm (use pml ob1)",
+            ));
+        }
+        for i in 0..k {
+            let card = cards
+                .get(i)
+                .ok_or(Error::bad_arg("a business card does not parse"))?;
+            let slot = first + i;
+            // Their own node number: node-aware code treats each as a node of its own.
+            self.p2p.procs[slot as usize] = PeerInfo {
+                proc: ProcId(slot),
+                arch: card.arch,
+                node: 0x4000_0000 | slot,
+            };
+        }
+        let mut host = [0u8; crate::dpm::MAX_HOST];
+        let hl = self.platform.processor_name(&mut host);
+        let mut modex = crate::dpm::CardModex {
+            cards,
+            first: ProcId(first),
+            my_index,
+            secret,
+            host: &host[..hl],
+        };
+        // The slots are taken even if a module fails: the other side counts on the same ids.
+        self.p2p.joined = end as u32;
+        self.p2p
+            .bml
+            .add_later(&self.p2p.procs[first as usize..end], &mut modex)?;
+        self.p2p.joined_procs(first, end as u32);
+        for slot in first..end as u32 {
+            self.p2p.bml.reachable(ProcId(slot))?;
+        }
+        Ok(ProcId(first))
     }
 
     /// The parameters.

@@ -140,13 +140,25 @@ impl GroupTable {
     /// An empty table for a job of `procs` processes, growing through `arena`'s memory account
     /// up to `entries` groups of `members` member slots in all.
     pub fn new(arena: &mut Arena, entries: u32, members: u32, procs: u32) -> Result<GroupTable> {
+        GroupTable::with_slots(arena, entries, members, procs, procs)
+    }
+
+    /// [`GroupTable::new`] for a world of `procs` processes in a process table of `slots`
+    /// (the world and the processes of other jobs that may join later).
+    pub fn with_slots(
+        arena: &mut Arena,
+        entries: u32,
+        members: u32,
+        procs: u32,
+        slots: u32,
+    ) -> Result<GroupTable> {
         let (entries, _) = Store::new(arena, ENTRIES_INITIAL, entries as usize, None)?;
         let (store, ranges) = Store::new(arena, MEMBERS_INITIAL, members as usize, ProcId(0))?;
         Ok(GroupTable {
             entries,
             store,
             ranges,
-            marks: arena.slice(procs.div_ceil(64) as usize, |_| 0)?,
+            marks: arena.slice(slots.max(procs).div_ceil(64) as usize, |_| 0)?,
             world: procs,
         })
     }

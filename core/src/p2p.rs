@@ -176,8 +176,13 @@ pub struct P2p {
     pub comms: CommTable,
     /// The datatypes.
     pub types: TypeTable,
-    /// What is known of every process of the job.
-    pub procs: &'static [PeerInfo],
+    /// What is known of every process: the job's (`..world`), then the slots of processes of
+    /// other jobs, filled as they join ([`P2p::add_procs`]).
+    pub procs: &'static mut [PeerInfo],
+    /// Processes in `MPI_COMM_WORLD`.
+    pub world: u32,
+    /// Slots of `procs` in use: the world and the processes that joined since.
+    pub(crate) joined: u32,
     /// This process.
     pub me: ProcId,
     /// Every process published this process's architecture: no peer needs a check (the
@@ -198,10 +203,12 @@ impl P2p {
         bml: Bml,
         comms: CommTable,
         types: TypeTable,
-        procs: &'static [PeerInfo],
+        procs: &'static mut [PeerInfo],
+        world: u32,
         me: ProcId,
     ) -> P2p {
-        let uniform_arch = procs
+        let world = world.min(procs.len() as u32);
+        let uniform_arch = procs[..world as usize]
             .iter()
             .all(|p| p.arch.is_some_and(|a| a.same_as(Arch::LOCAL)));
         let mut p = P2p {
@@ -210,16 +217,33 @@ impl P2p {
             comms,
             types,
             procs,
+            world,
+            joined: world,
             me,
             uniform_arch,
             finalized: false,
         };
-        for info in procs.iter() {
+        for i in 0..world as usize {
+            let info = p.procs[i];
             if let Some(repr) = info.arch.and_then(Repr::of) {
                 p.pml.set_repr(info.proc, repr);
             }
         }
         p
+    }
+
+    /// Takes note of the architectures of the processes of another job in slots
+    /// `first..end`.
+    pub(crate) fn joined_procs(&mut self, first: u32, end: u32) {
+        for slot in first..end {
+            let info = self.procs[slot as usize];
+            if let Some(repr) = info.arch.and_then(Repr::of) {
+                self.pml.set_repr(info.proc, repr);
+            }
+            if !info.arch.is_some_and(|a| a.same_as(Arch::LOCAL)) {
+                self.uniform_arch = false;
+            }
+        }
     }
 
     /// Makes sure a new communicator has room: a free slot in the communicator table and its

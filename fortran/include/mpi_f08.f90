@@ -2246,6 +2246,32 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Close_port_f08
   end interface
+  interface MPI_Comm_accept
+    subroutine MPI_Comm_accept_f08(port_name, info, root, comm, newcomm, ierror) bind(C, &
+        name='MPI_Comm_accept_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_accept_f08
+  end interface
+  interface PMPI_Comm_accept
+    subroutine PMPI_Comm_accept_f08(port_name, info, root, comm, newcomm, ierror) bind(C, &
+        name='PMPI_Comm_accept_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_accept_f08
+  end interface
   interface MPI_Comm_call_errhandler
     subroutine MPI_Comm_call_errhandler_f08(comm, errorcode, ierror) bind(C, &
         name='MPI_Comm_call_errhandler_f08')
@@ -2287,6 +2313,32 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER :: result
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_compare_f08
+  end interface
+  interface MPI_Comm_connect
+    subroutine MPI_Comm_connect_f08(port_name, info, root, comm, newcomm, ierror) bind(C, &
+        name='MPI_Comm_connect_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_connect_f08
+  end interface
+  interface PMPI_Comm_connect
+    subroutine PMPI_Comm_connect_f08(port_name, info, root, comm, newcomm, ierror) bind(C, &
+        name='PMPI_Comm_connect_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*), INTENT(IN) :: port_name
+      TYPE(MPI_Info), INTENT(IN) :: info
+      INTEGER, INTENT(IN) :: root
+      TYPE(MPI_Comm), INTENT(IN) :: comm
+      TYPE(MPI_Comm) :: newcomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_connect_f08
   end interface
   interface MPI_Comm_create
     subroutine MPI_Comm_create_f08(comm, group, newcomm, ierror) bind(C, &
@@ -2681,6 +2733,25 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       TYPE(MPI_Request) :: request
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_idup_with_info_f08
+  end interface
+  interface MPI_Comm_join
+    subroutine MPI_Comm_join_f08(fd, intercomm, ierror) bind(C, name='MPI_Comm_join_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: fd
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_join_f08
+  end interface
+  interface PMPI_Comm_join
+    subroutine PMPI_Comm_join_f08(fd, intercomm, ierror) bind(C, &
+        name='PMPI_Comm_join_f08')
+      import
+      implicit none
+      INTEGER, INTENT(IN) :: fd
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_join_f08
   end interface
   interface MPI_Comm_rank
     subroutine MPI_Comm_rank_f08(comm, rank, ierror) bind(C, name='MPI_Comm_rank_f08')

@@ -124,10 +124,14 @@ mod c {
         pub fn PMPI_Cartdim_get(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Close_port(a0: *mut c_void) -> c_int;
         pub fn PMPI_Close_port(a0: *mut c_void) -> c_int;
+        pub fn MPI_Comm_accept(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_accept(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Comm_call_errhandler(a0: c_int, a1: c_int) -> c_int;
         pub fn PMPI_Comm_call_errhandler(a0: c_int, a1: c_int) -> c_int;
         pub fn MPI_Comm_compare(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Comm_compare(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
+        pub fn MPI_Comm_connect(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_connect(a0: *mut c_void, a1: c_int, a2: c_int, a3: c_int, a4: *mut c_void) -> c_int;
         pub fn MPI_Comm_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn PMPI_Comm_create(a0: c_int, a1: c_int, a2: *mut c_void) -> c_int;
         pub fn MPI_Comm_create_errhandler(a0: *mut c_void, a1: *mut c_void) -> c_int;
@@ -162,6 +166,8 @@ mod c {
         pub fn PMPI_Comm_idup(a0: c_int, a1: *mut c_void, a2: *mut c_void) -> c_int;
         pub fn MPI_Comm_idup_with_info(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void) -> c_int;
         pub fn PMPI_Comm_idup_with_info(a0: c_int, a1: c_int, a2: *mut c_void, a3: *mut c_void) -> c_int;
+        pub fn MPI_Comm_join(a0: c_int, a1: *mut c_void) -> c_int;
+        pub fn PMPI_Comm_join(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Comm_rank(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn PMPI_Comm_rank(a0: c_int, a1: *mut c_void) -> c_int;
         pub fn MPI_Comm_remote_group(a0: c_int, a1: *mut c_void) -> c_int;
@@ -1996,6 +2002,24 @@ pub unsafe extern "C" fn PMPI_Close_port_f08(port_name: *const f08::Cdesc, ierro
     f08_close_port::<true>(port_name, ierror)
 }
 
+/// `MPI_Comm_accept` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_accept<const PMPI: bool>(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(port_name_s, port_name_len, &mut port_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Comm_accept")); }
+    let rc = if PMPI { c::PMPI_Comm_accept(port_name_c.as_mut_ptr().cast(), *info, *root, *comm, newcomm.cast()) } else { c::MPI_Comm_accept(port_name_c.as_mut_ptr().cast(), *info, *root, *comm, newcomm.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_accept_f08(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_accept::<false>(port_name, info, root, comm, newcomm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_accept_f08(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_accept::<true>(port_name, info, root, comm, newcomm, ierror)
+}
+
 /// `MPI_Comm_call_errhandler` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_comm_call_errhandler<const PMPI: bool>(comm: *mut c_int, errorcode: *mut c_int, ierror: *mut c_int) {
@@ -2024,6 +2048,24 @@ pub unsafe extern "C" fn MPI_Comm_compare_f08(comm1: *mut c_int, comm2: *mut c_i
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_compare_f08(comm1: *mut c_int, comm2: *mut c_int, result: *mut c_int, ierror: *mut c_int) {
     f08_comm_compare::<true>(comm1, comm2, result, ierror)
+}
+
+/// `MPI_Comm_connect` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_connect<const PMPI: bool>(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    let (port_name_s, port_name_len) = f08::string(port_name);
+    let mut port_name_c = [0u8; rt::STRING_IN_MAX];
+    if !rt::string_in(port_name_s, port_name_len, &mut port_name_c) { return f08::set_ierror(ierror, rt::string_too_long("MPI_Comm_connect")); }
+    let rc = if PMPI { c::PMPI_Comm_connect(port_name_c.as_mut_ptr().cast(), *info, *root, *comm, newcomm.cast()) } else { c::MPI_Comm_connect(port_name_c.as_mut_ptr().cast(), *info, *root, *comm, newcomm.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_connect_f08(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_connect::<false>(port_name, info, root, comm, newcomm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_connect_f08(port_name: *const f08::Cdesc, info: *mut c_int, root: *mut c_int, comm: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_connect::<true>(port_name, info, root, comm, newcomm, ierror)
 }
 
 /// `MPI_Comm_create` of `mpi_f08` (`PMPI` chooses the profiling C function).
@@ -2317,6 +2359,21 @@ pub unsafe extern "C" fn MPI_Comm_idup_with_info_f08(comm: *mut c_int, info: *mu
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup_with_info_f08(comm: *mut c_int, info: *mut c_int, newcomm: *mut c_int, request: *mut c_int, ierror: *mut c_int) {
     f08_comm_idup_with_info::<true>(comm, info, newcomm, request, ierror)
+}
+
+/// `MPI_Comm_join` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_join<const PMPI: bool>(fd: *mut c_int, intercomm: *mut c_int, ierror: *mut c_int) {
+    let rc = if PMPI { c::PMPI_Comm_join(*fd, intercomm.cast()) } else { c::MPI_Comm_join(*fd, intercomm.cast()) };
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_join_f08(fd: *mut c_int, intercomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_join::<false>(fd, intercomm, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_join_f08(fd: *mut c_int, intercomm: *mut c_int, ierror: *mut c_int) {
+    f08_comm_join::<true>(fd, intercomm, ierror)
 }
 
 /// `MPI_Comm_rank` of `mpi_f08` (`PMPI` chooses the profiling C function).

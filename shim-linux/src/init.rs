@@ -226,9 +226,15 @@ pub fn engine() -> Result<Engine> {
             let _ = btls.push(module);
         }
     }
-    if n > 1 && btl_selected(params.str(&BTL_SELECT), "tcp") {
+    // A job of one has tcp too when processes of other jobs may join it (connect/accept, join):
+    // one interface, enough for them and within a singleton's small modex.
+    let joinable = params.u32(&stormpi_core::engine::DPM_MAX_PROCS) > 0;
+    if (n > 1 || joinable) && btl_selected(params.str(&BTL_SELECT), "tcp") {
         // One module per interface, within what the engine takes (it adds `self` itself).
-        let room = stormpi_core::bml::MAX_BTLS.saturating_sub(1 + btls.len());
+        let room = match n {
+            1 => 1,
+            _ => stormpi_core::bml::MAX_BTLS.saturating_sub(1 + btls.len()),
+        };
         for m in tcp::modules(&params, me, room)? {
             let module: &'static mut dyn stormpi_core::btl::Btl = leak(m);
             let _ = btls.push(module);

@@ -1,8 +1,10 @@
 //! Dynamic processes: name publishing through stormrun's name service, and opening and closing
-//! ports (connect/accept and spawn are not built yet).
+//! ports, and connecting two jobs (spawn is not built yet).
 
 use stormpi_tests::netns::NetnsHosts;
-use stormpi_tests::{c_extra_program, in_path, run, run_job, run_stormrun, JOB_TIMEOUT};
+use stormpi_tests::{
+    c_extra_program, in_path, run, run_job, run_stormrun, stormrun_command, JOB_TIMEOUT,
+};
 
 /// A service rank 0 publishes is found by every rank, through the PMI server; a second publish,
 /// unknown services and lookups after the unpublish fail with MPI's error classes.
@@ -70,4 +72,61 @@ fn names_and_ports_across_hosts() {
         let prog = c_extra_program(name);
         run_stormrun(hosts.stormrun(&list, 4, false, &[], &prog, &[])).assert_ok(name);
     }
+}
+
+/// Two separately started jobs of two ranks meet at a port whose name goes through a file:
+/// a wrong secret is refused with `MPI_ERR_PORT` (and the server keeps waiting), then they
+/// exchange point-to-point messages both ways, intercommunicator collectives, merge and
+/// disconnect.
+#[test]
+fn two_jobs_connect_and_accept() {
+    let prog = c_extra_program("connect_accept");
+    let dir = std::env::temp_dir().join(format!("stormpi-connect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("port");
+    let file_s = file.to_string_lossy().into_owned();
+    let (p2, f2) = (prog.clone(), file_s.clone());
+    let server = std::thread::spawn(move || run_job(2, &[], &p2, &["server", &f2]));
+    let client = run_job(2, &[], &prog, &["client", &file_s]);
+    let server = server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    client.assert_ok("connect_accept-client");
+    server.assert_ok("connect_accept-server");
+}
+
+/// Two jobs of one rank connect a loopback socket themselves and join over it.
+#[test]
+fn two_jobs_join_over_a_socket() {
+    let prog = c_extra_program("join");
+    let dir = std::env::temp_dir().join(format!("stormpi-join-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("port").to_string_lossy().into_owned();
+    let (p2, f2) = (prog.clone(), file.clone());
+    let listener = std::thread::spawn(move || run_job(1, &[], &p2, &["listen", &f2]));
+    let connector = run_job(1, &[], &prog, &["connect", &file]);
+    let listener = listener.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    connector.assert_ok("join-connect");
+    listener.assert_ok("join-listen");
+}
+
+/// A job whose process slots for other jobs (`dpm_max_procs`) are fewer than the connecting
+/// job's processes refuses it: both sides fail with `MPI_ERR_NO_MEM` at every rank.
+#[test]
+fn a_job_without_room_refuses_a_connecting_job() {
+    let prog = c_extra_program("connect_accept");
+    let dir = std::env::temp_dir().join(format!("stormpi-noroom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("port").to_string_lossy().into_owned();
+    let (p2, f2) = (prog.clone(), file.clone());
+    let server = std::thread::spawn(move || {
+        let mut cmd = stormrun_command(2, &[], &p2, &["server", &f2, "noroom"]);
+        cmd.env("STORMPI_MCA_dpm_max_procs", "1");
+        run_stormrun(cmd)
+    });
+    let client = run_job(2, &[], &prog, &["client", &file, "noroom"]);
+    let server = server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    client.assert_ok("connect_accept-client");
+    server.assert_ok("connect_accept-server");
 }

@@ -330,6 +330,28 @@ pub trait Btl: Send {
         endpoints: &mut [Option<Endpoint>],
     ) -> Result<()>;
 
+    /// Writes the entries a process of another job needs to reach this module (its business
+    /// card, [`crate::dpm::Card`]). This default is what [`Btl::publish`] writes; a module
+    /// whose entries include a secret of the job leaves that out.
+    fn card(&mut self, card: &mut dyn ModexPut) -> Result<()> {
+        self.publish(card)
+    }
+
+    /// Decides which of `peers` — processes of other jobs that joined after init (through
+    /// `MPI_Comm_connect`/`accept` or spawn) — this module can reach, as
+    /// [`Btl::add_procs`] does; `modex` answers with the business cards they sent. May be
+    /// called several times. This default reaches none of them.
+    fn add_later(
+        &mut self,
+        peers: &[PeerInfo],
+        modex: &mut dyn Modex,
+        endpoints: &mut [Option<Endpoint>],
+    ) -> Result<()> {
+        let _ = (peers, modex);
+        endpoints.fill(None);
+        Ok(())
+    }
+
     /// Space for a fragment of `len` bytes to `ep`, or `None` if the module cannot take it now.
     /// `len` is at most `max_send_size`. The space is valid until the next call on this module.
     fn reserve(&mut self, ep: Endpoint, len: usize) -> Option<&mut [u8]>;

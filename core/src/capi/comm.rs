@@ -144,8 +144,8 @@ super::mpi! {
         }
         // Collective, and returns once the members' communication on it is done: MPI asks that
         // every request on it be complete, so what is left is in the transports, and a barrier
-        // behind it (messages between two processes stay in order) sees it delivered. The
-        // communicators of dynamic processes do not exist yet, so every one is an ordinary one.
+        // behind it (messages between two processes stay in order) sees it delivered. This holds
+        // for an intercommunicator with another job too (its processes keep their slots).
         // SAFETY: a valid handle, checked above.
         let rc = unsafe { super::coll::PMPI_Barrier(h) };
         if rc != abi::MPI_SUCCESS {

@@ -3,12 +3,16 @@
 //! keeps one table for every process it started — and ports (`MPI_Open_port`,
 //! `MPI_Close_port`) through the platform's [`Ports`](crate::dpm::Ports).
 //!
-//! Connect/accept, spawn and join are not built yet (they stay in `unsupported`).
+//! `MPI_Comm_accept`/`MPI_Comm_connect` make an intercommunicator with another job
+//! ([`crate::comm::create::connect_accept`]), as does `MPI_Comm_join` over a connected socket.
+//! Spawn is not built yet (it stays in `unsupported`).
 
-use core::ffi::{c_char, CStr};
+use core::ffi::{c_char, c_int, CStr};
 
 use super::abi;
-use super::env::{code, run};
+use super::env::{code, run, run_comm_inside};
+use super::handles::{self, out};
+use crate::comm::create::Meet;
 use crate::error::{Error, ErrorClass, Reason, Result};
 
 /// Longest service or port name, in bytes, without the NUL.
@@ -54,7 +58,73 @@ fn ports(e: &crate::engine::Engine) -> Result<&'static dyn crate::dpm::Ports> {
         .ok_or(Error::unsupported("ports on a platform without a network"))
 }
 
+/// `MPI_Comm_accept` (`accept`) or `MPI_Comm_connect`.
+///
+/// # Safety
+/// `port_name` is NULL or a NUL-terminated string; `newcomm` NULL or an `MPI_Comm` to write.
+unsafe fn meet(
+    func: &'static str,
+    port_name: *const c_char,
+    info: abi::MPI_Info,
+    root: c_int,
+    comm: abi::MPI_Comm,
+    newcomm: *mut abi::MPI_Comm,
+    accept: bool,
+) -> c_int {
+    code(run_comm_inside(func, comm, |cx, c| {
+        if newcomm.is_null() {
+            return Err(Error::bad_arg("newcomm is NULL"));
+        }
+        let e = cx.e();
+        // The port name and info matter at the root only.
+        let rank = e.comm(c)?.rank as c_int;
+        let port = if rank == root {
+            check_info(e, info)?;
+            // SAFETY: the caller's contract; `name_arg` refuses NULL.
+            Some(unsafe { name_arg(port_name, ErrorClass::Port, "port_name is NULL") }?.as_bytes())
+        } else {
+            None
+        };
+        let how = port.map(|p| {
+            if accept {
+                Meet::Accept(p)
+            } else {
+                Meet::Connect(p)
+            }
+        });
+        let timeout_ms = u64::from(e.params().u32(&crate::engine::DPM_TIMEOUT)) * 1000;
+        let new = crate::comm::create::connect_accept(cx, c, root, how, timeout_ms)?;
+        // SAFETY: checked non-null; MPI requires it to point to an MPI_Comm.
+        unsafe { out(newcomm, handles::comm_handle(new)) }
+    }))
+}
+
 super::mpi! {
+    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: abi::MPI_Info, root: c_int, comm: abi::MPI_Comm, newcomm: *mut abi::MPI_Comm) {
+        // SAFETY: MPI's contract for the arguments.
+        unsafe { meet("MPI_Comm_accept", port_name, info, root, comm, newcomm, true) }
+    }
+
+    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: abi::MPI_Info, root: c_int, comm: abi::MPI_Comm, newcomm: *mut abi::MPI_Comm) {
+        // SAFETY: MPI's contract for the arguments.
+        unsafe { meet("MPI_Comm_connect", port_name, info, root, comm, newcomm, false) }
+    }
+
+    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut abi::MPI_Comm) {
+        code(run_comm_inside("MPI_Comm_join", abi::MPI_COMM_SELF, |cx, c| {
+            if intercomm.is_null() {
+                return Err(Error::bad_arg("intercomm is NULL"));
+            }
+            if fd < 0 {
+                return Err(Error::bad_arg("fd is not a file descriptor"));
+            }
+            let timeout_ms = u64::from(cx.e().params().u32(&crate::engine::DPM_TIMEOUT)) * 1000;
+            let new = crate::comm::create::connect_accept(cx, c, 0, Some(Meet::Join(fd)), timeout_ms)?;
+            // SAFETY: checked non-null; MPI requires it to point to an MPI_Comm.
+            unsafe { out(intercomm, handles::comm_handle(new)) }
+        }))
+    }
+
     fn MPI_Open_port / PMPI_Open_port(info: abi::MPI_Info, port_name: *mut c_char) {
         code(run("MPI_Open_port", None, |e| {
             if port_name.is_null() {

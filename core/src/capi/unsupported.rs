@@ -24,9 +24,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    MPI_Comm_accept / PMPI_Comm_accept,
-    MPI_Comm_connect / PMPI_Comm_connect,
-    MPI_Comm_join / PMPI_Comm_join,
     MPI_Comm_spawn / PMPI_Comm_spawn,
     MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple,
 }

@@ -541,6 +541,24 @@ unsafe fn bcast_among(
 /// then the next (MPICH's scheme for multi-threaded context-id allocation). A process that
 /// constructs one communicator at a time owns the mask at once: one round, as before threads.
 fn agree_cid(cx: &mut Inside, m: &Members, inter: Option<Option<Channel>>) -> Result<ContextId> {
+    agree_cid_with(cx, m, inter.map(|ch| ch.map(Leaders::Comm)))
+}
+
+/// How the leaders of the two sides of a context-id agreement reach each other.
+#[derive(Clone, Copy)]
+enum Leaders {
+    /// Over a communicator both belong to.
+    Comm(Channel),
+    /// Over a platform's link between two jobs, waiting at most the time given (ms).
+    Link(&'static dyn crate::dpm::Ports, crate::dpm::LinkId, u64),
+}
+
+/// [`agree_cid`] with leaders that may reach each other over a link between jobs.
+fn agree_cid_with(
+    cx: &mut Inside,
+    m: &Members,
+    inter: Option<Option<Leaders>>,
+) -> Result<ContextId> {
     let e = cx.e();
     let key = agreement_key(&e.p2p, m);
     if e.creation.agreeing.push(key).is_err() {
@@ -609,7 +627,7 @@ fn take_mask(c: &mut Scratch, key: u64) -> bool {
 fn agree_rounds(
     cx: &mut Inside,
     m: &Members,
-    inter: Option<Option<Channel>>,
+    inter: Option<Option<Leaders>>,
     key: u64,
 ) -> Result<ContextId> {
     loop {
@@ -673,7 +691,7 @@ fn agree_rounds(
 fn or_then_share(
     cx: &mut Inside,
     m: &Members,
-    inter: Option<Option<Channel>>,
+    inter: Option<Option<Leaders>>,
     words: &mut [u64],
 ) -> Result<()> {
     or_among(cx, m, words)?;
@@ -702,7 +720,29 @@ fn or_then_share(
 }
 
 /// Sends `mine` to and receives `theirs` from the other leader.
-fn exchange_words(cx: &mut Inside, ch: Channel, mine: &[u64], theirs: &mut [u64]) -> Result<()> {
+fn exchange_words(cx: &mut Inside, ch: Leaders, mine: &[u64], theirs: &mut [u64]) -> Result<()> {
+    let ch = match ch {
+        Leaders::Comm(ch) => ch,
+        Leaders::Link(ports, link, timeout_ms) => {
+            let mut buf = [0u8; 8 * (CID_WORDS + 2)];
+            let n = 8 * mine.len();
+            for (b, w) in buf.chunks_exact_mut(8).zip(mine) {
+                b.copy_from_slice(&w.to_be_bytes());
+            }
+            ports.send(link, &buf[..n])?;
+            if ports.recv(link, &mut buf[..8 * theirs.len()], timeout_ms)? != 8 * theirs.len() {
+                return Err(Error::bad_arg(
+                    "the other job's context-id words differ in number (max_cids differs)",
+                ));
+            }
+            for (w, b) in theirs.iter_mut().zip(buf.chunks_exact(8)) {
+                let mut x = [0u8; 8];
+                x.copy_from_slice(b);
+                *w = u64::from_be_bytes(x);
+            }
+            return Ok(());
+        }
+    };
     // SAFETY: `theirs` is borrowed until the receive completes.
     let conv =
         unsafe { Unpacker::elements(theirs.as_mut_ptr().cast(), theirs.len(), Datatype::UINT64_T) };
@@ -712,6 +752,9 @@ fn exchange_words(cx: &mut Inside, ch: Channel, mine: &[u64], theirs: &mut [u64]
     send_on(cx, conv, ch)?;
     cx.wait(r).map(|_| ())
 }
+
+mod connect;
+pub use connect::{connect_accept, Meet};
 
 /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
 pub fn dup(cx: &mut Inside, id: CommId) -> Result<CommId> {
@@ -1039,6 +1082,14 @@ fn levels_into(cx: &mut Inside, ints: &mut [i32], comm: CommId) -> Result<Levels
         return Ok(Levels::Flat);
     }
     let (g, n, me) = (c.group, c.size() as usize, c.rank as i32);
+    // Processes of other jobs have no node numbers both jobs share, so the sides would not
+    // see one layout: a communicator with any of them stays flat (at every member alike, as
+    // each sees the other side's processes as of another job).
+    let world = cx.e().p2p.world;
+    if (0..n as u32).any(|r| cx.e().p2p.comms.groups.proc_of(g, r).0 >= world) {
+        cx.e().p2p.comms.set_levels(comm, Levels::Flat);
+        return Ok(Levels::Flat);
+    }
     // (node, rank) sorted: each node's members form a run, in rank order.
     for r in 0..n {
         let p = cx.e().p2p.comms.groups.proc_of(g, r as u32);

@@ -10,7 +10,7 @@
 //! except loopback, or loopback when nothing else is), so a port is reachable wherever the
 //! job's own TCP traffic is; `STORMPI_PORT_ADDRESS` names another IPv4 address to listen on.
 //!
-//! **Meeting.** [`LinuxPorts::accept`] waits at an open port for a side that proves its secret,
+//! **Meeting.** [`LinuxPorts::accept_at`] waits at an open port for a side that proves its secret,
 //! and [`connect`] goes to one; both give a [`rendezvous::Channel`] (see that module).
 //!
 //! **Table.** At most [`MAX_PORTS`] ports are open at once per process; `MPI_Close_port` of a
@@ -23,11 +23,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use stormpi_bootstrap::auth::Key;
-use stormpi_core::dpm::Ports;
+use stormpi_core::dpm::{LinkId, Ports};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 
 /// Most ports one process holds open at once.
 pub const MAX_PORTS: usize = 64;
+
+/// What opens `MPI_Comm_join`'s exchange on the socket.
+const JOIN_MAGIC: &[u8; 8] = b"STJOIN01";
 
 /// What every port name starts with.
 const PREFIX: &str = "stormpi-port:tcp:";
@@ -93,16 +96,37 @@ struct OpenPort {
     secret: Key,
 }
 
-/// The ports of this process.
+/// Most links (met ports) one process holds at once.
+pub const MAX_LINKS: usize = 64;
+
+/// The ports of this process, and the links made at them.
 #[derive(Debug)]
 pub struct LinuxPorts {
     open: Mutex<Vec<OpenPort>>,
+    links: Mutex<Vec<Option<rendezvous::Channel>>>,
 }
 
 /// The one table of the process.
 pub static PORTS: LinuxPorts = LinuxPorts {
     open: Mutex::new(Vec::new()),
+    links: Mutex::new(Vec::new()),
 };
+
+/// The error of a failed meeting at a port.
+fn met_error(what: &str, e: &rendezvous::RendezvousError) -> Error {
+    eprintln!("stormpi: {what}: {e}");
+    match e {
+        rendezvous::RendezvousError::BadProof | rendezvous::RendezvousError::NotOurs => port_error(
+            ErrorClass::Port,
+            "the other side could not prove the port's secret",
+        ),
+        rendezvous::RendezvousError::Timeout => port_error(
+            ErrorClass::Port,
+            "nobody came to the port in time (dpm_timeout)",
+        ),
+        _ => port_error(ErrorClass::Other, "the link to the other job failed"),
+    }
+}
 
 fn port_error(class: ErrorClass, what: &'static str) -> Error {
     Error::new(class, Reason::BadArgument { what })
@@ -170,7 +194,7 @@ impl LinuxPorts {
 
     /// Waits at the open port `name` for a side that proves the port's secret, at most
     /// `timeout`. The table is not held while waiting.
-    pub fn accept(
+    pub fn accept_at(
         &self,
         name: &str,
         timeout: Duration,
@@ -184,6 +208,41 @@ impl LinuxPorts {
             (port.listener.try_clone()?, port.secret.clone())
         };
         rendezvous::accept(&listener, &secret, timeout)
+    }
+
+    /// Files a link; its id.
+    fn file(&self, ch: rendezvous::Channel) -> Result<LinkId> {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = links.iter().position(Option::is_none) {
+            links[i] = Some(ch);
+            return Ok(LinkId(i as u32));
+        }
+        if links.len() >= MAX_LINKS {
+            return Err(Error::exhausted(
+                "links to other jobs",
+                MAX_LINKS as u32,
+                "(compile-time MAX_LINKS)",
+            ));
+        }
+        links.push(Some(ch));
+        Ok(LinkId(links.len() as u32 - 1))
+    }
+
+    /// Runs `f` on link `id`.
+    fn with_link<T>(
+        &self,
+        id: LinkId,
+        f: impl FnOnce(&mut rendezvous::Channel) -> core::result::Result<T, rendezvous::RendezvousError>,
+    ) -> Result<T> {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        let ch = links
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(port_error(
+                ErrorClass::Intern,
+                "no such link to another job",
+            ))?;
+        f(ch).map_err(|e| met_error("the link to the other job", &e))
     }
 }
 
@@ -205,6 +264,99 @@ impl Ports for LinuxPorts {
         }
         out[..n].copy_from_slice(name.as_bytes());
         Ok(n)
+    }
+
+    fn accept(&self, name: &[u8], timeout_ms: u64) -> Result<(LinkId, [u8; 32])> {
+        let name = core::str::from_utf8(name)
+            .map_err(|_| port_error(ErrorClass::Port, "a port name is not valid UTF-8"))?;
+        let secret = {
+            let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            let port = open.iter().find(|p| p.name == name).ok_or(port_error(
+                ErrorClass::Port,
+                "no port of that name is open in this process",
+            ))?;
+            *port.secret.as_bytes()
+        };
+        let ch = self
+            .accept_at(name, Duration::from_millis(timeout_ms))
+            .map_err(|e| met_error("MPI_Comm_accept", &e))?;
+        Ok((self.file(ch)?, secret))
+    }
+
+    fn connect(&self, name: &[u8], timeout_ms: u64) -> Result<(LinkId, [u8; 32])> {
+        let parsed = core::str::from_utf8(name)
+            .ok()
+            .and_then(|n| PortName::parse(n).ok())
+            .ok_or(port_error(ErrorClass::Port, "not a stormpi port name"))?;
+        let ch = connect(&parsed, Duration::from_millis(timeout_ms))
+            .map_err(|e| met_error("MPI_Comm_connect", &e))?;
+        Ok((self.file(ch)?, parsed.secret))
+    }
+
+    fn join(&self, fd: i32, timeout_ms: u64) -> Result<(LinkId, [u8; 32], bool)> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: dup of a descriptor number the caller passed; failure is checked.
+        let own = unsafe { libc::dup(fd) };
+        if own < 0 {
+            return Err(Error::bad_arg(
+                "MPI_Comm_join: fd is not an open descriptor",
+            ));
+        }
+        // SAFETY: `own` is a fresh descriptor this process owns from here on; a non-socket
+        // fails at the first send or receive.
+        let stream = unsafe { std::net::TcpStream::from_raw_fd(own) };
+        let _ = stream.set_nonblocking(false);
+        let mut ch = rendezvous::Channel::over(stream);
+        let mine = Key::generate().map_err(|e| {
+            eprintln!("stormpi: MPI_Comm_join: no random bytes: {e}");
+            port_error(ErrorClass::Other, "no random bytes for the link's secret")
+        })?;
+        let mut hello = JOIN_MAGIC.to_vec();
+        hello.extend_from_slice(mine.as_bytes());
+        let t = Duration::from_millis(timeout_ms);
+        let theirs = ch
+            .send(&hello)
+            .and_then(|()| ch.recv(hello.len(), t))
+            .map_err(|e| met_error("MPI_Comm_join", &e))?;
+        if theirs.len() != hello.len() || &theirs[..8] != JOIN_MAGIC {
+            return Err(port_error(
+                ErrorClass::Arg,
+                "MPI_Comm_join: the other end of the socket is not joining",
+            ));
+        }
+        let (a, b) = (mine.as_bytes(), &theirs[8..]);
+        if a[..] == b[..] {
+            return Err(port_error(
+                ErrorClass::Arg,
+                "MPI_Comm_join: both ends drew the same bytes",
+            ));
+        }
+        // The link's secret is both halves together; the higher half accepts.
+        let mut secret = [0u8; 32];
+        for i in 0..32 {
+            secret[i] = a[i] ^ b[i];
+        }
+        let accepting = a[..] > b[..];
+        Ok((self.file(ch)?, secret, accepting))
+    }
+
+    fn send(&self, link: LinkId, msg: &[u8]) -> Result<()> {
+        self.with_link(link, |ch| ch.send(msg))
+    }
+
+    fn recv(&self, link: LinkId, out: &mut [u8], timeout_ms: u64) -> Result<usize> {
+        let msg = self.with_link(link, |ch| {
+            ch.recv(out.len(), Duration::from_millis(timeout_ms))
+        })?;
+        out[..msg.len()].copy_from_slice(&msg);
+        Ok(msg.len())
+    }
+
+    fn end(&self, link: LinkId) {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = links.get_mut(link.0 as usize) {
+            *l = None;
+        }
     }
 
     fn close(&self, name: &[u8]) -> Result<()> {
@@ -273,6 +425,7 @@ mod tests {
     fn an_open_port_listens_until_closed() {
         let ports = LinuxPorts {
             open: Mutex::new(Vec::new()),
+            links: Mutex::new(Vec::new()),
         };
         let a = ports.open_on(Ipv4Addr::LOCALHOST).unwrap();
         let b = ports.open_on(Ipv4Addr::LOCALHOST).unwrap();
@@ -296,25 +449,27 @@ mod tests {
     fn a_port_is_met_by_its_name() {
         let ports: &'static LinuxPorts = Box::leak(Box::new(LinuxPorts {
             open: Mutex::new(Vec::new()),
+            links: Mutex::new(Vec::new()),
         }));
         let name = ports.open_on(Ipv4Addr::LOCALHOST).unwrap();
         let parsed = PortName::parse(&name).unwrap();
         let t = Duration::from_secs(10);
         let n2 = name.clone();
         let acceptor = std::thread::spawn(move || {
-            let mut ch = ports.accept(&n2, t).unwrap();
+            let mut ch = ports.accept_at(&n2, t).unwrap();
             ch.recv(8, t).unwrap()
         });
         connect(&parsed, t).unwrap().send(b"hello").unwrap();
         assert_eq!(acceptor.join().unwrap(), b"hello");
         ports.close(name.as_bytes()).unwrap();
-        assert!(ports.accept(&name, t).is_err(), "a closed port was met");
+        assert!(ports.accept_at(&name, t).is_err(), "a closed port was met");
     }
 
     #[test]
     fn the_table_is_bounded() {
         let ports = LinuxPorts {
             open: Mutex::new(Vec::new()),
+            links: Mutex::new(Vec::new()),
         };
         let names: Vec<String> = (0..MAX_PORTS)
             .map(|_| ports.open_on(Ipv4Addr::LOCALHOST).unwrap())

@@ -425,6 +425,16 @@ struct Peer {
     held: Option<usize>,
     /// Times our connection was opened again (see [`MAX_REOPENS`]).
     reopens: u8,
+    /// The secret both prove: the job's (`None`), or for a process of another job the link's
+    /// its side met ours over.
+    key: Option<Key>,
+    /// This process's id in the peer's table (our rank, for a peer of this job).
+    me_there: u32,
+    /// The peer's id in its own table (its rank in its job).
+    rank_there: u32,
+    /// Of two connections both opened at once, ours moves onto the peer's (see the module
+    /// docs: the higher rank's does; for a process of another job, the higher address's).
+    yields: bool,
 }
 
 /// One tcp BTL module: one interface of this process.
@@ -727,8 +737,8 @@ impl Tcp {
     ) -> [u8; HANDSHAKE_LEN] {
         Handshake {
             nonce: own,
-            from: self.me.0,
-            to: self.peers[ep].proc.0,
+            from: self.peers[ep].me_there,
+            to: self.peers[ep].rank_there,
             max_frag: self.attrs.max_send_size as u32,
             follows,
             proof: [0; stormpi_bootstrap::auth::PROOF_LEN],
@@ -737,9 +747,15 @@ impl Tcp {
         .to_bytes()
     }
 
+    /// The secret the peer of `ep` and this process prove to each other.
+    fn key_of(&self, ep: usize) -> Option<&Key> {
+        let peer = self.peers.get(ep)?;
+        peer.key.as_ref().or(self.secret.as_ref())
+    }
+
     /// Our answer on connection `slot`, which the peer of `ep` opened and authenticated.
     fn answer_on(&self, slot: usize, ep: usize, follows: bool) -> Option<[u8; HANDSHAKE_LEN]> {
-        let secret = self.secret.as_ref()?;
+        let secret = self.key_of(ep)?;
         let c = self.conns.get(slot)?.conn.as_deref()?;
         let nonces = (c.own_nonce, c.peer_nonce?);
         Some(self.handshake_to(ep, secret, wire::ANSWER, nonces, follows))
@@ -897,7 +913,7 @@ impl Tcp {
     #[cold]
     #[inline(never)]
     fn start_tx(&mut self, ep: usize) -> Option<usize> {
-        self.secret.as_ref()?;
+        self.key_of(ep)?;
         match &self.peers[ep].tx {
             Tx::On(slot) => return Some(*slot),
             Tx::Down { why, logged } => {
@@ -1174,7 +1190,13 @@ impl Tcp {
         ours: &Nonce,
     ) -> std::result::Result<(usize, Nonce), String> {
         let hs = Handshake::parse(b).map_err(|e| e.to_string())?;
-        let secret = self.secret.as_ref().ok_or("no job secret known yet")?;
+        let ep = self.ep_of.get(hs.from as usize).copied().unwrap_or(NO_EP);
+        // A known peer proves its own secret (the job's, or its link's); anyone else the job's.
+        let secret = match ep {
+            NO_EP => self.secret.as_ref(),
+            ep => self.key_of(ep as usize),
+        }
+        .ok_or("no job secret known yet")?;
         if !hs.verify(secret, wire::CONNECT, ours) {
             return Err(
                 "wrong proof of the job secret (a stranger, or a replayed handshake)".into(),
@@ -1186,7 +1208,6 @@ impl Tcp {
                 hs.to, self.me.0
             ));
         }
-        let ep = self.ep_of.get(hs.from as usize).copied().unwrap_or(NO_EP);
         if ep == NO_EP {
             return Err(format!(
                 "unknown rank {} (not a peer of this interface)",
@@ -1211,7 +1232,7 @@ impl Tcp {
         theirs: Option<Nonce>,
     ) -> std::result::Result<bool, String> {
         let hs = Handshake::parse(b).map_err(|e| e.to_string())?;
-        let secret = self.secret.as_ref().ok_or("no job secret known")?;
+        let secret = self.key_of(ep).ok_or("no job secret known")?;
         if theirs != Some(hs.nonce) || !hs.verify(secret, wire::ANSWER, ours) {
             return Err("wrong proof of the job secret".into());
         }
@@ -1369,7 +1390,7 @@ impl Tcp {
         c.deadline = None;
         c.rx = Rx::Frames(reader);
         c.hold = hold;
-        if !initiated && self.me > self.peers[ep].proc {
+        if !initiated && self.peers[ep].yields {
             // Both of us opened a connection: the lower rank's carries both directions.
             self.switch(ep, slot);
         }
@@ -1410,7 +1431,7 @@ impl Tcp {
             }
         };
         let (ep, own) = (c.ep, c.own_nonce);
-        let (Some(ep), Some(secret)) = (ep, self.secret.as_ref()) else {
+        let Some((ep, secret)) = ep.and_then(|ep| Some((ep, self.key_of(ep)?))) else {
             return 0;
         };
         if sys::peer_closed(fd) {
@@ -1597,6 +1618,91 @@ impl Btl for Tcp {
         Ok(())
     }
 
+    fn card(&mut self, card: &mut dyn ModexPut) -> Result<()> {
+        // The addresses, never the job's secret: the other job proves the link's.
+        let rec = AddrRecord {
+            addr: self.iface.addr,
+            prefix: self.iface.prefix,
+            port: self.port,
+        };
+        card.put(&wire::addr_key(self.index), &rec.to_bytes())?;
+        if self.index == 0 {
+            card.put(wire::COUNT_KEY, &(self.count as u32).to_be_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn add_later(
+        &mut self,
+        peers: &[PeerInfo],
+        modex: &mut dyn Modex,
+        endpoints: &mut [Option<Endpoint>],
+    ) -> Result<()> {
+        if self.finalized || peers.len() != endpoints.len() {
+            return Err(Error::bad_arg(
+                "tcp: add_later after finalize, or tables of different lengths",
+            ));
+        }
+        endpoints.fill(None);
+        let mut buf = [0u8; 64];
+        let mut word = |modex: &mut dyn Modex, p: ProcId, key: &str| -> Result<Option<u32>> {
+            Ok(match modex.get(p, key, &mut buf)? {
+                Some(4) => Some(u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]])),
+                _ => None,
+            })
+        };
+        for (p, ep) in peers.iter().zip(endpoints.iter_mut()) {
+            let (Some(me_there), Some(rank_there)) = (
+                word(modex, p.proc, stormpi_core::dpm::KEY_ME_THERE)?,
+                word(modex, p.proc, stormpi_core::dpm::KEY_RANK)?,
+            ) else {
+                continue;
+            };
+            let mut key = [0u8; SECRET_LEN];
+            if modex.get(p.proc, stormpi_core::dpm::KEY_SECRET, &mut key)? != Some(SECRET_LEN) {
+                continue;
+            }
+            let mut same = [0u8; 1];
+            let same_host = modex.get(p.proc, stormpi_core::dpm::KEY_SAME_HOST, &mut same)?
+                == Some(1)
+                && same[0] == 1;
+            // Loopback addresses serve a process of another job on this host only.
+            let seen = PeerInfo {
+                node: u32::from(!same_host),
+                ..*p
+            };
+            let Some(addr) = self.peer_address(&seen, 0, modex)? else {
+                continue;
+            };
+            let slot = p.proc.0 as usize;
+            if self.ep_of.len() <= slot {
+                self.ep_of.resize(slot + 1, NO_EP);
+            }
+            if self.ep_of[slot] != NO_EP {
+                return Err(Error::bad_arg("tcp: a process was added twice"));
+            }
+            let i = self.peers.len() as u32;
+            self.ep_of[slot] = i;
+            // Both sides order the pair alike by their listening addresses.
+            let yields = (self.iface.addr, self.port) > (*addr.ip(), addr.port());
+            self.peers.push(Peer {
+                proc: p.proc,
+                addr,
+                tx: Tx::Idle,
+                accepted: None,
+                accepted_ended: false,
+                held: None,
+                reopens: 0,
+                key: Some(Key::from_bytes(key)),
+                me_there,
+                rank_there,
+                yields,
+            });
+            *ep = Some(Endpoint(i));
+        }
+        Ok(())
+    }
+
     fn add_procs(
         &mut self,
         peers: &[PeerInfo],
@@ -1664,6 +1770,10 @@ impl Btl for Tcp {
                     accepted_ended: false,
                     held: None,
                     reopens: 0,
+                    key: None,
+                    me_there: self.me.0,
+                    rank_there: p.proc.0,
+                    yields: self.me > p.proc,
                 });
                 *ep = Some(Endpoint(i));
             }
