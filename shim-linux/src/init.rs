@@ -123,6 +123,7 @@ pub fn register_params(params: &mut Params) -> Result<()> {
     Engine::register_params(params)?;
     params.register_all(&sm::PARAMS)?;
     params.register_all(&tcp::PARAMS)?;
+    params.register(&crate::progress::OSC_PROGRESS_THREAD)?;
     params.register_all(&platform::PARAMS)
 }
 
@@ -181,6 +182,9 @@ pub fn engine() -> Result<Engine> {
         params.u32(&platform::LOG_LEVEL),
         spin_rounds,
     );
+    PLATFORM.passive.set_mode(crate::progress::mode_of(
+        params.str(&crate::progress::OSC_PROGRESS_THREAD),
+    )?);
     PLATFORM.set_memory_default(platform::memory_default(
         local_ranks().unwrap_or(n as usize),
     ));
@@ -195,6 +199,7 @@ pub fn engine() -> Result<Engine> {
         // One module per interface, within what the engine takes (it adds `self` itself).
         let room = stormpi_core::bml::MAX_BTLS.saturating_sub(1 + btls.len());
         for m in tcp::modules(&params, me, room)? {
+            PLATFORM.passive.add_source(m.event_fd());
             let module: &'static mut dyn stormpi_core::btl::Btl = leak(m);
             let _ = btls.push(module);
         }

@@ -278,6 +278,9 @@ pub struct Window {
     /// Target: `MPI_Win_post`'s group size while exposed, and `DONE`s received.
     exposure: Option<u32>,
     done: u32,
+    /// The platform's passive-target progress thread runs for this window (counted by the C
+    /// layer, which stops the thread at the last such window's free).
+    pub passive: bool,
 }
 
 // SAFETY: a window's raw pointers are into grants it owns (or the user's memory, lent for the
@@ -285,6 +288,12 @@ pub struct Window {
 unsafe impl Send for Window {}
 
 impl Window {
+    /// Whether operations on this window need its targets' progress (its peers are reached by
+    /// messages, not by loads and stores in a shared segment).
+    pub fn by_messages(&self) -> bool {
+        self.seg.is_none() && self.size > 1
+    }
+
     fn peer(&self, r: u32) -> &Peer {
         // SAFETY: `peers` holds `size` initialised entries in the window's own grant; `r` is
         // checked against `size` by every caller (ranks come from the communicator or were

@@ -294,6 +294,7 @@ fn build(
         access: false,
         exposure: None,
         done: 0,
+        passive: false,
     };
     match cx.e().osc.insert(w) {
         Ok(id) => Ok((id, base)),
