@@ -533,7 +533,7 @@ pub fn issue(
 fn to_target(ty: Datatype, to: &Repr, data: &mut [u8]) -> Result<()> {
     let elems = crate::datatype::desc::predefined_elems(ty);
     let size = ty.extent();
-    if size == 0 || data.len() % size != 0 {
+    if size == 0 || !data.len().is_multiple_of(size) {
         return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
     }
     let mut tmp = [0u8; 16];
