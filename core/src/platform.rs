@@ -169,6 +169,20 @@ pub trait Platform: Sync {
     unsafe fn free_mem(&self, ptr: *mut u8) {
         let _ = ptr;
     }
+
+    /// Makes sure a thread runs `progress` (one round of the engine's progress, which takes the
+    /// engine's lock) whenever the transports have events, so that one-sided operations on this
+    /// process's windows complete while it computes outside MPI (passive-target progress).
+    /// Called with the engine let go and its lock in use; returns whether such a thread runs.
+    /// A platform without threads has none.
+    fn passive_progress_start(&self, progress: fn() -> usize) -> bool {
+        let _ = progress;
+        false
+    }
+
+    /// Stops the thread [`Platform::passive_progress_start`] started and waits for it to end
+    /// (called with the engine let go).
+    fn passive_progress_stop(&self) {}
 }
 
 /// The name of a shared memory segment, as it travels between the processes of a node.

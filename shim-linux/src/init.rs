@@ -152,6 +152,7 @@ pub fn register_params(params: &mut Params) -> Result<()> {
     params.register_all(&sm::PARAMS)?;
     params.register_all(&tcp::PARAMS)?;
     params.register_all(&stormpi_verbs::PARAMS)?;
+    params.register(&crate::progress::OSC_PROGRESS_THREAD)?;
     params.register_all(&platform::PARAMS)
 }
 
@@ -210,6 +211,9 @@ pub fn engine() -> Result<Engine> {
         params.u32(&platform::LOG_LEVEL),
         spin_rounds,
     );
+    PLATFORM.passive.set_mode(crate::progress::mode_of(
+        params.str(&crate::progress::OSC_PROGRESS_THREAD),
+    )?);
     PLATFORM.set_memory_default(platform::memory_default(
         local_ranks().unwrap_or(n as usize),
     ));
@@ -236,6 +240,7 @@ pub fn engine() -> Result<Engine> {
             _ => stormpi_core::bml::MAX_BTLS.saturating_sub(1 + btls.len()),
         };
         for m in tcp::modules(&params, me, room)? {
+            PLATFORM.passive.add_source(m.event_fd());
             let module: &'static mut dyn stormpi_core::btl::Btl = leak(m);
             let _ = btls.push(module);
         }

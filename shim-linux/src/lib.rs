@@ -18,6 +18,7 @@ pub mod info;
 pub mod init;
 pub mod params;
 pub mod platform;
+pub mod progress;
 pub mod rte;
 pub mod shm;
 pub mod sm;

@@ -68,6 +68,8 @@ pub struct LinuxPlatform {
     spin_rounds: AtomicU32,
     /// The bound on the engine's memory when `mpi_memory_max` is 0.
     memory_default: AtomicUsize,
+    /// The passive-target progress thread of one-sided windows.
+    pub passive: crate::progress::PassiveProgress,
 }
 
 /// The smallest default bound on an engine's memory: a program that runs under Open MPI and
@@ -104,6 +106,7 @@ impl LinuxPlatform {
             log_level: AtomicU32::new(1),
             spin_rounds: AtomicU32::new(100),
             memory_default: AtomicUsize::new(MEMORY_DEFAULT_MIN),
+            passive: crate::progress::PassiveProgress::new(),
         }
     }
 
@@ -159,6 +162,14 @@ pub fn tick_ns() -> u64 {
 impl Platform for LinuxPlatform {
     fn thread_id(&self) -> u64 {
         thread_id()
+    }
+
+    fn passive_progress_start(&self, progress: fn() -> usize) -> bool {
+        self.passive.start(progress)
+    }
+
+    fn passive_progress_stop(&self) {
+        self.passive.stop()
     }
 
     fn now_ns(&self) -> u64 {

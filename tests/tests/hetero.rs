@@ -214,6 +214,38 @@ fn hetero_default_transports_mix_shared_memory_and_tcp() {
     run(&[], &[context(2, None), context(1, Some(&S390X))]);
 }
 
+/// Issue 19: one-sided operations between x86_64 ranks and a big-endian s390x rank over TCP —
+/// puts, gets, accumulates of ints and doubles, fetch-and-op and compare-and-swap — arrive as
+/// values at every target.
+#[test]
+fn hetero_rma_x86_64_and_s390x_over_tcp() {
+    let name = "rma_hetero";
+    run_of(
+        name,
+        tcp(),
+        &[context_of(name, 2, None), context_of(name, 1, Some(&S390X))],
+    );
+}
+
+/// The same with the default transports: the x86_64 ranks share a node and memory, yet the
+/// window takes no shared-memory path (its members differ), and the values are right.
+#[test]
+fn hetero_rma_default_transports() {
+    let name = "rma_hetero";
+    run_of(
+        name,
+        &[],
+        &[context_of(name, 2, None), context_of(name, 2, Some(&S390X))],
+    );
+}
+
+/// The one-sided program is correct on one architecture, with the shared-memory path.
+#[test]
+fn hetero_rma_program_on_one_architecture() {
+    let name = "rma_hetero";
+    run_of(name, &[], &[context_of(name, 3, None)]);
+}
+
 /// The program itself is correct on one architecture (so a failure above is the library's).
 #[test]
 fn hetero_program_on_one_architecture() {

@@ -57,3 +57,37 @@ fn shared_windows_on_the_node_build() {
     job.env.push(("STORMPI_NIDS".into(), "0*2,1*2".into()));
     job.run(&prog, &[]).assert_ok("rma_shared_nodes");
 }
+
+/// Passive-target progress (`tests/c/rma_passive_progress.c`): over TCP, rank 0's
+/// lock/put/flush/get/unlock epoch on rank 1's window completes while rank 1 sleeps 2 s outside
+/// MPI (the program fails if the epoch took 1 s or more).
+#[test]
+fn passive_target_progress_over_tcp() {
+    let name = "rma_passive_progress";
+    let out = run_job(2, &["--mca", "btl", "tcp,self"], &c_program(name), &[]);
+    out.assert_ok(name);
+}
+
+/// The same at 3 ranks with the default transports: the sleeper is reached by shared memory,
+/// and the thread (there for the tcp BTL's sockets) serves it on its backstop timeout.
+#[test]
+fn passive_target_progress_default_transports() {
+    let name = "rma_passive_progress";
+    run_job(3, &[], &c_program(name), &[]).assert_ok(name);
+}
+
+/// Without the thread (`osc_progress_thread=off`) the same epoch waits for the sleeper: the
+/// check above can fail, and it is the thread that makes it pass.
+#[test]
+fn passive_target_stalls_without_the_progress_thread() {
+    let name = "rma_passive_progress";
+    let options = [
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "osc_progress_thread",
+        "off",
+    ];
+    run_job(2, &options, &c_program(name), &["stalls"]).assert_ok(name);
+}

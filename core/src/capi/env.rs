@@ -155,6 +155,7 @@ pub(crate) fn tear_down_if_unused(func: &'static str) -> core::result::Result<()
     if state::world_active() || super::session::live() > 0 || !state::active() {
         return Ok(());
     }
+    super::win::passive_stop_all();
     let r = run_inside(func, None, |cx| cx.finalize());
     state::UP.store(false, Ordering::Release);
     state::TORN_DOWN.store(true, Ordering::Release);

@@ -7,6 +7,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::fmt::Write as _;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::abi::{self, HandleKind, ObjectKind};
 use super::errors;
@@ -19,6 +20,7 @@ use crate::errhandler::{CommErrhandlerFn, HandlerKind};
 use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::osc::{self, Buffer, LockKind, RmaOp, Target, WinId, WinMemory};
+use crate::platform::Platform;
 use crate::shared::Inside;
 
 const GEN_BITS: u32 = 10;
@@ -127,7 +129,7 @@ unsafe fn create(
     win: *mut abi::MPI_Win,
     baseptr: *mut *mut c_void,
 ) -> c_int {
-    code(super::env::run_comm_inside(func, comm, |cx, c| {
+    let r = super::env::run_comm_inside(func, comm, |cx, c| {
         if win.is_null() {
             return Err(Error::bad_arg("win is NULL"));
         }
@@ -161,8 +163,62 @@ unsafe fn create(
             unsafe { *baseptr = base as *mut c_void };
         }
         // SAFETY: checked non-null; MPI requires it to point to an MPI_Win.
-        unsafe { out(win, win_handle(id)) }
+        unsafe { out(win, win_handle(id))? };
+        let by_messages = cx.e().osc.get(id).is_ok_and(|w| w.by_messages());
+        Ok((id, by_messages, cx.e().platform()))
+    });
+    code(r.map(|(id, by_messages, platform)| {
+        if by_messages {
+            passive_start(id, platform);
+        }
     }))
+}
+
+/// Windows for which the platform's passive-target progress thread runs.
+static PASSIVE_WINDOWS: AtomicU32 = AtomicU32::new(0);
+
+/// Asks the platform for its passive-target progress thread for window `id` (just created, its
+/// peers reached by messages). Called with the engine let go: the thread may take its lock at
+/// once, so from here on every call takes it (before, a single-threaded program's did not).
+fn passive_start(id: WinId, platform: &'static dyn Platform) {
+    ENGINE.allow_threads();
+    if platform.passive_progress_start(passive_round) {
+        PASSIVE_WINDOWS.fetch_add(1, Ordering::AcqRel);
+        if let Some(mut cx) = ENGINE.enter() {
+            if let Ok(w) = cx.e().osc.get_mut(id) {
+                w.passive = true;
+            }
+        }
+    }
+}
+
+/// A window the thread ran for is gone: the last one stops it (with the engine let go).
+fn passive_stop(platform: &'static dyn Platform) {
+    if PASSIVE_WINDOWS.fetch_sub(1, Ordering::AcqRel) == 1 {
+        platform.passive_progress_stop();
+    }
+}
+
+/// Stops the passive-target progress thread if windows left it running (`MPI_Finalize` with
+/// windows not freed), before the transports close.
+pub(crate) fn passive_stop_all() {
+    if PASSIVE_WINDOWS.swap(0, Ordering::AcqRel) == 0 {
+        return;
+    }
+    let platform = match ENGINE.enter() {
+        Some(mut cx) => cx.e().platform(),
+        None => return,
+    };
+    platform.passive_progress_stop();
+}
+
+/// One round of the engine's progress, for the platform's passive-target progress thread: the
+/// thread takes the engine's lock like any caller.
+fn passive_round() -> usize {
+    match ENGINE.enter() {
+        Some(mut cx) if state::active() => cx.e().progress(),
+        _ => 0,
+    }
 }
 
 /// `MPI_Win_allocate_shared` and its large-count form.
@@ -549,13 +605,18 @@ super::mpi! {
             return c;
         }
         let r = run_win("MPI_Win_free", h, |cx, id| {
+            let passive = cx.e().osc.get(id).is_ok_and(|w| w.passive);
             let info = osc::free(cx, id)?;
             super::attr::win_freed(cx.e(), h);
             if let Some(i) = info {
                 let _ = cx.e().objects.infos.free(i);
             }
-            Ok(())
+            Ok(passive.then(|| cx.e().platform()))
         });
+        if let Ok(Some(platform)) = r {
+            passive_stop(platform);
+        }
+        let r = r.map(|_| ());
         if r.is_ok() {
             // SAFETY: as above.
             unsafe { *win = abi::MPI_WIN_NULL };

@@ -54,6 +54,7 @@ use core::mem::MaybeUninit;
 
 use heapless::Vec;
 
+use crate::arch::Endian;
 use crate::arena::{Arena, Sizer};
 use crate::comm::{CommId, ErrHandler};
 use crate::datatype::convertor::{Packer, Unpacker};
@@ -168,6 +169,10 @@ struct Peer {
     wants_tag: i32,
     /// Shared windows: the address of the peer's part in this process's mapping.
     at: usize,
+    /// The peer's data representation when it differs from this process's (only its byte
+    /// order or `long double` format can, see `window::reprs`): requests to it are written in
+    /// its order and their data packed in its representation.
+    repr: Option<crate::datatype::repr::Repr>,
 }
 
 /// A memory grant held by a window.
@@ -273,6 +278,9 @@ pub struct Window {
     /// Target: `MPI_Win_post`'s group size while exposed, and `DONE`s received.
     exposure: Option<u32>,
     done: u32,
+    /// The platform's passive-target progress thread runs for this window (counted by the C
+    /// layer, which stops the thread at the last such window's free).
+    pub passive: bool,
 }
 
 // SAFETY: a window's raw pointers are into grants it owns (or the user's memory, lent for the
@@ -280,6 +288,12 @@ pub struct Window {
 unsafe impl Send for Window {}
 
 impl Window {
+    /// Whether operations on this window need its targets' progress (its peers are reached by
+    /// messages, not by loads and stores in a shared segment).
+    pub fn by_messages(&self) -> bool {
+        self.seg.is_none() && self.size > 1
+    }
+
     fn peer(&self, r: u32) -> &Peer {
         // SAFETY: `peers` holds `size` initialised entries in the window's own grant; `r` is
         // checked against `size` by every caller (ranks come from the communicator or were
@@ -457,7 +471,8 @@ impl Window {
         }
         let mut buf = self.buffer(mem, HDR_LEN)?;
         // SAFETY: the grant was just taken or reused; nothing else refers to it.
-        let n = hdr.emit(&[], unsafe { buf.bytes(HDR_LEN) });
+        let order = self.peer(target).repr.map_or(Endian::NATIVE, |r| r.endian);
+        let n = hdr.in_order(order).emit(&[], unsafe { buf.bytes(HDR_LEN) });
         let n = n.ok_or(Error::bad_arg("one-sided message buffer too small"))?;
         self.send(p2p, mem, target, buf, n, false).map(|_| ())
     }
@@ -739,6 +754,7 @@ static PEER_NONE: Peer = Peer {
     wants: 0,
     wants_tag: 0,
     at: 0,
+    repr: None,
 };
 
 /// Why a target dropped a message (logged; the origin's checks make these rare).

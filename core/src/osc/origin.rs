@@ -4,6 +4,7 @@
 use heapless::Vec;
 
 use super::*;
+use crate::datatype::repr::{convert, Repr};
 
 /// A buffer of the user's: `count` instances of `ty` at `addr`.
 #[derive(Clone, Copy, Debug)]
@@ -245,6 +246,11 @@ pub fn issue(
             crate::op::check(op, dt)?;
         }
         if matches!(dt.scalar(), Scalar::Pair { .. }) {
+            if peer.repr.is_some() {
+                return Err(Error::unsupported(
+                    "MPI_MINLOC/MPI_MAXLOC accumulates to a target of another data representation",
+                ));
+            }
             // Pair types (MINLOC/MAXLOC) travel as memory images of the predefined type.
             let same = |b: Option<Buffer>| b.is_none_or(|b| b.ty == dt);
             if target.ty != dt || !same(origin) || !same(result) {
@@ -337,8 +343,13 @@ pub fn issue(
     if result.is_some() {
         hdr.reply_tag = w.tag();
     }
-    let split =
-        !local && kind_ == kind::PUT && nodes_src.is_none() && !image_ && data_len >= PUT_SPLIT;
+    // A foreign target receives split data as bytes, unconverted: it goes in the message.
+    let split = !local
+        && peer.repr.is_none()
+        && kind_ == kind::PUT
+        && nodes_src.is_none()
+        && !image_
+        && data_len >= PUT_SPLIT;
     if split {
         hdr.flags |= wire::flags::DATA_FOLLOWS;
         hdr.reply_tag = w.tag();
@@ -352,16 +363,19 @@ pub fn issue(
         let (h, rest) = bytes.split_at_mut(HDR_LEN);
         // Nodes first, then the header (emitting both at once needs them in one slice).
         let (nbytes, data) = rest.split_at_mut(ndesc * NODE_LEN);
+        // Header and nodes in the target's byte order.
+        let order = peer.repr.map_or(Endian::NATIVE, |r| r.endian);
         match nodes_src {
-            None => nbytes.copy_from_slice(zerocopy::IntoBytes::as_bytes(&one[..])),
+            None => nbytes.copy_from_slice(zerocopy::IntoBytes::as_bytes(&one[0].in_order(order))),
             Some(nodes) => {
                 for (k, n) in nodes.iter().enumerate() {
+                    let n = WireNode::of(n).in_order(order);
                     nbytes[k * NODE_LEN..(k + 1) * NODE_LEN]
-                        .copy_from_slice(zerocopy::IntoBytes::as_bytes(&WireNode::of(n)));
+                        .copy_from_slice(zerocopy::IntoBytes::as_bytes(&n));
                 }
             }
         }
-        h.copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr));
+        h.copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr.in_order(order)));
         let packed = if split {
             Ok(0)
         } else {
@@ -378,7 +392,10 @@ pub fn issue(
                         core::ptr::copy_nonoverlapping(origin, data.as_mut_ptr(), n);
                         core::ptr::copy_nonoverlapping(compare, data.as_mut_ptr().add(n), n);
                     }
-                    Ok(2 * n)
+                    match peer.repr {
+                        Some(to) => to_target(target.ty, &to, &mut data[..2 * n]).map(|_| 2 * n),
+                        None => Ok(2 * n),
+                    }
                 }
                 _ => match origin {
                     Some(o) if image_ => {
@@ -390,8 +407,23 @@ pub fn issue(
                     }
                     // SAFETY: MPI requires the origin buffer to hold `count` instances of its type,
                     // unchanged during the call; the packer lives only here.
-                    Some(o) => unsafe { Packer::new(o.addr, o.count, o.ty, types) }
-                        .map(|mut p| p.pack(types, 0, data)),
+                    Some(o) => match peer.repr {
+                        None => unsafe { Packer::new(o.addr, o.count, o.ty, types) },
+                        // SAFETY: as above; packed in the target's representation.
+                        Some(to) => unsafe { Packer::external(o.addr, o.count, o.ty, types, to) },
+                    }
+                    .and_then(|mut p| {
+                        let n = p.pack(types, 0, data);
+                        if p.overflowed() {
+                            return Err(Error::new(
+                                ErrorClass::Other,
+                                Reason::BadArgument {
+                                    what: "a value does not fit the target's representation",
+                                },
+                            ));
+                        }
+                        Ok(n)
+                    }),
                     None => Ok(0),
                 },
             }
@@ -493,6 +525,37 @@ pub fn issue(
             .completed(Status::PROC_NULL, 0)
             .map(Some),
     }
+}
+
+/// Converts the elements of predefined type `ty` that fill `data` (a compare-and-swap's origin
+/// and compare values, one after the other) in place from this process's representation to `to`,
+/// whose element sizes are this process's (`window::reprs` checked).
+fn to_target(ty: Datatype, to: &Repr, data: &mut [u8]) -> Result<()> {
+    let elems = crate::datatype::desc::predefined_elems(ty);
+    let size = ty.extent();
+    if size == 0 || !data.len().is_multiple_of(size) {
+        return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
+    }
+    let mut tmp = [0u8; 16];
+    for one in data.chunks_exact_mut(size) {
+        for &(elem, at) in elems {
+            let at = at as usize;
+            let w = Repr::NATIVE.size(elem);
+            let Some(src) = one.get(at..at + w) else {
+                return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
+            };
+            let Some(dst) = tmp.get_mut(..w) else {
+                return Err(Error::new(ErrorClass::Type, Reason::InvalidDatatype));
+            };
+            convert(elem, &Repr::NATIVE, src, to, dst, 1).map_err(|_| {
+                Error::unsupported(
+                    "a compare-and-swap element the target's representation cannot hold",
+                )
+            })?;
+            one[at..at + w].copy_from_slice(dst);
+        }
+    }
+    Ok(())
 }
 
 fn op_err() -> Error {
@@ -776,6 +839,11 @@ fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Resu
                 return Ok(true);
             }
             if matches!(dt.scalar(), Scalar::Pair { .. }) {
+                if peer.repr.is_some() {
+                    return Err(Error::unsupported(
+                    "MPI_MINLOC/MPI_MAXLOC accumulates to a target of another data representation",
+                ));
+                }
                 return Ok(false);
             }
             let Some(seg) = w.seg.as_ref() else {

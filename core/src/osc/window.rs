@@ -5,6 +5,7 @@ use core::mem::MaybeUninit;
 use heapless::Vec;
 
 use super::*;
+use crate::datatype::repr::Repr;
 
 /// What the memory of a new window is. `MPI_Win_allocate` over processes of one node gets a
 /// shared segment (each part on its own pages) like `MPI_Win_allocate_shared`, when the platform
@@ -51,13 +52,22 @@ pub fn create(
             },
         ));
     }
-    if !cx.e().p2p.comm_homogeneous(comm)? {
-        return Err(Error::unsupported(
-            "windows over processes of different data representations",
-        ));
+    let homogeneous = cx.e().p2p.comm_homogeneous(comm)?;
+    if !homogeneous {
+        // Every member must lay data out as this process does (the origin describes the target
+        // type with its own sizes); only the byte order and `long double`'s format may differ.
+        reprs(cx, comm, &mut [])?;
     }
     let mem = cx.e().osc.memory;
-    if let WinMemory::Allocate { len } = memory {
+    if let (WinMemory::Shared { .. }, false) = (memory, homogeneous) {
+        return Err(Error::new(
+            ErrorClass::RmaShared,
+            Reason::BadArgument {
+                what: "MPI_Win_allocate_shared over processes of different data representations",
+            },
+        ));
+    }
+    if let (WinMemory::Allocate { len }, true) = (memory, homogeneous) {
         // On one node, the engine's memory for the window is a shared segment too, so that
         // operations are loads and stores; where the platform has none, it is a grant.
         if one_node(cx, comm).is_ok() {
@@ -94,6 +104,39 @@ pub fn create(
         }
     }
     r
+}
+
+/// The representation of every member of `comm` (into `out`, when it has room for them: `None`
+/// for a member that stores data as this process does). Fails, alike on every member, unless
+/// every member's elements have this process's sizes: a window's origin describes the target
+/// type with its own sizes, so only the byte order and the format of `long double` may differ.
+fn reprs(cx: &mut Inside, comm: CommId, out: &mut [Peer]) -> Result<()> {
+    let p2p = &cx.e().p2p;
+    let c = p2p.comm(comm)?;
+    let g = c.group;
+    let groups = &p2p.comms.groups;
+    for r in 0..c.size() {
+        let p = groups.proc_of(g, r);
+        let arch = p2p.procs.get(p.0 as usize).and_then(|i| i.arch);
+        let Some(repr) = arch.and_then(Repr::of) else {
+            return Err(Error::unsupported(
+                "windows over a process whose data representation is unknown",
+            ));
+        };
+        let n = Repr::NATIVE;
+        if (repr.long, repr.aint, repr.bool_, repr.logical) != (n.long, n.aint, n.bool_, n.logical)
+            || repr.long_double.storage_bytes != n.long_double.storage_bytes
+        {
+            return Err(Error::unsupported(
+                "windows over processes whose elements differ in size (e.g. 32- and 64-bit \
+                 `long`); only the byte order and the format of `long double` may differ",
+            ));
+        }
+        if let Some(peer) = out.get_mut(r as usize) {
+            peer.repr = (!repr.same_as(&n)).then_some(repr);
+        }
+    }
+    Ok(())
 }
 
 /// Checks that every member of `comm` runs on this process's node (every member comes to the
@@ -182,6 +225,12 @@ fn build(
         p.size = all[2 * i];
         p.unit = all[2 * i + 1];
     }
+    if shared.is_none() {
+        if let Err(e) = reprs(cx, comm, peers) {
+            table.give_back(mem);
+            return Err(e);
+        }
+    }
     let mut seg = None;
     if let Some(noncontig) = shared {
         match shm::Segment::setup(cx, comm, rank, peers, noncontig) {
@@ -245,6 +294,7 @@ fn build(
         access: false,
         exposure: None,
         done: 0,
+        passive: false,
     };
     match cx.e().osc.insert(w) {
         Ok(id) => Ok((id, base)),

@@ -8,10 +8,13 @@
 //! header names, whose receive the origin posted before it sent the request.
 //!
 //! Layout rules as in [`crate::wire`]: `#[repr(C)]` structs with explicit padding, sizes asserted
-//! at compile time. Headers are written in the sender's byte order with the order in a flag bit;
-//! windows exist only over communicators of one byte order (checked at creation), so a header of
-//! the other order is refused rather than swapped. [`Am::parse`] is the only way a peer's bytes
-//! enter and never panics.
+//! at compile time. Requests are written in the *target's* byte order, with the order in a flag
+//! bit: an origin whose representation differs from its target's writes the header and nodes in
+//! the target's order ([`AmHdr::in_order`], [`WireNode::in_order`]) and packs the data in the
+//! target's representation, so the target applies every message as it is; a header of the other
+//! order is refused. Replies go the other way as typed point-to-point data, which the origin's
+//! receive converts (receiver makes right). [`Am::parse`] is the only way a peer's bytes enter
+//! and never panics.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -158,6 +161,18 @@ impl WireNode {
         }
     }
 
+    /// The node as a peer of byte order `order` reads it.
+    pub fn in_order(mut self, order: Endian) -> WireNode {
+        if order == Endian::NATIVE {
+            return self;
+        }
+        self.body = self.body.swap_bytes();
+        self.disp = self.disp.swap_bytes();
+        self.count = self.count.swap_bytes();
+        self.stride = self.stride.swap_bytes();
+        self
+    }
+
     /// A run of `bytes` bytes at displacement 0 (a predefined or dense target type).
     pub fn bytes(bytes: u64) -> WireNode {
         WireNode {
@@ -232,6 +247,23 @@ impl AmHdr {
             extent: 0,
             len: 0,
         }
+    }
+
+    /// The header as a peer of byte order `order` reads it (every multi-byte field swapped when
+    /// that order is not this process's, and the order flag set to match).
+    pub fn in_order(mut self, order: Endian) -> AmHdr {
+        if order == Endian::NATIVE {
+            return self;
+        }
+        self.flags ^= flags::BIG_ENDIAN;
+        self.ndesc = self.ndesc.swap_bytes();
+        self.reply_tag = self.reply_tag.swap_bytes();
+        self.basic = self.basic.swap_bytes();
+        self.disp = self.disp.swap_bytes();
+        self.count = self.count.swap_bytes();
+        self.extent = self.extent.swap_bytes();
+        self.len = self.len.swap_bytes();
+        self
     }
 
     /// Writes the header and `nodes` at the start of `out` (which must hold them); returns the
@@ -333,6 +365,31 @@ mod tests {
         b = buf;
         b[1] ^= flags::BIG_ENDIAN;
         assert_eq!(Am::parse(&b[..n]).unwrap_err(), WireError::ForeignOrder);
+    }
+
+    #[test]
+    fn a_header_in_the_other_order_reads_back_after_a_second_swap() {
+        let other = match Endian::NATIVE {
+            Endian::Big => Endian::Little,
+            Endian::Little => Endian::Big,
+        };
+        let mut h = AmHdr::new(kind::ACC);
+        h.ndesc = 1;
+        h.reply_tag = 77;
+        h.basic = 0x1234;
+        h.disp = -5;
+        h.count = 3;
+        h.extent = 12;
+        h.len = 36;
+        let f = h.in_order(other);
+        assert_ne!(f, h);
+        let mut buf = [0u8; 128];
+        let node = WireNode::bytes(36).in_order(other);
+        let n = f.emit(&[node], &mut buf).unwrap();
+        assert_eq!(Am::parse(&buf[..n]).unwrap_err(), WireError::ForeignOrder);
+        assert_eq!(f.in_order(other), h);
+        assert_eq!(node.in_order(other), WireNode::bytes(36));
+        assert_eq!(h.in_order(Endian::NATIVE), h);
     }
 
     #[test]

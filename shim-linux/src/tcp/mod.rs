@@ -526,6 +526,12 @@ pub fn modules(params: &Params, me: ProcId, max: usize) -> Result<Vec<Tcp>> {
 }
 
 impl Tcp {
+    /// A descriptor readable when this module has an event (its epoll instance), for the
+    /// passive-target progress thread ([`crate::progress`]).
+    pub fn event_fd(&self) -> std::os::fd::RawFd {
+        self.epoll.raw_fd()
+    }
+
     /// A module on interface `iface` for process `me`: module `index` of the `count` this
     /// process opens. `secret` is the job secret this process publishes (rank 0 only).
     pub fn new(

@@ -44,6 +44,12 @@ impl Epoll {
         })
     }
 
+    /// The instance's descriptor: readable when it has events to report (for a thread that
+    /// waits on it with `poll` and leaves the taking to the module).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: token };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
