@@ -74,6 +74,11 @@ fn names_and_ports_across_hosts() {
     }
 }
 
+/// The jobs that meet other jobs keep to loopback: the netns tests of this file, running at the
+/// same time, add bridge addresses to this host's namespace and take them away again, and a
+/// business card naming one would go stale under the other job.
+const LOOPBACK: &[&str] = &["--mca", "btl_tcp_if_include", "lo"];
+
 /// Two separately started jobs of two ranks meet at a port whose name goes through a file:
 /// a wrong secret is refused with `MPI_ERR_PORT` (and the server keeps waiting), then they
 /// exchange point-to-point messages both ways, intercommunicator collectives, merge and
@@ -86,10 +91,16 @@ fn two_jobs_connect_and_accept() {
     let file = dir.join("port");
     let file_s = file.to_string_lossy().into_owned();
     let (p2, f2) = (prog.clone(), file_s.clone());
-    let server = std::thread::spawn(move || run_job(2, &[], &p2, &["server", &f2]));
-    let client = run_job(2, &[], &prog, &["client", &file_s]);
+    let server = std::thread::spawn(move || run_job(2, LOOPBACK, &p2, &["server", &f2]));
+    let client = run_job(2, LOOPBACK, &prog, &["client", &file_s]);
     let server = server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        client.success() && server.success(),
+        "client:\n{}\nserver:\n{}",
+        client.report(),
+        server.report()
+    );
     client.assert_ok("connect_accept-client");
     server.assert_ok("connect_accept-server");
 }
@@ -102,8 +113,8 @@ fn two_jobs_join_over_a_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("port").to_string_lossy().into_owned();
     let (p2, f2) = (prog.clone(), file.clone());
-    let listener = std::thread::spawn(move || run_job(1, &[], &p2, &["listen", &f2]));
-    let connector = run_job(1, &[], &prog, &["connect", &file]);
+    let listener = std::thread::spawn(move || run_job(1, LOOPBACK, &p2, &["listen", &f2]));
+    let connector = run_job(1, LOOPBACK, &prog, &["connect", &file]);
     let listener = listener.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     connector.assert_ok("join-connect");
@@ -120,11 +131,11 @@ fn a_job_without_room_refuses_a_connecting_job() {
     let file = dir.join("port").to_string_lossy().into_owned();
     let (p2, f2) = (prog.clone(), file.clone());
     let server = std::thread::spawn(move || {
-        let mut cmd = stormrun_command(2, &[], &p2, &["server", &f2, "noroom"]);
+        let mut cmd = stormrun_command(2, LOOPBACK, &p2, &["server", &f2, "noroom"]);
         cmd.env("STORMPI_MCA_dpm_max_procs", "1");
         run_stormrun(cmd)
     });
-    let client = run_job(2, &[], &prog, &["client", &file, "noroom"]);
+    let client = run_job(2, LOOPBACK, &prog, &["client", &file, "noroom"]);
     let server = server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     client.assert_ok("connect_accept-client");
