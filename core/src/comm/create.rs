@@ -1471,6 +1471,18 @@ fn intercomm_into(
             return Err(e);
         }
     };
+    install_inter(cx, &c, cid, remote, local)
+}
+
+/// Installs the intercommunicator of local communicator `c` (slot `local`) with the remote
+/// group `remote` under the agreed context id `cid`, and its hidden intracommunicator.
+pub(super) fn install_inter(
+    cx: &mut Inside,
+    c: &Comm,
+    cid: ContextId,
+    remote: Group,
+    local: CommId,
+) -> Result<CommId> {
     let group = cx.e().p2p.comms.groups.for_comm(c.group);
     let inter = install(
         &mut cx.e().p2p,

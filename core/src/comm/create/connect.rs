@@ -336,22 +336,5 @@ pub fn connect_accept(
         (Err(e), _) => return Err(e),
     };
     drop(met);
-    let group = cx.e().p2p.comms.groups.for_comm(c.group);
-    let inter = install(
-        &mut cx.e().p2p,
-        Comm {
-            cid,
-            group,
-            remote: Some(remote),
-            local_comm: None,
-            hidden: false,
-            topo: None,
-            rank: c.rank,
-            errhandler: c.errhandler,
-            freed: false,
-            hints: crate::comm::CommHints::empty(),
-        },
-    )?;
-    attach_local_comm(cx, inter, comm)?;
-    Ok(inter)
+    install_inter(cx, &c, cid, remote, comm)
 }
