@@ -2490,7 +2490,9 @@ impl State {
         if flowctrl {
             let (_, _, i, g) = split(eq);
             let room = ni.eqs.get(i, g).map_or(usize::MAX, |e| e.room());
-            if room == 0 {
+            // Room for the most events one request raises: its own and its entry's unlink. With
+            // one slot left, a put that unlinked its block would push out the oldest event.
+            if room < 2 {
                 Self::disable_pt(ni, h.pt_index);
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
