@@ -2480,6 +2480,7 @@ impl State {
             ptl_process_t::from_phys(0, src as u32)
         };
         let pti = h.pt_index as usize;
+        let mut room = usize::MAX;
         let (flowctrl, eq) = match ni.pts.get(pti).and_then(|p| p.as_ref()) {
             Some(p) if p.enabled => (p.options & PTL_PT_FLOWCTRL != 0, p.eq),
             _ => {
@@ -2489,10 +2490,8 @@ impl State {
         };
         if flowctrl {
             let (_, _, i, g) = split(eq);
-            let room = ni.eqs.get(i, g).map_or(usize::MAX, |e| e.room());
-            // Room for the most events one request raises: its own and its entry's unlink. With
-            // one slot left, a put that unlinked its block would push out the oldest event.
-            if room < 2 {
+            room = ni.eqs.get(i, g).map_or(usize::MAX, |e| e.room());
+            if room == 0 {
                 Self::disable_pt(ni, h.pt_index);
                 return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
             }
@@ -2546,6 +2545,26 @@ impl State {
             }
             return self.respond_fail(src, h, PTL_NI_DROPPED);
         };
+        // A request that unlinks its entry raises two events (its own and the unlink): with one
+        // slot left the second would push out the oldest event, so that is full too.
+        if flowctrl && room < 2 && e.is_me {
+            let left = e
+                .region
+                .len()
+                .saturating_sub(match e.options & PTL_ME_MANAGE_LOCAL {
+                    0 => h.offset,
+                    _ => e.local_offset,
+                });
+            let unlinks = e.options & PTL_ME_USE_ONCE != 0
+                || (e.options & PTL_ME_MANAGE_LOCAL != 0
+                    && e.min_free > 0
+                    && left.saturating_sub(h.length) < e.min_free);
+            if unlinks && e.options & PTL_ME_EVENT_UNLINK_DISABLE == 0 {
+                count_drop(ni);
+                Self::disable_pt(ni, h.pt_index);
+                return self.respond_fail(src, h, PTL_NI_PT_DISABLED);
+            }
+        }
         // An overflow entry's arrival keeps a header in the unexpected list: no more than the
         // interface's limit (peers cannot grow it without bound); past it, as with no entry.
         if list == PTL_OVERFLOW_LIST && e.options & PTL_ME_UNEXPECTED_HDR_DISABLE == 0 {
