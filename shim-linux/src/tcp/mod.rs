@@ -1609,14 +1609,9 @@ impl Btl for Tcp {
     }
 
     fn publish(&mut self, modex: &mut dyn ModexPut) -> Result<()> {
-        let rec = AddrRecord {
-            addr: self.iface.addr,
-            prefix: self.iface.prefix,
-            port: self.port,
-        };
-        modex.put(&wire::addr_key(self.index), &rec.to_bytes())?;
+        // The business card, and for the job's own peers its secret.
+        self.card(modex)?;
         if self.index == 0 {
-            modex.put(wire::COUNT_KEY, &(self.count as u32).to_be_bytes())?;
             if let Some(s) = &self.own_secret {
                 modex.put(wire::SECRET_KEY, s.as_bytes())?;
             }
