@@ -13,6 +13,7 @@
 #   portals_ring   the software Portals NI's inbound ring fed any bytes, consumed by State::progress
 #   osc_wire       the one-sided active messages (parse, write back)
 #   part_handshake the partitioned handshake record (parse, write back)
+#   dpm_card       business cards of another job's processes (parse, read every entry, write back)
 # A crash fails the run and leaves its input in fuzz/artifacts/<target>/; make it a unit test
 # beside the code it broke. Seeds of datatype_ctor, convertor and portals_ring come from fuzz/seeds/make-seeds.py. To hunt
 # rather than check, run a target longer with overflow checks on:

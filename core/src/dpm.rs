@@ -59,7 +59,7 @@ pub trait Ports: Sync {
 pub const MAX_CARD: usize = 512;
 
 /// Most modex entries on one card.
-const MAX_ENTRIES: usize = 16;
+pub const MAX_ENTRIES: usize = 16;
 
 /// Most bytes of a card's host name.
 pub const MAX_HOST: usize = 64;
@@ -178,14 +178,25 @@ fn be32(b: &[u8]) -> u32 {
 
 impl<'a> Card<'a> {
     /// Reads a card.
+    /// Only what [`CardWriter`] could have written is accepted: at most [`MAX_CARD`] bytes, a
+    /// host name of at most [`MAX_HOST`], at most [`MAX_ENTRIES`] entries, nothing after the last.
     pub fn parse(mut b: &'a [u8]) -> Result<Card<'a>> {
+        if b.len() > MAX_CARD {
+            return Err(card_error("a business card is longer than MAX_CARD bytes"));
+        }
         let rank = be32(take(&mut b, 4)?);
         let base = be32(take(&mut b, 4)?);
         let a = take(&mut b, 4)?;
         let arch = Arch::from_wire([a[0], a[1], a[2], a[3]]).ok();
         let hl = take(&mut b, 1)?[0] as usize;
+        if hl > MAX_HOST {
+            return Err(card_error("a business card's host name is too long"));
+        }
         let host = take(&mut b, hl)?;
         let count = take(&mut b, 1)?[0];
+        if count as usize > MAX_ENTRIES {
+            return Err(card_error("a business card has too many entries"));
+        }
         let card = Card {
             rank,
             base,
@@ -202,22 +213,49 @@ impl<'a> Card<'a> {
             let vl = take(&mut e, 2)?;
             take(&mut e, u16::from_be_bytes([vl[0], vl[1]]) as usize)?;
         }
+        if !e.is_empty() {
+            return Err(card_error("a business card has bytes after its last entry"));
+        }
         Ok(card)
     }
 
     /// The value of entry `key`.
     pub fn get(&self, key: &str) -> Option<&'a [u8]> {
-        let mut e = self.entries;
-        for _ in 0..self.count {
-            let kl = take(&mut e, 1).ok()?[0] as usize;
-            let k = take(&mut e, kl).ok()?;
-            let vl = take(&mut e, 2).ok()?;
-            let v = take(&mut e, u16::from_be_bytes([vl[0], vl[1]]) as usize).ok()?;
-            if k == key.as_bytes() {
-                return Some(v);
-            }
+        self.entries()
+            .find(|(k, _)| *k == key.as_bytes())
+            .map(|(_, v)| v)
+    }
+
+    /// The modex entries, as (key, value), in the order they were written.
+    pub fn entries(&self) -> Entries<'a> {
+        Entries {
+            rest: self.entries,
+            left: self.count,
         }
-        None
+    }
+}
+
+/// The entries of a [`Card`] (checked when the card was parsed).
+#[derive(Clone, Debug)]
+pub struct Entries<'a> {
+    rest: &'a [u8],
+    left: u8,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let e = &mut self.rest;
+        let kl = take(e, 1).ok()?[0] as usize;
+        let k = take(e, kl).ok()?;
+        let vl = take(e, 2).ok()?;
+        let v = take(e, u16::from_be_bytes([vl[0], vl[1]]) as usize).ok()?;
+        Some((k, v))
     }
 }
 
@@ -229,13 +267,18 @@ pub struct Cards<'a> {
 }
 
 impl<'a> Cards<'a> {
-    /// Reads `count` cards from `bytes`, checking each.
+    /// Reads `count` cards from `bytes`, checking each; nothing may follow the last.
     pub fn parse(bytes: &'a [u8], count: u32) -> Result<Cards<'a>> {
         let cards = Cards { bytes, count };
         let mut b = bytes;
         for _ in 0..count {
             let l = take(&mut b, 2)?;
             Card::parse(take(&mut b, u16::from_be_bytes([l[0], l[1]]) as usize)?)?;
+        }
+        if !b.is_empty() {
+            return Err(card_error(
+                "a list of business cards has bytes after its last card",
+            ));
         }
         Ok(cards)
     }
@@ -334,6 +377,7 @@ impl Modex for CardModex<'_> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     #[test]
@@ -372,5 +416,20 @@ mod tests {
             );
         }
         assert!(Cards::parse(&list[..end - 1], 2).is_err());
+        assert!(
+            Cards::parse(&list[..end], 1).is_err(),
+            "a trailing card was ignored"
+        );
+        let mut long = buf;
+        long[n] = 0;
+        assert!(
+            Card::parse(&long[..n + 1]).is_err(),
+            "a trailing byte was ignored"
+        );
+        let entries: std::vec::Vec<_> = c.entries().collect();
+        assert_eq!(
+            entries,
+            [(&b"tcp.addr.0"[..], &[1u8, 2, 3][..]), (&b"x"[..], &[][..])]
+        );
     }
 }
