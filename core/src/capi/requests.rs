@@ -55,7 +55,16 @@ unsafe fn complete(
         return Ok(Some((EMPTY_STATUS, None)));
     }
     // SAFETY: as above.
-    let cur = current(cx.e(), unsafe { *h })?;
+    let id = handles::request(cx.e(), unsafe { *h })?;
+    if let Some(done) = id.and_then(|id| cx.e().p2p.pml.requests_mut().take_finished(id)) {
+        // SAFETY: as above.
+        unsafe { *h = abi::MPI_REQUEST_NULL };
+        return Ok(Some(done));
+    }
+    let cur = match id {
+        None => Current::Inactive,
+        Some(id) => cx.e().p2p.pml.requests().current(id)?,
+    };
     let Current::Op { op, comm, .. } = cur else {
         return Ok(Some((EMPTY_STATUS, None)));
     };

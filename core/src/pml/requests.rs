@@ -299,6 +299,26 @@ impl Requests {
         Ok(Some(status))
     }
 
+    /// If request `id` is a send or receive that has completed, frees it and returns its status
+    /// and, for a receive, its communicator; `None` for anything else (not complete, another
+    /// kind, a stale id), which the caller completes the general way. The Wait forms' look at
+    /// a request that progress already finished (most of a `MPI_Waitall`'s).
+    #[inline]
+    pub fn take_finished(&mut self, id: ReqId) -> Option<(Status, Option<CommId>)> {
+        let req = self.pool.get(id.0)?;
+        if !req.complete {
+            return None;
+        }
+        let comm = match &req.op {
+            Op::Recv(r) => Some(r.comm),
+            Op::Send(_) => None,
+            _ => return None,
+        };
+        let status = req.status;
+        self.pool.discard(id.0);
+        Some((status, comm))
+    }
+
     /// Whether request `id` is complete; `true` for a stale id too, so that the caller's
     /// [`Requests::test`] reports it. The wait loops' cheap look between progress rounds: it
     /// copies no status.
