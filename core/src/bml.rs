@@ -20,6 +20,8 @@
 //! waits rather than pushing its bytes onto the other. `bml_stripe` can force `always` (every
 //! route, shares by bandwidth alone) or `never` (the one route of the best estimated time).
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use heapless::Vec;
 
 use crate::arena::{Arena, Sizer};
@@ -308,6 +310,9 @@ pub struct Bml {
     next_poll: usize,
     /// Progress calls so far; every [`QUIET_POLL_EVERY`]th polls every module.
     calls: u32,
+    /// Where the modules polled only on wake ([`BtlFlags::POLL_ON_WAKE`]) raise their bits
+    /// (bit `b` for module `b`) when they have work.
+    wake: &'static AtomicU32,
 }
 
 /// Every how many progress calls the modules that serve no peer are polled too. They can still
@@ -320,7 +325,8 @@ impl Bml {
     pub fn size(sizer: &mut Sizer, procs: u32) {
         sizer
             .slice::<Routes>(procs as usize)
-            .slice::<Option<Endpoint>>(procs as usize);
+            .slice::<Option<Endpoint>>(procs as usize)
+            .slice::<AtomicU32>(1);
     }
 
     /// A BML over `btls` for a job of `procs` processes.
@@ -340,6 +346,7 @@ impl Bml {
             polled,
             next_poll: 0,
             calls: 0,
+            wake: arena.one(AtomicU32::new(0))?,
         })
     }
 
@@ -422,7 +429,15 @@ impl Bml {
             });
             routes.eager = eager;
         }
+        let mut on_wake = 0u32;
+        for (b, btl) in self.btls.iter_mut().enumerate() {
+            if btl.attrs().flags.contains(BtlFlags::POLL_ON_WAKE) {
+                btl.set_wake(self.wake, 1 << b);
+                on_wake |= 1 << b;
+            }
+        }
         self.polled = (0..self.btls.len() as u8)
+            .filter(|&b| on_wake & (1 << b) == 0)
             .filter(|&b| {
                 self.peers.iter().any(|r| {
                     r.eager
@@ -477,12 +492,19 @@ impl Bml {
     /// latency of the first next to nothing. The next call starts at the following module, so
     /// successive calls go round the modules without skipping any: each is polled at least once
     /// in any `n` calls in a row (`n` modules) however busy the others are. Modules that serve
-    /// no peer are polled every [`QUIET_POLL_EVERY`]th call only.
+    /// no peer are polled every [`QUIET_POLL_EVERY`]th call only, and those polled on wake
+    /// ([`BtlFlags::POLL_ON_WAKE`]) when they raised their bit.
     #[inline]
     pub fn progress(&mut self, sink: &mut dyn Sink) -> usize {
         self.calls = self.calls.wrapping_add(1);
         if self.calls.is_multiple_of(QUIET_POLL_EVERY) && self.polled.len() < self.btls.len() {
             return self.progress_all(sink);
+        }
+        if self.wake.load(Ordering::Relaxed) != 0 {
+            let n = self.progress_woken(sink);
+            if n > 0 {
+                return n;
+            }
         }
         // Round robin from `next_poll`, without divisions: this runs in every wait loop.
         let count = self.polled.len();
@@ -505,6 +527,24 @@ impl Bml {
     #[inline(never)]
     fn progress_all(&mut self, sink: &mut dyn Sink) -> usize {
         self.btls.iter_mut().map(|b| b.progress(sink)).sum()
+    }
+
+    // Out of line: the rounds after a message to this process. A bit is lowered before its
+    // module's poll, so what the module still has after it (work the poll itself gave it, an
+    // answer to this process; what its batch left) raises it again.
+    #[inline(never)]
+    fn progress_woken(&mut self, sink: &mut dyn Sink) -> usize {
+        let mut n = 0;
+        let mut due = self.wake.swap(0, Ordering::Relaxed);
+        while due != 0 {
+            let b = due.trailing_zeros();
+            due &= due - 1;
+            let Some(btl) = self.btls.get_mut(b as usize) else {
+                continue;
+            };
+            n += btl.progress(sink);
+        }
+        n
     }
 
     /// The collective area of `proc` (see [`Btl::coll_area`]), through the modules that reach

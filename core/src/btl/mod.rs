@@ -24,6 +24,8 @@
 
 pub mod loopback;
 
+use core::sync::atomic::AtomicU32;
+
 use crate::arch::Arch;
 use crate::error::Result;
 use crate::rte::ProcId;
@@ -146,6 +148,10 @@ impl BtlFlags {
     pub const SEND_REF: BtlFlags = BtlFlags(8);
     /// [`Btl::send_inline`] avoids copying data it can send at once.
     pub const SEND_INLINE: BtlFlags = BtlFlags(16);
+    /// Has work only when it says so (the `self` module, whose fragments this process wrote
+    /// itself): it raises its bit in the word [`Btl::set_wake`] gave it, and the BML polls it
+    /// then, not in every round of every wait.
+    pub const POLL_ON_WAKE: BtlFlags = BtlFlags(32);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: BtlFlags) -> bool {
@@ -428,6 +434,12 @@ pub trait Btl: Send {
     fn coll_area(&mut self, ep: Option<Endpoint>) -> AreaState {
         let _ = ep;
         AreaState::Absent
+    }
+
+    /// For a module with [`BtlFlags::POLL_ON_WAKE`]: the word where it raises `bit` when it
+    /// has work for its next poll.
+    fn set_wake(&mut self, wake: &'static AtomicU32, bit: u32) {
+        let _ = (wake, bit);
     }
 
     /// Tears the module down at finalize.

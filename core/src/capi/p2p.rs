@@ -129,10 +129,18 @@ unsafe fn send(
     code(run_comm_inside(func, comm, |cx, c| {
         // SAFETY: MPI lends the send buffer for the call, which waits for a request below.
         match unsafe { start_send(cx.e(), buf, count, dt, dest, tag, c, mode)? } {
-            Some(Some(id)) => cx.wait(id).map(|_| ()),
+            Some(Some(id)) => wait_send(cx, id),
             _ => Ok(()),
         }
     }))
+}
+
+/// Waits for a blocking send that did not go at once (rendezvous, synchronous, back-pressure).
+/// Out of line: the wait loop inlined here made the eager send's own code worse.
+#[cold]
+#[inline(never)]
+fn wait_send(cx: &mut Inside, id: ReqId) -> Result<()> {
+    cx.wait(id).map(|_| ())
 }
 
 unsafe fn isend(
