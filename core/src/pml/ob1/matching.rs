@@ -111,6 +111,7 @@ impl PostedQueue {
     }
 
     /// Posts receive slot `idx` (its selector is set, its posting number is set here).
+    #[inline]
     pub fn push(&mut self, reqs: &mut Pool<Request>, idx: u32, ix: &mut ExactIndex) {
         let post = self.next_post;
         self.next_post += 1;

@@ -13,6 +13,7 @@ use crate::pml::MsgId;
 
 impl Ob1 {
     /// First unclaimed unexpected message on `comm` that `src`/`tag` accept.
+    #[inline(always)]
     fn find_unexpected(&self, comm: CommId, src: Source, tag: TagSel) -> Option<u32> {
         self.comms[comm.0 as usize]
             .unexpected
