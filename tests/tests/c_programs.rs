@@ -96,6 +96,7 @@ c_tests! {
     io_external32_long,
     io_datarep_extent,
     io_external32_holes,
+    io_external32_darray,
     // issue 20: non-blocking accesses in the background
     io_nonblocking,
 }
@@ -110,6 +111,14 @@ fn io_nbcoll() {
         out.assert_ok("io_nbcoll");
         println!("np {np}: {}", out.stdout.trim());
     }
+}
+
+/// Issue 20: a darray view of `MPI_LONG` in external32 at 4 ranks (a 2 x 2 grid; the other
+/// counts run a 2 x 1, 3 x 1 and 4 x 2 one above).
+#[test]
+fn io_external32_darray_np4() {
+    let out = run_job(4, &[], &c_program("io_external32_darray"), &[]);
+    out.assert_ok("io_external32_darray");
 }
 
 /// Issue 18: the tools interface. The eager limit comes from the environment, which the

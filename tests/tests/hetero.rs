@@ -170,6 +170,19 @@ fn hetero_external32_holes_x86_64_and_s390x() {
     );
 }
 
+/// Issue 20: darray filetypes of a type whose size external32 changes (`long`) and of a user
+/// representation's 8-byte ints, written and read back in another decomposition by x86_64 and
+/// s390x ranks of one job (a 3 x 1 grid: the s390x rank owns the last block of rows).
+#[test]
+fn hetero_external32_darray_x86_64_and_s390x() {
+    let name = "io_external32_darray";
+    run_of(
+        name,
+        &[],
+        &[context_of(name, 2, None), context_of(name, 1, Some(&S390X))],
+    );
+}
+
 /// Big-endian and little-endian ranks: every type converted both ways, over TCP.
 #[test]
 fn hetero_x86_64_and_s390x_over_tcp() {

@@ -73,6 +73,7 @@ lwk_c_tests! {
     io_errors,
     io_external32,
     io_external32_holes,
+    io_external32_darray,
 }
 
 #[test]

@@ -1395,10 +1395,12 @@ fn order_code(order: Order) -> i64 {
     }
 }
 
-/// `MPI_DISTRIBUTE_*` as MPICH numbers them.
-const DISTRIBUTE_BLOCK: i64 = 121;
-const DISTRIBUTE_CYCLIC: i64 = 122;
-const DISTRIBUTE_NONE: i64 = 123;
+/// `MPI_DISTRIBUTE_*` as MPICH numbers them (a darray's recorded arguments).
+pub(crate) const DISTRIBUTE_BLOCK: i64 = 121;
+/// `MPI_DISTRIBUTE_CYCLIC`.
+pub(crate) const DISTRIBUTE_CYCLIC: i64 = 122;
+/// `MPI_DISTRIBUTE_NONE`.
+pub(crate) const DISTRIBUTE_NONE: i64 = 123;
 
 /// The error of a type whose size, extent or displacements do not fit.
 fn too_large() -> Error {

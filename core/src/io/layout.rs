@@ -3,8 +3,8 @@
 //! In a view whose representation changes the size of a predefined type (`long` in
 //! `external32` on LP64, or a user representation whose `dtype_file_extent_fn` says so), the
 //! etype and filetype describe the file in the file's sizes (MPI 4.1 §14.5.1): a constructor
-//! whose displacements count elements (contiguous, vector, indexed, indexed-block, subarray)
-//! has them scaled by the file extents of its elements, one whose displacements are bytes
+//! whose displacements count elements (contiguous, vector, indexed, indexed-block, subarray,
+//! darray) has them scaled by the file extents of its elements, one whose displacements are bytes
 //! (hvector, hindexed, hindexed-block, struct, resized) keeps them as given. [`build`] makes
 //! that *layout type*: the type rebuilt from its constructors with every predefined element
 //! replaced by a run of bytes of its file size. The view walks the layout type, so the view
@@ -14,7 +14,9 @@
 
 use crate::datatype::desc::Combiner;
 use crate::datatype::repr::Repr;
-use crate::datatype::table::{Order, TypeTable};
+use crate::datatype::table::{
+    Distrib, Order, TypeTable, DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, MAX_DEPTH,
+};
 use crate::datatype::Datatype;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
@@ -314,8 +316,38 @@ fn construct(table: &mut TypeTable, combiner: Combiner, args: &mut Args) -> Resu
                 old,
             )
         }
+        Combiner::Darray => {
+            // size, rank, ndims, then gsizes, distribs, dargs and psizes of ndims each, then
+            // the order: the same distribution of the old type's layout, whose block and
+            // cyclic pieces count elements as the darray's do.
+            let nd = n(2).max(0) as usize;
+            let order = match n(3 + 4 * nd) {
+                57 => Order::Fortran,
+                _ => Order::C,
+            };
+            let mut distribs: heapless::Vec<Distrib, MAX_DEPTH> = heapless::Vec::new();
+            for &d in span(3 + nd, nd)? {
+                let d = match i64::from(d) {
+                    DISTRIBUTE_BLOCK => Distrib::Block,
+                    DISTRIBUTE_CYCLIC => Distrib::Cyclic,
+                    DISTRIBUTE_NONE => Distrib::None,
+                    _ => return Err(short()),
+                };
+                distribs.push(d).map_err(|_| short())?;
+            }
+            table.darray(
+                small.first().copied().ok_or_else(short)?,
+                small.get(1).copied().ok_or_else(short)?,
+                span(3, nd)?,
+                &distribs,
+                span(3 + 2 * nd, nd)?,
+                span(3 + 3 * nd, nd)?,
+                order,
+                old,
+            )
+        }
         _ => Err(unsupported(
-            "a darray etype or filetype in a view whose file representation changes the size of a predefined type",
+            "an etype or filetype of a constructor not rebuilt in a data representation that changes the size of a predefined type",
         )),
     }
 }

@@ -87,7 +87,18 @@ pub static IO_CB_NODES: ParamDef = ParamDef {
         max: 1 << 24,
     },
     default: Default::Int(0),
-    description: "Aggregators of collective buffering by default (hint cb_nodes; 0: one per node)",
+    description: "Aggregators of collective buffering by default (hint cb_nodes; 0: io_cb_per_node on each node)",
+};
+
+/// `io_cb_per_node`.
+pub static IO_CB_PER_NODE: ParamDef = ParamDef {
+    name: "io_cb_per_node",
+    kind: Kind::Int {
+        min: 1,
+        max: 1 << 16,
+    },
+    default: Default::Int(4),
+    description: "Aggregators per node when cb_nodes is 0 (hint stormpi_cb_per_node; a node with fewer members has them all)",
 };
 
 /// `io_cb_buffer_size`.
@@ -125,12 +136,13 @@ pub static IO_IND_WR_BUFFER_SIZE: ParamDef = ParamDef {
 };
 
 /// Parameters of the I/O layer.
-pub static PARAMS: [&ParamDef; 8] = [
+pub static PARAMS: [&ParamDef; 9] = [
     &IO_MAX_FILES,
     &IO_BUFFER_BYTES,
     &IO_CB,
     &IO_CB_SMALL_PIECES,
     &IO_CB_NODES,
+    &IO_CB_PER_NODE,
     &IO_CB_BUFFER_SIZE,
     &IO_STRIPING_UNIT,
     &IO_IND_WR_BUFFER_SIZE,
@@ -273,6 +285,7 @@ fn default_hints(params: &Params) -> twophase::Hints {
         striping_factor: 1,
         ind_wr_buffer_size: params.int(&IO_IND_WR_BUFFER_SIZE) as u64,
         cb_small_pieces: params.int(&IO_CB_SMALL_PIECES) as u64,
+        cb_per_node: params.int(&IO_CB_PER_NODE) as u64,
     }
 }
 

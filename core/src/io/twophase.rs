@@ -83,8 +83,12 @@ pub struct Hints {
     pub cb_read: CbMode,
     /// `romio_cb_write`.
     pub cb_write: CbMode,
-    /// `cb_nodes`: aggregators (0: one per node).
+    /// `cb_nodes`: aggregators (0: `cb_per_node` on each node).
     pub cb_nodes: u64,
+    /// `stormpi_cb_per_node` (stormpi's own hint): aggregators per node when `cb_nodes` is 0 —
+    /// an aggregator's share of the pieces is processor work, so one per node leaves the
+    /// node's other cores idle while it sorts a whole round's pieces.
+    pub cb_per_node: u64,
     /// `cb_buffer_size`: bytes an aggregator handles per round.
     pub cb_buffer_size: u64,
     /// `striping_unit`: file domains start at multiples of it.
@@ -99,7 +103,7 @@ pub struct Hints {
     pub cb_small_pieces: u64,
 }
 
-const WORDS: usize = 8;
+const WORDS: usize = 9;
 
 impl Hints {
     /// The hints of `info` over `self` (values that do not parse are ignored, as MPI lets an
@@ -136,6 +140,9 @@ impl Hints {
         if let Some(n) = num(b"stormpi_cb_small_pieces", 1) {
             self.cb_small_pieces = n;
         }
+        if let Some(n) = num(b"stormpi_cb_per_node", 1) {
+            self.cb_per_node = n;
+        }
         self
     }
 
@@ -153,6 +160,7 @@ impl Hints {
         num(b"striping_factor", self.striping_factor)?;
         num(b"ind_wr_buffer_size", self.ind_wr_buffer_size)?;
         num(b"stormpi_cb_small_pieces", self.cb_small_pieces)?;
+        num(b"stormpi_cb_per_node", self.cb_per_node)?;
         infos.set(info, b"romio_cb_read", self.cb_read.name())?;
         infos.set(info, b"romio_cb_write", self.cb_write.name())
     }
@@ -167,6 +175,7 @@ impl Hints {
             self.striping_factor,
             self.ind_wr_buffer_size,
             self.cb_small_pieces,
+            self.cb_per_node,
         ]
     }
 
@@ -180,6 +189,7 @@ impl Hints {
             striping_factor: w[5],
             ind_wr_buffer_size: w[6].max(1),
             cb_small_pieces: w[7].max(1),
+            cb_per_node: w[8].max(1),
         }
     }
 
@@ -201,16 +211,28 @@ impl Hints {
     }
 }
 
-/// The aggregators of a communicator of `size` members whose nodes `node_of` gives: the first
-/// member of each node, then the second of each, ... until `want` (0: one per node).
-fn aggregators(size: u32, want: u64, node_of: &dyn Fn(u32) -> u32, out: &mut [u64]) -> usize {
+/// How many aggregators a communicator of `size` members whose nodes `node_of` gives has:
+/// `want`, or with `want` 0 the first `per_node` members of each node (all of a smaller one).
+fn aggregator_total(size: u32, want: u64, per_node: u64, node_of: &dyn Fn(u32) -> u32) -> u64 {
     // A member's place among the members of its node.
     let place = |r: u32| (0..r).filter(|q| node_of(*q) == node_of(r)).count() as u64;
-    let nodes = (0..size).filter(|r| place(*r) == 0).count() as u64;
-    let want = match want {
-        0 => nodes,
+    match want {
+        0 => (0..size).filter(|r| place(*r) < per_node.max(1)).count() as u64,
         w => w.min(size as u64),
-    } as usize;
+    }
+}
+
+/// The aggregators of a communicator of `size` members whose nodes `node_of` gives: the first
+/// member of each node, then the second of each, ... until [`aggregator_total`] of them.
+fn aggregators(
+    size: u32,
+    want: u64,
+    per_node: u64,
+    node_of: &dyn Fn(u32) -> u32,
+    out: &mut [u64],
+) -> usize {
+    let place = |r: u32| (0..r).filter(|q| node_of(*q) == node_of(r)).count() as u64;
+    let want = aggregator_total(size, want, per_node, node_of) as usize;
     let mut n = 0;
     let mut pass = 0u64;
     while n < want {
@@ -234,12 +256,7 @@ pub fn aggregator_count(cx: &mut Inside, comm: crate::comm::CommId, h: &Hints) -
         let p = e.p2p.comms.groups.proc_of(g, r);
         e.p2p.procs[p.0 as usize].node
     };
-    let place = |r: u32| (0..r).filter(|q| node_of(*q) == node_of(r)).count();
-    let nodes = (0..size).filter(|r| place(*r) == 0).count() as u64;
-    Ok(match h.cb_nodes {
-        0 => nodes,
-        w => w.min(size as u64),
-    })
+    Ok(aggregator_total(size, h.cb_nodes, h.cb_per_node, &node_of))
 }
 
 /// Memory from the platform, given back when dropped.
@@ -465,7 +482,7 @@ pub(super) fn place_aggregators(
     };
     // SAFETY: the AGG array holds p u64s.
     let out = unsafe { core::slice::from_raw_parts_mut(arr.at(AGG), p as usize) };
-    Ok(aggregators(p, h.cb_nodes, &node_of, out))
+    Ok(aggregators(p, h.cb_nodes, h.cb_per_node, &node_of, out))
 }
 
 /// The file domains of `naggs` aggregators over `[all_lo, all_hi)` and the number of rounds.
@@ -1222,11 +1239,16 @@ mod tests {
         let nodes = [0u32, 0, 1, 1, 2, 2, 2];
         let node_of = |r: u32| nodes[r as usize];
         let mut out = [0u64; 7];
-        assert_eq!(aggregators(7, 0, &node_of, &mut out), 3);
+        assert_eq!(aggregators(7, 0, 1, &node_of, &mut out), 3);
         assert_eq!(&out[..3], &[0, 2, 4]);
-        assert_eq!(aggregators(7, 5, &node_of, &mut out), 5);
+        // Two per node; three: the nodes of two members give their two.
+        assert_eq!(aggregators(7, 0, 2, &node_of, &mut out), 6);
+        assert_eq!(&out[..6], &[0, 2, 4, 1, 3, 5]);
+        assert_eq!(aggregators(7, 0, 3, &node_of, &mut out), 7);
+        assert_eq!(out, [0, 2, 4, 1, 3, 5, 6]);
+        assert_eq!(aggregators(7, 5, 1, &node_of, &mut out), 5);
         assert_eq!(&out[..5], &[0, 2, 4, 1, 3]);
-        assert_eq!(aggregators(7, 100, &node_of, &mut out), 7);
+        assert_eq!(aggregators(7, 100, 1, &node_of, &mut out), 7);
         assert_eq!(out, [0, 2, 4, 1, 3, 5, 6]);
     }
 
@@ -1258,6 +1280,7 @@ mod tests {
             striping_factor: 1,
             ind_wr_buffer_size: 1000,
             cb_small_pieces: 256,
+            cb_per_node: 1,
         };
         // Two members interleaved in 64-byte pieces; then the same ranges in one piece each.
         let small = |r: usize| [[0, 1000, 512, 8], [64, 1064, 512, 8]][r];
@@ -1284,6 +1307,7 @@ mod tests {
             striping_factor: 4,
             ind_wr_buffer_size: 1000,
             cb_small_pieces: 777,
+            cb_per_node: 5,
         };
         assert_eq!(Hints::from_words(h.words()), h);
     }
