@@ -126,6 +126,14 @@ pub fn issue(
     if !user && shared_element(cx.e(), id, op, &target)? {
         return Ok(None);
     }
+    if let Some(r) = super::rdma::issue(cx, id, op, target, user)? {
+        return Ok(r);
+    }
+    if !matches!(op, RmaOp::Put { .. } | RmaOp::Get { .. }) {
+        // An accumulate by message after accumulates on the network: those complete first
+        // (accumulates from one origin to one target are ordered).
+        super::sync::wait_net(cx, id)?;
+    }
     // Room for one more operation in flight.
     if cx.e().osc.get(id)?.pending.len() + 2 > MAX_PENDING {
         cx.block(|e| {
