@@ -42,6 +42,8 @@ int main(int argc, char **argv)
         int64_t out[N], back[N], one = 5, old = 0, cmp = 4, swp = 77, was = 0;
         for (int k = 0; k < N; k++)
             out[k] = 1000 + k;
+        /* Rank 1 may still be in the barrier's last call: let it fall asleep first. */
+        usleep(200000);
         double t0 = MPI_Wtime();
         CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, MPI_MODE_NOCHECK, win));
         CHECK_MPI(MPI_Put(out, N, MPI_INT64_T, 1, 0, N, MPI_INT64_T, win));

@@ -396,7 +396,7 @@ fn rdma_setup(
         rdma_release(net);
         return Err(e);
     }
-    if all[..n].iter().any(|&f| f == 0) {
+    if all[..n].contains(&0) {
         // Someone could not: the window is by messages everywhere.
         rdma_release(net);
         return Ok(None);
