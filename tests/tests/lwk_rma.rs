@@ -1,14 +1,19 @@
 //! One-sided communication on the node build (issue 19): the self-checking C programs
 //! `tests/c/rma_*.c` linked against `libstormpi_lwk.a`, each rank confined like a node (no
 //! sockets, no new processes), with windows moving data by Portals puts, gets and atomics
-//! (`osc_portals=on`) and by active messages only (`osc_portals=off`), at 2 and 4 ranks.
+//! (`osc_portals=on`) and by active messages only (`osc_portals=off`), at 2 and 4 ranks over the
+//! Portals MTL (`pml=cm`), and at 3 over the Portals BTL (`pml=ob1`) with Portals windows.
 
 use stormpi_tests::c_source;
 use stormpi_tests::lwk::{node_program, LwkJob, Pml, Target};
 
 fn check(name: &str, np: u32, portals: &str) {
+    check_on(name, np, portals, Pml::Cm);
+}
+
+fn check_on(name: &str, np: u32, portals: &str, pml: Pml) {
     let prog = node_program(&Target::host(), &c_source(name), &[]);
-    LwkJob::new(np, Pml::Cm)
+    LwkJob::new(np, pml)
         .param("osc_portals", portals)
         .run(&prog, &[])
         .assert_ok(name);
@@ -24,6 +29,10 @@ macro_rules! lwk_rma_tests {
             #[test]
             fn lwk_portals_np4() {
                 super::check(stringify!($name), 4, "on");
+            }
+            #[test]
+            fn lwk_portals_ob1_np3() {
+                super::check_on(stringify!($name), 3, "on", super::Pml::Ob1);
             }
             #[test]
             fn lwk_am_np2() {
