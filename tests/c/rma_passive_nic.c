@@ -1,12 +1,13 @@
 /* Passive target without the target (tests/tests/lwk_rma.rs runs it on the node build): after a
  * barrier, rank 1 sleeps 2 s outside MPI while rank 0, under a lock taken with MPI_MODE_NOCHECK
- * (no lock message for the target to answer), puts, flushes, gets, accumulates, fetches-and-adds
- * and compares-and-swaps on rank 1's window, and unlocks. When the network moves the data
- * (Portals, with an NI that works while its process sleeps) the epoch completes long before rank
- * 1 wakes; the program checks it finished within 1 s (a correctness check with a wide margin,
- * not a timing). Run with the argument "stalls" (active messages, or an NI that works only inside
- * its process's calls) it checks the opposite, so the first check can fail. Values are checked
- * in both cases, at the origin and, after the epoch, at the target. */
+ * (no lock message for the target to answer), puts, flushes, gets, accumulates, fetches-and-adds,
+ * compares-and-swaps and get-accumulates through a strided type on rank 1's window, and unlocks.
+ * When the network moves the data (Portals, with an NI that works while its process sleeps) the
+ * epoch completes long before rank 1 wakes; the program checks it finished within 1 s (a
+ * correctness check with a wide margin, not a timing). Run with the argument "stalls" (active
+ * messages, or an NI that works only inside its process's calls) it checks the opposite, so the
+ * first check can fail. Values are checked in both cases, at the origin and, after the epoch, at
+ * the target. */
 #include <mpi.h>
 #include "stormtest.h"
 #include <stdint.h>
@@ -56,11 +57,24 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 1, N, MPI_SUM, win));
         CHECK_MPI(MPI_Win_flush(1, win));
         CHECK_MPI(MPI_Compare_and_swap(&swp, &cmp, &was, MPI_INT64_T, 1, N, win));
+        /* A strided get-accumulate: one atomic per element of the vector, fetched and unpacked. */
+        MPI_Datatype every_other;
+        CHECK_MPI(MPI_Type_vector(N / 2, 1, 2, MPI_INT64_T, &every_other));
+        CHECK_MPI(MPI_Type_commit(&every_other));
+        int64_t add[N / 2], got[N / 2];
+        for (int k = 0; k < N / 2; k++)
+            add[k] = 1;
+        CHECK_MPI(MPI_Get_accumulate(add, N / 2, MPI_INT64_T, got, N / 2, MPI_INT64_T, 1, 0, 1,
+                                     every_other, MPI_SUM, win));
         CHECK_MPI(MPI_Win_unlock(1, win));
+        CHECK_MPI(MPI_Type_free(&every_other));
         double took = MPI_Wtime() - t0;
         for (int k = 0; k < N; k++)
             CHECK(back[k] == 2 * (1000 + k), "got %lld at %d, want %d", (long long)back[k], k,
                   2 * (1000 + k));
+        for (int k = 0; k < N / 2; k++)
+            CHECK(got[k] == 2 * (1000 + 2 * k), "get-accumulate fetched %lld at %d, want %d",
+                  (long long)got[k], k, 2 * (1000 + 2 * k));
         CHECK(old == -1, "fetch-and-op fetched %lld, want -1", (long long)old);
         CHECK(was == 4, "compare-and-swap found %lld, want 4", (long long)was);
         if (stalls)
@@ -75,8 +89,8 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
         CHECK_MPI(MPI_Win_sync(win));
         for (int k = 0; k < N; k++)
-            CHECK(mem[k] == 2 * (1000 + k), "window holds %lld at %d, want %d",
-                  (long long)mem[k], k, 2 * (1000 + k));
+            CHECK(mem[k] == 2 * (1000 + k) + (k % 2 == 0), "window holds %lld at %d, want %d",
+                  (long long)mem[k], k, 2 * (1000 + k) + (k % 2 == 0));
         CHECK(mem[N] == 77, "counter holds %lld, want 77", (long long)mem[N]);
         CHECK_MPI(MPI_Win_unlock(1, win));
     }

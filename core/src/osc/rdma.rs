@@ -1,5 +1,5 @@
 //! A network's own one-sided operations (Open MPI's `osc/portals4`, and its `osc/rdma` over the
-//! BTLs' put/get/atomics): the platform offers them ([`Platform::rdma`]) and a window whose peers
+//! BTLs' put/get/atomics): the platform offers them ([`crate::platform::Platform::rdma`]) and a window whose peers
 //! suit them moves its data with them instead of active messages.
 //!
 //! The contract is Portals 4's: each process *exposes* its window memory under a key every member
@@ -13,7 +13,9 @@
 //! Which operations go this way (decided by the origin, the same for every process of the
 //! window, see [`atomic_of`]): puts and gets between one dense run of memory on each side;
 //! accumulates, fetch-and-ops and compare-and-swaps whose (operation, element type) the network
-//! has as an atomic, with dense buffers on both sides. Everything else stays an active message.
+//! has as an atomic — with dense buffers, or through derived types as one atomic per run of the
+//! target type (`strided`), so each such pair always goes this way. Everything else stays an
+//! active message.
 
 use super::origin::{Buffer, RmaOp, Target};
 use super::{sync_err, WinId};
@@ -246,7 +248,7 @@ pub(super) fn issue(
     user: bool,
 ) -> Result<Option<Option<ReqId>>> {
     let Some((t, off, len, plan)) = plan(cx.e(), id, op, &target, user)? else {
-        return Ok(None);
+        return strided(cx, id, op, target, user);
     };
     let is_acc = matches!(plan, Plan::Atomic { .. } | Plan::Cas { .. });
     // Accumulates from one origin to one target are ordered (the default
@@ -323,6 +325,181 @@ pub(super) fn issue(
     cx.e()
         .p2p
         .pml
+        .requests_mut()
+        .completed(Status::PROC_NULL, 0)
+        .map(|r| Some(Some(r)))
+}
+
+/// Most description nodes of a target type whose runs [`strided`] walks.
+const STRIDED_NODES: usize = 64;
+
+/// An accumulate or get-accumulate whose (op, element type) the network has as an atomic but
+/// whose buffers are not that element laid out densely (a derived or strided type): so that
+/// every accumulate of the pair still goes by the network's atomics, the origin's data is packed,
+/// each run of the target type is one atomic (or several, at `max_atomic`), and the operation is
+/// waited for here (a fetch is unpacked into the result buffer then). `None` leaves it to
+/// active messages (no network, not such an operation, an error for them to report, or a
+/// target type of more than [`STRIDED_NODES`] description nodes).
+fn strided(
+    cx: &mut Inside,
+    id: WinId,
+    op: RmaOp,
+    target: Target,
+    user: bool,
+) -> Result<Option<Option<ReqId>>> {
+    let (origin, result, how) = match op {
+        RmaOp::Acc { origin, op } => (origin, None, op),
+        RmaOp::GetAcc { origin, result, op } if op != Op::NoOp => (origin, Some(result), op),
+        _ => return Ok(None),
+    };
+    let e = cx.e();
+    let w = e.osc.get(id)?;
+    if w.net.is_none() || target.rank < 0 || target.count == 0 {
+        return Ok(None);
+    }
+    let t = target.rank as u32;
+    if t >= w.size || !w.may_access(t) || (user && !(w.lock_all || w.peer(t).locked != 0)) {
+        return Ok(None);
+    }
+    let types = &e.p2p.types;
+    let Ok(dt) = super::origin::element_type(types, target.ty) else {
+        return Ok(None);
+    };
+    let same = |b: &Buffer| super::origin::element_type(types, b.ty).ok() == Some(dt);
+    if !same(&origin) || result.is_some_and(|r| !same(&r)) {
+        return Ok(None);
+    }
+    let Some((a, elem)) = atomic_of(how, dt) else {
+        return Ok(None);
+    };
+    if how != Op::Replace && crate::op::check(how, dt).is_err() {
+        return Ok(None);
+    }
+    let ti = *types.check_committed(target.ty)?;
+    let bytes = |b: &Buffer| -> Option<u64> {
+        let i = types.check_committed(b.ty).ok()?;
+        b.count.checked_mul(i.size)
+    };
+    let Some(tbytes) = target.count.checked_mul(ti.size) else {
+        return Ok(None);
+    };
+    if tbytes == 0
+        || bytes(&origin) != Some(tbytes)
+        || result.is_some_and(|r| bytes(&r).is_none_or(|n| n < tbytes))
+    {
+        return Ok(None);
+    }
+    let peer = w.peer(t);
+    let unit = peer.unit as i128;
+    let lo = target.disp as i128 * unit + ti.true_lb as i128;
+    let hi = target.disp as i128 * unit
+        + (target.count as i128 - 1) * ti.extent as i128
+        + ti.true_lb as i128
+        + ti.true_extent as i128;
+    if lo < 0 || hi > peer.size as i128 {
+        return Ok(None);
+    }
+    let nodes = types.nodes(target.ty)?;
+    if nodes.len() > STRIDED_NODES {
+        return Ok(None);
+    }
+    let mut wire: heapless::Vec<super::wire::WireNode, STRIDED_NODES> = heapless::Vec::new();
+    for n in nodes {
+        let _ = wire.push(super::wire::WireNode::of(n));
+    }
+    if peer.dirty {
+        super::sync::flush_one(cx, id, t)?;
+    }
+    let e = cx.e();
+    let Engine { osc, p2p, .. } = e;
+    let mem = osc.memory;
+    let w = osc.get_mut(id)?;
+    let len = tbytes as usize;
+    let mut data = w.buffer(mem, len)?;
+    let mut fetched = match result {
+        Some(_) => match w.buffer(mem, len) {
+            Ok(g) => Some(g),
+            Err(err) => {
+                w.release(mem, data);
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    let types = &p2p.types;
+    // SAFETY: the grant was just taken; the window alone holds it. MPI lends the origin buffer,
+    // `count` instances of its type, for the call.
+    let packed = unsafe {
+        let out = data.bytes(len);
+        super::origin::pack_into(types, &origin, out)
+    };
+    let proc_ = w.peer(t).proc_;
+    let base = target.disp as i128 * unit;
+    let mut issued = 0u64;
+    let mut failure = None;
+    if packed == Ok(len) {
+        if let Some(n) = w.net.as_ref() {
+            let r = n.rdma;
+            let step = (r.max_atomic() / elem.size()).max(1) * elem.size();
+            let mut pos = 0usize;
+            let _ = super::apply::walk(&wire, target.count, ti.extent as i64, &mut |off, run| {
+                let mut at = 0;
+                while at < run {
+                    let k = step.min(run - at);
+                    let o = (base + off as i128 + at as i128) as u64;
+                    let src = data.ptr.wrapping_add(pos + at) as *const u8;
+                    let f = fetched.map(|g| g.ptr.wrapping_add(pos + at));
+                    // SAFETY: `src` and `f` are inside the window's grants of `len` bytes (the
+                    // runs hold `len` bytes in all), kept until the operations are waited for
+                    // below; the target range was checked against the peer's part.
+                    if let Err(err) = unsafe { r.atomic(n.ct, proc_, n.key, o, src, f, k, a, elem) }
+                    {
+                        failure = Some(err);
+                        return Err(super::apply::Fault::Malformed);
+                    }
+                    issued += 1;
+                    at += k;
+                }
+                pos += run;
+                Ok(())
+            });
+        }
+    }
+    if let Some(n) = w.net.as_mut() {
+        n.issued += issued;
+    }
+    // The grants must outlive every operation issued on them, failed call or not.
+    let waited = super::sync::wait_net(cx, id);
+    let Engine { osc, p2p, .. } = cx.e();
+    let w = osc.get_mut(id)?;
+    let mut out = Ok(());
+    if let (Some(mut g), Some(r), Ok(()), None, Ok(n)) =
+        (fetched, result, &waited, &failure, packed)
+    {
+        if n == len {
+            // SAFETY: the fetches completed into the grant; MPI lends the result buffer,
+            // `count` instances of its type, for the call.
+            out = unsafe { super::origin::unpack_from(&p2p.types, &r, g.bytes(len)) };
+        }
+    }
+    w.release(mem, data);
+    if let Some(g) = fetched.take() {
+        w.release(mem, g);
+    }
+    match packed {
+        Ok(n) if n == len => {}
+        Ok(_) => return Err(super::origin::size_mismatch()),
+        Err(err) => return Err(err),
+    }
+    if let Some(err) = failure {
+        return Err(err);
+    }
+    waited?;
+    out?;
+    if !user {
+        return Ok(Some(None));
+    }
+    p2p.pml
         .requests_mut()
         .completed(Status::PROC_NULL, 0)
         .map(|r| Some(Some(r)))
