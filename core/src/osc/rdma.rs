@@ -1,6 +1,7 @@
 //! A network's own one-sided operations (Open MPI's `osc/portals4`, and its `osc/rdma` over the
-//! BTLs' put/get/atomics): the platform offers them ([`crate::platform::Platform::rdma`]) and a window whose peers
-//! suit them moves its data with them instead of active messages.
+//! BTLs' put/get/atomics): the platform offers them
+//! ([`crate::platform::Platform::rdma`]) and a window whose peers suit them moves its data with
+//! them instead of active messages.
 //!
 //! The contract is Portals 4's: each process *exposes* its window memory under a key every member
 //! agrees on (the hidden communicator's context id), at offsets from the window's start, so no
