@@ -21,7 +21,9 @@
 //! streamed through the rings instead), `STORMPI_PTL_CMA_THRESHOLD` (bytes from which a transfer
 //! uses cross-memory attach, default 4 MiB: on the development VM the rings were faster up to
 //! 1 MiB — 80 us against 99 us — and cross-memory attach spares the receiver a message-sized
-//! staging buffer), `STORMPI_PTL_SPIN` (polls before a waiting call yields the processor).
+//! staging buffer), `STORMPI_PTL_SPIN` (polls before a waiting call yields the processor),
+//! `STORMPI_PTL_OFFLOAD` (µs between rounds of the thread that plays the NIC's part; unset or 0:
+//! none, the target side of operations runs only inside the process's Portals calls).
 //!
 //! Not implemented: triggered operations (`max_triggered_ops` is 0; the calls return
 //! `PTL_ARG_INVALID`), gets and fetching atomics matched in an overflow list (they match the
