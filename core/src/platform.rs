@@ -124,6 +124,12 @@ pub trait Platform: Sync {
         None
     }
 
+    /// The network's own one-sided operations, when the platform has them and they are wanted
+    /// (the default has none: windows reached by messages stay active messages).
+    fn rdma(&self) -> Option<&'static dyn crate::osc::rdma::Rdma> {
+        None
+    }
+
     /// Creates a memory segment of `bytes` (zero-filled, page-aligned) that the other processes
     /// on this node can map by its name ([`Platform::shared_attach`]), and maps it here. The
     /// name lives until [`Platform::shared_unlink`]; the mapping until

@@ -54,6 +54,7 @@ pub fn register_params(params: &mut Params) -> Result<()> {
     Engine::register_params(params)?;
     params.register_all(&btl::PARAMS)?;
     params.register_all(&mtl::PARAMS)?;
+    params.register_all(&crate::osc::PARAMS)?;
     params.register_all(&platform::PARAMS)
 }
 
@@ -116,6 +117,7 @@ pub fn engine() -> Result<Engine> {
     );
     let portals = Portals::open(job.rank, job.size).map_err(|e| runtime("Portals", &e))?;
     let ni = portals.ni;
+    crate::osc::open(&params, ni, portals.max_atomic)?;
     let (rank, size) = (job.rank, job.size);
     let rte: &'static mut dyn Rte = leak(LwkRte::new(job, portals));
     PLATFORM.set_memory_default(platform::memory_default(local));

@@ -24,6 +24,7 @@ pub mod fs;
 pub mod init;
 pub mod log;
 pub mod mtl;
+pub mod osc;
 pub mod platform;
 pub mod ptl;
 pub mod rte;

@@ -273,6 +273,10 @@ impl Platform for LwkPlatform {
         unsafe { libc::free(ptr.cast()) }
     }
 
+    fn rdma(&self) -> Option<&'static dyn stormpi_core::osc::rdma::Rdma> {
+        crate::osc::get()
+    }
+
     fn file_system(&self) -> Option<&'static dyn stormpi_core::io::fs::FileSystem> {
         Some(&crate::fs::POSIX_FS)
     }

@@ -21,6 +21,8 @@ pub mod pt {
     pub const MTL_READ: u32 = 17;
     /// The MTL's flow-control messages.
     pub const MTL_CTRL: u32 = 18;
+    /// One-sided windows' memory (match bits: the window's key).
+    pub const OSC: u32 = 20;
     /// The runtime's barrier.
     pub const BARRIER: u32 = 24;
 }
@@ -60,6 +62,8 @@ pub struct Portals {
     pub rank: u32,
     /// Ranks in the job.
     pub size: u32,
+    /// The interface's `max_atomic_size`.
+    pub max_atomic: u64,
     bar_eq: ptl_handle_eq_t,
     bar_md: ptl_handle_md_t,
     bar_ct: heapless::Vec<ptl_handle_ct_t, MAX_ROUNDS>,
@@ -103,6 +107,7 @@ impl Portals {
                 ni,
                 rank,
                 size,
+                max_atomic: lim.max_atomic_size,
                 bar_eq: PTL_EQ_NONE,
                 bar_md: PTL_INVALID_HANDLE,
                 bar_ct: heapless::Vec::new(),

@@ -31,12 +31,15 @@
 //! now, with one path to test. Windows whose memory the node's processes share
 //! (`MPI_Win_allocate_shared`, and `MPI_Win_allocate` on one node) take the first faster path
 //! ([`shm`]): the origin applies the same message itself to the target's part, so operations are
-//! loads and stores with no target involvement. The BTLs' RDMA put/get and Portals' native
-//! atomics are to be added the same way, with active messages as the fallback.
+//! loads and stores with no target involvement. Where the platform has a network's own
+//! one-sided operations (Portals 4 on the node build, [`rdma`]), a window reached by messages
+//! moves the data of the operations that suit them with those, counted at the origin, with
+//! active messages as the fallback for the rest.
 
 pub mod apply;
 mod atomic;
 mod origin;
+pub mod rdma;
 mod shm;
 mod sync;
 mod window;
@@ -169,6 +172,8 @@ struct Peer {
     wants_tag: i32,
     /// Shared windows: the address of the peer's part in this process's mapping.
     at: usize,
+    /// The peer's process (its job-wide index), which network operations address.
+    proc_: u32,
     /// The peer's data representation when it differs from this process's (only its byte
     /// order or `long double` format can, see `window::reprs`): requests to it are written in
     /// its order and their data packed in its representation.
@@ -208,6 +213,31 @@ impl Grant {
         // SAFETY: the caller's contract; `len` is within the grant (callers pass at most `len`),
         // and the bytes may be uninitialised: they are only written, then read back.
         unsafe { core::slice::from_raw_parts_mut(self.ptr, len.min(self.len)) }
+    }
+}
+
+/// A window whose data moves by the network's own operations ([`rdma`]).
+#[derive(Clone, Copy)]
+struct Net {
+    rdma: &'static dyn rdma::Rdma,
+    /// The key every member exposed its memory under (the hidden communicator's context id).
+    key: u64,
+    /// This process's exposure, if its part is not empty.
+    exposure: Option<u64>,
+    /// The counter of this process's operations, how many were issued and how many it last saw
+    /// complete.
+    ct: u64,
+    issued: u64,
+    done: u64,
+}
+
+impl core::fmt::Debug for Net {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Net")
+            .field("key", &self.key)
+            .field("issued", &self.issued)
+            .field("done", &self.done)
+            .finish()
     }
 }
 
@@ -278,6 +308,8 @@ pub struct Window {
     /// Target: `MPI_Win_post`'s group size while exposed, and `DONE`s received.
     exposure: Option<u32>,
     done: u32,
+    /// The network's operations, when this window uses them.
+    net: Option<Net>,
     /// The platform's passive-target progress thread runs for this window (counted by the C
     /// layer, which stops the thread at the last such window's free).
     pub passive: bool,
@@ -395,6 +427,18 @@ impl Window {
             }
         }
         n
+    }
+
+    /// Whether every network operation this origin issued is complete (an error if one failed).
+    fn net_settled(&mut self) -> Result<bool> {
+        match self.net.as_mut() {
+            None => Ok(true),
+            Some(n) if n.done >= n.issued => Ok(true),
+            Some(n) => {
+                n.done = n.rdma.completed(n.ct)?;
+                Ok(n.done >= n.issued)
+            }
+        }
     }
 
     /// Whether nothing of this origin's is in flight to `target` (to anyone for `None`).
@@ -754,6 +798,7 @@ static PEER_NONE: Peer = Peer {
     wants: 0,
     wants_tag: 0,
     at: 0,
+    proc_: 0,
     repr: None,
 };
 

@@ -71,7 +71,7 @@ pub enum RmaOp {
 }
 
 /// The one predefined type a datatype is made of, as accumulates require.
-fn element_type(types: &TypeTable, t: Datatype) -> Result<Datatype> {
+pub(super) fn element_type(types: &TypeTable, t: Datatype) -> Result<Datatype> {
     if t.is_predefined() {
         return Ok(t);
     }
@@ -125,6 +125,14 @@ pub fn issue(
 ) -> Result<Option<ReqId>> {
     if !user && shared_element(cx.e(), id, op, &target)? {
         return Ok(None);
+    }
+    if let Some(r) = super::rdma::issue(cx, id, op, target, user)? {
+        return Ok(r);
+    }
+    if !matches!(op, RmaOp::Put { .. } | RmaOp::Get { .. }) {
+        // An accumulate by message after accumulates on the network: those complete first
+        // (accumulates from one origin to one target are ordered).
+        super::sync::wait_net(cx, id)?;
     }
     // Room for one more operation in flight.
     if cx.e().osc.get(id)?.pending.len() + 2 > MAX_PENDING {
@@ -527,6 +535,29 @@ pub fn issue(
     }
 }
 
+/// Packs `b`'s data into `out`; returns the bytes packed.
+///
+/// # Safety
+/// `b` holds `count` instances of its type, unchanged during the call.
+pub(super) unsafe fn pack_into(types: &TypeTable, b: &Buffer, out: &mut [u8]) -> Result<usize> {
+    // SAFETY: the caller's contract.
+    let mut p = unsafe { Packer::new(b.addr, b.count, b.ty, types) }?;
+    Ok(p.pack(types, 0, out))
+}
+
+/// Unpacks `data` into `b`, which must take all of it.
+///
+/// # Safety
+/// `b` has room for `count` instances of its type, untouched by others during the call.
+pub(super) unsafe fn unpack_from(types: &TypeTable, b: &Buffer, data: &[u8]) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let mut u = unsafe { Unpacker::new(b.addr, b.count, b.ty, types) }?;
+    if u.unpack(types, 0, data) != data.len() {
+        return Err(size_mismatch());
+    }
+    Ok(())
+}
+
 /// Converts the elements of predefined type `ty` that fill `data` (a compare-and-swap's origin
 /// and compare values, one after the other) in place from this process's representation to `to`,
 /// whose element sizes are this process's (`window::reprs` checked).
@@ -571,7 +602,7 @@ fn dt_extent(t: Datatype) -> usize {
     t.extent()
 }
 
-fn size_mismatch() -> Error {
+pub(super) fn size_mismatch() -> Error {
     Error::new(
         ErrorClass::Type,
         Reason::BadArgument {

@@ -9,8 +9,18 @@ pub(super) fn wait_settled(cx: &mut Inside, id: WinId, target: Option<u32>) -> R
         let mem = osc.memory;
         let w = osc.get_mut(id)?;
         w.reap(p2p, mem);
-        Ok(w.settled(target).then_some(()))
+        Ok((w.settled(target) && w.net_settled()?).then_some(()))
     })
+}
+
+/// Waits until every network operation this origin issued on window `id` is complete at its
+/// target: before a message that tells a target the epoch is over (unlock, complete), which the
+/// target may act on at once.
+pub(super) fn wait_net(cx: &mut Inside, id: WinId) -> Result<()> {
+    if cx.e().osc.get(id)?.net.is_none() {
+        return Ok(());
+    }
+    cx.block(|e| Ok(e.osc.get_mut(id)?.net_settled()?.then_some(())))
 }
 
 /// Sends `FLUSH` (answered) to every target touched (or just `only`), then waits for the answers
@@ -19,6 +29,7 @@ fn flush_targets(cx: &mut Inside, id: WinId, only: Option<u32>) -> Result<()> {
     // Loads and stores to a shared window are complete once issued: ordering them before what
     // follows is all a flush has to do for them.
     fence_memory();
+    wait_net(cx, id)?;
     {
         let Engine { osc, p2p, .. } = cx.e();
         let mem = osc.memory;
@@ -34,6 +45,11 @@ fn flush_targets(cx: &mut Inside, id: WinId, only: Option<u32>) -> Result<()> {
         }
     }
     wait_settled(cx, id, only)
+}
+
+/// Completes this origin's operations to `target` (a flush without its epoch checks).
+pub(super) fn flush_one(cx: &mut Inside, id: WinId, target: u32) -> Result<()> {
+    flush_targets(cx, id, Some(target))
 }
 
 fn check_assert(assert: i32) -> Result<()> {
@@ -155,6 +171,7 @@ pub fn unlock(cx: &mut Inside, id: WinId, rank: i32) -> Result<()> {
     if rank == crate::pml::request::PROC_NULL {
         return Ok(());
     }
+    wait_net(cx, id)?;
     let t = {
         let Engine { osc, p2p, .. } = cx.e();
         let mem = osc.memory;
@@ -168,7 +185,9 @@ pub fn unlock(cx: &mut Inside, id: WinId, rank: i32) -> Result<()> {
             if !p.nocheck {
                 leave_lock(w, t, p.locked);
             }
-        } else {
+        } else if !p.nocheck || p.dirty {
+            // A lock taken without a message leaves without one, unless messages of this epoch
+            // still need their flush (the network's operations were waited for above).
             let kind_ = if p.nocheck { kind::FLUSH } else { kind::UNLOCK };
             w.control(p2p, mem, t, AmHdr::new(kind_), true)?;
         }
@@ -212,6 +231,7 @@ pub fn lock_all(cx: &mut Inside, id: WinId, assert: i32) -> Result<()> {
 
 /// `MPI_Win_unlock_all`.
 pub fn unlock_all(cx: &mut Inside, id: WinId) -> Result<()> {
+    wait_net(cx, id)?;
     {
         let Engine { osc, p2p, .. } = cx.e();
         let mem = osc.memory;
@@ -225,7 +245,7 @@ pub fn unlock_all(cx: &mut Inside, id: WinId) -> Result<()> {
                 if !nocheck {
                     leave_lock(w, r, 1);
                 }
-            } else {
+            } else if !nocheck || w.peer(r).dirty {
                 let kind_ = if nocheck { kind::FLUSH } else { kind::UNLOCK };
                 w.control(p2p, mem, r, AmHdr::new(kind_), true)?;
             }
@@ -367,6 +387,7 @@ pub fn start(cx: &mut Inside, id: WinId, targets: &[u32], assert: i32) -> Result
 
 /// `MPI_Win_complete`: ends the access epoch of `MPI_Win_start`.
 pub fn complete(cx: &mut Inside, id: WinId) -> Result<()> {
+    wait_net(cx, id)?;
     {
         let Engine { osc, p2p, .. } = cx.e();
         let mem = osc.memory;

@@ -259,6 +259,26 @@ fn build(
     if let Ok(c) = cx.e().p2p.comms.get_mut(hidden) {
         c.hidden = true;
     }
+    {
+        let p2p = &cx.e().p2p;
+        let c = p2p.comm(comm)?;
+        for (r, p) in peers.iter_mut().enumerate() {
+            p.proc_ = p2p.comms.groups.proc_of(c.group, r as u32).0;
+        }
+    }
+    let net = if seg.is_none() && flavor != Flavor::Dynamic && size > 1 {
+        match rdma_setup(cx, hidden, base, len, peers, all) {
+            Ok(n) => n,
+            Err(e) => {
+                undo_seg(seg);
+                table.give_back(mem);
+                let _ = crate::comm::create::free(cx, hidden);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     let mut regions = Vec::new();
     if flavor != Flavor::Dynamic && len > 0 {
         let _ = regions.push((base, len));
@@ -294,16 +314,103 @@ fn build(
         access: false,
         exposure: None,
         done: 0,
+        net,
         passive: false,
     };
     match cx.e().osc.insert(w) {
         Ok(id) => Ok((id, base)),
         Err((e, seg)) => {
             undo_seg(seg);
+            rdma_release(net);
             table.give_back(mem);
             let _ = crate::comm::create::free(cx, hidden);
             Err(e)
         }
+    }
+}
+
+/// The network's operations for a new window over `hidden`, when the platform has them, the
+/// parameter wants them and every member can take them (same data representation), agreed by
+/// all members: each exposes its part under the hidden communicator's context id and says
+/// whether it could, in `all` (room for one word per member); the exchange is also the barrier
+/// after which every exposure is in place.
+fn rdma_setup(
+    cx: &mut Inside,
+    hidden: CommId,
+    base: usize,
+    len: usize,
+    peers: &[Peer],
+    all: &mut [u64],
+) -> Result<Option<Net>> {
+    let Some(rdma) = cx.e().platform.rdma() else {
+        return Ok(None);
+    };
+    if peers.iter().any(|p| p.repr.is_some()) {
+        return Ok(None);
+    }
+    let key = cx.e().p2p.comm(hidden)?.cid.0 as u64;
+    let mut net = None;
+    let mut ok = 1u64;
+    match rdma.counter() {
+        Ok(ct) => {
+            let exposure = if len > 0 {
+                rdma.expose(key, base as *mut u8, len).ok()
+            } else {
+                None
+            };
+            if len > 0 && exposure.is_none() {
+                ok = 0;
+            }
+            net = Some(Net {
+                rdma,
+                key,
+                exposure,
+                ct,
+                issued: 0,
+                done: 0,
+            });
+        }
+        Err(_) => ok = 0,
+    }
+    let mine = [ok];
+    let n = peers.len();
+    let call = crate::coll::Call::Allgather {
+        send: Some(crate::coll::Buf {
+            ptr: mine.as_ptr() as *mut u8,
+            count: 1,
+            dt: Datatype::UINT64_T,
+        }),
+        recv: crate::coll::Buf {
+            ptr: all.as_mut_ptr().cast(),
+            count: 1,
+            dt: Datatype::UINT64_T,
+        },
+    };
+    if all.len() < n {
+        rdma_release(net);
+        return Err(Error::bad_arg("window table too small"));
+    }
+    // SAFETY: `mine` holds one and `all` (checked) one per member u64, live across the call.
+    let r = unsafe { crate::coll::collective(cx, hidden, call, crate::coll::Mode::Blocking) };
+    if let Err(e) = r {
+        rdma_release(net);
+        return Err(e);
+    }
+    if all[..n].contains(&0) {
+        // Someone could not: the window is by messages everywhere.
+        rdma_release(net);
+        return Ok(None);
+    }
+    Ok(net)
+}
+
+/// Ends a window's exposure and frees its counter.
+fn rdma_release(net: Option<Net>) {
+    if let Some(n) = net {
+        if let Some(x) = n.exposure {
+            n.rdma.withdraw(x);
+        }
+        n.rdma.release_counter(n.ct);
     }
 }
 
@@ -345,6 +452,9 @@ pub fn free(cx: &mut Inside, id: WinId) -> Result<Option<crate::info::InfoId>> {
     if let Some(s) = w.seg.take() {
         s.release(mem, e.platform);
     }
+    // Every member passed the barrier with its operations complete: nothing is in flight to
+    // this exposure any more.
+    rdma_release(w.net.take());
     w.table.give_back(mem);
     crate::comm::create::free(cx, comm)?;
     Ok(w.info)

@@ -21,7 +21,9 @@
 //! streamed through the rings instead), `STORMPI_PTL_CMA_THRESHOLD` (bytes from which a transfer
 //! uses cross-memory attach, default 4 MiB: on the development VM the rings were faster up to
 //! 1 MiB — 80 us against 99 us — and cross-memory attach spares the receiver a message-sized
-//! staging buffer), `STORMPI_PTL_SPIN` (polls before a waiting call yields the processor).
+//! staging buffer), `STORMPI_PTL_SPIN` (polls before a waiting call yields the processor),
+//! `STORMPI_PTL_OFFLOAD` (µs between rounds of the thread that plays the NIC's part; unset or 0:
+//! none, the target side of operations runs only inside the process's Portals calls).
 //!
 //! Not implemented: triggered operations (`max_triggered_ops` is 0; the calls return
 //! `PTL_ARG_INVALID`), gets and fetching atomics matched in an overflow list (they match the
@@ -201,7 +203,10 @@ pub extern "C" fn PtlInit() -> c_int {
     let mut g = lock();
     if g.is_none() {
         match job::Job::from_env() {
-            Ok(j) => *g = Some(State::new(j)),
+            Ok(j) => {
+                *g = Some(State::new(j));
+                start_offload();
+            }
             Err(e) => {
                 eprintln!("portals4-shmem: {e}");
                 return PTL_FAIL;
@@ -214,6 +219,38 @@ pub extern "C" fn PtlInit() -> c_int {
             PTL_OK
         }
         None => PTL_FAIL,
+    }
+}
+
+/// With `STORMPI_PTL_OFFLOAD=<µs>` (not 0), a thread plays the NIC's part: every that many
+/// microseconds it runs the target side of arrived operations (puts, gets, atomics into this
+/// process's entries, with their acknowledgments and replies) when no call of the process holds
+/// the interface, so peers' one-sided operations complete while the process computes or sleeps
+/// outside Portals, as on hardware. It ends with the interface (`PtlFini`).
+fn start_offload() {
+    let us = std::env::var("STORMPI_PTL_OFFLOAD")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if us == 0 {
+        return;
+    }
+    let period = Duration::from_micros(us);
+    let spawned = std::thread::Builder::new()
+        .name("ptl-offload".into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            // A call of the process holds the interface: it makes the progress itself.
+            let Some(mut g) = try_lock() else {
+                continue;
+            };
+            match g.as_mut() {
+                Some(s) if s.inits > 0 => s.progress(),
+                _ => return,
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("portals4-shmem: no offload thread: {e}");
     }
 }
 

@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn run(scenario: &str, n: u32, env: &[(&str, &str)]) {
+    run_args(scenario, &[], n, env);
+}
+
+/// [`run`] with arguments after the scenario's name.
+fn run_args(scenario: &str, args: &[&str], n: u32, env: &[(&str, &str)]) {
     let job = format!(
         "t{}-{}-{}",
         std::process::id(),
@@ -21,6 +26,7 @@ fn run(scenario: &str, n: u32, env: &[(&str, &str)]) {
         .map(|r| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_lwk-ptl-check"));
             c.arg(scenario)
+                .args(args)
                 .env_remove("PMI_RANK")
                 .env_remove("PMI_SIZE")
                 .env_remove("SLURM_PROCID")
@@ -141,6 +147,18 @@ fn lwk_counting_events() {
 #[test]
 fn lwk_atomics() {
     run("atomic", 3, &[]);
+}
+
+/// The offload thread (`STORMPI_PTL_OFFLOAD`) completes puts, atomics, fetching atomics and swaps
+/// counted on a counting event while the target sleeps; without it they wait for the target.
+#[test]
+fn lwk_offload_serves_a_sleeping_target() {
+    run("offload", 2, &[("STORMPI_PTL_OFFLOAD", "50")]);
+}
+
+#[test]
+fn lwk_without_offload_a_sleeping_target_holds_operations() {
+    run_args("offload", &["stalls"], 2, &[]);
 }
 
 #[test]

@@ -23,6 +23,7 @@ fn main() {
         "flow-control" => flow_control(&mut c),
         "counting" => counting(&mut c),
         "atomic" => atomic(&mut c),
+        "offload" => offload(&mut c),
         "all-to-all" => all_to_all(&mut c),
         "physical" => physical(&mut c),
         other => panic!("unknown scenario {other:?}"),
@@ -720,6 +721,187 @@ fn atomic(c: &mut Ctx) {
         assert_eq!(target[3], 42);
     }
     ok(PtlMDRelease(md));
+    c.barrier();
+}
+
+/// What MPI's one-sided operations ask of the NI, while the target makes no Portals call: rank 1
+/// exposes words (no events) and sleeps 2 s; rank 0 moves data with one descriptor counted on
+/// one counting event (acknowledgments and replies) — a put, a 64-bit sum, a double sum and a
+/// fetching double max, a byte swap with its old value, a replace by `PtlSwap` and a 32-bit
+/// compare-and-swap — and waits for the count with a 1 s limit. With `STORMPI_PTL_OFFLOAD` (the
+/// offload thread plays the NIC) that is met; with the argument `stalls` (no offload) the count
+/// must not be reached in that time. Rank 1 checks the words after it wakes.
+fn offload(c: &mut Ctx) {
+    let stalls = std::env::args().nth(2).as_deref() == Some("stalls");
+    pt_alloc(c.ni, 0, PTL_EQ_NONE, PT);
+    // [0..4) i64, [4] f64, [5] f64, [6] 8 bytes, [7] two i32.
+    let mut target = [0u64; 8];
+    target[4] = 1.5f64.to_bits();
+    target[5] = 2.0f64.to_bits();
+    target[6] = u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]);
+    target[7] = 7;
+    if c.rank == 1 {
+        let me = me_desc(
+            target.as_mut_ptr().cast(),
+            64,
+            PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_NO_TRUNCATE | PTL_ME_EVENT_COMM_DISABLE,
+            0x77,
+            0,
+        );
+        append(c.ni, PT, &me, PTL_PRIORITY_LIST, 0);
+    }
+    c.barrier();
+    if c.rank == 1 {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    } else if c.rank == 0 {
+        let ct = ct_alloc(c.ni);
+        // One descriptor over a scratch area: sources first, results after.
+        let mut mem = [0u64; 16];
+        mem[0] = 10;
+        mem[1] = 20;
+        mem[2] = 3;
+        mem[3] = 2.25f64.to_bits();
+        mem[4] = 8.0f64.to_bits();
+        mem[5] = u64::from_le_bytes([9; 8]);
+        mem[6] = 0xdead_0000_0000_0063;
+        let cmp: u32 = 7;
+        let base = mem.as_mut_ptr() as *mut u8;
+        let md = md_bind(
+            c.ni,
+            base,
+            128,
+            PTL_EQ_NONE,
+            ct,
+            PTL_MD_EVENT_CT_ACK | PTL_MD_EVENT_CT_REPLY,
+        );
+        let to = ptl_process_t::from_rank(1);
+        // Rank 1 may still be in the barrier's last call: let it fall asleep first.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let t0 = std::time::Instant::now();
+        ok(PtlPut(
+            md,
+            0,
+            16,
+            PTL_CT_ACK_REQ,
+            to,
+            PT,
+            0x77,
+            0,
+            ptr::null_mut(),
+            0,
+        ));
+        ok(PtlAtomic(
+            md,
+            16,
+            8,
+            PTL_CT_ACK_REQ,
+            to,
+            PT,
+            0x77,
+            8,
+            ptr::null_mut(),
+            0,
+            PTL_SUM,
+            PTL_INT64_T,
+        ));
+        ok(PtlAtomic(
+            md,
+            24,
+            8,
+            PTL_CT_ACK_REQ,
+            to,
+            PT,
+            0x77,
+            32,
+            ptr::null_mut(),
+            0,
+            PTL_SUM,
+            PTL_DOUBLE,
+        ));
+        ok(PtlFetchAtomic(
+            md,
+            64,
+            md,
+            32,
+            8,
+            to,
+            PT,
+            0x77,
+            40,
+            ptr::null_mut(),
+            0,
+            PTL_MAX,
+            PTL_DOUBLE,
+        ));
+        // SAFETY: the operand is unused by a plain swap; the compare value outlives the call.
+        unsafe {
+            ok(PtlSwap(
+                md,
+                72,
+                md,
+                40,
+                8,
+                to,
+                PT,
+                0x77,
+                48,
+                ptr::null_mut(),
+                0,
+                ptr::null(),
+                PTL_SWAP,
+                PTL_UINT8_T,
+            ));
+            ok(PtlSwap(
+                md,
+                80,
+                md,
+                48,
+                4,
+                to,
+                PT,
+                0x77,
+                56,
+                ptr::null_mut(),
+                0,
+                (&cmp as *const u32).cast(),
+                PTL_CSWAP,
+                PTL_UINT32_T,
+            ));
+        }
+        let mut v = ptl_ct_event_t::default();
+        let rc = unsafe { PtlCTWait(ct, 6, &mut v) };
+        let took = t0.elapsed().as_secs_f64();
+        ok(rc);
+        assert_eq!(v.failure, 0);
+        if stalls {
+            assert!(
+                took > 1.0,
+                "the operations completed in {took:.3} s without the target"
+            );
+        } else {
+            assert!(
+                took < 1.0,
+                "the operations took {took:.3} s: they waited for the target"
+            );
+        }
+        assert_eq!(f64::from_bits(mem[8]), 2.0, "fetched max");
+        assert_eq!(
+            mem[9],
+            u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]),
+            "swapped out"
+        );
+        assert_eq!(mem[10] as u32, 7, "compare-and-swap old value");
+        ok(PtlMDRelease(md));
+        println!("offload: 6 operations on a sleeping target took {took:.3} s");
+    }
+    c.barrier();
+    if c.rank == 1 {
+        assert_eq!(&target[..3], &[10, 20 + 3, 0]);
+        assert_eq!(f64::from_bits(target[4]), 1.5 + 2.25);
+        assert_eq!(f64::from_bits(target[5]), 8.0);
+        assert_eq!(target[6], u64::from_le_bytes([9; 8]));
+        assert_eq!(target[7] as u32, 0x63, "compare-and-swap's new value");
+    }
     c.barrier();
 }
 
