@@ -43,6 +43,7 @@ use crate::device::{self, Device};
 use crate::endpoint::{self, Card, QpSizes, Retry, CARD_KEY, QPNS_PER_KEY};
 use crate::library::Library;
 use crate::params::*;
+use crate::rcache::{self, Bounds, Lease, RegCache, Registrar};
 
 /// Message kinds in the immediate data's top byte.
 const FRAG: u32 = 0;
@@ -130,10 +131,27 @@ struct Held {
     tag: u8,
 }
 
+/// The device as the registration cache sees it.
+struct Registering<'a> {
+    lib: &'a Library,
+    dev: &'a Device,
+}
+
+impl Registrar for Registering<'_> {
+    type Handle = *mut ibv_mr;
+    fn register(&mut self, addr: usize, len: usize, access: i32) -> Option<*mut ibv_mr> {
+        self.dev.register(self.lib, addr as *mut u8, len, access)
+    }
+    fn deregister(&mut self, mr: *mut ibv_mr) {
+        // SAFETY: a registration of this device, no operation left on it (the cache's contract).
+        unsafe { (self.lib.dereg_mr)(mr) };
+    }
+}
+
 /// An RDMA read under way.
 struct GetOp {
     token: Token,
-    mr: *mut ibv_mr,
+    lease: Lease,
     ep: u32,
     parts: u32,
     len: u64,
@@ -170,7 +188,10 @@ pub struct VerbsBtl {
     mailbox: Box<[u64]>,
     mailbox_mr: *mut ibv_mr,
     held: VecDeque<Held>,
-    regs: HashMap<u64, (*mut ibv_mr, u32)>,
+    /// Registrations of user memory, kept for reuse (`mpi_leave_pinned`).
+    cache: RegCache<*mut ibv_mr>,
+    /// Announced registrations: key → (registration, peer).
+    regs: HashMap<u64, (Lease, u32)>,
     next_key: u64,
     withdraws: VecDeque<(u32, u64)>,
     gets: Vec<Option<GetOp>>,
@@ -242,6 +263,33 @@ impl VerbsBtl {
         // one credit write per peer.
         let send_cap = slots + credits + max_gets + peers;
         let qp_depth = (send_cap.min(dev.attr.max_qp_wr.max(1) as usize)) as u32;
+        let leave = match params
+            .str(&LEAVE_PINNED)
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "auto" | "-1" | "" => None,
+            "on" | "1" | "true" | "yes" => Some(true),
+            "off" | "0" | "false" | "no" => Some(false),
+            v => {
+                return Err(Unavailable::Failed(format!(
+                    "mpi_leave_pinned={v} is not on, off or auto"
+                )))
+            }
+        };
+        // Registrations may be kept only where freed memory is seen (the library's hooks).
+        let hooks = leave != Some(false) && rcache::hooks_work();
+        if leave == Some(true) && !hooks {
+            return Err(Unavailable::Failed(
+                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so: stormcc -dynamic-mpi), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
+            ));
+        }
+        let bounds = Bounds {
+            registrations: params.usize(&MAX_REGISTRATIONS),
+            bytes: params.usize(&MAX_BYTES),
+        };
+        let broad = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
         let flags = if get_min > 0 {
             BtlFlags::SEND.union(BtlFlags::GET)
         } else {
@@ -287,6 +335,7 @@ impl VerbsBtl {
             mailbox: vec![0u64; 2 * size as usize].into_boxed_slice(),
             mailbox_mr: ptr::null_mut(),
             held: VecDeque::new(),
+            cache: RegCache::new(hooks, bounds, broad),
             regs: HashMap::new(),
             next_key: 1,
             withdraws: VecDeque::new(),
@@ -365,8 +414,9 @@ impl VerbsBtl {
         self.log(
             Level::Info,
             format_args!(
-                "verbs BTL: {} port {} (LID {}), {} receive buffers of {} bytes, {} credits per peer, inline up to {} bytes",
-                self.dev.name, self.dev.port, self.dev.lid, self.recv_count, self.buf_size, self.credits, self.inline
+                "verbs BTL: {} port {} (LID {}), {} receive buffers of {} bytes, {} credits per peer, inline up to {} bytes, registration cache {}",
+                self.dev.name, self.dev.port, self.dev.lid, self.recv_count, self.buf_size, self.credits, self.inline,
+                if self.cache.enabled() { "on" } else { "off" }
             ),
         );
         Ok(())
@@ -601,8 +651,12 @@ impl VerbsBtl {
             return;
         };
         self.free_gets.push(g);
-        // SAFETY: the destination's registration, no read left on it.
-        unsafe { (self.lib.dereg_mr)(op.mr) };
+        // No read left on the destination's registration.
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        self.cache.release(&mut r, op.lease);
         let result = match op.error {
             None => {
                 self.stats.gets += 1;
@@ -757,10 +811,11 @@ impl VerbsBtl {
                 p.qp = ptr::null_mut();
             }
         }
-        for (mr, _) in self.regs.drain().map(|(_, v)| v) {
-            // SAFETY: our registration.
-            unsafe { (lib.dereg_mr)(mr) };
-        }
+        self.regs.clear();
+        self.cache.clear(&mut Registering {
+            lib,
+            dev: &self.dev,
+        });
         for mr in [&mut self.recv_mr, &mut self.send_mr, &mut self.mailbox_mr] {
             if !mr.is_null() {
                 // SAFETY: our registration, deregistered once.
@@ -889,9 +944,13 @@ impl Btl for VerbsBtl {
         if data.is_empty() || self.peer(ep.0).is_none_or(|p| p.failed) || !self.can_send(ep.0) {
             return None;
         }
-        let mr = self.dev.register(
-            &self.lib,
-            data.as_ptr() as *mut u8,
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        let (lease, mr) = self.cache.acquire(
+            &mut r,
+            data.as_ptr() as usize,
             data.len(),
             IBV_ACCESS_REMOTE_READ,
         )?;
@@ -903,21 +962,28 @@ impl Btl for VerbsBtl {
         // SAFETY: the registration just made.
         msg[24..28].copy_from_slice(&unsafe { (*mr).rkey }.to_le_bytes());
         if !self.send_control(ep.0, ANNOUNCE, &msg) {
-            // SAFETY: our registration, never announced.
-            unsafe { (self.lib.dereg_mr)(mr) };
+            let mut r = Registering {
+                lib: &self.lib,
+                dev: &self.dev,
+            };
+            self.cache.release(&mut r, lease);
             return None;
         }
         self.next_key += 1;
-        self.regs.insert(key, (mr, ep.0));
+        self.regs.insert(key, (lease, ep.0));
         Some(RemoteKey(key))
     }
 
     fn deregister(&mut self, key: RemoteKey) {
-        let Some((mr, ep)) = self.regs.remove(&key.0) else {
+        let Some((lease, ep)) = self.regs.remove(&key.0) else {
             return;
         };
-        // SAFETY: our registration; the peer's read of it is over (its FIN came).
-        unsafe { (self.lib.dereg_mr)(mr) };
+        // The peer's read of it is over (its FIN came): the cache may keep it or deregister it.
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        self.cache.release(&mut r, lease);
         if !self.send_control(ep, WITHDRAW, &key.0.to_le_bytes()) {
             self.withdraws.push_back((ep, key.0));
         }
@@ -983,10 +1049,16 @@ impl Btl for VerbsBtl {
         let Some(g) = self.free_gets.pop() else {
             return false;
         };
-        let Some(mr) =
-            self.dev
-                .register(&self.lib, dest.as_ptr(), dest.len(), IBV_ACCESS_LOCAL_WRITE)
-        else {
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        let Some((lease, mr)) = self.cache.acquire(
+            &mut r,
+            dest.as_ptr() as usize,
+            dest.len(),
+            IBV_ACCESS_LOCAL_WRITE,
+        ) else {
             self.free_gets.push(g);
             return false;
         };
@@ -1029,7 +1101,7 @@ impl Btl for VerbsBtl {
         self.in_flight += posted as usize;
         self.gets[g as usize] = Some(GetOp {
             token,
-            mr,
+            lease,
             ep: ep.0,
             parts: posted,
             len: n,
@@ -1041,8 +1113,11 @@ impl Btl for VerbsBtl {
                 // Nothing will complete: finish it here.
                 if let Some(op) = self.gets[g as usize].take() {
                     self.free_gets.push(g);
-                    // SAFETY: our registration, no read on it.
-                    unsafe { (self.lib.dereg_mr)(op.mr) };
+                    let mut r = Registering {
+                        lib: &self.lib,
+                        dev: &self.dev,
+                    };
+                    self.cache.release(&mut r, op.lease);
                     self.done
                         .push_back((token, Err(transport("posting an RDMA read failed"))));
                 }
@@ -1133,6 +1208,15 @@ impl Btl for VerbsBtl {
             format_args!(
                 "verbs BTL: {} fragments sent ({} inline), {} receive buffers posted again, {} credit writes, {} sends refused for want of credits, {} RDMA reads ({} bytes)",
                 s.frags, s.inline, s.reposts, s.credit_writes, s.credit_stalls, s.gets, s.get_bytes
+            ),
+        );
+        let c = self.cache.stats;
+        self.log(
+            Level::Info,
+            format_args!(
+                "verbs BTL: registration cache {}: {} hits, {} misses, {} evictions, {} invalidated, {} uncached",
+                if self.cache.enabled() { "on" } else { "off" },
+                c.hits, c.misses, c.evictions, c.invalidated, c.uncached
             ),
         );
         self.release();

@@ -118,8 +118,38 @@ pub static DEVICE: ParamDef = ParamDef {
         "The device the verbs BTL uses, by name (e.g. mlx5_0; empty: the first with an active port)",
 };
 
+/// `mpi_leave_pinned`.
+pub static LEAVE_PINNED: ParamDef = ParamDef {
+    name: "mpi_leave_pinned",
+    kind: Kind::Str,
+    default: Default::Str("auto"),
+    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so)",
+};
+
+/// `mpool_max_registrations`.
+pub static MAX_REGISTRATIONS: ParamDef = ParamDef {
+    name: "mpool_max_registrations",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 30,
+    },
+    default: Default::Int(0),
+    description: "Registrations the registration cache keeps at most (0: no bound); past it the least recently used unused one is deregistered",
+};
+
+/// `mpool_max_bytes`.
+pub static MAX_BYTES: ParamDef = ParamDef {
+    name: "mpool_max_bytes",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 50,
+    },
+    default: Default::Int(0),
+    description: "Bytes the registration cache keeps registered at most (0: no bound); past it the least recently used unused registrations are deregistered",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 12] = [
+pub static PARAMS: [&ParamDef; 15] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -132,4 +162,7 @@ pub static PARAMS: [&ParamDef; 12] = [
     &RETRY_COUNT,
     &GID_INDEX,
     &DEVICE,
+    &LEAVE_PINNED,
+    &MAX_REGISTRATIONS,
+    &MAX_BYTES,
 ];

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::cma::{cma, scatter};
 pub use crate::config::Config;
+use crate::frames::Frames;
 use crate::ring::{flag, kind, syndrome, Consumer, Geometry, Pkt, Producer, Segment, TakeError};
 use crate::types::*;
 
@@ -62,20 +63,32 @@ fn ack_timeout(timeout: u8) -> Option<Duration> {
 }
 
 /// A registered memory region.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Mr {
     pub pd: u32,
     pub addr: u64,
     pub len: u64,
     pub access: i32,
+    /// The page frames registered (`None`: not visible, not checked).
+    pub frames: Option<Frames>,
 }
 
 impl Mr {
+    /// Whether `[addr, addr + len)` lies in the region and is still backed by the pages
+    /// registered (a stale registration is reported on stderr: it is a bug of the program).
     fn covers(&self, addr: u64, len: u64) -> bool {
-        addr >= self.addr
+        let inside = addr >= self.addr
             && addr
                 .checked_add(len)
-                .is_some_and(|end| end <= self.addr + self.len)
+                .is_some_and(|end| end <= self.addr + self.len);
+        if inside && self.frames.as_ref().is_some_and(|f| !f.still(addr, len)) {
+            eprintln!(
+                "verbs-shmem: the memory region at {:#x} ({} bytes) is used after its pages were unmapped or replaced (a stale registration)",
+                self.addr, self.len
+            );
+            return false;
+        }
+        inside
     }
 }
 
