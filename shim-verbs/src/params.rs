@@ -148,8 +148,35 @@ pub static MAX_BYTES: ParamDef = ParamDef {
     description: "Bytes the registration cache keeps registered at most (0: no bound); past it the least recently used unused registrations are deregistered",
 };
 
+/// `btl_verbs_large_protocol`.
+pub static LARGE_PROTOCOL: ParamDef = ParamDef {
+    name: "btl_verbs_large_protocol",
+    kind: Kind::Str,
+    default: Default::Str("rget"),
+    description: "How the verbs BTL moves messages of btl_verbs_get_min bytes and more: rget (the receiver RDMA-reads the sender's registered buffer), pipeline (the receiver registers its buffer, the sender registers fragments and RDMA-writes them, registering the next while one is written) or send (fragments through the receive queue)",
+};
+
+/// `btl_verbs_rdma_pipeline_frag_length`.
+pub static PIPELINE_FRAG_LENGTH: ParamDef = ParamDef {
+    name: "btl_verbs_rdma_pipeline_frag_length",
+    kind: Kind::Int {
+        min: 4096,
+        max: 1 << 30,
+    },
+    default: Default::Int(1 << 20),
+    description: "Bytes of each RDMA write (and of each registration of the sender's buffer) of the pipeline protocol",
+};
+
+/// `btl_verbs_rdma_pipeline_depth`.
+pub static PIPELINE_DEPTH: ParamDef = ParamDef {
+    name: "btl_verbs_rdma_pipeline_depth",
+    kind: Kind::Int { min: 1, max: 64 },
+    default: Default::Int(4),
+    description: "RDMA writes of the pipeline protocol under way at once (the next fragment is registered while they are written)",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 15] = [
+pub static PARAMS: [&ParamDef; 18] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -165,4 +192,7 @@ pub static PARAMS: [&ParamDef; 15] = [
     &LEAVE_PINNED,
     &MAX_REGISTRATIONS,
     &MAX_BYTES,
+    &LARGE_PROTOCOL,
+    &PIPELINE_FRAG_LENGTH,
+    &PIPELINE_DEPTH,
 ];

@@ -7,7 +7,8 @@
 //! unmap makes the adapter read stale data or write where nobody looks. The device has no pin;
 //! it faults the region in at registration (writable where the mapping allows, so a copy-on-write
 //! zero page is not what gets recorded) and records the frame numbers from
-//! `/proc/self/pagemap`; every later use of the region compares the frames of the pages touched.
+//! `/proc/self/pagemap`; every later RDMA read or write of the region compares the frames of the
+//! pages it touches.
 //! A change is a stale registration, failed as a protection error, so such a bug fails loudly.
 //!
 //! The frame numbers read as zero without `CAP_SYS_ADMIN`: then nothing is recorded and regions
