@@ -1563,9 +1563,9 @@ impl Btl for VerbsBtl {
         self.log(
             Level::Info,
             format_args!(
-                "verbs BTL: registration cache {}: {} hits, {} misses, {} evictions, {} invalidated, {} uncached",
+                "verbs BTL: registration cache {}: {} hits, {} misses, {} evictions, {} invalidated, {} uncached, {} us registering",
                 if self.cache.enabled() { "on" } else { "off" },
-                c.hits, c.misses, c.evictions, c.invalidated, c.uncached
+                c.hits, c.misses, c.evictions, c.invalidated, c.uncached, c.register_ns / 1000
             ),
         );
         self.release();
