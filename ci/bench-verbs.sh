@@ -3,11 +3,14 @@
 # registration cache on and off, over the software verbs device (verbs-shmem), in one run.
 #
 # usage: ci/bench-verbs.sh [--quick] [--reps N] [--min BYTES] [--max BYTES] [--scale S]
+#                          [--frag BYTES] [--configs "rget/off pipeline/off ..."]
 #   --reps N    repetitions, the configurations interleaved per repetition; best figure kept
 #               (lowest latency, highest bandwidth); default 3
 #   --min/--max message sizes (bench/p2p.c -s/-m; default 64 KiB .. 16 MiB)
 #   --scale S   bench/p2p.c's iteration counts x S (default 1)
 #   --quick     one repetition, iteration counts x0.2 (a smoke test, noisy numbers)
+#   --frag B    btl_verbs_rdma_pipeline_frag_length for the pipeline (default the BTL's, 1 MiB)
+#   --configs   the configurations to run (default all five below)
 #
 # bench/p2p.c is built with stormcc -dynamic-mpi (linked with libmpi.so, whose memory hooks let
 # the registration cache run: mpi_leave_pinned auto is off with libmpi.a) and run at 2 ranks with
@@ -27,6 +30,8 @@ reps=3
 min=65536
 max=16777216
 scale=1
+frag=""
+configs="rget/on rget/off pipeline/on pipeline/off send/off"
 while [ $# -gt 0 ]; do
     case "$1" in
     --reps) reps=$2; shift ;;
@@ -34,6 +39,8 @@ while [ $# -gt 0 ]; do
     --max) max=$2; shift ;;
     --scale) scale=$2; shift ;;
     --quick) reps=1; scale=0.2 ;;
+    --frag) frag="--mca btl_verbs_rdma_pipeline_frag_length $2"; shift ;;
+    --configs) configs=$2; shift ;;
     *) echo "bench-verbs: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -50,7 +57,6 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$stormcc" -O2 -dynamic-mpi -o "$work/p2p" "$root/bench/p2p.c" || { echo "bench-verbs: building bench/p2p.c failed" >&2; exit 1; }
 
-configs="rget/on rget/off pipeline/on pipeline/off send/off"
 for r in $(seq 1 "$reps"); do
     for c in $configs; do
         proto=${c%/*}
@@ -60,7 +66,7 @@ for r in $(seq 1 "$reps"); do
         start=$(date +%s.%N)
         if ! "$stormrun" -n 2 --timeout 600 --mca btl self,verbs --mca btl_verbs_library "$lib" \
             --mca btl_verbs_large_protocol "$proto" --mca mpi_leave_pinned "$pinned" \
-            --mca mpi_log_level 2 "$work/p2p" -s "$min" -m "$max" -i "$scale" \
+            --mca mpi_log_level 2 $frag "$work/p2p" -s "$min" -m "$max" -i "$scale" \
             >"$work/out" 2>"$work/err"; then
             echo "bench-verbs: $name failed:" >&2
             tail -5 "$work/err" >&2
