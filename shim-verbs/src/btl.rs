@@ -245,6 +245,8 @@ pub struct VerbsBtl {
     large: Large,
     frag_len: u64,
     depth: usize,
+    /// Smaller pipeline-protocol messages go by RGET.
+    min_pipeline: u64,
     /// Pulls being served, in arrival order.
     puts: VecDeque<PutJob>,
     /// Registrations of fragments being written: write id → (lease, bytes).
@@ -408,6 +410,7 @@ impl VerbsBtl {
             large,
             frag_len: params.usize(&PIPELINE_FRAG_LENGTH) as u64,
             depth: params.usize(&PIPELINE_DEPTH),
+            min_pipeline: params.usize(&MIN_PIPELINE_SIZE) as u64,
             puts: VecDeque::new(),
             writing: HashMap::new(),
             next_write: 0,
@@ -1275,7 +1278,7 @@ impl Btl for VerbsBtl {
         msg[0..8].copy_from_slice(&key.to_le_bytes());
         msg[8..16].copy_from_slice(&addr.to_le_bytes());
         msg[16..24].copy_from_slice(&len.to_le_bytes());
-        let (kind, lease) = if self.large == Large::Pipeline {
+        let (kind, lease) = if self.large == Large::Pipeline && len >= self.min_pipeline {
             // Nothing registered yet: the fragments are, as the peer pulls them.
             (ANNOUNCE_PIPE, None)
         } else {

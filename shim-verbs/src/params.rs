@@ -175,8 +175,19 @@ pub static PIPELINE_DEPTH: ParamDef = ParamDef {
     description: "RDMA writes of the pipeline protocol under way at once (the next fragment is registered while they are written)",
 };
 
+/// `btl_verbs_min_rdma_pipeline_size`.
+pub static MIN_PIPELINE_SIZE: ParamDef = ParamDef {
+    name: "btl_verbs_min_rdma_pipeline_size",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 50,
+    },
+    default: Default::Int(0),
+    description: "With btl_verbs_large_protocol=pipeline, messages smaller than this still go by RGET (one registration, one read); 0: every large message is pipelined",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 18] = [
+pub static PARAMS: [&ParamDef; 19] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -195,4 +206,5 @@ pub static PARAMS: [&ParamDef; 18] = [
     &LARGE_PROTOCOL,
     &PIPELINE_FRAG_LENGTH,
     &PIPELINE_DEPTH,
+    &MIN_PIPELINE_SIZE,
 ];

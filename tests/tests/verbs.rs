@@ -481,3 +481,25 @@ fn an_unknown_protocol_names_the_parameter() {
     );
     out.assert_failed_with(&["btl_verbs_large_protocol=put"]);
 }
+
+/// The pipeline from `btl_verbs_min_rdma_pipeline_size` on, `RGET` below it: allpairs up to
+/// 8 MiB with the bound at 4 MiB uses both.
+#[test]
+fn below_the_pipeline_size_large_messages_are_read() {
+    let extra = [
+        "--mca",
+        "btl_verbs_large_protocol",
+        "pipeline",
+        "--mca",
+        "btl_verbs_min_rdma_pipeline_size",
+        "4194304",
+    ];
+    let out = job(2, "allpairs", &["8388608"], &extra);
+    out.assert_ok("allpairs");
+    let (reads, writes) = (counter(&out, " RDMA reads"), counter(&out, " RDMA writes"));
+    assert!(
+        reads.iter().all(|&r| r > 0) && writes.iter().all(|&w| w > 0),
+        "reads {reads:?}, writes {writes:?}\n{}",
+        out.report()
+    );
+}
