@@ -16,6 +16,7 @@ pub mod fs;
 pub mod fs_worker;
 pub mod info;
 pub mod init;
+pub mod memhooks;
 pub mod params;
 pub mod platform;
 pub mod progress;

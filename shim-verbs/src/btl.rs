@@ -43,18 +43,30 @@ use crate::device::{self, Device};
 use crate::endpoint::{self, Card, QpSizes, Retry, CARD_KEY, QPNS_PER_KEY};
 use crate::library::Library;
 use crate::params::*;
+use crate::rcache::{self, Bounds, Lease, RegCache, Registrar};
 
 /// Message kinds in the immediate data's top byte.
 const FRAG: u32 = 0;
 const ANNOUNCE: u32 = 1;
 const WITHDRAW: u32 = 2;
+/// An announcement of a buffer the sender writes from (pipeline protocol): no rkey.
+const ANNOUNCE_PIPE: u32 = 3;
+/// A receiver's request to write a range of an announced buffer into its registered memory.
+const PULL: u32 = 4;
+/// The sender's answer once the writes of a pull are posted (they land before it: RC order).
+const PULLED: u32 = 5;
 /// Bytes of an announcement: key, address, length (u64 each), rkey (u32).
 const ANNOUNCE_LEN: usize = 28;
+/// Bytes of a pull: key, offset, length, destination (u64 each), rkey, read slot (u32 each).
+const PULL_LEN: usize = 40;
+/// Bytes of a pulled: read slot, status (u32 each).
+const PULLED_LEN: usize = 8;
 
 /// Work request kinds in a send-side `wr_id`'s top byte.
 const WR_SEND: u64 = 1;
 const WR_CREDIT: u64 = 2;
 const WR_READ: u64 = 3;
+const WR_WRITE: u64 = 4;
 /// `wr_id` slot index of an inline send (its slot was freed at once).
 const NO_SLOT: u32 = u32::MAX;
 
@@ -99,6 +111,43 @@ pub struct Stats {
     /// RDMA reads completed and their bytes.
     pub gets: u64,
     pub get_bytes: u64,
+    /// RDMA writes of the pipeline protocol completed and their bytes.
+    pub puts: u64,
+    pub put_bytes: u64,
+}
+
+/// How messages from `btl_verbs_get_min` bytes on move (`btl_verbs_large_protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Large {
+    /// The receiver RDMA-reads the sender's registered buffer.
+    Rget,
+    /// The sender RDMA-writes registered fragments into the receiver's registered buffer.
+    Pipeline,
+    /// Fragments through the receive queue.
+    Send,
+}
+
+/// A buffer announced to a peer.
+struct Announced {
+    ep: u32,
+    /// Its registration (RGET); none for the pipeline, whose fragments register as written.
+    lease: Option<Lease>,
+    addr: u64,
+    len: u64,
+}
+
+/// A pull being served: fragments of `[src, src + len)` written to `dest` at the peer.
+struct PutJob {
+    ep: u32,
+    src: u64,
+    len: u64,
+    dest: u64,
+    rkey: u32,
+    slot: u32,
+    posted: u64,
+    /// The next fragment, registered ahead while the previous ones are written.
+    next: Option<(Lease, u32, u64)>,
+    failed: bool,
 }
 
 /// What this process knows of one peer.
@@ -118,8 +167,8 @@ struct Peer {
     sq: u32,
     mailbox: u64,
     mailbox_rkey: u32,
-    /// The peer's announced registrations: key → (address, length, rkey).
-    remote: HashMap<u64, (u64, u64, u32)>,
+    /// The peer's announced buffers: key → (address, length, rkey; none: written by the peer).
+    remote: HashMap<u64, (u64, u64, Option<u32>)>,
 }
 
 /// A fragment the engine could not take yet.
@@ -130,14 +179,33 @@ struct Held {
     tag: u8,
 }
 
+/// The device as the registration cache sees it.
+struct Registering<'a> {
+    lib: &'a Library,
+    dev: &'a Device,
+}
+
+impl Registrar for Registering<'_> {
+    type Handle = *mut ibv_mr;
+    fn register(&mut self, addr: usize, len: usize, access: i32) -> Option<*mut ibv_mr> {
+        self.dev.register(self.lib, addr as *mut u8, len, access)
+    }
+    fn deregister(&mut self, mr: *mut ibv_mr) {
+        // SAFETY: a registration of this device, no operation left on it (the cache's contract).
+        unsafe { (self.lib.dereg_mr)(mr) };
+    }
+}
+
 /// An RDMA read under way.
 struct GetOp {
     token: Token,
-    mr: *mut ibv_mr,
+    lease: Lease,
     ep: u32,
     parts: u32,
     len: u64,
     error: Option<u32>,
+    /// Written by the peer (pipeline): done when its `PULLED` comes.
+    pulled: bool,
 }
 
 /// The verbs BTL module.
@@ -170,7 +238,20 @@ pub struct VerbsBtl {
     mailbox: Box<[u64]>,
     mailbox_mr: *mut ibv_mr,
     held: VecDeque<Held>,
-    regs: HashMap<u64, (*mut ibv_mr, u32)>,
+    /// Registrations of user memory, kept for reuse (`mpi_leave_pinned`).
+    cache: RegCache<*mut ibv_mr>,
+    /// Announced buffers by key.
+    regs: HashMap<u64, Announced>,
+    large: Large,
+    frag_len: u64,
+    depth: usize,
+    /// Smaller pipeline-protocol messages go by RGET.
+    min_pipeline: u64,
+    /// Pulls being served, in arrival order.
+    puts: VecDeque<PutJob>,
+    /// Registrations of fragments being written: write id → (lease, bytes).
+    writing: HashMap<u32, (Lease, u64)>,
+    next_write: u32,
     next_key: u64,
     withdraws: VecDeque<(u32, u64)>,
     gets: Vec<Option<GetOp>>,
@@ -242,7 +323,44 @@ impl VerbsBtl {
         // one credit write per peer.
         let send_cap = slots + credits + max_gets + peers;
         let qp_depth = (send_cap.min(dev.attr.max_qp_wr.max(1) as usize)) as u32;
-        let flags = if get_min > 0 {
+        let leave = match params
+            .str(&LEAVE_PINNED)
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "auto" | "-1" | "" => None,
+            "on" | "1" | "true" | "yes" => Some(true),
+            "off" | "0" | "false" | "no" => Some(false),
+            v => {
+                return Err(Unavailable::Failed(format!(
+                    "mpi_leave_pinned={v} is not on, off or auto"
+                )))
+            }
+        };
+        // Registrations may be kept only where freed memory is seen (the library's hooks).
+        let hooks = leave != Some(false) && rcache::hooks_work();
+        if leave == Some(true) && !hooks {
+            return Err(Unavailable::Failed(
+                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so: stormcc -dynamic-mpi), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
+            ));
+        }
+        let bounds = Bounds {
+            registrations: params.usize(&MAX_REGISTRATIONS),
+            bytes: params.usize(&MAX_BYTES),
+        };
+        let broad = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+        let large = match params.str(&LARGE_PROTOCOL).trim() {
+            "rget" => Large::Rget,
+            "pipeline" => Large::Pipeline,
+            "send" => Large::Send,
+            v => {
+                return Err(Unavailable::Failed(format!(
+                    "btl_verbs_large_protocol={v} is not rget, pipeline or send"
+                )))
+            }
+        };
+        let flags = if get_min > 0 && large != Large::Send {
             BtlFlags::SEND.union(BtlFlags::GET)
         } else {
             BtlFlags::SEND
@@ -287,7 +405,15 @@ impl VerbsBtl {
             mailbox: vec![0u64; 2 * size as usize].into_boxed_slice(),
             mailbox_mr: ptr::null_mut(),
             held: VecDeque::new(),
+            cache: RegCache::new(hooks, bounds, broad),
             regs: HashMap::new(),
+            large,
+            frag_len: params.usize(&PIPELINE_FRAG_LENGTH) as u64,
+            depth: params.usize(&PIPELINE_DEPTH),
+            min_pipeline: params.usize(&MIN_PIPELINE_SIZE) as u64,
+            puts: VecDeque::new(),
+            writing: HashMap::new(),
+            next_write: 0,
             next_key: 1,
             withdraws: VecDeque::new(),
             gets: (0..max_gets).map(|_| None).collect(),
@@ -365,8 +491,9 @@ impl VerbsBtl {
         self.log(
             Level::Info,
             format_args!(
-                "verbs BTL: {} port {} (LID {}), {} receive buffers of {} bytes, {} credits per peer, inline up to {} bytes",
-                self.dev.name, self.dev.port, self.dev.lid, self.recv_count, self.buf_size, self.credits, self.inline
+                "verbs BTL: {} port {} (LID {}), {} receive buffers of {} bytes, {} credits per peer, inline up to {} bytes, registration cache {}",
+                self.dev.name, self.dev.port, self.dev.lid, self.recv_count, self.buf_size, self.credits, self.inline,
+                if self.cache.enabled() { "on" } else { "off" }
             ),
         );
         Ok(())
@@ -509,6 +636,20 @@ impl VerbsBtl {
         }
         p.failed = true;
         p.remote.clear();
+        // Writes the peer will never announce done: failed here.
+        let waiting: Vec<u32> = self
+            .gets
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.as_ref().is_some_and(|g| g.pulled && g.ep == ep))
+            .map(|(i, _)| i as u32)
+            .collect();
+        for g in waiting {
+            self.read_done(g, IBV_WC_GENERAL_ERR);
+        }
+        let Some(p) = self.peers.get_mut(ep as usize).and_then(Option::as_mut) else {
+            return;
+        };
         let (qp, proc) = (p.qp, p.proc);
         endpoint::to_error(&self.lib, qp);
         self.unreachable.push(proc);
@@ -601,12 +742,18 @@ impl VerbsBtl {
             return;
         };
         self.free_gets.push(g);
-        // SAFETY: the destination's registration, no read left on it.
-        unsafe { (self.lib.dereg_mr)(op.mr) };
+        // No read left on the destination's registration.
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        self.cache.release(&mut r, op.lease);
         let result = match op.error {
             None => {
-                self.stats.gets += 1;
-                self.stats.get_bytes += op.len;
+                if !op.pulled {
+                    self.stats.gets += 1;
+                    self.stats.get_bytes += op.len;
+                }
                 Ok(())
             }
             Some(_) => Err(transport("an RDMA read from a peer failed")),
@@ -630,11 +777,25 @@ impl VerbsBtl {
         match kind {
             WR_SEND if idx != NO_SLOT => self.free_slots.push(idx),
             WR_READ => self.read_done(idx, wc.status),
+            WR_WRITE => {
+                if let Some((lease, n)) = self.writing.remove(&idx) {
+                    if wc.status == IBV_WC_SUCCESS {
+                        self.stats.puts += 1;
+                        self.stats.put_bytes += n;
+                    }
+                    let mut r = Registering {
+                        lib: &self.lib,
+                        dev: &self.dev,
+                    };
+                    self.cache.release(&mut r, lease);
+                }
+            }
             _ => {}
         }
         if wc.status != IBV_WC_SUCCESS {
             let what = match kind {
                 WR_READ => "an RDMA read",
+                WR_WRITE => "an RDMA write",
                 WR_CREDIT => "a credit write",
                 _ => "a send",
             };
@@ -690,13 +851,35 @@ impl VerbsBtl {
                 });
                 return 1;
             }
-            ANNOUNCE if len == ANNOUNCE_LEN => {
+            ANNOUNCE | ANNOUNCE_PIPE if len == ANNOUNCE_LEN => {
                 let b = &self.recv[at..at + len];
                 let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
                 let (key, addr, n) = (word(0), word(8), word(16));
                 let rkey = u32::from_le_bytes(b[24..28].try_into().unwrap_or([0; 4]));
+                let rkey = (im >> 24 == ANNOUNCE).then_some(rkey);
                 if let Some(p) = self.peer(ep) {
                     p.remote.insert(key, (addr, n, rkey));
+                }
+            }
+            PULL if len == PULL_LEN => {
+                let b = &self.recv[at..at + len];
+                let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+                let half = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+                let (key, offset, n, dest, rkey, slot) =
+                    (word(0), word(8), word(16), word(24), half(32), half(36));
+                self.pulled(ep, key, offset, n, dest, rkey, slot);
+            }
+            PULLED if len == PULLED_LEN => {
+                let b = &self.recv[at..at + len];
+                let slot = u32::from_le_bytes(b[0..4].try_into().unwrap_or([0; 4]));
+                let status = u32::from_le_bytes(b[4..8].try_into().unwrap_or([0; 4]));
+                let ours = self
+                    .gets
+                    .get(slot as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|g| g.pulled && g.ep == ep);
+                if ours {
+                    self.read_done(slot, status);
                 }
             }
             WITHDRAW if len == 8 => {
@@ -747,6 +930,205 @@ impl VerbsBtl {
         (true, n)
     }
 
+    /// The receiver's side of the pipeline: registers `dest` for remote write and asks the peer
+    /// to write `[offset, offset + len)` of its buffer `key` there; done when its `PULLED` comes.
+    fn pull(&mut self, ep: u32, key: u64, offset: u64, dest: DestRef, token: Token) -> bool {
+        if !self.can_send(ep) {
+            return false;
+        }
+        let Some(g) = self.free_gets.pop() else {
+            return false;
+        };
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        let access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        let Some((lease, mr)) =
+            self.cache
+                .acquire(&mut r, dest.as_ptr() as usize, dest.len(), access)
+        else {
+            self.free_gets.push(g);
+            return false;
+        };
+        let mut msg = [0u8; PULL_LEN];
+        msg[0..8].copy_from_slice(&key.to_le_bytes());
+        msg[8..16].copy_from_slice(&offset.to_le_bytes());
+        msg[16..24].copy_from_slice(&(dest.len() as u64).to_le_bytes());
+        msg[24..32].copy_from_slice(&(dest.as_ptr() as u64).to_le_bytes());
+        // SAFETY: the registration just acquired.
+        msg[32..36].copy_from_slice(&unsafe { (*mr).rkey }.to_le_bytes());
+        msg[36..40].copy_from_slice(&g.to_le_bytes());
+        if !self.send_control(ep, PULL, &msg) {
+            let mut r = Registering {
+                lib: &self.lib,
+                dev: &self.dev,
+            };
+            self.cache.release(&mut r, lease);
+            self.free_gets.push(g);
+            return false;
+        }
+        self.gets[g as usize] = Some(GetOp {
+            token,
+            lease,
+            ep,
+            parts: 1,
+            len: dest.len() as u64,
+            error: None,
+            pulled: true,
+        });
+        true
+    }
+
+    /// A peer's pull of a buffer announced to it: queued, served in progress.
+    #[allow(clippy::too_many_arguments)]
+    fn pulled(&mut self, ep: u32, key: u64, offset: u64, n: u64, dest: u64, rkey: u32, slot: u32) {
+        let src = self.regs.get(&key).and_then(|a| {
+            let inside = a.ep == ep && offset.checked_add(n).is_some_and(|e| e <= a.len);
+            inside.then_some(a.addr + offset)
+        });
+        self.puts.push_back(PutJob {
+            ep,
+            src: src.unwrap_or(0),
+            len: n,
+            dest,
+            rkey,
+            slot,
+            posted: 0,
+            next: None,
+            failed: src.is_none(),
+        });
+        if src.is_none() {
+            self.log(
+                Level::Error,
+                format_args!("verbs BTL: rank {ep} pulled {n} bytes of key {key}, which it was not announced"),
+            );
+        }
+    }
+
+    /// Registers the fragment of `job` that starts at `posted`.
+    fn register_fragment(&mut self, job: usize) -> Option<(Lease, u32, u64)> {
+        let j = self.puts.get(job)?;
+        let n = (j.len - j.posted).min(self.frag_len);
+        let at = (j.src + j.posted) as usize;
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        let (lease, mr) = self.cache.acquire(&mut r, at, n as usize, 0)?;
+        // SAFETY: the registration just acquired.
+        Some((lease, unsafe { (*mr).lkey }, n))
+    }
+
+    /// Serves the pulls in order: each fragment registered, RDMA-written, and the next one
+    /// registered while up to `btl_verbs_rdma_pipeline_depth` writes are under way; once all of
+    /// a pull's writes are posted, its `PULLED` follows them on the queue pair.
+    fn serve_pulls(&mut self) {
+        while !self.puts.is_empty() {
+            let ep = self.puts[0].ep;
+            let (failed_peer, connected) = match self.peer(ep) {
+                Some(p) => (p.failed, p.connected),
+                None => (true, false),
+            };
+            if failed_peer || !connected {
+                if let Some(j) = self.puts.pop_front() {
+                    if let Some((lease, _, _)) = j.next {
+                        let mut r = Registering {
+                            lib: &self.lib,
+                            dev: &self.dev,
+                        };
+                        self.cache.release(&mut r, lease);
+                    }
+                }
+                continue;
+            }
+            let j = &self.puts[0];
+            if !j.failed && j.posted < j.len {
+                if self.writing.len() >= self.depth || self.in_flight >= self.send_cap {
+                    return;
+                }
+                let depth = self.qp_depth;
+                if self.peer(ep).is_none_or(|p| p.sq >= depth) {
+                    return;
+                }
+                let frag = match self.puts[0].next.take() {
+                    Some(f) => Some(f),
+                    None => self.register_fragment(0),
+                };
+                let Some((lease, lkey, n)) = frag else {
+                    // The device refused: the peer hears the pull failed.
+                    self.puts[0].failed = true;
+                    continue;
+                };
+                let j = &self.puts[0];
+                let id = self.next_write;
+                self.next_write = self.next_write.wrapping_add(1);
+                let mut sge = ibv_sge {
+                    addr: j.src + j.posted,
+                    length: n as u32,
+                    lkey,
+                };
+                // SAFETY: all-zero is a valid ibv_send_wr.
+                let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
+                wr.wr_id = wr_id(WR_WRITE, ep, id);
+                wr.sg_list = &mut sge;
+                wr.num_sge = 1;
+                wr.opcode = IBV_WR_RDMA_WRITE;
+                wr.send_flags = IBV_SEND_SIGNALED;
+                wr.wr.rdma = ibv_send_wr_rdma {
+                    remote_addr: j.dest + j.posted,
+                    rkey: j.rkey,
+                };
+                let Some(p) = self.peers.get_mut(ep as usize).and_then(Option::as_mut) else {
+                    return;
+                };
+                let mut bad = ptr::null_mut();
+                // SAFETY: a connected QP; the source fragment is registered.
+                let rc = unsafe { ibv_post_send(p.qp, &mut wr, &mut bad) };
+                if rc != 0 {
+                    let mut r = Registering {
+                        lib: &self.lib,
+                        dev: &self.dev,
+                    };
+                    self.cache.release(&mut r, lease);
+                    self.fail_peer(ep, format!("posting an RDMA write failed (errno {rc})"));
+                    continue;
+                }
+                p.sq += 1;
+                self.in_flight += 1;
+                self.writing.insert(id, (lease, n));
+                self.puts[0].posted += n;
+                // Overlap: the next fragment is registered while this one is written.
+                if self.puts[0].posted < self.puts[0].len {
+                    self.puts[0].next = self.register_fragment(0);
+                }
+                continue;
+            }
+            // Every write posted (or the pull failed): tell the peer.
+            let j = &self.puts[0];
+            let status = if j.failed {
+                IBV_WC_REM_ACCESS_ERR
+            } else {
+                IBV_WC_SUCCESS
+            };
+            let mut msg = [0u8; PULLED_LEN];
+            msg[0..4].copy_from_slice(&j.slot.to_le_bytes());
+            msg[4..8].copy_from_slice(&status.to_le_bytes());
+            if !self.send_control(ep, PULLED, &msg) {
+                return;
+            }
+            if let Some(j) = self.puts.pop_front() {
+                if let Some((lease, _, _)) = j.next {
+                    let mut r = Registering {
+                        lib: &self.lib,
+                        dev: &self.dev,
+                    };
+                    self.cache.release(&mut r, lease);
+                }
+            }
+        }
+    }
+
     /// Releases every verbs object (queue pairs, registrations, device).
     fn release(&mut self) {
         let lib = &self.lib;
@@ -757,10 +1139,11 @@ impl VerbsBtl {
                 p.qp = ptr::null_mut();
             }
         }
-        for (mr, _) in self.regs.drain().map(|(_, v)| v) {
-            // SAFETY: our registration.
-            unsafe { (lib.dereg_mr)(mr) };
-        }
+        self.regs.clear();
+        self.cache.clear(&mut Registering {
+            lib,
+            dev: &self.dev,
+        });
         for mr in [&mut self.recv_mr, &mut self.send_mr, &mut self.mailbox_mr] {
             if !mr.is_null() {
                 // SAFETY: our registration, deregistered once.
@@ -889,35 +1272,63 @@ impl Btl for VerbsBtl {
         if data.is_empty() || self.peer(ep.0).is_none_or(|p| p.failed) || !self.can_send(ep.0) {
             return None;
         }
-        let mr = self.dev.register(
-            &self.lib,
-            data.as_ptr() as *mut u8,
-            data.len(),
-            IBV_ACCESS_REMOTE_READ,
-        )?;
+        let (addr, len) = (data.as_ptr() as u64, data.len() as u64);
         let key = self.next_key;
         let mut msg = [0u8; ANNOUNCE_LEN];
         msg[0..8].copy_from_slice(&key.to_le_bytes());
-        msg[8..16].copy_from_slice(&(data.as_ptr() as u64).to_le_bytes());
-        msg[16..24].copy_from_slice(&(data.len() as u64).to_le_bytes());
-        // SAFETY: the registration just made.
-        msg[24..28].copy_from_slice(&unsafe { (*mr).rkey }.to_le_bytes());
-        if !self.send_control(ep.0, ANNOUNCE, &msg) {
-            // SAFETY: our registration, never announced.
-            unsafe { (self.lib.dereg_mr)(mr) };
+        msg[8..16].copy_from_slice(&addr.to_le_bytes());
+        msg[16..24].copy_from_slice(&len.to_le_bytes());
+        let (kind, lease) = if self.large == Large::Pipeline && len >= self.min_pipeline {
+            // Nothing registered yet: the fragments are, as the peer pulls them.
+            (ANNOUNCE_PIPE, None)
+        } else {
+            let mut r = Registering {
+                lib: &self.lib,
+                dev: &self.dev,
+            };
+            let (lease, mr) =
+                self.cache
+                    .acquire(&mut r, addr as usize, len as usize, IBV_ACCESS_REMOTE_READ)?;
+            // SAFETY: the registration just acquired.
+            msg[24..28].copy_from_slice(&unsafe { (*mr).rkey }.to_le_bytes());
+            (ANNOUNCE, Some(lease))
+        };
+        if !self.send_control(ep.0, kind, &msg) {
+            if let Some(lease) = lease {
+                let mut r = Registering {
+                    lib: &self.lib,
+                    dev: &self.dev,
+                };
+                self.cache.release(&mut r, lease);
+            }
             return None;
         }
         self.next_key += 1;
-        self.regs.insert(key, (mr, ep.0));
+        self.regs.insert(
+            key,
+            Announced {
+                ep: ep.0,
+                lease,
+                addr,
+                len,
+            },
+        );
         Some(RemoteKey(key))
     }
 
     fn deregister(&mut self, key: RemoteKey) {
-        let Some((mr, ep)) = self.regs.remove(&key.0) else {
+        let Some(a) = self.regs.remove(&key.0) else {
             return;
         };
-        // SAFETY: our registration; the peer's read of it is over (its FIN came).
-        unsafe { (self.lib.dereg_mr)(mr) };
+        let ep = a.ep;
+        // The peer's read of it is over (its FIN came): the cache may keep it or deregister it.
+        if let Some(lease) = a.lease {
+            let mut r = Registering {
+                lib: &self.lib,
+                dev: &self.dev,
+            };
+            self.cache.release(&mut r, lease);
+        }
         if !self.send_control(ep, WITHDRAW, &key.0.to_le_bytes()) {
             self.withdraws.push_back((ep, key.0));
         }
@@ -966,6 +1377,9 @@ impl Btl for VerbsBtl {
             self.done.push_back((token, Ok(())));
             return true;
         }
+        let Some(rkey) = rkey else {
+            return self.pull(ep.0, key.0, offset, dest, token);
+        };
         let parts = n.div_ceil(max_msg) as u32;
         if parts > depth || parts as usize > cap {
             self.done.push_back((
@@ -983,10 +1397,16 @@ impl Btl for VerbsBtl {
         let Some(g) = self.free_gets.pop() else {
             return false;
         };
-        let Some(mr) =
-            self.dev
-                .register(&self.lib, dest.as_ptr(), dest.len(), IBV_ACCESS_LOCAL_WRITE)
-        else {
+        let mut r = Registering {
+            lib: &self.lib,
+            dev: &self.dev,
+        };
+        let Some((lease, mr)) = self.cache.acquire(
+            &mut r,
+            dest.as_ptr() as usize,
+            dest.len(),
+            IBV_ACCESS_LOCAL_WRITE,
+        ) else {
             self.free_gets.push(g);
             return false;
         };
@@ -1029,11 +1449,12 @@ impl Btl for VerbsBtl {
         self.in_flight += posted as usize;
         self.gets[g as usize] = Some(GetOp {
             token,
-            mr,
+            lease,
             ep: ep.0,
             parts: posted,
             len: n,
             error: failed.map(|_| IBV_WC_GENERAL_ERR),
+            pulled: false,
         });
         if let Some(rc) = failed {
             self.fail_peer(ep.0, format!("posting an RDMA read failed (errno {rc})"));
@@ -1041,8 +1462,11 @@ impl Btl for VerbsBtl {
                 // Nothing will complete: finish it here.
                 if let Some(op) = self.gets[g as usize].take() {
                     self.free_gets.push(g);
-                    // SAFETY: our registration, no read on it.
-                    unsafe { (self.lib.dereg_mr)(op.mr) };
+                    let mut r = Registering {
+                        lib: &self.lib,
+                        dev: &self.dev,
+                    };
+                    self.cache.release(&mut r, op.lease);
                     self.done
                         .push_back((token, Err(transport("posting an RDMA read failed"))));
                 }
@@ -1110,6 +1534,7 @@ impl Btl for VerbsBtl {
             }
             self.withdraws.pop_front();
         }
+        self.serve_pulls();
         self.return_credits();
         n
     }
@@ -1124,15 +1549,26 @@ impl Btl for VerbsBtl {
         }
         // Bounded: a peer that has gone (or a dead link) never acknowledges.
         let start = std::time::Instant::now();
-        while self.in_flight > 0 && start.elapsed() < std::time::Duration::from_secs(5) {
+        while (self.in_flight > 0 || !self.puts.is_empty())
+            && start.elapsed() < std::time::Duration::from_secs(5)
+        {
             self.progress(&mut Discard);
         }
         let s = self.stats;
         self.log(
             Level::Info,
             format_args!(
-                "verbs BTL: {} fragments sent ({} inline), {} receive buffers posted again, {} credit writes, {} sends refused for want of credits, {} RDMA reads ({} bytes)",
-                s.frags, s.inline, s.reposts, s.credit_writes, s.credit_stalls, s.gets, s.get_bytes
+                "verbs BTL: {} fragments sent ({} inline), {} receive buffers posted again, {} credit writes, {} sends refused for want of credits, {} RDMA reads ({} bytes), {} RDMA writes ({} bytes)",
+                s.frags, s.inline, s.reposts, s.credit_writes, s.credit_stalls, s.gets, s.get_bytes, s.puts, s.put_bytes
+            ),
+        );
+        let c = self.cache.stats;
+        self.log(
+            Level::Info,
+            format_args!(
+                "verbs BTL: registration cache {}: {} hits, {} misses, {} evictions, {} invalidated, {} uncached, {} us registering",
+                if self.cache.enabled() { "on" } else { "off" },
+                c.hits, c.misses, c.evictions, c.invalidated, c.uncached, c.register_ns / 1000
             ),
         );
         self.release();

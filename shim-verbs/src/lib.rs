@@ -7,13 +7,16 @@
 //! - [`endpoint`]: the business card and the RC queue pair set-up through the modex;
 //! - [`btl`]: the module — eager fragments from registered slots over a shared receive queue with
 //!   per-peer credits, and RDMA read for the `RGET` rendezvous;
-//! - [`params`]: the `btl_verbs_*` parameters.
+//! - [`rcache`]: the registration cache (`mpi_leave_pinned`) and the log of freed memory
+//!   that invalidates it;
+//! - [`params`]: the `btl_verbs_*`, `mpi_leave_pinned` and `mpool_*` parameters.
 
 pub mod btl;
 pub mod device;
 pub mod endpoint;
 pub mod library;
 pub mod params;
+pub mod rcache;
 
 pub use btl::{Unavailable, VerbsBtl, EXCLUSIVITY};
 pub use params::PARAMS;

@@ -118,8 +118,76 @@ pub static DEVICE: ParamDef = ParamDef {
         "The device the verbs BTL uses, by name (e.g. mlx5_0; empty: the first with an active port)",
 };
 
+/// `mpi_leave_pinned`.
+pub static LEAVE_PINNED: ParamDef = ParamDef {
+    name: "mpi_leave_pinned",
+    kind: Kind::Str,
+    default: Default::Str("auto"),
+    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so)",
+};
+
+/// `mpool_max_registrations`.
+pub static MAX_REGISTRATIONS: ParamDef = ParamDef {
+    name: "mpool_max_registrations",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 30,
+    },
+    default: Default::Int(0),
+    description: "Registrations the registration cache keeps at most (0: no bound); past it the least recently used unused one is deregistered",
+};
+
+/// `mpool_max_bytes`.
+pub static MAX_BYTES: ParamDef = ParamDef {
+    name: "mpool_max_bytes",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 50,
+    },
+    default: Default::Int(0),
+    description: "Bytes the registration cache keeps registered at most (0: no bound); past it the least recently used unused registrations are deregistered",
+};
+
+/// `btl_verbs_large_protocol`.
+pub static LARGE_PROTOCOL: ParamDef = ParamDef {
+    name: "btl_verbs_large_protocol",
+    kind: Kind::Str,
+    default: Default::Str("rget"),
+    description: "How the verbs BTL moves messages of btl_verbs_get_min bytes and more: rget (the receiver RDMA-reads the sender's registered buffer), pipeline (the receiver registers its buffer, the sender registers fragments and RDMA-writes them, registering the next while one is written) or send (fragments through the receive queue)",
+};
+
+/// `btl_verbs_rdma_pipeline_frag_length`.
+pub static PIPELINE_FRAG_LENGTH: ParamDef = ParamDef {
+    name: "btl_verbs_rdma_pipeline_frag_length",
+    kind: Kind::Int {
+        min: 4096,
+        max: 1 << 30,
+    },
+    default: Default::Int(1 << 20),
+    description: "Bytes of each RDMA write (and of each registration of the sender's buffer) of the pipeline protocol",
+};
+
+/// `btl_verbs_rdma_pipeline_depth`.
+pub static PIPELINE_DEPTH: ParamDef = ParamDef {
+    name: "btl_verbs_rdma_pipeline_depth",
+    kind: Kind::Int { min: 1, max: 64 },
+    default: Default::Int(4),
+    description: "RDMA writes of the pipeline protocol under way at once (the next fragment is registered while they are written)",
+};
+
+/// `btl_verbs_min_rdma_pipeline_size`.
+pub static MIN_PIPELINE_SIZE: ParamDef = ParamDef {
+    name: "btl_verbs_min_rdma_pipeline_size",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 50,
+    },
+    default: Default::Int(0),
+    description: "With btl_verbs_large_protocol=pipeline, messages smaller than this still go by RGET (one registration, one read); 0: every large message is pipelined",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 12] = [
+pub static PARAMS: [&ParamDef; 19] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -132,4 +200,11 @@ pub static PARAMS: [&ParamDef; 12] = [
     &RETRY_COUNT,
     &GID_INDEX,
     &DEVICE,
+    &LEAVE_PINNED,
+    &MAX_REGISTRATIONS,
+    &MAX_BYTES,
+    &LARGE_PROTOCOL,
+    &PIPELINE_FRAG_LENGTH,
+    &PIPELINE_DEPTH,
+    &MIN_PIPELINE_SIZE,
 ];

@@ -6,9 +6,14 @@
 //! A peer that stops answering is reported by rank and completion status; a missing library
 //! is quiet unless verbs was asked for by name; too few receive buffers name the parameter.
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use stormpi_tests::{artifact, c_program, run_job, stormrun_command, Output, Proc, JOB_TIMEOUT};
+use stormpi_tests::{
+    artifact, build_once, c_extra_source, c_program, run_job, stormcc, stormrun_command,
+    workspace_dir, Output, Proc, C_FLAGS, JOB_TIMEOUT,
+};
 
 /// `--mca` options selecting the verbs BTL over the software device, logging at level 2.
 fn verbs_options(extra: &[&str]) -> Vec<String> {
@@ -266,4 +271,235 @@ fn a_silent_peer_is_reported_by_rank_and_status() {
 fn a_killed_peer_ends_the_job() {
     let (out, victim) = victim_job(libc::SIGKILL);
     out.assert_failed_with(&[&format!("rank {victim}")]);
+}
+
+/// `tests/c-extra/<name>.c` (with `tests/c/stormtest.h`) linked with `libmpi.a`, or with
+/// `libmpi.so` (`stormcc -dynamic-mpi`): the library's memory hooks are then the program's `free`
+/// and `munmap`.
+fn extra_program(name: &str, dynamic: bool) -> PathBuf {
+    linked(&c_extra_source(name), dynamic)
+}
+
+/// A C program linked with `libmpi.a` or `libmpi.so`.
+fn linked(src: &std::path::Path, dynamic: bool) -> PathBuf {
+    let name = src.file_stem().expect("a C file").to_string_lossy();
+    let how = if dynamic { "dynamic" } else { "static" };
+    build_once(&format!("{name}_{how}"), |out| {
+        let mut cmd = Command::new(stormcc());
+        cmd.args(C_FLAGS)
+            .arg(format!("-I{}", workspace_dir().join("tests/c").display()))
+            .arg(format!("-{how}-mpi"))
+            .arg("-o")
+            .arg(out)
+            .arg(src);
+        cmd
+    })
+}
+
+fn dynamic_program(name: &str) -> PathBuf {
+    extra_program(name, true)
+}
+
+/// Every rank's `verbs BTL: registration cache on|off: H hits, M misses, E evictions,
+/// I invalidated, U uncached` line, as (on, [H, M, E, I, U]).
+fn cache_lines(out: &Output) -> Vec<(bool, [u64; 5])> {
+    out.stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = &l[l.find("verbs BTL: registration cache ")? + 30..];
+            let (state, counts) = rest.split_once(": ")?;
+            let mut v = [0u64; 5];
+            for (i, part) in counts.split(", ").enumerate().take(5) {
+                v[i] = part.split_whitespace().next()?.parse().ok()?;
+            }
+            Some((state == "on", v))
+        })
+        .collect()
+}
+
+fn reuse_job(program: &std::path::Path, extra: &[&str]) -> Output {
+    let o = verbs_options(extra);
+    let o: Vec<&str> = o.iter().map(String::as_str).collect();
+    run_job(2, &o, program, &["1048576"])
+}
+
+/// The REUSED count buffer_reuse prints.
+fn reused(out: &Output) -> u32 {
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("REUSED ")?.trim().parse().ok())
+        .expect("a REUSED line")
+}
+
+/// A buffer sent twice finds its registration the second time; buffers freed, unmapped or
+/// dropped with madvise between two messages and allocated again at the same address carry the
+/// new data (the software device fails a registration whose pages were replaced, so a cache
+/// that missed the free would fail the job).
+#[test]
+fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
+    let out = reuse_job(&dynamic_program("buffer_reuse"), &[]);
+    out.assert_ok("buffer_reuse");
+    assert!(
+        reused(&out) > 0,
+        "no buffer came back at its old address: nothing was tested\n{}",
+        out.report()
+    );
+    let lines = cache_lines(&out);
+    assert_eq!(lines.len(), 2, "a cache line per rank\n{}", out.report());
+    for (on, [hits, misses, _, invalidated, _]) in lines {
+        assert!(
+            on,
+            "auto turns the cache on with libmpi.so\n{}",
+            out.report()
+        );
+        assert!(hits > 0 && misses > 0, "{}", out.report());
+        assert!(
+            invalidated >= 4,
+            "freed, unmapped and madvised buffers dropped their registrations\n{}",
+            out.report()
+        );
+    }
+}
+
+/// Off, or in a program linked with libmpi.a (whose frees the library does not see, so auto
+/// leaves the cache off), every message registers its own memory; asking for the cache there is
+/// an error naming the parameter.
+#[test]
+fn without_the_cache_every_message_registers_its_memory() {
+    let out = reuse_job(
+        &dynamic_program("buffer_reuse"),
+        &["--mca", "mpi_leave_pinned", "off"],
+    );
+    out.assert_ok("buffer_reuse");
+    let static_program = extra_program("buffer_reuse", false);
+    let out2 = reuse_job(&static_program, &[]);
+    out2.assert_ok("buffer_reuse");
+    for o in [&out, &out2] {
+        let lines = cache_lines(o);
+        assert_eq!(lines.len(), 2, "{}", o.report());
+        for (on, [hits, misses, ..]) in lines {
+            assert!(!on && hits == 0 && misses > 0, "{}", o.report());
+        }
+    }
+    let out = reuse_job(&static_program, &["--mca", "mpi_leave_pinned", "on"]);
+    out.assert_failed_with(&["mpi_leave_pinned=on", "libmpi.so"]);
+}
+
+/// Bounds: one registration at most, with every size of allpairs in flight at once, so unused
+/// registrations are evicted and messages past the bound register for one use; a byte bound
+/// below one message caches nothing. The data stays right (allpairs checks every byte).
+#[test]
+fn a_bounded_cache_evicts_and_falls_back() {
+    let allpairs = linked(&workspace_dir().join("tests/c/allpairs.c"), true);
+    let o = verbs_options(&["--mca", "mpool_max_registrations", "1"]);
+    let o: Vec<&str> = o.iter().map(String::as_str).collect();
+    let out = run_job(2, &o, &allpairs, &["1048576"]);
+    out.assert_ok("allpairs");
+    let lines = cache_lines(&out);
+    assert_eq!(lines.len(), 2, "{}", out.report());
+    assert!(
+        lines
+            .iter()
+            .all(|(on, [_, _, ev, _, unc])| *on && *ev > 0 && *unc > 0),
+        "{}",
+        out.report()
+    );
+    let out = reuse_job(
+        &dynamic_program("buffer_reuse"),
+        &["--mca", "mpool_max_bytes", "4096"],
+    );
+    out.assert_ok("buffer_reuse");
+    assert!(
+        cache_lines(&out)
+            .iter()
+            .all(|(on, [hits, _, _, _, unc])| *on && *hits == 0 && *unc > 0),
+        "a bound below one message caches nothing\n{}",
+        out.report()
+    );
+}
+
+/// The number before `word` in every rank's finalize line of counters.
+fn counter(out: &Output, word: &str) -> Vec<u64> {
+    out.stderr
+        .lines()
+        .filter(|l| l.contains("verbs BTL: ") && l.contains(" fragments sent"))
+        .map(|l| {
+            let head = l[..l.find(word).expect("a counter")].trim_end();
+            let start = head
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            head[start..].parse().expect("a number")
+        })
+        .collect()
+}
+
+/// Each large-message protocol forced (`btl_verbs_large_protocol`): allpairs from 64 KiB to
+/// 8 MiB and buffer_reuse at 16 MiB (freed and remapped buffers under the pipeline's
+/// registrations too), every byte checked; the counters show what moved the data. Pipeline
+/// fragments of 256 KiB, so a message is several writes.
+#[test]
+fn each_large_message_protocol_carries_64k_to_16m() {
+    for proto in ["rget", "pipeline", "send"] {
+        let extra = [
+            "--mca",
+            "btl_verbs_large_protocol",
+            proto,
+            "--mca",
+            "btl_verbs_rdma_pipeline_frag_length",
+            "262144",
+        ];
+        let out = job(2, "allpairs", &["8388608"], &extra);
+        out.assert_ok("allpairs");
+        let o = verbs_options(&extra);
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let out2 = run_job(2, &o, &dynamic_program("buffer_reuse"), &["16777216"]);
+        out2.assert_ok("buffer_reuse");
+        for out in [&out, &out2] {
+            let (reads, writes) = (counter(out, " RDMA reads"), counter(out, " RDMA writes"));
+            assert_eq!(reads.len(), 2, "{}", out.report());
+            let ok = match proto {
+                "rget" => reads.iter().any(|&r| r > 0) && writes.iter().all(|&w| w == 0),
+                "pipeline" => writes.iter().any(|&w| w > 0) && reads.iter().all(|&r| r == 0),
+                _ => reads.iter().chain(&writes).all(|&n| n == 0),
+            };
+            assert!(
+                ok,
+                "{proto}: reads {reads:?}, writes {writes:?}\n{}",
+                out.report()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_unknown_protocol_names_the_parameter() {
+    let out = job(
+        2,
+        "ring",
+        &[],
+        &["--mca", "btl_verbs_large_protocol", "put"],
+    );
+    out.assert_failed_with(&["btl_verbs_large_protocol=put"]);
+}
+
+/// The pipeline from `btl_verbs_min_rdma_pipeline_size` on, `RGET` below it: allpairs up to
+/// 8 MiB with the bound at 4 MiB uses both.
+#[test]
+fn below_the_pipeline_size_large_messages_are_read() {
+    let extra = [
+        "--mca",
+        "btl_verbs_large_protocol",
+        "pipeline",
+        "--mca",
+        "btl_verbs_min_rdma_pipeline_size",
+        "4194304",
+    ];
+    let out = job(2, "allpairs", &["8388608"], &extra);
+    out.assert_ok("allpairs");
+    let (reads, writes) = (counter(&out, " RDMA reads"), counter(&out, " RDMA writes"));
+    assert!(
+        reads.iter().all(|&r| r > 0) && writes.iter().all(|&w| w > 0),
+        "reads {reads:?}, writes {writes:?}\n{}",
+        out.report()
+    );
 }

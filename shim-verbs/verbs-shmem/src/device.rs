@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::cma::{cma, scatter};
 pub use crate::config::Config;
+use crate::frames::Frames;
 use crate::ring::{flag, kind, syndrome, Consumer, Geometry, Pkt, Producer, Segment, TakeError};
 use crate::types::*;
 
@@ -62,20 +63,40 @@ fn ack_timeout(timeout: u8) -> Option<Duration> {
 }
 
 /// A registered memory region.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Mr {
     pub pd: u32,
     pub addr: u64,
     pub len: u64,
     pub access: i32,
+    /// The page frames registered (`None`: not visible, not checked).
+    pub frames: Option<Frames>,
 }
 
 impl Mr {
+    /// Whether `[addr, addr + len)` lies in the region.
     fn covers(&self, addr: u64, len: u64) -> bool {
         addr >= self.addr
             && addr
                 .checked_add(len)
                 .is_some_and(|end| end <= self.addr + self.len)
+    }
+
+    /// Whether `[addr, addr + len)` lies in the region and is still backed by the pages
+    /// registered (a stale registration is reported on stderr: it is a bug of the program).
+    /// Asked of RDMA reads and writes, local and remote buffers both — what a registration
+    /// cache serves; sends and receives (a program's long-lived buffers) skip the page-table
+    /// read.
+    fn holds(&self, addr: u64, len: u64) -> bool {
+        let inside = self.covers(addr, len);
+        if inside && self.frames.as_ref().is_some_and(|f| !f.still(addr, len)) {
+            eprintln!(
+                "verbs-shmem: the memory region at {:#x} ({} bytes) is used after its pages were unmapped or replaced (a stale registration)",
+                self.addr, self.len
+            );
+            return false;
+        }
+        inside
     }
 }
 
@@ -551,13 +572,24 @@ impl Device {
 
     /// Checks a local scatter/gather list against the registrations of `pd`; `write`: the device
     /// writes into it. `None` when an entry is not covered by a region with the rights.
-    fn local_iov(&self, pd: u32, sges: &[ibv_sge], write: bool) -> Option<Vec<(u64, u64)>> {
+    /// `rdma`: the buffers of an RDMA read or write, checked against the pages registered too.
+    fn local_iov(
+        &self,
+        pd: u32,
+        sges: &[ibv_sge],
+        write: bool,
+        rdma: bool,
+    ) -> Option<Vec<(u64, u64)>> {
         sges.iter()
             .filter(|s| s.length > 0)
             .map(|s| {
                 let mr = self.mrs.get(&s.lkey)?;
                 let ok = mr.pd == pd
-                    && mr.covers(s.addr, s.length as u64)
+                    && if rdma {
+                        mr.holds(s.addr, s.length as u64)
+                    } else {
+                        mr.covers(s.addr, s.length as u64)
+                    }
                     && (!write || mr.access & IBV_ACCESS_LOCAL_WRITE != 0);
                 ok.then_some((s.addr, s.length as u64))
             })
@@ -614,7 +646,11 @@ impl Device {
             }
             Data::Bytes(v)
         } else {
-            match self.local_iov(qp.pd, sges, wr.opcode == IBV_WR_RDMA_READ) {
+            let rdma = matches!(
+                wr.opcode,
+                IBV_WR_RDMA_READ | IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM
+            );
+            match self.local_iov(qp.pd, sges, wr.opcode == IBV_WR_RDMA_READ, rdma) {
                 None => {
                     failed = true;
                     Data::Iov {
@@ -885,7 +921,7 @@ impl Device {
         let local: Result<Vec<(u64, u64)>, u32> = match h.op {
             IBV_WR_SEND | IBV_WR_SEND_WITH_IMM => {
                 let r = recv.as_ref().map(|r| r.sges.as_slice()).unwrap_or(&[]);
-                match self.local_iov(recv_pd, r, true) {
+                match self.local_iov(recv_pd, r, true, false) {
                     None => Err(IBV_WC_LOC_PROT_ERR),
                     Some(iov) if iov.iter().map(|v| v.1).sum::<u64>() < h.length => {
                         Err(IBV_WC_LOC_LEN_ERR)
@@ -903,7 +939,7 @@ impl Device {
                     mr.pd == pd
                         && mr.access & need != 0
                         && access as i32 & need != 0
-                        && mr.covers(h.remote_addr, h.length)
+                        && mr.holds(h.remote_addr, h.length)
                 });
                 if ok {
                     Ok(vec![(h.remote_addr, h.length)])

@@ -38,6 +38,7 @@ pub mod types;
 pub mod cma;
 pub mod config;
 pub mod device;
+pub mod frames;
 pub mod ring;
 
 use std::ffi::{c_char, c_int, c_void};
@@ -367,6 +368,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
         return ptr::null_mut();
     }
     let h = (*pd).handle;
+    let frames = frames::Frames::record(addr as u64, length as u64);
     match with(|d| {
         if !d.pds.contains(&h) {
             return Err(libc::EINVAL);
@@ -379,6 +381,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
                 addr: addr as u64,
                 len: length as u64,
                 access,
+                frames,
             },
         );
         Ok(key)
