@@ -884,6 +884,17 @@ impl Engine {
         self.rte.unpublish_name(service)
     }
 
+    /// The runtime, with the info objects a spawn request reads at the same time.
+    pub(crate) fn rte_with_infos(&mut self) -> (&mut dyn Rte, &crate::info::InfoTable) {
+        (&mut *self.rte, &self.objects.infos)
+    }
+
+    /// For a spawned process: the port its parents wait at, copied into `out` (see
+    /// [`Rte::parent_port`]).
+    pub fn parent_port(&self, out: &mut [u8]) -> Option<usize> {
+        self.rte.parent_port(out)
+    }
+
     /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.
     pub fn cancel(&mut self, id: ReqId) -> Result<()> {
         self.p2p.pml.cancel(id)

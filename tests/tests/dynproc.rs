@@ -1,5 +1,5 @@
 //! Dynamic processes: name publishing through stormrun's name service, and opening and closing
-//! ports, and connecting two jobs (spawn is not built yet).
+//! ports, connecting two jobs, and spawning jobs.
 
 use stormpi_tests::netns::NetnsHosts;
 use stormpi_tests::{
@@ -140,4 +140,60 @@ fn a_job_without_room_refuses_a_connecting_job() {
     let _ = std::fs::remove_dir_all(&dir);
     client.assert_ok("connect_accept-client");
     server.assert_ok("connect_accept-server");
+}
+
+/// A job of two ranks spawns two children (point-to-point both ways, an intercommunicator
+/// collective), the children spawn a grandchild, and each pair merges and disconnects.
+#[test]
+fn spawn_children_and_grandchildren() {
+    let prog = c_extra_program("spawn");
+    run_job(2, LOOPBACK, &prog, &["basic"]).assert_ok("spawn-basic");
+}
+
+/// `MPI_Comm_spawn_multiple` of two commands: one job, the commands' processes in order, each
+/// with its `MPI_APPNUM`.
+#[test]
+fn spawn_multiple_commands() {
+    let prog = c_extra_program("spawn");
+    run_job(2, LOOPBACK, &prog, &["multiple"]).assert_ok("spawn-multiple");
+}
+
+/// A program that does not exist is `MPI_ERR_SPAWN` at every rank (with stormrun's message),
+/// and the job goes on.
+#[test]
+fn spawn_of_a_missing_program_fails_with_err_spawn() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["missing"]);
+    out.assert_ok("spawn-missing");
+    assert!(
+        out.stderr.contains("does not exist or is not executable")
+            && out.stderr.contains("not found in PATH"),
+        "{}",
+        out.report()
+    );
+}
+
+/// The info keys `path` (where to find the program) and `wdir` (where it runs) are honoured.
+#[test]
+fn spawn_honours_path_and_wdir() {
+    let prog = c_extra_program("spawn");
+    let dir = std::env::temp_dir().join(format!("stormpi-spawn-wdir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = run_job(1, LOOPBACK, &prog, &["wdir", &dir.to_string_lossy()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    out.assert_ok("spawn-wdir");
+}
+
+/// A spawned job that fails ends its parents' job too (as Open MPI does), with stormrun saying
+/// which; so does a spawned program that never calls `MPI_Init`, whose parents would otherwise
+/// wait for it until `dpm_timeout`.
+#[test]
+fn a_failed_spawned_job_ends_the_parents() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["abort"]);
+    out.assert_failed_with(&["called MPI_Abort with error code 3", "failed (status 3)"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
+    let out = run_job(2, LOOPBACK, &prog, &["nompi"]);
+    out.assert_failed_with(&["exited before MPI_Init", "spawned as `1 x true`"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
 }

@@ -65,6 +65,7 @@ pub mod hosts;
 pub mod job;
 pub mod shm;
 pub mod signals;
+pub mod spawned;
 pub mod stdio;
 
 use std::ffi::OsString;

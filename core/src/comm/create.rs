@@ -755,6 +755,8 @@ fn exchange_words(cx: &mut Inside, ch: Leaders, mine: &[u64], theirs: &mut [u64]
 
 mod connect;
 pub use connect::{connect_accept, Meet};
+mod spawn;
+pub use spawn::{connect_parent, spawn, SpawnArgs};
 
 /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
 pub fn dup(cx: &mut Inside, id: CommId) -> Result<CommId> {
