@@ -642,13 +642,24 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn peer_unreachable(&mut self, peer: ProcId) -> ! {
-        let mut msg: heapless::String<160> = heapless::String::new();
-        let _ = write!(
-            msg,
-            "the network to rank {} failed (see the transport's message); messages to and from \
-             it are lost, ending the job",
-            peer.0
-        );
+        let mut msg: heapless::String<200> = heapless::String::new();
+        let world = self.rte.size();
+        let _ = if peer.0 < world {
+            write!(
+                msg,
+                "the network to rank {} failed (see the transport's message); messages to and \
+                 from it are lost, ending the job",
+                peer.0
+            )
+        } else {
+            write!(
+                msg,
+                "the network to process {} of another job (joined by connect/accept or spawn) \
+                 failed (see the transport's message); messages to and from it are lost, ending \
+                 the job",
+                peer.0
+            )
+        };
         self.platform.log(Level::Error, format_args!("{msg}"));
         self.rte.abort(1, &msg)
     }

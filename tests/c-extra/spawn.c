@@ -13,6 +13,11 @@
  *   spawn abort      the child calls MPI_Abort after meeting the parents, who wait for a
  *                    message from it: stormrun must end the parents' job too (no OK line)
  *   spawn nompi      spawns `true`, which never calls MPI_Init: stormrun ends the job
+ *   spawn gone       the child ends (MPI_Finalize) without a word; then the parents send to it:
+ *                    the connection is refused at once, and the job must end promptly with a
+ *                    message naming the process of another job (not wait for dpm_timeout)
+ *   spawn unsupported  (started without a launcher, or under Hydra)
+ *                    MPI_ERR_UNSUPPORTED_OPERATION
  *   spawn wdir DIR   a child started by bare name with the info key path (this program's
  *                    directory) and wdir DIR reports its working directory, which must be DIR
  *
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failures;
@@ -120,6 +126,9 @@ static int child(MPI_Comm parent, int argc, char **argv)
         msg[1] = flag ? *appnum : -1;
         MPI_Send(msg, 2, MPI_INT, 0, 5, parent);
         check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
+    } else if (argc >= 2 && strcmp(argv[1], "finalize") == 0) {
+        MPI_Finalize();
+        return 0;
     } else if (argc >= 2 && strcmp(argv[1], "abort") == 0) {
         role = "aborting child";
         MPI_Abort(MPI_COMM_WORLD, 3);
@@ -206,6 +215,25 @@ int main(int argc, char **argv)
         if (rc == MPI_SUCCESS)
             MPI_Recv(&v, 1, MPI_INT, 0, 1, inter, MPI_STATUS_IGNORE);
         check(0, rank, "the job went on after its spawned job failed");
+    } else if (strcmp(mode, "gone") == 0) {
+        char *args[] = {"finalize", NULL};
+        int v = 1;
+        struct timespec pause = {1, 0};
+        rc = MPI_Comm_spawn(argv[0], args, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                            MPI_ERRCODES_IGNORE);
+        check(rc == MPI_SUCCESS, rank, "MPI_Comm_spawn");
+        nanosleep(&pause, NULL); /* the child has gone by now */
+        if (rc == MPI_SUCCESS && rank == 0) {
+            MPI_Send(&v, 1, MPI_INT, 0, 1, inter);
+            MPI_Recv(&v, 1, MPI_INT, 0, 1, inter, MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        check(0, rank, "the job went on after a send to a process that is gone");
+    } else if (strcmp(mode, "unsupported") == 0) {
+        rc = MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                            MPI_ERRCODES_IGNORE);
+        check(class_of(rc) == MPI_ERR_UNSUPPORTED_OPERATION, rank,
+              "MPI_Comm_spawn without stormrun is not MPI_ERR_UNSUPPORTED_OPERATION");
     } else if (strcmp(mode, "missing") == 0) {
         int codes[2] = {-1, -1};
         rc = MPI_Comm_spawn("/nonexistent/stormpi-no-such-program", MPI_ARGV_NULL, 2,
@@ -245,7 +273,7 @@ int main(int argc, char **argv)
         }
     } else {
         if (rank == 0)
-            fprintf(stderr, "usage: spawn basic|multiple|missing|wdir DIR\n");
+            fprintf(stderr, "usage: spawn basic|multiple|missing|abort|nompi|gone|unsupported|wdir DIR\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
 

@@ -197,3 +197,42 @@ fn a_failed_spawned_job_ends_the_parents() {
     out.assert_failed_with(&["exited before MPI_Init", "spawned as `1 x true`"]);
     assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
 }
+
+/// A process of another job that is gone (its connection is refused at once) ends the job
+/// promptly with a message naming it, instead of leaving a send to it waiting until
+/// `dpm_timeout`.
+#[test]
+fn a_refused_connection_to_another_jobs_process_ends_the_job_promptly() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["gone"]);
+    out.assert_failed_with(&["of another job", "failed"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
+}
+
+/// A process started without a launcher cannot spawn, nor one under Hydra (PMI-1 and PMI-2):
+/// `MPI_ERR_UNSUPPORTED_OPERATION`.
+#[test]
+fn spawn_without_stormrun_is_unsupported() {
+    let prog = c_extra_program("spawn");
+    let mut cmd = std::process::Command::new(&prog);
+    cmd.arg("unsupported");
+    run(cmd, JOB_TIMEOUT).assert_ok("spawn-unsupported");
+    const MPIEXEC: &str = "mpiexec.mpich";
+    if !in_path(MPIEXEC) {
+        eprintln!("\n*** SKIPPED (Hydra part): {MPIEXEC} is not installed ***\n");
+        return;
+    }
+    for protocol in ["pmi1", "pmi2"] {
+        let mut cmd = std::process::Command::new(MPIEXEC);
+        cmd.args(["-n", "2"])
+            .arg(&prog)
+            .arg("unsupported")
+            .env("STORMPI_PMI", protocol);
+        let out = run(cmd, JOB_TIMEOUT);
+        assert!(
+            out.success() && out.has_line("OK spawn-unsupported"),
+            "STORMPI_PMI={protocol}: {}",
+            out.report()
+        );
+    }
+}
