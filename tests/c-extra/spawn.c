@@ -8,7 +8,8 @@
  *                    MPI_Intercomm_merge (parents low) and MPI_Allreduce over the merge, then
  *                    MPI_Comm_disconnect, after which MPI_Comm_get_parent is MPI_COMM_NULL
  *   spawn multiple   MPI_Comm_spawn_multiple of two commands (1 x "A", 2 x "B"): each child
- *                    sends its letter and MPI_APPNUM to the parents' rank 0
+ *                    sends its letter and MPI_APPNUM to the parents' rank 0; MPI_Intercomm_merge
+ *                    with the same `high` at both sides is MPI_ERR_UNSUPPORTED_OPERATION
  *   spawn missing    a program that does not exist: MPI_ERR_SPAWN at every rank, errcodes too
  *   spawn abort      the child calls MPI_Abort after meeting the parents, who wait for a
  *                    message from it: stormrun must end the parents' job too (no OK line)
@@ -86,12 +87,22 @@ static void merge_and_disconnect(MPI_Comm *inter, int rank, int high)
           "MPI_Comm_disconnect");
 }
 
+/* The same `high` at both sides of an intercommunicator with another job is refused alike. */
+static void check_same_high(MPI_Comm inter, int rank)
+{
+    MPI_Comm merged = MPI_COMM_NULL;
+    int rc = MPI_Intercomm_merge(inter, 0, &merged);
+    check(class_of(rc) == MPI_ERR_UNSUPPORTED_OPERATION, rank,
+          "MPI_Intercomm_merge with the same high at both sides across jobs was not refused");
+}
+
 static int child(MPI_Comm parent, int argc, char **argv)
 {
     int rank, size, i;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
     if (argc >= 2 && strcmp(argv[1], "child") == 0) {
         /* The children of "basic": data with the parents, then a grandchild of their own. */
         MPI_Comm grand;
@@ -125,6 +136,7 @@ static int child(MPI_Comm parent, int argc, char **argv)
         msg[0] = argv[2][0];
         msg[1] = flag ? *appnum : -1;
         MPI_Send(msg, 2, MPI_INT, 0, 5, parent);
+        check_same_high(parent, rank);
         check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
     } else if (argc >= 2 && strcmp(argv[1], "finalize") == 0) {
         MPI_Finalize();
@@ -203,6 +215,7 @@ int main(int argc, char **argv)
                     check(msg[1] == apps[i], rank, "a child's MPI_APPNUM");
                 }
             }
+            check_same_high(inter, rank);
             check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
         }
     } else if (strcmp(mode, "abort") == 0 || strcmp(mode, "nompi") == 0) {
