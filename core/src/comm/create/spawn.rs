@@ -183,9 +183,11 @@ fn launch(
             .ok_or(Error::bad_arg("the processes to spawn overflow a count"))?;
     }
     let max = e.params().u32(&crate::engine::DPM_MAX_PROCS);
-    if *total > max {
+    // Slots are not reused: a process that has met many jobs may have none left for these.
+    let free = (e.p2p.procs.len() as u32).saturating_sub(e.next_slot());
+    if *total > free {
         return Err(Error::exhausted(
-            "process slots for processes of other jobs (spawned ones count)",
+            "process slots for processes of other jobs (spawned ones count; slots are not reused)",
             max,
             crate::engine::DPM_MAX_PROCS.name,
         ));
