@@ -15,7 +15,8 @@
 # C file compiles much sooner so on CI's two cores.
 #
 # Excluded from both runs (-e): the tests of dynamic processes (spawn, dynproc, mpi4py.futures
-# and mpi4py.util.pool, which spawn their workers), the chapter stormpi does not have yet.
+# and mpi4py.util.pool, which spawn their workers), which the suite runs at every rank count
+# with many workers; mpi4py.futures is run on its own afterwards (tests/mpi4py/futures_map.py).
 # The run fails when stormpi shows a failing or erroring test that the reference does not show
 # at the same rank count (or, for a count the reference does not run, at none of its counts).
 # The reference runs at one rank by default: Debian's MPICH 4.0.2 passes the whole suite there,
@@ -125,4 +126,17 @@ for np in $nps; do
     fi
 done
 [ $status = 0 ] && log "stormpi fails no test that MPICH passes"
+
+# mpi4py.futures on its own (its workers come from MPI_Comm_spawn): an MPIPoolExecutor of two
+# workers maps a function over 100 inputs (tests/mpi4py/futures_map.py).
+log "stormpi, mpi4py.futures: MPIPoolExecutor map over 100 inputs"
+if timeout 300 env MPIEXEC_TIMEOUT=240 "$work/prefix/bin/stormrun" -n 1 \
+    "$work/venv-stormpi/bin/python" "$root/tests/mpi4py/futures_map.py" >"$work/futures.log" 2>&1 &&
+    grep -qx "OK futures_map" "$work/futures.log"; then
+    log "mpi4py.futures: OK"
+else
+    status=1
+    log "mpi4py.futures failed:"
+    tail -15 "$work/futures.log"
+fi
 exit $status

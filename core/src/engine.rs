@@ -642,13 +642,24 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn peer_unreachable(&mut self, peer: ProcId) -> ! {
-        let mut msg: heapless::String<160> = heapless::String::new();
-        let _ = write!(
-            msg,
-            "the network to rank {} failed (see the transport's message); messages to and from \
-             it are lost, ending the job",
-            peer.0
-        );
+        let mut msg: heapless::String<200> = heapless::String::new();
+        let world = self.rte.size();
+        let _ = if peer.0 < world {
+            write!(
+                msg,
+                "the network to rank {} failed (see the transport's message); messages to and \
+                 from it are lost, ending the job",
+                peer.0
+            )
+        } else {
+            write!(
+                msg,
+                "the network to process {} of another job (joined by connect/accept or spawn) \
+                 failed (see the transport's message); messages to and from it are lost, ending \
+                 the job",
+                peer.0
+            )
+        };
         self.platform.log(Level::Error, format_args!("{msg}"));
         self.rte.abort(1, &msg)
     }
@@ -882,6 +893,17 @@ impl Engine {
     /// Withdraws `service` from the runtime's name service.
     pub fn unpublish_name(&mut self, service: &str) -> Result<()> {
         self.rte.unpublish_name(service)
+    }
+
+    /// The runtime, with the info objects a spawn request reads at the same time.
+    pub(crate) fn rte_with_infos(&mut self) -> (&mut dyn Rte, &crate::info::InfoTable) {
+        (&mut *self.rte, &self.objects.infos)
+    }
+
+    /// For a spawned process: the port its parents wait at, copied into `out` (see
+    /// [`Rte::parent_port`]).
+    pub fn parent_port(&self, out: &mut [u8]) -> Option<usize> {
+        self.rte.parent_port(out)
     }
 
     /// Cancels a pending receive (`MPI_Cancel`); sends are not cancellable and complete normally.

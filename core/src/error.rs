@@ -128,6 +128,8 @@ pub enum ErrorClass {
     Port = 38,
     /// MPI_ERR_SERVICE
     Service = 41,
+    /// MPI_ERR_SPAWN
+    Spawn = 42,
 }
 
 impl ErrorClass {
@@ -193,6 +195,7 @@ impl ErrorClass {
             ErrorClass::Name => "MPI_ERR_NAME",
             ErrorClass::Port => "MPI_ERR_PORT",
             ErrorClass::Service => "MPI_ERR_SERVICE",
+            ErrorClass::Spawn => "MPI_ERR_SPAWN",
         }
     }
 
@@ -258,6 +261,7 @@ impl ErrorClass {
             ErrorClass::Name => "service name not published",
             ErrorClass::Port => "invalid port name",
             ErrorClass::Service => "invalid service name (not published, or published already)",
+            ErrorClass::Spawn => "processes could not be spawned",
         }
     }
 
@@ -323,6 +327,7 @@ impl ErrorClass {
             33 => ErrorClass::Name,
             38 => ErrorClass::Port,
             41 => ErrorClass::Service,
+            42 => ErrorClass::Spawn,
             _ => return None,
         })
     }

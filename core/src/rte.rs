@@ -53,12 +53,42 @@ pub trait Rte: Send {
         let _ = service;
         Err(no_name_service())
     }
+    /// Starts the processes `req` describes as a new job (`MPI_Comm_spawn`,
+    /// `MPI_Comm_spawn_multiple`), telling them `parent_port`, the port their root connects to.
+    /// Returns once the launcher has started them (or refused: `MPI_ERR_SPAWN`).
+    fn spawn(&mut self, req: &dyn SpawnRequest, parent_port: &str) -> Result<()> {
+        let _ = (req, parent_port);
+        Err(Error::unsupported(
+            "MPI_Comm_spawn without a launcher that starts jobs (start with stormrun)",
+        ))
+    }
+    /// For a process started by a spawn: copies the port its parents wait at into `out` and
+    /// returns its length; `None` for a process that was not spawned.
+    fn parent_port(&self, out: &mut [u8]) -> Option<usize> {
+        let _ = out;
+        None
+    }
     /// Ends the whole job with `code`, telling the launcher why.
     fn abort(&mut self, code: i32, msg: &str) -> !;
     /// Leaves the runtime at MPI_Finalize.
     fn finalize(&mut self) -> Result<()> {
         Ok(())
     }
+}
+
+/// What an `MPI_Comm_spawn(_multiple)` asks a runtime to start: one or more commands, each
+/// with its arguments, process count and info (the keys the launcher acts on, e.g. `wdir`).
+pub trait SpawnRequest {
+    /// Number of commands.
+    fn commands(&self) -> usize;
+    /// Command `i`'s program.
+    fn command(&self, i: usize) -> Result<&str>;
+    /// Calls `each` with command `i`'s arguments in order (not the program name).
+    fn args(&self, i: usize, each: &mut dyn FnMut(&str) -> Result<()>) -> Result<()>;
+    /// How many processes run command `i`.
+    fn maxprocs(&self, i: usize) -> u32;
+    /// Calls `each` with every (key, value) of command `i`'s info.
+    fn info(&self, i: usize, each: &mut dyn FnMut(&str, &str) -> Result<()>) -> Result<()>;
 }
 
 /// The error of a runtime without a name service (a singleton, the node build).

@@ -3,9 +3,10 @@
 use std::sync::OnceLock;
 
 use stormpi_bootstrap::pmi::names::NameFault;
+use stormpi_bootstrap::pmi::spawn::{SpawnCommand, PARENT_PORT_ENV, PARENT_PORT_KEY};
 use stormpi_bootstrap::pmi::{PmiClient, PmiError};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
-use stormpi_core::rte::{ProcId, Rte, Singleton};
+use stormpi_core::rte::{ProcId, Rte, Singleton, SpawnRequest};
 
 fn pmi_error(what: &'static str, e: PmiError) -> Error {
     eprintln!("stormpi: PMI: {what}: {e}");
@@ -225,6 +226,56 @@ impl Rte for PmiRte {
         self.client()
             .unpublish_name(service)
             .map_err(|e| name_error("unpublishing a service name", e))
+    }
+
+    fn spawn(&mut self, req: &dyn SpawnRequest, parent_port: &str) -> Result<()> {
+        let mut cmds = Vec::with_capacity(req.commands());
+        for i in 0..req.commands() {
+            let mut cmd = SpawnCommand {
+                command: req.command(i)?.to_string(),
+                maxprocs: req.maxprocs(i),
+                preput: vec![(PARENT_PORT_KEY.to_string(), parent_port.to_string())],
+                ..SpawnCommand::default()
+            };
+            req.args(i, &mut |a| {
+                cmd.args.push(a.to_string());
+                Ok(())
+            })?;
+            req.info(i, &mut |k, v| {
+                cmd.info.push((k.to_string(), v.to_string()));
+                Ok(())
+            })?;
+            cmds.push(cmd);
+        }
+        self.client().spawn(&cmds).map_err(|e| match e {
+            PmiError::Unsupported(_) => {
+                eprintln!("stormpi: MPI_Comm_spawn: {e}");
+                Error::unsupported("MPI_Comm_spawn under this launcher (stormrun serves it)")
+            }
+            // The launcher printed why it refused.
+            PmiError::Refused { .. } => Error::new(
+                ErrorClass::Spawn,
+                Reason::BadArgument {
+                    what: "the launcher could not start the processes (its message says why)",
+                },
+            ),
+            PmiError::Malformed(ref why) if why.contains("line break") => Error::new(
+                ErrorClass::Spawn,
+                Reason::BadArgument {
+                    what: "a spawn command, argument or info value holds a line break",
+                },
+            ),
+            e => pmi_error("spawn", e),
+        })
+    }
+
+    fn parent_port(&self, out: &mut [u8]) -> Option<usize> {
+        let port = std::env::var(PARENT_PORT_ENV)
+            .ok()
+            .filter(|p| !p.is_empty())?;
+        let n = port.len().min(out.len());
+        out[..n].copy_from_slice(&port.as_bytes()[..n]);
+        Some(n)
     }
 
     fn abort(&mut self, code: i32, msg: &str) -> ! {

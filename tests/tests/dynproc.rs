@@ -1,5 +1,5 @@
 //! Dynamic processes: name publishing through stormrun's name service, and opening and closing
-//! ports, and connecting two jobs (spawn is not built yet).
+//! ports, connecting two jobs, and spawning jobs.
 
 use stormpi_tests::netns::NetnsHosts;
 use stormpi_tests::{
@@ -140,4 +140,99 @@ fn a_job_without_room_refuses_a_connecting_job() {
     let _ = std::fs::remove_dir_all(&dir);
     client.assert_ok("connect_accept-client");
     server.assert_ok("connect_accept-server");
+}
+
+/// A job of two ranks spawns two children (point-to-point both ways, an intercommunicator
+/// collective), the children spawn a grandchild, and each pair merges and disconnects.
+#[test]
+fn spawn_children_and_grandchildren() {
+    let prog = c_extra_program("spawn");
+    run_job(2, LOOPBACK, &prog, &["basic"]).assert_ok("spawn-basic");
+}
+
+/// `MPI_Comm_spawn_multiple` of two commands: one job, the commands' processes in order, each
+/// with its `MPI_APPNUM`.
+#[test]
+fn spawn_multiple_commands() {
+    let prog = c_extra_program("spawn");
+    run_job(2, LOOPBACK, &prog, &["multiple"]).assert_ok("spawn-multiple");
+}
+
+/// A program that does not exist is `MPI_ERR_SPAWN` at every rank (with stormrun's message),
+/// and the job goes on.
+#[test]
+fn spawn_of_a_missing_program_fails_with_err_spawn() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["missing"]);
+    out.assert_ok("spawn-missing");
+    assert!(
+        out.stderr.contains("does not exist or is not executable")
+            && out.stderr.contains("not found in PATH"),
+        "{}",
+        out.report()
+    );
+}
+
+/// The info keys `path` (where to find the program) and `wdir` (where it runs) are honoured.
+#[test]
+fn spawn_honours_path_and_wdir() {
+    let prog = c_extra_program("spawn");
+    let dir = std::env::temp_dir().join(format!("stormpi-spawn-wdir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = run_job(1, LOOPBACK, &prog, &["wdir", &dir.to_string_lossy()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    out.assert_ok("spawn-wdir");
+}
+
+/// A spawned job that fails ends its parents' job too (as Open MPI does), with stormrun saying
+/// which; so does a spawned program that never calls `MPI_Init`, whose parents would otherwise
+/// wait for it until `dpm_timeout`.
+#[test]
+fn a_failed_spawned_job_ends_the_parents() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["abort"]);
+    out.assert_failed_with(&["called MPI_Abort with error code 3", "failed (status 3)"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
+    let out = run_job(2, LOOPBACK, &prog, &["nompi"]);
+    out.assert_failed_with(&["exited before MPI_Init", "spawned as `1 x true`"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
+}
+
+/// A process of another job that is gone (its connection is refused at once) ends the job
+/// promptly with a message naming it, instead of leaving a send to it waiting until
+/// `dpm_timeout`.
+#[test]
+fn a_refused_connection_to_another_jobs_process_ends_the_job_promptly() {
+    let prog = c_extra_program("spawn");
+    let out = run_job(2, LOOPBACK, &prog, &["gone"]);
+    out.assert_failed_with(&["of another job", "failed"]);
+    assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
+}
+
+/// A process started without a launcher cannot spawn, nor one under Hydra (PMI-1 and PMI-2):
+/// `MPI_ERR_UNSUPPORTED_OPERATION`.
+#[test]
+fn spawn_without_stormrun_is_unsupported() {
+    let prog = c_extra_program("spawn");
+    let mut cmd = std::process::Command::new(&prog);
+    cmd.arg("unsupported");
+    run(cmd, JOB_TIMEOUT).assert_ok("spawn-unsupported");
+    const MPIEXEC: &str = "mpiexec.mpich";
+    if !in_path(MPIEXEC) {
+        eprintln!("\n*** SKIPPED (Hydra part): {MPIEXEC} is not installed ***\n");
+        return;
+    }
+    for protocol in ["pmi1", "pmi2"] {
+        let mut cmd = std::process::Command::new(MPIEXEC);
+        cmd.args(["-n", "2"])
+            .arg(&prog)
+            .arg("unsupported")
+            .env("STORMPI_PMI", protocol);
+        let out = run(cmd, JOB_TIMEOUT);
+        assert!(
+            out.success() && out.has_line("OK spawn-unsupported"),
+            "STORMPI_PMI={protocol}: {}",
+            out.report()
+        );
+    }
 }

@@ -24,8 +24,10 @@ use super::agent::{self, LaunchAgent};
 use super::bind;
 use super::shm;
 use super::signals::SignalPipe;
+use super::spawned::{self, Inherited, Spawned};
 use super::stdio::{self, Dest, Forwarder};
 use crate::auth::Key;
+use crate::pmi::spawn::SpawnCommand;
 use crate::pmi::{port, PmiServer, ServerEvent};
 use crate::sys::{self, Exit};
 
@@ -194,6 +196,12 @@ struct Job {
     /// This job's locked mark file in the shared-memory directory (see
     /// [`shm::mark_launcher`]), held until the launcher exits.
     _mark: Option<std::fs::File>,
+    /// Jobs the ranks started with `MPI_Comm_spawn` (see [`spawned`]).
+    spawned: Vec<Spawned>,
+    /// What those jobs inherit from this one.
+    inherited: Inherited,
+    /// This job was spawned: its parents wait for every rank to meet them in `MPI_Init`.
+    is_spawned: bool,
 }
 
 /// Runs the job to completion and returns stormrun's exit status: 0 when
@@ -225,6 +233,13 @@ pub fn run(cfg: JobConfig, signals: SignalPipe) -> i32 {
         drain_until: None,
         next_reap: now,
         pmi_port: 0,
+        spawned: Vec::new(),
+        inherited: Inherited {
+            env: cfg.env.clone(),
+            tag_output: cfg.tag_output,
+            wdir: cfg.wdir.clone(),
+        },
+        is_spawned: std::env::var_os(crate::pmi::spawn::PARENT_PORT_ENV).is_some(),
     };
 
     match Key::generate() {
@@ -496,7 +511,9 @@ impl Job {
             if self.check_timers(now) {
                 return;
             }
-            if self.ranks.iter().all(|r| !r.running()) {
+            // Spawned jobs outlive their parents' ranks, not their parents' launcher.
+            if self.ranks.iter().all(|r| !r.running()) && !self.spawned.iter().any(Spawned::running)
+            {
                 let until = *self.drain_until.get_or_insert(now + DRAIN);
                 let output_open = self
                     .ranks
@@ -600,7 +617,9 @@ impl Job {
         if let Some(t) = &self.teardown {
             if !t.sigkill_sent {
                 at = at.min(t.sigkill_at);
-            } else if self.ranks.iter().any(Rank::running) {
+            } else if self.ranks.iter().any(Rank::running)
+                || self.spawned.iter().any(Spawned::running)
+            {
                 at = at.min(t.give_up_at);
             }
         }
@@ -636,13 +655,23 @@ impl Job {
             self.signal_running(libc::SIGKILL);
             return false;
         }
-        if t.sigkill_sent && now >= t.give_up_at && self.ranks.iter().any(Rank::running) {
+        let spawned_running = self.spawned.iter().any(Spawned::running);
+        if t.sigkill_sent
+            && now >= t.give_up_at
+            && (self.ranks.iter().any(Rank::running) || spawned_running)
+        {
             let stuck: Vec<String> = self
                 .ranks
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.running())
                 .map(|(i, r)| format!("rank {i} (pid {})", r.pid))
+                .chain(
+                    self.spawned
+                        .iter()
+                        .filter(|s| s.running())
+                        .map(|s| format!("the spawned job's stormrun (pid {})", s.pid)),
+                )
                 .collect();
             eprintln!(
                 "stormrun: {} did not exit after SIGKILL; giving up on waiting",
@@ -714,12 +743,49 @@ impl Job {
             ServerEvent::Rejected { peer, reason } => {
                 eprintln!("stormrun: refused a PMI connection from {peer}: it {reason}");
             }
+            ServerEvent::Spawn { rank, commands } => self.on_spawn(rank, &commands),
             ServerEvent::Finalized { .. } | ServerEvent::Disconnected { .. } => {}
         }
     }
 
-    /// Collects the exit of every rank that has ended.
+    /// Starts the job a rank asked for with `MPI_Comm_spawn`, and answers the rank: started, or
+    /// refused (the reason printed here; the rank gets `MPI_ERR_SPAWN`).
+    fn on_spawn(&mut self, rank: u32, commands: &[SpawnCommand]) {
+        let started = if self.teardown.is_some() {
+            Err("the job is ending".to_string())
+        } else {
+            std::env::current_exe()
+                .map_err(|e| format!("cannot find stormrun's own program: {e}"))
+                .and_then(|me| spawned::start(&me, commands, &self.inherited))
+        };
+        let answer = match started {
+            Ok(job) => {
+                self.spawned.push(job);
+                Ok(())
+            }
+            Err(why) => {
+                eprintln!(
+                    "stormrun: {} asked to spawn `{}`: {why}",
+                    self.describe(rank),
+                    commands
+                        .iter()
+                        .map(|c| c.command.as_str())
+                        .collect::<Vec<_>>()
+                        .join("`, `")
+                );
+                Err(why)
+            }
+        };
+        let mut events = Vec::new();
+        self.server.answer_spawn(rank, answer, &mut events);
+        for ev in events {
+            self.on_pmi_event(ev);
+        }
+    }
+
+    /// Collects the exit of every rank and spawned job that has ended.
     fn reap(&mut self) {
+        self.reap_spawned();
         for i in 0..self.ranks.len() {
             if !self.ranks[i].running() {
                 continue;
@@ -745,6 +811,20 @@ impl Job {
                     format!("{who} exited with status 0 before MPI_Finalize; job aborted"),
                     1,
                 ),
+                // A spawned job's parents wait for all of it in MPI_Comm_spawn.
+                Exit::Code(0)
+                    if self.is_spawned
+                        && !self.server.is_finalized(rank)
+                        && self.ranks[i].host.is_none() =>
+                {
+                    self.fail(
+                        format!(
+                            "{who} exited before MPI_Init, but a spawned program must be an MPI \
+                             program (its parents wait for it); job aborted"
+                        ),
+                        1,
+                    )
+                }
                 Exit::Code(0) => {}
                 // ssh's status when it cannot reach or log in to the host; the
                 // rank never got to MPI_Init.
@@ -779,6 +859,38 @@ impl Job {
                     ),
                     1,
                 ),
+            }
+        }
+    }
+
+    /// Collects the exit of every spawned job that has ended: a failed one ends this job too,
+    /// as Open MPI ends every job of a run when one fails.
+    fn reap_spawned(&mut self) {
+        for i in 0..self.spawned.len() {
+            if !self.spawned[i].running() {
+                continue;
+            }
+            let Some(exit) = sys::try_reap(self.spawned[i].pid) else {
+                continue;
+            };
+            self.spawned[i].exit = Some(exit);
+            let who = format!(
+                "the job spawned as `{}` (stormrun pid {})",
+                self.spawned[i].what, self.spawned[i].pid
+            );
+            match exit {
+                Exit::Code(0) => {}
+                Exit::Code(code) => {
+                    self.fail(format!("{who} failed (status {code}); job aborted"), code)
+                }
+                Exit::Signal(sig) => self.fail(
+                    format!(
+                        "{who} was killed by signal {sig} ({}); job aborted",
+                        sys::signal_name(sig)
+                    ),
+                    128 + sig,
+                ),
+                Exit::Unknown => {}
             }
         }
     }
@@ -856,6 +968,9 @@ impl Job {
     fn signal_running(&self, sig: i32) {
         for r in self.ranks.iter().filter(|r| r.running()) {
             sys::signal_group(r.pid, sig);
+        }
+        for s in self.spawned.iter().filter(|s| s.running()) {
+            sys::signal_group(s.pid, sig);
         }
     }
 

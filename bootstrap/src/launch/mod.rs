@@ -30,6 +30,7 @@
 //! | `STORMPI_NUM_CORES` | cores usable on the rank's host before binding (for a remote rank set by the exec helper there) |
 //! | `STORMPI_BIND_REQUEST` | remote ranks: how the exec helper binds them (see [`bind`]); removed before the program runs |
 //! | `STORMPI_MCA_<NAME>` | value of `--mca NAME VALUE` |
+//! | `STORMPI_PARENT_PORT` | ranks of a job started by `MPI_Comm_spawn`: the port their parents wait at (see [`spawned`]) |
 //! | `STORMPI_MCA_CMDLINE` | the NAMEs of those, comma-separated (the library reports their source as the command line) |
 //!
 //! Each rank (for a remote rank: its agent) runs in its own process group;
@@ -65,6 +66,7 @@ pub mod hosts;
 pub mod job;
 pub mod shm;
 pub mod signals;
+pub mod spawned;
 pub mod stdio;
 
 use std::ffi::OsString;

@@ -9,6 +9,7 @@ use super::error::PmiError;
 use super::names::{self, NameFault};
 use super::pmix;
 use super::port;
+use super::spawn::SpawnCommand;
 use super::transport::{LineChannel, Transport};
 use super::v1;
 use super::v2;
@@ -552,6 +553,23 @@ impl PmiClient {
             Protocol::Pmix(_) => return Err(no_pmix_names()),
         };
         r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))
+    }
+
+    /// Asks the launcher to start `cmds` as a new job (`MPI_Comm_spawn`). Served by stormrun's
+    /// PMI-1 server; under other launchers `PmiError::Unsupported` says why.
+    pub fn spawn(&mut self, cmds: &[SpawnCommand]) -> Result<(), PmiError> {
+        match &mut self.proto {
+            // Only stormrun passes a started job the parents' port (STORMPI_PARENT_PORT);
+            // Hydra's children would look for it in their key-value space.
+            Protocol::V1(s) if std::env::var_os(port::KEY_ENV).is_some() => s.spawn(cmds),
+            Protocol::V1(_) => Err(PmiError::Unsupported(
+                "spawn through a PMI-1 launcher other than stormrun (Hydra)".into(),
+            )),
+            Protocol::V2(_) => Err(PmiError::Unsupported(
+                "spawn through PMI-2 (Slurm's --mpi=pmi2, Hydra)".into(),
+            )),
+            Protocol::Pmix(_) => Err(PmiError::Unsupported("spawn through PMIx".into())),
+        }
     }
 
     /// Leaves the job. Call once, after the last `get`/`fence`.

@@ -14,7 +14,7 @@
 //! handshake, `v1` the PMI-1 client exchange, `v2` PMI-2's wire format and
 //! client exchange (Slurm's `--mpi=pmi2`), `value` the encoding of binary
 //! values into PMI's text space, `names` the launcher's table of published
-//! service names, `client` the public API over those and the
+//! service names, `spawn` the spawn request's multi-line form, `client` the public API over those and the
 //! choice of protocol.
 
 mod client;
@@ -23,6 +23,7 @@ pub mod names;
 mod pmix;
 pub mod port;
 mod server;
+pub mod spawn;
 mod transport;
 mod v1;
 pub mod v2;

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::names::Names;
 use super::port::{self, Challenged};
+use super::spawn::{self, SpawnCommand};
 use super::transport::Transport;
 use super::wire::{self, excerpt, Message, MAX_LINE};
 use crate::auth::Key;
@@ -89,6 +90,14 @@ pub enum ServerEvent {
         /// The rank.
         rank: u32,
     },
+    /// The rank asked to start processes as a new job (`mcmd=spawn`, see
+    /// [`super::spawn`]); the launcher answers with [`PmiServer::answer_spawn`].
+    Spawn {
+        /// The rank.
+        rank: u32,
+        /// The commands, in order.
+        commands: Vec<SpawnCommand>,
+    },
     /// A TCP connection was refused: it did not identify as a remote rank
     /// that is still expected. It has been closed. For logging.
     Rejected {
@@ -122,6 +131,12 @@ struct Conn {
     claimed: bool,
     /// Where the connection is in proving who it is.
     auth: Auth,
+    /// The lines of a spawn block being received (after `mcmd=`, before `endcmd`).
+    mcmd: Option<Vec<(String, String)>>,
+    /// The commands of a spawn request whose last block has not come yet.
+    spawn_commands: Vec<SpawnCommand>,
+    /// Skipping the rest of a refused spawn block, up to its `endcmd`.
+    mcmd_skip: bool,
 }
 
 /// How far a connection has come in proving which rank it is.
@@ -628,7 +643,7 @@ impl PmiServer {
                 }
             }
             match wire::take_line(&mut conn.inbuf) {
-                Some(line) => self.handle_line(rank, &line, events),
+                Some(line) => self.serve_line(rank, &line, events),
                 None => {
                     if conn.inbuf.len() > MAX_LINE {
                         conn.inbuf.clear();
@@ -643,6 +658,81 @@ impl PmiServer {
                 }
             }
         }
+    }
+
+    /// Serves one line from `rank`: a line of a spawn request's block, or a command.
+    fn serve_line(&mut self, rank: u32, line: &[u8], events: &mut Vec<ServerEvent>) {
+        let r = rank as usize;
+        let conn = &mut self.conns[r];
+        if conn.mcmd_skip {
+            conn.mcmd_skip = line != b"endcmd";
+            return;
+        }
+        let starts = line.starts_with(b"mcmd=") && conn.auth == Auth::Done;
+        if conn.mcmd.is_none() && !starts {
+            return self.handle_line(rank, line, events);
+        }
+        let mut block = conn.mcmd.take().unwrap_or_default();
+        let refused = if line == b"endcmd" {
+            match spawn::parse_block(&block) {
+                Ok(b) if b.index == conn.spawn_commands.len() + 1 => {
+                    conn.spawn_commands.push(b.command);
+                    if b.index == b.total {
+                        let commands = std::mem::take(&mut conn.spawn_commands);
+                        events.push(ServerEvent::Spawn { rank, commands });
+                    }
+                    None
+                }
+                Ok(b) => Some(format!(
+                    "spawn block {} came after {} blocks",
+                    b.index,
+                    conn.spawn_commands.len()
+                )),
+                Err(why) => Some(why),
+            }
+        } else if block.len() >= spawn::MAX_BLOCK_LINES {
+            Some(format!(
+                "a spawn block is longer than {} lines",
+                spawn::MAX_BLOCK_LINES
+            ))
+        } else {
+            match spawn::split_line(line) {
+                Ok(kv) => {
+                    block.push(kv);
+                    conn.mcmd = Some(block);
+                    None
+                }
+                Err(why) => Some(why),
+            }
+        };
+        if let Some(why) = refused {
+            // The rest of a refused block is not served as commands: it ends at `endcmd`.
+            let conn = &mut self.conns[r];
+            conn.mcmd_skip = line != b"endcmd";
+            conn.spawn_commands.clear();
+            self.answer_spawn(rank, Err(why.clone()), events);
+            events.push(ServerEvent::ProtocolError {
+                rank,
+                detail: format!("sent a malformed spawn request: {why}"),
+            });
+        }
+    }
+
+    /// Answers `rank`'s spawn request: started (`Ok`), or refused for the reason given.
+    pub fn answer_spawn(
+        &mut self,
+        rank: u32,
+        result: Result<(), String>,
+        events: &mut Vec<ServerEvent>,
+    ) {
+        let reply = match result {
+            Ok(()) => Message::new("spawn_result").arg("rc", 0),
+            Err(why) => Message::new("spawn_result")
+                .arg("rc", -1)
+                .arg("msg", why.replace(' ', "_")),
+        };
+        self.reply(rank, &reply);
+        self.flush(rank, events);
     }
 
     /// Serves one complete command line from `rank`.
@@ -761,11 +851,13 @@ impl PmiServer {
             "spawn" => {
                 let reply = Message::new("spawn_result")
                     .arg("rc", -1)
-                    .arg("msg", "not_supported_by_stormrun");
+                    .arg("msg", "stormrun_serves_spawn_as_mcmd_blocks_only");
                 self.reply(rank, &reply);
                 events.push(ServerEvent::ProtocolError {
                     rank,
-                    detail: format!("asked for `{}`, which stormrun does not support", msg.cmd),
+                    detail: "sent `cmd=spawn`; stormrun serves spawn in MPICH's multi-line \
+                             `mcmd=spawn` form only"
+                        .into(),
                 });
             }
             other => {
@@ -1182,6 +1274,60 @@ mod tests {
     }
 
     #[test]
+    fn spawn_blocks_become_one_event_and_get_one_answer() {
+        use crate::pmi::spawn::{encode, SpawnCommand};
+        let (mut s, mut c) = setup(2);
+        let cmds = vec![
+            SpawnCommand {
+                command: "a".into(),
+                args: vec!["x y".into()],
+                maxprocs: 2,
+                info: vec![("wdir".into(), "/tmp".into())],
+                preput: vec![("k".into(), "v".into())],
+            },
+            SpawnCommand {
+                command: "b".into(),
+                maxprocs: 1,
+                ..SpawnCommand::default()
+            },
+        ];
+        let wire = encode(&cmds).unwrap();
+        // Split anywhere: blocks are framed by lines, not by reads.
+        let (head, tail) = wire.split_at(wire.len() / 2);
+        assert!(send(&mut s, &mut c, 1, head).is_empty());
+        let ev = send(&mut s, &mut c, 1, tail);
+        assert_eq!(
+            ev,
+            vec![ServerEvent::Spawn {
+                rank: 1,
+                commands: cmds
+            }]
+        );
+        let mut events = Vec::new();
+        s.answer_spawn(1, Ok(()), &mut events);
+        assert_eq!(recv(&mut c, 1), "cmd=spawn_result rc=0\n");
+        s.answer_spawn(1, Err("no such program".into()), &mut events);
+        assert_eq!(
+            recv(&mut c, 1),
+            "cmd=spawn_result rc=-1 msg=no_such_program\n"
+        );
+        // A block without its program is refused once, and commands after it are served.
+        let ev = send(
+            &mut s,
+            &mut c,
+            0,
+            b"mcmd=spawn\nnprocs=1\ntotspawns=1\nspawnssofar=1\nargcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n",
+        );
+        assert!(
+            matches!(&ev[..], [ServerEvent::ProtocolError { rank: 0, detail }] if detail.contains("execname")),
+            "{ev:?}"
+        );
+        assert!(recv(&mut c, 0).starts_with("cmd=spawn_result rc=-1 msg="));
+        send(&mut s, &mut c, 0, b"cmd=get_maxes\n");
+        assert!(recv(&mut c, 0).starts_with("cmd=maxes "));
+    }
+
+    #[test]
     fn garbage_gets_an_error_reply_and_an_event() {
         let (mut s, mut c) = setup(1);
         let ev = send(&mut s, &mut c, 0, b"\x00\xffhello there\n");
@@ -1209,7 +1355,7 @@ mod tests {
         send(&mut s, &mut c, 0, b"cmd=spawn nprocs=1\n");
         assert_eq!(
             recv(&mut c, 0),
-            "cmd=spawn_result rc=-1 msg=not_supported_by_stormrun\n"
+            "cmd=spawn_result rc=-1 msg=stormrun_serves_spawn_as_mcmd_blocks_only\n"
         );
         send(&mut s, &mut c, 0, b"cmd=lookup_name service=x\n");
         assert_eq!(

@@ -151,6 +151,17 @@ impl Session {
         call(&mut self.chan, &req, "unpublish_result").map(drop)
     }
 
+    /// Asks the launcher to start `cmds` as a new job (MPICH's multi-line `mcmd=spawn` blocks,
+    /// one reply after the last).
+    pub(crate) fn spawn(&mut self, cmds: &[super::spawn::SpawnCommand]) -> Result<(), PmiError> {
+        let wire = super::spawn::encode(cmds).map_err(PmiError::Malformed)?;
+        self.chan.send_raw(&wire)?;
+        let line = self.chan.recv()?;
+        let reply = Message::parse(&line)
+            .map_err(|e| PmiError::Malformed(format!("{e}: `{}`", excerpt(&line))))?;
+        check_reply(&Message::new("spawn"), "spawn_result", reply).map(drop)
+    }
+
     /// Tells the launcher to abort the job; no reply is defined.
     pub(crate) fn abort(&mut self, code: i32, msg: &str) -> Result<(), PmiError> {
         let mut req = Message::new("abort").arg("exitcode", code);

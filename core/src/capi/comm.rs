@@ -102,11 +102,11 @@ super::mpi! {
     }
 
     fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut abi::MPI_Comm) {
-        // No process is started by MPI_Comm_spawn yet, so none has a parent: the standard's
-        // answer for a process that was not spawned is MPI_COMM_NULL.
+        // MPI_COMM_NULL for a process that was not spawned, or once the parent is freed.
         code(run("MPI_Comm_get_parent", None, |_| {
+            let h = super::state::PARENT.load(core::sync::atomic::Ordering::Acquire);
             // SAFETY: MPI requires `parent` to point to an MPI_Comm (`out` refuses NULL).
-            unsafe { out(parent, abi::MPI_COMM_NULL) }
+            unsafe { out(parent, h) }
         }))
     }
 
@@ -126,6 +126,13 @@ super::mpi! {
             Ok(())
         });
         if r.is_ok() {
+            // A freed parent is gone for MPI_Comm_get_parent too (its handle may be reused).
+            let _ = super::state::PARENT.compare_exchange(
+                h,
+                abi::MPI_COMM_NULL,
+                core::sync::atomic::Ordering::AcqRel,
+                core::sync::atomic::Ordering::Acquire,
+            );
             // SAFETY: as above.
             unsafe { *comm = abi::MPI_COMM_NULL };
         }

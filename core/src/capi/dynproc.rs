@@ -5,7 +5,8 @@
 //!
 //! `MPI_Comm_accept`/`MPI_Comm_connect` make an intercommunicator with another job
 //! ([`crate::comm::create::connect_accept`]), as does `MPI_Comm_join` over a connected socket.
-//! Spawn is not built yet (it stays in `unsupported`).
+//! `MPI_Comm_spawn`/`MPI_Comm_spawn_multiple` start a new job through the runtime and meet it
+//! the same way ([`crate::comm::create::spawn`]).
 
 use core::ffi::{c_char, c_int, CStr};
 
@@ -13,7 +14,9 @@ use super::abi;
 use super::env::{code, run, run_comm_inside};
 use super::handles::{self, out};
 use crate::comm::create::Meet;
+use crate::comm::create::SpawnArgs;
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::info::InfoId;
 
 /// Longest service or port name, in bytes, without the NUL.
 const MAX_NAME: usize = abi::MPI_MAX_PORT_NAME as usize - 1;
@@ -99,7 +102,149 @@ unsafe fn meet(
     }))
 }
 
+/// A spawn request read from the C arguments at the root: `n` commands, each with a
+/// NULL-terminated argument vector (or none), a process count and an info.
+struct CSpawn {
+    n: usize,
+    commands: *const *const c_char,
+    /// `MPI_ARGVS_NULL` (NULL) or `n` argument vectors, each NULL or NULL-terminated.
+    argvs: *const *const *const c_char,
+    maxprocs: *const c_int,
+    infos: *const abi::MPI_Info,
+}
+
+/// A C string argument of a spawn request as UTF-8.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+unsafe fn spawn_str<'a>(p: *const c_char, what: &'static str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::bad_arg(what));
+    }
+    // SAFETY: non-null, and MPI requires a NUL-terminated string.
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    core::str::from_utf8(bytes)
+        .map_err(|_| Error::bad_arg("a spawn command or argument is not valid UTF-8"))
+}
+
+impl SpawnArgs for CSpawn {
+    fn commands(&self) -> usize {
+        self.n
+    }
+
+    fn command(&self, i: usize) -> Result<&str> {
+        // SAFETY: `i < n` and MPI requires `n` command pointers.
+        let p = unsafe { *self.commands.add(i) };
+        // SAFETY: MPI requires each command to be a NUL-terminated string.
+        let c = unsafe { spawn_str(p, "a command to spawn is NULL") }?;
+        if c.is_empty() {
+            return Err(Error::bad_arg("a command to spawn is empty"));
+        }
+        Ok(c)
+    }
+
+    fn args(&self, i: usize, each: &mut dyn FnMut(&str) -> Result<()>) -> Result<()> {
+        if self.argvs.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `i < n` and a non-null `argvs` holds `n` vectors.
+        let argv = unsafe { *self.argvs.add(i) };
+        if argv.is_null() {
+            return Ok(());
+        }
+        for k in 0.. {
+            // SAFETY: MPI requires the vector to end with a NULL entry; we stop there.
+            let a = unsafe { *argv.add(k) };
+            if a.is_null() {
+                break;
+            }
+            // SAFETY: a non-null entry is a NUL-terminated string.
+            each(unsafe { spawn_str(a, "a spawn argument is NULL") }?)?;
+        }
+        Ok(())
+    }
+
+    fn maxprocs(&self, i: usize) -> u32 {
+        // SAFETY: `i < n` and MPI requires `n` counts.
+        let n = unsafe { *self.maxprocs.add(i) };
+        n.max(0) as u32
+    }
+
+    fn info(&self, i: usize) -> Result<Option<InfoId>> {
+        // SAFETY: `i < n` and MPI requires `n` info handles.
+        super::info::info_or_null(unsafe { *self.infos.add(i) })
+    }
+}
+
+/// The body of `MPI_Comm_spawn` (`n` = 1) and `MPI_Comm_spawn_multiple`; the arrays matter at
+/// the root only. `errcodes` is NULL (`MPI_ERRCODES_IGNORE`) or takes one code per process.
+///
+/// # Safety
+/// MPI's contract for the arguments: at the root, `n` commands, argument vectors (or NULL),
+/// counts and infos; `intercomm` NULL or an `MPI_Comm` to write.
+#[allow(clippy::too_many_arguments)]
+unsafe fn spawn(
+    func: &'static str,
+    n: c_int,
+    commands: *const *const c_char,
+    argvs: *const *const *const c_char,
+    maxprocs: *const c_int,
+    infos: *const abi::MPI_Info,
+    root: c_int,
+    comm: abi::MPI_Comm,
+    intercomm: *mut abi::MPI_Comm,
+    errcodes: *mut c_int,
+) -> c_int {
+    code(run_comm_inside(func, comm, |cx, c| {
+        if intercomm.is_null() {
+            return Err(Error::bad_arg("intercomm is NULL"));
+        }
+        let at_root = cx.e().comm(c)?.rank as c_int == root;
+        if at_root && (n <= 0 || commands.is_null() || maxprocs.is_null() || infos.is_null()) {
+            return Err(Error::bad_arg(
+                "count, the commands, maxprocs or the infos are missing",
+            ));
+        }
+        let timeout_ms = u64::from(cx.e().params().u32(&crate::engine::DPM_TIMEOUT)) * 1000;
+        let req = at_root.then_some(CSpawn {
+            n: n as usize,
+            commands,
+            argvs,
+            maxprocs,
+            infos,
+        });
+        let req = req.as_ref().map(|r| r as &dyn SpawnArgs);
+        let (total, r) = crate::comm::create::spawn(cx, c, root, req, timeout_ms);
+        let fill = match &r {
+            Ok(_) => abi::MPI_SUCCESS,
+            Err(e) => e.class as c_int,
+        };
+        if !errcodes.is_null() {
+            for i in 0..total as usize {
+                // SAFETY: MPI requires one code per process asked for.
+                unsafe { *errcodes.add(i) = fill };
+            }
+        }
+        // SAFETY: checked non-null; MPI requires it to point to an MPI_Comm.
+        unsafe { out(intercomm, handles::comm_handle(r?)) }
+    }))
+}
+
 super::mpi! {
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: abi::MPI_Info, root: c_int, comm: abi::MPI_Comm, intercomm: *mut abi::MPI_Comm, array_of_errcodes: *mut c_int) {
+        let commands = [command];
+        let argvs = [argv as *const *const c_char];
+        let counts = [maxprocs];
+        let infos = [info];
+        // SAFETY: MPI's contract for the arguments; the one-element arrays live for the call.
+        unsafe { spawn("MPI_Comm_spawn", 1, commands.as_ptr(), argvs.as_ptr(), counts.as_ptr(), infos.as_ptr(), root, comm, intercomm, array_of_errcodes) }
+    }
+
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const abi::MPI_Info, root: c_int, comm: abi::MPI_Comm, intercomm: *mut abi::MPI_Comm, array_of_errcodes: *mut c_int) {
+        // SAFETY: MPI's contract for the arguments.
+        unsafe { spawn("MPI_Comm_spawn_multiple", count, array_of_commands as *const *const c_char, array_of_argv as *const *const *const c_char, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) }
+    }
+
     fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: abi::MPI_Info, root: c_int, comm: abi::MPI_Comm, newcomm: *mut abi::MPI_Comm) {
         // SAFETY: MPI's contract for the arguments.
         unsafe { meet("MPI_Comm_accept", port_name, info, root, comm, newcomm, true) }

@@ -97,6 +97,16 @@ pub unsafe fn init(hooks: &'static Hooks, required: Option<c_int>, provided: *mu
         Err(code) => return code,
     };
     INITIALIZED.store(true, Ordering::Release);
+    // A spawned job meets its parents before MPI_Init returns (collective over the world).
+    let parent = run_comm_inside("MPI_Init", abi::MPI_COMM_WORLD, |cx, world| {
+        let timeout_ms = u64::from(cx.e().params().u32(&crate::engine::DPM_TIMEOUT)) * 1000;
+        crate::comm::create::connect_parent(cx, world, timeout_ms)
+    });
+    match parent {
+        Ok(Some(c)) => state::PARENT.store(handles::comm_handle(c), Ordering::Release),
+        Ok(None) => {}
+        Err(code) => return code,
+    }
     if !provided.is_null() {
         // SAFETY: checked non-null; MPI requires it to point to an int.
         unsafe { *provided = level };

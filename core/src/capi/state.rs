@@ -5,7 +5,7 @@
 //! once; what is left here is set at init or only recorded.
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use super::errors::ErrorRing;
 use super::Hooks;
@@ -18,6 +18,11 @@ pub(crate) static FINALIZED: AtomicBool = AtomicBool::new(false);
 pub(crate) static UP: AtomicBool = AtomicBool::new(false);
 /// The engine was torn down: it cannot come up again in this process.
 pub(crate) static TORN_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// The intercommunicator with the parents of a spawned process (`MPI_Comm_get_parent`), made
+/// in `MPI_Init`; `MPI_COMM_NULL` for a process that was not spawned and after it is freed or
+/// disconnected.
+pub(crate) static PARENT: AtomicI32 = AtomicI32::new(super::abi::MPI_COMM_NULL);
 
 /// Whether MPI calls may run: the engine is up (for the world model or a session).
 pub(crate) fn active() -> bool {

@@ -6,24 +6,19 @@
 //! the arguments, so a callee that ignores them is called correctly whatever was passed. A
 //! function leaves this list when it is implemented (two definitions of a symbol do not link).
 
-use core::ffi::c_int;
-
 macro_rules! unsupported {
     ($($name:ident / $pname:ident),* $(,)?) => {$(
         #[doc = concat!("`", stringify!($name), "`: not supported yet.")]
         #[no_mangle]
-        pub extern "C" fn $pname() -> c_int {
+        pub extern "C" fn $pname() -> core::ffi::c_int {
             super::errors::unsupported(stringify!($name))
         }
         #[doc = concat!("`", stringify!($name), "`: not supported yet.")]
         #[no_mangle]
-        pub extern "C" fn $name() -> c_int {
+        pub extern "C" fn $name() -> core::ffi::c_int {
             $pname()
         }
     )*};
 }
 
-unsupported! {
-    MPI_Comm_spawn / PMPI_Comm_spawn,
-    MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple,
-}
+unsupported! {}

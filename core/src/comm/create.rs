@@ -755,6 +755,8 @@ fn exchange_words(cx: &mut Inside, ch: Leaders, mine: &[u64], theirs: &mut [u64]
 
 mod connect;
 pub use connect::{connect_accept, Meet};
+mod spawn;
+pub use spawn::{connect_parent, spawn, SpawnArgs};
 
 /// Duplicates communicator `id` (`MPI_Comm_dup`, collective).
 pub fn dup(cx: &mut Inside, id: CommId) -> Result<CommId> {
@@ -1540,6 +1542,15 @@ pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<Com
     }
     // SAFETY: `theirs` is borrowed for the call.
     unsafe { bcast_among(cx, &m, theirs.as_mut_ptr().cast(), 2, Datatype::INT)? };
+    // Leaders of two jobs number their processes apart, so their ids cannot order the sides:
+    // both sides see the other job's leader past their world and refuse alike.
+    let other_job = cx.e().p2p.comms.groups.proc_of(remote, 0).0 >= cx.e().p2p.world;
+    if high == (theirs[0] != 0) && other_job {
+        return Err(Error::unsupported(
+            "MPI_Intercomm_merge with the same `high` at both sides of an intercommunicator \
+             with another job (pass different values)",
+        ));
+    }
     let me_first = if high != (theirs[0] != 0) {
         !high
     } else {

@@ -1012,6 +1012,9 @@ impl Tcp {
                     why: format!("connect failed: {e}"),
                     logged: true,
                 };
+                // Nothing sent to it will arrive, and nothing it would answer: whoever waits
+                // for it (a receive, an agreement with another job) must not wait on.
+                self.unreachable.push(proc);
                 None
             }
         }
