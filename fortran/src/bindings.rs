@@ -3842,7 +3842,7 @@ pub unsafe extern "C" fn PMPI_COMM_SIZE(comm: *mut c_int, size: *mut c_int, ierr
 /// `MPI_COMM_SPAWN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_comm_spawn<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_Comm_spawn");
+    *ierror = rt::unsupported("MPI_COMM_SPAWN (Fortran binding: a parameter of type char**)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_comm_spawn_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
@@ -3880,7 +3880,7 @@ pub unsafe extern "C" fn PMPI_COMM_SPAWN(a0: *mut c_int, a1: *mut c_int, a2: *mu
 /// `MPI_COMM_SPAWN_MULTIPLE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f_comm_spawn_multiple<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_Comm_spawn_multiple");
+    *ierror = rt::unsupported("MPI_COMM_SPAWN_MULTIPLE (Fortran binding: a parameter of type char**)");
 }
 #[no_mangle]
 pub unsafe extern "C" fn mpi_comm_spawn_multiple_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
