@@ -79,6 +79,11 @@ fn program(arch: &Foreign, name: &str) -> PathBuf {
         "{} is not installed (ci/setup.sh installs the cross compilers)",
         arch.gcc
     );
+    // Localized as stormcc does before it links and as ci/install.sh installs it: cargo's
+    // archive also defines the Rust runtime and libmpi.so's memory hooks (`free`, `realloc`),
+    // which collide with the C library's in a static link.
+    stormpi_bootstrap::cc::localize::localize(&lib, &[OsString::from(arch.gcc)])
+        .unwrap_or_else(|e| panic!("localizing {}: {e}", lib.display()));
     build_once(&format!("{name}-{}", arch.triple), |out| {
         let mut cmd = Command::new(arch.gcc);
         cmd.args(C_FLAGS)
