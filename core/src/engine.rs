@@ -1129,9 +1129,15 @@ impl Inside<'_> {
     /// progress off.
     #[inline]
     pub fn wait_recv(&mut self, r: Posted) -> Result<Status> {
+        self.wait_recv_with(r, |st| *st)
+    }
+
+    /// [`Inside::wait_recv`] handing the status to `f` where it lies; `f`'s result.
+    #[inline(always)]
+    pub fn wait_recv_with<R>(&mut self, r: Posted, f: impl FnOnce(&Status) -> R) -> Result<R> {
         match r {
-            Posted::Req(id) => self.wait(id),
-            Posted::Blocking => self.wait_blocking(),
+            Posted::Req(id) => self.wait_with(id, f),
+            Posted::Blocking => self.wait_blocking().map(|st| f(&st)),
         }
     }
 

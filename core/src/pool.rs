@@ -246,7 +246,8 @@ impl<T> Pool<T> {
         let index = self.free;
         let slot = &mut self.slots[index as usize];
         self.free = slot.next_free;
-        slot.value = Some(make());
+        // A free slot holds `None`: nothing to drop, so the value can be built where it lies.
+        slot.value.get_or_insert_with(make);
         self.len += 1;
         Some(Key {
             index,

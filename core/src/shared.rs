@@ -332,16 +332,26 @@ impl<'a> Inside<'a> {
     /// [`FULL_ROUND_EVERY`]th: a receive's wait is mostly the round that finds nothing.
     #[inline]
     pub fn wait(&mut self, id: ReqId) -> Result<Status> {
+        self.wait_with(id, |st| *st)
+    }
+
+    /// [`Inside::wait`] handing the status to `f` where it lies (a receive's status goes to
+    /// the caller's `MPI_Status` without being copied out first); `f`'s result.
+    #[inline(always)]
+    pub fn wait_with<R>(&mut self, id: ReqId, f: impl FnOnce(&Status) -> R) -> Result<R> {
         if !self.e().p2p.pml.requests().is_p2p(id) {
-            return self.block(|e| e.p2p.pml.requests_mut().test(id));
+            let st = self.block(|e| e.p2p.pml.requests_mut().test(id))?;
+            return Ok(f(&st));
         }
         self.share();
         let mut rounds = 0u32;
+        let mut f = Some(f);
         loop {
             let e = self.e();
             if e.p2p.pml.requests().done(id) {
-                if let Some(st) = e.p2p.pml.requests_mut().test(id)? {
-                    return Ok(st);
+                let requests = e.p2p.pml.requests_mut();
+                if let Some(Some(r)) = requests.test_with(id, |st| f.take().map(|f| f(st)))? {
+                    return Ok(r);
                 }
             }
             rounds = rounds.wrapping_add(1);

@@ -828,16 +828,27 @@ super::mpi! {
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: abi::MPI_Datatype, source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
         // The body of `recv_entry`, kept here: the small-message path is shorter with the
         // function's name a constant (+30 instructions a receive through the shared body).
+        // A status without an error is written where the request holds it; one with an error
+        // is copied out and reported after the engine is left (the error handler may call MPI).
+        let finish = |st: &Status| match st.error {
+            None => {
+                // SAFETY: MPI's rule for the status argument.
+                unsafe { put_status(status, st, abi::MPI_SUCCESS) };
+                None
+            }
+            Some(_) => Some(*st),
+        };
         let r = run_comm_inside("MPI_Recv", comm, |cx, c| {
             // SAFETY: MPI lends the receive buffer for the call, which waits for it here.
-            let st = match unsafe { start_recv(cx.e(), buf, count.into(), datatype, source, tag, c, true)? } {
-                Some(r) => cx.wait_recv(r)?,
-                None => Status::PROC_NULL,
+            let failed = match unsafe { start_recv(cx.e(), buf, count.into(), datatype, source, tag, c, true)? } {
+                Some(r) => cx.wait_recv_with(r, finish)?,
+                None => finish(&Status::PROC_NULL),
             };
-            Ok((st, c))
+            Ok((failed, c))
         });
         match r {
-            Ok((st, c)) => {
+            Ok((None, _)) => abi::MPI_SUCCESS,
+            Ok((Some(st), c)) => {
                 let rc = status_code("MPI_Recv", Some(c), &st);
                 put_status(status, &st, rc);
                 rc

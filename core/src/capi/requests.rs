@@ -45,6 +45,19 @@ unsafe fn complete(
     h: *mut abi::MPI_Request,
     block: bool,
 ) -> Result<Option<(Status, Option<CommId>)>> {
+    // SAFETY: the caller's contract.
+    unsafe { complete_with(cx, h, block, |st, comm| (*st, comm)) }
+}
+
+/// [`complete`] handing the status to `f` (a request that progress already finished hands it
+/// where it lies, without copying it out first); `f`'s result.
+#[inline(always)]
+unsafe fn complete_with<R>(
+    cx: &mut Inside,
+    h: *mut abi::MPI_Request,
+    block: bool,
+    f: impl FnOnce(&Status, Option<CommId>) -> R,
+) -> Result<Option<R>> {
     if h.is_null() {
         return Err(Error::bad_arg("request is NULL"));
     }
@@ -52,15 +65,38 @@ unsafe fn complete(
     if unsafe { *h } == handles::REQUEST_SENT {
         // SAFETY: as above.
         unsafe { *h = abi::MPI_REQUEST_NULL };
-        return Ok(Some((EMPTY_STATUS, None)));
+        return Ok(Some(f(&EMPTY_STATUS, None)));
     }
     // SAFETY: as above.
     let id = handles::request(cx.e(), unsafe { *h })?;
-    if let Some(done) = id.and_then(|id| cx.e().p2p.pml.requests_mut().take_finished(id)) {
+    let mut f = Some(f);
+    if let Some(done) = id.and_then(|id| {
+        cx.e()
+            .p2p
+            .pml
+            .requests_mut()
+            .take_finished_with(id, |st, comm| f.take().map(|f| f(st, comm)))
+    }) {
         // SAFETY: as above.
         unsafe { *h = abi::MPI_REQUEST_NULL };
-        return Ok(Some(done));
+        return Ok(done);
     }
+    // SAFETY: the caller's contract.
+    let general = unsafe { complete_general(cx, h, id, block) }?;
+    Ok(match (general, f) {
+        (Some((st, comm)), Some(f)) => Some(f(&st, comm)),
+        _ => None,
+    })
+}
+
+/// [`complete`] for what `Requests::take_finished_with` does not take: requests still in
+/// flight, persistent, generalized and joined ones.
+unsafe fn complete_general(
+    cx: &mut Inside,
+    h: *mut abi::MPI_Request,
+    id: Option<ReqId>,
+    block: bool,
+) -> Result<Option<(Status, Option<CommId>)>> {
     let cur = match id {
         None => Current::Inactive,
         Some(id) => cx.e().p2p.pml.requests().current(id)?,
@@ -202,6 +238,28 @@ unsafe fn is_active(e: &Engine, h: *const abi::MPI_Request) -> Result<bool> {
     // SAFETY: MPI requires `h` to point into the caller's request array.
     let h = unsafe { *h };
     Ok(h == handles::REQUEST_SENT || matches!(current(e, h)?, Current::Op { .. }))
+}
+
+/// Writes the status of a completed request that carries no error, where the request holds it;
+/// a failed one is copied out instead, to be reported once the engine is left (the error
+/// handler may call MPI).
+///
+/// # Safety
+/// `status` is ignored or points to an `MPI_Status`.
+#[inline(always)]
+unsafe fn put_unless_failed(
+    status: *mut abi::MPI_Status,
+    st: &Status,
+    comm: Option<CommId>,
+) -> Option<(Status, Option<CommId>)> {
+    match st.error {
+        None => {
+            // SAFETY: the caller's contract.
+            unsafe { put_status(status, st, abi::MPI_SUCCESS) };
+            None
+        }
+        Some(_) => Some((*st, comm)),
+    }
 }
 
 /// Writes the status of a completed request and says whether it carries an error.
@@ -354,25 +412,39 @@ unsafe fn init(
 
 super::mpi! {
     fn MPI_Wait / PMPI_Wait(request: *mut abi::MPI_Request, status: *mut abi::MPI_Status) {
-        match run_inside("MPI_Wait", None, |cx| complete(cx, request, true)) {
-            Ok(Some((st, comm))) => {
+        // SAFETY: MPI's rule for the status argument.
+        let finish = |st: &Status, comm| unsafe { put_unless_failed(status, st, comm) };
+        match run_inside("MPI_Wait", None, |cx| complete_with(cx, request, true, finish)) {
+            Ok(Some(None)) => abi::MPI_SUCCESS,
+            Ok(Some(Some((st, comm)))) => {
                 let rc = handles::status_code("MPI_Wait", comm, &st);
                 put_status(status, &st, rc);
                 rc
             }
-            Ok(None) => unreachable!("a blocking wait completes"),
+            Ok(None) => report(
+                "MPI_Wait",
+                None,
+                Error::new(
+                    ErrorClass::Intern,
+                    Reason::BadArgument {
+                        what: "a blocking wait returned before its request completed",
+                    },
+                ),
+            ),
             Err(rc) => rc,
         }
     }
 
     fn MPI_Test / PMPI_Test(request: *mut abi::MPI_Request, flag: *mut c_int, status: *mut abi::MPI_Status) {
+        // SAFETY: MPI's rule for the status argument.
+        let finish = |st: &Status, comm| unsafe { put_unless_failed(status, st, comm) };
         match run_inside("MPI_Test", None, |cx| {
-            let r = complete(cx, request, false)?;
+            let r = complete_with(cx, request, false, finish)?;
             out(flag, r.is_some() as c_int)?;
             if r.is_none() {
                 cx.polled_idle();
             }
-            Ok(r)
+            Ok(r.flatten())
         }) {
             Ok(Some((st, comm))) => {
                 let rc = handles::status_code("MPI_Test", comm, &st);
@@ -389,8 +461,10 @@ super::mpi! {
             let reqs = array(requests, count)?;
             let mut failed = false;
             for (i, h) in reqs.iter_mut().enumerate() {
-                let Some((st, _)) = complete(cx, h, true)? else { continue };
-                failed |= put("MPI_Waitall", status_at(statuses, i), &st);
+                let at = status_at(statuses, i);
+                // SAFETY: `at` is the caller's status for this request, or ignored.
+                let put_here = |st: &Status, _| unsafe { put("MPI_Waitall", at, st) };
+                failed |= complete_with(cx, h, true, put_here)?.unwrap_or(false);
             }
             Ok(failed)
         }) {

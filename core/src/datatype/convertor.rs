@@ -564,6 +564,10 @@ unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
             16 => dst
                 .cast::<u128>()
                 .write_unaligned(src.cast::<u128>().read_unaligned()),
+            2 => dst
+                .cast::<u16>()
+                .write_unaligned(src.cast::<u16>().read_unaligned()),
+            1 => dst.write(src.read()),
             _ => core::ptr::copy_nonoverlapping(src, dst, n),
         }
     }

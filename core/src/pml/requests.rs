@@ -290,13 +290,19 @@ impl Requests {
     /// If request `id` is complete, frees it and returns its status.
     #[inline]
     pub fn test(&mut self, id: ReqId) -> Result<Option<Status>> {
+        self.test_with(id, |st| *st)
+    }
+
+    /// [`Requests::test`] handing the status to `f` where it lies; `f`'s result.
+    #[inline(always)]
+    pub fn test_with<R>(&mut self, id: ReqId, f: impl FnOnce(&Status) -> R) -> Result<Option<R>> {
         let req = self.pool.get(id.0).ok_or_else(bad_request)?;
         if !req.complete {
             return Ok(None);
         }
-        let status = req.status;
+        let r = f(&req.status);
         self.pool.discard(id.0);
-        Ok(Some(status))
+        Ok(Some(r))
     }
 
     /// If request `id` is a send or receive that has completed, frees it and returns its status
@@ -305,6 +311,17 @@ impl Requests {
     /// a request that progress already finished (most of a `MPI_Waitall`'s).
     #[inline]
     pub fn take_finished(&mut self, id: ReqId) -> Option<(Status, Option<CommId>)> {
+        self.take_finished_with(id, |st, comm| (*st, comm))
+    }
+
+    /// [`Requests::take_finished`] handing the status to `f` where it lies (no copy of it on
+    /// the way to the caller's `MPI_Status`); `f`'s result, or `None` as there.
+    #[inline(always)]
+    pub fn take_finished_with<R>(
+        &mut self,
+        id: ReqId,
+        f: impl FnOnce(&Status, Option<CommId>) -> R,
+    ) -> Option<R> {
         let req = self.pool.get(id.0)?;
         if !req.complete {
             return None;
@@ -314,9 +331,9 @@ impl Requests {
             Op::Send(_) => None,
             _ => return None,
         };
-        let status = req.status;
+        let r = f(&req.status, comm);
         self.pool.discard(id.0);
-        Some((status, comm))
+        Some(r)
     }
 
     /// Whether request `id` is complete; `true` for a stale id too, so that the caller's
