@@ -370,7 +370,7 @@ impl VerbsBtl {
         let hooks = leave != Some(false) && rcache::hooks_work();
         if leave == Some(true) && !hooks {
             return Err(Unavailable::Failed(
-                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so: stormcc -dynamic-mpi), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
+                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so, or with libmpi.a by stormcc without -static), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
             ));
         }
         let bounds = Bounds {

@@ -123,7 +123,7 @@ pub static LEAVE_PINNED: ParamDef = ParamDef {
     name: "mpi_leave_pinned",
     kind: Kind::Str,
     default: Default::Str("auto"),
-    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so)",
+    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so, or with libmpi.a by stormcc without -static)",
 };
 
 /// `mpool_max_registrations`.

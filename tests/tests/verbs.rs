@@ -335,9 +335,18 @@ fn reused(out: &Output) -> u32 {
 /// dropped with madvise between two messages and allocated again at the same address carry the
 /// new data (the software device fails a registration whose pages were replaced, so a cache
 /// that missed the free would fail the job).
+///
+/// The same with the program linked with `libmpi.a` by stormcc: its static link defines `free`,
+/// `munmap`, ... as the library's hooks (`-Wl,--defsym`), so the cache is on there too.
 #[test]
 fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
-    let out = reuse_job(&dynamic_program("buffer_reuse"), &[]);
+    for dynamic in [true, false] {
+        cache_reuses_and_drops(&extra_program("buffer_reuse", dynamic));
+    }
+}
+
+fn cache_reuses_and_drops(program: &std::path::Path) {
+    let out = reuse_job(program, &[]);
     out.assert_ok("buffer_reuse");
     assert!(
         reused(&out) > 0,
@@ -349,7 +358,7 @@ fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
     for (on, [hits, misses, _, invalidated, _]) in lines {
         assert!(
             on,
-            "auto turns the cache on with libmpi.so\n{}",
+            "auto turns the cache on with the hooks in place\n{}",
             out.report()
         );
         assert!(hits > 0 && misses > 0, "{}", out.report());
@@ -361,9 +370,39 @@ fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
     }
 }
 
-/// Off, or in a program linked with libmpi.a (whose frees the library does not see, so auto
-/// leaves the cache off), every message registers its own memory; asking for the cache there is
-/// an error naming the parameter.
+/// A program linked with libmpi.a by hand: stormcc's static link command without the
+/// `--defsym`s that make the program's `free`, `munmap`, ... the library's hooks.
+fn hand_linked(name: &str) -> PathBuf {
+    // stormcc's own static link first: it localizes libmpi.a, as an installed one is.
+    extra_program(name, false);
+    let src = c_extra_source(name);
+    build_once(&format!("{name}_hand_linked"), |out| {
+        let shown = Command::new(stormcc())
+            .args(C_FLAGS)
+            .arg(format!("-I{}", workspace_dir().join("tests/c").display()))
+            .arg("-static-mpi")
+            .arg("-show")
+            .arg("-o")
+            .arg(out)
+            .arg(&src)
+            .output()
+            .expect("stormcc -show");
+        assert!(shown.status.success(), "stormcc -show failed");
+        let line = String::from_utf8(shown.stdout).expect("a command line");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert!(
+            words.iter().any(|w| w.contains("--defsym=free=")),
+            "stormcc's static link defines free as the hook: {line}"
+        );
+        let mut cmd = Command::new(words[0]);
+        cmd.args(words[1..].iter().filter(|w| !w.contains("--defsym=")));
+        cmd
+    })
+}
+
+/// Off, or in a program linked with libmpi.a by hand (whose frees the library does not see, so
+/// auto leaves the cache off), every message registers its own memory; asking for the cache
+/// there is an error naming the parameter.
 #[test]
 fn without_the_cache_every_message_registers_its_memory() {
     let out = reuse_job(
@@ -371,7 +410,7 @@ fn without_the_cache_every_message_registers_its_memory() {
         &["--mca", "mpi_leave_pinned", "off"],
     );
     out.assert_ok("buffer_reuse");
-    let static_program = extra_program("buffer_reuse", false);
+    let static_program = hand_linked("buffer_reuse");
     let out2 = reuse_job(&static_program, &[]);
     out2.assert_ok("buffer_reuse");
     for o in [&out, &out2] {
