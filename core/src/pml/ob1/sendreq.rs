@@ -216,7 +216,7 @@ impl Ob1 {
                 let first = btl
                     .rndv_eager()
                     .min(eager_limit.saturating_sub(RGET_LEN))
-                    .min(len - 1);
+                    .min(len.saturating_sub(1));
                 let mut hdr = [0u8; RGET_LEN];
                 Header::Rget {
                     env: s.env,
