@@ -119,6 +119,10 @@ if [ "$libs_private" = "$show" ]; then
     echo "install.sh: cannot read the native libraries from: $show" >&2
     exit 1
 fi
+# Without the memory hooks' -Wl,--defsym=free=stormpi_memhook_free,... (stormcc's static link
+# adds them; the .pc file's Libs link libstormpi.so, which carries the hooks itself).
+libs_private=$(printf '%s\n' $libs_private | grep -v -e '--defsym=' | tr '\n' ' ')
+libs_private=${libs_private% }
 version=$("$bin/stormrun" --version | awk '{ print $NF }')
 
 pcfile=$(<"$root/ci/stormpi.pc.in")

@@ -14,9 +14,17 @@
 //! The hooks run inside the allocator and in any thread: they only append to the cache's
 //! lock-free log, and do nothing but one load until a registration cache is in use. They call
 //! glibc's allocator by its public `__libc_*` names and the kernel directly, so no `dlsym` (which
-//! may allocate) is needed. In `libmpi.a`, `stormcc --localize-library` keeps only MPI's names
-//! global, so a statically linked program keeps the C library's functions: the cache sees no
-//! frees there and `mpi_leave_pinned auto` leaves it off.
+//! may allocate) is needed.
+//!
+//! In `libmpi.a` these names cannot stay global: a fully static link pulls in `libc.a`'s
+//! `malloc.o`, whose `free` and `realloc` would collide with them, so `stormcc
+//! --localize-library` makes them local. Each hook is also exported as `stormpi_memhook_<name>`
+//! (an MPI-prefixed name the localized library keeps), and a static link against the C library
+//! shared (stormcc's default) defines the C names as those with `-Wl,--defsym=free=
+//! stormpi_memhook_free,...`: the program then defines `free` itself, the linker exports it
+//! because `libc.so.6` refers to it, and it interposes for every shared library as `libmpi.so`'s
+//! does. A fully static link (`-static`) keeps the C library's: there the cache sees no frees
+//! and `mpi_leave_pinned auto` leaves it off.
 
 use core::ffi::{c_int, c_void};
 
@@ -48,7 +56,7 @@ unsafe fn report_block(p: *mut c_void) {
 /// # Safety
 /// As `free(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn free(p: *mut c_void) {
+pub unsafe extern "C" fn stormpi_memhook_free(p: *mut c_void) {
     // SAFETY: the caller's block, as free(3) requires.
     unsafe {
         report_block(p);
@@ -61,7 +69,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 /// # Safety
 /// As `realloc(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
+pub unsafe extern "C" fn stormpi_memhook_realloc(p: *mut c_void, n: usize) -> *mut c_void {
     // SAFETY: the caller's block, as realloc(3) requires.
     unsafe {
         report_block(p);
@@ -74,7 +82,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
 /// # Safety
 /// As `munmap(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn stormpi_memhook_munmap(addr: *mut c_void, len: usize) -> c_int {
     // SAFETY: the system call with the caller's arguments; the C library's wrapper sets errno.
     let rc = unsafe { libc::syscall(libc::SYS_munmap, addr, len) } as c_int;
     if rc == 0 {
@@ -89,7 +97,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
 /// # Safety
 /// As `mremap(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn mremap(
+pub unsafe extern "C" fn stormpi_memhook_mremap(
     old: *mut c_void,
     old_len: usize,
     new_len: usize,
@@ -115,7 +123,11 @@ pub unsafe extern "C" fn mremap(
 /// # Safety
 /// As `madvise(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+pub unsafe extern "C" fn stormpi_memhook_madvise(
+    addr: *mut c_void,
+    len: usize,
+    advice: c_int,
+) -> c_int {
     // SAFETY: the system call with the caller's arguments.
     let rc = unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) } as c_int;
     let drops = matches!(
@@ -126,4 +138,65 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -
         unmapped(addr as usize, len);
     }
     rc
+}
+
+/// The C names `libmpi.so` defines (and the static library holds as local names): the hooks.
+mod c_names {
+    use core::ffi::{c_int, c_void};
+
+    /// `free(3)`: [`super::stormpi_memhook_free`].
+    ///
+    /// # Safety
+    /// As `free(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn free(p: *mut c_void) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { super::stormpi_memhook_free(p) }
+    }
+
+    /// `realloc(3)`: [`super::stormpi_memhook_realloc`].
+    ///
+    /// # Safety
+    /// As `realloc(3)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn realloc(p: *mut c_void, n: usize) -> *mut c_void {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { super::stormpi_memhook_realloc(p, n) }
+    }
+
+    /// `munmap(2)`: [`super::stormpi_memhook_munmap`].
+    ///
+    /// # Safety
+    /// As `munmap(2)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { super::stormpi_memhook_munmap(addr, len) }
+    }
+
+    /// `mremap(2)`: [`super::stormpi_memhook_mremap`].
+    ///
+    /// # Safety
+    /// As `mremap(2)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn mremap(
+        old: *mut c_void,
+        old_len: usize,
+        new_len: usize,
+        flags: c_int,
+        new_addr: *mut c_void,
+    ) -> *mut c_void {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { super::stormpi_memhook_mremap(old, old_len, new_len, flags, new_addr) }
+    }
+
+    /// `madvise(2)`: [`super::stormpi_memhook_madvise`].
+    ///
+    /// # Safety
+    /// As `madvise(2)`.
+    #[no_mangle]
+    pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { super::stormpi_memhook_madvise(addr, len, advice) }
+    }
 }

@@ -61,12 +61,17 @@ const ANNOUNCE_LEN: usize = 28;
 const PULL_LEN: usize = 40;
 /// Bytes of a pulled: read slot, status (u32 each).
 const PULLED_LEN: usize = 8;
+/// Bytes sent through the receive queue at the start of a pull (`rdma_pipeline_send_length`):
+/// read slot (u32), padding, offset in the pull's destination (u64), then the bytes.
+const PUSH: u32 = 6;
+const PUSH_HDR: usize = 16;
 
 /// Work request kinds in a send-side `wr_id`'s top byte.
 const WR_SEND: u64 = 1;
 const WR_CREDIT: u64 = 2;
 const WR_READ: u64 = 3;
 const WR_WRITE: u64 = 4;
+const WR_PUSH: u64 = 5;
 /// `wr_id` slot index of an inline send (its slot was freed at once).
 const NO_SLOT: u32 = u32::MAX;
 
@@ -114,6 +119,16 @@ pub struct Stats {
     /// RDMA writes of the pipeline protocol completed and their bytes.
     pub puts: u64,
     pub put_bytes: u64,
+    /// Fragments (and bytes) of the pipeline protocol sent through the receive queue.
+    pub pushes: u64,
+    pub push_bytes: u64,
+    /// Nanoseconds with a large-message transfer under way here (RDMA reads or writes posted,
+    /// pushes in flight, a pull waiting for its writes).
+    pub transfer_ns: u64,
+    /// Nanoseconds registering while a transfer was under way (hidden behind it), and while
+    /// none was (in the message's path).
+    pub reg_hidden_ns: u64,
+    pub reg_exposed_ns: u64,
 }
 
 /// How messages from `btl_verbs_get_min` bytes on move (`btl_verbs_large_protocol`).
@@ -144,6 +159,10 @@ struct PutJob {
     dest: u64,
     rkey: u32,
     slot: u32,
+    /// Bytes sent through the receive queue so far, of `[0, push_end)`.
+    pushed: u64,
+    push_end: u64,
+    /// Bytes written: RDMA covers `[push_end, len)`.
     posted: u64,
     /// The next fragment, registered ahead while the previous ones are written.
     next: Option<(Lease, u32, u64)>,
@@ -202,6 +221,8 @@ struct GetOp {
     lease: Lease,
     ep: u32,
     parts: u32,
+    /// The destination (pushed bytes of a pull are copied there).
+    dest: u64,
     len: u64,
     error: Option<u32>,
     /// Written by the peer (pipeline): done when its `PULLED` comes.
@@ -247,6 +268,13 @@ pub struct VerbsBtl {
     depth: usize,
     /// Smaller pipeline-protocol messages go by RGET.
     min_pipeline: u64,
+    /// Bytes an RGET offer carries (`btl_verbs_rndv_eager_limit`).
+    rndv_eager: usize,
+    /// Bytes of a pull sent through the receive queue (`btl_verbs_rdma_pipeline_send_length`).
+    send_length: u64,
+    /// Pushes in flight, and since when a transfer has been under way.
+    pushing: u32,
+    busy_since: Option<std::time::Instant>,
     /// Pulls being served, in arrival order.
     puts: VecDeque<PutJob>,
     /// Registrations of fragments being written: write id → (lease, bytes).
@@ -342,7 +370,7 @@ impl VerbsBtl {
         let hooks = leave != Some(false) && rcache::hooks_work();
         if leave == Some(true) && !hooks {
             return Err(Unavailable::Failed(
-                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so: stormcc -dynamic-mpi), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
+                "mpi_leave_pinned=on, but the program's frees and unmaps do not reach the library's memory hooks (link with libmpi.so, or with libmpi.a by stormcc without -static), so a cached registration could outlive its memory; use mpi_leave_pinned=auto or off".into(),
             ));
         }
         let bounds = Bounds {
@@ -411,6 +439,10 @@ impl VerbsBtl {
             frag_len: params.usize(&PIPELINE_FRAG_LENGTH) as u64,
             depth: params.usize(&PIPELINE_DEPTH),
             min_pipeline: params.usize(&MIN_PIPELINE_SIZE) as u64,
+            rndv_eager: params.usize(&RNDV_EAGER_LIMIT),
+            send_length: params.usize(&PIPELINE_SEND_LENGTH) as u64,
+            pushing: 0,
+            busy_since: None,
             puts: VecDeque::new(),
             writing: HashMap::new(),
             next_write: 0,
@@ -576,7 +608,8 @@ impl VerbsBtl {
         };
         // SAFETY: all-zero is a valid ibv_send_wr (null pointers, zero opcode fields).
         let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
-        wr.wr_id = wr_id(WR_SEND, ep, if inline { NO_SLOT } else { slot });
+        let wk = if kind == PUSH { WR_PUSH } else { WR_SEND };
+        wr.wr_id = wr_id(wk, ep, if inline { NO_SLOT } else { slot });
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         wr.opcode = IBV_WR_SEND_WITH_IMM;
@@ -596,6 +629,9 @@ impl VerbsBtl {
         p.sq += 1;
         self.in_flight += 1;
         self.stats.frags += 1;
+        if kind == PUSH {
+            self.pushing += 1;
+        }
         if inline {
             self.stats.inline += 1;
             if slot != NO_SLOT {
@@ -776,6 +812,12 @@ impl VerbsBtl {
         }
         match kind {
             WR_SEND if idx != NO_SLOT => self.free_slots.push(idx),
+            WR_PUSH => {
+                self.pushing = self.pushing.saturating_sub(1);
+                if idx != NO_SLOT {
+                    self.free_slots.push(idx);
+                }
+            }
             WR_READ => self.read_done(idx, wc.status),
             WR_WRITE => {
                 if let Some((lease, n)) = self.writing.remove(&idx) {
@@ -797,6 +839,7 @@ impl VerbsBtl {
                 WR_READ => "an RDMA read",
                 WR_WRITE => "an RDMA write",
                 WR_CREDIT => "a credit write",
+                WR_PUSH => "a pipeline send",
                 _ => "a send",
             };
             let status = self.lib.status(wc.status);
@@ -869,6 +912,7 @@ impl VerbsBtl {
                     (word(0), word(8), word(16), word(24), half(32), half(36));
                 self.pulled(ep, key, offset, n, dest, rkey, slot);
             }
+            PUSH if len >= PUSH_HDR => self.pushed_here(ep, at, len),
             PULLED if len == PULLED_LEN => {
                 let b = &self.recv[at..at + len];
                 let slot = u32::from_le_bytes(b[0..4].try_into().unwrap_or([0; 4]));
@@ -944,10 +988,12 @@ impl VerbsBtl {
             dev: &self.dev,
         };
         let access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-        let Some((lease, mr)) =
-            self.cache
-                .acquire(&mut r, dest.as_ptr() as usize, dest.len(), access)
-        else {
+        let (busy, before) = (self.transferring(), self.cache.stats.register_ns);
+        let got = self
+            .cache
+            .acquire(&mut r, dest.as_ptr() as usize, dest.len(), access);
+        self.registered(busy, before);
+        let Some((lease, mr)) = got else {
             self.free_gets.push(g);
             return false;
         };
@@ -973,10 +1019,12 @@ impl VerbsBtl {
             lease,
             ep,
             parts: 1,
+            dest: dest.as_ptr() as u64,
             len: dest.len() as u64,
             error: None,
             pulled: true,
         });
+        self.note_transfer();
         true
     }
 
@@ -994,7 +1042,9 @@ impl VerbsBtl {
             dest,
             rkey,
             slot,
-            posted: 0,
+            pushed: 0,
+            push_end: self.send_length.min(n),
+            posted: self.send_length.min(n),
             next: None,
             failed: src.is_none(),
         });
@@ -1006,6 +1056,91 @@ impl VerbsBtl {
         }
     }
 
+    /// Whether a large-message transfer is under way here: RDMA reads or writes posted, pushes
+    /// in flight, or a pull whose writes the peer is making.
+    fn transferring(&self) -> bool {
+        !self.writing.is_empty() || self.pushing > 0 || self.gets.iter().any(Option::is_some)
+    }
+
+    /// Counts the registering time since the cache's count was `before` as hidden behind a
+    /// transfer (`busy`) or in the message's path.
+    fn registered(&mut self, busy: bool, before: u64) {
+        let spent = self.cache.stats.register_ns.saturating_sub(before);
+        if busy {
+            self.stats.reg_hidden_ns += spent;
+        } else {
+            self.stats.reg_exposed_ns += spent;
+        }
+    }
+
+    /// Starts or stops the transfer clock as transfers begin or all end.
+    fn note_transfer(&mut self) {
+        match (self.busy_since, self.transferring()) {
+            (None, true) => self.busy_since = Some(std::time::Instant::now()),
+            (Some(t), false) => {
+                self.stats.transfer_ns += t.elapsed().as_nanos() as u64;
+                self.busy_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// A push of `ep`'s in receive buffer bytes `[at, at + len)`: copied into the destination
+    /// of the pull it names, if it fits there.
+    fn pushed_here(&mut self, ep: u32, at: usize, len: usize) {
+        let b = &self.recv[at..at + len];
+        let slot = u32::from_le_bytes(b[0..4].try_into().unwrap_or([0; 4]));
+        let offset = u64::from_le_bytes(b[8..16].try_into().unwrap_or([0; 8]));
+        let n = (len - PUSH_HDR) as u64;
+        let dest = self
+            .gets
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .filter(|g| g.pulled && g.ep == ep)
+            .filter(|g| offset.checked_add(n).is_some_and(|e| e <= g.len))
+            .map(|g| g.dest + offset);
+        let Some(dest) = dest else {
+            self.log(
+                Level::Warn,
+                format_args!("verbs BTL: dropped a pipeline send of {n} bytes from rank {ep} that fits no pull"),
+            );
+            return;
+        };
+        // SAFETY: `dest..dest + n` lies inside the destination of a pull under way (checked
+        // above), which the upper layer keeps alive until the pull completes; the source is
+        // this receive buffer, which is not posted while it is read.
+        unsafe { ptr::copy_nonoverlapping(b[PUSH_HDR..].as_ptr(), dest as *mut u8, n as usize) };
+    }
+
+    /// Sends the next bytes of the front pull's `[0, push_end)` through the receive queue;
+    /// false when there is no credit or slot now.
+    fn push_fragment(&mut self, ep: u32) -> bool {
+        if !self.can_send(ep) {
+            return false;
+        }
+        let Some(s) = self.free_slots.pop() else {
+            return false;
+        };
+        let j = &self.puts[0];
+        let n = (j.push_end - j.pushed).min((self.buf_size - PUSH_HDR) as u64) as usize;
+        let (src, offset, slot) = (j.src + j.pushed, j.pushed, j.slot);
+        let at = s as usize * self.buf_size;
+        let out = &mut self.send[at..at + PUSH_HDR + n];
+        out[0..4].copy_from_slice(&slot.to_le_bytes());
+        out[4..8].fill(0);
+        out[8..16].copy_from_slice(&offset.to_le_bytes());
+        // SAFETY: `src..src + n` lies inside the buffer announced for this pull (checked when
+        // the pull came), which the upper layer keeps until the peer's FIN, after the pull.
+        let data = unsafe { core::slice::from_raw_parts(src as *const u8, n) };
+        out[PUSH_HDR..].copy_from_slice(data);
+        let p = out.as_ptr();
+        self.post_send(ep, PUSH, 0, p, PUSH_HDR + n, s);
+        self.puts[0].pushed += n as u64;
+        self.stats.pushes += 1;
+        self.stats.push_bytes += n as u64;
+        true
+    }
+
     /// Registers the fragment of `job` that starts at `posted`.
     fn register_fragment(&mut self, job: usize) -> Option<(Lease, u32, u64)> {
         let j = self.puts.get(job)?;
@@ -1015,14 +1150,88 @@ impl VerbsBtl {
             lib: &self.lib,
             dev: &self.dev,
         };
-        let (lease, mr) = self.cache.acquire(&mut r, at, n as usize, 0)?;
+        let (busy, before) = (self.transferring(), self.cache.stats.register_ns);
+        let got = self.cache.acquire(&mut r, at, n as usize, 0);
+        self.registered(busy, before);
+        let (lease, mr) = got?;
         // SAFETY: the registration just acquired.
         Some((lease, unsafe { (*mr).lkey }, n))
     }
 
-    /// Serves the pulls in order: each fragment registered, RDMA-written, and the next one
-    /// registered while up to `btl_verbs_rdma_pipeline_depth` writes are under way; once all of
-    /// a pull's writes are posted, its `PULLED` follows them on the queue pair.
+    /// Posts the RDMA write of the front pull's next fragment (registered ahead, or now) and
+    /// registers the one after it while this one is written; false when nothing could be done
+    /// now (all written, the pipeline full, no room on the queue pair).
+    fn write_fragment(&mut self, ep: u32) -> bool {
+        let j = &self.puts[0];
+        if j.failed || j.posted >= j.len {
+            return false;
+        }
+        if self.writing.len() >= self.depth || self.in_flight >= self.send_cap {
+            return false;
+        }
+        let depth = self.qp_depth;
+        if self.peer(ep).is_none_or(|p| p.sq >= depth) {
+            return false;
+        }
+        let frag = match self.puts[0].next.take() {
+            Some(f) => Some(f),
+            None => self.register_fragment(0),
+        };
+        let Some((lease, lkey, n)) = frag else {
+            // The device refused: the peer hears the pull failed.
+            self.puts[0].failed = true;
+            return true;
+        };
+        let j = &self.puts[0];
+        let id = self.next_write;
+        self.next_write = self.next_write.wrapping_add(1);
+        let mut sge = ibv_sge {
+            addr: j.src + j.posted,
+            length: n as u32,
+            lkey,
+        };
+        // SAFETY: all-zero is a valid ibv_send_wr.
+        let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
+        wr.wr_id = wr_id(WR_WRITE, ep, id);
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: j.dest + j.posted,
+            rkey: j.rkey,
+        };
+        let Some(p) = self.peers.get_mut(ep as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        let mut bad = ptr::null_mut();
+        // SAFETY: a connected QP; the source fragment is registered.
+        let rc = unsafe { ibv_post_send(p.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            let mut r = Registering {
+                lib: &self.lib,
+                dev: &self.dev,
+            };
+            self.cache.release(&mut r, lease);
+            self.fail_peer(ep, format!("posting an RDMA write failed (errno {rc})"));
+            return true;
+        }
+        p.sq += 1;
+        self.in_flight += 1;
+        self.writing.insert(id, (lease, n));
+        self.puts[0].posted += n;
+        // Overlap: the next fragment is registered while this one is written.
+        if self.puts[0].posted < self.puts[0].len {
+            self.puts[0].next = self.register_fragment(0);
+        }
+        true
+    }
+
+    /// Serves the pulls in order: the first `btl_verbs_rdma_pipeline_send_length` bytes sent
+    /// through the receive queue, the rest in fragments, each registered, RDMA-written, and the
+    /// next one registered while up to `btl_verbs_rdma_pipeline_depth` writes (and the sends)
+    /// are under way; once all of a pull's bytes are posted, its `PULLED` follows them on the
+    /// queue pair.
     fn serve_pulls(&mut self) {
         while !self.puts.is_empty() {
             let ep = self.puts[0].ep;
@@ -1043,64 +1252,12 @@ impl VerbsBtl {
                 continue;
             }
             let j = &self.puts[0];
-            if !j.failed && j.posted < j.len {
-                if self.writing.len() >= self.depth || self.in_flight >= self.send_cap {
+            if !j.failed && (j.pushed < j.push_end || j.posted < j.len) {
+                // The first bytes go through the receive queue, the first RDMA fragment
+                // registering while they travel.
+                let pushed = j.pushed < j.push_end && self.push_fragment(ep);
+                if !self.write_fragment(ep) && !pushed {
                     return;
-                }
-                let depth = self.qp_depth;
-                if self.peer(ep).is_none_or(|p| p.sq >= depth) {
-                    return;
-                }
-                let frag = match self.puts[0].next.take() {
-                    Some(f) => Some(f),
-                    None => self.register_fragment(0),
-                };
-                let Some((lease, lkey, n)) = frag else {
-                    // The device refused: the peer hears the pull failed.
-                    self.puts[0].failed = true;
-                    continue;
-                };
-                let j = &self.puts[0];
-                let id = self.next_write;
-                self.next_write = self.next_write.wrapping_add(1);
-                let mut sge = ibv_sge {
-                    addr: j.src + j.posted,
-                    length: n as u32,
-                    lkey,
-                };
-                // SAFETY: all-zero is a valid ibv_send_wr.
-                let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
-                wr.wr_id = wr_id(WR_WRITE, ep, id);
-                wr.sg_list = &mut sge;
-                wr.num_sge = 1;
-                wr.opcode = IBV_WR_RDMA_WRITE;
-                wr.send_flags = IBV_SEND_SIGNALED;
-                wr.wr.rdma = ibv_send_wr_rdma {
-                    remote_addr: j.dest + j.posted,
-                    rkey: j.rkey,
-                };
-                let Some(p) = self.peers.get_mut(ep as usize).and_then(Option::as_mut) else {
-                    return;
-                };
-                let mut bad = ptr::null_mut();
-                // SAFETY: a connected QP; the source fragment is registered.
-                let rc = unsafe { ibv_post_send(p.qp, &mut wr, &mut bad) };
-                if rc != 0 {
-                    let mut r = Registering {
-                        lib: &self.lib,
-                        dev: &self.dev,
-                    };
-                    self.cache.release(&mut r, lease);
-                    self.fail_peer(ep, format!("posting an RDMA write failed (errno {rc})"));
-                    continue;
-                }
-                p.sq += 1;
-                self.in_flight += 1;
-                self.writing.insert(id, (lease, n));
-                self.puts[0].posted += n;
-                // Overlap: the next fragment is registered while this one is written.
-                if self.puts[0].posted < self.puts[0].len {
-                    self.puts[0].next = self.register_fragment(0);
                 }
                 continue;
             }
@@ -1286,9 +1443,12 @@ impl Btl for VerbsBtl {
                 lib: &self.lib,
                 dev: &self.dev,
             };
-            let (lease, mr) =
+            let (busy, before) = (self.transferring(), self.cache.stats.register_ns);
+            let got =
                 self.cache
-                    .acquire(&mut r, addr as usize, len as usize, IBV_ACCESS_REMOTE_READ)?;
+                    .acquire(&mut r, addr as usize, len as usize, IBV_ACCESS_REMOTE_READ);
+            self.registered(busy, before);
+            let (lease, mr) = got?;
             // SAFETY: the registration just acquired.
             msg[24..28].copy_from_slice(&unsafe { (*mr).rkey }.to_le_bytes());
             (ANNOUNCE, Some(lease))
@@ -1401,12 +1561,15 @@ impl Btl for VerbsBtl {
             lib: &self.lib,
             dev: &self.dev,
         };
-        let Some((lease, mr)) = self.cache.acquire(
+        let (busy, before) = (self.transferring(), self.cache.stats.register_ns);
+        let got = self.cache.acquire(
             &mut r,
             dest.as_ptr() as usize,
             dest.len(),
             IBV_ACCESS_LOCAL_WRITE,
-        ) else {
+        );
+        self.registered(busy, before);
+        let Some((lease, mr)) = got else {
             self.free_gets.push(g);
             return false;
         };
@@ -1452,6 +1615,7 @@ impl Btl for VerbsBtl {
             lease,
             ep: ep.0,
             parts: posted,
+            dest: dest.as_ptr() as u64,
             len: n,
             error: failed.map(|_| IBV_WC_GENERAL_ERR),
             pulled: false,
@@ -1472,6 +1636,7 @@ impl Btl for VerbsBtl {
                 }
             }
         }
+        self.note_transfer();
         true
     }
 
@@ -1536,7 +1701,12 @@ impl Btl for VerbsBtl {
         }
         self.serve_pulls();
         self.return_credits();
+        self.note_transfer();
         n
+    }
+
+    fn rndv_eager(&self) -> usize {
+        self.rndv_eager
     }
 
     fn finalize(&mut self) {
@@ -1569,6 +1739,13 @@ impl Btl for VerbsBtl {
                 "verbs BTL: registration cache {}: {} hits, {} misses, {} evictions, {} invalidated, {} uncached, {} us registering",
                 if self.cache.enabled() { "on" } else { "off" },
                 c.hits, c.misses, c.evictions, c.invalidated, c.uncached, c.register_ns / 1000
+            ),
+        );
+        self.log(
+            Level::Info,
+            format_args!(
+                "verbs BTL: {} us transferring large messages, {} us registering behind a transfer, {} us registering with none under way, {} pipeline sends ({} bytes)",
+                s.transfer_ns / 1000, s.reg_hidden_ns / 1000, s.reg_exposed_ns / 1000, s.pushes, s.push_bytes
             ),
         );
         self.release();

@@ -123,7 +123,7 @@ pub static LEAVE_PINNED: ParamDef = ParamDef {
     name: "mpi_leave_pinned",
     kind: Kind::Str,
     default: Default::Str("auto"),
-    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so)",
+    description: "Keep the verbs BTL's memory registrations for reuse (the registration cache): on, off, or auto (on where the library sees the program's frees and unmaps: linked with libmpi.so, or with libmpi.a by stormcc without -static)",
 };
 
 /// `mpool_max_registrations`.
@@ -186,8 +186,30 @@ pub static MIN_PIPELINE_SIZE: ParamDef = ParamDef {
     description: "With btl_verbs_large_protocol=pipeline, messages smaller than this still go by RGET (one registration, one read); 0: every large message is pipelined",
 };
 
+/// `btl_verbs_rndv_eager_limit`.
+pub static RNDV_EAGER_LIMIT: ParamDef = ParamDef {
+    name: "btl_verbs_rndv_eager_limit",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 20,
+    },
+    default: Default::Int(0),
+    description: "Bytes of a large message sent with its RGET offer (header and bytes within btl_verbs_eager_limit): the receiver copies them as it matches and reads only the rest; 0: the offer carries none",
+};
+
+/// `btl_verbs_rdma_pipeline_send_length`.
+pub static PIPELINE_SEND_LENGTH: ParamDef = ParamDef {
+    name: "btl_verbs_rdma_pipeline_send_length",
+    kind: Kind::Int {
+        min: 0,
+        max: 1 << 40,
+    },
+    default: Default::Int(0),
+    description: "Bytes at the start of each pipeline-protocol transfer the sender sends through the receive queue (copied in and out) while it registers the first fragment it RDMA-writes; 0: all of it by RDMA write",
+};
+
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 19] = [
+pub static PARAMS: [&ParamDef; 21] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -207,4 +229,6 @@ pub static PARAMS: [&ParamDef; 19] = [
     &PIPELINE_FRAG_LENGTH,
     &PIPELINE_DEPTH,
     &MIN_PIPELINE_SIZE,
+    &RNDV_EAGER_LIMIT,
+    &PIPELINE_SEND_LENGTH,
 ];

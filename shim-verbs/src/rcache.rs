@@ -429,7 +429,8 @@ fn read_log(pos: u64) -> LogRead {
 }
 
 /// Whether the program's `free` and `munmap` — the ones the dynamic linker gives it, which are
-/// the library's memory hooks only when the program links `libmpi.so` — reach [`unmapped`]: a
+/// the library's memory hooks when the program links `libmpi.so`, or `libmpi.a` through stormcc
+/// without `-static` (which defines them as the hooks) — reach [`unmapped`]: a
 /// large block is freed and a mapping unmapped through them and looked for in the log.
 pub fn hooks_work() -> bool {
     arm();

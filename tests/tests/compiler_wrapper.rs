@@ -17,6 +17,10 @@ const COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// `native_libraries_are_what_rustc_says`).
 const NATIVE_LIBS: &str = "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc";
 
+/// What stormcc adds after the Linux libmpi.a in a static link against the shared C library:
+/// the C library's `free`, `munmap`, ... defined as the library's memory hooks.
+const MEMHOOKS: &str = stormpi_bootstrap::cc::MEMHOOK_DEFSYMS;
+
 /// stormcc without the user's overrides, so that its output is predictable.
 fn wrapper(program: &Path) -> Command {
     let mut cmd = Command::new(program);
@@ -86,7 +90,7 @@ fn show_prints_the_whole_command() {
     let lib = Path::new(&exe).parent().unwrap().display();
     assert_eq!(
         shown(&["-show", "-O2", "-o", "prog", "prog.c"]),
-        format!("cc -I{inc} -O2 -o prog prog.c {lib}/libmpi.a {NATIVE_LIBS}")
+        format!("cc -I{inc} -O2 -o prog prog.c {lib}/libmpi.a {MEMHOOKS} {NATIVE_LIBS}")
     );
     assert_eq!(
         shown(&["-c", "-show", "prog.c"]),
@@ -471,7 +475,7 @@ fn install_script_lays_out_a_working_tree() {
     let out = run(cmd, COMPILE_TIMEOUT);
     assert_eq!(
         out.stdout.trim_end(),
-        format!("cc -I{prefix_s}/include x.c {prefix_s}/lib/libmpi.a {NATIVE_LIBS}")
+        format!("cc -I{prefix_s}/include x.c {prefix_s}/lib/libmpi.a {MEMHOOKS} {NATIVE_LIBS}")
     );
 
     // Build and run with the installed tree only.

@@ -335,9 +335,18 @@ fn reused(out: &Output) -> u32 {
 /// dropped with madvise between two messages and allocated again at the same address carry the
 /// new data (the software device fails a registration whose pages were replaced, so a cache
 /// that missed the free would fail the job).
+///
+/// The same with the program linked with `libmpi.a` by stormcc: its static link defines `free`,
+/// `munmap`, ... as the library's hooks (`-Wl,--defsym`), so the cache is on there too.
 #[test]
 fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
-    let out = reuse_job(&dynamic_program("buffer_reuse"), &[]);
+    for dynamic in [true, false] {
+        cache_reuses_and_drops(&extra_program("buffer_reuse", dynamic));
+    }
+}
+
+fn cache_reuses_and_drops(program: &std::path::Path) {
+    let out = reuse_job(program, &[]);
     out.assert_ok("buffer_reuse");
     assert!(
         reused(&out) > 0,
@@ -349,7 +358,7 @@ fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
     for (on, [hits, misses, _, invalidated, _]) in lines {
         assert!(
             on,
-            "auto turns the cache on with libmpi.so\n{}",
+            "auto turns the cache on with the hooks in place\n{}",
             out.report()
         );
         assert!(hits > 0 && misses > 0, "{}", out.report());
@@ -361,9 +370,39 @@ fn the_registration_cache_reuses_registrations_and_drops_freed_ones() {
     }
 }
 
-/// Off, or in a program linked with libmpi.a (whose frees the library does not see, so auto
-/// leaves the cache off), every message registers its own memory; asking for the cache there is
-/// an error naming the parameter.
+/// A program linked with libmpi.a by hand: stormcc's static link command without the
+/// `--defsym`s that make the program's `free`, `munmap`, ... the library's hooks.
+fn hand_linked(name: &str) -> PathBuf {
+    // stormcc's own static link first: it localizes libmpi.a, as an installed one is.
+    extra_program(name, false);
+    let src = c_extra_source(name);
+    build_once(&format!("{name}_hand_linked"), |out| {
+        let shown = Command::new(stormcc())
+            .args(C_FLAGS)
+            .arg(format!("-I{}", workspace_dir().join("tests/c").display()))
+            .arg("-static-mpi")
+            .arg("-show")
+            .arg("-o")
+            .arg(out)
+            .arg(&src)
+            .output()
+            .expect("stormcc -show");
+        assert!(shown.status.success(), "stormcc -show failed");
+        let line = String::from_utf8(shown.stdout).expect("a command line");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert!(
+            words.iter().any(|w| w.contains("--defsym=free=")),
+            "stormcc's static link defines free as the hook: {line}"
+        );
+        let mut cmd = Command::new(words[0]);
+        cmd.args(words[1..].iter().filter(|w| !w.contains("--defsym=")));
+        cmd
+    })
+}
+
+/// Off, or in a program linked with libmpi.a by hand (whose frees the library does not see, so
+/// auto leaves the cache off), every message registers its own memory; asking for the cache
+/// there is an error naming the parameter.
 #[test]
 fn without_the_cache_every_message_registers_its_memory() {
     let out = reuse_job(
@@ -371,7 +410,7 @@ fn without_the_cache_every_message_registers_its_memory() {
         &["--mca", "mpi_leave_pinned", "off"],
     );
     out.assert_ok("buffer_reuse");
-    let static_program = extra_program("buffer_reuse", false);
+    let static_program = hand_linked("buffer_reuse");
     let out2 = reuse_job(&static_program, &[]);
     out2.assert_ok("buffer_reuse");
     for o in [&out, &out2] {
@@ -502,4 +541,120 @@ fn below_the_pipeline_size_large_messages_are_read() {
         "reads {reads:?}, writes {writes:?}\n{}",
         out.report()
     );
+}
+
+/// Every rank's RDMA-read bytes (`R RDMA reads (B bytes)` of the finalize line).
+fn read_bytes(out: &Output) -> Vec<u64> {
+    out.stderr
+        .lines()
+        .filter(|l| l.contains("verbs BTL: ") && l.contains(" RDMA reads ("))
+        .map(|l| {
+            let at = l.find(" RDMA reads (").expect("reads") + " RDMA reads (".len();
+            let rest = &l[at..];
+            rest[..rest.find(' ').expect("a number")]
+                .parse()
+                .expect("a number")
+        })
+        .collect()
+}
+
+/// The number before `word` in every rank's finalize line of transfer and registration times
+/// (`verbs BTL: T us transferring large messages, ...`).
+fn timing(out: &Output, word: &str) -> Vec<u64> {
+    out.stderr
+        .lines()
+        .filter(|l| l.contains("verbs BTL: ") && l.contains(" us transferring"))
+        .map(|l| {
+            let head = l[..l.find(word).expect("a counter")].trim_end();
+            let start = head
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            head[start..].parse().expect("a number")
+        })
+        .collect()
+}
+
+/// `btl_verbs_rndv_eager_limit`: the `RGET` offer carries the message's first 8 KiB. The
+/// receiver reads exactly that much less per message than without it (rget_head's three
+/// messages read whole, at 1 MiB); a receive into a strided buffer asks for the rest in
+/// fragments after the carried bytes; an odd-length message and a late receive; every byte
+/// checked, and allpairs up to 8 MiB.
+#[test]
+fn rget_offers_carry_their_first_bytes() {
+    let n = 1 << 20;
+    let prog = dynamic_program("rget_head");
+    let run = |extra: &[&str]| {
+        let o = verbs_options(extra);
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let out = run_job(2, &o, &prog, &[&n.to_string()]);
+        out.assert_ok("rget_head");
+        out
+    };
+    let plain = run(&[]);
+    let head = run(&["--mca", "btl_verbs_rndv_eager_limit", "8192"]);
+    let (r0, r1) = (read_bytes(&plain), read_bytes(&head));
+    // The receiving rank read 3 messages (contiguous twice, odd length), 8 KiB fewer each.
+    for out in [&plain, &head] {
+        let reads = counter(out, " RDMA reads");
+        assert_eq!(reads.iter().sum::<u64>(), 3, "{}", out.report());
+    }
+    let (sum0, sum1): (u64, u64) = (r0.iter().sum(), r1.iter().sum());
+    assert_eq!(sum0, 3 * n as u64 + 3, "{}", plain.report());
+    assert_eq!(sum1, sum0 - 3 * 8192, "{}", head.report());
+    let out = job(
+        2,
+        "allpairs",
+        &["8388608"],
+        &["--mca", "btl_verbs_rndv_eager_limit", "12000"],
+    );
+    out.assert_ok("allpairs");
+}
+
+/// `btl_verbs_rdma_pipeline_send_length`: the first 200 KiB of every pipelined message go
+/// through the receive queue, the rest by RDMA write (256 KiB fragments), with the offer
+/// carrying 4 KiB too: allpairs up to 8 MiB, buffer_reuse at 16 MiB and rget_head, every byte
+/// checked; the counters show both paths moved data, and the sender registered fragments while
+/// a transfer was under way (the pipeline's overlap).
+#[test]
+fn the_pipeline_sends_its_first_bytes_through_the_receive_queue() {
+    let extra = [
+        "--mca",
+        "btl_verbs_large_protocol",
+        "pipeline",
+        "--mca",
+        "btl_verbs_rdma_pipeline_frag_length",
+        "262144",
+        "--mca",
+        "btl_verbs_rdma_pipeline_send_length",
+        "204800",
+        "--mca",
+        "btl_verbs_rndv_eager_limit",
+        "4096",
+    ];
+    let out = job(2, "allpairs", &["8388608"], &extra);
+    out.assert_ok("allpairs");
+    let o = verbs_options(&extra);
+    let o: Vec<&str> = o.iter().map(String::as_str).collect();
+    let out2 = run_job(2, &o, &dynamic_program("buffer_reuse"), &["16777216"]);
+    out2.assert_ok("buffer_reuse");
+    let out3 = run_job(2, &o, &dynamic_program("rget_head"), &["1048576"]);
+    out3.assert_ok("rget_head");
+    for out in [&out, &out2, &out3] {
+        let pushes = timing(out, " pipeline sends");
+        let writes = counter(out, " RDMA writes");
+        assert_eq!(pushes.len(), 2, "{}", out.report());
+        assert!(
+            pushes.iter().any(|&p| p > 0) && writes.iter().any(|&w| w > 0),
+            "pushes {pushes:?}, writes {writes:?}\n{}",
+            out.report()
+        );
+        assert!(
+            counter(out, " RDMA reads").iter().all(|&r| r == 0),
+            "{}",
+            out.report()
+        );
+    }
+    // 16 MiB messages in 64 fragments: the sender registers most of them behind writes.
+    let hidden = timing(&out2, " us registering behind");
+    assert!(hidden.iter().any(|&h| h > 0), "{}", out2.report());
 }

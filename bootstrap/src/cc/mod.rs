@@ -62,6 +62,19 @@ pub const NATIVE_STATIC_LIBS: &[&str] = &[
     "-lc",
 ];
 
+/// The linker options a static link against the shared C library gets when `libmpi.a` holds
+/// the memory hooks: the C names defined as the hooks' exported twins.
+pub const MEMHOOK_DEFSYMS: &str = "-Wl,--defsym=free=stormpi_memhook_free,\
+--defsym=realloc=stormpi_memhook_realloc,--defsym=munmap=stormpi_memhook_munmap,\
+--defsym=mremap=stormpi_memhook_mremap,--defsym=madvise=stormpi_memhook_madvise";
+
+/// Whether the static library `path` defines the memory hooks (the Linux library does, the
+/// node library does not; a missing or unreadable archive does not).
+fn defines_memhooks(path: &std::path::Path) -> bool {
+    localize::archive_symbols(path)
+        .is_ok_and(|names| names.iter().any(|n| n == b"stormpi_memhook_free"))
+}
+
 /// For a fully static Fortran program: the POSIX thread functions libgfortran
 /// refers to weakly, made part of the link. Its locks are on once a program
 /// has `pthread_key_create` — which libmpi.a brings (the Rust runtime) — and
@@ -416,6 +429,14 @@ impl Invocation {
                 let fully_static = self.args.iter().any(|a| a == "-static");
                 if fully_static && self.lang == Language::Fortran {
                     cmd.push(GFORTRAN_STATIC_PTHREAD.into());
+                }
+                // The registration cache's memory hooks (shim-linux/src/memhooks.rs): the
+                // program defines the C library's names as the hooks, interposing as
+                // libmpi.so's do; a fully static link would collide with libc.a's, and a
+                // shared object (loaded locally) would not interpose.
+                let shared = self.args.iter().any(|a| a == "-shared");
+                if !fully_static && !shared && defines_memhooks(&layout.libdir.join("libmpi.a")) {
+                    cmd.push(MEMHOOK_DEFSYMS.into());
                 }
                 for lib in NATIVE_STATIC_LIBS {
                     let lib = if fully_static && *lib == "-lgcc_s" {

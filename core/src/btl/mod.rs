@@ -405,6 +405,12 @@ pub trait Btl: Send {
         None
     }
 
+    /// Packed bytes an `RGET` offer to the peer carries after its header (the receiver takes
+    /// them as it matches, and reads only the rest); 0: none. Bounded by the eager limit.
+    fn rndv_eager(&self) -> usize {
+        0
+    }
+
     /// Withdraws a registration of [`Btl::register`]: the peer can no longer read it.
     fn deregister(&mut self, key: RemoteKey) {
         let _ = key;

@@ -189,6 +189,8 @@ pub enum RecvState {
         proc: ProcId,
         /// Total packed length.
         msg_len: u64,
+        /// Bytes the offer carried, already in the buffer: the read starts there.
+        head: u64,
         /// Sender's request id, for the FIN.
         sreq: u64,
         /// The sender's registration.

@@ -151,7 +151,8 @@ impl Sink for Incoming<'_> {
 }
 
 impl Incoming<'_> {
-    /// The start of a rendezvous (`read`: the key of an `RGET`, which carries no payload).
+    /// The start of a rendezvous (`read`: the key of an `RGET`, whose payload, if any, is the
+    /// message's first bytes and never all of them).
     fn rndv(
         &mut self,
         from: ProcId,
@@ -161,8 +162,8 @@ impl Incoming<'_> {
         read: Option<u64>,
         payload: &[u8],
     ) -> Delivery {
-        if read.is_some() && !payload.is_empty() {
-            return self.pml.reject(from, "RGET carries a payload");
+        if read.is_some() && payload.len() as u64 >= msg_len {
+            return self.pml.reject(from, "RGET carries all of its message");
         }
         if payload.len() as u64 > msg_len {
             return self
@@ -448,12 +449,13 @@ impl Ob1 {
                 msg_len,
                 sreq,
                 read: Some(key),
-            } if len == 0 && msg_len > 0 && readable => {
-                // Offered for reading: the answer (`Ob1::send_ack`) reads it straight into the
-                // buffer if the buffer and the route allow, else asks for fragments.
+            } if (len as u64) < msg_len && readable => {
+                // Offered for reading: the answer (`Ob1::send_ack`) reads the rest straight into
+                // the buffer if the buffer and the route allow, else asks for fragments.
                 rr.state = RecvState::Reading {
                     proc: from,
                     msg_len,
+                    head: len as u64,
                     sreq,
                     key,
                     step: ReadStep::Start,
@@ -545,7 +547,8 @@ impl Ob1 {
     /// The get of a receive that matched an `RGET` is over: the FIN goes next. A get that
     /// failed (the module could not read the sender's memory: permission withdrawn, a fault)
     /// loses nothing: the receive becomes an ordinary matched rendezvous whose ACK asks the
-    /// sender for all of the message in fragments, which overwrite whatever the get wrote.
+    /// sender for the rest of the message (after what the offer carried) in fragments, which
+    /// overwrite whatever the get wrote.
     pub(crate) fn on_read_done(&mut self, token: Token, result: crate::error::Result<()>) {
         let key = Key::from_u64(token.0);
         let Some(req) = self.requests.pool.get_mut(key) else {
@@ -561,6 +564,7 @@ impl Ob1 {
         let RecvState::Reading {
             proc,
             msg_len,
+            head,
             sreq,
             step,
             ..
@@ -579,16 +583,17 @@ impl Ob1 {
         }
         match result {
             Ok(()) => {
-                r.conv.placed(*msg_len as usize);
+                r.conv.placed((*msg_len - *head) as usize);
                 *step = ReadStep::Fin { failed: false };
                 self.stats.reads += 1;
             }
             Err(e) => {
                 let proc = *proc;
+                // The offer's own bytes are in place: the fragments start after them.
                 r.state = RecvState::Matched {
                     proc,
                     msg_len: *msg_len,
-                    received: 0,
+                    received: *head,
                     placing: 0,
                     sreq: *sreq,
                     acked: false,

@@ -211,22 +211,28 @@ impl Ob1 {
                 .data_ref(0, len)
                 .and_then(|d| btl.register(route.ep, d))
             {
-                let Some(space) = btl.reserve(route.ep, RGET_LEN) else {
-                    btl.deregister(k);
-                    return Attempt::Blocked;
-                };
+                // The module's first bytes travel with the offer (fewer where an element
+                // ends); the receiver reads the rest.
+                let first = btl
+                    .rndv_eager()
+                    .min(eager_limit.saturating_sub(RGET_LEN))
+                    .min(len.saturating_sub(1));
+                let mut hdr = [0u8; RGET_LEN];
                 Header::Rget {
                     env: s.env,
                     msg_len: len as u64,
                     sreq: key.to_u64(),
                     key: k.0,
                 }
-                .emit(space);
-                btl.commit(route.ep, AmTag::PML, RGET_LEN);
+                .emit(&mut hdr);
+                let Some(n) = send_head(btl, route.ep, &hdr, &mut s.conv, types, first) else {
+                    btl.deregister(k);
+                    return Attempt::Blocked;
+                };
                 s.reg = Some((route.btl, k.0));
                 s.state = SendState::AwaitFin;
                 self.stats.rget_sent += 1;
-                self.stats.sent(route.btl, RGET_LEN);
+                self.stats.sent(route.btl, RGET_LEN + n);
                 return Attempt::Sent;
             }
         }
@@ -319,6 +325,7 @@ impl Ob1 {
         let RecvState::Reading {
             proc,
             msg_len,
+            head,
             sreq,
             key: rkey,
             step,
@@ -332,15 +339,16 @@ impl Ob1 {
         let btl = bml.btl(route.btl);
         match step {
             ReadStep::Start => {
-                let dest = usize::try_from(msg_len)
+                // The offer's own bytes (`head`) are in place; the get reads the rest.
+                let dest = usize::try_from(msg_len - head)
                     .ok()
                     .filter(|_| btl.attrs().flags.contains(BtlFlags::GET))
-                    .and_then(|n| Some((r.conv.dest_ref(0, n)?, n)));
+                    .and_then(|n| Some((r.conv.dest_ref(head as usize, n)?, n)));
                 let Some((dest, n)) = dest else {
                     r.state = RecvState::Matched {
                         proc,
                         msg_len,
-                        received: 0,
+                        received: head,
                         placing: 0,
                         sreq,
                         acked: false,
@@ -351,7 +359,7 @@ impl Ob1 {
                 // they are; the receive cannot complete, nor its buffer be released, before the
                 // module reports the get.
                 let d = unsafe { DestRef::new(dest, n) };
-                if !btl.get(route.ep, RemoteKey(rkey), 0, d, Token(key.to_u64())) {
+                if !btl.get(route.ep, RemoteKey(rkey), head, d, Token(key.to_u64())) {
                     return Some(Attempt::Blocked);
                 }
                 if let RecvState::Reading { step, .. } = &mut r.state {
