@@ -17,6 +17,9 @@
  *   spawn gone       the child ends (MPI_Finalize) without a word; then the parents send to it:
  *                    the connection is refused at once, and the job must end promptly with a
  *                    message naming the process of another job (not wait for dpm_timeout)
+ *   spawn loop N     N rounds of: spawn 2 children, data both ways, (every other round) a
+ *                    merge freed again, MPI_Comm_disconnect; run with dpm_max_procs below 2 N,
+ *                    so that it passes only if the slots of disconnected children come back
  *   spawn unsupported  (started without a launcher, or under Hydra)
  *                    MPI_ERR_UNSUPPORTED_OPERATION
  *   spawn wdir DIR   a child started by bare name with the info key path (this program's
@@ -138,6 +141,13 @@ static int child(MPI_Comm parent, int argc, char **argv)
         MPI_Send(msg, 2, MPI_INT, 0, 5, parent);
         check_same_high(parent, rank);
         check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
+    } else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
+        role = "loop child";
+        exchange(parent, rank, 100, 0);
+        if (atoi(argv[2]) % 2 == 0)
+            merge_and_disconnect(&parent, rank, 1);
+        else
+            check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
     } else if (argc >= 2 && strcmp(argv[1], "finalize") == 0) {
         MPI_Finalize();
         return 0;
@@ -218,6 +228,29 @@ int main(int argc, char **argv)
             check_same_high(inter, rank);
             check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
         }
+    } else if (strcmp(mode, "loop") == 0 && argc >= 3) {
+        int rounds = atoi(argv[2]), round;
+        for (round = 0; round < rounds && failures == 0; round++) {
+            char num[16], *args[] = {"loop", num, NULL};
+            int codes[2] = {-1, -1};
+            snprintf(num, sizeof num, "%d", round);
+            rc = MPI_Comm_spawn(argv[0], args, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                                codes);
+            check(rc == MPI_SUCCESS, rank, "MPI_Comm_spawn in the loop");
+            if (rc != MPI_SUCCESS) {
+                char msg[MPI_MAX_ERROR_STRING];
+                int len = 0;
+                MPI_Error_string(rc, msg, &len);
+                fprintf(stderr, "round %d: %s\n", round, msg);
+                break;
+            }
+            exchange(inter, rank, 0, 100);
+            if (round % 2 == 0)
+                merge_and_disconnect(&inter, rank, 0);
+            else
+                check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
+        }
+        check(round == rounds, rank, "the loop ended early");
     } else if (strcmp(mode, "abort") == 0 || strcmp(mode, "nompi") == 0) {
         char *args[] = {"abort", NULL};
         int nompi = strcmp(mode, "nompi") == 0, v = 0;
@@ -286,7 +319,7 @@ int main(int argc, char **argv)
         }
     } else {
         if (rank == 0)
-            fprintf(stderr, "usage: spawn basic|multiple|missing|abort|nompi|gone|unsupported|wdir DIR\n");
+            fprintf(stderr, "usage: spawn basic|multiple|loop N|missing|abort|nompi|gone|unsupported|wdir DIR\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
 

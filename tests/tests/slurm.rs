@@ -231,3 +231,58 @@ fn srun_over_two_nodes() {
         "the Slurm jobs took {took:?}"
     );
 }
+
+/// `MPI_Comm_spawn` under `srun --mpi=pmi2`: Slurm's PMI-2 plugin starts the children as a new
+/// step of the job (an srun of its own), its stepd gives them the parents' port as a preput
+/// value; two parents spawn two children twice (data both ways, disconnect). The job is
+/// allocated four tasks with `salloc` and the parents' step takes two with `--overlap` (a step
+/// takes every CPU of its nodes by default, and the children's step would wait for them).
+#[test]
+fn srun_spawn_over_pmi2() {
+    let program = stormpi_tests::c_extra_program("spawn");
+    let slurm = match Slurm::start_nodes(&["s1", "s2"]) {
+        Ok(s) => s,
+        Err(why) => {
+            assert!(
+                std::env::var_os("STORMPI_REQUIRE_SLURM").is_none(),
+                "Slurm cannot start: {why}"
+            );
+            eprintln!("*** SKIPPED srun_spawn_over_pmi2: Slurm cannot start here: {why} ***");
+            return;
+        }
+    };
+    let mut cmd = slurm.salloc();
+    cmd.args([
+        "--time=1",
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "srun",
+        "-N",
+        "2",
+        "-n",
+        "2",
+        "--overlap",
+        "--mpi=pmi2",
+    ])
+    .arg(&program)
+    .args(["loop", "2"]);
+    for v in [
+        "PMI_FD",
+        "PMI_PORT",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_JOBID",
+        "STORMPI_PMI",
+    ] {
+        cmd.env_remove(v);
+    }
+    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    assert!(
+        out.success() && out.has_line("OK spawn-loop"),
+        "MPI_Comm_spawn under srun --mpi=pmi2:\n{}\n{}",
+        out.report(),
+        slurm.slurmd_logs()
+    );
+}

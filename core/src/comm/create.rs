@@ -1773,6 +1773,8 @@ impl Building<'_> {
             }
         }
         self.reap();
+        // The processes of another job this reached may be reached by nothing now.
+        self.p2p.release_unreached();
         Ok(())
     }
 
@@ -1780,6 +1782,7 @@ impl Building<'_> {
     /// completed.
     pub(crate) fn reap(&mut self) {
         let mut cur = 0;
+        let mut removed = false;
         loop {
             let Some(id) = self.p2p.comms.draining().find(|c| c.0 >= cur) else {
                 break;
@@ -1788,7 +1791,11 @@ impl Building<'_> {
             if !self.p2p.pml.comm_busy(id) && !self.colls().coll_uses(id) {
                 self.p2p.pml.comm_removed(id);
                 let _ = self.p2p.comms.remove(id);
+                removed = true;
             }
+        }
+        if removed {
+            self.p2p.release_unreached();
         }
         *self.draining = self.p2p.comms.draining().next().is_some();
     }
