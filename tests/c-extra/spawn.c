@@ -9,7 +9,7 @@
  *                    MPI_Comm_disconnect, after which MPI_Comm_get_parent is MPI_COMM_NULL
  *   spawn multiple   MPI_Comm_spawn_multiple of two commands (1 x "A", 2 x "B"): each child
  *                    sends its letter and MPI_APPNUM to the parents' rank 0; MPI_Intercomm_merge
- *                    with the same `high` at both sides is MPI_ERR_UNSUPPORTED_OPERATION
+ *                    with the same `high` at both sides gives one block per side, in order
  *   spawn missing    a program that does not exist: MPI_ERR_SPAWN at every rank, errcodes too
  *   spawn abort      the child calls MPI_Abort after meeting the parents, who wait for a
  *                    message from it: stormrun must end the parents' job too (no OK line)
@@ -90,13 +90,33 @@ static void merge_and_disconnect(MPI_Comm *inter, int rank, int high)
           "MPI_Comm_disconnect");
 }
 
-/* The same `high` at both sides of an intercommunicator with another job is refused alike. */
-static void check_same_high(MPI_Comm inter, int rank)
+/* The same `high` at both sides of an intercommunicator with another job: both sides agree on
+ * which goes first, each side's processes stay in their order, one block per side. */
+static void check_same_high(MPI_Comm inter, int rank, int side)
 {
     MPI_Comm merged = MPI_COMM_NULL;
-    int rc = MPI_Intercomm_merge(inter, 0, &merged);
-    check(class_of(rc) == MPI_ERR_UNSUPPORTED_OPERATION, rank,
-          "MPI_Intercomm_merge with the same high at both sides across jobs was not refused");
+    int local, remote, size = 0, i, mine[2], all[2 * 16], blocks = 1;
+    MPI_Comm_size(inter, &local);
+    MPI_Comm_remote_size(inter, &remote);
+    check(MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS, rank,
+          "MPI_Intercomm_merge with the same high at both sides across jobs");
+    if (merged == MPI_COMM_NULL)
+        return;
+    MPI_Comm_size(merged, &size);
+    check(size == local + remote && size <= 16, rank, "merged size (same high)");
+    mine[0] = side;
+    mine[1] = rank;
+    check(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, merged) == MPI_SUCCESS, rank,
+          "MPI_Allgather over the merge (same high)");
+    for (i = 1; i < size && size <= 16; i++) {
+        if (all[2 * i] != all[2 * i - 2])
+            blocks++;
+        else
+            check(all[2 * i + 1] == all[2 * i - 1] + 1, rank, "a side's order in the merge");
+    }
+    check(blocks == 2, rank, "the merge (same high) does not hold one block per side");
+    check(all[1] == 0, rank, "the first side does not start at its rank 0");
+    MPI_Comm_free(&merged);
 }
 
 static int child(MPI_Comm parent, int argc, char **argv)
@@ -139,7 +159,7 @@ static int child(MPI_Comm parent, int argc, char **argv)
         msg[0] = argv[2][0];
         msg[1] = flag ? *appnum : -1;
         MPI_Send(msg, 2, MPI_INT, 0, 5, parent);
-        check_same_high(parent, rank);
+        check_same_high(parent, rank, 1);
         check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
     } else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
         role = "loop child";
@@ -225,7 +245,7 @@ int main(int argc, char **argv)
                     check(msg[1] == apps[i], rank, "a child's MPI_APPNUM");
                 }
             }
-            check_same_high(inter, rank);
+            check_same_high(inter, rank, 0);
             check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
         }
     } else if (strcmp(mode, "loop") == 0 && argc >= 3) {

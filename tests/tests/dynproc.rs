@@ -162,7 +162,8 @@ fn spawn_and_disconnect_reuse_process_slots() {
 }
 
 /// `MPI_Comm_spawn_multiple` of two commands: one job, the commands' processes in order, each
-/// with its `MPI_APPNUM`.
+/// with its `MPI_APPNUM`; a merge with the same `high` at both sides puts one side, then the
+/// other, each in its order.
 #[test]
 fn spawn_multiple_commands() {
     let prog = c_extra_program("spawn");
