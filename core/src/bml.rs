@@ -394,6 +394,22 @@ impl Bml {
         self.add(peers, modex, true)
     }
 
+    /// Forgets the routes to `proc`, a process of another job that no communicator reaches any
+    /// more, and lets every module that reached it close its endpoint ([`Btl::del_later`]).
+    pub fn del_later(&mut self, proc: ProcId) {
+        let Some(routes) = self.peers.get_mut(proc.0 as usize) else {
+            return;
+        };
+        let routes = core::mem::take(routes);
+        let mut done = 0u64;
+        for r in routes.eager.iter().chain(routes.send.iter()) {
+            if done & (1 << (r.btl % 64)) == 0 {
+                done |= 1 << (r.btl % 64);
+                self.btls[r.btl as usize].del_later(proc, r.ep);
+            }
+        }
+    }
+
     fn add(&mut self, peers: &[PeerInfo], modex: &mut dyn Modex, later: bool) -> Result<()> {
         let n = peers.len();
         if n > self.scratch.len() {

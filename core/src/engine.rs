@@ -303,7 +303,7 @@ impl Engine {
         let procs = arena.slice(slots as usize, |p| PeerInfo {
             proc: ProcId(p as u32),
             arch: None,
-            node: u32::MAX,
+            node: crate::p2p::FREE_SLOT,
         })?;
         for info in procs[..n as usize].iter_mut() {
             let mut b = [0u8; 4];
@@ -425,9 +425,11 @@ impl Engine {
         self.p2p.world
     }
 
-    /// The first process slot the next processes of another job will take.
-    pub fn next_slot(&self) -> u32 {
-        self.p2p.joined
+    /// The slots the next processes of another job take: after giving back those no
+    /// communicator reaches any more, the start and length of the longest run of free ones.
+    pub fn free_slots(&mut self) -> (u32, u32) {
+        self.p2p.release_unreached();
+        self.p2p.free_slots()
     }
 
     /// Writes this process's business card for processes of another job
@@ -445,20 +447,21 @@ impl Engine {
     }
 
     /// Adds the processes of another job whose `cards` arrived (in the order of their slots,
-    /// from [`Engine::next_slot`] on): each gets a process slot, and the BTLs decide which
-    /// reach it ([`crate::btl::Btl::add_later`]). `my_index` is this process's index among
-    /// its own side's cards; `secret` the link's, which their transports prove. Returns the
-    /// first new slot. The slots are bounded by `dpm_max_procs`; they are not reused.
+    /// from `first` on, which this process announced from [`Engine::free_slots`]): each gets
+    /// a process slot, and the BTLs decide which reach it ([`crate::btl::Btl::add_later`]).
+    /// `my_index` is this process's index among its own side's cards; `secret` the link's,
+    /// which their transports prove. Returns the first new slot. The slots are bounded by
+    /// `dpm_max_procs`; they are given back once no communicator reaches their processes.
     pub fn add_procs(
         &mut self,
+        first: u32,
         cards: crate::dpm::Cards<'_>,
         my_index: u32,
         secret: [u8; 32],
     ) -> Result<ProcId> {
-        let first = self.p2p.joined;
         let k = cards.len();
         let end = first as usize + k as usize;
-        if end > self.p2p.procs.len() {
+        if !self.p2p.slots_free(first, end as u32) {
             return Err(Error::exhausted(
                 "process slots for processes of other jobs",
                 self.params.u32(&DPM_MAX_PROCS),
@@ -492,7 +495,7 @@ impl Engine {
             host: &host[..hl],
         };
         // The slots are taken even if a module fails: the other side counts on the same ids.
-        self.p2p.joined = end as u32;
+        self.p2p.joined = self.p2p.joined.max(end as u32);
         self.p2p
             .bml
             .add_later(&self.p2p.procs[first as usize..end], &mut modex)?;

@@ -652,6 +652,48 @@ impl GroupTable {
         Ok(Group::Listed { id, len: n })
     }
 
+    /// Marks the members of `g` in `from..to` (processes of other jobs, whose slots are given
+    /// back once nothing names them; see [`GroupTable::take_mark`]).
+    pub fn mark_members(&mut self, g: Group, from: u32, to: u32) {
+        if matches!(self.shape(g), Group::Empty | Group::World { .. }) {
+            return;
+        }
+        for r in 0..g.size() {
+            let p = self.proc_of(g, r).0;
+            if (from..to).contains(&p) {
+                self.marks[p as usize / 64] |= 1 << (p % 64);
+            }
+        }
+    }
+
+    /// Marks the members in `from..to` of every stored group (user handles among them).
+    pub fn mark_stored(&mut self, from: u32, to: u32) {
+        for i in 0..self.entries.len() {
+            if let Some(e) = self.entries[i] {
+                let g = match e.members {
+                    Members::Shape(s) => s,
+                    Members::Range { len, .. } => Group::Listed {
+                        id: GroupId(i as u16),
+                        len,
+                    },
+                };
+                self.mark_members(g, from, to);
+            }
+        }
+    }
+
+    /// Whether [`GroupTable::mark_members`] marked `p`, clearing the mark: the marks are
+    /// clear again once every marked process has been taken.
+    pub fn take_mark(&mut self, p: ProcId) -> bool {
+        let p = p.0 as usize;
+        let bit = 1u64 << (p % 64);
+        let marked = self.marks.get(p / 64).is_some_and(|w| w & bit != 0);
+        if marked {
+            self.marks[p / 64] &= !bit;
+        }
+        marked
+    }
+
     /// Groups alive (for leak checks).
     pub fn count(&self) -> usize {
         self.entries.iter().filter(|e| e.is_some()).count()

@@ -192,6 +192,10 @@ pub struct P2p {
     pub(crate) finalized: bool,
 }
 
+/// The node number of a process slot no process holds: one kept for processes of other jobs
+/// that is not taken, or was given back.
+pub(crate) const FREE_SLOT: u32 = u32::MAX;
+
 fn bad_tag(tag: i32) -> Error {
     Error::new(ErrorClass::Tag, Reason::TagOutOfRange { tag, ub: TAG_UB })
 }
@@ -244,6 +248,62 @@ impl P2p {
                 self.uniform_arch = false;
             }
         }
+    }
+
+    /// Gives back the slots of processes of other jobs that no communicator or stored group
+    /// names any more (after `MPI_Comm_disconnect`, or the free of the last communicator
+    /// reaching them): their routes go, the modules close their connections, and the slots
+    /// serve the next processes to join ([`P2p::free_slots`]).
+    pub(crate) fn release_unreached(&mut self) {
+        if self.joined == self.world {
+            return;
+        }
+        let (procs, bml) = (&mut *self.procs, &mut self.bml);
+        self.comms.unreached(self.world, self.joined, |p| {
+            let info = &mut procs[p.0 as usize];
+            if info.node != FREE_SLOT {
+                bml.del_later(p);
+                *info = PeerInfo {
+                    proc: p,
+                    arch: None,
+                    node: FREE_SLOT,
+                };
+            }
+        });
+        let world = self.world as usize;
+        self.joined = self.procs[world..self.joined as usize]
+            .iter()
+            .rposition(|i| i.node != FREE_SLOT)
+            .map_or(self.world, |i| (world + i + 1) as u32);
+    }
+
+    /// The slots the next processes of another job take: the start and length of the longest
+    /// run of free slots (the first such run), since a side's processes take consecutive ones.
+    pub fn free_slots(&self) -> (u32, u32) {
+        let (mut best, mut run) = ((self.world, 0), (self.world, 0));
+        for (i, info) in self.procs.iter().enumerate().skip(self.world as usize) {
+            if info.node == FREE_SLOT {
+                if run.1 == 0 {
+                    run.0 = i as u32;
+                }
+                run.1 += 1;
+                if run.1 > best.1 {
+                    best = run;
+                }
+            } else {
+                run.1 = 0;
+            }
+        }
+        best
+    }
+
+    /// Whether the slots `first..end` exist and are all free.
+    pub(crate) fn slots_free(&self, first: u32, end: u32) -> bool {
+        first >= self.world
+            && self
+                .procs
+                .get(first as usize..end as usize)
+                .is_some_and(|s| s.iter().all(|i| i.node == FREE_SLOT))
     }
 
     /// Makes sure a new communicator has room: a free slot in the communicator table and its

@@ -1440,6 +1440,35 @@ integer(c_int), bind(C, name='stormpi_f_bottom') :: MPI_BOTTOM
       INTEGER :: size
       INTEGER :: ierror
     end subroutine MPI_COMM_SIZE
+    subroutine MPI_COMM_SPAWN(command, argv, maxprocs, info, root, comm, intercomm, &
+        array_of_errcodes, ierror)
+      import
+      implicit none
+      CHARACTER(LEN=*) :: command
+      CHARACTER(LEN=*) :: argv(*)
+      INTEGER :: maxprocs
+      INTEGER :: info
+      INTEGER :: root
+      INTEGER :: comm
+      INTEGER :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER :: ierror
+    end subroutine MPI_COMM_SPAWN
+    subroutine MPI_COMM_SPAWN_MULTIPLE(count, array_of_commands, array_of_argv, &
+        array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror)
+      import
+      implicit none
+      INTEGER :: count
+      CHARACTER(LEN=*) :: array_of_commands(*)
+      CHARACTER(LEN=*) :: array_of_argv(count,*)
+      INTEGER :: array_of_maxprocs(*)
+      INTEGER :: array_of_info(*)
+      INTEGER :: root
+      INTEGER :: comm
+      INTEGER :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER :: ierror
+    end subroutine MPI_COMM_SPAWN_MULTIPLE
     subroutine MPI_COMM_SPLIT(comm, color, key, newcomm, ierror)
       import
       implicit none

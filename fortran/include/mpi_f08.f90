@@ -330,6 +330,8 @@ module mpi_f08
   integer(c_int), bind(C, name='stormpi_f_errcodes_ignore') :: MPI_ERRCODES_IGNORE(1)
   integer(c_int), bind(C, name='stormpi_f_unweighted') :: MPI_UNWEIGHTED(1)
   integer(c_int), bind(C, name='stormpi_f_weights_empty') :: MPI_WEIGHTS_EMPTY(1)
+  character(kind=c_char, len=1), bind(C, name='stormpi_f_argvs_null') :: MPI_ARGVS_NULL(1,1)
+  character(kind=c_char, len=1), bind(C, name='stormpi_f_argv_null') :: MPI_ARGV_NULL(1)
 
   interface operator(==)
     pure logical function stormpi_f08_mpi_comm_eq(a, b) bind(C, name='stormpi_f08_mpi_comm_eq')
@@ -2910,6 +2912,74 @@ procedure(MPI_Comm_copy_attr_function) :: MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN
       INTEGER :: size
       INTEGER, OPTIONAL, INTENT(OUT) :: ierror
     end subroutine PMPI_Comm_size_f08
+  end interface
+  interface MPI_Comm_spawn
+    subroutine MPI_Comm_spawn_f08(command, argv, maxprocs, info, root, comm, intercomm, &
+        array_of_errcodes, ierror) bind(C, name='MPI_Comm_spawn_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*) :: command
+      CHARACTER(LEN=*) :: argv(*)
+      INTEGER :: maxprocs
+      TYPE(MPI_Info) :: info
+      INTEGER :: root
+      TYPE(MPI_Comm) :: comm
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_spawn_f08
+  end interface
+  interface PMPI_Comm_spawn
+    subroutine PMPI_Comm_spawn_f08(command, argv, maxprocs, info, root, comm, intercomm, &
+        array_of_errcodes, ierror) bind(C, name='PMPI_Comm_spawn_f08')
+      import
+      implicit none
+      CHARACTER(LEN=*) :: command
+      CHARACTER(LEN=*) :: argv(*)
+      INTEGER :: maxprocs
+      TYPE(MPI_Info) :: info
+      INTEGER :: root
+      TYPE(MPI_Comm) :: comm
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_spawn_f08
+  end interface
+  interface MPI_Comm_spawn_multiple
+    subroutine MPI_Comm_spawn_multiple_f08(count, array_of_commands, array_of_argv, &
+        array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror) bind(C, &
+        name='MPI_Comm_spawn_multiple_f08')
+      import
+      implicit none
+      INTEGER :: count
+      CHARACTER(LEN=*) :: array_of_commands(*)
+      CHARACTER(LEN=*) :: array_of_argv(count,*)
+      INTEGER :: array_of_maxprocs(*)
+      TYPE(MPI_Info) :: array_of_info(*)
+      INTEGER :: root
+      TYPE(MPI_Comm) :: comm
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine MPI_Comm_spawn_multiple_f08
+  end interface
+  interface PMPI_Comm_spawn_multiple
+    subroutine PMPI_Comm_spawn_multiple_f08(count, array_of_commands, array_of_argv, &
+        array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror) bind(C, &
+        name='PMPI_Comm_spawn_multiple_f08')
+      import
+      implicit none
+      INTEGER :: count
+      CHARACTER(LEN=*) :: array_of_commands(*)
+      CHARACTER(LEN=*) :: array_of_argv(count,*)
+      INTEGER :: array_of_maxprocs(*)
+      TYPE(MPI_Info) :: array_of_info(*)
+      INTEGER :: root
+      TYPE(MPI_Comm) :: comm
+      TYPE(MPI_Comm) :: intercomm
+      INTEGER :: array_of_errcodes(*)
+      INTEGER, OPTIONAL, INTENT(OUT) :: ierror
+    end subroutine PMPI_Comm_spawn_multiple_f08
   end interface
   interface MPI_Comm_split
     subroutine MPI_Comm_split_f08(comm, color, key, newcomm, ierror) bind(C, &

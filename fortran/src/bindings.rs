@@ -3841,78 +3841,78 @@ pub unsafe extern "C" fn PMPI_COMM_SIZE(comm: *mut c_int, size: *mut c_int, ierr
 
 /// `MPI_COMM_SPAWN` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_comm_spawn<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_COMM_SPAWN (Fortran binding: a parameter of type char**)");
+unsafe fn f_comm_spawn<const PMPI: bool>(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    special::comm_spawn::<PMPI>(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    f_comm_spawn::<false>(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn_(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    f_comm_spawn::<false>(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    f_comm_spawn::<true>(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn_(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    f_comm_spawn::<true>(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn__(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    mpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    mpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_COMM_SPAWN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn MPI_COMM_SPAWN(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    mpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn__(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    pmpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    pmpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_COMM_SPAWN(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_(a0, a1, a2, a3, a4, a5, a6, a7, ierror)
+pub unsafe extern "C" fn PMPI_COMM_SPAWN(command: *mut c_char, argv: *mut c_char, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, command_len: usize, argv_len: usize) {
+    pmpi_comm_spawn_(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror, command_len, argv_len)
 }
 
 /// `MPI_COMM_SPAWN_MULTIPLE` (`PMPI` chooses the profiling C function).
 #[inline(always)]
-unsafe fn f_comm_spawn_multiple<const PMPI: bool>(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    *ierror = rt::unsupported("MPI_COMM_SPAWN_MULTIPLE (Fortran binding: a parameter of type char**)");
+unsafe fn f_comm_spawn_multiple<const PMPI: bool>(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    special::comm_spawn_multiple::<PMPI>(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn_multiple_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    f_comm_spawn_multiple::<false>(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn_multiple_(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    f_comm_spawn_multiple::<false>(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn_multiple_(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    f_comm_spawn_multiple::<true>(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn_multiple_(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    f_comm_spawn_multiple::<true>(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn_multiple__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn_multiple__(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    mpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mpi_comm_spawn_multiple(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn mpi_comm_spawn_multiple(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    mpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn MPI_COMM_SPAWN_MULTIPLE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    mpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn MPI_COMM_SPAWN_MULTIPLE(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    mpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn_multiple__(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn_multiple__(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    pmpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pmpi_comm_spawn_multiple(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn pmpi_comm_spawn_multiple(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    pmpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_COMM_SPAWN_MULTIPLE(a0: *mut c_int, a1: *mut c_int, a2: *mut c_int, a3: *mut c_int, a4: *mut c_int, a5: *mut c_int, a6: *mut c_int, a7: *mut c_int, a8: *mut c_int, ierror: *mut c_int) {
-    pmpi_comm_spawn_multiple_(a0, a1, a2, a3, a4, a5, a6, a7, a8, ierror)
+pub unsafe extern "C" fn PMPI_COMM_SPAWN_MULTIPLE(count: *mut c_int, array_of_commands: *mut c_char, array_of_argv: *mut c_char, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int, array_of_commands_len: usize, array_of_argv_len: usize) {
+    pmpi_comm_spawn_multiple_(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror, array_of_commands_len, array_of_argv_len)
 }
 
 /// `MPI_COMM_SPLIT` (`PMPI` chooses the profiling C function).

@@ -2500,6 +2500,42 @@ pub unsafe extern "C" fn PMPI_Comm_size_f08(comm: *mut c_int, size: *mut c_int, 
     f08_comm_size::<true>(comm, size, ierror)
 }
 
+/// `MPI_Comm_spawn` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_spawn<const PMPI: bool>(command: *const f08::Cdesc, argv: *const f08::Cdesc, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    let (command_s, command_len) = f08::string(command);
+    let (argv_s, argv_len) = f08::string(argv);
+    let mut rc: c_int = rt::SUCCESS;
+    special::comm_spawn::<PMPI>(command_s, argv_s, maxprocs, info, root, comm, intercomm, array_of_errcodes, &mut rc, command_len, argv_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_spawn_f08(command: *const f08::Cdesc, argv: *const f08::Cdesc, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    f08_comm_spawn::<false>(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_spawn_f08(command: *const f08::Cdesc, argv: *const f08::Cdesc, maxprocs: *mut c_int, info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    f08_comm_spawn::<true>(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, ierror)
+}
+
+/// `MPI_Comm_spawn_multiple` of `mpi_f08` (`PMPI` chooses the profiling C function).
+#[inline(always)]
+unsafe fn f08_comm_spawn_multiple<const PMPI: bool>(count: *mut c_int, array_of_commands: *const f08::Cdesc, array_of_argv: *const f08::Cdesc, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    let (array_of_commands_s, array_of_commands_len) = f08::string(array_of_commands);
+    let (array_of_argv_s, array_of_argv_len) = f08::string(array_of_argv);
+    let mut rc: c_int = rt::SUCCESS;
+    special::comm_spawn_multiple::<PMPI>(count, array_of_commands_s, array_of_argv_s, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, &mut rc, array_of_commands_len, array_of_argv_len);
+    f08::set_ierror(ierror, rc);
+}
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_spawn_multiple_f08(count: *mut c_int, array_of_commands: *const f08::Cdesc, array_of_argv: *const f08::Cdesc, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    f08_comm_spawn_multiple::<false>(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_spawn_multiple_f08(count: *mut c_int, array_of_commands: *const f08::Cdesc, array_of_argv: *const f08::Cdesc, array_of_maxprocs: *mut c_int, array_of_info: *mut c_int, root: *mut c_int, comm: *mut c_int, intercomm: *mut c_int, array_of_errcodes: *mut c_int, ierror: *mut c_int) {
+    f08_comm_spawn_multiple::<true>(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, ierror)
+}
+
 /// `MPI_Comm_split` of `mpi_f08` (`PMPI` chooses the profiling C function).
 #[inline(always)]
 unsafe fn f08_comm_split<const PMPI: bool>(comm: *mut c_int, color: *mut c_int, key: *mut c_int, newcomm: *mut c_int, ierror: *mut c_int) {

@@ -208,6 +208,20 @@ pub fn errcodes(p: *mut c_int) -> *mut c_void {
     }
 }
 
+/// Whether `p` is `MPI_ARGV_NULL` (of `mpif.h` or of the modules).
+pub fn argv_null(p: *const c_char) -> bool {
+    let a = p as usize;
+    a == mpiprivc_.addr() + core::mem::offset_of!(PrivC, argv_null)
+        || a == stormpi_f_argv_null.addr()
+}
+
+/// Whether `p` is `MPI_ARGVS_NULL` (of `mpif.h` or of the modules).
+pub fn argvs_null(p: *const c_char) -> bool {
+    let a = p as usize;
+    a == mpiprivc_.addr() + core::mem::offset_of!(PrivC, argvs_null)
+        || a == stormpi_f_argvs_null.addr()
+}
+
 /// Graph weights: `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY` are the C library's objects.
 pub fn weights(p: *mut c_int) -> *mut c_void {
     let a = p as usize;

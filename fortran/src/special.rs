@@ -1261,3 +1261,272 @@ pub unsafe fn session_get_nth_pset<const PMPI: bool>(
         *ierror = rc;
     }
 }
+
+/// Bytes of the strings (program names and arguments, each with its NUL) one spawn call hands
+/// to C, and how many arguments of all its commands.
+const SPAWN_BYTES: usize = 32 * 1024;
+const SPAWN_ARGS: usize = 1024;
+/// Most commands of one `MPI_COMM_SPAWN_MULTIPLE` (as stormrun's PMI server takes).
+const SPAWN_COMMANDS: usize = 64;
+
+/// The C strings and argument lists of one spawn call, built from Fortran's blank-padded rows
+/// in fixed room (the binding allocates nothing).
+struct SpawnText {
+    bytes: [u8; SPAWN_BYTES],
+    used: usize,
+    args: [*mut c_char; SPAWN_ARGS],
+    nargs: usize,
+}
+
+impl SpawnText {
+    fn new() -> SpawnText {
+        SpawnText {
+            bytes: [0; SPAWN_BYTES],
+            used: 0,
+            args: [null_mut(); SPAWN_ARGS],
+            nargs: 0,
+        }
+    }
+
+    /// Copies Fortran string `s` of `len` bytes without its trailing blanks; its offset.
+    ///
+    /// # Safety
+    /// `s` points to `len` readable bytes.
+    unsafe fn push(&mut self, s: *const c_char, len: usize) -> Result<usize, &'static str> {
+        let at = self.used;
+        // SAFETY: the caller's contract.
+        if !unsafe { rt::string_in(s, len, &mut self.bytes[at..]) } {
+            return Err(
+                "the program names and arguments of a spawn exceed the Fortran binding's 32 KiB",
+            );
+        }
+        let n = self.bytes[at..].iter().position(|&b| b == 0).unwrap_or(0);
+        self.used = at + n + 1;
+        Ok(at)
+    }
+
+    /// Appends the argument list of rows `row(0)`, `row(1)`, ... (each `len` bytes) up to the
+    /// first blank one, then a null; the index of its first pointer. A pointer is the offset
+    /// into `bytes` until [`SpawnText::fix`].
+    ///
+    /// # Safety
+    /// Every row up to the first blank one is readable (the standard's terminator).
+    unsafe fn push_list(
+        &mut self,
+        len: usize,
+        row: impl Fn(usize) -> *const c_char,
+    ) -> Result<usize, &'static str> {
+        let first = self.nargs;
+        let mut j = 0;
+        loop {
+            let r = row(j);
+            // SAFETY: the caller's contract.
+            let blank = len == 0
+                || unsafe { core::slice::from_raw_parts(r.cast::<u8>(), len) }
+                    .iter()
+                    .all(|&b| b == b' ');
+            if self.nargs + 1 >= SPAWN_ARGS {
+                return Err("the arguments of a spawn exceed the Fortran binding's 1024");
+            }
+            if blank {
+                self.args[self.nargs] = null_mut();
+                self.nargs += 1;
+                return Ok(first);
+            }
+            // SAFETY: as above.
+            let at = unsafe { self.push(r, len)? };
+            self.args[self.nargs] = core::ptr::without_provenance_mut(at + 1);
+            self.nargs += 1;
+            j += 1;
+        }
+    }
+
+    /// Turns the offsets the lists hold (plus one, so that 0 stays the terminator) into
+    /// pointers, once no string moves any more.
+    fn fix(&mut self) {
+        let base = self.bytes.as_mut_ptr();
+        for p in &mut self.args[..self.nargs] {
+            if !p.is_null() {
+                // SAFETY: every offset is inside `bytes` (push returned it).
+                *p = unsafe { base.add(p.addr() - 1) }.cast();
+            }
+        }
+    }
+
+    fn string(&mut self, at: usize) -> *mut c_char {
+        // SAFETY: `at` came from push.
+        unsafe { self.bytes.as_mut_ptr().add(at) }.cast()
+    }
+}
+
+fn spawn_error(func: &'static str, what: &'static str) -> c_int {
+    stormpi_core::capi::report_error(
+        func,
+        Error::new(ErrorClass::Arg, Reason::BadArgument { what }),
+    )
+}
+
+/// `MPI_COMM_SPAWN(COMMAND, ARGV, MAXPROCS, INFO, ROOT, COMM, INTERCOMM, ARRAY_OF_ERRCODES,
+/// IERROR)`: `COMMAND` without its trailing blanks; `ARGV` rows of `argv_len` bytes up to the
+/// first blank one (`MPI_ARGV_NULL`: none); `MPI_ERRCODES_IGNORE` is C's.
+///
+/// # Safety
+/// Fortran's arguments: valid references, `ARGV` ending in a blank row.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn comm_spawn<const PMPI: bool>(
+    command: *mut c_char,
+    argv: *mut c_char,
+    maxprocs: *mut c_int,
+    info: *mut c_int,
+    root: *mut c_int,
+    comm: *mut c_int,
+    intercomm: *mut c_int,
+    array_of_errcodes: *mut c_int,
+    ierror: *mut c_int,
+    command_len: usize,
+    argv_len: usize,
+) {
+    let mut t = SpawnText::new();
+    // SAFETY: the caller's contract.
+    let built = unsafe {
+        t.push(command, command_len).and_then(|cmd| {
+            let list = if rt::argv_null(argv) {
+                None
+            } else {
+                Some(t.push_list(argv_len, |j| argv.add(j * argv_len).cast_const())?)
+            };
+            Ok((cmd, list))
+        })
+    };
+    let (cmd, list) = match built {
+        Ok(b) => b,
+        Err(what) => {
+            // SAFETY: the caller's contract.
+            unsafe { *ierror = spawn_error("MPI_Comm_spawn", what) };
+            return;
+        }
+    };
+    t.fix();
+    let argv_c: *mut c_void = match list {
+        // SAFETY: `i` indexes the list push_list made.
+        Some(i) => unsafe { t.args.as_mut_ptr().add(i) }.cast(),
+        None => null_mut(),
+    };
+    let cmd = t.string(cmd);
+    // The strings live in `t`; the references are the caller's (the macro's SAFETY).
+    let rc = call!(
+        PMPI,
+        MPI_Comm_spawn,
+        PMPI_Comm_spawn(
+            cmd.cast(),
+            argv_c,
+            *maxprocs,
+            *info,
+            *root,
+            *comm,
+            intercomm.cast(),
+            rt::errcodes(array_of_errcodes)
+        )
+    );
+    // SAFETY: the caller's contract.
+    unsafe { *ierror = rc };
+}
+
+/// `MPI_COMM_SPAWN_MULTIPLE(COUNT, ARRAY_OF_COMMANDS, ARRAY_OF_ARGV, ARRAY_OF_MAXPROCS,
+/// ARRAY_OF_INFO, ROOT, COMM, INTERCOMM, ARRAY_OF_ERRCODES, IERROR)`: `ARRAY_OF_ARGV(I, J)` is
+/// argument `J` of command `I` (column-major: rows `COUNT` apart), each command's list ending
+/// at its first blank entry; `MPI_ARGVS_NULL`: no arguments for any.
+///
+/// # Safety
+/// Fortran's arguments: valid references, each command's arguments ending in a blank entry.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn comm_spawn_multiple<const PMPI: bool>(
+    count: *mut c_int,
+    array_of_commands: *mut c_char,
+    array_of_argv: *mut c_char,
+    array_of_maxprocs: *mut c_int,
+    array_of_info: *mut c_int,
+    root: *mut c_int,
+    comm: *mut c_int,
+    intercomm: *mut c_int,
+    array_of_errcodes: *mut c_int,
+    ierror: *mut c_int,
+    array_of_commands_len: usize,
+    array_of_argv_len: usize,
+) {
+    const FUNC: &str = "MPI_Comm_spawn_multiple";
+    // SAFETY: the caller's contract.
+    let n = unsafe { *count };
+    if n <= 0 || n as usize > SPAWN_COMMANDS {
+        let what = if n <= 0 {
+            "the count of commands to MPI_COMM_SPAWN_MULTIPLE is not positive"
+        } else {
+            "more than 64 commands to MPI_COMM_SPAWN_MULTIPLE"
+        };
+        // SAFETY: the caller's contract.
+        unsafe { *ierror = spawn_error(FUNC, what) };
+        return;
+    }
+    let n = n as usize;
+    let mut t = SpawnText::new();
+    let mut cmds = [0usize; SPAWN_COMMANDS];
+    let mut lists = [0usize; SPAWN_COMMANDS];
+    let no_args = rt::argvs_null(array_of_argv);
+    let (cl, al) = (array_of_commands_len, array_of_argv_len);
+    let mut built = Ok(());
+    for i in 0..n {
+        // SAFETY: the caller's contract: `count` commands, and each command's arguments up to
+        // a blank entry, `count` entries apart.
+        let r = unsafe {
+            t.push(array_of_commands.add(i * cl), cl).and_then(|c| {
+                cmds[i] = c;
+                if !no_args {
+                    lists[i] = t.push_list(al, |j| array_of_argv.add((i + j * n) * al))?;
+                }
+                Ok(())
+            })
+        };
+        if r.is_err() {
+            built = r;
+            break;
+        }
+    }
+    if let Err(what) = built {
+        // SAFETY: the caller's contract.
+        unsafe { *ierror = spawn_error(FUNC, what) };
+        return;
+    }
+    t.fix();
+    let mut cmd_ptrs = [null_mut::<c_char>(); SPAWN_COMMANDS];
+    let mut argv_ptrs = [null_mut::<*mut c_char>(); SPAWN_COMMANDS];
+    for i in 0..n {
+        cmd_ptrs[i] = t.string(cmds[i]);
+        if !no_args {
+            // SAFETY: `lists[i]` indexes the list push_list made.
+            argv_ptrs[i] = unsafe { t.args.as_mut_ptr().add(lists[i]) };
+        }
+    }
+    let argvs: *mut c_void = if no_args {
+        null_mut()
+    } else {
+        argv_ptrs.as_mut_ptr().cast()
+    };
+    // The strings live in `t`; the references are the caller's (the macro's SAFETY).
+    let rc = call!(
+        PMPI,
+        MPI_Comm_spawn_multiple,
+        PMPI_Comm_spawn_multiple(
+            n as c_int,
+            cmd_ptrs.as_mut_ptr().cast(),
+            argvs,
+            array_of_maxprocs.cast(),
+            array_of_info.cast(),
+            *root,
+            *comm,
+            intercomm.cast(),
+            rt::errcodes(array_of_errcodes)
+        )
+    );
+    // SAFETY: the caller's contract.
+    unsafe { *ierror = rc };
+}

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use stormpi_bootstrap::pmi::names::NameFault;
-use stormpi_bootstrap::pmi::spawn::{SpawnCommand, PARENT_PORT_ENV, PARENT_PORT_KEY};
+use stormpi_bootstrap::pmi::spawn::{SpawnCommand, PARENT_PORT_KEY};
 use stormpi_bootstrap::pmi::{PmiClient, PmiError};
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
 use stormpi_core::rte::{ProcId, Rte, Singleton, SpawnRequest};
@@ -54,6 +54,8 @@ pub struct PmiRte {
     size: u32,
     host: String,
     nodes: OnceLock<Vec<u32>>,
+    /// For a process a spawn started, the port its parents wait at.
+    parent_port: Option<String>,
 }
 
 impl PmiRte {
@@ -77,7 +79,11 @@ impl PmiRte {
                 .put("host", host.as_bytes())
                 .map_err(|e| pmi_error("publishing the host name", e))?,
         }
+        let parent_port = client
+            .parent_port()
+            .map_err(|e| pmi_error("reading the port of the parents that spawned this job", e))?;
         Ok(PmiRte {
+            parent_port,
             rank: client.rank(),
             size: client.size(),
             client: Some(client),
@@ -250,7 +256,10 @@ impl Rte for PmiRte {
         self.client().spawn(&cmds).map_err(|e| match e {
             PmiError::Unsupported(_) => {
                 eprintln!("stormpi: MPI_Comm_spawn: {e}");
-                Error::unsupported("MPI_Comm_spawn under this launcher (stormrun serves it)")
+                Error::unsupported(
+                    "MPI_Comm_spawn under this launcher (stormrun, Hydra and Slurm's --mpi=pmi2 \
+                     serve it)",
+                )
             }
             // The launcher printed why it refused.
             PmiError::Refused { .. } => Error::new(
@@ -270,9 +279,7 @@ impl Rte for PmiRte {
     }
 
     fn parent_port(&self, out: &mut [u8]) -> Option<usize> {
-        let port = std::env::var(PARENT_PORT_ENV)
-            .ok()
-            .filter(|p| !p.is_empty())?;
+        let port = self.parent_port.as_deref()?;
         let n = port.len().min(out.len());
         out[..n].copy_from_slice(&port.as_bytes()[..n]);
         Some(n)

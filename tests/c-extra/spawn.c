@@ -9,7 +9,7 @@
  *                    MPI_Comm_disconnect, after which MPI_Comm_get_parent is MPI_COMM_NULL
  *   spawn multiple   MPI_Comm_spawn_multiple of two commands (1 x "A", 2 x "B"): each child
  *                    sends its letter and MPI_APPNUM to the parents' rank 0; MPI_Intercomm_merge
- *                    with the same `high` at both sides is MPI_ERR_UNSUPPORTED_OPERATION
+ *                    with the same `high` at both sides gives one block per side, in order
  *   spawn missing    a program that does not exist: MPI_ERR_SPAWN at every rank, errcodes too
  *   spawn abort      the child calls MPI_Abort after meeting the parents, who wait for a
  *                    message from it: stormrun must end the parents' job too (no OK line)
@@ -17,6 +17,9 @@
  *   spawn gone       the child ends (MPI_Finalize) without a word; then the parents send to it:
  *                    the connection is refused at once, and the job must end promptly with a
  *                    message naming the process of another job (not wait for dpm_timeout)
+ *   spawn loop N     N rounds of: spawn 2 children, data both ways, (every other round) a
+ *                    merge freed again, MPI_Comm_disconnect; run with dpm_max_procs below 2 N,
+ *                    so that it passes only if the slots of disconnected children come back
  *   spawn unsupported  (started without a launcher, or under Hydra)
  *                    MPI_ERR_UNSUPPORTED_OPERATION
  *   spawn wdir DIR   a child started by bare name with the info key path (this program's
@@ -87,13 +90,33 @@ static void merge_and_disconnect(MPI_Comm *inter, int rank, int high)
           "MPI_Comm_disconnect");
 }
 
-/* The same `high` at both sides of an intercommunicator with another job is refused alike. */
-static void check_same_high(MPI_Comm inter, int rank)
+/* The same `high` at both sides of an intercommunicator with another job: both sides agree on
+ * which goes first, each side's processes stay in their order, one block per side. */
+static void check_same_high(MPI_Comm inter, int rank, int side)
 {
     MPI_Comm merged = MPI_COMM_NULL;
-    int rc = MPI_Intercomm_merge(inter, 0, &merged);
-    check(class_of(rc) == MPI_ERR_UNSUPPORTED_OPERATION, rank,
-          "MPI_Intercomm_merge with the same high at both sides across jobs was not refused");
+    int local, remote, size = 0, i, mine[2], all[2 * 16], blocks = 1;
+    MPI_Comm_size(inter, &local);
+    MPI_Comm_remote_size(inter, &remote);
+    check(MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS, rank,
+          "MPI_Intercomm_merge with the same high at both sides across jobs");
+    if (merged == MPI_COMM_NULL)
+        return;
+    MPI_Comm_size(merged, &size);
+    check(size == local + remote && size <= 16, rank, "merged size (same high)");
+    mine[0] = side;
+    mine[1] = rank;
+    check(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, merged) == MPI_SUCCESS, rank,
+          "MPI_Allgather over the merge (same high)");
+    for (i = 1; i < size && size <= 16; i++) {
+        if (all[2 * i] != all[2 * i - 2])
+            blocks++;
+        else
+            check(all[2 * i + 1] == all[2 * i - 1] + 1, rank, "a side's order in the merge");
+    }
+    check(blocks == 2, rank, "the merge (same high) does not hold one block per side");
+    check(all[1] == 0, rank, "the first side does not start at its rank 0");
+    MPI_Comm_free(&merged);
 }
 
 static int child(MPI_Comm parent, int argc, char **argv)
@@ -136,8 +159,15 @@ static int child(MPI_Comm parent, int argc, char **argv)
         msg[0] = argv[2][0];
         msg[1] = flag ? *appnum : -1;
         MPI_Send(msg, 2, MPI_INT, 0, 5, parent);
-        check_same_high(parent, rank);
+        check_same_high(parent, rank, 1);
         check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
+    } else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
+        role = "loop child";
+        exchange(parent, rank, 100, 0);
+        if (atoi(argv[2]) % 2 == 0)
+            merge_and_disconnect(&parent, rank, 1);
+        else
+            check(MPI_Comm_disconnect(&parent) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
     } else if (argc >= 2 && strcmp(argv[1], "finalize") == 0) {
         MPI_Finalize();
         return 0;
@@ -215,9 +245,32 @@ int main(int argc, char **argv)
                     check(msg[1] == apps[i], rank, "a child's MPI_APPNUM");
                 }
             }
-            check_same_high(inter, rank);
+            check_same_high(inter, rank, 0);
             check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
         }
+    } else if (strcmp(mode, "loop") == 0 && argc >= 3) {
+        int rounds = atoi(argv[2]), round;
+        for (round = 0; round < rounds && failures == 0; round++) {
+            char num[16], *args[] = {"loop", num, NULL};
+            int codes[2] = {-1, -1};
+            snprintf(num, sizeof num, "%d", round);
+            rc = MPI_Comm_spawn(argv[0], args, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                                codes);
+            check(rc == MPI_SUCCESS, rank, "MPI_Comm_spawn in the loop");
+            if (rc != MPI_SUCCESS) {
+                char msg[MPI_MAX_ERROR_STRING];
+                int len = 0;
+                MPI_Error_string(rc, msg, &len);
+                fprintf(stderr, "round %d: %s\n", round, msg);
+                break;
+            }
+            exchange(inter, rank, 0, 100);
+            if (round % 2 == 0)
+                merge_and_disconnect(&inter, rank, 0);
+            else
+                check(MPI_Comm_disconnect(&inter) == MPI_SUCCESS, rank, "MPI_Comm_disconnect");
+        }
+        check(round == rounds, rank, "the loop ended early");
     } else if (strcmp(mode, "abort") == 0 || strcmp(mode, "nompi") == 0) {
         char *args[] = {"abort", NULL};
         int nompi = strcmp(mode, "nompi") == 0, v = 0;
@@ -286,7 +339,7 @@ int main(int argc, char **argv)
         }
     } else {
         if (rank == 0)
-            fprintf(stderr, "usage: spawn basic|multiple|missing|abort|nompi|gone|unsupported|wdir DIR\n");
+            fprintf(stderr, "usage: spawn basic|multiple|loop N|missing|abort|nompi|gone|unsupported|wdir DIR\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
 

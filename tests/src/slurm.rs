@@ -241,6 +241,13 @@ impl Slurm {
         cmd
     }
 
+    /// An `salloc` command for this Slurm (an allocation whose command runs steps in it).
+    pub fn salloc(&self) -> Command {
+        let mut cmd = Command::new("salloc");
+        cmd.env("SLURM_CONF", &self.conf);
+        cmd
+    }
+
     /// The scratch directory (logs).
     pub fn dir(&self) -> &Path {
         &self.dir

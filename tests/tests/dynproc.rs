@@ -150,8 +150,20 @@ fn spawn_children_and_grandchildren() {
     run_job(2, LOOPBACK, &prog, &["basic"]).assert_ok("spawn-basic");
 }
 
+/// The process slots of disconnected children are given back and serve the next ones: 200
+/// rounds of spawning two children (data both ways, every other round a merge freed again,
+/// then `MPI_Comm_disconnect`) with room for only 8 processes of other jobs.
+#[test]
+fn spawn_and_disconnect_reuse_process_slots() {
+    let prog = c_extra_program("spawn");
+    let mut cmd = stormrun_command(2, LOOPBACK, &prog, &["loop", "200"]);
+    cmd.env("STORMPI_MCA_dpm_max_procs", "8");
+    run_stormrun(cmd).assert_ok("spawn-loop");
+}
+
 /// `MPI_Comm_spawn_multiple` of two commands: one job, the commands' processes in order, each
-/// with its `MPI_APPNUM`.
+/// with its `MPI_APPNUM`; a merge with the same `high` at both sides puts one side, then the
+/// other, each in its order.
 #[test]
 fn spawn_multiple_commands() {
     let prog = c_extra_program("spawn");
@@ -209,30 +221,43 @@ fn a_refused_connection_to_another_jobs_process_ends_the_job_promptly() {
     assert!(!out.stderr.contains("FAIL spawn"), "{}", out.report());
 }
 
-/// A process started without a launcher cannot spawn, nor one under Hydra (PMI-1 and PMI-2):
-/// `MPI_ERR_UNSUPPORTED_OPERATION`.
+/// A process started without a launcher cannot spawn: `MPI_ERR_UNSUPPORTED_OPERATION`.
 #[test]
-fn spawn_without_stormrun_is_unsupported() {
+fn spawn_without_a_launcher_is_unsupported() {
     let prog = c_extra_program("spawn");
     let mut cmd = std::process::Command::new(&prog);
     cmd.arg("unsupported");
     run(cmd, JOB_TIMEOUT).assert_ok("spawn-unsupported");
+}
+
+/// Under MPICH's Hydra, over PMI-1 (`mcmd=spawn`) and PMI-2 (`spawn`): the children come up as
+/// a Hydra job of their own, find the parents' port in their key-value space, and the spawns
+/// of `spawn basic` (children and a grandchild), `spawn multiple` and a loop of spawns with
+/// room for only 8 processes of other jobs work as under stormrun.
+#[test]
+fn spawn_under_hydra() {
     const MPIEXEC: &str = "mpiexec.mpich";
     if !in_path(MPIEXEC) {
-        eprintln!("\n*** SKIPPED (Hydra part): {MPIEXEC} is not installed ***\n");
+        eprintln!("\n*** SKIPPED: {MPIEXEC} is not installed (apt-get install mpich) ***\n");
         return;
     }
+    let prog = c_extra_program("spawn");
     for protocol in ["pmi1", "pmi2"] {
-        let mut cmd = std::process::Command::new(MPIEXEC);
-        cmd.args(["-n", "2"])
-            .arg(&prog)
-            .arg("unsupported")
-            .env("STORMPI_PMI", protocol);
-        let out = run(cmd, JOB_TIMEOUT);
-        assert!(
-            out.success() && out.has_line("OK spawn-unsupported"),
-            "STORMPI_PMI={protocol}: {}",
-            out.report()
-        );
+        for args in [&["basic"][..], &["multiple"], &["loop", "20"]] {
+            let mut cmd = std::process::Command::new(MPIEXEC);
+            cmd.args(["-n", "2"])
+                .arg(&prog)
+                .args(args)
+                .env("STORMPI_PMI", protocol)
+                .env("STORMPI_MCA_btl_tcp_if_include", "lo")
+                .env("STORMPI_MCA_dpm_max_procs", "8");
+            let out = run(cmd, JOB_TIMEOUT);
+            let ok = format!("OK spawn-{}", args[0]);
+            assert!(
+                out.success() && out.has_line(&ok),
+                "STORMPI_PMI={protocol} spawn {args:?}: {}",
+                out.report()
+            );
+        }
     }
 }

@@ -234,6 +234,22 @@ fn use_mpi_f08_four_ranks() {
     run_stormfort("with_f08", 4);
 }
 
+/// `MPI_COMM_SPAWN` and `MPI_COMM_SPAWN_MULTIPLE` through `use mpi`, `mpif.h` and `use mpi_f08`
+/// (`spawn.inc`): blank-padded `ARGV` rows ending at a blank one, a 2-D `ARRAY_OF_ARGV`,
+/// `MPI_ARGV_NULL` and `MPI_ERRCODES_IGNORE`; the children check their arguments and send data
+/// back; every pair disconnects.
+#[test]
+fn spawn_from_fortran() {
+    if gfortran_missing() {
+        return;
+    }
+    for name in ["spawn_mpi", "spawn_mpif", "spawn_f08"] {
+        let exe = stormfort_program(name);
+        let out = run_job(2, &["--mca", "btl_tcp_if_include", "lo"], &exe, &[]);
+        out.assert_ok(name);
+    }
+}
+
 /// examples/heat2d-f08 (`use mpi_f08`, strided column sections as halo buffers) computes what
 /// examples/heat2d computes: the same iteration count, residual and fixed-point checksum, on 1
 /// and 4 ranks (2-D blocks) and 3 ranks in strips.

@@ -1,6 +1,7 @@
 //! Jobs started by a real Slurm: two nodes (two `slurmd -N`) on this host, `srun --mpi=pmi2`
 //! (the library's PMI-2 client), `srun --mpi=pmix` (the system's libpmix, loaded at run time)
-//! and `srun --mpi=none` (no PMI at all). Skipped, loudly, where
+//! and `srun --mpi=none` (no PMI at all), and `MPI_Comm_spawn` under `--mpi=pmi2` (the
+//! children a step of their own). Skipped, loudly, where
 //! Slurm cannot run (not installed, not root); `STORMPI_REQUIRE_SLURM=1` makes that a failure.
 
 use std::time::{Duration, Instant};
@@ -223,6 +224,35 @@ fn srun_over_two_nodes() {
         out.success() && out.stdout.matches("OK hello").count() == 2,
         "srun --mpi=none with STORMPI_PMI=singleton:\n{}",
         out.report()
+    );
+
+    // MPI_Comm_spawn under --mpi=pmi2: Slurm's PMI-2 plugin starts the children as a new step
+    // of the job (an srun of its own), whose stepd gives them the parents' port as a preput
+    // value; two parents spawn two children twice (data both ways, disconnect). The job is
+    // allocated four tasks with salloc and the parents' step takes two with --overlap (a step
+    // takes every CPU of its nodes by default, and the children's step would wait for them).
+    let spawn = stormpi_tests::c_extra_program("spawn");
+    let mut cmd = slurm.salloc();
+    cmd.args(["--time=1", "-N", "2", "-n", "4"])
+        .args(["srun", "-N", "2", "-n", "2", "--overlap", "--mpi=pmi2"])
+        .arg(&spawn)
+        .args(["loop", "2"]);
+    for v in [
+        "PMI_FD",
+        "PMI_PORT",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_JOBID",
+        "STORMPI_PMI",
+    ] {
+        cmd.env_remove(v);
+    }
+    let out = stormpi_tests::run(cmd, JOB_LIMIT);
+    assert!(
+        out.success() && out.has_line("OK spawn-loop"),
+        "MPI_Comm_spawn under srun --mpi=pmi2:\n{}\n{}",
+        out.report(),
+        logs()
     );
 
     let took = started.elapsed();

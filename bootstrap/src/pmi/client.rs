@@ -9,7 +9,7 @@ use super::error::PmiError;
 use super::names::{self, NameFault};
 use super::pmix;
 use super::port;
-use super::spawn::SpawnCommand;
+use super::spawn::{SpawnCommand, PARENT_PORT_ENV, PARENT_PORT_KEY};
 use super::transport::{LineChannel, Transport};
 use super::v1;
 use super::v2;
@@ -555,20 +555,46 @@ impl PmiClient {
         r.map_err(|e| name_error(service, e, Some(NameFault::NotPublished)))
     }
 
-    /// Asks the launcher to start `cmds` as a new job (`MPI_Comm_spawn`). Served by stormrun's
-    /// PMI-1 server; under other launchers `PmiError::Unsupported` says why.
+    /// Asks the launcher to start `cmds` as a new job (`MPI_Comm_spawn`): stormrun's and
+    /// Hydra's PMI-1 servers (`mcmd=spawn`), Hydra's and Slurm's PMI-2 ones (`spawn`); the
+    /// children find the preput values in their key-value space ([`PmiClient::parent_port`]).
+    /// Under PMIx `PmiError::Unsupported` says why.
     pub fn spawn(&mut self, cmds: &[SpawnCommand]) -> Result<(), PmiError> {
         match &mut self.proto {
-            // Only stormrun passes a started job the parents' port (STORMPI_PARENT_PORT);
-            // Hydra's children would look for it in their key-value space.
-            Protocol::V1(s) if std::env::var_os(port::KEY_ENV).is_some() => s.spawn(cmds),
-            Protocol::V1(_) => Err(PmiError::Unsupported(
-                "spawn through a PMI-1 launcher other than stormrun (Hydra)".into(),
+            Protocol::V1(s) => s.spawn(cmds),
+            Protocol::V2(s) => s.spawn(cmds),
+            Protocol::Pmix(_) => Err(PmiError::Unsupported(
+                "spawn through PMIx (Slurm's --mpi=pmix serves no PMIx_Spawn)".into(),
             )),
-            Protocol::V2(_) => Err(PmiError::Unsupported(
-                "spawn through PMI-2 (Slurm's --mpi=pmi2, Hydra)".into(),
-            )),
-            Protocol::Pmix(_) => Err(PmiError::Unsupported("spawn through PMIx".into())),
+        }
+    }
+
+    /// For a process a spawn started, the port its parents wait at; `None` for any other.
+    /// stormrun passes it in the environment ([`PARENT_PORT_ENV`]); under Hydra and Slurm it
+    /// is the preput value [`PARENT_PORT_KEY`] of the job's key-value space, read when the
+    /// launcher says the job was spawned (Hydra's PMI-1 sets `PMI_SPAWNED=1`; PMI-2 servers
+    /// name the spawning job in `fullinit`'s answer).
+    pub fn parent_port(&mut self) -> Result<Option<String>, PmiError> {
+        if let Some(p) = std::env::var(PARENT_PORT_ENV)
+            .ok()
+            .filter(|p| !p.is_empty())
+        {
+            return Ok(Some(p));
+        }
+        let spawned = match &self.proto {
+            Protocol::V1(_) => std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1"),
+            Protocol::V2(s) => s.spawned,
+            Protocol::Pmix(_) => false,
+        };
+        if !spawned {
+            return Ok(None);
+        }
+        match self.get_raw(self.rank, PARENT_PORT_KEY)? {
+            Some(p) if !p.is_empty() => Ok(Some(p)),
+            _ => Err(PmiError::Malformed(format!(
+                "the launcher says this job was spawned, but its key-value space holds no \
+                 {PARENT_PORT_KEY} (a spawn by another MPI?)"
+            ))),
         }
     }
 
@@ -1093,6 +1119,69 @@ mod tests {
                 "cmd=finalize;",
             ]
         );
+    }
+
+    /// A PMI-2 spawn goes out in the order Slurm's parser reads (counts and preput pairs, then
+    /// per command its fields); a child whose `fullinit` answer names a spawner reads the
+    /// parents' port from its key-value space, one that was not spawned asks nothing.
+    #[test]
+    fn pmi2_spawn_request_and_the_spawned_childs_parent_port() {
+        let mut script = slurm_startup();
+        script.push(Some("cmd=spawn-response;rc=0;jobid=7.1;nerrs=0;".into()));
+        let (stream, server) = fake_v2(V2_INIT_OK, script);
+        let mut pmi =
+            PmiClient::connect_v2(Transport::Unix(stream), 1, Some(2), Some("7.0")).unwrap();
+        assert_eq!(pmi.parent_port().unwrap(), None);
+        let cmds = [
+            SpawnCommand {
+                command: "a.out".into(),
+                args: vec!["x".into(), "y;z".into()],
+                maxprocs: 2,
+                info: vec![("wdir".into(), "/tmp".into())],
+                preput: vec![(PARENT_PORT_KEY.into(), "stormpi-port:p".into())],
+            },
+            SpawnCommand {
+                command: "b.out".into(),
+                maxprocs: 1,
+                preput: vec![(PARENT_PORT_KEY.into(), "stormpi-port:p".into())],
+                ..SpawnCommand::default()
+            },
+        ];
+        pmi.spawn(&cmds).unwrap();
+        drop(pmi);
+        let seen = server.join().unwrap();
+        assert_eq!(
+            seen.last().unwrap(),
+            "cmd=spawn;ncmds=2;preputcount=1;ppkey0=PARENT_ROOT_PORT_NAME;\
+             ppval0=stormpi-port:p;subcmd=a.out;maxprocs=2;argc=2;argv0=x;argv1=y;;z;\
+             infokeycount=1;infokey0=wdir;infoval0=/tmp;subcmd=b.out;maxprocs=1;argc=0;\
+             infokeycount=0;"
+        );
+
+        let mut script = slurm_startup();
+        script[0] = Some(
+            "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;\
+             appnum=0;spawner-jobid=7.0;"
+                .into(),
+        );
+        script.push(Some(
+            "cmd=kvs-get-response;rc=0;found=TRUE;value=stormpi-port:p;".into(),
+        ));
+        let (stream, server) = fake_v2(V2_INIT_OK, script);
+        let mut pmi =
+            PmiClient::connect_v2(Transport::Unix(stream), 1, Some(2), Some("7.1")).unwrap();
+        if std::env::var_os(PARENT_PORT_ENV).is_none() {
+            assert_eq!(
+                pmi.parent_port().unwrap().as_deref(),
+                Some("stormpi-port:p")
+            );
+            drop(pmi);
+            let seen = server.join().unwrap();
+            assert_eq!(
+                seen.last().unwrap(),
+                "cmd=kvs-get;jobid=7.0;srcid=1;key=PARENT_ROOT_PORT_NAME;"
+            );
+        }
     }
 
     #[test]

@@ -257,6 +257,9 @@ pub(crate) struct Session {
     pub jobid: String,
     /// `None` when the server does not say.
     pub universe_size: Option<u32>,
+    /// A spawn started this job: the server named the spawning job in `fullinit`'s answer
+    /// (`spawner-jobid`, as Hydra and Slurm do).
+    pub spawned: bool,
     /// The node of each rank, when the server gives `PMI_process_mapping`.
     pub nodes: Option<Vec<u32>>,
 }
@@ -315,6 +318,7 @@ impl Session {
                 .map_err(|_| PmiError::Malformed(format!("appnum {n} is negative in `{reply}`")))?,
         };
 
+        let spawned = reply.get("spawner-jobid").is_some_and(|j| !j.is_empty());
         let reply = call(&mut chan, &Command::new("job-getid"), "job-getid-response")?;
         let jobid = match reply.get("jobid") {
             Some(id) if !id.is_empty() => id.to_string(),
@@ -328,6 +332,7 @@ impl Session {
             appnum,
             jobid,
             universe_size: None,
+            spawned,
             nodes: None,
         };
         if let Some(text) = session.job_attr("universeSize")? {
@@ -368,6 +373,37 @@ impl Session {
             .arg("key", key);
         let reply = call(&mut self.chan, &req, "kvs-get-response")?;
         found_value(&reply)
+    }
+
+    /// Asks the launcher to start `cmds` as a new job (`spawn`, in the order Slurm's and
+    /// Hydra's servers read it: the command count and the values for the children first, then
+    /// per command its program, process count, arguments and info).
+    pub(crate) fn spawn(&mut self, cmds: &[super::spawn::SpawnCommand]) -> Result<(), PmiError> {
+        let preput = cmds.first().map_or(&[][..], |c| &c.preput[..]);
+        let mut req = Command::new("spawn")
+            .arg("ncmds", cmds.len())
+            .arg("preputcount", preput.len());
+        for (i, (k, v)) in preput.iter().enumerate() {
+            req = req
+                .arg(&format!("ppkey{i}"), k)
+                .arg(&format!("ppval{i}"), v);
+        }
+        for c in cmds {
+            req = req
+                .arg("subcmd", &c.command)
+                .arg("maxprocs", c.maxprocs)
+                .arg("argc", c.args.len());
+            for (i, a) in c.args.iter().enumerate() {
+                req = req.arg(&format!("argv{i}"), a);
+            }
+            req = req.arg("infokeycount", c.info.len());
+            for (i, (k, v)) in c.info.iter().enumerate() {
+                req = req
+                    .arg(&format!("infokey{i}"), k)
+                    .arg(&format!("infoval{i}"), v);
+            }
+        }
+        call(&mut self.chan, &req, "spawn-response").map(drop)
     }
 
     /// Publishes `port` under `service` in the launcher's name service.

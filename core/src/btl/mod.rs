@@ -358,6 +358,14 @@ pub trait Btl: Send {
         Ok(())
     }
 
+    /// Forgets `proc`, a process of another job this module reached as `ep` ([`Btl::add_later`])
+    /// which no communicator reaches any more, so that its slot can serve another process:
+    /// the module closes what it holds for it once what is queued to it has left, and its
+    /// frames are no longer delivered. This default suits modules that take no such peers.
+    fn del_later(&mut self, proc: ProcId, ep: Endpoint) {
+        let _ = (proc, ep);
+    }
+
     /// Space for a fragment of `len` bytes to `ep`, or `None` if the module cannot take it now.
     /// `len` is at most `max_send_size`. The space is valid until the next call on this module.
     fn reserve(&mut self, ep: Endpoint, len: usize) -> Option<&mut [u8]>;

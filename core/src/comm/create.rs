@@ -1523,7 +1523,7 @@ fn attach_local_comm(cx: &mut Inside, inter: CommId, local: CommId) -> Result<()
 
 /// `MPI_Intercomm_merge`: an intracommunicator over both groups of `inter`, the side that
 /// passed `high` = false first (when both sides pass the same, the side whose leader is the
-/// lower process goes first).
+/// lower process goes first; across two jobs, the side whose leader's business card is lower).
 pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<CommId> {
     let c = cx.e().check_comm(inter)?.clone();
     let (Some(local), Some(remote)) = (c.local_comm, c.remote) else {
@@ -1543,16 +1543,13 @@ pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<Com
     // SAFETY: `theirs` is borrowed for the call.
     unsafe { bcast_among(cx, &m, theirs.as_mut_ptr().cast(), 2, Datatype::INT)? };
     // Leaders of two jobs number their processes apart, so their ids cannot order the sides:
-    // both sides see the other job's leader past their world and refuse alike.
+    // both sides see the other job's leader past their world, and order by the leaders'
+    // business cards instead.
     let other_job = cx.e().p2p.comms.groups.proc_of(remote, 0).0 >= cx.e().p2p.world;
-    if high == (theirs[0] != 0) && other_job {
-        return Err(Error::unsupported(
-            "MPI_Intercomm_merge with the same `high` at both sides of an intercommunicator \
-             with another job (pass different values)",
-        ));
-    }
     let me_first = if high != (theirs[0] != 0) {
         !high
+    } else if other_job {
+        leader_card_first(cx, &m, ch)?
     } else {
         my_leader < theirs[1]
     };
@@ -1594,6 +1591,54 @@ pub fn intercomm_merge(cx: &mut Inside, inter: CommId, high: bool) -> Result<Com
             hints: crate::comm::CommHints::empty(),
         },
     )
+}
+
+/// Whether this side of an intercommunicator with another job goes first in a merge whose
+/// two sides passed the same `high`: the leaders swap their business cards
+/// ([`crate::dpm::Card`], written with base 0) and the side with the lower card goes first.
+/// Two live processes that reach each other never have the same card: their tcp listening
+/// addresses differ. Collective over the local group `m`; the leaders talk over `ch`.
+fn leader_card_first(cx: &mut Inside, m: &Members, ch: Channel) -> Result<bool> {
+    const WORDS: usize = 1 + crate::dpm::MAX_CARD / 4;
+    let mut verdict = [0i32; 1];
+    if m.me == 0 {
+        let mut card = [0u8; crate::dpm::MAX_CARD];
+        let n = cx.e().write_card(0, &mut card)?;
+        let mut mine = [0i32; WORDS];
+        mine[0] = n as i32;
+        for (w, chunk) in mine[1..].iter_mut().zip(card.chunks(4)) {
+            let mut b = [0u8; 4];
+            b[..chunk.len()].copy_from_slice(chunk);
+            // Big-endian words compare as the bytes do.
+            *w = i32::from_be_bytes(b);
+        }
+        let mut theirs = [0i32; WORDS];
+        swap_ints(cx, ch, 0, &mine, &mut theirs, &mut [])?;
+        let key = |w: &[i32; WORDS]| {
+            let mut bytes = [0u8; crate::dpm::MAX_CARD];
+            for (out, word) in bytes.chunks_mut(4).zip(&w[1..]) {
+                out.copy_from_slice(&word.to_be_bytes());
+            }
+            let len = (w[0].max(0) as usize).min(crate::dpm::MAX_CARD);
+            (bytes, len)
+        };
+        let ((a, la), (b, lb)) = (key(&mine), key(&theirs));
+        verdict[0] = match a[..la].cmp(&b[..lb]) {
+            core::cmp::Ordering::Less => 1,
+            core::cmp::Ordering::Greater => 0,
+            core::cmp::Ordering::Equal => -1,
+        };
+    }
+    // SAFETY: `verdict` is borrowed for the call.
+    unsafe { bcast_among(cx, m, verdict.as_mut_ptr().cast(), 1, Datatype::INT)? };
+    match verdict[0] {
+        1 => Ok(true),
+        0 => Ok(false),
+        _ => Err(Error::unsupported(
+            "MPI_Intercomm_merge with the same `high` at both sides: the two jobs' leaders \
+             cannot be told apart (pass different values)",
+        )),
+    }
 }
 
 /// With the other leader: swaps `mine` for `theirs` when `list` is 0, else sends the first
@@ -1773,6 +1818,8 @@ impl Building<'_> {
             }
         }
         self.reap();
+        // The processes of another job this reached may be reached by nothing now.
+        self.p2p.release_unreached();
         Ok(())
     }
 
@@ -1780,6 +1827,7 @@ impl Building<'_> {
     /// completed.
     pub(crate) fn reap(&mut self) {
         let mut cur = 0;
+        let mut removed = false;
         loop {
             let Some(id) = self.p2p.comms.draining().find(|c| c.0 >= cur) else {
                 break;
@@ -1788,7 +1836,11 @@ impl Building<'_> {
             if !self.p2p.pml.comm_busy(id) && !self.colls().coll_uses(id) {
                 self.p2p.pml.comm_removed(id);
                 let _ = self.p2p.comms.remove(id);
+                removed = true;
             }
+        }
+        if removed {
+            self.p2p.release_unreached();
         }
         *self.draining = self.p2p.comms.draining().next().is_some();
     }

@@ -305,6 +305,26 @@ impl CommTable {
         }
     }
 
+    /// Calls `f` with every process in `from..to` (the slots of processes of other jobs) that
+    /// no communicator — live, freed but still draining, or being made — and no stored group
+    /// names any more.
+    pub fn unreached(&mut self, from: u32, to: u32, mut f: impl FnMut(ProcId)) {
+        for s in self.slots.iter() {
+            if let Some(c) = &s.comm {
+                self.groups.mark_members(c.group, from, to);
+                if let Some(r) = c.remote {
+                    self.groups.mark_members(r, from, to);
+                }
+            }
+        }
+        self.groups.mark_stored(from, to);
+        for p in from..to {
+            if !self.groups.take_mark(ProcId(p)) {
+                f(ProcId(p));
+            }
+        }
+    }
+
     /// Communicators freed by the user that still hold their slot.
     pub fn draining(&self) -> impl Iterator<Item = CommId> + '_ {
         self.slots

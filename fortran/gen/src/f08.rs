@@ -47,6 +47,8 @@ const F08_SPECIALS: &[&str] = &[
     "Register_datarep",
     "Info_get_string",
     "Session_get_nth_pset",
+    "Comm_spawn",
+    "Comm_spawn_multiple",
 ];
 
 /// MPI-1 procedures the standard gives no `mpi_f08` form (deprecated since MPI-2).
@@ -262,7 +264,8 @@ fn special_handles(f: &mut FFunc) {
     for a in &mut f.args {
         a.cbase = match a.name.as_str() {
             "obj" => obj.into(),
-            "info" => "MPI_Info".into(),
+            "comm" | "intercomm" => "MPI_Comm".into(),
+            "info" | "array_of_info" => "MPI_Info".into(),
             "request" => "MPI_Request".into(),
             "copy_fn" => format!("{prefix}_copy_attr_function"),
             "delete_fn" => format!("{prefix}_delete_attr_function"),
@@ -595,6 +598,7 @@ fn f08_decl(a: &Arg) -> String {
         (FTy::Choice, _) | (_, Dim::Scalar) | (_, Dim::Status) => "",
         (_, Dim::Star) | (_, Dim::Statuses) => "(*)",
         (_, Dim::Triples) => "(3,*)",
+        (_, Dim::ByCount) => "(count,*)",
     };
     format!("      {ty}{intent} :: {}{dim}", a.name)
 }
@@ -811,7 +815,9 @@ pub fn emit_module(
          \x20 type(MPI_Status), bind(C, name='stormpi_f_statuses_ignore') :: MPI_STATUSES_IGNORE(1)\n\
          \x20 integer(c_int), bind(C, name='stormpi_f_errcodes_ignore') :: MPI_ERRCODES_IGNORE(1)\n\
          \x20 integer(c_int), bind(C, name='stormpi_f_unweighted') :: MPI_UNWEIGHTED(1)\n\
-         \x20 integer(c_int), bind(C, name='stormpi_f_weights_empty') :: MPI_WEIGHTS_EMPTY(1)\n\n",
+         \x20 integer(c_int), bind(C, name='stormpi_f_weights_empty') :: MPI_WEIGHTS_EMPTY(1)\n\
+         \x20 character(kind=c_char, len=1), bind(C, name='stormpi_f_argvs_null') :: MPI_ARGVS_NULL(1,1)\n\
+         \x20 character(kind=c_char, len=1), bind(C, name='stormpi_f_argv_null') :: MPI_ARGV_NULL(1)\n\n",
     );
     // Comparisons.
     for (op, suffix) in [("==", "eq"), ("/=", "ne")] {

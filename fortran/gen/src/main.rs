@@ -76,6 +76,8 @@ enum Dim {
     Status,
     /// `x(MPI_STATUS_SIZE,*)`
     Statuses,
+    /// `x(count,*)` (`MPI_COMM_SPAWN_MULTIPLE`'s arguments of each command)
+    ByCount,
 }
 
 /// How one argument is handed from Fortran to C.
@@ -296,6 +298,35 @@ const SPECIALS: &[(&str, &[FArg], Ret)] = &[
             ("n", FTy::Integer, Dim::Scalar),
             ("pset_len", FTy::Integer, Dim::Scalar),
             ("pset_name", FTy::Char, Dim::Scalar),
+        ],
+        Ret::Ierror,
+    ),
+    (
+        "Comm_spawn",
+        &[
+            ("command", FTy::Char, Dim::Scalar),
+            ("argv", FTy::Char, Dim::Star),
+            ("maxprocs", FTy::Integer, Dim::Scalar),
+            ("info", FTy::Integer, Dim::Scalar),
+            ("root", FTy::Integer, Dim::Scalar),
+            ("comm", FTy::Integer, Dim::Scalar),
+            ("intercomm", FTy::Integer, Dim::Scalar),
+            ("array_of_errcodes", FTy::Integer, Dim::Star),
+        ],
+        Ret::Ierror,
+    ),
+    (
+        "Comm_spawn_multiple",
+        &[
+            ("count", FTy::Integer, Dim::Scalar),
+            ("array_of_commands", FTy::Char, Dim::Star),
+            ("array_of_argv", FTy::Char, Dim::ByCount),
+            ("array_of_maxprocs", FTy::Integer, Dim::Star),
+            ("array_of_info", FTy::Integer, Dim::Star),
+            ("root", FTy::Integer, Dim::Scalar),
+            ("comm", FTy::Integer, Dim::Scalar),
+            ("intercomm", FTy::Integer, Dim::Scalar),
+            ("array_of_errcodes", FTy::Integer, Dim::Star),
         ],
         Ret::Ierror,
     ),
@@ -1303,6 +1334,7 @@ fn f_decl(a: &Arg) -> String {
         (_, Dim::Triples) => "(3,*)",
         (_, Dim::Status) => "(MPI_STATUS_SIZE)",
         (_, Dim::Statuses) => "(MPI_STATUS_SIZE,*)",
+        (_, Dim::ByCount) => "(count,*)",
     };
     let mut s = String::new();
     // Choice buffers take anything; weights take arrays and the scalar MPI_UNWEIGHTED and

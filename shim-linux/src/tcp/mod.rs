@@ -428,6 +428,9 @@ struct Peer {
     /// The secret both prove: the job's (`None`), or for a process of another job the link's
     /// its side met ours over.
     key: Option<Key>,
+    /// A process of another job no communicator reaches any more ([`Btl::del_later`]): its
+    /// entry waits for its last connection to close, then serves the next one to join.
+    gone: bool,
     /// This process's id in the peer's table (our rank, for a peer of this job).
     me_there: u32,
     /// The peer's id in its own table (its rank in its job).
@@ -899,7 +902,7 @@ impl Tcp {
     fn fail(&mut self, slot: usize, what: &str, e: &std::io::Error) {
         if sys::network_failed(e) {
             let ep = self.conn(slot).and_then(|c| c.ep);
-            if let Some(p) = ep.and_then(|ep| self.peers.get(ep)) {
+            if let Some(p) = ep.and_then(|ep| self.peers.get(ep)).filter(|p| !p.gone) {
                 self.unreachable.push(p.proc);
             }
         }
@@ -1685,11 +1688,19 @@ impl Btl for Tcp {
             if self.ep_of[slot] != NO_EP {
                 return Err(Error::bad_arg("tcp: a process was added twice"));
             }
-            let i = self.peers.len() as u32;
-            self.ep_of[slot] = i;
+            // The entry of a process that left, once none of its connections is open.
+            let reuse = (0..self.peers.len()).find(|&e| {
+                self.peers[e].gone
+                    && !self
+                        .conns
+                        .iter()
+                        .any(|s| s.conn.as_ref().is_some_and(|c| c.ep == Some(e)))
+            });
+            let i = reuse.unwrap_or(self.peers.len());
+            self.ep_of[slot] = i as u32;
             // Both sides order the pair alike by their listening addresses.
             let yields = (self.iface.addr, self.port) > (*addr.ip(), addr.port());
-            self.peers.push(Peer {
+            let peer = Peer {
                 proc: p.proc,
                 addr,
                 tx: Tx::Idle,
@@ -1701,10 +1712,55 @@ impl Btl for Tcp {
                 me_there,
                 rank_there,
                 yields,
-            });
-            *ep = Some(Endpoint(i));
+                gone: false,
+            };
+            match reuse {
+                Some(e) => self.peers[e] = peer,
+                None => self.peers.push(peer),
+            }
+            *ep = Some(Endpoint(i as u32));
         }
         Ok(())
+    }
+
+    fn del_later(&mut self, proc: ProcId, ep: Endpoint) {
+        let i = ep.0 as usize;
+        if self.peers.get(i).is_none_or(|p| p.proc != proc || p.gone) {
+            return;
+        }
+        if let Some(e) = self.ep_of.get_mut(proc.0 as usize) {
+            *e = NO_EP;
+        }
+        let p = &mut self.peers[i];
+        p.gone = true;
+        p.held = None;
+        p.tx = Tx::Down {
+            why: "disconnected".to_string(),
+            logged: true,
+        };
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].conn.as_deref_mut() else {
+                continue;
+            };
+            if c.ep != Some(i) {
+                continue;
+            }
+            // Frames still queued (the last of the disconnecting barrier, say) leave first;
+            // nothing more is read from the peer meanwhile.
+            let queued = c.tx.as_ref().is_some_and(|q| !q.is_empty());
+            if queued && c.connected && matches!(c.rx, Rx::Frames(_)) {
+                let was = c.stalled();
+                if let Rx::Frames(r) = &mut c.rx {
+                    r.paused = false;
+                    r.more = false;
+                }
+                c.hold = true;
+                c.retiring = true;
+                self.stalled -= usize::from(was);
+            } else {
+                self.remove(slot);
+            }
+        }
     }
 
     fn add_procs(
@@ -1778,6 +1834,7 @@ impl Btl for Tcp {
                     me_there: self.me.0,
                     rank_there: p.proc.0,
                     yields: self.me > p.proc,
+                    gone: false,
                 });
                 *ep = Some(Endpoint(i));
             }

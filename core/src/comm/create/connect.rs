@@ -6,8 +6,10 @@
 //!
 //! 1. the root broadcasts the outcome and the port's secret to its members (a root that could
 //!    not meet makes every member fail alike);
-//! 2. every member writes its business card ([`crate::dpm::Card`]), announcing the first free
-//!    slot of its process table, and the root gathers them in member order;
+//! 2. every member writes its business card ([`crate::dpm::Card`]), announcing the first of
+//!    the free slots of its process table the other side's processes will take (the longest
+//!    run, after giving back those no communicator reaches any more), and the root gathers
+//!    them in member order;
 //! 3. the roots swap their lists over the link (the accepting root sends first) and each
 //!    broadcasts the other side's to its members;
 //! 4. every member adds the other side's processes to its engine
@@ -233,10 +235,10 @@ pub fn connect_accept(
 
     // 2. Cards, gathered at the root in member order.
     let mut mine = [0u8; SLOT];
-    let base = cx.e().next_slot();
+    let (base, free) = cx.e().free_slots();
+    let free = free as usize;
     let n = cx.e().write_card(base, &mut mine[2..])?;
     mine[..2].copy_from_slice(&(n as u16).to_be_bytes());
-    let free = (cx.e().p2p.procs.len() as u32).saturating_sub(base) as usize;
     let mut theirs_head = [0u8; 8];
     let mut theirs_buf;
     let mut root_failed = None;
@@ -310,7 +312,7 @@ pub fn connect_accept(
         if cards.is_empty() {
             return Err(Error::bad_arg("the other job has no processes"));
         }
-        cx.e().add_procs(cards, m.me, secret)
+        cx.e().add_procs(base, cards, m.me, secret)
     });
     let remote = match added {
         Ok(first) => cx

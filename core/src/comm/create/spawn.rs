@@ -183,11 +183,12 @@ fn launch(
             .ok_or(Error::bad_arg("the processes to spawn overflow a count"))?;
     }
     let max = e.params().u32(&crate::engine::DPM_MAX_PROCS);
-    // Slots are not reused: a process that has met many jobs may have none left for these.
-    let free = (e.p2p.procs.len() as u32).saturating_sub(e.next_slot());
+    // Slots come back when nothing reaches their processes, but a process still connected to
+    // many may have no run long enough for these.
+    let (_, free) = e.free_slots();
     if *total > free {
         return Err(Error::exhausted(
-            "process slots for processes of other jobs (spawned ones count; slots are not reused)",
+            "process slots for processes of other jobs (spawned ones count)",
             max,
             crate::engine::DPM_MAX_PROCS.name,
         ));
