@@ -16,7 +16,8 @@
 #
 # Excluded from both runs (-e): the tests of dynamic processes (spawn, dynproc, mpi4py.futures
 # and mpi4py.util.pool, which spawn their workers), which the suite runs at every rank count
-# with many workers; mpi4py.futures is run on its own afterwards (tests/mpi4py/futures_map.py).
+# with many workers; mpi4py.futures is run on its own afterwards (tests/mpi4py/futures_map.py),
+# and so are the spawn tests (test/test_spawn.py, at 1 and 2 ranks).
 # The run fails when stormpi shows a failing or erroring test that the reference does not show
 # at the same rank count (or, for a count the reference does not run, at none of its counts).
 # The reference runs at one rank by default: Debian's MPICH 4.0.2 passes the whole suite there,
@@ -139,4 +140,20 @@ else
     log "mpi4py.futures failed:"
     tail -15 "$work/futures.log"
 fi
+
+# mpi4py's own spawn tests (test/test_spawn.py) on their own at 1 and 2 ranks: each spawns
+# children again and again with the default dpm_max_procs (a finished child job's process slots
+# are given back at disconnect and reused).
+for np in 1 2; do
+    log "stormpi, test_spawn at $np rank(s)"
+    if timeout 300 env MPIEXEC_TIMEOUT=240 "$work/prefix/bin/stormrun" --oversubscribe -n "$np" \
+        "$work/venv-stormpi/bin/python" "$src/test/test_spawn.py" >"$work/spawn-np$np.log" 2>&1 &&
+        grep -qx "OK" "$work/spawn-np$np.log"; then
+        log "test_spawn at $np rank(s): $(grep -E '^Ran ' "$work/spawn-np$np.log" | head -1), OK"
+    else
+        status=1
+        log "test_spawn at $np rank(s) failed:"
+        tail -15 "$work/spawn-np$np.log"
+    fi
+done
 exit $status
