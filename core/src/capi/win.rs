@@ -405,8 +405,8 @@ pub(crate) fn builtin_attr(win: abi::MPI_Win, keyval: c_int) -> Option<Result<*m
     Some(r)
 }
 
-/// Runs a lean entry (`osc::lean`) inside the engine on the window `win` names: `None` when MPI
-/// is not active or `win` is not a live window, and whatever `f` says otherwise; on `None` the
+/// Runs a lean entry (`osc::lean`) inside the engine on the window `win` names: `false` when MPI
+/// is not active or `win` is not a live window, and whatever `f` says otherwise; on `false` the
 /// caller takes the general path, which reports what is wrong.
 #[inline(always)]
 fn lean(win: abi::MPI_Win, f: impl FnOnce(&mut Engine, WinId) -> bool) -> bool {

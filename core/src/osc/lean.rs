@@ -143,14 +143,11 @@ unsafe fn under_word(
             if op == Op::NoOp {
                 return Ok(());
             }
-            if op == Op::Sum && dt == Datatype::DOUBLE {
-                // The accumulate most codes make, without the operation table's dispatch.
-                for k in (0..len).step_by(8) {
-                    let t = remote.add(k).cast::<f64>();
-                    t.write_unaligned(
-                        t.read_unaligned() + src.add(k).cast::<f64>().read_unaligned(),
-                    );
-                }
+            if op == Op::Sum && dt == Datatype::DOUBLE && len == 8 {
+                // The accumulate most codes make, one element without the operation table's
+                // dispatch (longer runs keep `combine`'s vectorised loop).
+                let t = remote.cast::<f64>();
+                t.write_unaligned(t.read_unaligned() + src.cast::<f64>().read_unaligned());
                 return Ok(());
             }
             let tgt = core::slice::from_raw_parts_mut(remote, len);
