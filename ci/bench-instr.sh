@@ -3,11 +3,12 @@
 # Open MPI, counted by callgrind (noise-free: a rerun gives the same counts to within a few
 # instructions, whatever else the machine does).
 #
-# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup] [--keep DIR]
+# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup|--rma] [--keep DIR]
 #   --keep    leave callgrind's files in DIR (for callgrind_annotate: where the counts go);
 #   --hints   run on a dup of MPI_COMM_WORLD carrying the four mpi_assert_* hints (instr.c's
 #             "hints" argument), to compare the matching path with and without them;
 #   --dup     run on a plain dup of MPI_COMM_WORLD (the baseline for --hints)
+#   --rma     count the 8-byte one-sided operations instead (bench/instr-rma.c, see below)
 #
 # bench/instr.c is built against both libraries and run with both ranks on one core, yielding
 # at once when idle (stormpi: --mca mpi_yield_when_idle 1; Open MPI the same), so every receive
@@ -17,6 +18,10 @@
 #         round trips, i.e. one send and one receive; and each call's share;
 #   win   windows of 64 one-byte MPI_Isend (rank 0) / MPI_Irecv (rank 1) + MPI_Waitall and a
 #         0-byte acknowledgement: per message at the sender and at the receiver.
+# With --rma, bench/instr-rma.c: rank 0 under MPI_Win_lock_all on an MPI_Win_allocate window does
+# 8-byte put, get, accumulate (one double), fetch-and-op and compare-and-swap (one long), each
+# followed by MPI_Win_flush; per operation with its flush (the phase_* functions counted whole)
+# and the MPI call's own share. Open MPI runs --mca osc sm,pt2pt (as ci/bench-rma.sh).
 # MPICH is not measured: it polls without yielding, so two ranks on one core count its spinning.
 set -u
 
@@ -25,14 +30,16 @@ n=2000
 only=""
 hints=""
 keep=""
+rma=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) shift; n=$1 ;;
         --only) shift; only=$1 ;;
         --hints) hints=hints ;;
         --dup) hints=dup ;;
+        --rma) rma=1 ;;
         --keep) shift; keep=$1 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -74,6 +81,60 @@ inclusive() {
 
 libs="stormpi openmpi"
 [ -n "$only" ] && libs=$only
+
+if [ "$rma" = 1 ]; then
+    rma_toggles=""
+    for p in put get acc fop cas; do rma_toggles="$rma_toggles --toggle-collect=phase_$p*"; done
+    declare -A phase call flush
+    for lib in $libs; do
+        case $lib in
+            stormpi)
+                [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
+                "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr-rma.c" || exit 1 ;;
+            openmpi)
+                mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr-rma.c" || { echo "no Open MPI" >&2; continue; } ;;
+        esac
+        vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.rma.%p $rma_toggles"
+        case $lib in
+            stormpi)
+                taskset -c 0 "$stormrun" -n 2 --oversubscribe --bind-to none --timeout 900 --mca mpi_yield_when_idle 1 \
+                    $vg "$work/instr.stormpi" "$n" ;;
+            openmpi)
+                timeout 900 mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca osc sm,pt2pt \
+                    taskset -c 0 $vg "$work/instr.openmpi" "$n" ;;
+        esac > "$work/$lib.rma.log" 2>&1 || { echo "$lib rma failed:"; cat "$work/$lib.rma.log"; exit 1; }
+        ops=$((n + 100))
+        for f in "$work/$lib".rma.[0-9]*; do
+            # Rank 0's file is the one with the phases in it.
+            [ "$(inclusive "$f" phase_put)" -gt 0 ] || continue
+            for p in put get acc fop cas; do
+                case $p in
+                    put) c=PMPI_Put ;; get) c=PMPI_Get ;; acc) c=PMPI_Accumulate ;;
+                    fop) c=PMPI_Fetch_and_op ;; cas) c=PMPI_Compare_and_swap ;;
+                esac
+                phase[$lib.$p]=$(( $(inclusive "$f" "phase_$p") / ops ))
+                call[$lib.$p]=$(( $(inclusive "$f" "$c") / ops ))
+            done
+            flush[$lib]=$(( $(inclusive "$f" PMPI_Win_flush) / (5 * ops) ))
+        done
+    done
+    ratio() { [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "-"; }
+    printf '%-44s %10s %10s %8s\n' "instructions per 8-byte operation" "stormpi" "Open MPI" "ratio"
+    row() { printf '%-44s %10s %10s %8s\n' "$1" "${2:--}" "${3:--}" "$(ratio "${2:-0}" "${3:-}")"; }
+    for p in put get acc fop cas; do
+        case $p in
+            put) name="MPI_Put + MPI_Win_flush" c=MPI_Put ;;
+            get) name="MPI_Get + MPI_Win_flush" c=MPI_Get ;;
+            acc) name="MPI_Accumulate + MPI_Win_flush" c=MPI_Accumulate ;;
+            fop) name="MPI_Fetch_and_op + MPI_Win_flush" c=MPI_Fetch_and_op ;;
+            cas) name="MPI_Compare_and_swap + MPI_Win_flush" c=MPI_Compare_and_swap ;;
+        esac
+        row "$name" "${phase[stormpi.$p]:-}" "${phase[openmpi.$p]:-}"
+        row "  of it $c" "${call[stormpi.$p]:-}" "${call[openmpi.$p]:-}"
+    done
+    row "MPI_Win_flush (mean over the phases)" "${flush[stormpi]:-}" "${flush[openmpi]:-}"
+    exit 0
+fi
 declare -A pp_total pp_send pp_recv win_tx win_rx
 for lib in $libs; do
     case $lib in

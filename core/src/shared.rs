@@ -172,22 +172,34 @@ impl Shared {
     /// Enters the engine: `None` before it is installed.
     #[inline(always)]
     pub fn enter(&self) -> Option<Inside<'_>> {
-        let lock = if self.threads.load(Ordering::Relaxed) {
-            let platform = *self.platform.get()?;
-            let cb = self.callback.load(Ordering::Relaxed);
-            if cb != 0 && cb == platform.thread_id().wrapping_add(1) {
-                // This thread holds the lock and is in a user's function (`user_callback`).
-                None
-            } else {
-                self.lock.lock(platform);
-                Some(&self.lock)
-            }
-        } else {
+        if self.threads.load(Ordering::Relaxed) {
+            return self.enter_locked();
+        }
+        // SAFETY: threads may not call at once, so only one thread calls (see `Sync` above).
+        // The pointer stays valid: the engine is never removed.
+        let engine = unsafe { (*self.engine.get()).as_mut() }?;
+        Some(Inside {
+            engine: NonNull::from(engine),
+            lock: None,
+            _life: PhantomData,
+        })
+    }
+
+    /// [`Shared::enter`] when threads may call at once: takes the lock. Out of line, so that a
+    /// single-threaded program's calls, which inline `enter`, keep few registers live.
+    #[inline(never)]
+    fn enter_locked(&self) -> Option<Inside<'_>> {
+        let platform = *self.platform.get()?;
+        let cb = self.callback.load(Ordering::Relaxed);
+        let lock = if cb != 0 && cb == platform.thread_id().wrapping_add(1) {
+            // This thread holds the lock and is in a user's function (`user_callback`).
             None
+        } else {
+            self.lock.lock(platform);
+            Some(&self.lock)
         };
-        // SAFETY: the lock is held when threads may call at once; otherwise only one thread
-        // calls (see `Sync` above), and a thread in a user's function called from inside the
-        // engine re-enters it the same way. The pointer stays valid: the engine is never
+        // SAFETY: the lock is held, or this thread holds it already and re-enters from a user's
+        // function called from inside the engine. The pointer stays valid: the engine is never
         // removed.
         let engine = unsafe { (*self.engine.get()).as_mut() };
         match engine {

@@ -41,6 +41,7 @@ rma_tests! {
     rma_large_count,
     rma_shared,
     rma_atomics,
+    rma_lean,
 }
 
 /// Shared windows where memory cannot be shared (`tests/c/rma_shared_nodes.c`): the node build,

@@ -92,6 +92,8 @@ fn raise_win(id: WinId, handle: abi::MPI_Win, code: c_int, text: &str) -> c_int 
 }
 
 /// Runs `f` inside the engine on window handle `win`; errors go to the window's handler.
+// Out of line: the lean paths that come first in the callers then need few registers.
+#[inline(never)]
 fn run_win<T>(
     func: &'static str,
     win: abi::MPI_Win,
@@ -308,6 +310,8 @@ fn target(
 }
 
 /// Starts an operation; writes the request of a request-based one.
+// Out of line: the lean paths that come first in the callers then need few registers.
+#[inline(never)]
 fn rma(
     func: &'static str,
     win: abi::MPI_Win,
@@ -401,7 +405,72 @@ pub(crate) fn builtin_attr(win: abi::MPI_Win, keyval: c_int) -> Option<Result<*m
     Some(r)
 }
 
+/// Runs a lean entry (`osc::lean`) inside the engine on the window `win` names: `false` when MPI
+/// is not active or `win` is not a live window, and whatever `f` says otherwise; on `false` the
+/// caller takes the general path, which reports what is wrong.
+#[inline(always)]
+fn lean(win: abi::MPI_Win, f: impl FnOnce(&mut Engine, WinId) -> bool) -> bool {
+    let Some(mut cx) = ENGINE.enter() else {
+        return false;
+    };
+    if !state::active() {
+        return false;
+    }
+    let e = cx.e();
+    match win_id(e, win) {
+        Ok(id) => f(e, id),
+        Err(_) => false,
+    }
+}
+
+/// The datatype of a lean operation and the bytes `count` of it span: a positive count of a
+/// predefined type whose elements are dense (not a pair type with a gap).
+#[inline(always)]
+fn lean_type(count: c_int, dt: abi::MPI_Datatype) -> Option<(crate::datatype::Datatype, usize)> {
+    let n = usize::try_from(count).ok().filter(|&n| n > 0)?;
+    let d = handles::datatype(dt).ok().filter(|d| d.is_contiguous())?;
+    Some((d, n.checked_mul(d.size())?))
+}
+
+/// `MPI_Put`/`MPI_Get` by the lean path: origin and target are the same count of the same
+/// predefined type. Whether it was done.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn put_get_lean(
+    get: bool,
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: abi::MPI_Datatype,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: c_int,
+    target_datatype: abi::MPI_Datatype,
+    win: abi::MPI_Win,
+) -> bool {
+    if origin_count != target_count || origin_datatype != target_datatype || origin_addr.is_null() {
+        return false;
+    }
+    let Some((_, len)) = lean_type(origin_count, origin_datatype) else {
+        return false;
+    };
+    let disp = aint_disp(target_disp);
+    lean(win, |e, id| {
+        // SAFETY: MPI lends the origin buffer of `count` elements of the type for the call.
+        unsafe { osc::lean::copy(e, id, get, origin_addr as *mut u8, target_rank, disp, len) }
+    })
+}
+
+/// A target displacement as the engine takes it.
+#[inline(always)]
+fn aint_disp(disp: abi::MPI_Aint) -> i64 {
+    // MPI_Aint is `long`: 64 bits on LP64 (a no-op there), 32 bits on ILP32.
+    #[allow(clippy::useless_conversion)]
+    i64::from(disp)
+}
+
 /// `MPI_Put`/`MPI_Get` and their request and large-count forms (`get`: which).
+// Out of line: the lean paths that come first in the callers then need few registers.
+#[inline(never)]
 fn put_get(
     func: &'static str,
     get: bool,
@@ -430,6 +499,8 @@ fn put_get(
 }
 
 /// `MPI_Accumulate` and its request and large-count forms.
+// Out of line: the lean paths that come first in the callers then need few registers.
+#[inline(never)]
 fn accumulate(
     func: &'static str,
     origin_addr: *const c_void,
@@ -625,6 +696,9 @@ super::mpi! {
     }
 
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        if put_get_lean(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Put", false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
     }
 
@@ -641,6 +715,9 @@ super::mpi! {
     }
 
     fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        if put_get_lean(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Get", true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
     }
 
@@ -657,6 +734,18 @@ super::mpi! {
     }
 
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        let lean_acc = origin_count == target_count && origin_datatype == target_datatype && !origin_addr.is_null() && {
+            match (lean_type(origin_count, origin_datatype), acc_op(op)) {
+                (Some((d, len)), Ok(how)) => lean(win, |e, id| {
+                    // SAFETY: MPI lends the origin buffer of `count` elements of the type.
+                    unsafe { osc::lean::accumulate(e, id, how, d, origin_addr.cast(), core::ptr::null_mut(), target_rank, aint_disp(target_disp), len) }
+                }),
+                _ => false,
+            }
+        };
+        if lean_acc {
+            return abi::MPI_SUCCESS;
+        }
         accumulate("MPI_Accumulate", origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None)
     }
 
@@ -689,6 +778,17 @@ super::mpi! {
     }
 
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, op: abi::MPI_Op, win: abi::MPI_Win) {
+        let lean_fop = !result_addr.is_null() && match (lean_type(1, datatype), acc_op(op)) {
+            (Some((d, len)), Ok(how)) if how == Op::NoOp || !origin_addr.is_null() => lean(win, |e, id| {
+                // SAFETY: MPI lends the origin (unless MPI_NO_OP) and result buffers of one
+                // element of the type.
+                unsafe { osc::lean::accumulate(e, id, how, d, origin_addr.cast(), result_addr.cast(), target_rank, aint_disp(target_disp), len) }
+            }),
+            _ => false,
+        };
+        if lean_fop {
+            return abi::MPI_SUCCESS;
+        }
         rma("MPI_Fetch_and_op", win, None, |e| {
             let op = acc_op(op)?;
             let d = handles::datatype(datatype)?;
@@ -708,6 +808,16 @@ super::mpi! {
     }
 
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, win: abi::MPI_Win) {
+        let lean_cas = !origin_addr.is_null() && !compare_addr.is_null() && !result_addr.is_null() && match lean_type(1, datatype) {
+            Some((d, _)) => lean(win, |e, id| {
+                // SAFETY: MPI lends the three buffers of one element of the type.
+                unsafe { osc::lean::compare_and_swap(e, id, d, origin_addr.cast(), compare_addr.cast(), result_addr.cast(), target_rank, aint_disp(target_disp)) }
+            }),
+            None => false,
+        };
+        if lean_cas {
+            return abi::MPI_SUCCESS;
+        }
         rma("MPI_Compare_and_swap", win, None, |e| {
             let d = handles::datatype(datatype)?;
             if !d.is_predefined() || !d.is_contiguous() {
@@ -744,6 +854,9 @@ super::mpi! {
     }
 
     fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: abi::MPI_Win) {
+        if lean(win, |e, id| osc::lean::flush(e, id, rank)) {
+            return abi::MPI_SUCCESS;
+        }
         code(run_win("MPI_Win_flush", win, |cx, id| osc::flush(cx, id, Some(rank))))
     }
 

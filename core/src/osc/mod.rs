@@ -38,6 +38,7 @@
 
 pub mod apply;
 mod atomic;
+pub mod lean;
 mod origin;
 pub mod rdma;
 mod shm;

@@ -801,7 +801,12 @@ fn dense_acc(
 /// integers by CPU atomics, a compare-and-swap of an integer — done here with the checks the
 /// standard asks for and nothing else (no datatype walk, no message, no request). Whether it
 /// was one; anything else is left to [`issue`]'s general path, which reports the errors.
-fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Result<bool> {
+pub(super) fn shared_element(
+    e: &mut Engine,
+    id: WinId,
+    op: RmaOp,
+    target: &Target,
+) -> Result<bool> {
     let w = e.osc.get(id)?;
     let dt = target.ty;
     if w.seg.is_none() || !dt.is_predefined() || target.count == 0 || target.rank < 0 {
@@ -825,7 +830,8 @@ fn shared_element(e: &mut Engine, id: WinId, op: RmaOp, target: &Target) -> Resu
     // Asked only of accumulates: a put or get does not care.
     let width = || atomic::width(dt, remote as usize);
     match op {
-        RmaOp::Put { origin } | RmaOp::Get { origin } if same(&origin) => {
+        // A pair type with a gap (`MPI_DOUBLE_INT`) is not `count * size` dense bytes.
+        RmaOp::Put { origin } | RmaOp::Get { origin } if same(&origin) && dt.is_contiguous() => {
             // SAFETY: `remote..+len` lies in the target's part of the segment this process maps
             // (checked just above), which MPI lets origins read and write in an epoch; the
             // origin buffer holds `count` dense elements of the predefined type, lent by MPI for
