@@ -403,7 +403,8 @@ impl Job {
             }
         }
         // Rank 0 gets our stdin unless it is a terminal: the ranks run in
-        // their own process groups, where reading the terminal would stop them.
+        // sessions of their own, without the terminal, and the shell reads it
+        // too.
         let stdin_ok = rank == 0 && !std::io::stdin().is_terminal();
         cmd.stdin(if remote.is_some() {
             Stdio::piped()
@@ -413,19 +414,26 @@ impl Job {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: signals to the rank reach anything it
-        // starts, and a terminal's Ctrl-C reaches only stormrun, which
-        // forwards it.
-        .process_group(0);
+        .stderr(Stdio::piped());
         // SAFETY: getpid is async-signal-safe and has no preconditions.
         let launcher_pid = unsafe { libc::getpid() };
         let raw_pmi_fd = pmi_fd.as_ref().map(|fd| fd.as_raw_fd());
         // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe system calls (prctl, getppid, sched_setaffinity,
-        // fcntl); it allocates nothing.
+        // async-signal-safe system calls (setsid, prctl, getppid,
+        // sched_setaffinity, fcntl); it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
+                // A session of its own (so also a process group of its own,
+                // numbered by its pid): the kernel's autogroup scheduling
+                // shares the CPU between sessions first, so each rank gets a
+                // share of a loaded machine as MPICH's Hydra's ranks do, not
+                // one share between all. Signals to the group reach anything
+                // the rank starts; a terminal's Ctrl-C reaches only stormrun,
+                // which forwards it. The fork made a new process that leads
+                // no group, so setsid cannot fail.
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 // If stormrun dies without tearing the job down (SIGKILL),
                 // the kernel kills the rank (or its agent) instead of
                 // leaving it behind.
