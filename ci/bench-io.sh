@@ -15,7 +15,8 @@
 # MPI's figures without that handicap.
 # iwrite_overlap and iwrite_all_overlap are not MB/s but the percentage of a non-blocking
 # (independent; collective with collective buffering) write's time hidden behind computation
-# (see bench/io.c).
+# (see bench/io.c); iwrite_all_compute is MB/s of that collective write beside a computation of
+# the same length for every library (10 ms per MB of the rank's bytes; ceiling: ranks x 100 MB/s).
 # bench/io.c is built with stormcc (target/release or PATH), mpicc.openmpi and mpicc.mpich; a
 # library whose tools are missing is left out. Each library runs R times interleaved; best kept.
 set -u
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
         --block) shift; block=$1 ;;
         --reps) shift; reps=$1 ;;
         --own-sessions) own_session=(setsid -w) ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "bench-io.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -57,7 +58,7 @@ for r in $(seq "$reps"); do
 done
 printf "MPI-IO, %d ranks, %d bytes per rank, strided block %d, file in %s (MB/s, best of %d; ranks in %s)\n" "$np" "$bytes" "$block" "$dir" "$reps" "$([ ${#own_session[@]} -gt 0 ] && echo "sessions of their own" || echo "sessions as launched")"
 printf "%-20s %10s %10s %10s %8s\n" pattern stormpi openmpi mpich ratio
-for pat in contig_write_all contig_read_all strided_write_all strided_read_all iwrite_overlap iwrite_all_overlap; do
+for pat in contig_write_all contig_read_all strided_write_all strided_read_all iwrite_overlap iwrite_all_overlap iwrite_all_compute; do
     vals=()
     for i in stormpi openmpi mpich; do
         v=$(awk -v p="$pat" '$1==p && (!s || $2>m) {m=$2; s=1} END {if (s) print m; else print "-"}' "$work/$i.out" 2>/dev/null || echo -)
