@@ -7,12 +7,13 @@
 #   -n          ranks (default 4; oversubscribed where the machine has fewer cores)
 #   --dir       where the file goes (default /dev/shm, a tmpfs; give a disk directory too)
 #   --bytes     bytes per rank (default 16 MiB), --block the strided view's block (default 64 KiB)
-#   --own-sessions  put Open MPI's ranks in sessions of their own too (`setsid -w` around them)
-# Each library's ranks run as its launcher starts them: stormrun and MPICH's mpiexec give every
-# rank a session of its own, Open MPI's mpirun leaves them in its session. With the kernel's
-# autogroup scheduling, CPU time is shared between sessions first, so on a machine loaded by
-# other jobs the ranks of one session get one share between them; --own-sessions shows Open
-# MPI's figures without that handicap.
+#   --own-sessions  put stormpi's and Open MPI's ranks in sessions of their own (`setsid -w`)
+# Each library's ranks run as its launcher starts them: MPICH's mpiexec gives every rank a
+# session of its own, stormrun too unless the ranks outnumber the cores (then, as Open MPI's
+# mpirun always does, they stay in its session, where `sched_yield` hands a core to a peer).
+# With the kernel's autogroup scheduling, CPU time is shared between sessions first, so on a
+# machine loaded by other jobs the ranks of one session get one share between them;
+# --own-sessions gives stormpi's and Open MPI's ranks MPICH's share.
 # iwrite_overlap and iwrite_all_overlap are not MB/s but the percentage of a non-blocking
 # (independent; collective with collective buffering) write's time hidden behind computation
 # (see bench/io.c); iwrite_all_compute is MB/s of that collective write beside a computation of
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
         --block) shift; block=$1 ;;
         --reps) shift; reps=$1 ;;
         --own-sessions) own_session=(setsid -w) ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "bench-io.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -50,7 +51,7 @@ args=("$dir" -b "$bytes" -s "$block" -r 1)
 for r in $(seq "$reps"); do
     for i in "${impls[@]}"; do
         case $i in
-            stormpi) timeout 600 "$stormrun" -n "$np" --oversubscribe "$work/io-stormpi" "${args[@]}" ;;
+            stormpi) timeout 600 "$stormrun" -n "$np" --oversubscribe "${own_session[@]}" "$work/io-stormpi" "${args[@]}" ;;
             openmpi) timeout 600 mpirun.openmpi -n "$np" --oversubscribe "${own_session[@]}" "$work/io-openmpi" "${args[@]}" ;;
             mpich) timeout 600 mpiexec.mpich -n "$np" "$work/io-mpich" "${args[@]}" ;;
         esac >>"$work/$i.out" 2>>"$work/$i.err" || echo "bench-io.sh: $i failed (see its stderr)" >&2

@@ -900,27 +900,24 @@ fn sigint_is_forwarded_and_ends_the_job() {
     assert_eq!(shm_files_of(jobid), Vec::<String>::new());
 }
 
-/// Each rank leads a session of its own, as under MPICH's Hydra (the kernel's autogroup
-/// scheduling gives each session its share of the CPU), and a Ctrl-C — SIGINT to the
-/// terminal's foreground process group, which holds stormrun but no rank — still ends them all.
-#[test]
-fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
-    let mut child = stormrun(&[
-        "--timeout",
-        "20",
-        "--oversubscribe",
-        "-n",
-        "3",
-        RANK,
-        "session",
-    ])
-    // The shell's job: a process group of its own, stormrun its leader.
-    .process_group(0)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+/// Runs `ranks` ranks of `session` mode (oversubscribed if asked) under a stormrun that leads a
+/// process group of its own, as a shell's foreground job does; then sends the group SIGINT, as a
+/// terminal's Ctrl-C does (the group holds stormrun but no rank), and checks that it ends every
+/// rank. Returns each rank's pid, process group and session, and stormrun's session.
+fn session_job(ranks: usize, oversubscribe: bool) -> (Vec<(i32, i32, i32)>, i32) {
+    let n = ranks.to_string();
+    let mut args = vec!["--timeout", "20", "-n", &n];
+    if oversubscribe {
+        args.push("--oversubscribe");
+    }
+    args.extend([RANK, "session"]);
+    let mut child = stormrun(&args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let launcher = child.id() as i32;
     let err = reader(child.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
@@ -935,15 +932,15 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
         }
         all
     });
-    let mut ranks: Vec<(i32, i32, i32)> = Vec::new();
+    let mut seen: Vec<(i32, i32, i32)> = Vec::new();
     let deadline = Instant::now() + LIMIT;
-    while ranks.len() < 3 {
+    while seen.len() < ranks {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
                 let words: Vec<&str> = line.split_whitespace().collect();
                 if let ["rank", _, "pid", pid, "pgid", pgid, "sid", sid] = words[..] {
-                    ranks.push((
+                    seen.push((
                         pid.parse().unwrap(),
                         pgid.parse().unwrap(),
                         sid.parse().unwrap(),
@@ -959,14 +956,6 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
     }
     // SAFETY: getsid has no memory effects.
     let launcher_sid = unsafe { libc::getsid(launcher) };
-    for &(pid, pgid, sid) in &ranks {
-        assert_eq!(
-            (pgid, sid),
-            (pid, pid),
-            "rank {pid} leads no session of its own"
-        );
-        assert_ne!(sid, launcher_sid);
-    }
     // SAFETY: signals the process group of our own child, which it leads.
     unsafe { libc::kill(-launcher, libc::SIGINT) };
     let status = wait_with_limit(&mut child, LIMIT);
@@ -981,10 +970,38 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
         "{stderr}"
     );
     assert!(!stdout.contains("was not killed"), "{stdout}");
-    for &(pid, _, _) in &ranks {
+    for &(pid, _, _) in &seen {
         // SAFETY: signal 0 only asks whether the process exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0;
         assert!(!alive, "rank pid {pid} outlived the job");
+    }
+    (seen, launcher_sid)
+}
+
+/// Ranks that fit the cores each lead a session of its own, as under MPICH's Hydra (the
+/// kernel's autogroup scheduling gives each session its share of the CPU), and a Ctrl-C still
+/// ends them all.
+#[test]
+fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
+    let (ranks, launcher_sid) = session_job(cores().min(3), false);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(
+            (pgid, sid),
+            (pid, pid),
+            "rank {pid} leads no session of its own"
+        );
+        assert_ne!(sid, launcher_sid);
+    }
+}
+
+/// Oversubscribed ranks hand cores to each other with `sched_yield`, which works only inside a
+/// session's autogroup: they stay in stormrun's session, each in a process group of its own.
+#[test]
+fn oversubscribed_ranks_share_the_launchers_session() {
+    let (ranks, launcher_sid) = session_job(cores() + 1, true);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
+        assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
     }
 }
 
