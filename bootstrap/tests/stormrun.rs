@@ -900,16 +900,14 @@ fn sigint_is_forwarded_and_ends_the_job() {
     assert_eq!(shm_files_of(jobid), Vec::<String>::new());
 }
 
-/// Runs `ranks` ranks of `session` mode (oversubscribed if asked) under a stormrun that leads a
+/// Runs `ranks` ranks of `session` mode with stormrun's `flags` under a stormrun that leads a
 /// process group of its own, as a shell's foreground job does; then sends the group SIGINT, as a
 /// terminal's Ctrl-C does (the group holds stormrun but no rank), and checks that it ends every
 /// rank. Returns each rank's pid, process group and session, and stormrun's session.
-fn session_job(ranks: usize, oversubscribe: bool) -> (Vec<(i32, i32, i32)>, i32) {
+fn session_job(ranks: usize, flags: &[&str]) -> (Vec<(i32, i32, i32)>, i32) {
     let n = ranks.to_string();
     let mut args = vec!["--timeout", "20", "-n", &n];
-    if oversubscribe {
-        args.push("--oversubscribe");
-    }
+    args.extend(flags);
     args.extend([RANK, "session"]);
     let mut child = stormrun(&args)
         .process_group(0)
@@ -983,7 +981,7 @@ fn session_job(ranks: usize, oversubscribe: bool) -> (Vec<(i32, i32, i32)>, i32)
 /// ends them all.
 #[test]
 fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
-    let (ranks, launcher_sid) = session_job(cores().min(3), false);
+    let (ranks, launcher_sid) = session_job(cores().min(3), &[]);
     for &(pid, pgid, sid) in &ranks {
         assert_eq!(
             (pgid, sid),
@@ -998,10 +996,21 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
 /// session's autogroup: they stay in stormrun's session, each in a process group of its own.
 #[test]
 fn oversubscribed_ranks_share_the_launchers_session() {
-    let (ranks, launcher_sid) = session_job(cores() + 1, true);
+    let (ranks, launcher_sid) = session_job(cores() + 1, &["--oversubscribe"]);
     for &(pid, pgid, sid) in &ranks {
         assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
         assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
+    }
+    // Unless asked for sessions of their own.
+    let flags = ["--oversubscribe", "--own-sessions"];
+    let (ranks, launcher_sid) = session_job(cores() + 1, &flags);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(
+            (pgid, sid),
+            (pid, pid),
+            "rank {pid} leads no session of its own"
+        );
+        assert_ne!(sid, launcher_sid);
     }
 }
 
