@@ -7,7 +7,8 @@
 #   -n          ranks (default 4; oversubscribed where the machine has fewer cores)
 #   --dir       where the file goes (default /dev/shm, a tmpfs; give a disk directory too)
 #   --bytes     bytes per rank (default 16 MiB), --block the strided view's block (default 64 KiB)
-#   --own-sessions  put stormpi's and Open MPI's ranks in sessions of their own (`setsid -w`)
+#   --own-sessions  put stormpi's ranks (stormrun --own-sessions) and Open MPI's (`setsid -w`)
+#                   in sessions of their own
 # Each library's ranks run as its launcher starts them: MPICH's mpiexec gives every rank a
 # session of its own, stormrun too unless the ranks outnumber the cores (then, as Open MPI's
 # mpirun always does, they stay in its session, where `sched_yield` hands a core to a peer).
@@ -23,7 +24,7 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 np=4; dir=/dev/shm; bytes=$((16 << 20)); block=65536; reps=3
-own_session=()
+own_session=(); stormrun_sessions=()
 while [ $# -gt 0 ]; do
     case "$1" in
         -n) shift; np=$1 ;;
@@ -31,8 +32,8 @@ while [ $# -gt 0 ]; do
         --bytes) shift; bytes=$1 ;;
         --block) shift; block=$1 ;;
         --reps) shift; reps=$1 ;;
-        --own-sessions) own_session=(setsid -w) ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --own-sessions) own_session=(setsid -w); stormrun_sessions=(--own-sessions) ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "bench-io.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -51,7 +52,7 @@ args=("$dir" -b "$bytes" -s "$block" -r 1)
 for r in $(seq "$reps"); do
     for i in "${impls[@]}"; do
         case $i in
-            stormpi) timeout 600 "$stormrun" -n "$np" --oversubscribe "${own_session[@]}" "$work/io-stormpi" "${args[@]}" ;;
+            stormpi) timeout 600 "$stormrun" -n "$np" --oversubscribe "${stormrun_sessions[@]}" "$work/io-stormpi" "${args[@]}" ;;
             openmpi) timeout 600 mpirun.openmpi -n "$np" --oversubscribe "${own_session[@]}" "$work/io-openmpi" "${args[@]}" ;;
             mpich) timeout 600 mpiexec.mpich -n "$np" "$work/io-mpich" "${args[@]}" ;;
         esac >>"$work/$i.out" 2>>"$work/$i.err" || echo "bench-io.sh: $i failed (see its stderr)" >&2
