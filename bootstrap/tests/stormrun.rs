@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -897,6 +898,120 @@ fn sigint_is_forwarded_and_ends_the_job() {
         .find_map(|l| l.strip_prefix("jobid="))
         .unwrap();
     assert_eq!(shm_files_of(jobid), Vec::<String>::new());
+}
+
+/// Runs `ranks` ranks of `session` mode with stormrun's `flags` under a stormrun that leads a
+/// process group of its own, as a shell's foreground job does; then sends the group SIGINT, as a
+/// terminal's Ctrl-C does (the group holds stormrun but no rank), and checks that it ends every
+/// rank. Returns each rank's pid, process group and session, and stormrun's session.
+fn session_job(ranks: usize, flags: &[&str]) -> (Vec<(i32, i32, i32)>, i32) {
+    let n = ranks.to_string();
+    let mut args = vec!["--timeout", "20", "-n", &n];
+    args.extend(flags);
+    args.extend([RANK, "session"]);
+    let mut child = stormrun(&args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launcher = child.id() as i32;
+    let err = reader(child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let out = thread::spawn(move || {
+        let mut all = String::new();
+        for line in stdout.lines() {
+            let line = line.unwrap();
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut seen: Vec<(i32, i32, i32)> = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    while seen.len() < ranks {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                if let ["rank", _, "pid", pid, "pgid", pgid, "sid", sid] = words[..] {
+                    seen.push((
+                        pid.parse().unwrap(),
+                        pgid.parse().unwrap(),
+                        sid.parse().unwrap(),
+                    ));
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("ranks did not start: {}", err.join().unwrap());
+            }
+        }
+    }
+    // SAFETY: getsid has no memory effects.
+    let launcher_sid = unsafe { libc::getsid(launcher) };
+    // SAFETY: signals the process group of our own child, which it leads.
+    unsafe { libc::kill(-launcher, libc::SIGINT) };
+    let status = wait_with_limit(&mut child, LIMIT);
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("stormrun: received SIGINT; forwarded it to all ranks; job aborted"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("was not killed"), "{stdout}");
+    for &(pid, _, _) in &seen {
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "rank pid {pid} outlived the job");
+    }
+    (seen, launcher_sid)
+}
+
+/// Ranks that fit the cores each lead a session of its own, as under MPICH's Hydra (the
+/// kernel's autogroup scheduling gives each session its share of the CPU), and a Ctrl-C still
+/// ends them all.
+#[test]
+fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
+    let (ranks, launcher_sid) = session_job(cores().min(3), &[]);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(
+            (pgid, sid),
+            (pid, pid),
+            "rank {pid} leads no session of its own"
+        );
+        assert_ne!(sid, launcher_sid);
+    }
+}
+
+/// Oversubscribed ranks hand cores to each other with `sched_yield`, which works only inside a
+/// session's autogroup: they stay in stormrun's session, each in a process group of its own.
+#[test]
+fn oversubscribed_ranks_share_the_launchers_session() {
+    let (ranks, launcher_sid) = session_job(cores() + 1, &["--oversubscribe"]);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
+        assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
+    }
+    // Unless asked for sessions of their own.
+    let flags = ["--oversubscribe", "--own-sessions"];
+    let (ranks, launcher_sid) = session_job(cores() + 1, &flags);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(
+            (pgid, sid),
+            (pid, pid),
+            "rank {pid} leads no session of its own"
+        );
+        assert_ne!(sid, launcher_sid);
+    }
 }
 
 #[test]

@@ -15,6 +15,8 @@
 //! pmi-test-rank barrier-exit RANK    RANK exits 0 at once; the others fence
 //! pmi-test-rank garbage              send a malformed PMI line, then exchange
 //! pmi-test-rank hang                 sleep for a minute
+//! pmi-test-rank session              print this process's pid, process group
+//!                                    and session, then sleep for a minute
 //! ```
 //!
 //! In `fail` mode every rank first creates `/dev/shm/stormpi-<JOBID>-test-<rank>`
@@ -65,6 +67,15 @@ fn main() {
         }
         "garbage" => garbage(),
         "hang" => std::thread::sleep(Duration::from_secs(60)),
+        "session" => {
+            let rank = std::env::var("PMI_RANK").unwrap_or_default();
+            // SAFETY: plain system calls without arguments to check.
+            let (pid, pgid, sid) = unsafe { (libc::getpid(), libc::getpgrp(), libc::getsid(0)) };
+            println!("rank {rank} pid {pid} pgid {pgid} sid {sid}");
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+            println!("rank {rank} was not killed");
+        }
         other => die(&format!("unknown mode `{other}`; see the source for usage")),
     }
 }

@@ -76,6 +76,9 @@ pub struct JobOptions {
     pub rankfile: Option<PathBuf>,
     /// `--report-bindings`.
     pub report_bindings: bool,
+    /// `--own-sessions`: every local rank in a session of its own, also when the ranks
+    /// outnumber the cores.
+    pub own_sessions: bool,
     /// `--cpus-per-rank` (1 when not given).
     pub cpus_per_rank: Option<u32>,
     /// `--output-filename DIR[:nocopy]`: per-rank output files under DIR, and
@@ -143,6 +146,7 @@ enum Opt {
     NPerNode,
     Rankfile,
     ReportBindings,
+    OwnSessions,
     CpusPerRank,
     OutputFilename,
     Wdir,
@@ -268,6 +272,14 @@ const OPTIONS: &[OptSpec] = &[
         opt: Opt::ReportBindings,
         values: &[],
         help: "print each rank's binding on stderr as it starts",
+    },
+    OptSpec {
+        names: &["--own-sessions"],
+        opt: Opt::OwnSessions,
+        values: &[],
+        help: "start every rank in a session of its own also when the ranks outnumber the cores \
+               (they then hand cores to each other slowly, but get more of a machine busy with \
+               other work)",
     },
     OptSpec {
         names: &["--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc"],
@@ -542,6 +554,7 @@ fn apply(
             options.rankfile = Some(PathBuf::from(&values[0]));
         }
         Opt::ReportBindings => options.report_bindings = true,
+        Opt::OwnSessions => options.own_sessions = true,
         Opt::CpusPerRank => {
             let v = text(&values[0])?;
             match v.parse::<u32>() {
