@@ -63,8 +63,14 @@ pub const NATIVE_STATIC_LIBS: &[&str] = &[
 ];
 
 /// The linker options a static link against the shared C library gets when `libmpi.a` holds
-/// the memory hooks: the C names defined as the hooks' exported twins.
-pub const MEMHOOK_DEFSYMS: &str = "-Wl,--defsym=free=stormpi_memhook_free,\
+/// the memory hooks: the C names defined as the hooks' exported twins, which are named
+/// undefined first so that the archive's members defining them are linked even into a program
+/// that calls nothing of MPI (a configure script's test of a constant: `--defsym` alone does not
+/// pull an archive member, and such a link failed).
+pub const MEMHOOK_DEFSYMS: &str = "-Wl,--undefined=stormpi_memhook_free,\
+--undefined=stormpi_memhook_realloc,--undefined=stormpi_memhook_munmap,\
+--undefined=stormpi_memhook_mremap,--undefined=stormpi_memhook_madvise,\
+--defsym=free=stormpi_memhook_free,\
 --defsym=realloc=stormpi_memhook_realloc,--defsym=munmap=stormpi_memhook_munmap,\
 --defsym=mremap=stormpi_memhook_mremap,--defsym=madvise=stormpi_memhook_madvise";
 
