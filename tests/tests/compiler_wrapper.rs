@@ -127,7 +127,7 @@ fn native_libraries_are_what_rustc_says() {
         .unwrap_or_else(|| panic!("no libmpi.a in {show:?}"))
         .1;
     let libs = match ours.split_once(' ') {
-        Some((hooks, rest)) if hooks.starts_with("-Wl,--defsym=") => {
+        Some((hooks, rest)) if hooks.starts_with("-Wl,--undefined=stormpi_memhook_") => {
             for alias in hooks.trim_start_matches("-Wl,").split(',') {
                 if let Some(hook) = alias.strip_prefix("--undefined=") {
                     assert!(hook.starts_with("stormpi_memhook_"), "{show:?}");
