@@ -1140,21 +1140,26 @@ impl Inside<'_> {
     pub fn wait_recv_with<R>(&mut self, r: Posted, f: impl FnOnce(&Status) -> R) -> Result<R> {
         match r {
             Posted::Req(id) => self.wait_with(id, f),
-            Posted::Blocking => self.wait_blocking().map(|st| f(&st)),
+            Posted::Blocking => self.wait_blocking(f),
         }
     }
 
+    /// Waits for the PML's blocking receive, handing its status to `f` where it lies.
     #[inline(never)]
-    fn wait_blocking(&mut self) -> Result<Status> {
+    fn wait_blocking<R>(&mut self, f: impl FnOnce(&Status) -> R) -> Result<R> {
         let mut rounds = 0u32;
+        let mut f = Some(f);
         loop {
             rounds = rounds.wrapping_add(1);
             let e = self.e();
             let n = if rounds.is_multiple_of(FULL_ROUND_EVERY) {
                 let n = e.progress();
                 if n > 0 {
-                    if let Some(st) = e.p2p.recv_finished(Posted::Blocking)? {
-                        return Ok(st);
+                    if let Some(Some(r)) = e
+                        .p2p
+                        .recv_finished_with(Posted::Blocking, |st| f.take().map(|f| f(st)))?
+                    {
+                        return Ok(r);
                     }
                 }
                 n
@@ -1163,9 +1168,12 @@ impl Inside<'_> {
                     RecvRound::Done => {
                         // Something moved: the next wait starts spinning afresh, not yielding.
                         e.idle = 0;
-                        return match e.p2p.recv_finished(Posted::Blocking) {
-                            Ok(Some(st)) => Ok(st),
-                            Ok(None) => Err(Error::new(
+                        return match e
+                            .p2p
+                            .recv_finished_with(Posted::Blocking, |st| f.take().map(|f| f(st)))
+                        {
+                            Ok(Some(Some(r))) => Ok(r),
+                            Ok(_) => Err(Error::new(
                                 ErrorClass::Intern,
                                 Reason::BadArgument {
                                     what: "a finished receive without a status",

@@ -146,7 +146,7 @@ impl RecvData for Unpacker {
     }
 }
 
-/// A receive under way: a request, or the PML's one blocking receive (cm).
+/// A receive under way: a request, or the PML's one blocking receive (`MPI_Recv`'s, when free).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Posted {
     /// A pooled request.
@@ -554,21 +554,30 @@ impl P2p {
         }
     }
 
-    /// Posts a receive that the caller waits for at once (`MPI_Recv`): over cm the PML's
-    /// blocking receive when it is free (no pooled request), else a request.
+    /// Posts a receive that the caller waits for at once (`MPI_Recv`): the PML's blocking
+    /// receive when it is free (no pooled request; on ob1 also only when nothing is queued on
+    /// the communicator), else a request.
     #[inline(always)]
     pub fn recv(&mut self, s: &RecvSel, data: impl RecvData) -> Result<Posted> {
-        if let Pml::Cm(cm) = &mut self.pml {
-            if cm.blocking_free() {
-                cm.recv_post(&self.types, || data.unpacker(), mtl_sel(s))?;
-                return Ok(Posted::Blocking);
+        match &mut self.pml {
+            Pml::Cm(cm) => {
+                if cm.blocking_free() {
+                    cm.recv_post(&self.types, || data.unpacker(), mtl_sel(s))?;
+                    return Ok(Posted::Blocking);
+                }
+            }
+            Pml::Ob1(ob1) => {
+                if ob1.recv_free(&self.comms, s.comm, s.src, s.tag)? {
+                    ob1.recv_post(|| data.unpacker(), s.comm, s.src, s.tag);
+                    return Ok(Posted::Blocking);
+                }
             }
         }
         self.irecv(s, data, 0).map(Posted::Req)
     }
 
     /// One round of waiting for the receive `r` without the rest of progress: the MTL's round
-    /// for the blocking receive, a look at a request. `Moved(0)` when nothing happened; after
+    /// for cm's blocking receive, point-to-point progress for ob1's, a look at a request. `Moved(0)` when nothing happened; after
     /// `Done`, [`P2p::recv_finished`] gives the status.
     #[inline(always)]
     pub fn recv_round(&mut self, r: Posted) -> Result<RecvRound> {
@@ -581,12 +590,16 @@ impl P2p {
                 true => RecvRound::Done,
                 false => RecvRound::Moved(0),
             }),
-            (Posted::Blocking, Pml::Ob1(_)) => Err(Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "a blocking receive on the ob1 path",
-                },
-            )),
+            (Posted::Blocking, Pml::Ob1(ob1)) => Ok(match ob1.recv_done() {
+                true => RecvRound::Done,
+                false => {
+                    let n = self.progress();
+                    match &self.pml {
+                        Pml::Ob1(ob1) if ob1.recv_done() => RecvRound::Done,
+                        _ => RecvRound::Moved(n),
+                    }
+                }
+            }),
         }
     }
 
@@ -594,12 +607,22 @@ impl P2p {
     /// [`P2p::recv_round`] that said `Done`); a finished receive is then forgotten.
     #[inline]
     pub fn recv_finished(&mut self, r: Posted) -> Result<Option<Status>> {
+        self.recv_finished_with(r, |st| *st)
+    }
+
+    /// [`P2p::recv_finished`] handing the status to `f` where it lies; `f`'s result.
+    #[inline(always)]
+    pub fn recv_finished_with<R>(
+        &mut self,
+        r: Posted,
+        f: impl FnOnce(&Status) -> R,
+    ) -> Result<Option<R>> {
         match (r, &mut self.pml) {
             (Posted::Blocking, Pml::Cm(cm)) => {
-                Ok(cm.recv_finished().then(|| cm.recv_status(&self.types)))
+                Ok(cm.recv_finished().then(|| f(&cm.recv_status(&self.types))))
             }
-            (Posted::Req(id), pml) => pml.requests_mut().test(id),
-            (Posted::Blocking, Pml::Ob1(_)) => Ok(None),
+            (Posted::Req(id), pml) => pml.requests_mut().test_with(id, f),
+            (Posted::Blocking, Pml::Ob1(ob1)) => ob1.recv_finished_with(f),
         }
     }
 

@@ -950,6 +950,12 @@ impl Unpacker {
         total(&self.layout)
     }
 
+    /// Whether this unpacker keeps a derived type alive (until it is dropped).
+    #[inline]
+    pub fn retains_type(&self) -> bool {
+        self.typing.is_some()
+    }
+
     /// The first conversion error, if any (an element left incomplete counts as one).
     pub fn error(&self) -> Option<ConvError> {
         self.error

@@ -25,6 +25,7 @@
 
 pub mod unexpected;
 
+mod blocking;
 mod exact;
 mod matching;
 mod recvfrag;
@@ -159,6 +160,8 @@ pub struct Ob1 {
     /// The first peer a BTL reported unreachable ([`crate::btl::Sink::unreachable`]): the
     /// engine ends the job at its next progress.
     pub unreachable: Option<crate::rte::ProcId>,
+    /// The blocking receive (`MPI_Recv`) waiting outside the posted queue ([`blocking`]).
+    blocking: blocking::Blocking,
 }
 
 impl Ob1 {
@@ -228,6 +231,7 @@ impl Ob1 {
             platform,
             stats: Stats::default(),
             unreachable: None,
+            blocking: blocking::Blocking::new(),
         })
     }
 
@@ -357,10 +361,12 @@ impl Ob1 {
         self.comms
             .get(comm.0 as usize)
             .is_some_and(|c| !c.posted.is_empty())
+            || self.blocking_on(comm)
     }
 
     /// Drops the messages still held for communicator `comm`, which is being freed.
     pub(crate) fn comm_removed(&mut self, comm: CommId) {
+        self.blocking_comm_removed(comm);
         let Some(c) = self.comms.get_mut(comm.0 as usize) else {
             return;
         };
@@ -802,5 +808,110 @@ mod tests {
         assert_eq!(ob1.comms.len(), COMMS_INITIAL as usize, "nothing changed");
         ob1.comm_room(64).unwrap();
         assert_eq!(ob1.comms.len(), 64);
+    }
+
+    /// Arrives an eager message of `bytes` from rank 1 on context `ctx`.
+    fn eager(ob1: &mut Ob1, comms: &CommTable, types: &TypeTable, e: Envelope, bytes: &[u8]) {
+        let d = ob1.arrive(
+            comms,
+            types,
+            FROM,
+            e,
+            UnexKind::Eager,
+            recvfrag::Payload::Frag(bytes),
+        );
+        assert_ne!(d, crate::btl::Delivery::Retry);
+    }
+
+    /// Takes the blocking receive of 4 bytes from rank 1 with `tag` on `comm`.
+    fn blocking4(ob1: &mut Ob1, comms: &CommTable, comm: CommId, tag: i32) -> &'static [u8] {
+        let buf: &'static mut [u8] = vec![0u8; 4].leak();
+        let p = buf.as_mut_ptr();
+        assert!(ob1
+            .recv_free(comms, comm, Source::Rank(1), TagSel::Tag(tag))
+            .unwrap());
+        // SAFETY: as in `post4`.
+        ob1.recv_post(
+            move || unsafe { Unpacker::contiguous(p, 4) },
+            comm,
+            Source::Rank(1),
+            TagSel::Tag(tag),
+        );
+        buf
+    }
+
+    /// The blocking receive matches before receives posted after it, takes messages in their
+    /// senders' order (one that arrives early waits for its turn), and is refused while
+    /// something on its communicator comes before it.
+    #[test]
+    fn blocking_receive_keeps_matching_order() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let buf = blocking4(&mut ob1, &comms, c, 3);
+        assert!(!ob1.recv_free(&comms, c, Source::Any, TagSel::Any).unwrap());
+        // A receive posted later by another thread comes after it.
+        let (later, later_buf) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        // Sequence number 1 arrives first: it waits for number 0.
+        eager(&mut ob1, &comms, &types, env(7, 3, 1), b"bbbb");
+        assert!(!ob1.recv_done());
+        eager(&mut ob1, &comms, &types, env(7, 3, 0), b"aaaa");
+        assert!(ob1.recv_done());
+        let st = ob1.recv_finished().unwrap().expect("finished");
+        assert_eq!((st.source, st.tag, st.bytes, st.error), (1, 3, 4, None));
+        assert_eq!(buf, b"aaaa");
+        let st = ob1.requests.test(later).unwrap().expect("matched");
+        assert_eq!((st.bytes, &later_buf[..]), (4, &b"bbbb"[..]));
+        // Free again, but not while a message it accepts waits unexpected or a receive is
+        // posted on the communicator.
+        assert!(ob1
+            .recv_free(&comms, c, Source::Rank(1), TagSel::Tag(3))
+            .unwrap());
+        eager(&mut ob1, &comms, &types, env(7, 3, 2), b"cccc");
+        assert!(!ob1
+            .recv_free(&comms, c, Source::Rank(1), TagSel::Tag(3))
+            .unwrap());
+        let (r, _) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        assert!(ob1.requests.test(r).unwrap().is_some());
+        let (pending, _) = post4(&mut ob1, &comms, &types, c, 7, 4);
+        assert!(!ob1
+            .recv_free(&comms, c, Source::Rank(1), TagSel::Tag(3))
+            .unwrap());
+        ob1.cancel(pending).unwrap();
+        assert!(ob1.requests.test(pending).unwrap().is_some());
+        // A message longer than the buffer is a truncation error in the status.
+        let _ = blocking4(&mut ob1, &comms, c, 5);
+        eager(&mut ob1, &comms, &types, env(7, 5, 3), b"toolong");
+        let st = ob1.recv_finished().unwrap().expect("finished");
+        assert_eq!(
+            st.error.map(|e| e.class),
+            Some(crate::error::ErrorClass::Truncate)
+        );
+        assert!(ob1.recv_free(&comms, c, Source::Any, TagSel::Any).unwrap());
+    }
+
+    /// A rendezvous for the blocking receive turns it into a request that goes on with the
+    /// protocol (its ACK queued).
+    #[test]
+    fn blocking_receive_continues_a_rendezvous_as_a_request() {
+        let (mut comms, types, mut ob1) = setup(16);
+        let c = add(&mut comms, &types, &mut ob1, 7);
+        let _buf = blocking4(&mut ob1, &comms, c, 1);
+        let d = ob1.arrive(
+            &comms,
+            &types,
+            FROM,
+            env(7, 1, 0),
+            UnexKind::Rndv {
+                msg_len: 4,
+                sreq: 77,
+                read: None,
+            },
+            recvfrag::Payload::Frag(b"ab"),
+        );
+        assert_eq!(d, crate::btl::Delivery::Consumed);
+        assert!(ob1.blocking_is_request());
+        assert!(!ob1.recv_done());
+        assert!(!ob1.pending_ack.is_empty(), "the ACK waits to go");
+        assert!(ob1.recv_finished().unwrap().is_none());
     }
 }

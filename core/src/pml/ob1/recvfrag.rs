@@ -197,7 +197,7 @@ impl Ob1 {
     }
 
     /// Frees a stored record that is being dropped.
-    fn drop_payload(&mut self, payload: Payload<'_>) {
+    pub(super) fn drop_payload(&mut self, payload: Payload<'_>) {
         if let Payload::Stored(i) = payload {
             if let Some(key) = self.unex.key_at(i) {
                 let m = self.unex.remove(key).expect("occupied");
@@ -310,6 +310,9 @@ impl Ob1 {
         kind: UnexKind,
         payload: Payload<'_>,
     ) -> Delivery {
+        if self.blocking_accepts(comm, &env) {
+            return self.deliver_blocking(types, comm, from, env, kind, payload);
+        }
         let posted = &mut self.comms[comm.0 as usize].posted;
         let found = posted.take_match(&self.requests.pool, &env, &mut self.exact);
         // Receives still posted here may take what follows in this poll (a window of
@@ -735,7 +738,8 @@ impl Ob1 {
             UnexKind::Rndv { .. } => return None,
         };
         let si = self.seq_index(comm, env.src as u32);
-        if env.seq != self.seqs[si].expect {
+        // The blocking receive takes its message from the fragment (`deliver_blocking`).
+        if env.seq != self.seqs[si].expect || self.blocking_accepts(comm, &env) {
             return None;
         }
         let posted = &mut self.comms[comm.0 as usize].posted;

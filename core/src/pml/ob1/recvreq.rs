@@ -14,7 +14,7 @@ use crate::pml::MsgId;
 impl Ob1 {
     /// First unclaimed unexpected message on `comm` that `src`/`tag` accept.
     #[inline(always)]
-    fn find_unexpected(&self, comm: CommId, src: Source, tag: TagSel) -> Option<u32> {
+    pub(super) fn find_unexpected(&self, comm: CommId, src: Source, tag: TagSel) -> Option<u32> {
         self.comms[comm.0 as usize]
             .unexpected
             .find(&self.unex, src, tag, &self.exact)
