@@ -830,30 +830,29 @@ super::mpi! {
         // function's name a constant (+30 instructions a receive through the shared body).
         // A status without an error is written where the request holds it; one with an error
         // is copied out and reported after the engine is left (the error handler may call MPI).
-        let finish = |st: &Status| match st.error {
-            None => {
-                // SAFETY: MPI's rule for the status argument.
-                unsafe { put_status(status, st, abi::MPI_SUCCESS) };
-                None
-            }
-            Some(_) => Some(*st),
+        // (`finish` returns nothing: a status in the result cost a copy at each level.)
+        let mut failed = None;
+        let mut finish = |st: &Status| match st.error {
+            // SAFETY: MPI's rule for the status argument.
+            None => unsafe { put_status(status, st, abi::MPI_SUCCESS) },
+            Some(_) => failed = Some(*st),
         };
         let r = run_comm_inside("MPI_Recv", comm, |cx, c| {
             // SAFETY: MPI lends the receive buffer for the call, which waits for it here.
-            let failed = match unsafe { start_recv(cx.e(), buf, count.into(), datatype, source, tag, c, true)? } {
-                Some(r) => cx.wait_recv_with(r, finish)?,
+            match unsafe { start_recv(cx.e(), buf, count.into(), datatype, source, tag, c, true)? } {
+                Some(r) => cx.wait_recv_with(r, &mut finish)?,
                 None => finish(&Status::PROC_NULL),
             };
-            Ok((failed, c))
+            Ok(c)
         });
-        match r {
-            Ok((None, _)) => abi::MPI_SUCCESS,
-            Ok((Some(st), c)) => {
+        match (r, failed) {
+            (Ok(_), None) => abi::MPI_SUCCESS,
+            (Ok(c), Some(st)) => {
                 let rc = status_code("MPI_Recv", Some(c), &st);
                 put_status(status, &st, rc);
                 rc
             }
-            Err(rc) => rc,
+            (Err(rc), _) => rc,
         }
     }
 
