@@ -23,7 +23,7 @@ impl Ob1 {
     /// Posts a receive of what `s` accepts into the convertor `make` builds (in the request's
     /// slot: a convertor is a few hundred bytes, and moving it costs more than the rest of the
     /// posting), matching an unexpected message at once if one is there.
-    #[inline]
+    #[inline(always)]
     pub fn irecv(
         &mut self,
         comms: &CommTable,
