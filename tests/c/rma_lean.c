@@ -17,7 +17,8 @@
  * MPI_ERR_RANK (for MPI_Win_flush too); MPI_DATATYPE_NULL MPI_ERR_TYPE; a negative count
  * MPI_ERR_COUNT; a NULL origin buffer MPI_ERR_BUFFER; MPI_BAND on doubles MPI_ERR_OP; a
  * request-based operation in a fence epoch MPI_ERR_RMA_SYNC and one without a request handle
- * MPI_ERR_ARG; and the target's memory is unchanged by every refused call.
+ * MPI_ERR_ARG; and the target's memory is unchanged by every refused call. Last, 12 KiB puts and
+ * gets through a buffer 16 bytes into a page and an overlapping put within the window.
  */
 #include "stormtest.h"
 
@@ -238,6 +239,43 @@ int main(int argc, char **argv)
     CHECK(mem[14] == 0 && mem[15] == 0, "refused calls changed the window: %ld %ld", mem[14],
           mem[15]);
 
+    CHECK_MPI(MPI_Win_free(&win));
+
+    /* 3. Long copies (chunked past 2016 bytes): 12 KiB put from and got into a buffer 16 bytes
+     * into a page (the distance glibc's rep movsb is slow at), and a put from the window into
+     * itself overlapping by 8 bytes (memmove's, not the chunks'). */
+    enum { BIG = 16384, LONGCOPY = 12288 };
+    char *big;
+    CHECK_MPI(MPI_Win_allocate(BIG, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &big, &win));
+    memset(big, 0, BIG);
+    char *page = NULL;
+    CHECK(posix_memalign((void **)&page, 4096, LONGCOPY + 4096) == 0, "no memory");
+    char *src = page + 16;
+    for (int i = 0; i < LONGCOPY; i++)
+        src[i] = (char)(i * 7 + rank);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Win_lock_all(0, win));
+    CHECK_MPI(MPI_Put(src, LONGCOPY, MPI_BYTE, right, 0, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    memset(src, 0, LONGCOPY);
+    CHECK_MPI(MPI_Get(src, LONGCOPY, MPI_BYTE, right, 0, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    int bad = -1;
+    for (int i = 0; i < LONGCOPY && bad < 0; i++)
+        if (src[i] != (char)(i * 7 + rank))
+            bad = i;
+    CHECK(bad < 0, "a 12 KiB put and get came back wrong at byte %d", bad);
+    CHECK_MPI(MPI_Win_unlock_all(win));
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
+    CHECK_MPI(MPI_Put(big, LONGCOPY, MPI_BYTE, rank, 8, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_unlock(rank, win));
+    bad = -1;
+    for (int i = 0; i < LONGCOPY && bad < 0; i++)
+        if (big[8 + i] != (char)(i * 7 + left))
+            bad = i;
+    CHECK(bad < 0, "an overlapping put within the window came out wrong at byte %d", bad);
+    free(page);
     CHECK_MPI(MPI_Win_free(&win));
     return test_end();
 }

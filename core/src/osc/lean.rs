@@ -49,7 +49,7 @@ pub unsafe fn copy(
             4 => to
                 .cast::<u32>()
                 .write_unaligned(from.cast::<u32>().read_unaligned()),
-            _ => core::ptr::copy(from, to, len),
+            _ => shm::copy(from, to, len),
         }
     }
     true
