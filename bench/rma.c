@@ -1,5 +1,5 @@
 /*
- * rma.c - one-sided communication latency: rank 0 is the origin, rank 1 the target.
+ * rma.c - one-sided communication latency and bandwidth: rank 0 is the origin, rank 1 the target.
  *
  * Prints one line per measurement, "<metric> <bytes> <usec>" (time per operation including
  * its synchronisation, best of 3 trials), for:
@@ -9,6 +9,9 @@
  *   acc_flush              MPI_Accumulate of <bytes>/8 doubles (MPI_SUM) then MPI_Win_flush
  *   fop, cas               MPI_Fetch_and_op (MPI_SUM, one long) and MPI_Compare_and_swap (one
  *                          long), each then MPI_Win_flush
+ *   put_bw, get_bw         bandwidth, OSU-style: under MPI_Win_lock_all, streams of 64 puts (gets)
+ *                          of <bytes> then one MPI_Win_flush; usec per operation, so bandwidth is
+ *                          <bytes> / usec (a time ratio r between libraries is a bandwidth 1/r)
  * usage: rma [-m MAXBYTES] [-i SCALE]   (default 1 MiB; SCALE multiplies the iteration counts)
  */
 #include <mpi.h>
@@ -66,6 +69,43 @@ static double run_flush(enum kind k, MPI_Win win, char *buf, long size, long n)
         MPI_Barrier(MPI_COMM_WORLD);
     }
     return best;
+}
+
+/* Streams of BW_WINDOW operations, each stream then one flush (n a multiple of BW_WINDOW). */
+enum { BW_WINDOW = 64 };
+
+static double run_stream(enum kind k, MPI_Win win, char *buf, long size, long n)
+{
+    double best = 1e30;
+    for (int trial = 0; trial < 3; trial++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            MPI_Win_lock_all(0, win);
+            double t = MPI_Wtime();
+            for (long i = 0; i < n; i += BW_WINDOW) {
+                for (int j = 0; j < BW_WINDOW; j++) {
+                    if (k == PUT)
+                        MPI_Put(buf, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, win);
+                    else
+                        MPI_Get(buf, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, win);
+                }
+                MPI_Win_flush(1, win);
+            }
+            t = MPI_Wtime() - t;
+            MPI_Win_unlock_all(win);
+            if (t < best)
+                best = t;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return best;
+}
+
+/* Operations for a bandwidth measurement of <size>: iters_for's, in whole streams. */
+static long stream_iters(long size)
+{
+    long n = (iters_for(size) + BW_WINDOW - 1) / BW_WINDOW * BW_WINDOW;
+    return n;
 }
 
 static double run_fence(enum kind k, MPI_Win win, char *buf, long size, long n)
@@ -133,6 +173,10 @@ int main(int argc, char **argv)
         report("get_fence", s, run_fence(GET, win, buf, s, iters_for(s)), iters_for(s));
     for (long s = 8; s <= 65536 && s <= max; s *= 4)
         report("acc_flush", s, run_flush(ACC, win, buf, s, iters_for(s)), iters_for(s));
+    for (long s = 8; s <= max; s *= 4)
+        report("put_bw", s, run_stream(PUT, win, buf, s, stream_iters(s)), stream_iters(s));
+    for (long s = 8; s <= max; s *= 4)
+        report("get_bw", s, run_stream(GET, win, buf, s, stream_iters(s)), stream_iters(s));
     report("fop", 8, run_flush(FOP, win, buf, 8, iters_for(8)), iters_for(8));
     report("cas", 8, run_flush(CAS, win, buf, 8, iters_for(8)), iters_for(8));
 

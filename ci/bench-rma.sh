@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-rma.sh - one-sided communication latency of stormpi against Open MPI and MPICH, measured
 # on this machine in the same invocation, reported as a table with ratios (bench/rma.c: put and
-# get with flush and with fence, accumulate of doubles, fetch-and-op, compare-and-swap).
+# get with flush and with fence, accumulate of doubles, fetch-and-op, compare-and-swap; put and
+# get bandwidth as streams of 64 operations then one flush, the put_bw/get_bw rows).
 #
 # usage: ci/bench-rma.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S]
 #   --quick     one repetition, 64 KiB max, iteration counts x0.2 (a smoke test, noisy numbers)
@@ -111,7 +112,7 @@ if [ ${#ok[@]} -eq 0 ]; then
     exit 1
 fi
 
-echo "One-sided latency, usec per operation with its synchronisation (best of runs; lower is better)"
+echo "One-sided latency and bandwidth (_bw: streams of 64, one flush), usec per operation with its synchronisation (best of runs; lower is better)"
 for impl in stormpi openmpi mpich; do
     cat "$work/$impl".*.out 2>/dev/null | awk -v impl="$impl" '$1 !~ /^#/ && NF == 3 { print $1, impl, $2, $3 }'
 done | awk '

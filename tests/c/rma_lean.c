@@ -7,16 +7,22 @@
  * long, of three bytes and of two MPI_DOUBLE_INT (a pair type with a gap: 16-byte elements of 12
  * bytes, which must not move as 24 dense bytes); a put from the window into itself; accumulates
  * of three doubles and of three ints; MPI_Fetch_and_op with MPI_SUM and MPI_NO_OP; compare-and-
- * swap of an int; each checked after a flush. Then the errors the standard requires, with
+ * swap of an int; each checked after a flush. The request-based forms (MPI_Rput, MPI_Rget,
+ * MPI_Raccumulate, MPI_Rget_accumulate: a request complete at once, on the lean path), the
+ * large-count forms (MPI_Put_c, MPI_Get_c, MPI_Accumulate_c, MPI_Get_accumulate_c),
+ * MPI_Get_accumulate with MPI_NO_OP and MPI_Fetch_and_op with MPI_REPLACE on an int, each
+ * checked by value. Then the errors the standard requires, with
  * MPI_ERRORS_RETURN: every operation and MPI_Win_flush outside an epoch is MPI_ERR_RMA_SYNC; a
  * displacement past or before the target's part MPI_ERR_RMA_RANGE; a rank out of range
  * MPI_ERR_RANK (for MPI_Win_flush too); MPI_DATATYPE_NULL MPI_ERR_TYPE; a negative count
- * MPI_ERR_COUNT; a NULL origin buffer MPI_ERR_BUFFER; MPI_BAND on doubles MPI_ERR_OP; and the
- * target's memory is unchanged by every refused call.
+ * MPI_ERR_COUNT; a NULL origin buffer MPI_ERR_BUFFER; MPI_BAND on doubles MPI_ERR_OP; a
+ * request-based operation in a fence epoch MPI_ERR_RMA_SYNC and one without a request handle
+ * MPI_ERR_ARG; and the target's memory is unchanged by every refused call. Last, 12 KiB puts and
+ * gets through a buffer 16 bytes into a page and an overlapping put within the window.
  */
 #include "stormtest.h"
 
-#define SLOTS 16
+#define SLOTS 24
 
 int main(int argc, char **argv)
 {
@@ -85,6 +91,51 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Compare_and_swap(&swap, &expect, &was, MPI_INT, right, 12, win));
     CHECK_MPI(MPI_Win_flush(right, win));
     CHECK(was == 42, "the second compare-and-swap found %d", was);
+
+    /* Request-based forms (slots 16..18): complete at once, MPI_Wait frees them. */
+    MPI_Request req = MPI_REQUEST_NULL;
+    long rv = 2000 + rank, rback = -1;
+    CHECK_MPI(MPI_Rput(&rv, 1, MPI_LONG, right, 16, 1, MPI_LONG, win, &req));
+    CHECK(req != MPI_REQUEST_NULL, "MPI_Rput gave no request");
+    CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(req == MPI_REQUEST_NULL, "MPI_Wait left MPI_Rput's request");
+    CHECK_MPI(MPI_Rget(&rback, 1, MPI_LONG, right, 16, 1, MPI_LONG, win, &req));
+    CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(rback == rv, "MPI_Rget read %ld after MPI_Rput of %ld", rback, rv);
+    int two[2] = {3, 4};
+    CHECK_MPI(MPI_Raccumulate(two, 2, MPI_INT, right, 17, 2, MPI_INT, MPI_SUM, win, &req));
+    CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Raccumulate(two, 2, MPI_INT, right, 17, 2, MPI_INT, MPI_SUM, win, &req));
+    int flag = 0;
+    CHECK_MPI(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+    CHECK(flag, "MPI_Raccumulate's request was not complete at once");
+    long five = 5, got = -1;
+    CHECK_MPI(MPI_Rget_accumulate(&five, 1, MPI_LONG, &got, 1, MPI_LONG, right, 18, 1, MPI_LONG,
+                                  MPI_SUM, win, &req));
+    CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(got == 0, "MPI_Rget_accumulate fetched %ld", got);
+    CHECK_MPI(MPI_Get_accumulate(NULL, 0, MPI_LONG, &got, 1, MPI_LONG, right, 18, 1, MPI_LONG,
+                                 MPI_NO_OP, win));
+    CHECK(got == 5, "MPI_Get_accumulate with MPI_NO_OP fetched %ld after a sum of 5", got);
+
+    /* Large-count forms (slots 19..20), and MPI_REPLACE on an int (slot 21). */
+    MPI_Count c1 = 1;
+    long cv = 3000 + rank, cback = -1, cold = -1;
+    CHECK_MPI(MPI_Put_c(&cv, c1, MPI_LONG, right, 19, c1, MPI_LONG, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    CHECK_MPI(MPI_Get_c(&cback, c1, MPI_LONG, right, 19, c1, MPI_LONG, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    CHECK(cback == cv, "MPI_Get_c read %ld after MPI_Put_c of %ld", cback, cv);
+    CHECK_MPI(MPI_Accumulate_c(&cv, c1, MPI_LONG, right, 20, c1, MPI_LONG, MPI_SUM, win));
+    CHECK_MPI(MPI_Get_accumulate_c(&cv, c1, MPI_LONG, &cold, c1, MPI_LONG, right, 20, c1,
+                                   MPI_LONG, MPI_SUM, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    CHECK(cold == cv, "MPI_Get_accumulate_c fetched %ld after one sum of %ld", cold, cv);
+    int nine = 9, iold = -1;
+    CHECK_MPI(MPI_Fetch_and_op(&nine, &iold, MPI_INT, right, 21, MPI_REPLACE, win));
+    CHECK_MPI(MPI_Fetch_and_op(&nine, &iold, MPI_INT, right, 21, MPI_REPLACE, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    CHECK(iold == 9, "MPI_REPLACE on an int fetched %d the second time", iold);
     CHECK_MPI(MPI_Win_unlock_all(win));
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
@@ -98,6 +149,13 @@ int main(int argc, char **argv)
           im[2]);
     CHECK(mem[11] == 1, "the fetch-and-op counter is %ld", mem[11]);
     CHECK(*(int *)&mem[12] == 42, "the compare-and-swap slot is %d", *(int *)&mem[12]);
+    CHECK(mem[16] == 2000 + left, "the MPI_Rput slot is %ld", mem[16]);
+    CHECK(((int *)&mem[17])[0] == 6 && ((int *)&mem[17])[1] == 8, "MPI_Raccumulate left %d %d",
+          ((int *)&mem[17])[0], ((int *)&mem[17])[1]);
+    CHECK(mem[18] == 5, "the MPI_Rget_accumulate slot is %ld", mem[18]);
+    CHECK(mem[19] == 3000 + left, "the MPI_Put_c slot is %ld", mem[19]);
+    CHECK(mem[20] == 2 * (3000 + left), "the MPI_Accumulate_c slot is %ld", mem[20]);
+    CHECK(*(int *)&mem[21] == 9, "the MPI_REPLACE slot is %d", *(int *)&mem[21]);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     /* A put from the window into itself (slot 0 to slot 13, at this rank). */
@@ -126,7 +184,26 @@ int main(int argc, char **argv)
     MPI_Error_class(MPI_Win_flush(right, win), &cls);
     CHECK(cls == MPI_ERR_RMA_SYNC, "a flush outside an epoch gave class %d", cls);
 
+    /* Request-based operations belong to passive-target epochs only. */
+    MPI_Request rq = MPI_REQUEST_NULL;
+    CHECK_MPI(MPI_Win_fence(0, win));
+    MPI_Error_class(MPI_Rput(&x, 1, MPI_LONG, right, 14, 1, MPI_LONG, win, &rq), &cls);
+    CHECK(cls == MPI_ERR_RMA_SYNC, "MPI_Rput in a fence epoch gave class %d", cls);
+    MPI_Error_class(MPI_Rget(&r, 1, MPI_LONG, right, 14, 1, MPI_LONG, win, &rq), &cls);
+    CHECK(cls == MPI_ERR_RMA_SYNC, "MPI_Rget in a fence epoch gave class %d", cls);
+    MPI_Error_class(
+        MPI_Raccumulate(&x, 1, MPI_LONG, right, 14, 1, MPI_LONG, MPI_SUM, win, &rq), &cls);
+    CHECK(cls == MPI_ERR_RMA_SYNC, "MPI_Raccumulate in a fence epoch gave class %d", cls);
+    MPI_Error_class(MPI_Rget_accumulate(&x, 1, MPI_LONG, &r, 1, MPI_LONG, right, 14, 1, MPI_LONG,
+                                        MPI_SUM, win, &rq),
+                    &cls);
+    CHECK(cls == MPI_ERR_RMA_SYNC, "MPI_Rget_accumulate in a fence epoch gave class %d", cls);
+    CHECK(rq == MPI_REQUEST_NULL, "a refused request-based operation gave a request");
+    CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
+
     CHECK_MPI(MPI_Win_lock_all(0, win));
+    MPI_Error_class(MPI_Rput(&x, 1, MPI_LONG, right, 14, 1, MPI_LONG, win, NULL), &cls);
+    CHECK(cls == MPI_ERR_ARG, "MPI_Rput without a request handle gave class %d", cls);
     MPI_Error_class(MPI_Put(&x, 1, MPI_LONG, right, SLOTS, 1, MPI_LONG, win), &cls);
     CHECK(cls == MPI_ERR_RMA_RANGE, "a put past the window gave class %d", cls);
     MPI_Error_class(MPI_Put(&x, 2, MPI_LONG, right, SLOTS - 1, 2, MPI_LONG, win), &cls);
@@ -162,6 +239,43 @@ int main(int argc, char **argv)
     CHECK(mem[14] == 0 && mem[15] == 0, "refused calls changed the window: %ld %ld", mem[14],
           mem[15]);
 
+    CHECK_MPI(MPI_Win_free(&win));
+
+    /* 3. Long copies (chunked past 2016 bytes): 12 KiB put from and got into a buffer 16 bytes
+     * into a page (the distance glibc's rep movsb is slow at), and a put from the window into
+     * itself overlapping by 8 bytes (memmove's, not the chunks'). */
+    enum { BIG = 16384, LONGCOPY = 12288 };
+    char *big;
+    CHECK_MPI(MPI_Win_allocate(BIG, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &big, &win));
+    memset(big, 0, BIG);
+    char *page = NULL;
+    CHECK(posix_memalign((void **)&page, 4096, LONGCOPY + 4096) == 0, "no memory");
+    char *src = page + 16;
+    for (int i = 0; i < LONGCOPY; i++)
+        src[i] = (char)(i * 7 + rank);
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Win_lock_all(0, win));
+    CHECK_MPI(MPI_Put(src, LONGCOPY, MPI_BYTE, right, 0, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    memset(src, 0, LONGCOPY);
+    CHECK_MPI(MPI_Get(src, LONGCOPY, MPI_BYTE, right, 0, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_flush(right, win));
+    int bad = -1;
+    for (int i = 0; i < LONGCOPY && bad < 0; i++)
+        if (src[i] != (char)(i * 7 + rank))
+            bad = i;
+    CHECK(bad < 0, "a 12 KiB put and get came back wrong at byte %d", bad);
+    CHECK_MPI(MPI_Win_unlock_all(win));
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
+    CHECK_MPI(MPI_Put(big, LONGCOPY, MPI_BYTE, rank, 8, LONGCOPY, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_unlock(rank, win));
+    bad = -1;
+    for (int i = 0; i < LONGCOPY && bad < 0; i++)
+        if (big[8 + i] != (char)(i * 7 + left))
+            bad = i;
+    CHECK(bad < 0, "an overlapping put within the window came out wrong at byte %d", bad);
+    free(page);
     CHECK_MPI(MPI_Win_free(&win));
     return test_end();
 }

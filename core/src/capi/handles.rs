@@ -129,6 +129,65 @@ const BUILTIN: [u8; 256] = {
     t
 };
 
+/// Builtin datatype handles of dense predefined types by their low byte: the handle, the type
+/// and the bytes of one element (`(0, BYTE, 0)` where no such type has that byte). The
+/// one-sided lean entries decode their operations' type by one look-up here.
+const BUILTIN_DENSE: [(abi::MPI_Datatype, Datatype, u16); 256] = {
+    let mut t = [(0, Datatype::BYTE, 0u16); 256];
+    let mut i = 0;
+    while i < DATATYPES.len() {
+        let (h, d) = DATATYPES[i];
+        let b = d.dense_bytes();
+        if (h as u32) >> 30 == HandleKind::Builtin as u32 && b > 0 {
+            t[(h & 0xff) as usize] = (h, d, b as u16);
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The dense predefined type `h` names and the bytes of one element: by [`BUILTIN_DENSE`] for a
+/// builtin handle, by [`datatype`] for another; `None` for a type that is not dense.
+#[inline(always)]
+pub(crate) fn dense_type(h: abi::MPI_Datatype) -> Option<(Datatype, usize)> {
+    let (handle, d, b) = BUILTIN_DENSE[(h & 0xff) as usize];
+    if handle == h && b != 0 {
+        return Some((d, b as usize));
+    }
+    dense_type_slow(h)
+}
+
+#[inline(never)]
+fn dense_type_slow(h: abi::MPI_Datatype) -> Option<(Datatype, usize)> {
+    let d = datatype(h).ok().filter(|d| d.is_contiguous())?;
+    Some((d, d.size()))
+}
+
+/// Builtin datatype handles of integer types by their low byte: the handle and the bytes of
+/// one element, 1, 2, 4 or 8 (`(0, 0)` where no such type has that byte). The one-sided lean
+/// entries decode `MPI_Fetch_and_op`'s and `MPI_Compare_and_swap`'s type by one look-up here.
+pub(crate) const BUILTIN_INT: [(abi::MPI_Datatype, u8); 256] = {
+    let mut t = [(0, 0u8); 256];
+    let mut i = 0;
+    while i < DATATYPES.len() {
+        let (h, d) = DATATYPES[i];
+        let b = d.integer_bytes();
+        if (h as u32) >> 30 == HandleKind::Builtin as u32 && matches!(b, 1 | 2 | 4 | 8) {
+            t[(h & 0xff) as usize] = (h, b as u8);
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The bytes of one element of the builtin integer type `h` names (1, 2, 4 or 8), `None` for
+/// every other handle.
+#[inline(always)]
+pub(crate) fn builtin_int(h: abi::MPI_Datatype) -> Option<usize> {
+    let (handle, b) = BUILTIN_INT[(h & 0xff) as usize];
+    (handle == h && b != 0).then_some(b as usize)
+}
+
 const DERIVED: c_int = abi::make_handle(HandleKind::Indirect, ObjectKind::Datatype, 0);
 
 /// The datatype a handle names (derived types are checked for liveness by the type table).

@@ -21,6 +21,7 @@ use crate::error::{Error, ErrorClass, Reason, Result};
 use crate::op::Op;
 use crate::osc::{self, Buffer, LockKind, RmaOp, Target, WinId, WinMemory};
 use crate::platform::Platform;
+use crate::pml::request::Status;
 use crate::shared::Inside;
 
 const GEN_BITS: u32 = 10;
@@ -423,29 +424,78 @@ fn lean(win: abi::MPI_Win, f: impl FnOnce(&mut Engine, WinId) -> bool) -> bool {
     }
 }
 
+/// Runs a lean entry as [`lean`] does for a request-based operation (`MPI_Rput`, ...): only in a
+/// passive-target epoch to `rank` (the general path reports any other), and an operation done
+/// yields a request complete from the start, stored at `request`. The request is made before
+/// the operation, so an operation done is never left without one (nor done twice).
+#[inline(always)]
+fn lean_request(
+    win: abi::MPI_Win,
+    request: *mut abi::MPI_Request,
+    rank: c_int,
+    f: impl FnOnce(&mut Engine, WinId) -> bool,
+) -> bool {
+    if request.is_null() {
+        return false;
+    }
+    lean(win, |e, id| {
+        if !osc::lean::passive(e, id, rank) {
+            return false;
+        }
+        let Ok(r) = e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0) else {
+            return false;
+        };
+        if !f(e, id) {
+            let _ = e.p2p.pml.requests_mut().release(r);
+            return false;
+        }
+        // SAFETY: checked non-null; MPI requires it to point to an MPI_Request.
+        unsafe { request.write(handles::request_handle(r)) };
+        true
+    })
+}
+
+/// Runs a lean entry, through [`lean_request`] when `request` is given, else [`lean`].
+#[inline(always)]
+fn lean_maybe_request(
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+    rank: c_int,
+    f: impl FnOnce(&mut Engine, WinId) -> bool,
+) -> bool {
+    match request {
+        Some(r) => lean_request(win, r, rank, f),
+        None => lean(win, f),
+    }
+}
+
 /// The datatype of a lean operation and the bytes `count` of it span: a positive count of a
 /// predefined type whose elements are dense (not a pair type with a gap).
 #[inline(always)]
-fn lean_type(count: c_int, dt: abi::MPI_Datatype) -> Option<(crate::datatype::Datatype, usize)> {
+fn lean_type(
+    count: abi::MPI_Count,
+    dt: abi::MPI_Datatype,
+) -> Option<(crate::datatype::Datatype, usize)> {
     let n = usize::try_from(count).ok().filter(|&n| n > 0)?;
-    let d = handles::datatype(dt).ok().filter(|d| d.is_contiguous())?;
-    Some((d, n.checked_mul(d.size())?))
+    let (d, size) = handles::dense_type(dt)?;
+    Some((d, n.checked_mul(size)?))
 }
 
-/// `MPI_Put`/`MPI_Get` by the lean path: origin and target are the same count of the same
-/// predefined type. Whether it was done.
+/// `MPI_Put`/`MPI_Get` and their request and large-count forms by the lean path: origin and
+/// target are the same count of the same predefined type. Whether it was done.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn put_get_lean(
     get: bool,
     origin_addr: *const c_void,
-    origin_count: c_int,
+    origin_count: abi::MPI_Count,
     origin_datatype: abi::MPI_Datatype,
     target_rank: c_int,
     target_disp: abi::MPI_Aint,
-    target_count: c_int,
+    target_count: abi::MPI_Count,
     target_datatype: abi::MPI_Datatype,
     win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
 ) -> bool {
     if origin_count != target_count || origin_datatype != target_datatype || origin_addr.is_null() {
         return false;
@@ -454,10 +504,119 @@ fn put_get_lean(
         return false;
     };
     let disp = aint_disp(target_disp);
-    lean(win, |e, id| {
-        // SAFETY: MPI lends the origin buffer of `count` elements of the type for the call.
-        unsafe { osc::lean::copy(e, id, get, origin_addr as *mut u8, target_rank, disp, len) }
-    })
+    lean_maybe_request(
+        win,
+        request,
+        target_rank,
+        // Inlined: an out-of-line closure would cost the stores of its captures.
+        #[inline(always)]
+        |e, id| {
+            // SAFETY: MPI lends the origin buffer of `count` elements of the type for the call.
+            unsafe { osc::lean::copy(e, id, get, origin_addr as *mut u8, target_rank, disp, len) }
+        },
+    )
+}
+
+/// `MPI_Accumulate` (`result_addr` null) or `MPI_Get_accumulate` and their request and
+/// large-count forms by the lean path: origin, result and target are the same count of the same
+/// predefined type and the operation a predefined one. Whether it was done.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn acc_lean(
+    origin_addr: *const c_void,
+    origin_count: abi::MPI_Count,
+    origin_datatype: abi::MPI_Datatype,
+    result_addr: *mut c_void,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: abi::MPI_Count,
+    target_datatype: abi::MPI_Datatype,
+    op: abi::MPI_Op,
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+) -> bool {
+    if origin_count != target_count || origin_datatype != target_datatype {
+        return false;
+    }
+    let (Some((d, len)), Ok(how)) = (lean_type(target_count, target_datatype), acc_op(op)) else {
+        return false;
+    };
+    if origin_addr.is_null() && how != Op::NoOp {
+        return false;
+    }
+    let disp = aint_disp(target_disp);
+    lean_maybe_request(
+        win,
+        request,
+        target_rank,
+        // Inlined: an out-of-line closure would cost the stores of its captures.
+        #[inline(always)]
+        |e, id| {
+            // SAFETY: MPI lends the origin buffer (unless MPI_NO_OP) and the result buffer (when
+            // given) of `count` elements of the type for the call.
+            unsafe {
+                osc::lean::accumulate(
+                    e,
+                    id,
+                    how,
+                    d,
+                    origin_addr.cast(),
+                    result_addr.cast(),
+                    target_rank,
+                    disp,
+                    len,
+                )
+            }
+        },
+    )
+}
+
+/// `MPI_Get_accumulate` and its request and large-count forms by the lean path: result and
+/// target (and origin, unless the operation is `MPI_NO_OP`, which reads none) are the same count
+/// of the same predefined type. Whether it was done.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn get_acc_lean(
+    origin_addr: *const c_void,
+    origin_count: abi::MPI_Count,
+    origin_datatype: abi::MPI_Datatype,
+    result_addr: *mut c_void,
+    result_count: abi::MPI_Count,
+    result_datatype: abi::MPI_Datatype,
+    target_rank: c_int,
+    target_disp: abi::MPI_Aint,
+    target_count: abi::MPI_Count,
+    target_datatype: abi::MPI_Datatype,
+    op: abi::MPI_Op,
+    win: abi::MPI_Win,
+    request: Option<*mut abi::MPI_Request>,
+) -> bool {
+    let no_op = op == abi::MPI_NO_OP;
+    if result_count != target_count
+        || result_datatype != target_datatype
+        || result_addr.is_null()
+        || !no_op && (origin_count != target_count || origin_datatype != target_datatype)
+    {
+        return false;
+    }
+    let origin = if no_op {
+        core::ptr::null()
+    } else {
+        origin_addr
+    };
+    acc_lean(
+        origin,
+        target_count,
+        target_datatype,
+        result_addr,
+        target_rank,
+        target_disp,
+        target_count,
+        target_datatype,
+        op,
+        win,
+        request,
+    )
 }
 
 /// A target displacement as the engine takes it.
@@ -696,88 +855,136 @@ super::mpi! {
     }
 
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
-        if put_get_lean(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) {
+        if put_get_lean(false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None) {
             return abi::MPI_SUCCESS;
         }
         put_get("MPI_Put", false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
     }
 
     fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        if put_get_lean(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Put_c", false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
     }
 
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if put_get_lean(false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Rput", false, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request))
     }
 
     fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if put_get_lean(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Rput_c", false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
-        if put_get_lean(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) {
+        if put_get_lean(true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None) {
             return abi::MPI_SUCCESS;
         }
         put_get("MPI_Get", true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, None)
     }
 
     fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win) {
+        if put_get_lean(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Get_c", true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, None)
     }
 
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if put_get_lean(true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Rget", true, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, Some(request))
     }
 
     fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if put_get_lean(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         put_get("MPI_Rget_c", true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, Some(request))
     }
 
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
-        let lean_acc = origin_count == target_count && origin_datatype == target_datatype && !origin_addr.is_null() && {
-            match (lean_type(origin_count, origin_datatype), acc_op(op)) {
-                (Some((d, len)), Ok(how)) => lean(win, |e, id| {
-                    // SAFETY: MPI lends the origin buffer of `count` elements of the type.
-                    unsafe { osc::lean::accumulate(e, id, how, d, origin_addr.cast(), core::ptr::null_mut(), target_rank, aint_disp(target_disp), len) }
-                }),
-                _ => false,
-            }
-        };
-        if lean_acc {
+        if acc_lean(origin_addr, origin_count.into(), origin_datatype, core::ptr::null_mut(), target_rank, target_disp, target_count.into(), target_datatype, op, win, None) {
             return abi::MPI_SUCCESS;
         }
         accumulate("MPI_Accumulate", origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None)
     }
 
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        if acc_lean(origin_addr, origin_count, origin_datatype, core::ptr::null_mut(), target_rank, target_disp, target_count, target_datatype, op, win, None) {
+            return abi::MPI_SUCCESS;
+        }
         accumulate("MPI_Accumulate_c", origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
     }
 
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if acc_lean(origin_addr, origin_count.into(), origin_datatype, core::ptr::null_mut(), target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         accumulate("MPI_Raccumulate", origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request))
     }
 
     fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if acc_lean(origin_addr, origin_count, origin_datatype, core::ptr::null_mut(), target_rank, target_disp, target_count, target_datatype, op, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         accumulate("MPI_Raccumulate_c", origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        if get_acc_lean(origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None) {
+            return abi::MPI_SUCCESS;
+        }
         get_accumulate("MPI_Get_accumulate", origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None)
     }
 
     fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: abi::MPI_Count, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win) {
+        if get_acc_lean(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None) {
+            return abi::MPI_SUCCESS;
+        }
         get_accumulate("MPI_Get_accumulate_c", origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, None)
     }
 
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: c_int, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if get_acc_lean(origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         get_accumulate("MPI_Rget_accumulate", origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, Some(request))
     }
 
     fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: abi::MPI_Count, origin_datatype: abi::MPI_Datatype, result_addr: *mut c_void, result_count: abi::MPI_Count, result_datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, target_count: abi::MPI_Count, target_datatype: abi::MPI_Datatype, op: abi::MPI_Op, win: abi::MPI_Win, request: *mut abi::MPI_Request) {
+        if get_acc_lean(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request)) {
+            return abi::MPI_SUCCESS;
+        }
         get_accumulate("MPI_Rget_accumulate_c", origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
     }
 
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: abi::MPI_Datatype, target_rank: c_int, target_disp: abi::MPI_Aint, op: abi::MPI_Op, win: abi::MPI_Win) {
+        // SUM, REPLACE and NO_OP on an integer: the CPU's fetch-add, swap or load straight away.
+        if let Some(width) = handles::builtin_int(datatype) {
+            let how = match op {
+                abi::MPI_SUM => Some(Op::Sum),
+                abi::MPI_REPLACE => Some(Op::Replace),
+                abi::MPI_NO_OP => Some(Op::NoOp),
+                _ => None,
+            };
+            if let Some(how) = how {
+                if !result_addr.is_null() && (how == Op::NoOp || !origin_addr.is_null()) && lean(win, #[inline(always)] |e, id| {
+                    // SAFETY: MPI lends the origin (unless MPI_NO_OP) and result buffers of one
+                    // element of the type.
+                    unsafe { osc::lean::fetch_op(e, id, how, width, origin_addr.cast(), result_addr.cast(), target_rank, aint_disp(target_disp)) }
+                }) {
+                    return abi::MPI_SUCCESS;
+                }
+            }
+        }
         let lean_fop = !result_addr.is_null() && match (lean_type(1, datatype), acc_op(op)) {
             (Some((d, len)), Ok(how)) if how == Op::NoOp || !origin_addr.is_null() => lean(win, |e, id| {
                 // SAFETY: MPI lends the origin (unless MPI_NO_OP) and result buffers of one

@@ -206,6 +206,34 @@ impl Datatype {
         self.predef().map_or(0, |p| p.size)
     }
 
+    /// Bytes of one element of a predefined integer type (C, unsigned or Fortran integer), 0
+    /// for every other type (usable in constants: the C binding's one-sided lean entries
+    /// tabulate it by handle).
+    pub const fn integer_bytes(self) -> usize {
+        if self.0 as usize >= PREDEFINED.len() {
+            return 0;
+        }
+        match PREDEFINED[self.0 as usize].scalar {
+            Scalar::Int(b) | Scalar::Uint(b) | Scalar::FortranInt(b) => b as usize,
+            _ => 0,
+        }
+    }
+
+    /// Bytes of one element of a predefined type whose elements are dense (size equal to
+    /// extent, not a marker), 0 for every other type (usable in constants, as
+    /// [`Datatype::integer_bytes`]).
+    pub const fn dense_bytes(self) -> usize {
+        if self.0 as usize >= PREDEFINED.len() {
+            return 0;
+        }
+        let p = &PREDEFINED[self.0 as usize];
+        if p.size == p.extent && !matches!(p.scalar, Scalar::Marker) {
+            p.size
+        } else {
+            0
+        }
+    }
+
     /// The element kind (predefined types; `Marker` for derived ones).
     pub fn scalar(self) -> Scalar {
         self.predef().map_or(Scalar::Marker, |p| p.scalar)

@@ -154,6 +154,46 @@ pub unsafe fn rmw(
     }
 }
 
+macro_rules! fetch_width {
+    ($op:expr, $A:ty, $U:ty, $addr:expr, $src:expr, $old:expr) => {{
+        // SAFETY: the caller gives an aligned element of shared memory that every process
+        // accesses only by atomics of this width while the window lives, one operand element
+        // at `src` (unless the op is MPI_NO_OP) and room for one at `old`.
+        unsafe {
+            let a = <$A>::from_ptr($addr.cast());
+            let prev = match $op {
+                Op::Sum => a.fetch_add($src.cast::<$U>().read_unaligned(), Ordering::AcqRel),
+                Op::Replace => a.swap($src.cast::<$U>().read_unaligned(), Ordering::AcqRel),
+                _ => a.load(Ordering::Acquire),
+            };
+            $old.cast::<$U>().write_unaligned(prev);
+        }
+        true
+    }};
+}
+
+/// `MPI_Fetch_and_op` of one integer element of `w` bytes with `MPI_SUM`, `MPI_REPLACE` or
+/// `MPI_NO_OP` — the operations it is mostly called with, the same for signed and unsigned
+/// integers — as the CPU's fetch-add, swap or load straight away, without [`rmw`]'s dispatch
+/// over every operation (the same instructions, so the two paths mix atomically). The old
+/// value goes to `old`. Whether it was done: nothing is for another operation or width.
+///
+/// # Safety
+/// As for [`rmw`], with `old` not null.
+#[inline(always)]
+pub unsafe fn fetch(op: Op, w: usize, addr: *mut u8, src: *const u8, old: *mut u8) -> bool {
+    if !matches!(op, Op::Sum | Op::Replace | Op::NoOp) {
+        return false;
+    }
+    match w {
+        8 => fetch_width!(op, AtomicU64, u64, addr, src, old),
+        4 => fetch_width!(op, AtomicU32, u32, addr, src, old),
+        2 => fetch_width!(op, AtomicU16, u16, addr, src, old),
+        1 => fetch_width!(op, AtomicU8, u8, addr, src, old),
+        _ => false,
+    }
+}
+
 /// `MPI_Compare_and_swap` of one element: `*addr = *new` if `*addr == *compare` (bit for bit);
 /// the old value goes to `old`.
 ///
@@ -281,6 +321,51 @@ mod tests {
             }
         }
         assert_eq!(one(Op::NoOp, Datatype::LONG, 42i64, 0), (42, 42));
+    }
+
+    #[test]
+    fn fetch_matches_the_general_read_modify_write() {
+        for op in [Op::Sum, Op::Replace, Op::NoOp] {
+            for (a, b) in [(-7i64, 3i64), (i64::MAX, 2), (0, -1)] {
+                let (mut cell, mut old) = (a, 0i64);
+                // SAFETY: a local, aligned element and locals for the operands.
+                let done = unsafe {
+                    fetch(
+                        op,
+                        8,
+                        (&mut cell as *mut i64).cast(),
+                        (&b as *const i64).cast(),
+                        (&mut old as *mut i64).cast(),
+                    )
+                };
+                assert!(done);
+                assert_eq!((cell, old), one(op, Datatype::LONG, a, b), "{op:?} {a} {b}");
+                let (mut c32, mut o32) = (a as u32, 0u32);
+                // SAFETY: as above.
+                unsafe {
+                    fetch(
+                        op,
+                        4,
+                        (&mut c32 as *mut u32).cast(),
+                        (&(b as u32) as *const u32).cast(),
+                        (&mut o32 as *mut u32).cast(),
+                    )
+                };
+                assert_eq!((c32, o32), one(op, Datatype::UNSIGNED, a as u32, b as u32));
+            }
+        }
+        let (mut cell, mut old) = (5i64, 0i64);
+        // SAFETY: as above.
+        let done = unsafe {
+            fetch(
+                Op::Max,
+                8,
+                (&mut cell as *mut i64).cast(),
+                (&9i64 as *const i64).cast(),
+                (&mut old as *mut i64).cast(),
+            )
+        };
+        assert!(!done && cell == 5, "MPI_MAX is rmw's, fetch leaves it");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub unsafe fn copy(
             4 => to
                 .cast::<u32>()
                 .write_unaligned(from.cast::<u32>().read_unaligned()),
-            _ => core::ptr::copy(from, to, len),
+            _ => shm::copy(from, to, len),
         }
     }
     true
@@ -102,6 +102,52 @@ pub unsafe fn accumulate(
     }
     // SAFETY: as above; the word-held path checks the operation against the type itself.
     unsafe { under_word(e, w, op, dt, src, old, remote, rank as u32, len) }
+}
+
+/// `MPI_Fetch_and_op` of one integer element of `width` bytes with `MPI_SUM`, `MPI_REPLACE` or
+/// `MPI_NO_OP` ([`atomic::fetch`]) at target `rank`'s displacement `disp` in shared window `id`.
+/// Whether it was done (an element not aligned to its size, which goes under the accumulate
+/// word, or another operation, is [`accumulate`]'s).
+///
+/// # Safety
+/// `src` (unless the op is `MPI_NO_OP`) and `old` are the user's buffers of one element, lent
+/// by MPI for the call and apart from the window.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn fetch_op(
+    e: &Engine,
+    id: WinId,
+    op: Op,
+    width: usize,
+    src: *const u8,
+    old: *mut u8,
+    rank: i32,
+    disp: i64,
+) -> bool {
+    let Some(remote) = e
+        .osc
+        .get(id)
+        .ok()
+        .and_then(|w| w.lean_target(rank, disp, width))
+    else {
+        return false;
+    };
+    if !(remote as usize).is_multiple_of(width) {
+        return false;
+    }
+    // SAFETY: `remote` is one aligned integer element in the target's part of the segment
+    // (`lean_target`), which every process updates only by CPU atomics (`atomic::width` says
+    // so for its type and address); the buffers are the caller's contract.
+    unsafe { atomic::fetch(op, width, remote, src, old) }
+}
+
+/// Whether target `rank` of window `id` is in a passive-target epoch of this process (`lock`
+/// or `lock_all`), where the request-based operations are allowed.
+#[inline]
+pub fn passive(e: &Engine, id: WinId, rank: i32) -> bool {
+    e.osc.get(id).is_ok_and(|w| {
+        rank >= 0 && (rank as u32) < w.size && (w.lock_all || w.peer(rank as u32).locked != 0)
+    })
 }
 
 /// The rest of [`accumulate`]: elements that are not integers, combined under target `t`'s
@@ -209,7 +255,7 @@ pub fn flush(e: &Engine, id: WinId, rank: i32) -> bool {
     if !(w.lock_all || p.locked != 0) || p.dirty {
         return false;
     }
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    shm::full_barrier();
     true
 }
 

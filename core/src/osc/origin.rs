@@ -640,8 +640,8 @@ fn dense_copy(
     // the user puts from the window into itself, which `copy` allows.
     unsafe {
         match op {
-            RmaOp::Put { .. } => core::ptr::copy(local, remote, len),
-            _ => core::ptr::copy(remote, local, len),
+            RmaOp::Put { .. } => super::shm::copy(local, remote, len),
+            _ => super::shm::copy(remote, local, len),
         }
     }
     Ok(true)

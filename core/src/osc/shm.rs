@@ -62,6 +62,71 @@ fn shared_err(what: &'static str) -> Error {
     Error::new(ErrorClass::RmaShared, Reason::BadArgument { what })
 }
 
+/// A full memory barrier for the shared segment: this process's loads and stores to it are
+/// ordered against every later one. On x86-64 a locked read-modify-write of the stack's top word
+/// (`or` with 0: it changes nothing) rather than `mfence`: both order every load and store to
+/// write-back memory, and the locked operation costs a fraction (18 ns against 2.5 ns per
+/// barrier on this machine's EPYC). Copies with non-temporal stores (glibc's large `memcpy`)
+/// end with their own `sfence`.
+#[inline(always)]
+pub(super) fn full_barrier() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `[rsp]` is this thread's own stack, readable and writable; or-ing 0 leaves it as
+    // it was. The block clobbers flags and is a compiler barrier (memory not excluded).
+    unsafe {
+        core::arch::asm!("lock or qword ptr [rsp], 0");
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    core::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// Bytes per `memcpy` of a long copy ([`copy`]): under glibc's smallest threshold for copying
+/// by `rep movsb` (2048 bytes, more with wider vectors), so every chunk is a vector loop.
+const COPY_CHUNK: usize = 2016;
+
+/// Copies `len` bytes from `from` to `to` for a put or get on a shared window (the two may
+/// overlap: a put from the window into itself). A copy longer than [`COPY_CHUNK`] goes as chunks
+/// of that size: glibc's `memcpy` moves a block of a few KiB and up by `rep movsb`, which on this
+/// machine's AMD EPYC runs 25-50 times slower when the destination lies 1-31 bytes past the source
+/// modulo 4 KiB — a get from a page-aligned window part into a `malloc`ed buffer, whose data
+/// starts 16 bytes into a page, is that case (32 KiB: 29 µs against 0.8 µs); the chunks run at
+/// the unaligned vector loop's speed whatever the distance, as fast as one call otherwise.
+///
+/// # Safety
+/// `from..+len` is readable and `to..+len` writable.
+#[inline(always)]
+pub(super) unsafe fn copy(from: *const u8, to: *mut u8, len: usize) {
+    if len <= COPY_CHUNK {
+        // SAFETY: the caller's contract; `copy` allows the overlap.
+        unsafe { core::ptr::copy(from, to, len) };
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { copy_long(from, to, len) };
+    }
+}
+
+/// The long case of [`copy`], out of line so the short one stays small in the lean entries.
+///
+/// # Safety
+/// As for [`copy`].
+#[inline(never)]
+unsafe fn copy_long(from: *const u8, to: *mut u8, len: usize) {
+    if (to as usize).abs_diff(from as usize) < len {
+        // SAFETY: the caller's contract; `copy` allows the overlap.
+        unsafe { core::ptr::copy(from, to, len) };
+        return;
+    }
+    let mut done = 0;
+    while done < len {
+        // An opaque length per call: the compiler would otherwise fold the loop back into one
+        // `memcpy` of the whole (which is the slow case).
+        let n = core::hint::black_box(COPY_CHUNK.min(len - done));
+        // SAFETY: `done + n <= len`, within both ranges, which do not overlap (checked above).
+        unsafe { core::ptr::copy_nonoverlapping(from.add(done), to.add(done), n) };
+        done += n;
+    }
+}
+
 impl Segment {
     /// Sets up the segment of a window over `comm` (collective) whose members' sizes are in
     /// `peers`: maps it and records where each part is (`Peer::at`).
@@ -522,6 +587,22 @@ mod tests {
         let parts = sizes.iter().copied().zip(o.iter_mut());
         let total = layout(sizes.len(), parts, 4096, noncontig).unwrap();
         (total, o)
+    }
+
+    #[test]
+    fn long_copies_in_chunks_and_overlapping_ones_match_memmove() {
+        let n = 3 * COPY_CHUNK + 100;
+        let pattern: Vec<u8> = (0..2 * n).map(|i| (i * 7 % 251) as u8).collect();
+        // Apart (chunked), then overlapping forwards and backwards by 8 bytes (memmove).
+        for (from, to) in [(0usize, n), (0, 8), (8, 0)] {
+            let mut buf = pattern.clone();
+            let mut want = pattern.clone();
+            want.copy_within(from..from + n, to);
+            let p = buf.as_mut_ptr();
+            // SAFETY: both ranges lie in `buf` (2n bytes), which nothing else borrows.
+            unsafe { copy(p.add(from), p.add(to), n) };
+            assert!(buf == want, "copy of {n} bytes from {from} to {to}");
+        }
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn leave_lock(w: &Window, rank: u32, held: u8) {
 /// A full memory barrier: this process's loads and stores to shared memory are ordered against
 /// every later one (and against the messages that announce them).
 fn fence_memory() {
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    super::shm::full_barrier();
 }
 
 /// `MPI_Win_unlock`.
@@ -441,6 +441,6 @@ pub fn wait(cx: &mut Inside, id: WinId, block: bool) -> Result<bool> {
 /// the unified model: a full memory barrier).
 pub fn sync(e: &mut Engine, id: WinId) -> Result<()> {
     e.osc.get(id)?;
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    super::shm::full_barrier();
     Ok(())
 }
