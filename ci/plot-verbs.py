@@ -86,10 +86,13 @@ def panel(out, x0, y0, w, h, series, title, unit, log_y):
 
     out.append(f'<text x="{x0 + w / 2}" y="{y0 - 10}" text-anchor="middle" font-weight="bold">{title}</text>')
     out.append(f'<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#444"/>')
-    for n in xs:
+    # Every size gets a grid line; with many sizes every other one a label, so they do not overlap.
+    every = 2 if len(xs) > 6 else 1
+    for i, n in enumerate(xs):
         x = px(n)
         out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y0 + h}" stroke="#ddd"/>')
-        out.append(f'<text x="{x:.1f}" y="{y0 + h + 16}" text-anchor="middle">{size_label(n)}</text>')
+        if i % every == 0:
+            out.append(f'<text x="{x:.1f}" y="{y0 + h + 16}" text-anchor="middle">{size_label(n)}</text>')
     if log_y:
         ticks = [10 ** e for e in range(ly0, ly1 + 1)]
     else:
