@@ -765,4 +765,79 @@ mod tests {
             Some((AtomicOp::Swap, Elem::Uint(1)))
         );
     }
+
+    /// A network with verbs' atomics only: 8-byte sums.
+    struct SumsOnly;
+
+    impl Rdma for SumsOnly {
+        fn max_atomic(&self) -> usize {
+            8
+        }
+        fn has_atomic(&self, op: AtomicOp, elem: Elem) -> bool {
+            op == AtomicOp::Sum && elem.size() == 8 && !matches!(elem, Elem::Float(_))
+        }
+        fn expose(&self, _: u64, _: *mut u8, _: usize) -> Result<u64> {
+            Ok(0)
+        }
+        fn withdraw(&self, _: u64) {}
+        fn counter(&self) -> Result<u64> {
+            Ok(0)
+        }
+        fn release_counter(&self, _: u64) {}
+        fn completed(&self, _: u64) -> Result<u64> {
+            Ok(0)
+        }
+        unsafe fn put(&self, _: u64, _: u32, _: u64, _: u64, _: *const u8, _: usize) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn get(&self, _: u64, _: u32, _: u64, _: u64, _: *mut u8, _: usize) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn atomic(
+            &self,
+            _: u64,
+            _: u32,
+            _: u64,
+            _: u64,
+            _: *const u8,
+            _: Option<*mut u8>,
+            _: usize,
+            _: AtomicOp,
+            _: Elem,
+        ) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn compare_swap(
+            &self,
+            _: u64,
+            _: u32,
+            _: u64,
+            _: u64,
+            _: *const u8,
+            _: *const u8,
+            _: *mut u8,
+            _: Elem,
+        ) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_network_without_an_atomic_leaves_the_pair_to_messages() {
+        let n = SumsOnly;
+        assert_eq!(
+            net_atomic(&n, Op::Sum, Datatype::INT64_T),
+            Some((AtomicOp::Sum, Elem::Int(8)))
+        );
+        assert_eq!(
+            net_atomic(&n, Op::Sum, Datatype::UINT64_T),
+            Some((AtomicOp::Sum, Elem::Uint(8)))
+        );
+        assert_eq!(net_atomic(&n, Op::Sum, Datatype::INT), None);
+        assert_eq!(net_atomic(&n, Op::Sum, Datatype::DOUBLE), None);
+        assert_eq!(net_atomic(&n, Op::Max, Datatype::INT64_T), None);
+        assert_eq!(net_atomic(&n, Op::Replace, Datatype::INT64_T), None);
+        // The defaults are Portals': every pair `atomic_of` names.
+        assert!(n.has_compare_swap(Elem::Uint(4)) && n.atomic_get() && n.atomic_align() == 1);
+    }
 }
