@@ -466,7 +466,7 @@ impl VerbsBtl {
         })?;
         let osc_wanted = crate::osc::wanted(params).map_err(|e| {
             b.release();
-            Unavailable::Failed(format!("{e:?}: osc_verbs is auto, on or off"))
+            Unavailable::Failed(e.to_string())
         })?;
         if let Some(required) = osc_wanted {
             b.osc_required = required;
