@@ -42,6 +42,7 @@ use verbs_sys::*;
 use crate::device::{self, Device};
 use crate::endpoint::{self, Card, QpSizes, Retry, CARD_KEY, QPNS_PER_KEY};
 use crate::library::Library;
+use crate::osc::VerbsRdma;
 use crate::params::*;
 use crate::rcache::{self, Bounds, Lease, RegCache, Registrar};
 
@@ -286,6 +287,9 @@ pub struct VerbsBtl {
     free_gets: Vec<u32>,
     done: VecDeque<(Token, Result<()>)>,
     unreachable: Vec<ProcId>,
+    /// Put, get and atomics for one-sided windows (`osc_verbs`), and whether they are required.
+    osc: Option<&'static VerbsRdma>,
+    osc_required: bool,
     /// Counters.
     pub stats: Stats,
 }
@@ -452,12 +456,33 @@ impl VerbsBtl {
             free_gets: (0..max_gets as u32).rev().collect(),
             done: VecDeque::new(),
             unreachable: Vec::new(),
+            osc: None,
+            osc_required: false,
             stats: Stats::default(),
         };
         b.setup(size).map_err(|e| {
             b.release();
             Unavailable::Failed(e)
         })?;
+        let osc_wanted = crate::osc::wanted(params).map_err(|e| {
+            b.release();
+            Unavailable::Failed(e.to_string())
+        })?;
+        if let Some(required) = osc_wanted {
+            b.osc_required = required;
+            match VerbsRdma::new(&b.lib, &b.dev, rank, size, hooks, bounds, platform) {
+                // One per process, for the life of the process (windows hold it).
+                Ok(r) => b.osc = Some(Box::leak(Box::new(r))),
+                Err(e) if required => {
+                    b.release();
+                    return Err(Unavailable::Failed(format!("osc_verbs=on: {e}")));
+                }
+                Err(e) => b.log(
+                    Level::Info,
+                    format_args!("verbs BTL: one-sided windows go by messages: {e}"),
+                ),
+            }
+        }
         Ok(b)
     }
 
@@ -1287,7 +1312,48 @@ impl VerbsBtl {
     }
 
     /// Releases every verbs object (queue pairs, registrations, device).
+    /// Connects the one-sided queue pair to `proc` (a peer without one is not reached by
+    /// windows' RDMA: they go by messages), unless `osc_verbs=on`.
+    fn connect_osc(
+        &mut self,
+        osc: &VerbsRdma,
+        proc: ProcId,
+        card: &Card,
+        modex: &mut dyn Modex,
+    ) -> Result<()> {
+        let mut buf = [0u8; stormpi_core::rte::MAX_MODEX_VALUE];
+        let i = (self.rank as usize % QPNS_PER_KEY) * 4;
+        let why = match modex.get(proc, &crate::osc::osc_qpn_key(self.rank), &mut buf)? {
+            Some(n) if n >= i + 4 => {
+                let dest = u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+                match osc.connect(&self.dev, proc.0, card, dest, self.psn, self.retry) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                }
+            }
+            _ => "it published no one-sided queue pair (osc_verbs=off there)".to_string(),
+        };
+        let level = if self.osc_required {
+            Level::Error
+        } else {
+            Level::Info
+        };
+        self.log(
+            level,
+            format_args!("verbs BTL: one-sided queue pair to rank {}: {why}", proc.0),
+        );
+        if self.osc_required {
+            return Err(transport(
+                "osc_verbs=on, but a one-sided queue pair cannot connect",
+            ));
+        }
+        Ok(())
+    }
+
     fn release(&mut self) {
+        if let Some(osc) = self.osc {
+            osc.close();
+        }
         let lib = &self.lib;
         for p in self.peers.iter_mut().flatten() {
             if !p.qp.is_null() {
@@ -1342,6 +1408,12 @@ impl Btl for VerbsBtl {
             let bytes: Vec<u8> = chunk.iter().flat_map(|q| q.to_le_bytes()).collect();
             modex.put(&endpoint::qpn_key((i * QPNS_PER_KEY) as u32), &bytes)?;
         }
+        if let Some(osc) = self.osc {
+            for (i, chunk) in osc.qpns().chunks(QPNS_PER_KEY).enumerate() {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|q| q.to_le_bytes()).collect();
+                modex.put(&crate::osc::osc_qpn_key((i * QPNS_PER_KEY) as u32), &bytes)?;
+            }
+        }
         Ok(())
     }
 
@@ -1383,7 +1455,8 @@ impl Btl for VerbsBtl {
                 Some(p) => p.qp,
                 None => continue,
             };
-            if let Err(e) = endpoint::connect(&self.lib, &self.dev, qp, &card, dest_qpn, psn, retry)
+            if let Err(e) =
+                endpoint::connect(&self.lib, &self.dev, qp, &card, dest_qpn, psn, retry, false)
             {
                 self.platform.log(
                     Level::Error,
@@ -1400,6 +1473,9 @@ impl Btl for VerbsBtl {
                 p.mailbox_rkey = card.mailbox_rkey;
             }
             *out = Some(Endpoint(r));
+            if let Some(osc) = self.osc {
+                self.connect_osc(osc, info.proc, &card, modex)?;
+            }
         }
         Ok(())
     }
@@ -1707,6 +1783,11 @@ impl Btl for VerbsBtl {
 
     fn rndv_eager(&self) -> usize {
         self.rndv_eager
+    }
+
+    fn rdma(&self) -> Option<&'static dyn stormpi_core::osc::rdma::Rdma> {
+        self.osc
+            .map(|o| o as &'static dyn stormpi_core::osc::rdma::Rdma)
     }
 
     fn finalize(&mut self) {

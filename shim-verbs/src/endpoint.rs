@@ -95,14 +95,26 @@ pub(crate) fn create_qp(
     dev: &Device,
     sizes: QpSizes,
 ) -> Result<(*mut ibv_qp, u32), String> {
+    create_qp_on(lib, dev, dev.cq, dev.srq, sizes)
+}
+
+/// Creates an RC queue pair on completion queue `cq` and shared receive queue `srq` (null: a
+/// receive queue of its own, of one entry, never posted to); the inline size granted.
+pub(crate) fn create_qp_on(
+    lib: &Library,
+    dev: &Device,
+    cq: *mut ibv_cq,
+    srq: *mut ibv_srq,
+    sizes: QpSizes,
+) -> Result<(*mut ibv_qp, u32), String> {
     let mut init = ibv_qp_init_attr {
         qp_context: ptr::null_mut(),
-        send_cq: dev.cq,
-        recv_cq: dev.cq,
-        srq: dev.srq,
+        send_cq: cq,
+        recv_cq: cq,
+        srq,
         cap: ibv_qp_cap {
             max_send_wr: sizes.send_wr,
-            max_recv_wr: 0,
+            max_recv_wr: u32::from(srq.is_null()),
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline_data: sizes.inline,
@@ -128,7 +140,9 @@ pub(crate) fn create_qp(
 }
 
 /// Takes `qp` from RESET to RTS towards the peer with `card` whose QP for us is `dest_qpn`;
-/// `psn` is our own first sequence number.
+/// `psn` is our own first sequence number; `atomic`: the peer may run atomics on our memory
+/// through it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
     lib: &Library,
     dev: &Device,
@@ -137,6 +151,7 @@ pub(crate) fn connect(
     dest_qpn: u32,
     psn: u32,
     retry: Retry,
+    atomic: bool,
 ) -> Result<(), String> {
     // SAFETY: all-zero is a valid ibv_qp_attr (a plain C struct).
     let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
@@ -144,6 +159,9 @@ pub(crate) fn connect(
     a.pkey_index = 0;
     a.port_num = dev.port;
     a.qp_access_flags = IBV_ACCESS_REMOTE_READ as u32 | IBV_ACCESS_REMOTE_WRITE as u32;
+    if atomic {
+        a.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC as u32;
+    }
     step(
         lib,
         qp,

@@ -7,6 +7,7 @@
 //! - [`endpoint`]: the business card and the RC queue pair set-up through the modex;
 //! - [`btl`]: the module — eager fragments from registered slots over a shared receive queue with
 //!   per-peer credits, and RDMA read for the `RGET` rendezvous;
+//! - [`osc`]: put, get and atomics for the core's one-sided windows (`osc_verbs`);
 //! - [`rcache`]: the registration cache (`mpi_leave_pinned`) and the log of freed memory
 //!   that invalidates it;
 //! - [`params`]: the `btl_verbs_*`, `mpi_leave_pinned` and `mpool_*` parameters.
@@ -15,6 +16,7 @@ pub mod btl;
 pub mod device;
 pub mod endpoint;
 pub mod library;
+pub mod osc;
 pub mod params;
 pub mod rcache;
 

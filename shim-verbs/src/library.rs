@@ -10,6 +10,7 @@ use std::ffi::{CStr, CString};
 use verbs_sys::*;
 
 /// The libibverbs functions the BTL calls outside the data path.
+#[derive(Clone, Copy)]
 pub struct Library {
     pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
     pub free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),

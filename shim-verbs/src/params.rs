@@ -209,7 +209,7 @@ pub static PIPELINE_SEND_LENGTH: ParamDef = ParamDef {
 };
 
 /// Parameters of the verbs BTL.
-pub static PARAMS: [&ParamDef; 21] = [
+pub static PARAMS: [&ParamDef; 22] = [
     &LIBRARY,
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
@@ -231,4 +231,5 @@ pub static PARAMS: [&ParamDef; 21] = [
     &MIN_PIPELINE_SIZE,
     &RNDV_EAGER_LIMIT,
     &PIPELINE_SEND_LENGTH,
+    &crate::osc::OSC_VERBS,
 ];

@@ -456,6 +456,13 @@ pub trait Btl: Send {
         let _ = (wake, bit);
     }
 
+    /// The module's put, get and atomics for one-sided windows (Open MPI's BTL RDMA interface
+    /// that `osc/rdma` drives), when it has them and they are wanted; windows whose members it
+    /// all reaches ([`crate::osc::rdma::Rdma::reaches`]) then move their data with them.
+    fn rdma(&self) -> Option<&'static dyn crate::osc::rdma::Rdma> {
+        None
+    }
+
     /// Tears the module down at finalize.
     fn finalize(&mut self) {}
 }

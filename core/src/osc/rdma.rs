@@ -1,7 +1,7 @@
 //! A network's own one-sided operations (Open MPI's `osc/portals4`, and its `osc/rdma` over the
-//! BTLs' put/get/atomics): the platform offers them
-//! ([`crate::platform::Platform::rdma`]) and a window whose peers suit them moves its data with
-//! them instead of active messages.
+//! BTLs' put/get/atomics): the platform ([`crate::platform::Platform::rdma`]) or a BTL
+//! ([`crate::btl::Btl::rdma`]) offers them and a window whose peers suit them moves its data
+//! with them instead of active messages.
 //!
 //! The contract is Portals 4's: each process *exposes* its window memory under a key every member
 //! agrees on (the hidden communicator's context id), at offsets from the window's start, so no
@@ -14,9 +14,14 @@
 //! Which operations go this way (decided by the origin, the same for every process of the
 //! window, see [`atomic_of`]): puts and gets between one dense run of memory on each side;
 //! accumulates, fetch-and-ops and compare-and-swaps whose (operation, element type) the network
-//! has as an atomic — with dense buffers, or through derived types as one atomic per run of the
+//! has as an atomic ([`Rdma::has_atomic`]; verbs: 8-byte sums and compare-and-swap only, at
+//! 8-byte-aligned targets) — with dense buffers, or through derived types as one atomic per run of the
 //! target type (`strided`), so each such pair always goes this way. Everything else stays an
 //! active message.
+//!
+//! A network whose origins need more than the key to reach a part (verbs: the part's address and
+//! rkey) gives each exposure a *card* ([`Rdma::card`]) that window creation gathers from every
+//! member and hands to the origin's counter ([`Rdma::learn`]).
 
 use super::origin::{Buffer, RmaOp, Target};
 use super::{sync_err, WinId};
@@ -123,7 +128,13 @@ pub fn atomic_of(op: Op, dt: Datatype) -> Option<(AtomicOp, Elem)> {
     Some((a, e))
 }
 
-/// A network's one-sided operations, as the platform offers them.
+/// The network atomic for accumulating with `op` on elements of `dt` over `net`: [`atomic_of`]
+/// when the network has it.
+pub fn net_atomic(net: &dyn Rdma, op: Op, dt: Datatype) -> Option<(AtomicOp, Elem)> {
+    atomic_of(op, dt).filter(|&(a, e)| net.has_atomic(a, e))
+}
+
+/// A network's one-sided operations, as the platform or a BTL offers them.
 ///
 /// Offsets are bytes from the start of what the peer exposed under the key; a process is its
 /// job-wide index (`ProcId`). Every initiating call that returns `Ok` adds exactly one to
@@ -131,6 +142,49 @@ pub fn atomic_of(op: Op, dt: Datatype) -> Option<(AtomicOp, Elem)> {
 pub trait Rdma: Sync {
     /// Bytes one atomic may carry (larger accumulates are several).
     fn max_atomic(&self) -> usize;
+
+    /// Whether the network has `op` on `elem` as an atomic (default: every pair [`atomic_of`]
+    /// names, as Portals has). A function of the pair alone, the same on every process.
+    fn has_atomic(&self, op: AtomicOp, elem: Elem) -> bool {
+        let _ = (op, elem);
+        true
+    }
+
+    /// Whether the network has compare-and-swap on `elem` (default: yes).
+    fn has_compare_swap(&self, elem: Elem) -> bool {
+        let _ = elem;
+        true
+    }
+
+    /// Whether a get is atomic with the network's atomics, so `MPI_NO_OP` may be one (default:
+    /// yes, as a Portals get is ordered with its atomics).
+    fn atomic_get(&self) -> bool {
+        true
+    }
+
+    /// The alignment, in bytes of a part's offset, that the network's atomics need (default 1).
+    fn atomic_align(&self) -> u64 {
+        1
+    }
+
+    /// Whether the network reaches process `proc` (default: every process).
+    fn reaches(&self, proc: u32) -> bool {
+        let _ = proc;
+        true
+    }
+
+    /// What origins need, besides the key, to reach exposure `handle` (`None`: an empty part):
+    /// a 32-bit and a 64-bit word (verbs: the rkey and the address; default: nothing).
+    fn card(&self, handle: Option<u64>) -> (u32, u64) {
+        let _ = handle;
+        (0, 0)
+    }
+
+    /// Tells counter `ct`'s window the card of process `proc`'s exposure (default: ignored).
+    fn learn(&self, ct: u64, proc: u32, card: (u32, u64)) -> Result<()> {
+        let _ = (ct, proc, card);
+        Ok(())
+    }
 
     /// Exposes `len` bytes at `base` to peers' operations under `key`; returns what
     /// [`Rdma::withdraw`] takes.
@@ -249,12 +303,21 @@ pub(super) fn issue(
     user: bool,
 ) -> Result<Option<Option<ReqId>>> {
     let Some((t, off, len, plan)) = plan(cx.e(), id, op, &target, user)? else {
-        return strided(cx, id, op, target, user);
+        let r = strided(cx, id, op, target, user)?;
+        if r.is_none() {
+            // An active message follows: what the network still carries lands first (the
+            // network and the messages may take different paths, e.g. verbs queue pairs).
+            let w = cx.e().osc.get_mut(id)?;
+            if w.net.is_some_and(|n| n.issued > n.done) && !w.net_settled()? {
+                super::sync::wait_net(cx, id)?;
+            }
+        }
+        return Ok(r);
     };
-    let is_acc = matches!(plan, Plan::Atomic { .. } | Plan::Cas { .. });
-    // Accumulates from one origin to one target are ordered (the default
-    // `accumulate_ordering`): those still travelling as messages arrive first.
-    if is_acc && cx.e().osc.get(id)?.peer(t).dirty {
+    // Operations from one origin to one target land in order (accumulates by the default
+    // `accumulate_ordering`; puts and gets as programs expect of one location): those still
+    // travelling as messages arrive first.
+    if cx.e().osc.get(id)?.peer(t).dirty {
         super::sync::flush_one(cx, id, t)?;
     }
     // Room for one more in flight.
@@ -370,7 +433,7 @@ fn strided(
     if !same(&origin) || result.is_some_and(|r| !same(&r)) {
         return Ok(None);
     }
-    let Some((a, elem)) = atomic_of(how, dt) else {
+    let Some((a, elem)) = w.net.and_then(|n| net_atomic(n.rdma, how, dt)) else {
         return Ok(None);
     };
     if how != Op::Replace && crate::op::check(how, dt).is_err() {
@@ -407,6 +470,22 @@ fn strided(
     let mut wire: heapless::Vec<super::wire::WireNode, STRIDED_NODES> = heapless::Vec::new();
     for n in nodes {
         let _ = wire.push(super::wire::WireNode::of(n));
+    }
+    // Every run must start where the network's atomics may go.
+    let align = w.net.map_or(1, |n| n.rdma.atomic_align().max(1)) as i128;
+    let first = target.disp as i128 * unit;
+    if align > 1 {
+        let mut fits = first % align == 0;
+        let _ = super::apply::walk(&wire, target.count, ti.extent as i64, &mut |off, _| {
+            if (first + off as i128) % align != 0 {
+                fits = false;
+                return Err(super::apply::Fault::Malformed);
+            }
+            Ok(())
+        });
+        if !fits {
+            return Ok(None);
+        }
     }
     if peer.dirty {
         super::sync::flush_one(cx, id, t)?;
@@ -516,7 +595,10 @@ fn plan(
     user: bool,
 ) -> Result<Option<(u32, u64, usize, Plan)>> {
     let w = e.osc.get(id)?;
-    if w.net.is_none() || target.rank < 0 || target.count == 0 {
+    let Some(net) = w.net.map(|n| n.rdma) else {
+        return Ok(None);
+    };
+    if target.rank < 0 || target.count == 0 {
         return Ok(None);
     }
     let t = target.rank as u32;
@@ -547,6 +629,8 @@ fn plan(
         return Ok(None);
     }
     let off = lo as u64;
+    // Where the network's atomics may go.
+    let aligned = off.is_multiple_of(net.atomic_align().max(1));
     // A buffer's first byte if it holds the target's bytes densely.
     let dense = |b: &Buffer| -> Result<Option<*mut u8>> {
         let i = types.check_committed(b.ty)?;
@@ -578,10 +662,10 @@ fn plan(
             let Some(dt) = element(Some(&origin))? else {
                 return Ok(None);
             };
-            let (Some((a, elem)), Some(src)) = (atomic_of(op, dt), dense(&origin)?) else {
+            let (Some((a, elem)), Some(src)) = (net_atomic(net, op, dt), dense(&origin)?) else {
                 return Ok(None);
             };
-            if op != Op::Replace && crate::op::check(op, dt).is_err() {
+            if !aligned || (op != Op::Replace && crate::op::check(op, dt).is_err()) {
                 return Ok(None);
             }
             Plan::Atomic {
@@ -605,15 +689,16 @@ fn plan(
             if op == Op::NoOp {
                 // An atomic read: a get (the network applies it in one piece, in order with
                 // its atomics).
-                if elem_of(dt).is_none() {
+                if elem_of(dt).is_none() || !net.atomic_get() {
                     return Ok(None);
                 }
                 Plan::Get { dst: res }
             } else {
-                let (Some((a, elem)), Some(src)) = (atomic_of(op, dt), dense(&origin)?) else {
+                let (Some((a, elem)), Some(src)) = (net_atomic(net, op, dt), dense(&origin)?)
+                else {
                     return Ok(None);
                 };
-                if op != Op::Replace && crate::op::check(op, dt).is_err() {
+                if !aligned || (op != Op::Replace && crate::op::check(op, dt).is_err()) {
                     return Ok(None);
                 }
                 Plan::Atomic {
@@ -636,6 +721,9 @@ fn plan(
                 Some(e) => Elem::Uint(e.size() as u8),
                 None => return Ok(None),
             };
+            if !aligned || !net.has_compare_swap(elem) {
+                return Ok(None);
+            }
             if target.count != 1 || result.ty != dt || result.count < 1 {
                 return Ok(None);
             }
@@ -676,5 +764,80 @@ mod tests {
             atomic_of(Op::Replace, Datatype::BYTE),
             Some((AtomicOp::Swap, Elem::Uint(1)))
         );
+    }
+
+    /// A network with verbs' atomics only: 8-byte sums.
+    struct SumsOnly;
+
+    impl Rdma for SumsOnly {
+        fn max_atomic(&self) -> usize {
+            8
+        }
+        fn has_atomic(&self, op: AtomicOp, elem: Elem) -> bool {
+            op == AtomicOp::Sum && elem.size() == 8 && !matches!(elem, Elem::Float(_))
+        }
+        fn expose(&self, _: u64, _: *mut u8, _: usize) -> Result<u64> {
+            Ok(0)
+        }
+        fn withdraw(&self, _: u64) {}
+        fn counter(&self) -> Result<u64> {
+            Ok(0)
+        }
+        fn release_counter(&self, _: u64) {}
+        fn completed(&self, _: u64) -> Result<u64> {
+            Ok(0)
+        }
+        unsafe fn put(&self, _: u64, _: u32, _: u64, _: u64, _: *const u8, _: usize) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn get(&self, _: u64, _: u32, _: u64, _: u64, _: *mut u8, _: usize) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn atomic(
+            &self,
+            _: u64,
+            _: u32,
+            _: u64,
+            _: u64,
+            _: *const u8,
+            _: Option<*mut u8>,
+            _: usize,
+            _: AtomicOp,
+            _: Elem,
+        ) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn compare_swap(
+            &self,
+            _: u64,
+            _: u32,
+            _: u64,
+            _: u64,
+            _: *const u8,
+            _: *const u8,
+            _: *mut u8,
+            _: Elem,
+        ) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_network_without_an_atomic_leaves_the_pair_to_messages() {
+        let n = SumsOnly;
+        assert_eq!(
+            net_atomic(&n, Op::Sum, Datatype::INT64_T),
+            Some((AtomicOp::Sum, Elem::Int(8)))
+        );
+        assert_eq!(
+            net_atomic(&n, Op::Sum, Datatype::UINT64_T),
+            Some((AtomicOp::Sum, Elem::Uint(8)))
+        );
+        assert_eq!(net_atomic(&n, Op::Sum, Datatype::INT), None);
+        assert_eq!(net_atomic(&n, Op::Sum, Datatype::DOUBLE), None);
+        assert_eq!(net_atomic(&n, Op::Max, Datatype::INT64_T), None);
+        assert_eq!(net_atomic(&n, Op::Replace, Datatype::INT64_T), None);
+        // The defaults are Portals': every pair `atomic_of` names.
+        assert!(n.has_compare_swap(Elem::Uint(4)) && n.atomic_get() && n.atomic_align() == 1);
     }
 }

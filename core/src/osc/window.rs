@@ -329,11 +329,12 @@ fn build(
     }
 }
 
-/// The network's operations for a new window over `hidden`, when the platform has them, the
-/// parameter wants them and every member can take them (same data representation), agreed by
-/// all members: each exposes its part under the hidden communicator's context id and says
-/// whether it could, in `all` (room for one word per member); the exchange is also the barrier
-/// after which every exposure is in place.
+/// The network's operations for a new window over `hidden`, when the platform (or else a BTL)
+/// has them, the parameter wants them and every member can take them (same data
+/// representation, reached by the network), agreed by all members: each exposes its part under
+/// the hidden communicator's context id and says whether it could, with its exposure's card
+/// ([`super::rdma::Rdma::card`]), in `all` (room for two words per member); the exchange is also
+/// the barrier after which every exposure is in place.
 fn rdma_setup(
     cx: &mut Inside,
     hidden: CommId,
@@ -342,7 +343,12 @@ fn rdma_setup(
     peers: &[Peer],
     all: &mut [u64],
 ) -> Result<Option<Net>> {
-    let Some(rdma) = cx.e().platform.rdma() else {
+    let e = cx.e();
+    let Some(rdma) = e
+        .platform
+        .rdma()
+        .or_else(|| e.p2p.bml.btls().find_map(|b| b.rdma()))
+    else {
         return Ok(None);
     };
     if peers.iter().any(|p| p.repr.is_some()) {
@@ -351,6 +357,10 @@ fn rdma_setup(
     let key = cx.e().p2p.comm(hidden)?.cid.0 as u64;
     let mut net = None;
     let mut ok = 1u64;
+    let mut card = (0u32, 0u64);
+    if !peers.iter().all(|p| rdma.reaches(p.proc_)) {
+        ok = 0;
+    }
     match rdma.counter() {
         Ok(ct) => {
             let exposure = if len > 0 {
@@ -361,6 +371,7 @@ fn rdma_setup(
             if len > 0 && exposure.is_none() {
                 ok = 0;
             }
+            card = rdma.card(exposure);
             net = Some(Net {
                 rdma,
                 key,
@@ -372,34 +383,44 @@ fn rdma_setup(
         }
         Err(_) => ok = 0,
     }
-    let mine = [ok];
+    // Could (bit 32) and the card's 32-bit word; the card's 64-bit word.
+    let mine = [ok << 32 | u64::from(card.0), card.1];
     let n = peers.len();
     let call = crate::coll::Call::Allgather {
         send: Some(crate::coll::Buf {
             ptr: mine.as_ptr() as *mut u8,
-            count: 1,
+            count: 2,
             dt: Datatype::UINT64_T,
         }),
         recv: crate::coll::Buf {
             ptr: all.as_mut_ptr().cast(),
-            count: 1,
+            count: 2,
             dt: Datatype::UINT64_T,
         },
     };
-    if all.len() < n {
+    if all.len() < 2 * n {
         rdma_release(net);
         return Err(Error::bad_arg("window table too small"));
     }
-    // SAFETY: `mine` holds one and `all` (checked) one per member u64, live across the call.
+    // SAFETY: `mine` holds two and `all` (checked) two per member u64s, live across the call.
     let r = unsafe { crate::coll::collective(cx, hidden, call, crate::coll::Mode::Blocking) };
     if let Err(e) = r {
         rdma_release(net);
         return Err(e);
     }
-    if all[..n].contains(&0) {
+    if (0..n).any(|i| all[2 * i] >> 32 == 0) {
         // Someone could not: the window is by messages everywhere.
         rdma_release(net);
         return Ok(None);
+    }
+    if let Some(nt) = net {
+        for (i, p) in peers.iter().enumerate() {
+            let card = (all[2 * i] as u32, all[2 * i + 1]);
+            if let Err(e) = nt.rdma.learn(nt.ct, p.proc_, card) {
+                rdma_release(net);
+                return Err(e);
+            }
+        }
     }
     Ok(net)
 }

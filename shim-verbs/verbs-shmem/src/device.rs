@@ -10,6 +10,13 @@
 //! for a read, into) with one `process_vm_readv`/`process_vm_writev`. A WQE completes when its
 //! response arrives; responses arrive in PSN order.
 //!
+//! **Atomics.** A fetch-and-add or compare-and-swap travels as the requester's 8-byte buffer
+//! (like a read's) followed by its two operands. The responder checks the rkey, bounds, 8-byte
+//! alignment and `IBV_ACCESS_REMOTE_ATOMIC` (region and QP), applies it with a CPU atomic
+//! instruction on its own memory, and writes the old value into the requester's buffer with
+//! `process_vm_writev`. Being run by the target process (below), an atomic is applied when the
+//! target next calls into the device.
+//!
 //! **Responder.** Runs in the process that owns the target QP whenever it calls into the device
 //! (`ibv_poll_cq`, posting): there is no adapter to do it meanwhile. It executes requests only in
 //! PSN order, so everything the requester sends after a request that could not be executed is
@@ -142,7 +149,16 @@ struct SendWqe {
     remote_addr: u64,
     rkey: u32,
     imm: Option<u32>,
+    /// An atomic's operands: compare (or add) and swap.
+    operands: (u64, u64),
     rnr_left: u8,
+}
+
+fn is_atomic(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+    )
 }
 
 /// A reliable-connected queue pair.
@@ -525,9 +541,11 @@ impl Device {
             opcode: match w.opcode {
                 IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM => IBV_WC_RDMA_WRITE,
                 IBV_WR_RDMA_READ => IBV_WC_RDMA_READ,
+                IBV_WR_ATOMIC_CMP_AND_SWP => IBV_WC_COMP_SWAP,
+                IBV_WR_ATOMIC_FETCH_AND_ADD => IBV_WC_FETCH_ADD,
                 _ => IBV_WC_SEND,
             },
-            byte_len: if w.opcode == IBV_WR_RDMA_READ {
+            byte_len: if w.opcode == IBV_WR_RDMA_READ || is_atomic(w.opcode) {
                 w.length as u32
             } else {
                 0
@@ -607,10 +625,9 @@ impl Device {
             | IBV_WR_RDMA_WRITE_WITH_IMM
             | IBV_WR_SEND
             | IBV_WR_SEND_WITH_IMM
-            | IBV_WR_RDMA_READ => {}
-            IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
-                return Err(libc::EOPNOTSUPP)
-            }
+            | IBV_WR_RDMA_READ
+            | IBV_WR_ATOMIC_CMP_AND_SWP
+            | IBV_WR_ATOMIC_FETCH_AND_ADD => {}
             _ => return Err(libc::EINVAL),
         }
         if wr.num_sge < 0 || wr.num_sge as u32 > qp.cap.max_send_sge {
@@ -630,8 +647,13 @@ impl Device {
         let length: u64 = sges.iter().map(|s| s.length as u64).sum();
         let inline = wr.send_flags & IBV_SEND_INLINE != 0;
         let bytes_limit = self.bytes_limit as u64;
+        let atomic = is_atomic(wr.opcode);
         if length > MAX_MSG
-            || (inline && (wr.opcode == IBV_WR_RDMA_READ || length > qp.cap.max_inline_data as u64))
+            || (inline
+                && (wr.opcode == IBV_WR_RDMA_READ
+                    || atomic
+                    || length > qp.cap.max_inline_data as u64))
+            || (atomic && (sges.len() != 1 || length != 8))
         {
             return Err(libc::EINVAL);
         }
@@ -646,11 +668,13 @@ impl Device {
             }
             Data::Bytes(v)
         } else {
-            let rdma = matches!(
-                wr.opcode,
-                IBV_WR_RDMA_READ | IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM
-            );
-            match self.local_iov(qp.pd, sges, wr.opcode == IBV_WR_RDMA_READ, rdma) {
+            let rdma = atomic
+                || matches!(
+                    wr.opcode,
+                    IBV_WR_RDMA_READ | IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM
+                );
+            let writes = wr.opcode == IBV_WR_RDMA_READ || atomic;
+            match self.local_iov(qp.pd, sges, writes, rdma) {
                 None => {
                     failed = true;
                     Data::Iov {
@@ -667,7 +691,12 @@ impl Device {
         };
         let qp = self.qps.get_mut(&qpn).ok_or(libc::EINVAL)?;
         // SAFETY: every view of the union is plain data.
-        let rdma = unsafe { wr.wr.rdma };
+        let (rdma, at) = unsafe { (wr.wr.rdma, wr.wr.atomic) };
+        let (remote_addr, rkey, operands) = if atomic {
+            (at.remote_addr, at.rkey, (at.compare_add, at.swap))
+        } else {
+            (rdma.remote_addr, rdma.rkey, (0, 0))
+        };
         let w = SendWqe {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
@@ -675,10 +704,11 @@ impl Device {
             psn: qp.npsn,
             data,
             length,
-            remote_addr: rdma.remote_addr,
-            rkey: rdma.rkey,
+            remote_addr,
+            rkey,
             imm: matches!(wr.opcode, IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM)
                 .then_some(wr.imm_data),
+            operands,
             rnr_left: qp.rnr_retry,
         };
         qp.npsn = (qp.npsn + 1) & PSN_MASK;
@@ -872,6 +902,10 @@ impl Device {
         let Some(pid) = self.peer(src).map(|p| p.seg.owner_pid()) else {
             return;
         };
+        if is_atomic(h.op) {
+            self.on_atomic(src, h, payload, pid, pd, access);
+            return;
+        }
         // The request's data: bytes in the ring, or the requester's buffers.
         let n = h.payload();
         let bytes = h.flags() & flag::BYTES != 0;
@@ -994,6 +1028,70 @@ impl Device {
         }
         if let Some(r) = recv {
             self.push_wc(rcq, recv_wc(h, &r, IBV_WC_SUCCESS, src));
+        }
+        self.respond(src, h, syndrome::ACK, 0);
+    }
+
+    /// The responder's side of an atomic from LID `src` (process `pid`) on a QP of protection
+    /// domain `pd` with remote rights `access`: payload = the requester's buffer (address,
+    /// length) and the operands (compare or add, swap).
+    fn on_atomic(
+        &mut self,
+        src: u16,
+        h: &Pkt,
+        payload: *const u8,
+        pid: libc::pid_t,
+        pd: u32,
+        access: u32,
+    ) {
+        let n = h.payload();
+        if h.flags() & flag::BYTES != 0 || n != 32 || h.length != 8 {
+            self.respond(src, h, syndrome::REM_INV_REQ, 0);
+            return;
+        }
+        let mut w = [0u64; 4];
+        for (i, v) in w.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            // SAFETY: the payload's 32 bytes lie inside the ring (Consumer::peek checked it).
+            unsafe { std::ptr::copy_nonoverlapping(payload.add(8 * i), b.as_mut_ptr(), 8) };
+            *v = u64::from_ne_bytes(b);
+        }
+        let [dest, dest_len, compare_add, swap] = w;
+        let need = IBV_ACCESS_REMOTE_ATOMIC;
+        let ok = self.mrs.get(&h.rkey).is_some_and(|mr| {
+            mr.pd == pd
+                && mr.access & need != 0
+                && access as i32 & need != 0
+                && mr.holds(h.remote_addr, 8)
+        });
+        if !ok {
+            self.respond(src, h, syndrome::REM_ACCESS, 0);
+            return;
+        }
+        if h.remote_addr & 7 != 0 || dest_len != 8 {
+            self.respond(src, h, syndrome::REM_INV_REQ, 0);
+            return;
+        }
+        // SAFETY: the word lies in a live registration of this process with remote atomic
+        // rights (checked above) and is 8-byte aligned; every access by the device is atomic.
+        let word =
+            unsafe { std::sync::atomic::AtomicU64::from_ptr(h.remote_addr as usize as *mut u64) };
+        let sc = std::sync::atomic::Ordering::SeqCst;
+        let old = if h.op == IBV_WR_ATOMIC_FETCH_AND_ADD {
+            word.fetch_add(compare_add, sc)
+        } else {
+            match word.compare_exchange(compare_add, swap, sc, sc) {
+                Ok(v) | Err(v) => v,
+            }
+        };
+        let old = old.to_ne_bytes();
+        if !cma(pid, &[(old.as_ptr() as u64, 8)], &[(dest, 8)], true) {
+            // Applied, but the old value could not be returned: the requester's QP breaks.
+            self.respond(src, h, syndrome::REM_OP, 0);
+            return;
+        }
+        if let Some(qp) = self.qps.get_mut(&h.dst_qpn) {
+            qp.epsn = (qp.epsn + 1) & PSN_MASK;
         }
         self.respond(src, h, syndrome::ACK, 0);
     }
@@ -1138,7 +1236,7 @@ impl Device {
                     flags |= flag::BYTES;
                     w.length as usize
                 }
-                Data::Iov { iov, .. } => iov.len() * 16,
+                Data::Iov { iov, .. } => iov.len() * 16 + if is_atomic(w.opcode) { 16 } else { 0 },
             };
             let h = Pkt {
                 src_qpn: qpn,
@@ -1178,6 +1276,16 @@ impl Device {
                                     std::ptr::copy_nonoverlapping(a.to_ne_bytes().as_ptr(), at, 8);
                                     std::ptr::copy_nonoverlapping(
                                         l.to_ne_bytes().as_ptr(),
+                                        at.add(8),
+                                        8,
+                                    );
+                                }
+                                if is_atomic(w.opcode) {
+                                    let at = d.add(16 * iov.len());
+                                    let (c, s) = w.operands;
+                                    std::ptr::copy_nonoverlapping(c.to_ne_bytes().as_ptr(), at, 8);
+                                    std::ptr::copy_nonoverlapping(
+                                        s.to_ne_bytes().as_ptr(),
                                         at.add(8),
                                         8,
                                     );

@@ -15,10 +15,13 @@
 //! PSN the programs exchange out of band; send and receive (with inline data and immediate
 //! data), RDMA write and RDMA read, each moving the bytes of a large message with one copy
 //! between the two processes (`process_vm_readv`/`process_vm_writev`) after the responder checked
-//! the rkey, bounds and access rights. Its errors are an adapter's ([`device`]).
+//! the rkey, bounds and access rights; and the two atomics of verbs, `IBV_WR_ATOMIC_FETCH_AND_ADD`
+//! and `IBV_WR_ATOMIC_CMP_AND_SWP` on 8-byte-aligned 8-byte words, which the responder applies
+//! with the CPU's atomic instructions on its own memory (so the device reports
+//! `IBV_ATOMIC_GLOB`) and whose old value it writes into the requester's buffer like a read's
+//! data. Its errors are an adapter's ([`device`]).
 //!
-//! **What it is not:** no atomics (`IBV_WR_ATOMIC_*` are refused with `EOPNOTSUPP`; the device
-//! reports `IBV_ATOMIC_NONE`), no UD/UC/XRC QPs, no memory windows, no completion channels or
+//! **What it is not:** no UD/UC/XRC QPs, no memory windows, no completion channels or
 //! asynchronous events (`ibv_create_cq` refuses a channel), no SRQ limit event. The responder
 //! side runs only while the target process calls into the device (there is no adapter to run
 //! it), so a process waiting for remote operations on its memory must poll a CQ. Large transfers
@@ -245,7 +248,8 @@ pub unsafe extern "C" fn ibv_query_device(
     a.max_qp_rd_atom = 16;
     a.max_res_rd_atom = 1 << 16;
     a.max_qp_init_rd_atom = 16;
-    a.atomic_cap = IBV_ATOMIC_NONE;
+    // The responder applies atomics with the CPU's atomic instructions on its own memory.
+    a.atomic_cap = IBV_ATOMIC_GLOB;
     a.max_srq = 1 << 16;
     a.max_srq_wr = device::MAX_WR as c_int;
     a.max_srq_sge = device::MAX_SGE as c_int;

@@ -176,6 +176,11 @@ fn launched_ranks_take_lid_rank_plus_one_and_small_rings_wrap_and_fill_without_l
 }
 
 #[test]
+fn fetch_and_add_and_compare_and_swap_with_alignment_and_access_checks() {
+    run("atomics");
+}
+
+#[test]
 fn a_burst_of_sends_arrives_complete_and_in_order() {
     run("burst");
 }

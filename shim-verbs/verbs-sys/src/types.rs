@@ -31,6 +31,8 @@ pub struct ibv_gid_global {
 /// `enum ibv_atomic_cap`.
 pub const IBV_ATOMIC_NONE: c_uint = 0;
 pub const IBV_ATOMIC_HCA: c_uint = 1;
+/// Atomics are atomic also against the CPU's atomic operations on the memory.
+pub const IBV_ATOMIC_GLOB: c_uint = 2;
 
 /// Device properties (`ibv_query_device`).
 #[repr(C)]
@@ -139,6 +141,8 @@ pub const IBV_WC_GENERAL_ERR: u32 = 21;
 pub const IBV_WC_SEND: u32 = 0;
 pub const IBV_WC_RDMA_WRITE: u32 = 1;
 pub const IBV_WC_RDMA_READ: u32 = 2;
+pub const IBV_WC_COMP_SWAP: u32 = 3;
+pub const IBV_WC_FETCH_ADD: u32 = 4;
 pub const IBV_WC_RECV: u32 = 1 << 7;
 pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
 

@@ -119,13 +119,16 @@ static void exchange(const char *dir) {
     CHECK(n == 5 + 2 * NQP, "peer's info file is short");
 }
 
+/* QPs connected from now on let the peer run atomics on this process's memory. */
+static int qp_atomic;
+
 /* RESET -> INIT -> RTR -> RTS with the peer's QP number, LID and PSN. */
 static void connect_qp(int i, uint8_t rnr_retry, uint8_t min_rnr_timer, uint8_t timeout, uint8_t retry_cnt) {
     struct ibv_qp_attr a = {0};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | (qp_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     CHECK(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
           "to INIT");
     memset(&a, 0, sizeof a);
@@ -363,6 +366,79 @@ static void badkey(void) {
     }
 }
 
+/* A verbs atomic on the peer's word at `raddr`, the old value into buf[0..8). */
+static int post_atomic(struct ibv_qp *q, uint64_t id, enum ibv_wr_opcode op, uint64_t raddr, uint32_t rkey,
+                       uint64_t compare_add, uint64_t swap) {
+    struct ibv_sge sge = {(uintptr_t)buf, 8, mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    wr.wr.atomic.remote_addr = raddr;
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap = swap;
+    wr.wr.atomic.rkey = rkey;
+    return ibv_post_send(q, &wr, &bad);
+}
+
+/* Fetch-and-add and compare-and-swap on the peer's 8-byte word (old values returned, applied by
+ * the peer's CPU atomics: the device reports IBV_ATOMIC_GLOB); a misaligned word completes with
+ * IBV_WC_REM_INV_REQ_ERR, a QP or a region without IBV_ACCESS_REMOTE_ATOMIC with
+ * IBV_WC_REM_ACCESS_ERR, and the word is left as the successful ones made it. */
+static void atomics(void) {
+    struct ibv_device_attr da;
+    CHECK(ibv_query_device(ctx, &da) == 0 && da.atomic_cap == IBV_ATOMIC_GLOB, "atomic_cap %d", da.atomic_cap);
+    qp_atomic = 1;
+    connect_qp(1, 7, 1, 16, 7);
+    connect_qp(3, 7, 1, 16, 7);
+    qp_atomic = 0;
+    connect_qp(2, 7, 1, 16, 7);
+    uint64_t *word = (uint64_t *)(buf + 8192);
+    if (rank == 1) {
+        *word = 40;
+        struct ibv_mr *am = ibv_reg_mr(pd, buf + 8192, 4096,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+        CHECK(am, "reg_mr with remote atomic");
+        ctl_send(am->rkey);
+        ctl_recv(3); /* polls: the atomics' responder side runs here */
+        CHECK(*word == 7, "the word is %llu, want 7", (unsigned long long)*word);
+        CHECK(ibv_dereg_mr(am) == 0, "dereg");
+        ctl_send(4);
+    } else {
+        struct ibv_wc wc = wait_wc();
+        CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM),
+              "the peer's rkey");
+        uint32_t rkey = be32toh(wc.imm_data);
+        post_recv(qp[0], 800, ctl, 64, ctl_mr->lkey);
+        uint64_t at = peer.addr + 8192, *old = (uint64_t *)buf;
+        CHECK(post_atomic(qp[1], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, at, rkey, 2, 0) == 0, "post");
+        wc = expect(1, IBV_WC_SUCCESS);
+        CHECK(wc.opcode == IBV_WC_FETCH_ADD && wc.byte_len == 8 && *old == 40, "fetch-add: opcode %d old %llu",
+              wc.opcode, (unsigned long long)*old);
+        CHECK(post_atomic(qp[1], 2, IBV_WR_ATOMIC_CMP_AND_SWP, at, rkey, 42, 7) == 0, "post");
+        wc = expect(2, IBV_WC_SUCCESS);
+        CHECK(wc.opcode == IBV_WC_COMP_SWAP && *old == 42, "compare-and-swap: old %llu", (unsigned long long)*old);
+        CHECK(post_atomic(qp[1], 3, IBV_WR_ATOMIC_CMP_AND_SWP, at, rkey, 42, 9) == 0, "post");
+        expect(3, IBV_WC_SUCCESS);
+        CHECK(*old == 7, "a failed compare-and-swap returns the word: %llu", (unsigned long long)*old);
+        /* Not on the atomics' 8-byte grid. */
+        CHECK(post_atomic(qp[1], 4, IBV_WR_ATOMIC_FETCH_AND_ADD, at + 4, rkey, 1, 0) == 0, "post");
+        expect(4, IBV_WC_REM_INV_REQ_ERR);
+        /* The peer's QP 2 has no remote atomic right. */
+        CHECK(post_atomic(qp[2], 5, IBV_WR_ATOMIC_FETCH_AND_ADD, at, rkey, 1, 0) == 0, "post");
+        expect(5, IBV_WC_REM_ACCESS_ERR);
+        /* The peer's main region has none either. */
+        CHECK(post_atomic(qp[3], 6, IBV_WR_ATOMIC_FETCH_AND_ADD, peer.addr, peer.rkey, 1, 0) == 0, "post");
+        expect(6, IBV_WC_REM_ACCESS_ERR);
+        /* An atomic carries 8 bytes exactly. */
+        struct ibv_sge sge = {(uintptr_t)buf, 4, mr->lkey};
+        struct ibv_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD},
+                           *bad;
+        CHECK(ibv_post_send(qp[1], &wr, &bad) == EINVAL, "a 4-byte atomic accepted");
+        ctl_send(3);
+        ctl_recv(4);
+    }
+}
+
 /* Receiver not ready: rnr_retry 2 runs out (IBV_WC_RNR_RETRY_EXC_ERR); rnr_retry 7 waits until
  * a receive is posted; a shared receive queue of 4 refuses a fifth receive, and its senders wait
  * (RNR) when it is empty, in order. */
@@ -491,6 +567,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "rnr")) rnr();
     else if (!strcmp(s, "flush")) flush();
     else if (!strcmp(s, "burst")) burst();
+    else if (!strcmp(s, "atomics")) atomics();
     else CHECK(0, "unknown scenario %s", s);
     /* Let the peer's last request be answered before the device goes away. */
     idle(0.05);
