@@ -440,3 +440,32 @@ fn reduce_scatter_counts_are_read_at_the_start() {
         out.assert_ok("counts_reused");
     }
 }
+
+/// Idle waits that sleep (`mpi_idle_sleep` 1 forces what oversubscribed ranks do by default)
+/// miss no message: rounds of ping-pong, a 64 KiB ring, allreduce and polled barriers with late
+/// senders, in sessions of their own and in stormrun's; at 4 ranks with 1 ms sleeps too. A lost
+/// wakeup hangs the job past its timeout; a wrong value fails it.
+#[test]
+fn idle_waits_that_sleep_miss_no_message() {
+    let sleep = ["--mca", "mpi_idle_sleep", "1"];
+    let same = ["--mca", "mpi_idle_sleep", "1", "--same-session"];
+    let long = [
+        "--mca",
+        "mpi_idle_sleep",
+        "1",
+        "--mca",
+        "mpi_idle_sleep_ns",
+        "1000000",
+    ];
+    let runs: [(u32, &[&str], &str); 5] = [
+        (2, &sleep, "2000"),
+        (4, &sleep, "2000"),
+        (5, &sleep, "1000"),
+        (4, &same, "1000"),
+        (4, &long, "200"),
+    ];
+    for (np, opts, rounds) in runs {
+        let out = run_job(np, opts, &c_program("idle_wait"), &[rounds]);
+        out.assert_ok("idle_wait");
+    }
+}

@@ -76,9 +76,9 @@ pub struct JobOptions {
     pub rankfile: Option<PathBuf>,
     /// `--report-bindings`.
     pub report_bindings: bool,
-    /// `--own-sessions`: every local rank in a session of its own, also when the ranks
-    /// outnumber the cores.
-    pub own_sessions: bool,
+    /// `--same-session`: local ranks stay in stormrun's session (each in a process group of
+    /// its own) instead of each leading a session of its own.
+    pub same_session: bool,
     /// `--cpus-per-rank` (1 when not given).
     pub cpus_per_rank: Option<u32>,
     /// `--output-filename DIR[:nocopy]`: per-rank output files under DIR, and
@@ -147,6 +147,7 @@ enum Opt {
     Rankfile,
     ReportBindings,
     OwnSessions,
+    SameSession,
     CpusPerRank,
     OutputFilename,
     Wdir,
@@ -274,12 +275,18 @@ const OPTIONS: &[OptSpec] = &[
         help: "print each rank's binding on stderr as it starts",
     },
     OptSpec {
+        names: &["--same-session"],
+        opt: Opt::SameSession,
+        values: &[],
+        help: "keep local ranks in stormrun's session (each in a process group of its own) \
+               instead of a session of its own each; they then share one portion of a busy \
+               machine",
+    },
+    OptSpec {
         names: &["--own-sessions"],
         opt: Opt::OwnSessions,
         values: &[],
-        help: "start every rank in a session of its own also when the ranks outnumber the cores \
-               (they then hand cores to each other slowly, but get more of a machine busy with \
-               other work)",
+        help: "every local rank in a session of its own (the default; undoes --same-session)",
     },
     OptSpec {
         names: &["--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc"],
@@ -554,7 +561,8 @@ fn apply(
             options.rankfile = Some(PathBuf::from(&values[0]));
         }
         Opt::ReportBindings => options.report_bindings = true,
-        Opt::OwnSessions => options.own_sessions = true,
+        Opt::SameSession => options.same_session = true,
+        Opt::OwnSessions => options.same_session = false,
         Opt::CpusPerRank => {
             let v = text(&values[0])?;
             match v.parse::<u32>() {
@@ -717,6 +725,16 @@ mod tests {
         ]);
         let o = &spec.options;
         assert!(o.oversubscribe && o.tag_output);
+        assert!(
+            !o.same_session,
+            "ranks lead sessions of their own by default"
+        );
+        assert!(run(&["--same-session", "a"]).options.same_session);
+        assert!(
+            !run(&["--same-session", "--own-sessions", "a"])
+                .options
+                .same_session
+        );
         assert_eq!(
             o.exports,
             vec![

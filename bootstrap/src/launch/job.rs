@@ -80,8 +80,8 @@ pub struct JobConfig {
     /// Print each local rank's binding as it starts (remote ones: their
     /// exec helper prints it).
     pub report_bindings: bool,
-    /// Every local rank in a session of its own, also when the ranks outnumber the cores.
-    pub own_sessions: bool,
+    /// Local ranks stay in stormrun's session (`--same-session`) instead of each leading its own.
+    pub same_session: bool,
     /// Cores of this node, passed to ranks as `STORMPI_NUM_CORES`.
     pub cores: u32,
     /// Directory holding the job's shared-memory files (`/dev/shm`).
@@ -420,12 +420,11 @@ impl Job {
         // SAFETY: getpid is async-signal-safe and has no preconditions.
         let launcher_pid = unsafe { libc::getpid() };
         let raw_pmi_fd = pmi_fd.as_ref().map(|fd| fd.as_raw_fd());
-        // Oversubscribed ranks hand their cores to each other with `sched_yield`, which under
-        // EEVDF gives the core away only inside the yielder's session's autogroup: in sessions
-        // of their own each handoff would wait for a timeslice (4 ranks on 2 cores: an 8-byte
-        // allreduce took 1.6-2.9 ms instead of 9-250 µs). They stay in stormrun's session
-        // unless `--own-sessions` asks otherwise.
-        let own_session = remote.is_some() || cfg.own_sessions || place.local_size <= cfg.cores;
+        // Every rank leads a session of its own, as under Hydra, so that autogroup scheduling
+        // gives each its share of a busy machine. Oversubscribed ranks can: their idle waits
+        // sleep (`mpi_idle_sleep`), which hands the core to a rank of any session, where a
+        // `sched_yield` would hand it only within the yielder's own.
+        let own_session = remote.is_some() || !cfg.same_session;
         // SAFETY: the closure runs between fork and exec and only makes
         // async-signal-safe system calls (setsid or setpgid, prctl, getppid,
         // sched_setaffinity, fcntl); it allocates nothing.
