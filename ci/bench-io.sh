@@ -7,13 +7,15 @@
 #   -n          ranks (default 4; oversubscribed where the machine has fewer cores)
 #   --dir       where the file goes (default /dev/shm, a tmpfs; give a disk directory too)
 #   --bytes     bytes per rank (default 16 MiB), --block the strided view's block (default 64 KiB)
-#   --own-sessions  put Open MPI's ranks in sessions of their own too (`setsid -w`)
-# Each library's ranks run as its launcher starts them: MPICH's mpiexec and stormrun give every
-# rank a session of its own (oversubscribed stormpi ranks then sleep when idle, mpi_idle_sleep);
-# Open MPI's mpirun leaves them in its session.
+#   --own-sessions  put stormpi's ranks (stormrun --own-sessions) and Open MPI's (`setsid -w`)
+#                   in sessions of their own
+# Each library's ranks run as its launcher starts them: MPICH's mpiexec gives every rank a
+# session of its own, stormrun too unless the ranks outnumber the cores (then, as Open MPI's
+# mpirun always does, they stay in its session, where `sched_yield` hands a core to a peer;
+# with --own-sessions their idle waits sleep instead, mpi_idle_sleep).
 # With the kernel's autogroup scheduling, CPU time is shared between sessions first, so on a
 # machine loaded by other jobs the ranks of one session get one share between them;
-# --own-sessions gives Open MPI's ranks MPICH's share.
+# --own-sessions gives stormpi's and Open MPI's ranks MPICH's share.
 # iwrite_overlap and iwrite_all_overlap are not MB/s but the percentage of a non-blocking
 # (independent; collective with collective buffering) write's time hidden behind computation
 # (see bench/io.c); iwrite_all_compute is MB/s of that collective write beside a computation of

@@ -992,12 +992,18 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
     }
 }
 
-/// Oversubscribed ranks lead sessions of their own too (their idle waits sleep, which hands
-/// the core across sessions); `--same-session` keeps them in stormrun's session, each in a
-/// process group of its own, and `--own-sessions` after it undoes that.
+/// Oversubscribed ranks hand cores to each other with `sched_yield`, which works only inside a
+/// session's autogroup: they stay in stormrun's session, each in a process group of its own,
+/// unless `--own-sessions` asks for sessions of their own (their idle waits then sleep).
 #[test]
-fn oversubscribed_ranks_lead_their_own_sessions_unless_asked() {
+fn oversubscribed_ranks_share_the_launchers_session() {
     let (ranks, launcher_sid) = session_job(cores() + 1, &["--oversubscribe"]);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
+        assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
+    }
+    let flags = ["--oversubscribe", "--own-sessions"];
+    let (ranks, launcher_sid) = session_job(cores() + 1, &flags);
     for &(pid, pgid, sid) in &ranks {
         assert_eq!(
             (pgid, sid),
@@ -1006,16 +1012,15 @@ fn oversubscribed_ranks_lead_their_own_sessions_unless_asked() {
         );
         assert_ne!(sid, launcher_sid);
     }
-    let (ranks, launcher_sid) = session_job(cores() + 1, &["--oversubscribe", "--same-session"]);
+}
+
+/// `--same-session` keeps ranks that fit the cores in stormrun's session too.
+#[test]
+fn same_session_keeps_ranks_in_the_launchers_session() {
+    let (ranks, launcher_sid) = session_job(cores().min(3), &["--same-session"]);
     for &(pid, pgid, sid) in &ranks {
         assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
         assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
-    }
-    let flags = ["--oversubscribe", "--same-session", "--own-sessions"];
-    let (ranks, launcher_sid) = session_job(cores() + 1, &flags);
-    for &(pid, _, sid) in &ranks {
-        assert_eq!(sid, pid, "rank {pid} leads no session of its own");
-        assert_ne!(sid, launcher_sid);
     }
 }
 

@@ -41,6 +41,19 @@ pub struct LaunchSpec {
     pub apps: Vec<AppContext>,
 }
 
+/// Whether local ranks lead sessions of their own (so autogroup scheduling gives each its share
+/// of a busy machine) or stay in stormrun's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sessions {
+    /// Their own when the node's ranks fit its cores, else stormrun's.
+    #[default]
+    Auto,
+    /// Their own (`--own-sessions`).
+    Own,
+    /// stormrun's (`--same-session`).
+    Same,
+}
+
 /// Job-wide options.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct JobOptions {
@@ -76,9 +89,8 @@ pub struct JobOptions {
     pub rankfile: Option<PathBuf>,
     /// `--report-bindings`.
     pub report_bindings: bool,
-    /// `--same-session`: local ranks stay in stormrun's session (each in a process group of
-    /// its own) instead of each leading a session of its own.
-    pub same_session: bool,
+    /// `--own-sessions` / `--same-session`: whether local ranks lead sessions of their own.
+    pub sessions: Sessions,
     /// `--cpus-per-rank` (1 when not given).
     pub cpus_per_rank: Option<u32>,
     /// `--output-filename DIR[:nocopy]`: per-rank output files under DIR, and
@@ -275,18 +287,19 @@ const OPTIONS: &[OptSpec] = &[
         help: "print each rank's binding on stderr as it starts",
     },
     OptSpec {
-        names: &["--same-session"],
-        opt: Opt::SameSession,
-        values: &[],
-        help: "keep local ranks in stormrun's session (each in a process group of its own) \
-               instead of a session of its own each; they then share one portion of a busy \
-               machine",
-    },
-    OptSpec {
         names: &["--own-sessions"],
         opt: Opt::OwnSessions,
         values: &[],
-        help: "every local rank in a session of its own (the default; undoes --same-session)",
+        help: "start every rank in a session of its own also when the ranks outnumber the cores \
+               (their idle waits then sleep: slower handoffs, but more of a machine busy with \
+               other work)",
+    },
+    OptSpec {
+        names: &["--same-session"],
+        opt: Opt::SameSession,
+        values: &[],
+        help: "keep every rank in stormrun's session (each in a process group of its own), also \
+               when the ranks fit the cores",
     },
     OptSpec {
         names: &["--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc"],
@@ -561,8 +574,8 @@ fn apply(
             options.rankfile = Some(PathBuf::from(&values[0]));
         }
         Opt::ReportBindings => options.report_bindings = true,
-        Opt::SameSession => options.same_session = true,
-        Opt::OwnSessions => options.same_session = false,
+        Opt::SameSession => options.sessions = Sessions::Same,
+        Opt::OwnSessions => options.sessions = Sessions::Own,
         Opt::CpusPerRank => {
             let v = text(&values[0])?;
             match v.parse::<u32>() {
@@ -725,15 +738,17 @@ mod tests {
         ]);
         let o = &spec.options;
         assert!(o.oversubscribe && o.tag_output);
-        assert!(
-            !o.same_session,
-            "ranks lead sessions of their own by default"
+        assert_eq!(o.sessions, Sessions::Auto);
+        assert_eq!(
+            run(&["--same-session", "a"]).options.sessions,
+            Sessions::Same
         );
-        assert!(run(&["--same-session", "a"]).options.same_session);
-        assert!(
-            !run(&["--same-session", "--own-sessions", "a"])
+        assert_eq!(
+            run(&["--same-session", "--own-sessions", "a"])
                 .options
-                .same_session
+                .sessions,
+            Sessions::Own,
+            "the last of the two counts"
         );
         assert_eq!(
             o.exports,
