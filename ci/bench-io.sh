@@ -11,7 +11,8 @@
 #                   in sessions of their own
 # Each library's ranks run as its launcher starts them: MPICH's mpiexec gives every rank a
 # session of its own, stormrun too unless the ranks outnumber the cores (then, as Open MPI's
-# mpirun always does, they stay in its session, where `sched_yield` hands a core to a peer).
+# mpirun always does, they stay in its session, where `sched_yield` hands a core to a peer;
+# with --own-sessions their idle waits sleep instead, mpi_idle_sleep).
 # With the kernel's autogroup scheduling, CPU time is shared between sessions first, so on a
 # machine loaded by other jobs the ranks of one session get one share between them;
 # --own-sessions gives stormpi's and Open MPI's ranks MPICH's share.

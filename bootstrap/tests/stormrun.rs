@@ -993,7 +993,8 @@ fn ranks_lead_their_own_sessions_and_ctrl_c_still_ends_them() {
 }
 
 /// Oversubscribed ranks hand cores to each other with `sched_yield`, which works only inside a
-/// session's autogroup: they stay in stormrun's session, each in a process group of its own.
+/// session's autogroup: they stay in stormrun's session, each in a process group of its own,
+/// unless `--own-sessions` asks for sessions of their own (their idle waits then sleep).
 #[test]
 fn oversubscribed_ranks_share_the_launchers_session() {
     let (ranks, launcher_sid) = session_job(cores() + 1, &["--oversubscribe"]);
@@ -1001,7 +1002,6 @@ fn oversubscribed_ranks_share_the_launchers_session() {
         assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
         assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
     }
-    // Unless asked for sessions of their own.
     let flags = ["--oversubscribe", "--own-sessions"];
     let (ranks, launcher_sid) = session_job(cores() + 1, &flags);
     for &(pid, pgid, sid) in &ranks {
@@ -1011,6 +1011,16 @@ fn oversubscribed_ranks_share_the_launchers_session() {
             "rank {pid} leads no session of its own"
         );
         assert_ne!(sid, launcher_sid);
+    }
+}
+
+/// `--same-session` keeps ranks that fit the cores in stormrun's session too.
+#[test]
+fn same_session_keeps_ranks_in_the_launchers_session() {
+    let (ranks, launcher_sid) = session_job(cores().min(3), &["--same-session"]);
+    for &(pid, pgid, sid) in &ranks {
+        assert_eq!(pgid, pid, "rank {pid} leads no process group of its own");
+        assert_eq!(sid, launcher_sid, "rank {pid} left stormrun's session");
     }
 }
 

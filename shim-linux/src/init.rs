@@ -197,19 +197,25 @@ pub fn engine() -> Result<Engine> {
     };
     let me = rte.rank();
     let n = rte.size();
+    let oversubscribed = local_ranks().unwrap_or(n as usize) > cores();
     let (yield_when_idle, spin_rounds) = match params.int(&platform::YIELD_WHEN_IDLE) {
         0 => (false, params.u32(&platform::SPIN_ROUNDS)),
         1 => (true, 0),
-        _ if local_ranks().unwrap_or(n as usize) > cores() => {
-            (false, params.u32(&platform::OVERSUBSCRIBED_SPIN_ROUNDS))
-        }
+        _ if oversubscribed => (false, params.u32(&platform::OVERSUBSCRIBED_SPIN_ROUNDS)),
         _ => (false, params.u32(&platform::SPIN_ROUNDS)),
     };
+    let idle = platform::idle_mode(
+        params.int(&platform::IDLE_SLEEP),
+        oversubscribed,
+        platform::session_leader(),
+        params.u32(&platform::IDLE_SLEEP_NS),
+    );
     PLATFORM.configure(
         me.0,
         yield_when_idle,
         params.u32(&platform::LOG_LEVEL),
         spin_rounds,
+        idle,
     );
     PLATFORM.passive.set_mode(crate::progress::mode_of(
         params.str(&crate::progress::OSC_PROGRESS_THREAD),

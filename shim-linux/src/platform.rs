@@ -52,13 +52,71 @@ pub static OVERSUBSCRIBED_SPIN_ROUNDS: ParamDef = ParamDef {
                   cores (mpi_yield_when_idle -1)",
 };
 
+/// `mpi_idle_sleep`.
+pub static IDLE_SLEEP: ParamDef = ParamDef {
+    name: "mpi_idle_sleep",
+    kind: Kind::Int { min: -1, max: 1 },
+    default: Default::Int(-1),
+    description: "Sleep (mpi_idle_sleep_ns) instead of yielding the core once a wait has spun: \
+                  1 always, 0 never, -1 when ranks outnumber cores and this rank leads a session \
+                  of its own (where a yield hands the core to no other rank)",
+};
+
+/// `mpi_idle_sleep_ns`.
+pub static IDLE_SLEEP_NS: ParamDef = ParamDef {
+    name: "mpi_idle_sleep_ns",
+    kind: Kind::Int {
+        min: 1,
+        max: 1_000_000,
+    },
+    // Measured on 2 cores (Linux 6.18, EEVDF, other jobs running), 4 ranks in sessions of their
+    // own: sleeps under ~10 µs left the ranks waiting milliseconds for the core (a 4-rank
+    // allreduce 4-12 ms), 10-20 µs gave the fastest collectives (48-95 µs), longer ones slower.
+    default: Default::Int(IDLE_SLEEP_NS_DEFAULT as i64),
+    description: "Nanoseconds one idle sleep lasts (mpi_idle_sleep)",
+};
+
+/// Default of `mpi_idle_sleep_ns`.
+pub const IDLE_SLEEP_NS_DEFAULT: u32 = 20_000;
+
 /// Parameters of the Linux platform.
-pub static PARAMS: [&ParamDef; 4] = [
+pub static PARAMS: [&ParamDef; 6] = [
     &YIELD_WHEN_IDLE,
     &LOG_LEVEL,
     &SPIN_ROUNDS,
     &OVERSUBSCRIBED_SPIN_ROUNDS,
+    &IDLE_SLEEP,
+    &IDLE_SLEEP_NS,
 ];
+
+/// What a wait does once it has spun its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// `sched_yield`: hands the core over, but under EEVDF only to a process of the same
+    /// session's autogroup.
+    Yield,
+    /// Sleeps this many nanoseconds: the thread leaves the run queue, so a process of any
+    /// session (a rank that shares the core and has work) runs, and the timer brings it back.
+    Sleep(u32),
+}
+
+/// How idle waits relax, from `mpi_idle_sleep` (`setting`), whether the node's ranks outnumber
+/// its cores and whether this process leads its session (as under Hydra or stormrun, not
+/// Open MPI's mpirun or `stormrun --same-session`, whose ranks share the launcher's).
+pub fn idle_mode(setting: i64, oversubscribed: bool, session_leader: bool, sleep_ns: u32) -> Idle {
+    match setting {
+        0 => Idle::Yield,
+        1 => Idle::Sleep(sleep_ns),
+        _ if oversubscribed && session_leader => Idle::Sleep(sleep_ns),
+        _ => Idle::Yield,
+    }
+}
+
+/// Whether this process leads its session (so its autogroup holds no other rank).
+pub fn session_leader() -> bool {
+    // SAFETY: getsid(0) and getpid have no preconditions.
+    unsafe { libc::getsid(0) == libc::getpid() }
+}
 
 /// The Linux platform.
 pub struct LinuxPlatform {
@@ -66,6 +124,8 @@ pub struct LinuxPlatform {
     yield_when_idle: AtomicBool,
     log_level: AtomicU32,
     spin_rounds: AtomicU32,
+    /// Nanoseconds an idle wait sleeps once it has spun, 0 to yield instead.
+    sleep_ns: AtomicU32,
     /// The bound on the engine's memory when `mpi_memory_max` is 0.
     memory_default: AtomicUsize,
     /// The passive-target progress thread of one-sided windows.
@@ -105,6 +165,7 @@ impl LinuxPlatform {
             yield_when_idle: AtomicBool::new(false),
             log_level: AtomicU32::new(1),
             spin_rounds: AtomicU32::new(100),
+            sleep_ns: AtomicU32::new(0),
             memory_default: AtomicUsize::new(MEMORY_DEFAULT_MIN),
             passive: crate::progress::PassiveProgress::new(),
         }
@@ -116,12 +177,32 @@ impl LinuxPlatform {
     }
 
     /// Sets what is known once the runtime is up.
-    pub fn configure(&self, rank: u32, yield_when_idle: bool, log_level: u32, spin_rounds: u32) {
+    pub fn configure(
+        &self,
+        rank: u32,
+        yield_when_idle: bool,
+        log_level: u32,
+        spin_rounds: u32,
+        idle: Idle,
+    ) {
         self.rank.store(rank, Ordering::Relaxed);
         self.yield_when_idle
             .store(yield_when_idle, Ordering::Relaxed);
         self.log_level.store(log_level, Ordering::Relaxed);
         self.spin_rounds.store(spin_rounds, Ordering::Relaxed);
+        let ns = match idle {
+            Idle::Yield => 0,
+            Idle::Sleep(ns) => ns.max(1),
+        };
+        self.sleep_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// What idle waits do once they have spun.
+    pub fn idle(&self) -> Idle {
+        match self.sleep_ns.load(Ordering::Relaxed) {
+            0 => Idle::Yield,
+            ns => Idle::Sleep(ns),
+        }
     }
 }
 
@@ -159,6 +240,30 @@ pub fn tick_ns() -> u64 {
     (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).max(1)
 }
 
+std::thread_local! {
+    /// Whether this thread's timer slack is already 1 ns.
+    static EXACT_TIMERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Sleeps `ns` nanoseconds with this thread's timer slack at 1 ns (set on its first sleep): at
+/// the default 50 µs slack, a 20 µs sleep would last up to ~70 µs and a reply would wait for it.
+#[cold]
+#[inline(never)]
+fn idle_sleep(ns: u32) {
+    if !EXACT_TIMERS.get() {
+        // SAFETY: PR_SET_TIMERSLACK takes the slack in nanoseconds and touches only this thread.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        EXACT_TIMERS.set(true);
+    }
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: ns as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; an early return (a signal) only shortens the wait, which
+    // a wait loop treats as any other idle round.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
 impl Platform for LinuxPlatform {
     fn thread_id(&self) -> u64 {
         thread_id()
@@ -186,7 +291,10 @@ impl Platform for LinuxPlatform {
         if self.yield_when_idle.load(Ordering::Relaxed)
             || idle > self.spin_rounds.load(Ordering::Relaxed)
         {
-            std::thread::yield_now();
+            match self.sleep_ns.load(Ordering::Relaxed) {
+                0 => std::thread::yield_now(),
+                ns => idle_sleep(ns),
+            }
         } else {
             std::hint::spin_loop();
         }
@@ -323,5 +431,57 @@ impl Platform for LinuxPlatform {
         // SAFETY: sysconf has no preconditions.
         let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_mode_sleeps_when_forced_or_oversubscribed() {
+        assert_eq!(idle_mode(1, false, false, 2000), Idle::Sleep(2000));
+        assert_eq!(idle_mode(1, true, false, 5), Idle::Sleep(5));
+        assert_eq!(idle_mode(0, true, true, 2000), Idle::Yield);
+        assert_eq!(idle_mode(0, false, true, 2000), Idle::Yield);
+        assert_eq!(idle_mode(-1, true, true, 2000), Idle::Sleep(2000));
+        // In a session shared with other ranks a yield hands the core over: no sleep.
+        assert_eq!(idle_mode(-1, true, false, 2000), Idle::Yield);
+        assert_eq!(idle_mode(-1, false, true, 2000), Idle::Yield);
+    }
+
+    #[test]
+    fn configure_sets_the_idle_mode() {
+        let p = LinuxPlatform::new();
+        assert_eq!(p.idle(), Idle::Yield);
+        p.configure(0, false, 1, 8, Idle::Sleep(3000));
+        assert_eq!(p.idle(), Idle::Sleep(3000));
+        p.configure(0, false, 1, 8, Idle::Sleep(0));
+        assert_eq!(
+            p.idle(),
+            Idle::Sleep(1),
+            "a zero sleep still sleeps, not yields"
+        );
+        p.configure(0, false, 1, 8, Idle::Yield);
+        assert_eq!(p.idle(), Idle::Yield);
+    }
+
+    /// Past its spin rounds a sleeping wait leaves the core for at least its sleep (nanosleep
+    /// never returns early but for a signal), and within the rounds it only spins.
+    #[test]
+    fn relax_sleeps_past_the_spin_rounds() {
+        let p = LinuxPlatform::new();
+        p.configure(0, false, 1, 8, Idle::Sleep(300_000));
+        let t = std::time::Instant::now();
+        for _ in 0..4 {
+            p.relax(9);
+        }
+        assert!(t.elapsed() >= std::time::Duration::from_micros(1200));
+        let mut exact = false;
+        EXACT_TIMERS.with(|e| exact = e.get());
+        assert!(exact, "the sleeping thread's timer slack was not set");
+        // SAFETY: PR_GET_TIMERSLACK has no arguments and reads this thread's slack.
+        let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+        assert_eq!(slack, 1);
     }
 }

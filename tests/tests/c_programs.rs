@@ -440,3 +440,25 @@ fn reduce_scatter_counts_are_read_at_the_start() {
         out.assert_ok("counts_reused");
     }
 }
+
+/// Idle waits that sleep (as oversubscribed ranks in sessions of their own do; `mpi_idle_sleep`
+/// 1 forces it) miss no message: rounds of ping-pong, a 64 KiB ring, allreduce and polled
+/// barriers with late senders, in sessions of their own and in stormrun's; at 4 ranks with 1 ms
+/// sleeps too. A lost wakeup hangs the job past its timeout; a wrong value fails it.
+#[test]
+fn idle_waits_that_sleep_miss_no_message() {
+    let own = ["--own-sessions"];
+    let sleep = ["--mca", "mpi_idle_sleep", "1"];
+    let long = ["--own-sessions", "--mca", "mpi_idle_sleep_ns", "1000000"];
+    let runs: [(u32, &[&str], &str); 5] = [
+        (4, &own, "2000"),
+        (5, &own, "1000"),
+        (2, &sleep, "2000"),
+        (4, &sleep, "1000"),
+        (4, &long, "200"),
+    ];
+    for (np, opts, rounds) in runs {
+        let out = run_job(np, opts, &c_program("idle_wait"), &[rounds]);
+        out.assert_ok("idle_wait");
+    }
+}

@@ -41,6 +41,19 @@ pub struct LaunchSpec {
     pub apps: Vec<AppContext>,
 }
 
+/// Whether local ranks lead sessions of their own (so autogroup scheduling gives each its share
+/// of a busy machine) or stay in stormrun's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sessions {
+    /// Their own when the node's ranks fit its cores, else stormrun's.
+    #[default]
+    Auto,
+    /// Their own (`--own-sessions`).
+    Own,
+    /// stormrun's (`--same-session`).
+    Same,
+}
+
 /// Job-wide options.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct JobOptions {
@@ -76,9 +89,8 @@ pub struct JobOptions {
     pub rankfile: Option<PathBuf>,
     /// `--report-bindings`.
     pub report_bindings: bool,
-    /// `--own-sessions`: every local rank in a session of its own, also when the ranks
-    /// outnumber the cores.
-    pub own_sessions: bool,
+    /// `--own-sessions` / `--same-session`: whether local ranks lead sessions of their own.
+    pub sessions: Sessions,
     /// `--cpus-per-rank` (1 when not given).
     pub cpus_per_rank: Option<u32>,
     /// `--output-filename DIR[:nocopy]`: per-rank output files under DIR, and
@@ -147,6 +159,7 @@ enum Opt {
     Rankfile,
     ReportBindings,
     OwnSessions,
+    SameSession,
     CpusPerRank,
     OutputFilename,
     Wdir,
@@ -278,8 +291,15 @@ const OPTIONS: &[OptSpec] = &[
         opt: Opt::OwnSessions,
         values: &[],
         help: "start every rank in a session of its own also when the ranks outnumber the cores \
-               (they then hand cores to each other slowly, but get more of a machine busy with \
+               (their idle waits then sleep: slower handoffs, but more of a machine busy with \
                other work)",
+    },
+    OptSpec {
+        names: &["--same-session"],
+        opt: Opt::SameSession,
+        values: &[],
+        help: "keep every rank in stormrun's session (each in a process group of its own), also \
+               when the ranks fit the cores",
     },
     OptSpec {
         names: &["--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc"],
@@ -554,7 +574,8 @@ fn apply(
             options.rankfile = Some(PathBuf::from(&values[0]));
         }
         Opt::ReportBindings => options.report_bindings = true,
-        Opt::OwnSessions => options.own_sessions = true,
+        Opt::SameSession => options.sessions = Sessions::Same,
+        Opt::OwnSessions => options.sessions = Sessions::Own,
         Opt::CpusPerRank => {
             let v = text(&values[0])?;
             match v.parse::<u32>() {
@@ -717,6 +738,18 @@ mod tests {
         ]);
         let o = &spec.options;
         assert!(o.oversubscribe && o.tag_output);
+        assert_eq!(o.sessions, Sessions::Auto);
+        assert_eq!(
+            run(&["--same-session", "a"]).options.sessions,
+            Sessions::Same
+        );
+        assert_eq!(
+            run(&["--same-session", "--own-sessions", "a"])
+                .options
+                .sessions,
+            Sessions::Own,
+            "the last of the two counts"
+        );
         assert_eq!(
             o.exports,
             vec![

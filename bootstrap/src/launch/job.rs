@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::agent::{self, LaunchAgent};
+use super::args::Sessions;
 use super::bind;
 use super::shm;
 use super::signals::SignalPipe;
@@ -80,8 +81,8 @@ pub struct JobConfig {
     /// Print each local rank's binding as it starts (remote ones: their
     /// exec helper prints it).
     pub report_bindings: bool,
-    /// Every local rank in a session of its own, also when the ranks outnumber the cores.
-    pub own_sessions: bool,
+    /// Whether local ranks lead sessions of their own.
+    pub sessions: Sessions,
     /// Cores of this node, passed to ranks as `STORMPI_NUM_CORES`.
     pub cores: u32,
     /// Directory holding the job's shared-memory files (`/dev/shm`).
@@ -421,11 +422,18 @@ impl Job {
         let launcher_pid = unsafe { libc::getpid() };
         let raw_pmi_fd = pmi_fd.as_ref().map(|fd| fd.as_raw_fd());
         // Oversubscribed ranks hand their cores to each other with `sched_yield`, which under
-        // EEVDF gives the core away only inside the yielder's session's autogroup: in sessions
-        // of their own each handoff would wait for a timeslice (4 ranks on 2 cores: an 8-byte
-        // allreduce took 1.6-2.9 ms instead of 9-250 µs). They stay in stormrun's session
-        // unless `--own-sessions` asks otherwise.
-        let own_session = remote.is_some() || cfg.own_sessions || place.local_size <= cfg.cores;
+        // EEVDF gives the core away only inside the yielder's session's autogroup. In sessions
+        // of their own they sleep when idle instead (`mpi_idle_sleep`), which hands the core to
+        // any process but waits a sleep per handoff: 4 ranks on 2 cores, an 8-byte allreduce
+        // 45-120 µs against 15-26 µs in one session (2.2 ms yielding). So they stay in
+        // stormrun's session unless `--own-sessions` trades latency for the machine share (a
+        // 1 GiB collective read 0.96x the best of Open MPI and MPICH instead of 0.47x).
+        let own_session = remote.is_some()
+            || match cfg.sessions {
+                Sessions::Auto => place.local_size <= cfg.cores,
+                Sessions::Own => true,
+                Sessions::Same => false,
+            };
         // SAFETY: the closure runs between fork and exec and only makes
         // async-signal-safe system calls (setsid or setpgid, prctl, getppid,
         // sched_setaffinity, fcntl); it allocates nothing.

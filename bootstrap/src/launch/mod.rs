@@ -318,7 +318,7 @@ pub fn configure(
         wdir: opts.wdir.clone(),
         path: opts.path.clone(),
         report_bindings: opts.report_bindings,
-        own_sessions: opts.own_sessions,
+        sessions: opts.sessions,
         cores: machine.cores,
         shm_dir: shm::SHM_DIR.into(),
         placement,
