@@ -116,6 +116,8 @@ int main(int argc, char **argv)
     CHECK(got == 0, "MPI_Rget_accumulate fetched %ld", got);
     CHECK_MPI(MPI_Get_accumulate(NULL, 0, MPI_LONG, &got, 1, MPI_LONG, right, 18, 1, MPI_LONG,
                                  MPI_NO_OP, win));
+    /* The result is the caller's after the flush (the lean path has it at once). */
+    CHECK_MPI(MPI_Win_flush(right, win));
     CHECK(got == 5, "MPI_Get_accumulate with MPI_NO_OP fetched %ld after a sum of 5", got);
 
     /* Large-count forms (slots 19..20), and MPI_REPLACE on an int (slot 21). */
