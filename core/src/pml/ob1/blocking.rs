@@ -135,22 +135,15 @@ impl Ob1 {
             return self.blocking_to_request(types, from, env, kind, payload);
         }
         let b = &mut self.blocking;
-        if self.foreign > 0 {
-            let _ = b.conv.set_source(types, &self.reprs[from.0 as usize]);
-        }
-        let len = match payload {
-            Payload::Frag(bytes) => {
-                b.conv.unpack(types, 0, bytes);
-                bytes.len()
-            }
-            Payload::Stored(i) => match self.unex.at(i) {
-                Some(m) => {
-                    self.chunks.unpack(types, m.data, m.len, &mut b.conv);
-                    m.len
-                }
-                None => 0,
-            },
-        };
+        let from_repr = (self.foreign > 0).then(|| &self.reprs[from.0 as usize]);
+        let len = Ob1::unpack_matched_parts(
+            &self.unex,
+            &self.chunks,
+            from_repr,
+            types,
+            &mut b.conv,
+            payload,
+        );
         b.status.source = env.src;
         b.status.tag = env.tag;
         b.status.finish(len as u64, &b.conv);

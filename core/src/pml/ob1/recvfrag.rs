@@ -6,15 +6,17 @@
 //! live request in the matching state, talking to that peer, with the offsets inside the message.
 //! A fragment that fails is logged and dropped; the job goes on.
 
-use super::unexpected::{unex_link, UnexKind, UnexMsg};
+use super::unexpected::{unex_link, Chunks, UnexKind, UnexMsg};
 use super::Ob1;
 use crate::btl::{AmTag, Delivery, Placement, Sink, Token};
 use crate::comm::{CommId, CommTable, ContextId};
+use crate::datatype::convertor::Unpacker;
+use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason};
 use crate::list::Link;
 use crate::pml::request::{work_link, Op, ReadStep, RecvState, SendState};
-use crate::pool::Key;
+use crate::pool::{Key, Pool};
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header};
 
@@ -197,6 +199,35 @@ impl Ob1 {
     }
 
     /// Frees a stored record that is being dropped.
+    /// Unpacks a matched message's payload (still in its fragment, or stored unexpected) into
+    /// `conv`, told first where the message comes from when forms differ; the payload's length.
+    #[inline(always)]
+    pub(super) fn unpack_matched_parts(
+        unex: &Pool<UnexMsg>,
+        chunks: &Chunks,
+        reprs: Option<&Repr>,
+        types: &TypeTable,
+        conv: &mut Unpacker,
+        payload: Payload<'_>,
+    ) -> usize {
+        if let Some(r) = reprs {
+            let _ = conv.set_source(types, r);
+        }
+        match payload {
+            Payload::Frag(bytes) => {
+                conv.unpack(types, 0, bytes);
+                bytes.len()
+            }
+            Payload::Stored(i) => match unex.at(i) {
+                Some(m) => {
+                    chunks.unpack(types, m.data, m.len, conv);
+                    m.len
+                }
+                None => 0,
+            },
+        }
+    }
+
     pub(super) fn drop_payload(&mut self, payload: Payload<'_>) {
         if let Payload::Stored(i) = payload {
             if let Some(key) = self.unex.key_at(i) {
@@ -424,20 +455,15 @@ impl Ob1 {
         };
         // The message is in its sender's form; converting (if needed) starts here. (A convertor
         // starts out native: nothing to tell it in a job of one form.)
-        if self.foreign > 0 {
-            let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
-        }
-        let len = match payload {
-            Payload::Frag(bytes) => {
-                rr.conv.unpack(types, 0, bytes);
-                bytes.len()
-            }
-            Payload::Stored(i) => {
-                let m = self.unex.at(i).expect("stored message is occupied");
-                self.chunks.unpack(types, m.data, m.len, &mut rr.conv);
-                m.len
-            }
-        };
+        let from_repr = (self.foreign > 0).then(|| &self.reprs[from.0 as usize]);
+        let len = Ob1::unpack_matched_parts(
+            &self.unex,
+            &self.chunks,
+            from_repr,
+            types,
+            &mut rr.conv,
+            payload,
+        );
         req.status.source = env.src;
         req.status.tag = env.tag;
         match kind {
