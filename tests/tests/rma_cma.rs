@@ -1,5 +1,5 @@
 //! Issue 19: windows over the user's memory (`MPI_Win_create`) on one node, put and get by
-//! single copy (`process_vm_writev`/`readv`, `osc_sm_single_copy`). The self-checking C
+//! single copy (`process_vm_writev`/`readv`, `osc_sm_single_copy`, off by default). The self-checking C
 //! programs `tests/c/rma_*.c` that create such windows run at 2 and 3 ranks with the parameter
 //! `on` and `off`, and under a seccomp filter that refuses the calls (`auto`: active messages;
 //! `on`: the start fails naming the parameter). The finalize line `sm one-sided: W single-copy
@@ -113,11 +113,26 @@ fn allocated_windows_keep_the_segment() {
     );
 }
 
+/// `auto` uses single copy where the kernel allows it.
+#[test]
+fn auto_uses_single_copy_where_allowed() {
+    check("rma_fence", 2, "auto");
+}
+
 /// `on` where the kernel refuses: the start fails, naming the parameter.
 #[test]
 fn on_fails_the_start_when_the_kernel_refuses() {
     let out = job("rma_fence", 2, "on", true);
     out.assert_failed_with(&["osc_sm_single_copy=on", "process_vm_readv"]);
+}
+
+/// By default (off) nothing goes by single copy.
+#[test]
+fn off_by_default() {
+    let prog = c_program("rma_fence");
+    let out = run_job(2, &["--mca", "mpi_log_level", "2"], &prog, &[]);
+    out.assert_ok("rma_fence");
+    assert!(single_copies(&out).is_empty(), "{}", out.report());
 }
 
 /// A value that is not auto, on or off is an error naming the parameter.
