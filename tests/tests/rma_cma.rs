@@ -141,3 +141,64 @@ fn a_bad_value_is_an_error_naming_the_parameter() {
     let out = job("rma_fence", 2, "sometimes", false);
     out.assert_failed_with(&["osc_sm_single_copy"]);
 }
+
+/// Each rank's `verbs one-sided: W RDMA writes, R RDMA reads` line, as (writes, reads).
+fn verbs_ops(out: &Output) -> Vec<(u64, u64)> {
+    out.stderr
+        .lines()
+        .filter(|l| l.contains("verbs one-sided: "))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = |w: &str| -> u64 {
+                let i = words.iter().position(|x| *x == w).expect("a counter");
+                words[i - 2].parse().expect("a number")
+            };
+            (at("writes,"), at("reads"))
+        })
+        .collect()
+}
+
+/// With both sm (single copy on) and verbs offering network operations, a window across two
+/// nodes goes by verbs, which reaches every member, not by sm, which reaches only the node.
+#[test]
+fn a_window_across_nodes_takes_the_btl_that_reaches_every_member() {
+    let lib = stormpi_tests::artifact("libverbs_shmem.so");
+    let lib = lib.to_string_lossy();
+    let opts = [
+        "--mca",
+        "btl",
+        "self,sm,verbs",
+        "--mca",
+        "btl_verbs_library",
+        &lib,
+        "--mca",
+        "osc_verbs",
+        "on",
+        "--mca",
+        "osc_sm_single_copy",
+        "on",
+        "--mca",
+        "mpi_log_level",
+        "2",
+    ];
+    let prog = c_program("rma_fence");
+    let prog = prog.to_string_lossy();
+    // Two ranks on each of two nodes (the launcher sets STORMPI_NODE; the shell overrides it).
+    let args = [
+        "-c",
+        "STORMPI_NODE=cma-node-$((PMI_RANK / 2)) exec \"$0\" \"$@\"",
+        &prog,
+    ];
+    let out = run_job(4, &opts, std::path::Path::new("/bin/sh"), &args);
+    out.assert_ok("rma_fence");
+    let sm = single_copies(&out);
+    assert_eq!(sm.len(), 4, "a line per rank\n{}", out.report());
+    assert!(
+        sm.iter().all(|&(w, r)| w == 0 && r == 0),
+        "{}",
+        out.report()
+    );
+    let v = verbs_ops(&out);
+    assert_eq!(v.len(), 4, "a line per rank\n{}", out.report());
+    assert!(v.iter().all(|&(w, r)| w > 0 && r > 0), "{}", out.report());
+}
