@@ -355,9 +355,9 @@ fn rdma_setup(
             e.p2p
                 .bml
                 .btls()
-                .filter_map(|b| named(b))
+                .filter_map(named)
                 .find(|(r, _)| reaches_all(r))
-                .or_else(|| e.p2p.bml.btls().find_map(|b| named(b)))
+                .or_else(|| e.p2p.bml.btls().find_map(named))
         }
     };
     let Some((rdma, kind)) = chosen else {

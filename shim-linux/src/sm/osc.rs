@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use stormpi_core::error::{Error, ErrorClass, Reason, Result};
@@ -133,7 +133,7 @@ impl SmRdma {
 
     /// Checks peer `proc`'s process id: the start of its segment header read through it must be
     /// what its segment file holds.
-    fn check(&self, proc: u32, path: &PathBuf) -> Reach {
+    fn check(&self, proc: u32, path: &Path) -> Reach {
         let refuse = |what: &str, e: Option<io::Error>| {
             if self.platform.log_enabled(Level::Info) {
                 let e = e.map(|e| format!(" ({e})")).unwrap_or_default();
