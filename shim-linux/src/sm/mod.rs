@@ -17,6 +17,9 @@
 //! later) the rings carry everything, and a read that fails midway completes with an error
 //! naming the cause, on which the engine asks for fragments.
 //!
+//! One-sided windows over the user's memory may put and get by single copy too ([`osc`],
+//! `osc_sm_single_copy`, off by default): the module offers them as its [`Btl::rdma`].
+//!
 //! Names derive from the job id and world ranks, so nothing goes through the modex; a peer that
 //! has not created its segment yet is back-pressure (`reserve` returns `None`) until it has.
 //!
