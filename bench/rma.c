@@ -12,7 +12,9 @@
  *   put_bw, get_bw         bandwidth, OSU-style: under MPI_Win_lock_all, streams of 64 puts (gets)
  *                          of <bytes> then one MPI_Win_flush; usec per operation, so bandwidth is
  *                          <bytes> / usec (a time ratio r between libraries is a bandwidth 1/r)
- * usage: rma [-m MAXBYTES] [-i SCALE]   (default 1 MiB; SCALE multiplies the iteration counts)
+ * usage: rma [-m MAXBYTES] [-i SCALE] [--create]   (default 1 MiB; SCALE multiplies the
+ *        iteration counts; --create: the window is MPI_Win_create over malloc'd memory instead
+ *        of MPI_Win_allocate)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -133,7 +135,7 @@ static double run_fence(enum kind k, MPI_Win win, char *buf, long size, long n)
 int main(int argc, char **argv)
 {
     long max = 1 << 20;
-    int size;
+    int size, create = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -142,6 +144,8 @@ int main(int argc, char **argv)
             max = atol(argv[++i]);
         else if (!strcmp(argv[i], "-i") && i + 1 < argc)
             scale = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--create"))
+            create = 1;
     }
     if (size < 2) {
         fprintf(stderr, "rma: needs 2 ranks\n");
@@ -154,12 +158,20 @@ int main(int argc, char **argv)
     if (nl)
         *nl = 0;
     if (rank == 0)
-        printf("# library: %s\n# rma: max %ld bytes, iteration scale %g\n", version, max, scale);
+        printf("# library: %s\n# rma: max %ld bytes, iteration scale %g, window by %s\n", version,
+               max, scale, create ? "MPI_Win_create" : "MPI_Win_allocate");
     char *buf = malloc(max);
     memset(buf, 0, max);
     char *base;
     MPI_Win win;
-    MPI_Win_allocate(max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    char *user = NULL;
+    if (create) {
+        user = malloc(max);
+        base = user;
+        MPI_Win_create(user, max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    } else {
+        MPI_Win_allocate(max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    }
     memset(base, 0, max);
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -181,6 +193,7 @@ int main(int argc, char **argv)
     report("cas", 8, run_flush(CAS, win, buf, 8, iters_for(8)), iters_for(8));
 
     MPI_Win_free(&win);
+    free(user);
     free(buf);
     MPI_Finalize();
     return 0;

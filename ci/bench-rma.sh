@@ -4,9 +4,12 @@
 # get with flush and with fence, accumulate of doubles, fetch-and-op, compare-and-swap; put and
 # get bandwidth as streams of 64 operations then one flush, the put_bw/get_bw rows).
 #
-# usage: ci/bench-rma.sh [--quick] [--tcp] [--reps N] [--max BYTES] [--scale S]
+# usage: ci/bench-rma.sh [--quick] [--tcp] [--create] [--reps N] [--max BYTES] [--scale S]
 #   --quick     one repetition, 64 KiB max, iteration counts x0.2 (a smoke test, noisy numbers)
 #   --tcp       every library over TCP only on the loopback interface (as ci/bench-p2p.sh --tcp)
+#   --create    windows by MPI_Win_create over malloc'd memory (bench/rma.c --create), not
+#               MPI_Win_allocate; stormpi with osc_sm_single_copy=on (single copy), or as
+#               $BENCH_OSC_SM_SINGLE_COPY says
 #   --reps N    repetitions, interleaved over the libraries; the lowest time is kept; default 3
 #   --max BYTES largest transfer (default 1048576)
 #   --scale S   multiply bench/rma.c's iteration counts by S (default 1)
@@ -17,15 +20,16 @@
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-reps=3 max=1048576 scale=1 tcp=0
+reps=3 max=1048576 scale=1 tcp=0 create=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) reps=1; max=65536; scale=0.2 ;;
         --tcp) tcp=1 ;;
+        --create) create=1 ;;
         --reps) shift; reps=$1 ;;
         --max) shift; max=$1 ;;
         --scale) shift; scale=$1 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "bench-rma.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -37,6 +41,7 @@ work=$(mktemp -d /tmp/stormpi-bench-rma.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 src="$root/bench/rma.c"
 args="-m $max -i $scale"
+[ "$create" = 1 ] && args="$args --create"
 run_timeout=${BENCH_TIMEOUT:-900}
 
 find_tool() { # find_tool ENVVALUE NAME
@@ -78,6 +83,13 @@ if [ "$tcp" = 1 ]; then
     mpich_opts=(-genv UCX_TLS tcp,self -genv UCX_NET_DEVICES "$tcp_if")
     transports="TCP only, interface $tcp_if (Open MPI --mca osc pt2pt)"
 fi
+if [ "$create" = 1 ]; then
+    # stormpi's single copy for such windows is off by default; the flag measures it
+    # (BENCH_OSC_SM_SINGLE_COPY=off measures active messages instead).
+    storm_opts+=(--mca osc_sm_single_copy "${BENCH_OSC_SM_SINGLE_COPY:-on}")
+    transports="$transports; windows by MPI_Win_create, stormpi osc_sm_single_copy=${BENCH_OSC_SM_SINGLE_COPY:-on} (Open MPI's osc sm takes only allocated windows: pt2pt serves them)"
+fi
+
 
 launch() { # launch IMPL
     case "$1" in

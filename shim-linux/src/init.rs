@@ -226,8 +226,11 @@ pub fn engine() -> Result<Engine> {
 
     let mut btls = heapless::Vec::new();
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "sm") {
-        let module: &'static mut dyn stormpi_core::btl::Btl =
-            leak(Sm::new(&params, &job_id(kvsname.as_deref()), me)?);
+        let module: &'static mut dyn stormpi_core::btl::Btl = leak({
+            let mut sm = Sm::new(&params, &job_id(kvsname.as_deref()), me)?;
+            sm.enable_osc(&params, &PLATFORM)?;
+            sm
+        });
         let _ = btls.push(module);
     }
     if n > 1 && btl_selected(params.str(&BTL_SELECT), "verbs") {

@@ -344,11 +344,23 @@ fn rdma_setup(
     all: &mut [u64],
 ) -> Result<Option<Net>> {
     let e = cx.e();
-    let Some(rdma) = e
-        .platform
-        .rdma()
-        .or_else(|| e.p2p.bml.btls().find_map(|b| b.rdma()))
-    else {
+    // The platform's, else the first BTL's that reaches every member (else the first BTL's,
+    // which then says it cannot): `sm` reaches only the node, a network BTL more.
+    let reaches_all = |r: &&'static dyn super::rdma::Rdma| peers.iter().all(|p| r.reaches(p.proc_));
+    let chosen = match e.platform.rdma() {
+        Some(r) => Some((r, 1u64)),
+        None => {
+            let named =
+                |b: &dyn crate::btl::Btl| b.rdma().map(|r| (r, kind_of(b.attrs().component)));
+            e.p2p
+                .bml
+                .btls()
+                .filter_map(named)
+                .find(|(r, _)| reaches_all(r))
+                .or_else(|| e.p2p.bml.btls().find_map(named))
+        }
+    };
+    let Some((rdma, kind)) = chosen else {
         return Ok(None);
     };
     if peers.iter().any(|p| p.repr.is_some()) {
@@ -383,8 +395,9 @@ fn rdma_setup(
         }
         Err(_) => ok = 0,
     }
-    // Could (bit 32) and the card's 32-bit word; the card's 64-bit word.
-    let mine = [ok << 32 | u64::from(card.0), card.1];
+    // Could (bit 32), which network (bits 40..48) and the card's 32-bit word; the card's
+    // 64-bit word.
+    let mine = [kind << 40 | ok << 32 | u64::from(card.0), card.1];
     let n = peers.len();
     let call = crate::coll::Call::Allgather {
         send: Some(crate::coll::Buf {
@@ -408,8 +421,8 @@ fn rdma_setup(
         rdma_release(net);
         return Err(e);
     }
-    if (0..n).any(|i| all[2 * i] >> 32 == 0) {
-        // Someone could not: the window is by messages everywhere.
+    if (0..n).any(|i| (all[2 * i] >> 32) & 1 == 0 || all[2 * i] >> 40 != kind) {
+        // Someone could not, or chose another network: the window is by messages everywhere.
         rdma_release(net);
         return Ok(None);
     }
@@ -423,6 +436,15 @@ fn rdma_setup(
         }
     }
     Ok(net)
+}
+
+/// A number naming a BTL's network operations by its component name (1 is the platform's), so
+/// that the members of a window can tell they chose the same.
+fn kind_of(component: &str) -> u64 {
+    let h = component
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    2 + h % 254
 }
 
 /// Ends a window's exposure and frees its counter.

@@ -149,3 +149,40 @@ pub(crate) fn failure(e: &io::Error) -> Error {
     };
     Error::new(ErrorClass::Other, Reason::Transport { btl: "sm", what })
 }
+
+/// Writes `len` bytes from `src` to `remote` in process `pid`.
+///
+/// # Safety
+/// `src` must be valid for reads of `len` bytes.
+pub(crate) unsafe fn write(pid: u32, remote: u64, src: *const u8, len: usize) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
+        let local = libc::iovec {
+            // SAFETY: `done < len`, inside the caller's source.
+            iov_base: unsafe { src.add(done) } as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        let to = remote
+            .checked_add(done as u64)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        let far = libc::iovec {
+            iov_base: to as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        // SAFETY: one local iovec over memory the caller lent us for reading; the remote iovec
+        // is written by the kernel in the other process, which checks it.
+        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &far, 1, 0) };
+        match n {
+            n if n > 0 => done += n as usize,
+            // A short write stops at the first page it cannot write: nothing more will go.
+            0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -17,6 +17,9 @@
 //! later) the rings carry everything, and a read that fails midway completes with an error
 //! naming the cause, on which the engine asks for fragments.
 //!
+//! One-sided windows over the user's memory may put and get by single copy too ([`osc`],
+//! `osc_sm_single_copy`, off by default): the module offers them as its [`Btl::rdma`].
+//!
 //! Names derive from the job id and world ranks, so nothing goes through the modex; a peer that
 //! has not created its segment yet is back-pressure (`reserve` returns `None`) until it has.
 //!
@@ -24,6 +27,7 @@
 //! segment holds `L - 1` rings; sender `s` uses ring `s` if `s < r`, else `s - 1`.
 
 mod cma;
+pub(crate) mod osc;
 mod ring;
 pub(crate) mod segment;
 
@@ -36,6 +40,7 @@ use stormpi_core::btl::{
 };
 use stormpi_core::error::{Allowed, Error, ErrorClass, Reason, Result};
 use stormpi_core::params::{Default, Kind, ParamDef, Params};
+use stormpi_core::platform::Platform;
 use stormpi_core::rte::ProcId;
 
 use ring::{min_ring_bytes, Consumer, Producer};
@@ -110,13 +115,14 @@ pub static SINGLE_COPY_MIN: ParamDef = ParamDef {
 pub const EXCLUSIVITY: u32 = 1000;
 
 /// Parameters of the sm BTL.
-pub static PARAMS: [&ParamDef; 6] = [
+pub static PARAMS: [&ParamDef; 7] = [
     &EAGER_LIMIT,
     &MAX_SEND_SIZE,
     &RING_BYTES,
     &BACKING_DIRECTORY,
     &SINGLE_COPY,
     &SINGLE_COPY_MIN,
+    &osc::OSC_SM_SINGLE_COPY,
 ];
 
 /// Longest job id accepted (it becomes part of a file name).
@@ -143,6 +149,8 @@ pub struct Sm {
     own: Option<(Segment, PathBuf)>,
     /// Finished single-copy reads, reported at the next progress.
     reads_done: Vec<(Token, Result<()>)>,
+    /// Single-copy one-sided operations (`osc_sm_single_copy`), when wanted and allowed.
+    osc: Option<&'static osc::SmRdma>,
     added: bool,
     finalized: bool,
 }
@@ -267,9 +275,47 @@ impl Sm {
             inbound: Vec::new(),
             own: None,
             reads_done: Vec::new(),
+            osc: None,
             added: false,
             finalized: false,
         })
+    }
+
+    /// Offers single-copy one-sided operations to windows over the user's memory as
+    /// `osc_sm_single_copy` asks (`on`: an error if the kernel refuses `process_vm_readv`);
+    /// `platform` logs. Before [`Btl::add_procs`].
+    pub fn enable_osc(&mut self, params: &Params, platform: &'static dyn Platform) -> Result<()> {
+        let mode = cma::Mode::parse(
+            osc::OSC_SM_SINGLE_COPY.name,
+            params.str(&osc::OSC_SM_SINGLE_COPY),
+        )?;
+        if mode == cma::Mode::Off {
+            return Ok(());
+        }
+        match cma::probe_self() {
+            Ok(()) => {
+                let r: &'static osc::SmRdma =
+                    Box::leak(Box::new(osc::SmRdma::new(self.me.0, platform)));
+                self.osc = Some(r);
+                Ok(())
+            }
+            Err(e) if mode == cma::Mode::On => {
+                eprintln!(
+                    "stormpi sm (rank {}): osc_sm_single_copy=on, but process_vm_readv does \
+                     not work here: {e}",
+                    self.me.0
+                );
+                Err(Error::new(
+                    ErrorClass::Other,
+                    Reason::Transport {
+                        btl: "sm",
+                        what: "osc_sm_single_copy=on, but the kernel refuses process_vm_readv \
+                               (ptrace scope, seccomp or container policy)",
+                    },
+                ))
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// The segment file of process `proc` of this job.
@@ -435,6 +481,9 @@ impl Btl for Sm {
             .collect();
         seg.publish();
         self.own = Some((seg, path));
+        if let Some(o) = self.osc {
+            o.add_peers(local.iter().map(|&p| (p.0, self.segment_path(p))));
+        }
         self.peers = (0..nlocal)
             .map(|r| {
                 let proc = local[r as usize];
@@ -628,8 +677,16 @@ impl Btl for Sm {
         }
     }
 
+    fn rdma(&self) -> Option<&'static dyn stormpi_core::osc::rdma::Rdma> {
+        self.osc
+            .map(|o| o as &'static dyn stormpi_core::osc::rdma::Rdma)
+    }
+
     fn finalize(&mut self) {
         self.finalized = true;
+        if let Some(o) = self.osc {
+            o.close();
+        }
         // Unmap peers' segments and our rings, then remove our file.
         self.peers.clear();
         self.inbound.clear();

@@ -66,6 +66,25 @@ mod field {
     pub const READY: usize = 64;
 }
 
+/// The start of the header of the segment file at `path` as its creator wrote it (read from the
+/// file, not mapped), with the process id and the address it recorded there: what the
+/// one-sided single-copy path ([`super::osc`]) reads back from that process to check the id.
+/// `None` until the creator has written them.
+pub(crate) fn recorded_origin(
+    path: &Path,
+) -> io::Result<Option<(u32, u64, [u8; field::BASE.end])>> {
+    use std::io::Read;
+    let mut h = [0u8; field::BASE.end];
+    let mut f = File::open(path)?;
+    f.read_exact(&mut h)?;
+    let mut pid = [0u8; 4];
+    pid.copy_from_slice(&h[field::PID]);
+    let mut base = [0u8; 8];
+    base.copy_from_slice(&h[field::BASE]);
+    let (pid, base) = (u32::from_ne_bytes(pid), u64::from_ne_bytes(base));
+    Ok((pid != 0 && base != 0).then_some((pid, base, h)))
+}
+
 /// The shape of a segment: how many rings, how big.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Geometry {
