@@ -16,6 +16,8 @@
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=ci/rma-table.sh
+. "$root/ci/rma-table.sh"
 cd "$root"
 reps=3 max=1048576 scale=1
 while [ $# -gt 0 ]; do
@@ -81,24 +83,7 @@ for rep in $(seq 1 "$reps"); do
 done
 
 echo "One-sided latency over the software verbs device, usec per operation with its synchronisation (best of runs)"
-for impl in verbs am openmpi mpich; do
-    cat "$work/$impl".*.out 2>/dev/null | awk -v impl="$impl" '$1 !~ /^#/ && NF == 3 { print $1, impl, $2, $3 }'
-done | awk '
-    { key = $1 " " $2 " " $3
-      if (!(key in best) || $4 < best[key]) best[key] = $4
-      if (!(($1 " " $3) in seen)) { seen[$1 " " $3] = 1; order[++n] = $1 " " $3 } }
-    function fig(m, impl, s,   k) { k = m " " impl " " s; return (k in best) ? best[k] : "" }
-    function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
-    function show(v) { return v == "" ? "-" : sprintf("%.3f", v) }
-    END {
-        printf "%-10s %8s %9s %9s %9s %9s %8s %9s %9s\n", "metric", "bytes", "verbs", "AM", "Open MPI", "MPICH", "vrb/AM", "vrb/OMPI", "vrb/MPICH"
-        for (i = 1; i <= n; i++) {
-            split(order[i], p, " ")
-            a = fig(p[1], "verbs", p[2]); b = fig(p[1], "am", p[2])
-            o = fig(p[1], "openmpi", p[2]); m = fig(p[1], "mpich", p[2])
-            printf "%-10s %8d %9s %9s %9s %9s %8s %9s %9s\n", p[1], p[2], show(a), show(b), show(o), show(m), ratio(a, b), ratio(a, o), ratio(a, m)
-        }
-    }'
+rma_table verbs verbs vrb
 echo
 echo "runs: $reps repetition(s), interleaved; rma args: $args; stormpi: btl self,verbs over $lib, a node per rank"
 for n in "${notes[@]}"; do echo "note: $n"; done
