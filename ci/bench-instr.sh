@@ -58,7 +58,7 @@ win_toggles="--toggle-collect=PMPI_Isend --toggle-collect=PMPI_Irecv --toggle-co
 # run LIB MODE ITERATIONS TOGGLES: callgrind files $work/LIB.MODE.<pid>
 run() {
     local lib=$1 mode=$2 iters=$3 toggles=$4
-    local vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.$mode.%p $toggles"
+    local vg="valgrind --tool=callgrind ${BENCH_VG_OPTS:-} --callgrind-out-file=$work/$lib.$mode.%p $toggles"
     case $lib in
         stormpi)
             taskset -c 0 "$stormrun" -n 2 --oversubscribe --bind-to none --timeout 600 --mca mpi_yield_when_idle 1 \
