@@ -331,6 +331,8 @@ impl Colls<'_> {
 
     /// The tag of the next collective on `comm` (taking its sequence number), for
     /// [`Colls::collective_tagged`].
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub(crate) fn next_coll_tag(&mut self, comm: CommId) -> i32 {
         TAG_BASE - (self.p2p.comms.next_coll_seq(comm) & 0x3fff_ffff) as i32
     }

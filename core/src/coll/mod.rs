@@ -2215,6 +2215,8 @@ impl Colls<'_> {
     // ---- user-defined operations ----------------------------------------------------------------
 
     /// Registers a user-defined operation (`MPI_Op_create`).
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub fn op_create(&mut self, op: UserOp) -> Result<Op> {
         let slots = &mut self.coll.user_ops;
         let i = match slots.iter().position(Option::is_none) {
@@ -2231,6 +2233,8 @@ impl Colls<'_> {
     }
 
     /// Frees a user-defined operation (`MPI_Op_free`); collectives in flight keep their copy.
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub fn op_free(&mut self, op: Op) -> Result<()> {
         self.user_op(op)?;
         if let Op::User(i) = op {
@@ -2240,6 +2244,8 @@ impl Colls<'_> {
     }
 
     /// Whether `op` commutes (`MPI_Op_commutative`).
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub fn op_commutative(&self, op: Op) -> Result<bool> {
         match op {
             Op::User(_) => Ok(self.user_op(op)?.commute),
@@ -2270,6 +2276,8 @@ impl Colls<'_> {
     ///
     /// # Safety
     /// Both buffers hold `count` instances of `dt`, not overlapping.
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub unsafe fn reduce_local(
         &mut self,
         input: *const u8,

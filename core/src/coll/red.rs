@@ -20,11 +20,15 @@ use crate::error::Result;
 /// Which reduction.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum RedKind {
-    Reduce { root: u32 },
+    Reduce {
+        root: u32,
+    },
     Allreduce,
     ReduceScatter(Counts),
     Scan,
     Exscan,
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     Local,
 }
 

@@ -62,6 +62,8 @@ pub struct Scratch {
     /// How many slots are in use.
     idups_active: u32,
     /// Where further segments come from (the engine's memory account).
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     account: Option<&'static crate::memory::Memory>,
     /// The blocking agreement that owns this process's context-id mask for its current round
     /// (see [`agree_cid`]), by its key.
@@ -198,6 +200,8 @@ impl Scratch {
     }
 
     /// A free slot, growing the store by a segment when every slot is in use.
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     fn free_idup_slot(&mut self) -> Result<u32> {
         if let Some(i) = (0..self.idup_cap).find(|&i| self.idup(i).is_none()) {
             return Ok(i);
@@ -1867,6 +1871,8 @@ impl Building<'_> {
     /// has completed — and the request. The agreement on the new context id never blocks (see
     /// `Idup` in this module); the engine's progress runs it. Collective over `parent`, in the
     /// same order as its other collectives.
+    // Reached only from the C API.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub fn comm_idup(&mut self, parent: CommId, scope: u32) -> Result<(CommId, ReqId)> {
         let p = self.p2p.comm(parent)?.clone();
         let slot = self.creation.free_idup_slot()?;
