@@ -15,7 +15,7 @@
 use crate::arch::Arch;
 use crate::bml::Bml;
 use crate::btl::PeerInfo;
-use crate::comm::{Comm, CommHints, CommId, CommTable};
+use crate::comm::{Comm, CommHints, CommId, CommTable, Peers};
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
@@ -331,6 +331,15 @@ impl P2p {
         self.comms.get(comm)
     }
 
+    /// [`P2p::comm`] with the communicator's [`Peers`].
+    #[inline(always)]
+    fn comm_with_peers(&self, comm: CommId) -> Result<(&Comm, Peers)> {
+        if self.finalized {
+            return Err(Error::new(ErrorClass::Other, Reason::NotInitialized));
+        }
+        self.comms.get_with_peers(comm)
+    }
+
     /// Checks a send's destination rank and tag: `None` for `MPI_PROC_NULL`. The one look at
     /// the communicator reads what a message to the rank carries.
     #[inline(always)]
@@ -338,18 +347,18 @@ impl P2p {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(bad_tag(tag));
         }
-        let c = self.comm(comm)?;
+        let (c, peers) = self.comm_with_peers(comm)?;
         if dest == PROC_NULL {
             return Ok(None);
         }
-        let size = c.peers().size();
+        let size = peers.size;
         if dest < 0 || dest as u32 >= size {
             return Err(Error::new(
                 ErrorClass::Rank,
                 Reason::RankOutOfRange { rank: dest, size },
             ));
         }
-        let proc = self.comms.peer_proc(c, dest as u32);
+        let proc = self.comms.peer_proc_of(c, peers, dest as u32);
         if !self.uniform_arch {
             self.check_arch(proc)?;
         }
@@ -384,16 +393,16 @@ impl P2p {
             t if (0..=TAG_UB).contains(&t) => TagSel::Tag(t),
             t => return Err(bad_tag(t)),
         };
-        let c = self.comm(comm)?;
+        let (c, peers) = self.comm_with_peers(comm)?;
         if !c.hints.is_empty() {
             check_assertions(c.hints, src, tag == TagSel::Any)?;
         }
         let src = match src {
             PROC_NULL => return Ok(None),
             ANY_SOURCE => Source::Any,
-            s if s >= 0 && (s as u32) < c.peers().size() => {
+            s if s >= 0 && (s as u32) < peers.size => {
                 if !self.uniform_arch {
-                    self.check_arch(self.comms.peer_proc(c, s as u32))?;
+                    self.check_arch(self.comms.peer_proc_of(c, peers, s as u32))?;
                 }
                 Source::Rank(s as u32)
             }
@@ -402,7 +411,7 @@ impl P2p {
                     ErrorClass::Rank,
                     Reason::RankOutOfRange {
                         rank: s,
-                        size: c.peers().size(),
+                        size: peers.size,
                     },
                 ))
             }

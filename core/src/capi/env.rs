@@ -4,7 +4,7 @@ use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;
 
 use super::abi;
-use super::errors::{report, write_cstr};
+use super::errors::{report, report_ref, write_cstr};
 use super::handles::{self, out};
 use super::state::{self, FINALIZED, INITIALIZED, STATE};
 use super::Hooks;
@@ -26,7 +26,11 @@ pub(crate) fn run_inside<T>(
         Some(mut cx) if state::active() => f(&mut cx),
         _ => Err(Error::new(ErrorClass::Other, Reason::NotInitialized)),
     };
-    r.map_err(|err| report(func, comm, err))
+    // The error is reported where it lies: moved into a call, it was copied on every return.
+    match r {
+        Ok(v) => Ok(v),
+        Err(ref err) => Err(report_ref(func, comm, err)),
+    }
 }
 
 /// Runs `f` on the engine (a call that does not wait); errors as for [`run_inside`].

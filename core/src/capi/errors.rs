@@ -86,6 +86,13 @@ pub(crate) fn record(func: &str, err: Error) -> c_int {
 /// and invokes the communicator's error handler — returns its code (`MPI_ERRORS_RETURN`, or
 /// after a user's handler returned) or ends the job (`MPI_ERRORS_ARE_FATAL`).
 pub(crate) fn report(func: &str, comm: Option<CommId>, err: Error) -> c_int {
+    report_ref(func, comm, &err)
+}
+
+/// [`report`] of an error left where it lies.
+#[cold]
+#[inline(never)]
+pub(crate) fn report_ref(func: &str, comm: Option<CommId>, err: &Error) -> c_int {
     let mut text: heapless::String<256> = heapless::String::new();
     let _ = write!(text, "{func}: {err}");
     let code = STATE.lock().errors.record(err.class, &text);

@@ -67,14 +67,14 @@ fn contiguous(
     count: abi::MPI_Count,
     dt: abi::MPI_Datatype,
 ) -> Option<(crate::datatype::Datatype, usize)> {
-    let d = handles::datatype(dt).ok()?;
-    if !d.is_contiguous() || (buf.is_null() && count > 0) {
+    let (d, size) = handles::dense_type(dt)?;
+    if buf.is_null() && count > 0 {
         return None;
     }
     // Elements of a predefined type are never empty, so a NULL buffer with a count is the
     // general path's MPI_ERR_BUFFER; the size must fit the address space (32-bit targets).
     let n = usize::try_from(count).ok()?;
-    n.checked_mul(d.size())?;
+    n.checked_mul(size)?;
     Some((d, n))
 }
 

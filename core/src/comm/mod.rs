@@ -187,10 +187,33 @@ impl Comm {
 
 const NO_SLOT: u16 = u16::MAX;
 
+/// What every send and receive reads of a communicator's peers (the group its ranks name),
+/// kept beside it when it is installed: a group's size and rank-to-process map take a match
+/// over its kind each time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Peers {
+    /// Number of peers.
+    pub size: u32,
+    /// Rank = process (the world's group).
+    pub world: bool,
+}
+
+impl Peers {
+    fn of(comm: &Comm) -> Peers {
+        let g = comm.peers();
+        Peers {
+            size: g.size(),
+            world: matches!(g, Group::World { .. }),
+        }
+    }
+}
+
 /// One slot of the [`CommTable`]: a communicator (or a reservation) and what is kept beside it.
 #[derive(Default)]
 struct Slot {
     comm: Option<Comm>,
+    /// Its [`Peers`] (installed communicators only).
+    peers: Peers,
     levels: Levels,
     /// Collectives started on the communicator (their tags derive from it).
     coll_seq: u32,
@@ -254,6 +277,22 @@ impl CommTable {
         self.get_any(id)
             .filter(|c| !c.freed)
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
+    /// The communicator `id`, if it is live, and its [`Peers`].
+    #[inline]
+    pub fn get_with_peers(&self, id: CommId) -> Result<(&Comm, Peers)> {
+        self.slots
+            .get(id.0 as usize)
+            .and_then(|s| s.comm.as_ref().filter(|c| !c.freed).map(|c| (c, s.peers)))
+            .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))
+    }
+
+    /// [`CommTable::get_any`] with the communicator's [`Peers`].
+    #[inline]
+    pub fn get_any_with_peers(&self, id: CommId) -> Option<(&Comm, Peers)> {
+        let s = self.slots.get(id.0 as usize)?;
+        s.comm.as_ref().map(|c| (c, s.peers))
     }
 
     /// The communicator `id`, live or draining: for the protocol work of operations started
@@ -442,6 +481,7 @@ impl CommTable {
             ));
         };
         *s = Slot {
+            peers: Peers::of(&comm),
             comm: Some(comm),
             levels: Levels::Unknown,
             coll_seq: 0,
@@ -543,6 +583,15 @@ impl CommTable {
             self.slots[id.0 as usize].comm = None;
             self.vacate(id.0 as usize);
         }
+    }
+
+    /// [`CommTable::peer_proc`] knowing the communicator's [`Peers`].
+    #[inline(always)]
+    pub fn peer_proc_of(&self, comm: &Comm, peers: Peers, rank: u32) -> ProcId {
+        if peers.world {
+            return ProcId(rank);
+        }
+        self.peer_proc(comm, rank)
     }
 
     /// The process with point-to-point rank `rank` of `comm` (below its peers' size).

@@ -950,10 +950,11 @@ impl Unpacker {
         total(&self.layout)
     }
 
-    /// Whether this unpacker keeps a derived type alive (until it is dropped).
+    /// Whether this unpacker keeps a derived type alive (until it is dropped); one over a
+    /// predefined type holds nothing.
     #[inline]
     pub fn retains_type(&self) -> bool {
-        self.typing.is_some()
+        self.typing.as_ref().is_some_and(|t| t.hold.is_some())
     }
 
     /// The first conversion error, if any (an element left incomplete counts as one).
@@ -1248,6 +1249,24 @@ mod tests {
         for x in [a, b, c, d] {
             t.free(x).unwrap();
         }
+        assert_eq!(t.derived_in_use(), 0);
+    }
+
+    #[test]
+    fn only_an_unpacker_over_a_derived_type_retains_it() {
+        let mut t = crate::datatype::table::tests::table();
+        let mut mem = [0u8; 16];
+        // SAFETY: 4 ints fit in `mem`.
+        let u = unsafe { Unpacker::elements(mem.as_mut_ptr(), 4, Datatype::INT) };
+        assert!(!u.retains_type());
+        drop(u);
+        let v = t.resized(Datatype::INT, 0, 8).unwrap();
+        t.commit(v).unwrap();
+        // SAFETY: two 8-byte extents of one int each fit in `mem`.
+        let u = unsafe { Unpacker::new(mem.as_mut_ptr(), 2, v, &t) }.unwrap();
+        assert!(u.retains_type());
+        drop(u);
+        t.free(v).unwrap();
         assert_eq!(t.derived_in_use(), 0);
     }
 

@@ -409,6 +409,13 @@ impl Header {
         false
     }
 
+    /// The bytes of an eager message's match header for `env`, in this machine's byte order:
+    /// [`Header::emit`] of a `Header::Match`, built in place for the small-message path.
+    #[inline(always)]
+    pub fn match_bytes(env: &Envelope) -> [u8; MATCH_LEN] {
+        zerocopy::transmute!(MatchHdr::new(kind::MATCH, env))
+    }
+
     /// Writes the header, in this machine's byte order, at the start of `out`; returns its length.
     /// `out` must be at least [`Header::len`] bytes.
     pub fn emit(&self, out: &mut [u8]) -> usize {
@@ -537,6 +544,17 @@ mod tests {
         let (h, payload) = Header::parse(&bytes).unwrap();
         assert_eq!(h, Header::Match(ENV));
         assert_eq!(payload, b"hi");
+    }
+
+    #[test]
+    fn match_bytes_are_the_emitted_match_header() {
+        let mut out = [0xffu8; MATCH_LEN];
+        assert_eq!(Header::Match(ENV).emit(&mut out), MATCH_LEN);
+        let bytes = Header::match_bytes(&ENV);
+        assert_eq!(bytes, out);
+        let (h, payload) = Header::parse(&bytes).unwrap();
+        assert_eq!(h, Header::Match(ENV));
+        assert!(payload.is_empty());
     }
 
     #[test]

@@ -271,10 +271,13 @@ impl Ob1 {
             }
             return self.hold(Hold::Orphan, from, env, kind, payload);
         };
-        let c = comms.get_any(comm).expect("by_cid maps to a slot in use");
+        let Some((c, peers)) = comms.get_any_with_peers(comm) else {
+            self.drop_payload(payload);
+            return self.reject(from, "context id of no communicator");
+        };
         if env.src < 0
-            || env.src as u32 >= c.peers().size()
-            || comms.peer_proc(c, env.src as u32) != from
+            || env.src as u32 >= peers.size
+            || comms.peer_proc_of(c, peers, env.src as u32) != from
         {
             self.drop_payload(payload);
             return self.reject(from, "source rank does not match the sending process");
@@ -745,11 +748,11 @@ impl Ob1 {
         n: usize,
     ) -> Option<Placement> {
         let comm = comms.by_cid(ContextId(env.ctx))?;
-        let c = comms.get_in_use(comm).ok()?;
+        let (c, peers) = comms.get_any_with_peers(comm)?;
         if n == 0
             || env.src < 0
-            || env.src as u32 >= c.peers().size()
-            || comms.peer_proc(c, env.src as u32) != from
+            || env.src as u32 >= peers.size
+            || comms.peer_proc_of(c, peers, env.src as u32) != from
             || !self.same_form(from)
         {
             return None;

@@ -114,8 +114,7 @@ impl Ob1 {
         if len > btl.attrs().eager_limit {
             return Ok(false);
         }
-        let mut hdr = [0u8; MATCH_LEN];
-        Header::Match(env).emit(&mut hdr);
+        let hdr = Header::match_bytes(&env);
         let Some(n) = send_head(btl, route.ep, &hdr, conv, types, len - MATCH_LEN) else {
             self.stats.send_stalls += 1;
             return Ok(false);
@@ -189,8 +188,7 @@ impl Ob1 {
         let eager_limit = btl.attrs().eager_limit;
         let len = s.conv.packed_len();
         if s.mode != SendMode::Synchronous && MATCH_LEN + len <= eager_limit {
-            let mut hdr = [0u8; MATCH_LEN];
-            Header::Match(s.env).emit(&mut hdr);
+            let hdr = Header::match_bytes(&s.env);
             let Some(n) = send_head(btl, route.ep, &hdr, &mut s.conv, types, len) else {
                 return Attempt::Blocked;
             };
