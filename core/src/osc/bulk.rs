@@ -27,7 +27,7 @@ pub(super) const CHUNK: usize = 2016;
 ///
 /// # Safety
 /// `from..+len` is readable, `to..+len` writable, and the two ranges are disjoint.
-#[inline(never)]
+#[inline]
 pub(super) unsafe fn copy_apart(from: *const u8, to: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if len >= 64 && has_avx() {

@@ -89,7 +89,22 @@ pub(super) fn full_barrier() {
 /// `from..+len` is readable and `to..+len` writable.
 #[inline(always)]
 pub(super) unsafe fn copy(from: *const u8, to: *mut u8, len: usize) {
-    if len <= bulk::CHUNK || (to as usize).abs_diff(from as usize) < len {
+    if len <= bulk::CHUNK {
+        // SAFETY: the caller's contract; `copy` allows the overlap.
+        unsafe { core::ptr::copy(from, to, len) };
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { copy_long(from, to, len) };
+    }
+}
+
+/// The long case of [`copy`], out of line so the short one stays small in the lean entries.
+///
+/// # Safety
+/// As for [`copy`].
+#[inline(never)]
+unsafe fn copy_long(from: *const u8, to: *mut u8, len: usize) {
+    if (to as usize).abs_diff(from as usize) < len {
         // SAFETY: the caller's contract; `copy` allows the overlap.
         unsafe { core::ptr::copy(from, to, len) };
     } else {
