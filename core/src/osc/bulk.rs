@@ -5,8 +5,8 @@
 //! Why an own copy loop: glibc's `memcpy` moves blocks from 2 KiB up by `rep movsb`, which on
 //! this machine's AMD EPYC runs 25-50 times slower when the destination lies 1-31 bytes past the
 //! source modulo 4 KiB (a get from a page-aligned window part into a `malloc`ed buffer, whose
-//! data starts 16 bytes into a page, is that case), and costs more than a vector loop below
-//! ~16 KiB when the source is not aligned. A loop of unaligned 32-byte loads and aligned
+//! data starts 16 bytes into a page, is that case), and is ~10% slower than a vector loop
+//! (8-256 KiB) when the source is not aligned. A loop of unaligned 32-byte loads and aligned
 //! 32-byte stores runs at the cache's speed whatever the distance, with one call per copy
 //! rather than a call per chunk. Without AVX (or on a target built without SSE, the node
 //! build's no-OS one) a long copy goes as `memcpy` calls of [`CHUNK`] bytes, under glibc's
