@@ -38,6 +38,7 @@
 
 pub mod apply;
 mod atomic;
+mod bulk;
 pub mod lean;
 mod origin;
 pub mod rdma;

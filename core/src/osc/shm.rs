@@ -80,23 +80,16 @@ pub(super) fn full_barrier() {
     core::sync::atomic::fence(Ordering::SeqCst);
 }
 
-/// Bytes per `memcpy` of a long copy ([`copy`]): under glibc's smallest threshold for copying
-/// by `rep movsb` (2048 bytes, more with wider vectors), so every chunk is a vector loop.
-const COPY_CHUNK: usize = 2016;
-
 /// Copies `len` bytes from `from` to `to` for a put or get on a shared window (the two may
-/// overlap: a put from the window into itself). A copy longer than [`COPY_CHUNK`] goes as chunks
-/// of that size: glibc's `memcpy` moves a block of a few KiB and up by `rep movsb`, which on this
-/// machine's AMD EPYC runs 25-50 times slower when the destination lies 1-31 bytes past the source
-/// modulo 4 KiB — a get from a page-aligned window part into a `malloc`ed buffer, whose data
-/// starts 16 bytes into a page, is that case (32 KiB: 29 µs against 0.8 µs); the chunks run at
-/// the unaligned vector loop's speed whatever the distance, as fast as one call otherwise.
+/// overlap: a put from the window into itself). A copy longer than [`bulk::CHUNK`] whose ranges
+/// are apart goes through [`bulk::copy_apart`] (a vector loop, not glibc's `rep movsb`, which is
+/// slow on this machine for some distances; the module says why).
 ///
 /// # Safety
 /// `from..+len` is readable and `to..+len` writable.
 #[inline(always)]
 pub(super) unsafe fn copy(from: *const u8, to: *mut u8, len: usize) {
-    if len <= COPY_CHUNK {
+    if len <= bulk::CHUNK {
         // SAFETY: the caller's contract; `copy` allows the overlap.
         unsafe { core::ptr::copy(from, to, len) };
     } else {
@@ -114,16 +107,9 @@ unsafe fn copy_long(from: *const u8, to: *mut u8, len: usize) {
     if (to as usize).abs_diff(from as usize) < len {
         // SAFETY: the caller's contract; `copy` allows the overlap.
         unsafe { core::ptr::copy(from, to, len) };
-        return;
-    }
-    let mut done = 0;
-    while done < len {
-        // An opaque length per call: the compiler would otherwise fold the loop back into one
-        // `memcpy` of the whole (which is the slow case).
-        let n = core::hint::black_box(COPY_CHUNK.min(len - done));
-        // SAFETY: `done + n <= len`, within both ranges, which do not overlap (checked above).
-        unsafe { core::ptr::copy_nonoverlapping(from.add(done), to.add(done), n) };
-        done += n;
+    } else {
+        // SAFETY: the caller's contract; the ranges are apart (checked above).
+        unsafe { bulk::copy_apart(from, to, len) };
     }
 }
 
@@ -591,7 +577,7 @@ mod tests {
 
     #[test]
     fn long_copies_in_chunks_and_overlapping_ones_match_memmove() {
-        let n = 3 * COPY_CHUNK + 100;
+        let n = 3 * bulk::CHUNK + 100;
         let pattern: Vec<u8> = (0..2 * n).map(|i| (i * 7 % 251) as u8).collect();
         // Apart (chunked), then overlapping forwards and backwards by 8 bytes (memmove).
         for (from, to) in [(0usize, n), (0, 8), (8, 0)] {
