@@ -554,11 +554,9 @@ impl P2p {
     /// Posts a receive of what `s` accepts into `data` (built in the request's slot).
     #[inline(always)]
     pub fn irecv(&mut self, s: &RecvSel, data: impl RecvData, scope: u32) -> Result<ReqId> {
-        let P2p {
-            pml, comms, types, ..
-        } = self;
+        let P2p { pml, types, .. } = self;
         match pml {
-            Pml::Ob1(ob1) => ob1.irecv(comms, types, || data.unpacker(), s, scope),
+            Pml::Ob1(ob1) => ob1.irecv(types, || data.unpacker(), s, scope),
             Pml::Cm(cm) => cm.irecv(types, || data.unpacker(), s.comm, mtl_sel(s), scope),
         }
     }

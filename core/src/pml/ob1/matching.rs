@@ -339,7 +339,7 @@ impl UnexQueue {
     }
 
     /// The first-arrived unclaimed message that `src`/`tag` accept.
-    #[inline]
+    #[inline(always)]
     pub fn find(
         &self,
         msgs: &Pool<UnexMsg>,
@@ -347,10 +347,21 @@ impl UnexQueue {
         tag: TagSel,
         ix: &ExactIndex,
     ) -> Option<u32> {
+        // Every message is on the arrival list too; nearly every posting finds it empty.
         if self.arrival.is_empty() {
-            // Every message is on the arrival list too.
             return None;
         }
+        self.find_queued(msgs, src, tag, ix)
+    }
+
+    #[inline(never)]
+    fn find_queued(
+        &self,
+        msgs: &Pool<UnexMsg>,
+        src: Source,
+        tag: TagSel,
+        ix: &ExactIndex,
+    ) -> Option<u32> {
         let ok = |m: &UnexMsg| !m.claimed && src.accepts(m.env.src) && tag.accepts(m.env.tag);
         match (src, tag, self.index) {
             (Source::Rank(s), TagSel::Tag(t), Some(k)) => ix.find_unex(msgs, k, s, t),

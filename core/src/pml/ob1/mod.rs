@@ -578,13 +578,7 @@ mod tests {
         // Communicator 3: a receive waits for its message.
         let buf = vec![0u8; 8].leak();
         let posted = ob1
-            .irecv(
-                &comms,
-                &types,
-                || Unpacker::from_slice(buf),
-                &sel(ids[3], 3, 9),
-                0,
-            )
+            .irecv(&types, || Unpacker::from_slice(buf), &sel(ids[3], 3, 9), 0)
             .unwrap();
         // Context id 500: a faster peer's message for a communicator not made here yet.
         ob1.arrive(
@@ -646,9 +640,7 @@ mod tests {
         // SAFETY: `buf` is leaked: it outlives the receive, and the test reads it only after
         // the receive completed.
         let make = move || unsafe { Unpacker::contiguous(p, 4) };
-        let id = ob1
-            .irecv(comms, types, make, &sel(comm, ctx, tag), 0)
-            .unwrap();
+        let id = ob1.irecv(types, make, &sel(comm, ctx, tag), 0).unwrap();
         (id, buf)
     }
 
@@ -758,7 +750,7 @@ mod tests {
                 src: Source::Any,
                 ..sel(c, 7, 3)
             };
-            (ob1.irecv(comms, &types, make, &s, 0).unwrap(), buf)
+            (ob1.irecv(&types, make, &s, 0).unwrap(), buf)
         };
         let msg = |ob1: &mut Ob1, comms: &CommTable, seq: u16| {
             ob1.arrive(

@@ -26,14 +26,13 @@ impl Ob1 {
     #[inline(always)]
     pub fn irecv(
         &mut self,
-        comms: &CommTable,
         types: &TypeTable,
         make: impl FnOnce() -> Unpacker,
         s: &RecvSel,
         scope: u32,
     ) -> Result<ReqId> {
+        // The selector's communicator was checked where it was made (`P2p::check_recv`/`sel`).
         let RecvSel { comm, src, tag, .. } = *s;
-        comms.get_in_use(comm)?;
         let key = self.requests.insert_recv(make, src, tag, comm, scope)?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
