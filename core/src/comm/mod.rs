@@ -309,7 +309,8 @@ impl CommTable {
         self.slots.get(id.0 as usize).and_then(|s| s.comm.as_ref())
     }
 
-    /// The live communicator `id`, mutably.
+    /// The live communicator `id`, mutably. Its groups stay as installed: the [`Peers`] kept
+    /// beside it are theirs.
     pub fn get_mut(&mut self, id: CommId) -> Result<&mut Comm> {
         self.slots
             .get_mut(id.0 as usize)
