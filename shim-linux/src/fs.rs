@@ -338,7 +338,7 @@ mod tests {
         let f = fs.open(&p, how).unwrap();
         // Lengths below, at and across the staging threshold and the stage; memory at distances
         // from the file offset inside the slow 1-31 bytes (staged) and outside (straight).
-        let lens = [100usize, 4096, 5000, 131072, 131072 * 2 + 4097];
+        let lens = [100usize, 300, 4096, 5000, 131072, 131072 * 2 + 4097];
         let mut mem = vec![0u8; 300_000 + 8192];
         let mut back = vec![0u8; 300_000 + 8192];
         let page_in = |v: &Vec<u8>| (4096 - v.as_ptr() as usize % 4096) % 4096;
