@@ -21,6 +21,9 @@ pub mod env;
 /// calls are POSIX on the Linux stand-in; a vendor's node runtime forwards them to I/O nodes).
 #[path = "../../shim-linux/src/fs.rs"]
 pub mod fs;
+/// Its staging of transfers whose kernel copy would alias (the same source as the Linux shim's).
+#[path = "../../shim-linux/src/fs_staged.rs"]
+pub mod fs_staged;
 pub mod init;
 pub mod log;
 pub mod mtl;

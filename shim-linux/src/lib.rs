@@ -13,6 +13,7 @@
 
 pub mod dpm;
 pub mod fs;
+pub mod fs_staged;
 pub mod fs_worker;
 pub mod info;
 pub mod init;
