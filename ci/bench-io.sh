@@ -61,7 +61,7 @@ for r in $(seq "$reps"); do
 done
 printf "MPI-IO, %d ranks, %d bytes per rank, strided block %d, file in %s (MB/s, best of %d; ranks in %s)\n" "$np" "$bytes" "$block" "$dir" "$reps" "$([ ${#own_session[@]} -gt 0 ] && echo "sessions of their own" || echo "sessions as launched")"
 printf "%-20s %10s %10s %10s %8s\n" pattern stormpi openmpi mpich ratio
-for pat in contig_write_all contig_read_all strided_write_all strided_read_all iwrite_overlap iwrite_all_overlap iwrite_all_compute; do
+for pat in contig_write_all contig_read_all strided_write_all strided_read_all block3d_write_all block3d_read_all iwrite_overlap iwrite_all_overlap iwrite_all_compute; do
     vals=()
     for i in stormpi openmpi mpich; do
         v=$(awk -v p="$pat" '$1==p && (!s || $2>m) {m=$2; s=1} END {if (s) print m; else print "-"}' "$work/$i.out" 2>/dev/null || echo -)
