@@ -629,7 +629,6 @@ mod tests {
     /// Posts a receive of 4 bytes from rank 1 with `tag` on `comm` (context `ctx`).
     fn post4(
         ob1: &mut Ob1,
-        comms: &CommTable,
         types: &TypeTable,
         comm: CommId,
         ctx: u16,
@@ -682,14 +681,14 @@ mod tests {
         assert_eq!(ob1.exact.entries(), 601);
         assert!(ob1.exact.buckets() >= 601, "the table grew with the queue");
         for t in (0..600).rev() {
-            let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, t);
+            let (id, buf) = post4(&mut ob1, &types, c, 7, t);
             let st = ob1.requests.test(id).unwrap().expect("matched at once");
             assert_eq!(
                 (st.tag, u32::from_le_bytes(buf[..4].try_into().unwrap())),
                 (t, t as u32)
             );
         }
-        let (id, buf) = post4(&mut ob1, &comms, &types, c, 7, 5);
+        let (id, buf) = post4(&mut ob1, &types, c, 7, 5);
         assert!(ob1.requests.test(id).unwrap().is_some());
         assert_eq!(
             u32::from_le_bytes(buf[..4].try_into().unwrap()),
@@ -702,9 +701,9 @@ mod tests {
         // them still posted, then the messages come in reverse.
         let mut posted = std::vec::Vec::new();
         for t in 0..400 {
-            posted.push((t, post4(&mut ob1, &comms, &types, c, 7, t)));
+            posted.push((t, post4(&mut ob1, &types, c, 7, t)));
         }
-        posted.push((9, post4(&mut ob1, &comms, &types, c, 7, 9)));
+        posted.push((9, post4(&mut ob1, &types, c, 7, 9)));
         assert_eq!(ob1.exact.entries(), 401);
         comms.set_hints(c, CommHints::ALLOW_OVERTAKING).unwrap();
         ob1.hints_changed(&comms, c);
@@ -741,7 +740,7 @@ mod tests {
     fn exact_mode_orders_wildcard_receives_by_posting() {
         let (mut comms, types, mut ob1) = setup(16);
         let c = add(&mut comms, &types, &mut ob1, 7);
-        let post_any = |ob1: &mut Ob1, comms: &CommTable| {
+        let post_any = |ob1: &mut Ob1| {
             let buf: &'static mut [u8] = vec![0u8; 4].leak();
             let p = buf.as_mut_ptr();
             // SAFETY: `buf` is leaked and read only after the receive completed.
@@ -762,7 +761,7 @@ mod tests {
                 recvfrag::Payload::Frag(&[seq as u8 + 1, 0, 0, 0]),
             );
         };
-        let (any1, b1) = post_any(&mut ob1, &comms);
+        let (any1, b1) = post_any(&mut ob1);
         comms.set_hints(c, NO_WILDCARDS).unwrap();
         ob1.hints_changed(&comms, c);
         let _ = ob1.iprobe(&comms, &sel(c, 7, 3)).unwrap();
@@ -772,11 +771,11 @@ mod tests {
         );
         // Deep enough for exact mode: receives of other tags.
         for t in 0..EXACT_DEPTH as i32 {
-            post4(&mut ob1, &comms, &types, c, 7, 1000 + t);
+            post4(&mut ob1, &types, c, 7, 1000 + t);
         }
-        let (ex1, b2) = post4(&mut ob1, &comms, &types, c, 7, 3);
-        let (any2, b3) = post_any(&mut ob1, &comms);
-        let (ex2, b4) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        let (ex1, b2) = post4(&mut ob1, &types, c, 7, 3);
+        let (any2, b3) = post_any(&mut ob1);
+        let (ex2, b4) = post4(&mut ob1, &types, c, 7, 3);
         assert!(ob1.comms[c.0 as usize].posted.index.is_some(), "exact mode");
         assert_eq!(ob1.exact.entries(), EXACT_DEPTH + 2, "indexed");
         for (seq, id) in [any1, ex1, any2, ex2].into_iter().enumerate() {
@@ -842,7 +841,7 @@ mod tests {
         let buf = blocking4(&mut ob1, &comms, c, 3);
         assert!(!ob1.recv_free(&comms, c, Source::Any, TagSel::Any).unwrap());
         // A receive posted later by another thread comes after it.
-        let (later, later_buf) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        let (later, later_buf) = post4(&mut ob1, &types, c, 7, 3);
         // Sequence number 1 arrives first: it waits for number 0.
         eager(&mut ob1, &comms, &types, env(7, 3, 1), b"bbbb");
         assert!(!ob1.recv_done());
@@ -862,9 +861,9 @@ mod tests {
         assert!(!ob1
             .recv_free(&comms, c, Source::Rank(1), TagSel::Tag(3))
             .unwrap());
-        let (r, _) = post4(&mut ob1, &comms, &types, c, 7, 3);
+        let (r, _) = post4(&mut ob1, &types, c, 7, 3);
         assert!(ob1.requests.test(r).unwrap().is_some());
-        let (pending, _) = post4(&mut ob1, &comms, &types, c, 7, 4);
+        let (pending, _) = post4(&mut ob1, &types, c, 7, 4);
         assert!(!ob1
             .recv_free(&comms, c, Source::Rank(1), TagSel::Tag(3))
             .unwrap());
