@@ -7,7 +7,8 @@
 #
 # usage: ci/bench-instr-lwk.sh [--n N] [--keep DIR]
 #   --n N       round trips of each ping-pong (default 2000; MPI runs N + 100 with its warm-up)
-#   --keep DIR  keep the callgrind files there (for callgrind_annotate)
+#   --keep DIR  keep the callgrind files and the MPI program there (for callgrind_annotate)
+#   BENCH_VG_OPTS (environment): more callgrind options, e.g. --dump-instr=yes
 #
 # Both programs are started with environment variables only (STORMPI_RANK/SIZE/JOBID, as
 # ci/bench-lwk.sh starts them), both ranks pinned to one core (taskset -c 0), waits yielding at
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --n) n=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "bench-instr-lwk.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -57,7 +58,7 @@ run() {
     for r in 0 1; do
         env STORMPI_RANK=$r STORMPI_SIZE=2 STORMPI_JOBID="instrlwk$$-$name" \
             STORMPI_MCA_pml=cm STORMPI_MCA_mpi_yield_when_idle=1 \
-            taskset -c 0 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$work/$name.$r" \
+            taskset -c 0 timeout 600 valgrind --tool=callgrind ${BENCH_VG_OPTS:-} --callgrind-out-file="$work/$name.$r" \
             $toggles "$@" > "$work/$name.log.$r" 2>&1 &
         pids+=($!)
     done
@@ -130,6 +131,6 @@ row "1-byte windowed, sender (Isend+Waitall+answer)" "$(f1 "$(total "$work/win.0
 row "1-byte windowed, receiver (Irecv+Waitall+answer)" "$(f1 "$(total "$work/win.1") / $per_win")"
 if [ -n "$keep" ]; then
     mkdir -p "$keep"
-    cp "$work"/raw.[01] "$work"/offload.[01] "$keep/"
+    cp "$work"/raw.[01] "$work"/offload.[01] "$work/instr" "$keep/"
     echo "callgrind files in $keep (callgrind_annotate --inclusive=yes $keep/offload.0)"
 fi

@@ -85,7 +85,7 @@ for rep in $(seq 1 "$reps"); do
 done
 
 echo "One-sided latency on the node build, usec per operation with its synchronisation (best of runs)"
-rma_table portals portals ptl
+rma_table portals:portals:ptl am:AM:AM openmpi:"Open MPI":OMPI mpich:MPICH:MPICH
 echo
 echo "runs: $reps repetition(s), interleaved; rma args: $args; node build: pml cm, software Portals NI"
 for n in "${notes[@]}"; do echo "note: $n"; done

@@ -20,6 +20,8 @@
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=ci/rma-table.sh
+. "$root/ci/rma-table.sh"
 reps=3 max=1048576 scale=1 tcp=0 create=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -125,23 +127,7 @@ if [ ${#ok[@]} -eq 0 ]; then
 fi
 
 echo "One-sided latency and bandwidth (_bw: streams of 64, one flush), usec per operation with its synchronisation (best of runs; lower is better)"
-for impl in stormpi openmpi mpich; do
-    cat "$work/$impl".*.out 2>/dev/null | awk -v impl="$impl" '$1 !~ /^#/ && NF == 3 { print $1, impl, $2, $3 }'
-done | awk '
-    { key = $1 " " $2 " " $3
-      if (!(key in best) || $4 < best[key]) best[key] = $4
-      if (!(($1 " " $3) in seen)) { seen[$1 " " $3] = 1; order[++n] = $1 " " $3 } }
-    function fig(m, impl, s,   k) { k = m " " impl " " s; return (k in best) ? best[k] : "" }
-    function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
-    function show(v) { return v == "" ? "-" : sprintf("%.3f", v) }
-    END {
-        printf "%-10s %8s %10s %10s %10s %11s %11s\n", "metric", "bytes", "stormpi", "Open MPI", "MPICH", "storm/OMPI", "storm/MPICH"
-        for (i = 1; i <= n; i++) {
-            split(order[i], p, " ")
-            s = fig(p[1], "stormpi", p[2]); o = fig(p[1], "openmpi", p[2]); m = fig(p[1], "mpich", p[2])
-            printf "%-10s %8d %10s %10s %10s %11s %11s\n", p[1], p[2], show(s), show(o), show(m), ratio(s, o), ratio(s, m)
-        }
-    }'
+rma_table stormpi:stormpi:storm openmpi:"Open MPI":OMPI mpich:MPICH:MPICH
 echo
 echo "runs: $reps repetition(s), interleaved; rma args: $args; transports: $transports"
 for impl in "${ok[@]}"; do

@@ -83,7 +83,7 @@ for rep in $(seq 1 "$reps"); do
 done
 
 echo "One-sided latency over the software verbs device, usec per operation with its synchronisation (best of runs)"
-rma_table verbs verbs vrb
+rma_table verbs:verbs:vrb am:AM:AM openmpi:"Open MPI":OMPI mpich:MPICH:MPICH
 echo
 echo "runs: $reps repetition(s), interleaved; rma args: $args; stormpi: btl self,verbs over $lib, a node per rank"
 for n in "${notes[@]}"; do echo "note: $n"; done
