@@ -126,6 +126,38 @@ unsafe fn send(
     comm: abi::MPI_Comm,
     mode: SendMode,
 ) -> c_int {
+    // The contiguous case apart from the general one: together in one body, the general
+    // case's live values made the common one spill.
+    match contiguous(buf, count, dt) {
+        Some((d, n)) => code(run_comm_inside(func, comm, |cx, c| {
+            let Some(to) = cx.e().p2p.check_send(c, dest, tag)? else {
+                return Ok(());
+            };
+            // SAFETY: MPI lends the send buffer for the call, which waits for a request below;
+            // `contiguous` checked the type and the size.
+            let data = unsafe { Elements::new(buf.cast(), n, d) };
+            match cx.e().p2p.send(&to, tag, data, mode, 0)? {
+                Some(id) => wait_send(cx, id),
+                None => Ok(()),
+            }
+        })),
+        // SAFETY: the caller's contract.
+        None => unsafe { send_typed(func, buf, count, dt, dest, tag, comm, mode) },
+    }
+}
+
+/// [`send`] of a derived type, or of arguments the general checks report.
+#[inline(never)]
+unsafe fn send_typed(
+    func: &'static str,
+    buf: *const c_void,
+    count: abi::MPI_Count,
+    dt: abi::MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::MPI_Comm,
+    mode: SendMode,
+) -> c_int {
     code(run_comm_inside(func, comm, |cx, c| {
         // SAFETY: MPI lends the send buffer for the call, which waits for a request below.
         match unsafe { start_send(cx.e(), buf, count, dt, dest, tag, c, mode)? } {
