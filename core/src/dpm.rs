@@ -16,7 +16,7 @@
 
 use crate::arch::Arch;
 use crate::btl::{Modex, ModexPut};
-use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::error::{Error, Result};
 use crate::rte::ProcId;
 
 /// A proven byte connection between the roots of two jobs, held by the platform.
@@ -74,7 +74,7 @@ pub const KEY_RANK: &str = "dpm.rank";
 pub const KEY_SAME_HOST: &str = "dpm.same_host";
 
 fn card_error(what: &'static str) -> Error {
-    Error::new(ErrorClass::Intern, Reason::BadArgument { what })
+    Error::internal(what)
 }
 
 /// Writes a card into a buffer.

@@ -1173,12 +1173,7 @@ impl Inside<'_> {
                             .recv_finished_with(Posted::Blocking, |st| f.take().map(|f| f(st)))
                         {
                             Ok(Some(Some(r))) => Ok(r),
-                            Ok(_) => Err(Error::new(
-                                ErrorClass::Intern,
-                                Reason::BadArgument {
-                                    what: "a finished receive without a status",
-                                },
-                            )),
+                            Ok(_) => Err(Error::internal("a finished receive without a status")),
                             Err(err) => Err(err),
                         };
                     }

@@ -399,6 +399,9 @@ pub enum Reason {
     },
     /// MPI is not initialised, or already finalised.
     NotInitialized,
+    /// One of stormpi's own invariants does not hold: a bug in stormpi, reported through the
+    /// error handler rather than by aborting inside the library.
+    Internal { what: &'static str },
 }
 
 /// The values a parameter accepts, named when another is refused (so that a user who raised a
@@ -451,6 +454,11 @@ impl Error {
     /// An `MPI_ERR_ARG` error.
     pub const fn bad_arg(what: &'static str) -> Error {
         Error::new(ErrorClass::Arg, Reason::BadArgument { what })
+    }
+
+    /// An `MPI_ERR_INTERN` error: an invariant of stormpi's own does not hold (`what` says which).
+    pub const fn internal(what: &'static str) -> Error {
+        Error::new(ErrorClass::Intern, Reason::Internal { what })
     }
 
     /// An exhausted fixed-capacity resource.
@@ -512,6 +520,9 @@ impl fmt::Display for Reason {
                 write!(f, "parameter {name} has an invalid value; allowed: {allowed}")
             }
             Reason::NotInitialized => f.write_str("MPI is not initialized (or already finalized)"),
+            Reason::Internal { what } => {
+                write!(f, "internal error in stormpi: {what} (please report it)")
+            }
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::datatype::table::TypeTable;
 use crate::datatype::Datatype;
-use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::error::{Error, Result};
 use crate::op::{self, Op};
 use crate::p2p::P2p;
 use crate::pml::request::{ReqId, SendMode, Source};
@@ -490,11 +490,8 @@ impl Coll {
         let more = self.alg.step(self.step, &mut acts, &net.types);
         self.step += 1;
         if acts.overflow {
-            return Err(Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "a collective step yielded more actions than its bound",
-                },
+            return Err(Error::internal(
+                "a collective step yielded more actions than its bound",
             ));
         }
         if !more {
@@ -528,14 +525,9 @@ impl Coll {
     }
 
     fn track(&mut self, id: ReqId) -> Result<()> {
-        self.pending.push(id).map_err(|_| {
-            Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "a collective step posted more requests than its bound",
-                },
-            )
-        })
+        self.pending
+            .push(id)
+            .map_err(|_| Error::internal("a collective step posted more requests than its bound"))
     }
 
     /// The algorithm has finished its steps: converts a reduction segment's result out, starts
@@ -602,12 +594,7 @@ pub(crate) unsafe fn local(types: &TypeTable, red: Option<&Red>, a: &Act) -> Res
             len,
         } => unsafe { copy_stream(types, dst, dp, src, sp, len) },
         Act::Reduce { inout, input, n } => {
-            let red = red.ok_or(Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "reduction step without an operation",
-                },
-            ))?;
+            let red = red.ok_or(Error::internal("reduction step without an operation"))?;
             // SAFETY: the caller's contract.
             unsafe { red.apply(inout, input, n) }
         }

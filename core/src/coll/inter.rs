@@ -219,11 +219,8 @@ impl Colls<'_> {
         tags: Option<(i32, i32)>,
     ) -> Result<(Coll, [Option<Datatype>; 3])> {
         let c = self.check_comm(comm)?;
-        let local = c.local_comm.ok_or(Error::new(
-            ErrorClass::Intern,
-            Reason::BadArgument {
-                what: "intercommunicator without its local communicator",
-            },
+        let local = c.local_comm.ok_or(Error::internal(
+            "intercommunicator without its local communicator",
         ))?;
         let g = Grp {
             rank: c.rank,

@@ -2428,11 +2428,8 @@ fn direct(cx: &mut Inside, comm: CommId, tag: i32, alg: &mut Alg, red: Option<&R
             return Ok(());
         }
         if acts.overflow {
-            return Err(Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "a collective step yielded more actions than its bound",
-                },
+            return Err(Error::internal(
+                "a collective step yielded more actions than its bound",
             ));
         }
         for a in acts.list() {

@@ -483,14 +483,9 @@ impl Window {
     }
 
     fn track(&mut self, p: Pending) -> Result<()> {
-        self.pending.push(p).map_err(|_| {
-            Error::new(
-                ErrorClass::Intern,
-                Reason::BadArgument {
-                    what: "one-sided operations in flight past the window's table",
-                },
-            )
-        })
+        self.pending
+            .push(p)
+            .map_err(|_| Error::internal("one-sided operations in flight past the window's table"))
     }
 
     /// Sends a header-only message of `kind` to `target`; with `reply`, posts the receive of the
@@ -729,12 +724,7 @@ impl Window {
                 Ok(())
             }
             Some(req) => self.replies.push((req, buf)).map_err(|_| {
-                Error::new(
-                    ErrorClass::Intern,
-                    Reason::BadArgument {
-                        what: "one-sided replies in flight past the window's table",
-                    },
-                )
+                Error::internal("one-sided replies in flight past the window's table")
             }),
         }
     }
