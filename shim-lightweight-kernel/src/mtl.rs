@@ -833,7 +833,9 @@ impl PortalsMtl {
     /// Puts long send `id`'s first part, exposing the whole message for the receiver's get.
     fn put(&mut self, id: usize) -> Result<()> {
         let ni = self.ni;
-        let s = self.send_op(id).expect("send op");
+        let Some(s) = self.send_op(id) else {
+            return Err(Error::internal("a long send to put has no op"));
+        };
         if !s.read_me {
             let me = ptl_me_t {
                 start: s.data as *mut _,
@@ -1896,8 +1898,8 @@ impl Mtl for PortalsMtl {
     }
 
     fn improbe(&mut self, sel: MtlSelector) -> Result<Option<(MtlMessage, MtlMatch)>> {
-        let t = match self.find_moved(&sel) {
-            Some(i) => self.moved.remove(i).expect("found"),
+        let t = match self.find_moved(&sel).and_then(|i| self.moved.remove(i)) {
+            Some(t) => t,
             None => {
                 let Some((ev, data)) = self.search(&sel, PTL_SEARCH_DELETE)? else {
                     return Ok(None);

@@ -50,7 +50,8 @@ pub fn write_aliases(addr: usize, offset: u64, len: usize) -> bool {
     len >= STAGE_MIN && aliases(offset as usize, addr)
 }
 
-/// The staging buffer's layout: `STAGE + PAGE` bytes, page-aligned.
+/// The staging buffer's layout: `STAGE + PAGE` bytes, page-aligned. A constant: a bad layout
+/// fails the build, never a run.
 const LAYOUT: Layout = match Layout::from_size_align(STAGE + PAGE, PAGE) {
     Ok(l) => l,
     Err(_) => panic!("the staging buffer's layout"),

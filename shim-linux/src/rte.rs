@@ -97,15 +97,16 @@ impl PmiRte {
         self.client.as_ref().map(PmiClient::kvsname)
     }
 
-    fn client(&mut self) -> &mut PmiClient {
+    /// The PMI client, which lives until `finalize`.
+    fn client(&mut self) -> Result<&mut PmiClient> {
         self.client
             .as_mut()
-            .expect("PMI client lives until finalize")
+            .ok_or(Error::new(ErrorClass::Other, Reason::NotInitialized))
     }
 
-    /// Node numbers of every process: processes with the same host name share a number, in
-    /// order of first appearance. Read after the modex fence.
-    fn nodes(&mut self) -> &[u32] {
+    /// Fills in the node numbers of every process: processes with the same host name share a
+    /// number, in order of first appearance. Called after the modex fence.
+    fn fill_nodes(&mut self) {
         if self.nodes.get().is_none() {
             let mut hosts: Vec<Vec<u8>> = Vec::new();
             let mut nodes = Vec::with_capacity(self.size as usize);
@@ -114,9 +115,9 @@ impl PmiRte {
                 let name = if p == self.rank {
                     self.host.as_bytes().to_vec()
                 } else {
-                    match self.client().get(p, "host", &mut buf) {
-                        Ok(()) => buf.clone(),
-                        Err(_) => format!("unknown-{p}").into_bytes(),
+                    match self.client.as_mut().map(|c| c.get(p, "host", &mut buf)) {
+                        Some(Ok(())) => buf.clone(),
+                        _ => format!("unknown-{p}").into_bytes(),
                     }
                 };
                 let id = hosts.iter().position(|h| *h == name).unwrap_or_else(|| {
@@ -127,7 +128,6 @@ impl PmiRte {
             }
             let _ = self.nodes.set(nodes);
         }
-        self.nodes.get().expect("set above")
     }
 }
 
@@ -178,22 +178,22 @@ impl Rte for PmiRte {
     }
 
     fn modex_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
-        self.client()
+        self.client()?
             .put(key, value)
             .map_err(|e| pmi_error("modex put", e))
     }
 
     fn modex_fence(&mut self) -> Result<()> {
-        self.client()
+        self.client()?
             .fence()
             .map_err(|e| pmi_error("modex fence", e))?;
-        self.nodes();
+        self.fill_nodes();
         Ok(())
     }
 
     fn modex_get(&mut self, proc: ProcId, key: &str, out: &mut [u8]) -> Result<Option<usize>> {
         let mut buf = Vec::new();
-        match self.client().get(proc.0, key, &mut buf) {
+        match self.client()?.get(proc.0, key, &mut buf) {
             Ok(()) => {
                 let n = buf.len().min(out.len());
                 out[..n].copy_from_slice(&buf[..n]);
@@ -205,7 +205,9 @@ impl Rte for PmiRte {
     }
 
     fn barrier(&mut self) -> Result<()> {
-        self.client().barrier().map_err(|e| pmi_error("barrier", e))
+        self.client()?
+            .barrier()
+            .map_err(|e| pmi_error("barrier", e))
     }
 
     fn appnum(&self) -> Option<u32> {
@@ -213,14 +215,14 @@ impl Rte for PmiRte {
     }
 
     fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
-        self.client()
+        self.client()?
             .publish_name(service, port)
             .map_err(|e| name_error("publishing a service name", e))
     }
 
     fn lookup_name(&mut self, service: &str, out: &mut [u8]) -> Result<usize> {
         let port = self
-            .client()
+            .client()?
             .lookup_name(service)
             .map_err(|e| name_error("looking up a service name", e))?;
         let n = port.len().min(out.len());
@@ -229,7 +231,7 @@ impl Rte for PmiRte {
     }
 
     fn unpublish_name(&mut self, service: &str) -> Result<()> {
-        self.client()
+        self.client()?
             .unpublish_name(service)
             .map_err(|e| name_error("unpublishing a service name", e))
     }
@@ -253,7 +255,7 @@ impl Rte for PmiRte {
             })?;
             cmds.push(cmd);
         }
-        self.client().spawn(&cmds).map_err(|e| match e {
+        self.client()?.spawn(&cmds).map_err(|e| match e {
             PmiError::Unsupported(_) => {
                 eprintln!("stormpi: MPI_Comm_spawn: {e}");
                 Error::unsupported(
@@ -286,7 +288,10 @@ impl Rte for PmiRte {
     }
 
     fn abort(&mut self, code: i32, msg: &str) -> ! {
-        self.client().abort(code, msg)
+        match self.client.as_mut() {
+            Some(c) => c.abort(code, msg),
+            None => singleton_abort(code, msg),
+        }
     }
 
     fn finalize(&mut self) -> Result<()> {

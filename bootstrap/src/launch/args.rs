@@ -604,7 +604,8 @@ fn apply(
             }
             options.path = Some(values[0].clone());
         }
-        Opt::Help | Opt::Version => unreachable!("handled by the caller"),
+        // The caller answers these before it applies options.
+        Opt::Help | Opt::Version => {}
     }
     Ok(())
 }

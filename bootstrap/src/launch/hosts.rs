@@ -45,13 +45,13 @@ pub fn parse_host_list(text: &str) -> Result<Vec<Host>, String> {
 pub fn parse_hostfile(text: &str) -> Result<Vec<Host>, String> {
     let mut hosts = Vec::new();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = |e: String| format!("line {}: {e}", i + 1);
+        let line = raw.split('#').next().unwrap_or("");
         let mut words = line.split_whitespace();
-        let first = words.next().expect("the line is not blank");
+        let Some(first) = words.next() else {
+            // A blank line, or only a comment.
+            continue;
+        };
+        let at = |e: String| format!("line {}: {e}", i + 1);
         let (name, mut slots) = split_slots(first).map_err(at)?;
         for word in words {
             let (key, value) = word

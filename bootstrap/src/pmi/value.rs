@@ -26,10 +26,7 @@ pub(crate) fn encode(key: &str, value: &[u8], max_chars: usize) -> Vec<(String, 
         .as_bytes()
         .chunks(chunk)
         .enumerate()
-        .map(|(i, c)| {
-            let text = std::str::from_utf8(c).expect("hex is ASCII");
-            (chunk_key(key, i), text.to_string())
-        })
+        .map(|(i, c)| (chunk_key(key, i), String::from_utf8_lossy(c).into_owned()))
         .collect();
     puts.push((key.to_string(), format!("c{}", puts.len())));
     puts

@@ -340,12 +340,11 @@ impl Sm {
                          sending to it through sm",
                         me.0, peer.proc.0
                     );
-                    let Tx::Ready { _seg: seg, .. } =
+                    if let Tx::Ready { _seg: seg, .. } =
                         std::mem::replace(&mut peer.tx, Tx::Failed { _mapped: None })
-                    else {
-                        unreachable!("matched Ready above")
-                    };
-                    peer.tx = Tx::Failed { _mapped: Some(seg) };
+                    {
+                        peer.tx = Tx::Failed { _mapped: Some(seg) };
+                    }
                     return false;
                 }
                 true
@@ -447,7 +446,10 @@ impl Btl for Sm {
             return Err(Error::unsupported("more than 65537 processes on one node"));
         }
         let nlocal = local.len() as u32;
-        let mine = local.binary_search(&me).expect("own process is local") as u32;
+        let mine = local
+            .binary_search(&me)
+            .map_err(|_| Error::internal("sm: the own process is not among the local ones"))?
+            as u32;
         for (p, ep) in peers.iter().zip(endpoints.iter_mut()) {
             *ep = if p.node == node && p.proc != me && same_form(p) {
                 local

@@ -147,10 +147,17 @@ impl Geometry {
     /// Checks a copy of a peer's header against what we expect of it; returns its geometry and
     /// total size.
     fn parse(h: &[u8; field::LEN], want: &Expect) -> Result<(Geometry, usize), &'static str> {
-        let u32_at =
-            |r: std::ops::Range<usize>| u32::from_ne_bytes(h[r].try_into().expect("4-byte field"));
-        let u64_at =
-            |r: std::ops::Range<usize>| u64::from_ne_bytes(h[r].try_into().expect("8-byte field"));
+        // The fields are constant ranges inside the header, so `get` always finds them.
+        let u32_at = |r: std::ops::Range<usize>| {
+            h.get(r)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_ne_bytes)
+        };
+        let u64_at = |r: std::ops::Range<usize>| {
+            h.get(r)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_ne_bytes)
+        };
         if h[field::MAGIC] != MAGIC {
             return Err("bad magic (not an sm segment)");
         }
@@ -263,10 +270,10 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping {
-            ptr: NonNull::new(p.cast()).expect("mmap returned a null mapping"),
-            len,
-        })
+        let Some(ptr) = NonNull::new(p.cast()) else {
+            return Err(io::Error::other("mmap returned a null mapping"));
+        };
+        Ok(Mapping { ptr, len })
     }
 
     fn at(&self, off: usize) -> *mut u8 {

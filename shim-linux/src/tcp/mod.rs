@@ -382,10 +382,6 @@ struct Conn {
 }
 
 impl Conn {
-    fn queue(&mut self) -> &mut SendQueue {
-        self.tx.as_mut().expect("a sending connection has a queue")
-    }
-
     /// Whether the reader waits for a later progress call (sink full, or read budget spent).
     fn stalled(&self) -> bool {
         matches!(&self.rx, Rx::Frames(r) if r.paused || r.more)
@@ -685,7 +681,10 @@ impl Tcp {
         let mut buf = [0u8; 64];
         let count = match modex.get(p.proc, wire::COUNT_KEY, &mut buf)? {
             None => return Ok(None),
-            Some(4) => u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")),
+            Some(4) => {
+                let [a, b, c, d, ..] = buf;
+                u32::from_be_bytes([a, b, c, d])
+            }
             Some(n) => {
                 self.log(format_args!(
                     "rank {} published a malformed {} ({n} bytes); not using tcp to it",
@@ -854,10 +853,12 @@ impl Tcp {
         let Some(hs) = self.answer_on(winner, ep, true) else {
             return;
         };
+        let Some(q) = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs)) else {
+            return;
+        };
         if let Some(c) = self.conn(own) {
             c.retiring = true;
         }
-        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs));
         let Some(w) = self.conn(winner) else {
             return;
         };
@@ -943,7 +944,7 @@ impl Tcp {
         if let Some(slot) = self.peers[ep].accepted {
             // Our handshake goes first, so the peer knows who answers on its connection.
             let hs = self.answer_on(slot, ep, false)?;
-            let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs));
+            let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, Some(hs))?;
             let c = self.conn(slot)?;
             c.tx = Some(q);
             self.peers[ep].tx = Tx::On(slot);
@@ -951,7 +952,7 @@ impl Tcp {
             return Some(slot);
         }
         // Our handshake waits for the acceptor's challenge; frames queue behind it.
-        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, None);
+        let q = SendQueue::new(self.cfg.send_ring, self.cfg.send_refs, None)?;
         self.open(ep, q)
     }
 
@@ -1360,7 +1361,15 @@ impl Tcp {
         };
         let mut hold = false;
         let ep = if initiated {
-            let ep = ep.expect("our own connections know their peer");
+            let Some(ep) = ep else {
+                // Connections we open are opened to a peer: an internal error, not its fault.
+                self.close(
+                    slot,
+                    "internal error: a connection we opened has no peer",
+                    true,
+                );
+                return 1;
+            };
             match self.check_answer(&b, ep, &own_nonce, peer_nonce) {
                 Ok(follows) => {
                     // Its frames here come after those on its own connection to us.
@@ -1397,7 +1406,13 @@ impl Tcp {
             self.attrs.max_send_size as u32,
             self.cfg.recv_buf,
         );
-        let c = self.conn(slot).expect("still open");
+        let Some(reader) = reader else {
+            self.close(slot, "no memory for its receive buffer", true);
+            return 1;
+        };
+        let Some(c) = self.conn(slot) else {
+            return 1;
+        };
         c.ep = Some(ep);
         c.deadline = None;
         c.rx = Rx::Frames(reader);
@@ -1852,7 +1867,7 @@ impl Btl for Tcp {
             return None;
         }
         let slot = self.tx_slot(ep.0 as usize)?;
-        self.conn(slot)?.queue().reserve(len)
+        self.conn(slot)?.tx.as_mut()?.reserve(len)
     }
 
     #[inline]
@@ -1864,10 +1879,9 @@ impl Btl for Tcp {
                 return;
             }
         };
-        let Some(c) = self.conn(slot) else {
+        let Some(q) = self.conn(slot).and_then(|c| c.tx.as_mut()) else {
             return;
         };
-        let q = c.queue();
         let was_empty = q.is_empty();
         q.commit(tag.0, len);
         // Write at once unless earlier frames wait for room (epoll will say when there is).
@@ -1899,7 +1913,10 @@ impl Btl for Tcp {
             return false;
         };
         let fd = c.connected.then(|| c.stream.as_raw_fd());
-        match c.queue().send_inline(fd, tag.0, header, data) {
+        let Some(q) = c.tx.as_mut() else {
+            return false;
+        };
+        match q.send_inline(fd, tag.0, header, data) {
             Ok(taken) => taken,
             Err(e) => {
                 // The frame is the module's now; it fails with the connection.
@@ -1933,7 +1950,7 @@ impl Btl for Tcp {
             return Some(Sent::Done);
         }
         let slot = self.tx_slot(ep.0 as usize)?;
-        let q = self.conn(slot)?.queue();
+        let q = self.conn(slot)?.tx.as_mut()?;
         let was_empty = q.is_empty();
         if !q.queue_ref(tag.0, header, data, token) {
             return None;

@@ -154,12 +154,12 @@ pub struct Pumped {
 
 impl Reader {
     /// A reader for frames of at most `max` bytes, with a buffer of `buf_bytes` (raised to one
-    /// largest frame, header and pad).
-    pub fn new(peer: ProcId, max: u32, buf_bytes: usize) -> Reader {
+    /// largest frame, header and pad); `None` when no buffer can be that large.
+    pub fn new(peer: ProcId, max: u32, buf_bytes: usize) -> Option<Reader> {
         let bytes = buf_bytes.max(FRAME_LEN + PAD_MAX as usize + max as usize);
-        Reader {
+        Some(Reader {
             peer,
-            buf: sys::PageBuf::new(bytes),
+            buf: sys::PageBuf::new(bytes)?,
             start: 0,
             end: 0,
             max,
@@ -168,17 +168,14 @@ impl Reader {
             more: false,
             placing: None,
             declined: false,
-        }
+        })
     }
 
     /// The frame at `start`, if its header has arrived.
     fn current(&self) -> Result<Option<Frame>, FrameError> {
-        if self.end - self.start < FRAME_LEN {
+        let Some(h) = self.buf[self.start..self.end].first_chunk::<FRAME_LEN>() else {
             return Ok(None);
-        }
-        let h: &[u8; FRAME_LEN] = self.buf[self.start..self.start + FRAME_LEN]
-            .try_into()
-            .expect("8 bytes");
+        };
         Frame::parse(h, self.max).map(Some)
     }
 
@@ -369,8 +366,7 @@ impl Reader {
                             let rest = p.len - p.done;
                             p.done += n.min(rest);
                             self.end = n.saturating_sub(rest);
-                            if p.done == p.len {
-                                let p = self.placing.take().expect("placing");
+                            if let Some(p) = self.placing.take_if(|p| p.done == p.len) {
                                 sink.placed(self.peer, p.token, p.len, Ok(()));
                                 out.delivered += 1;
                             }
@@ -484,7 +480,7 @@ mod tests {
             }
         };
         assert_eq!(got, hs);
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         let mut s = Sink1::default();
         assert!(pump_until(&mut r, &b, &mut s, 1).is_none());
         assert_eq!(s.got, [(1, b"x".to_vec())]);
@@ -520,7 +516,7 @@ mod tests {
         let (mut a, b) = pair();
         let max = 5000u32;
         // A small buffer (one frame) forces moves of partial frames to the front.
-        let mut r = Reader::new(ProcId(3), max, 0);
+        let mut r = Reader::new(ProcId(3), max, 0).unwrap();
         let frames: Vec<Vec<u8>> = (0..300)
             .map(|i| {
                 let len = (i * 37) % (max as usize + 1);
@@ -556,7 +552,7 @@ mod tests {
     #[test]
     fn padded_frames_skip_their_pad() {
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         for (pad, data) in [(0u8, &b"plain"[..]), (17, b"after 17"), (PAD_MAX, b"")] {
             let mut f = Frame {
                 len: data.len() as u32,
@@ -584,7 +580,7 @@ mod tests {
     #[test]
     fn retry_keeps_the_frame_and_stops_reading() {
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         a.write_all(&frame(1, b"a")).unwrap();
         a.write_all(&frame(2, b"b")).unwrap();
         let mut s = Sink1 {
@@ -607,7 +603,7 @@ mod tests {
     #[test]
     fn bad_frames_end_the_connection() {
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         a.write_all(&frame(1, b"ok")).unwrap();
         a.write_all(&[0, 0, 0, 101, 1, 0, 0, 0]).unwrap();
         let mut s = Sink1::default();
@@ -622,13 +618,13 @@ mod tests {
         assert_eq!(s.got, [(1, b"ok".to_vec())]);
 
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         a.write_all(&[0, 0, 0, 1, 1, 0, 9, 0]).unwrap();
         let end = pump_until(&mut r, &b, &mut Sink1::default(), 1).expect("refused");
         assert!(matches!(end, ReadEnd::Frame(FrameError::Padding)), "{end}");
 
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100, 0);
+        let mut r = Reader::new(ProcId(3), 100, 0).unwrap();
         a.write_all(&frame(1, b"abc")[..6]).unwrap();
         drop(a);
         let end = pump_until(&mut r, &b, &mut Sink1::default(), 1).expect("ended");
@@ -716,7 +712,7 @@ mod tests {
     fn large_frames_are_placed_and_the_rest_delivered_in_order() {
         let (mut a, b) = pair();
         let max = 400_000u32;
-        let mut r = Reader::new(ProcId(3), max, 0);
+        let mut r = Reader::new(ProcId(3), max, 0).unwrap();
         // Placed frames of many sizes (some below the placement threshold, which are
         // delivered), declined large frames and small frames, interleaved; written in uneven
         // pieces so that every read boundary occurs.
@@ -791,7 +787,7 @@ mod tests {
     #[test]
     fn a_connection_ending_inside_a_placed_frame_reports_the_placement_failed() {
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100_000, 0);
+        let mut r = Reader::new(ProcId(3), 100_000, 0).unwrap();
         let f = frame(1, &placed_frag(0, &[9u8; 50_000]));
         a.write_all(&f[..30_000]).unwrap();
         drop(a);
@@ -810,7 +806,7 @@ mod tests {
 
         // Given up by the module instead (the connection closed for another reason).
         let (mut a, b) = pair();
-        let mut r = Reader::new(ProcId(3), 100_000, 0);
+        let mut r = Reader::new(ProcId(3), 100_000, 0).unwrap();
         a.write_all(&f[..30_000]).unwrap();
         let mut s = Placer::new(50_000);
         while s.offered == 0 {

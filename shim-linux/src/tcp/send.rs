@@ -119,13 +119,13 @@ impl SendQueue {
         ring_bytes: usize,
         max_refs: usize,
         handshake: Option<[u8; HANDSHAKE_LEN]>,
-    ) -> SendQueue {
+    ) -> Option<SendQueue> {
         let max_refs = max_refs.max(1);
         // Copied frames between two zero-copy ones merge into one descriptor, and so do the
         // frames on each side of a wrap: 2 per reference and 2 more bound the count.
         let max_descs = 2 * max_refs + 2;
-        SendQueue {
-            ring: sys::PageBuf::new(ring_bytes),
+        Some(SendQueue {
+            ring: sys::PageBuf::new(ring_bytes)?,
             head: 0,
             tail: 0,
             wrap_at: None,
@@ -139,7 +139,7 @@ impl SendQueue {
             prefix_ready: handshake.is_some(),
             prefix_sent: 0,
             last_is_ref: false,
-        }
+        })
     }
 
     /// Gives the handshake of a queue made without one; it goes before every frame queued.
@@ -440,8 +440,9 @@ impl SendQueue {
                 return;
             }
             n -= left;
-            let d = self.descs.pop_front().expect("front exists");
-            self.retire(d.item);
+            if let Some(d) = self.descs.pop_front() {
+                self.retire(d.item);
+            }
         }
     }
 
@@ -566,7 +567,7 @@ mod tests {
     #[test]
     fn nothing_leaves_before_the_handshake() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(1024, 4, None);
+        let mut q = SendQueue::new(1024, 4, None).unwrap();
         assert!(put(&mut q, 1, b"early"));
         let f = q.flush(a.as_raw_fd()).unwrap();
         assert_eq!(f.bytes, 0);
@@ -581,7 +582,7 @@ mod tests {
     #[test]
     fn handshake_then_frames_in_order_in_one_send() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(1024, 4, Some(HS));
+        let mut q = SendQueue::new(1024, 4, Some(HS)).unwrap();
         assert!(!q.is_empty());
         assert!(put(&mut q, 1, b"one"));
         let user = b"zero-copy payload".to_vec();
@@ -616,7 +617,7 @@ mod tests {
     #[test]
     fn ring_wraps_and_pushes_back() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(100, 2, Some(HS));
+        let mut q = SendQueue::new(100, 2, Some(HS)).unwrap();
         let d = *b"ref";
         // SAFETY: `d` outlives the queue's use of it.
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -658,7 +659,7 @@ mod tests {
     #[test]
     fn blocked_socket_keeps_order_and_reports_references_later() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(64 << 10, 4, Some(HS));
+        let mut q = SendQueue::new(64 << 10, 4, Some(HS)).unwrap();
         let big = vec![0xabu8; 200_000];
         // SAFETY: `big` outlives every use by the queue in this test.
         let r = unsafe { DataRef::new(big.as_ptr(), big.len()) };
@@ -691,7 +692,7 @@ mod tests {
 
     #[test]
     fn reference_limits_and_abandon() {
-        let mut q = SendQueue::new(256, 2, Some(HS));
+        let mut q = SendQueue::new(256, 2, Some(HS)).unwrap();
         let d = [0u8; 8];
         // SAFETY: `d` outlives the queue's use (nothing is ever sent).
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -714,7 +715,7 @@ mod tests {
 
     #[test]
     fn descriptor_bound_is_back_pressure() {
-        let mut q = SendQueue::new(1 << 16, 1, Some(HS));
+        let mut q = SendQueue::new(1 << 16, 1, Some(HS)).unwrap();
         let d = [0u8; 1];
         // SAFETY: `d` outlives the queue's use (nothing is ever sent).
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };
@@ -731,7 +732,7 @@ mod tests {
     #[test]
     fn inline_frames_go_at_once_or_their_rest_through_the_ring() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(64 << 10, 4, Some(HS));
+        let mut q = SendQueue::new(64 << 10, 4, Some(HS)).unwrap();
         b.set_nonblocking(true).unwrap();
         // The handshake is still queued: the frame waits behind it, copied.
         assert!(q
@@ -789,7 +790,7 @@ mod tests {
     #[test]
     fn zero_copy_written_at_once_is_done() {
         let (a, mut b) = pair();
-        let mut q = SendQueue::new(256, 2, Some(HS));
+        let mut q = SendQueue::new(256, 2, Some(HS)).unwrap();
         let d = *b"payload";
         // SAFETY: `d` outlives the flush below.
         let r = unsafe { DataRef::new(d.as_ptr(), d.len()) };

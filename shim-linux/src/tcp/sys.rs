@@ -340,6 +340,7 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
 pub struct PageBuf {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    layout: std::alloc::Layout,
 }
 
 // SAFETY: PageBuf owns its bytes exclusively, like a Box<[u8]>.
@@ -348,19 +349,16 @@ unsafe impl Send for PageBuf {}
 impl PageBuf {
     const ALIGN: usize = 4096;
 
-    fn layout(len: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(len.max(1), Self::ALIGN).expect("buffer size")
-    }
-
-    /// `len` zero bytes.
-    pub fn new(len: usize) -> PageBuf {
-        let layout = Self::layout(len);
+    /// `len` zero bytes; `None` when no allocation can be that large (the parameters that size
+    /// these buffers stop far below).
+    pub fn new(len: usize) -> Option<PageBuf> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), Self::ALIGN).ok()?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         let Some(ptr) = std::ptr::NonNull::new(p) else {
             std::alloc::handle_alloc_error(layout)
         };
-        PageBuf { ptr, len }
+        Some(PageBuf { ptr, len, layout })
     }
 }
 
@@ -382,7 +380,7 @@ impl std::ops::DerefMut for PageBuf {
 impl Drop for PageBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -463,7 +461,7 @@ mod tests {
     #[test]
     fn page_buffers_are_aligned_and_zeroed() {
         for len in [0, 1, 4096, 100_000] {
-            let mut b = PageBuf::new(len);
+            let mut b = PageBuf::new(len).unwrap();
             assert_eq!(b.len(), len);
             assert_eq!(b.as_ptr() as usize % 4096, 0);
             assert!(b.iter().all(|&x| x == 0));

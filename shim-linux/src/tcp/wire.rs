@@ -33,14 +33,6 @@ pub struct Frame {
 /// Most pad bytes a frame carries.
 pub const PAD_MAX: u8 = 63;
 
-mod frame_field {
-    use std::ops::Range;
-    pub const LEN: Range<usize> = 0..4;
-    pub const TAG: usize = 4;
-    pub const PAD: usize = 5;
-    pub const ZERO: Range<usize> = 6..8;
-}
-
 /// Why a frame header was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameError {
@@ -73,10 +65,8 @@ impl std::fmt::Display for FrameError {
 impl Frame {
     /// Writes the header into the first [`FRAME_LEN`] bytes of `out`.
     pub fn emit(&self, out: &mut [u8]) {
-        out[frame_field::LEN].copy_from_slice(&self.len.to_be_bytes());
-        out[frame_field::TAG] = self.tag;
-        out[frame_field::PAD] = self.pad;
-        out[frame_field::ZERO].fill(0);
+        let [l0, l1, l2, l3] = self.len.to_be_bytes();
+        out[..FRAME_LEN].copy_from_slice(&[l0, l1, l2, l3, self.tag, self.pad, 0, 0]);
     }
 
     /// Bytes from the start of the header to the fragment.
@@ -98,18 +88,15 @@ impl Frame {
 
     /// Reads a header whose fragment may be at most `max` bytes.
     pub fn parse(b: &[u8; FRAME_LEN], max: u32) -> Result<Frame, FrameError> {
-        let len = u32::from_be_bytes(b[frame_field::LEN].try_into().expect("4 bytes"));
-        if b[frame_field::ZERO] != [0; 2] || b[frame_field::PAD] > PAD_MAX {
+        let [l0, l1, l2, l3, tag, pad, z0, z1] = *b;
+        let len = u32::from_be_bytes([l0, l1, l2, l3]);
+        if [z0, z1] != [0; 2] || pad > PAD_MAX {
             return Err(FrameError::Padding);
         }
         if len > max {
             return Err(FrameError::TooLong { len, max });
         }
-        Ok(Frame {
-            len,
-            tag: b[frame_field::TAG],
-            pad: b[frame_field::PAD],
-        })
+        Ok(Frame { len, tag, pad })
     }
 }
 
