@@ -108,6 +108,12 @@ impl fmt::Display for ArchError {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Arch(u32);
 
+// The local architecture must have a descriptor: checked when the crate is built.
+const _: () = assert!(
+    Arch::from_raw(Arch::LOCAL.0).is_ok(),
+    "local architecture does not encode"
+);
+
 impl fmt::Debug for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Arch({:#010x})", self.0)
@@ -138,7 +144,8 @@ impl Arch {
     /// This process's descriptor, computed from the target it was built for.
     pub const LOCAL: Arch = match Arch::encode(&ArchInfo::LOCAL) {
         Some(a) => a,
-        None => panic!("local architecture does not encode"),
+        // Invalid, so the build fails (below) rather than a process running with it.
+        None => Arch(0),
     };
 
     /// Encodes `info`; `None` if a field has no code in the descriptor.

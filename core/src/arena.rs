@@ -78,6 +78,29 @@ impl Arena {
         n: usize,
         mut init: impl FnMut(usize) -> T,
     ) -> Result<&'static mut [T]> {
+        let base = self.carve::<T>(n)?;
+        // SAFETY: `carve`'s contract: `base` is aligned and owns room for `n` values for
+        // `'static`. `MaybeUninit<T>` needs no initialisation.
+        let slots: &'static mut [MaybeUninit<T>] =
+            unsafe { core::slice::from_raw_parts_mut(base, n) };
+        for (i, slot) in slots.iter_mut().enumerate() {
+            slot.write(init(i));
+        }
+        // SAFETY: every element was initialised by the loop above; `MaybeUninit<T>` has `T`'s layout.
+        Ok(unsafe { &mut *(slots as *mut [MaybeUninit<T>] as *mut [T]) })
+    }
+
+    /// Carves one value.
+    pub fn one<T>(&mut self, value: T) -> Result<&'static mut T> {
+        let base = self.carve::<T>(1)?;
+        // SAFETY: `carve`'s contract: `base` is aligned and owns room for one value for `'static`.
+        let slot: &'static mut MaybeUninit<T> = unsafe { &mut *base };
+        Ok(slot.write(value))
+    }
+
+    /// Room for `n` values of `T`: aligned for `T`, `n * size_of::<T>()` bytes that this arena
+    /// owns exclusively for `'static` (split off `rest`, never handed out again), uninitialised.
+    fn carve<T>(&mut self, n: usize) -> Result<*mut MaybeUninit<T>> {
         let pad = self.rest.as_ptr().align_offset(align_of::<T>());
         let bytes = size_of::<T>()
             .checked_mul(n)
@@ -96,24 +119,8 @@ impl Arena {
         let rest = core::mem::take(&mut self.rest);
         let (head, tail) = rest.split_at_mut(bytes);
         self.rest = tail;
-        let base = head[pad..].as_mut_ptr().cast::<MaybeUninit<T>>();
-        // SAFETY: `base` is aligned for `T` (align_offset above) and points at `n * size_of::<T>()`
-        // bytes that this arena owns exclusively for `'static` (split off `rest`, never handed out
-        // again). `MaybeUninit<T>` needs no initialisation.
-        let slots: &'static mut [MaybeUninit<T>] =
-            unsafe { core::slice::from_raw_parts_mut(base, n) };
-        for (i, slot) in slots.iter_mut().enumerate() {
-            slot.write(init(i));
-        }
-        // SAFETY: every element was initialised by the loop above; `MaybeUninit<T>` has `T`'s layout.
-        Ok(unsafe { &mut *(slots as *mut [MaybeUninit<T>] as *mut [T]) })
-    }
-
-    /// Carves one value.
-    pub fn one<T>(&mut self, value: T) -> Result<&'static mut T> {
-        let mut value = Some(value);
-        let s = self.slice(1, |_| value.take().expect("one element"))?;
-        Ok(&mut s[0])
+        // Aligned for `T` by `pad` (align_offset above).
+        Ok(head[pad..].as_mut_ptr().cast::<MaybeUninit<T>>())
     }
 }
 

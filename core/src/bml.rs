@@ -250,12 +250,9 @@ fn share(lanes: &mut Vec<Lane, MAX_ROUTES>, bytes: u64, proportional: bool) {
             given += l.share;
         }
         // Rounding leaves a few bytes: to the lane with the largest share.
-        let (top, _) = lanes
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, l)| l.share)
-            .expect("lanes is not empty");
-        lanes[top].share += bytes.saturating_sub(given);
+        if let Some(top) = lanes.iter_mut().max_by_key(|l| l.share) {
+            top.share += bytes.saturating_sub(given);
+        }
         if n == 1 {
             lanes[0].share = bytes;
             return;

@@ -339,7 +339,11 @@ impl ErrhTable {
                 u.text_off = Strings::moved(u.text_off, old.text_off, old.text_len as usize);
             }
         }
-        let off = self.strings.push(text).expect("room was checked");
+        let Some(off) = self.strings.push(text) else {
+            return Err(Error::internal(
+                "error string bytes ran out after their room was checked",
+            ));
+        };
         let u = &mut self.codes[i];
         u.text_off = off;
         u.text_len = text.len() as u16;

@@ -2,6 +2,9 @@
 //!
 //! Queues of the PML (posted receives, unexpected messages, pending work) link pool slots by
 //! index, so being on a queue costs no memory beyond the slot and no queue can outgrow its pool.
+//!
+//! An index that names no occupied slot ends a list: `NIL`, which no pool reaches, and — should
+//! a list ever link a freed slot — that slot (debug builds assert it never happens).
 
 use core::cell::Cell;
 
@@ -77,19 +80,24 @@ impl List {
         (n != NIL).then_some(n)
     }
 
-    /// Appends the element at `index`. It must be occupied and not on a list through `link`.
+    /// Appends the element at `index`. It must not be on a list through `link`; a free slot
+    /// holds nothing to append.
     pub fn push_back<T>(&mut self, pool: &Pool<T>, index: u32, link: LinkOf<T>) {
-        let l = link(pool.at(index).expect("push_back of a free slot"));
+        let Some(elem) = pool.at(index) else {
+            debug_assert!(false, "push_back of a free slot");
+            return;
+        };
+        let l = link(elem);
         debug_assert!(!l.linked.get(), "element already on a list");
         l.prev.set(self.tail);
         l.next.set(NIL);
         l.linked.set(true);
-        if self.tail != NIL {
-            link(pool.at(self.tail).expect("list tail is occupied"))
-                .next
-                .set(index);
-        } else {
-            self.head = index;
+        match pool.at(self.tail) {
+            Some(tail) => link(tail).next.set(index),
+            None => {
+                debug_assert!(self.tail == NIL, "list tail is free");
+                self.head = index;
+            }
         }
         self.tail = index;
         self.len += 1;
@@ -103,15 +111,19 @@ impl List {
             return;
         }
         let (prev, next) = (l.prev.get(), l.next.get());
-        if prev != NIL {
-            link(pool.at(prev).expect("linked prev")).next.set(next);
-        } else {
-            self.head = next;
+        match pool.at(prev) {
+            Some(p) => link(p).next.set(next),
+            None => {
+                debug_assert!(prev == NIL, "linked prev is free");
+                self.head = next;
+            }
         }
-        if next != NIL {
-            link(pool.at(next).expect("linked next")).prev.set(prev);
-        } else {
-            self.tail = prev;
+        match pool.at(next) {
+            Some(n) => link(n).prev.set(prev),
+            None => {
+                debug_assert!(next == NIL, "linked next is free");
+                self.tail = prev;
+            }
         }
         l.prev.set(NIL);
         l.next.set(NIL);
@@ -134,13 +146,13 @@ impl List {
         mut pred: impl FnMut(&T) -> bool,
     ) -> Option<u32> {
         let mut cur = self.head;
-        while cur != NIL {
-            let elem = pool.at(cur).expect("linked slot is occupied");
+        while let Some(elem) = pool.at(cur) {
             if pred(elem) {
                 return Some(cur);
             }
             cur = link(elem).next.get();
         }
+        debug_assert!(cur == NIL, "linked slot is free");
         None
     }
 }

@@ -318,6 +318,21 @@ impl<T> Pool<T> {
         })
     }
 
+    /// The current key and the occupant of slot `index`, mutably.
+    #[inline]
+    pub fn entry_at_mut(&mut self, index: u32) -> Option<(Key, &mut T)> {
+        let slot = self.slots.get_mut(index as usize)?;
+        let gen = slot.gen;
+        slot.value.as_mut().map(|v| (Key { index, gen }, v))
+    }
+
+    /// Removes and returns the occupant of slot `index`, whatever its generation.
+    pub fn remove_at(&mut self, index: u32) -> Option<T> {
+        let value = self.slots.get_mut(index as usize)?.value.take()?;
+        self.free_slot(index);
+        Some(value)
+    }
+
     /// The occupant of slot `index`, whatever its generation.
     pub fn at(&self, index: u32) -> Option<&T> {
         self.slots.get(index as usize)?.value.as_ref()

@@ -1,7 +1,7 @@
 //! Communicators and the processes in them.
 
 use super::request::{Request, Scope};
-use super::{checked, Equivalence, Rank, Result, Status, Tag, Universe};
+use super::{checked, Equivalence, Error, Rank, Result, Status, Tag, Universe};
 use crate::coll::{Buf, Call, Mode};
 use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
@@ -20,22 +20,30 @@ pub struct Communicator<'u> {
 }
 
 impl<'u> Communicator<'u> {
+    /// `MPI_COMM_WORLD` or `MPI_COMM_SELF`; after finalize (when they are gone), a handle of
+    /// no processes whose operations report the engine's error.
     pub(crate) fn predefined(universe: &'u Universe, id: CommId) -> Communicator<'u> {
-        Communicator::wrap(universe, id, false)
+        Communicator::wrap(universe, id, false).unwrap_or(Communicator {
+            universe,
+            id,
+            owned: false,
+            rank: crate::comm::create::UNDEFINED,
+            size: 0,
+        })
     }
 
-    fn wrap(universe: &'u Universe, id: CommId, owned: bool) -> Communicator<'u> {
+    fn wrap(universe: &'u Universe, id: CommId, owned: bool) -> Result<Communicator<'u>> {
         let (rank, size) = universe.with(|e| {
-            let c = e.comm(id).expect("live communicator");
-            (c.rank as Rank, c.size() as Rank)
-        });
-        Communicator {
+            let c = e.comm(id)?;
+            Ok((c.rank as Rank, c.size() as Rank))
+        })?;
+        Ok(Communicator {
             universe,
             id,
             owned,
             rank,
             size,
-        }
+        })
     }
 
     /// My rank.
@@ -278,7 +286,7 @@ impl<'u> Communicator<'u> {
         let new = self
             .universe
             .inside(|cx| crate::comm::create::dup(cx, id))?;
-        Ok(Communicator::wrap(self.universe, new, true))
+        Communicator::wrap(self.universe, new, true)
     }
 
     /// Splits into one communicator per color, ranked by `key` then by rank here
@@ -293,7 +301,8 @@ impl<'u> Communicator<'u> {
         let new = self
             .universe
             .inside(|cx| crate::comm::create::split(cx, id, color, key))?;
-        Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
+        new.map(|c| Communicator::wrap(self.universe, c, true))
+            .transpose()
     }
 
     /// Splits into one communicator per color, keeping the order of ranks.
@@ -309,8 +318,12 @@ impl<'u> Communicator<'u> {
         let new = self
             .universe
             .inside(|cx| crate::comm::create::split_type(cx, id, shared, key))?;
-        let new = new.expect("every process shares its own node");
-        Ok(Communicator::wrap(self.universe, new, true))
+        let Some(new) = new else {
+            return Err(Error::internal(
+                "MPI_COMM_TYPE_SHARED left out a process, which shares its own node",
+            ));
+        };
+        Communicator::wrap(self.universe, new, true)
     }
 
     /// A Cartesian grid over the first processes (`MPI_Cart_create`, without reordering);
@@ -329,7 +342,8 @@ impl<'u> Communicator<'u> {
         let new = self
             .universe
             .inside(|cx| crate::topo::cart_create(cx, id, dims, &periods[..n]))?;
-        Ok(new.map(|c| Communicator::wrap(self.universe, c, true)))
+        new.map(|c| Communicator::wrap(self.universe, c, true))
+            .transpose()
     }
 
     /// The grid coordinates of `rank` (`MPI_Cart_coords`).

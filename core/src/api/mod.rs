@@ -69,12 +69,12 @@ impl Universe {
         Ok(Universe { engine })
     }
 
-    /// `MPI_COMM_WORLD`.
+    /// `MPI_COMM_WORLD` (after [`Universe::finalize`], a handle of no processes).
     pub fn world(&self) -> Communicator<'_> {
         Communicator::predefined(self, CommId::WORLD)
     }
 
-    /// `MPI_COMM_SELF`.
+    /// `MPI_COMM_SELF` (after [`Universe::finalize`], a handle of no processes).
     pub fn self_comm(&self) -> Communicator<'_> {
         Communicator::predefined(self, CommId::SELF)
     }

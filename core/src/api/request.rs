@@ -1,6 +1,7 @@
 //! Non-blocking requests and the scopes that bound them.
 
 use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 
 use super::{Result, Status, Universe};
 use crate::pml::request::ReqId;
@@ -42,7 +43,7 @@ impl Drop for CloseOnDrop<'_> {
 #[must_use = "a request must be waited for (dropping it waits)"]
 pub struct Request<'s> {
     universe: &'s Universe,
-    id: Option<ReqId>,
+    id: ReqId,
     capacity: Option<usize>,
 }
 
@@ -50,7 +51,7 @@ impl<'s> Request<'s> {
     pub(crate) fn new(universe: &'s Universe, id: ReqId, capacity: Option<usize>) -> Request<'s> {
         Request {
             universe,
-            id: Some(id),
+            id,
             capacity,
         }
     }
@@ -63,19 +64,22 @@ impl<'s> Request<'s> {
     }
 
     /// Waits for the operation to complete (`MPI_Wait`). A truncated receive is an error.
-    pub fn wait(mut self) -> Result<Status> {
-        let id = self.id.take().expect("live request");
-        let status = self.universe.block(|e| e.test(id))?;
-        self.finish(status)
+    pub fn wait(self) -> Result<Status> {
+        // Waited for here: dropping must not wait again.
+        let this = ManuallyDrop::new(self);
+        let id = this.id;
+        let status = this.universe.block(|e| e.test(id))?;
+        this.finish(status)
     }
 
     /// Completes the operation if it is done (`MPI_Test`); otherwise hands the request back.
-    pub fn test(mut self) -> Result<core::result::Result<Status, Request<'s>>> {
-        let id = self.id.expect("live request");
+    pub fn test(self) -> Result<core::result::Result<Status, Request<'s>>> {
+        let id = self.id;
         match self.universe.with(|e| e.test(id))? {
             Some(status) => {
-                self.id = None;
-                self.finish(status).map(Ok)
+                // Complete and freed: dropping must not wait.
+                let this = ManuallyDrop::new(self);
+                this.finish(status).map(Ok)
             }
             None => Ok(Err(self)),
         }
@@ -84,15 +88,14 @@ impl<'s> Request<'s> {
     /// Asks for the operation to be cancelled (`MPI_Cancel`): a receive not yet matched is;
     /// anything else completes normally. Wait for the request afterwards; its status says.
     pub fn cancel(&self) -> Result<()> {
-        let id = self.id.expect("live request");
+        let id = self.id;
         self.universe.with(|e| e.cancel(id))
     }
 }
 
 impl Drop for Request<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let _ = self.universe.block(|e| e.test(id));
-        }
+        let id = self.id;
+        let _ = self.universe.block(|e| e.test(id));
     }
 }

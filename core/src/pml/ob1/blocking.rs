@@ -17,7 +17,7 @@ use crate::btl::Delivery;
 use crate::comm::{CommId, CommTable};
 use crate::datatype::convertor::Unpacker;
 use crate::datatype::table::TypeTable;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pml::request::{ReqId, Source, Status, TagSel};
 use crate::rte::ProcId;
 use crate::wire::Envelope;
@@ -176,7 +176,18 @@ impl Ob1 {
         match self.requests.insert_recv(|| conv, b.src, b.tag, b.comm, 0) {
             Ok(key) => {
                 b.state = State::Request(ReqId(key));
-                self.deliver_matched(types, key.index, from, env, kind, payload);
+                if self
+                    .deliver_matched(types, key.index, from, env, kind, payload)
+                    .is_none()
+                {
+                    // Inserted above as a receive: cannot happen, and the receive fails if it did.
+                    self.requests.pool.discard(key);
+                    let b = &mut self.blocking;
+                    b.status.error =
+                        Some(Error::internal("a receive just posted is not in its slot"));
+                    b.state = State::Done;
+                    self.drop_payload(payload);
+                }
                 Delivery::Consumed
             }
             // Reserved above: cannot happen, and the receive is lost if it did.

@@ -15,7 +15,7 @@ use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
 use crate::error::{Error, ErrorClass, Reason};
 use crate::list::Link;
-use crate::pml::request::{work_link, Op, ReadStep, RecvState, SendState};
+use crate::pml::request::{work_link, Op, ReadStep, RecvState, Request, SendState};
 use crate::pool::{Key, Pool};
 use crate::rte::ProcId;
 use crate::wire::{Envelope, Header};
@@ -230,8 +230,7 @@ impl Ob1 {
 
     pub(super) fn drop_payload(&mut self, payload: Payload<'_>) {
         if let Payload::Stored(i) = payload {
-            if let Some(key) = self.unex.key_at(i) {
-                let m = self.unex.remove(key).expect("occupied");
+            if let Some(m) = self.unex.remove_at(i) {
                 self.chunks.free(m.data);
             }
         }
@@ -325,7 +324,8 @@ impl Ob1 {
                 return;
             };
             list.remove(&self.unex, i, unex_link);
-            let m = self.unex.at(i).expect("occupied");
+            // `find` gave an occupied slot.
+            let Some(m) = self.unex.at(i) else { return };
             let (from, env, kind) = (m.proc, m.env, m.kind);
             // A stored message never needs new storage, so it is always accepted.
             self.accept_in_order(types, comm, from, env, kind, Payload::Stored(i));
@@ -353,12 +353,11 @@ impl Ob1 {
         // `MPI_Irecv`s drains in one); with none left, the next message waits for the receive
         // the program posts next rather than being stored as unexpected.
         let more = !posted.is_empty();
-        match found {
-            Some(r) => match self.deliver_matched_inline(types, r, from, env, kind, payload) {
-                true if !more => Delivery::Satisfied,
-                _ => Delivery::Consumed,
-            },
-            None => {
+        match found.map(|r| self.deliver_matched_inline(types, r, from, env, kind, payload)) {
+            Some(Some(true)) if !more => Delivery::Satisfied,
+            Some(Some(_)) => Delivery::Consumed,
+            // Not matched after all (a posted slot that held no receive): kept as unexpected.
+            Some(None) | None => {
                 let d = self.hold(Hold::Unexpected(comm), from, env, kind, payload);
                 if d == Delivery::Consumed {
                     self.stats.unexpected += 1;
@@ -420,7 +419,8 @@ impl Ob1 {
         Delivery::Consumed
     }
 
-    /// Gives a matched message to receive request slot `r`; whether that completed it.
+    /// Gives a matched message to receive request slot `r`; whether that completed it, or
+    /// `None` (the payload untouched) if the slot holds no receive.
     #[inline(never)]
     pub(crate) fn deliver_matched(
         &mut self,
@@ -430,7 +430,7 @@ impl Ob1 {
         env: Envelope,
         kind: UnexKind,
         payload: Payload<'_>,
-    ) -> bool {
+    ) -> Option<bool> {
         self.deliver_matched_inline(types, r, from, env, kind, payload)
     }
 
@@ -444,17 +444,17 @@ impl Ob1 {
         env: Envelope,
         kind: UnexKind,
         payload: Payload<'_>,
-    ) -> bool {
+    ) -> Option<bool> {
         // Only an offer to read asks (eager messages skip the look).
         let readable = matches!(kind, UnexKind::Rndv { read: Some(_), .. })
             && (self.foreign == 0 || self.same_form(from));
-        let req = self
-            .requests
-            .pool
-            .at_mut(r)
-            .expect("matched request is occupied");
-        let Op::Recv(rr) = &mut req.op else {
-            unreachable!("only receives are posted")
+        let Some(Request {
+            op: Op::Recv(rr),
+            status,
+            ..
+        }) = self.requests.pool.at_mut(r)
+        else {
+            return None;
         };
         // The message is in its sender's form; converting (if needed) starts here. (A convertor
         // starts out native: nothing to tell it in a job of one form.)
@@ -467,15 +467,15 @@ impl Ob1 {
             &mut rr.conv,
             payload,
         );
-        req.status.source = env.src;
-        req.status.tag = env.tag;
+        status.source = env.src;
+        status.tag = env.tag;
         match kind {
             UnexKind::Eager => {
                 rr.state = RecvState::Done;
-                req.status.finish(len as u64, &rr.conv);
+                status.finish(len as u64, &rr.conv);
                 self.drop_payload(payload);
                 self.requests.complete(r);
-                true
+                Some(true)
             }
             UnexKind::Rndv {
                 msg_len,
@@ -495,7 +495,7 @@ impl Ob1 {
                 self.drop_payload(payload);
                 self.pending_ack
                     .push_back(&self.requests.pool, r, work_link);
-                false
+                Some(false)
             }
             UnexKind::Rndv { msg_len, sreq, .. } => {
                 rr.state = RecvState::Matched {
@@ -509,7 +509,7 @@ impl Ob1 {
                 self.drop_payload(payload);
                 self.pending_ack
                     .push_back(&self.requests.pool, r, work_link);
-                false
+                Some(false)
             }
         }
     }
@@ -785,10 +785,17 @@ impl Ob1 {
             &mut self.exact,
         );
         debug_assert_eq!(taken, Some(r));
-        let key = self.requests.pool.key_at(r)?;
-        let req = self.requests.pool.at_mut(r)?;
-        let Op::Recv(rr) = &mut req.op else {
-            unreachable!("only receives are posted")
+        // A receive, as checked above: taking the match changed only its links.
+        let Some((
+            key,
+            Request {
+                op: Op::Recv(rr),
+                status,
+                ..
+            },
+        )) = self.requests.pool.entry_at_mut(r)
+        else {
+            return None;
         };
         if self.foreign > 0 {
             let _ = rr.conv.set_source(types, &self.reprs[from.0 as usize]);
@@ -801,8 +808,8 @@ impl Ob1 {
             sreq,
             acked,
         };
-        req.status.source = env.src;
-        req.status.tag = env.tag;
+        status.source = env.src;
+        status.tag = env.tag;
         self.seqs[si].expect = env.seq.wrapping_add(1);
         self.drain_out_of_order(types, comm, env.src);
         Some(Placement {

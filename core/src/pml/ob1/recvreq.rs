@@ -36,12 +36,23 @@ impl Ob1 {
         let key = self.requests.insert_recv(make, src, tag, comm, scope)?;
         match self.find_unexpected(comm, src, tag) {
             Some(m) => {
+                let Some(msg) = self.unex.at(m) else {
+                    self.requests.pool.discard(key);
+                    return Err(Error::internal(
+                        "a queued unexpected message's slot is free",
+                    ));
+                };
+                let (from, env, kind) = (msg.proc, msg.env, msg.kind);
                 self.comms[comm.0 as usize]
                     .unexpected
                     .remove(&self.unex, m, &mut self.exact);
-                let msg = self.unex.at(m).expect("occupied");
-                let (from, env, kind) = (msg.proc, msg.env, msg.kind);
-                self.deliver_matched(types, key.index, from, env, kind, Payload::Stored(m));
+                let payload = Payload::Stored(m);
+                if self
+                    .deliver_matched(types, key.index, from, env, kind, payload)
+                    .is_none()
+                {
+                    return Err(Error::internal("a receive just posted is not in its slot"));
+                }
             }
             None => {
                 self.comms[comm.0 as usize].posted.push(
@@ -58,9 +69,9 @@ impl Ob1 {
     /// The status of the first unexpected message `s` accepts, without taking it.
     pub fn iprobe(&mut self, comms: &CommTable, s: &RecvSel) -> Result<Option<Status>> {
         comms.get_in_use(s.comm)?;
-        Ok(self
-            .find_unexpected(s.comm, s.src, s.tag)
-            .map(|i| probe_status(self, i)))
+        self.find_unexpected(s.comm, s.src, s.tag)
+            .map(|i| probe_status(self, i))
+            .transpose()
     }
 
     /// Like [`Ob1::iprobe`], but takes the message off the queue for a later [`Ob1::imrecv`].
@@ -69,12 +80,16 @@ impl Ob1 {
         let Some(i) = self.find_unexpected(s.comm, s.src, s.tag) else {
             return Ok(None);
         };
-        let status = probe_status(self, i);
+        let status = probe_status(self, i)?;
         self.comms[s.comm.0 as usize]
             .unexpected
             .remove(&self.unex, i, &mut self.exact);
-        let key = self.unex.key_at(i).expect("occupied");
-        self.unex.get_mut(key).expect("occupied").claimed = true;
+        let Some((key, m)) = self.unex.entry_at_mut(i) else {
+            return Err(Error::internal(
+                "a queued unexpected message's slot is free",
+            ));
+        };
+        m.claimed = true;
         Ok(Some((MsgId(key), status)))
     }
 
@@ -107,26 +122,29 @@ impl Ob1 {
         let key = self
             .requests
             .insert_with(|| Request::new(Op::Recv(recv), scope))?;
-        self.deliver_matched(
-            types,
-            key.index,
-            from,
-            env,
-            kind,
-            Payload::Stored(msg.0.index),
-        );
+        let payload = Payload::Stored(msg.0.index);
+        if self
+            .deliver_matched(types, key.index, from, env, kind, payload)
+            .is_none()
+        {
+            return Err(Error::internal("a receive just posted is not in its slot"));
+        }
         Ok(ReqId(key))
     }
 }
 
-fn probe_status(pml: &Ob1, i: u32) -> Status {
-    let m = pml.unex.at(i).expect("occupied");
-    Status {
+fn probe_status(pml: &Ob1, i: u32) -> Result<Status> {
+    let Some(m) = pml.unex.at(i) else {
+        return Err(Error::internal(
+            "a queued unexpected message's slot is free",
+        ));
+    };
+    Ok(Status {
         source: m.env.src,
         tag: m.env.tag,
         bytes: m.msg_len(),
         message_bytes: m.msg_len(),
         error: None,
         cancelled: false,
-    }
+    })
 }

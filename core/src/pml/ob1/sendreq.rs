@@ -6,7 +6,7 @@ use crate::btl::{AmTag, Btl, BtlFlags, DestRef, Endpoint, RemoteKey, Sent, Token
 use crate::datatype::convertor::Packer;
 use crate::datatype::repr::Repr;
 use crate::datatype::table::TypeTable;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::list::List;
 use crate::pml::request::{
     work_link, Dest, Op, ReadStep, RecvState, ReqId, Request, SendMode, SendReq, SendState,
@@ -25,6 +25,10 @@ enum Attempt {
     Issued,
     /// Sent; the request is now finished.
     Finished,
+    /// An invariant of stormpi's own failed (it says which): the request, if any, completes
+    /// with [`Error::internal`]. (Not an `Error`: an `Attempt` stays two words, returned in
+    /// registers.)
+    Failed(&'static str),
 }
 
 /// Fragments at least this big go zero-copy where the BTL can (smaller ones are cheaper to copy).
@@ -166,6 +170,10 @@ impl Ob1 {
                     return Ok(ReqId(key));
                 }
                 Attempt::Sent | Attempt::Issued => return Ok(ReqId(key)),
+                Attempt::Failed(what) => {
+                    self.fail(key.index, what);
+                    return Ok(ReqId(key));
+                }
                 Attempt::Blocked => self.stats.send_stalls += 1,
             }
         }
@@ -178,12 +186,19 @@ impl Ob1 {
 
     /// Puts the first fragment of send slot `idx` on the wire.
     fn start(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
-        let key = self.requests.pool.key_at(idx).expect("occupied");
-        let req = self.requests.pool.at_mut(idx).expect("occupied");
-        let Op::Send(s) = &mut req.op else {
-            unreachable!("only sends are started")
+        let Some((
+            key,
+            Request {
+                op: Op::Send(s), ..
+            },
+        )) = self.requests.pool.entry_at_mut(idx)
+        else {
+            return Attempt::Failed("a send to start is not in its slot");
         };
-        let route = bml.eager(s.proc).expect("reachability checked at isend");
+        // Reachability was checked at isend.
+        let Some(route) = bml.eager(s.proc) else {
+            return Attempt::Failed("no route to a peer checked reachable");
+        };
         let btl = bml.btl(route.btl);
         let eager_limit = btl.attrs().eager_limit;
         let len = s.conv.packed_len();
@@ -267,10 +282,11 @@ impl Ob1 {
         if let Some(a) = reading.then(|| self.answer_read(bml, idx)).flatten() {
             return a;
         }
-        let key = self.requests.pool.key_at(idx).expect("occupied");
-        let req = self.requests.pool.at_mut(idx).expect("occupied");
+        let Some((key, req)) = self.requests.pool.entry_at_mut(idx) else {
+            return Attempt::Failed("a receive to ack is not in its slot");
+        };
         let Op::Recv(r) = &mut req.op else {
-            unreachable!("only receives are acked")
+            return Attempt::Failed("a request to ack is not a receive");
         };
         let RecvState::Matched {
             proc,
@@ -281,11 +297,11 @@ impl Ob1 {
             ..
         } = &mut r.state
         else {
-            unreachable!("only matched receives are acked")
+            return Attempt::Failed("a receive to ack is not matched");
         };
         let Some(route) = bml.eager(*proc) else {
             // The sender reached us, so we reach it; a one-way route is a setup error.
-            unreachable!("no route back to a sender")
+            return Attempt::Failed("no route back to a sender");
         };
         let btl = bml.btl(route.btl);
         let Some(space) = btl.reserve(route.ep, ACK_LEN) else {
@@ -315,10 +331,11 @@ impl Ob1 {
     /// not take the bytes as they are, no get on the route back): the receive is then an
     /// ordinary matched rendezvous, and its ACK asks for fragments.
     fn answer_read(&mut self, bml: &mut Bml, idx: u32) -> Option<Attempt> {
-        let key = self.requests.pool.key_at(idx).expect("occupied");
-        let req = self.requests.pool.at_mut(idx).expect("occupied");
+        let Some((key, req)) = self.requests.pool.entry_at_mut(idx) else {
+            return Some(Attempt::Failed("a receive to read is not in its slot"));
+        };
         let Op::Recv(r) = &mut req.op else {
-            unreachable!("only receives read")
+            return Some(Attempt::Failed("a request to read is not a receive"));
         };
         let RecvState::Reading {
             proc,
@@ -329,10 +346,10 @@ impl Ob1 {
             step,
         } = r.state
         else {
-            unreachable!("only reading receives are answered here")
+            return Some(Attempt::Failed("a receive to read is not reading"));
         };
         let Some(route) = bml.eager(proc) else {
-            unreachable!("no route back to a sender")
+            return Some(Attempt::Failed("no route back to a sender"));
         };
         let btl = bml.btl(route.btl);
         match step {
@@ -384,10 +401,14 @@ impl Ob1 {
     /// Sends fragments of send slot `idx` until it is done or its routes are full; first
     /// withdraws the registration of an `RGET` offer the receiver answered.
     fn send_frags(&mut self, bml: &mut Bml, types: &TypeTable, idx: u32) -> Attempt {
-        let key = self.requests.pool.key_at(idx).expect("occupied");
-        let req = self.requests.pool.at_mut(idx).expect("occupied");
-        let Op::Send(s) = &mut req.op else {
-            unreachable!("only sends have fragments")
+        let Some((
+            key,
+            Request {
+                op: Op::Send(s), ..
+            },
+        )) = self.requests.pool.entry_at_mut(idx)
+        else {
+            return Attempt::Failed("a send to fragment is not in its slot");
         };
         if let Some((b, k)) = s.reg.take() {
             bml.btl(b).deregister(RemoteKey(k));
@@ -399,17 +420,14 @@ impl Ob1 {
                 Attempt::Issued
             };
         }
+        let SendState::Frags { dreq, mut offset } = s.state else {
+            return Attempt::Failed("a send to fragment has no fragments");
+        };
         let len = s.conv.packed_len();
         if s.stripe.is_empty() {
-            let SendState::Frags { offset, .. } = s.state else {
-                unreachable!("scheduled send is in the fragment state")
-            };
             s.stripe = bml.stripe(s.proc, (len - offset) as u64);
         }
         loop {
-            let SendState::Frags { dreq, offset } = s.state else {
-                unreachable!("scheduled send is in the fragment state")
-            };
             if offset >= len {
                 s.state = SendState::Done;
                 return if s.inflight == 0 {
@@ -465,12 +483,22 @@ impl Ob1 {
             };
             self.stats.sent(s.stripe.route(lane).btl, FRAG_LEN + n);
             s.stripe.account(lane, n);
-            s.state = SendState::Frags {
-                dreq,
-                offset: offset + n,
-            };
+            offset += n;
+            s.state = SendState::Frags { dreq, offset };
             self.stats.frags_sent += 1;
         }
+    }
+
+    /// Completes request slot `idx`, off every work list, with the internal error `what` (if
+    /// the slot holds a request).
+    #[cold]
+    fn fail(&mut self, idx: u32, what: &'static str) {
+        let e = Error::internal(what);
+        self.warn(format_args!("request slot {idx}: {e}"));
+        if let Some(req) = self.requests.pool.at_mut(idx) {
+            req.status.error.get_or_insert(e);
+        }
+        self.requests.complete(idx);
     }
 
     /// A zero-copy fragment of send `token` left the BTL (or failed).
@@ -531,6 +559,11 @@ impl Ob1 {
                         self.requests.complete(i);
                         done += 1;
                     }
+                    Attempt::Failed(what) => {
+                        self.pending_ack.remove(&self.requests.pool, i, work_link);
+                        self.fail(i, what);
+                        done += 1;
+                    }
                 }
             }
         }
@@ -562,8 +595,10 @@ impl Ob1 {
                         self.pending_start.remove(&self.requests.pool, i, work_link);
                         self.queued[p] -= 1;
                         self.queued_peers -= u32::from(self.queued[p] == 0);
-                        if matches!(a, Attempt::Finished) {
-                            self.requests.complete(i);
+                        match a {
+                            Attempt::Finished => self.requests.complete(i),
+                            Attempt::Failed(what) => self.fail(i, what),
+                            _ => {}
                         }
                         done += 1;
                     }
@@ -585,6 +620,11 @@ impl Ob1 {
                     Attempt::Issued => {
                         // Completes when the last zero-copy fragment is reported.
                         self.pending_frags.remove(&self.requests.pool, i, work_link);
+                        done += 1;
+                    }
+                    Attempt::Failed(what) => {
+                        self.pending_frags.remove(&self.requests.pool, i, work_link);
+                        self.fail(i, what);
                         done += 1;
                     }
                     Attempt::Blocked | Attempt::Sent => {}
