@@ -83,37 +83,40 @@ fn not_defined() -> Error {
     )
 }
 
-/// A fixed-size element read from and written to unaligned bytes.
-trait Elem: Copy {
-    const SIZE: usize;
-    fn load(b: &[u8]) -> Self;
-    fn store(self, b: &mut [u8]);
+/// A fixed-size element stored in `N` unaligned bytes.
+trait Elem<const N: usize>: Copy {
+    fn from_bytes(b: [u8; N]) -> Self;
+    fn to_bytes(self) -> [u8; N];
 }
 
 macro_rules! elem {
     ($($t:ty),*) => {$(
-        impl Elem for $t {
-            const SIZE: usize = core::mem::size_of::<$t>();
+        impl Elem<{ core::mem::size_of::<$t>() }> for $t {
             #[inline(always)]
-            fn load(b: &[u8]) -> Self {
-                <$t>::from_ne_bytes(b[..Self::SIZE].try_into().expect("element bytes"))
+            fn from_bytes(b: [u8; core::mem::size_of::<$t>()]) -> Self {
+                <$t>::from_ne_bytes(b)
             }
             #[inline(always)]
-            fn store(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
+            fn to_bytes(self) -> [u8; core::mem::size_of::<$t>()] {
+                self.to_ne_bytes()
             }
         }
     )*};
 }
 elem!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
+/// The element at the front of `b`; `None` if `b` is too short to hold one.
 #[inline(always)]
-fn each<T: Elem>(inout: &mut [u8], input: &[u8], f: impl Fn(T, T) -> T) {
-    for (o, i) in inout
-        .chunks_exact_mut(T::SIZE)
-        .zip(input.chunks_exact(T::SIZE))
-    {
-        f(T::load(i), T::load(o)).store(o);
+fn front<T: Elem<N>, const N: usize>(b: &[u8]) -> Option<T> {
+    b.first_chunk().map(|a| T::from_bytes(*a))
+}
+
+#[inline(always)]
+fn each<T: Elem<N>, const N: usize>(inout: &mut [u8], input: &[u8], f: impl Fn(T, T) -> T) {
+    let (inout, _) = inout.as_chunks_mut::<N>();
+    let (input, _) = input.as_chunks::<N>();
+    for (o, i) in inout.iter_mut().zip(input) {
+        *o = f(T::from_bytes(*i), T::from_bytes(*o)).to_bytes();
     }
 }
 
@@ -121,16 +124,26 @@ macro_rules! int_op {
     ($t:ty, $op:expr, $inout:expr, $input:expr) => {{
         let (inout, input) = ($inout, $input);
         match $op {
-            Op::Max => each::<$t>(inout, input, |a, b| a.max(b)),
-            Op::Min => each::<$t>(inout, input, |a, b| a.min(b)),
-            Op::Sum => each::<$t>(inout, input, |a, b| a.wrapping_add(b)),
-            Op::Prod => each::<$t>(inout, input, |a, b| a.wrapping_mul(b)),
-            Op::Land => each::<$t>(inout, input, |a, b| ((a != 0) && (b != 0)) as $t),
-            Op::Lor => each::<$t>(inout, input, |a, b| ((a != 0) || (b != 0)) as $t),
-            Op::Lxor => each::<$t>(inout, input, |a, b| ((a != 0) != (b != 0)) as $t),
-            Op::Band => each::<$t>(inout, input, |a, b| a & b),
-            Op::Bor => each::<$t>(inout, input, |a, b| a | b),
-            Op::Bxor => each::<$t>(inout, input, |a, b| a ^ b),
+            Op::Max => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.min(b)),
+            Op::Sum => {
+                each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.wrapping_add(b))
+            }
+            Op::Prod => {
+                each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.wrapping_mul(b))
+            }
+            Op::Land => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
+                ((a != 0) && (b != 0)) as $t
+            }),
+            Op::Lor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
+                ((a != 0) || (b != 0)) as $t
+            }),
+            Op::Lxor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
+                ((a != 0) != (b != 0)) as $t
+            }),
+            Op::Band => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a & b),
+            Op::Bor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a | b),
+            Op::Bxor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a ^ b),
             _ => return Err(not_defined()),
         }
     }};
@@ -141,10 +154,10 @@ macro_rules! float_op {
         let (inout, input) = ($inout, $input);
         match $op {
             // MPI leaves NaN handling open; these follow C's fmax/fmin.
-            Op::Max => each::<$t>(inout, input, |a, b| a.max(b)),
-            Op::Min => each::<$t>(inout, input, |a, b| a.min(b)),
-            Op::Sum => each::<$t>(inout, input, |a, b| a + b),
-            Op::Prod => each::<$t>(inout, input, |a, b| a * b),
+            Op::Max => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.min(b)),
+            Op::Sum => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a + b),
+            Op::Prod => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a * b),
             _ => return Err(not_defined()),
         }
     }};
@@ -186,37 +199,47 @@ fn unsigned(op: Op, bytes: u8, inout: &mut [u8], input: &[u8]) -> Result<()> {
 }
 
 fn complex<
-    T: Elem + core::ops::Add<Output = T> + core::ops::Sub<Output = T> + core::ops::Mul<Output = T>,
+    T: Elem<N> + core::ops::Add<Output = T> + core::ops::Sub<Output = T> + core::ops::Mul<Output = T>,
+    const N: usize,
 >(
     op: Op,
     inout: &mut [u8],
     input: &[u8],
 ) -> Result<()> {
-    let n = 2 * T::SIZE;
-    for (o, i) in inout.chunks_exact_mut(n).zip(input.chunks_exact(n)) {
-        let (ar, ai) = (T::load(i), T::load(&i[T::SIZE..]));
-        let (br, bi) = (T::load(o), T::load(&o[T::SIZE..]));
+    let (inout, _) = inout.as_chunks_mut::<N>();
+    let (input, _) = input.as_chunks::<N>();
+    // Each element is two parts: real, imaginary.
+    for (o, i) in inout.chunks_exact_mut(2).zip(input.chunks_exact(2)) {
+        let (ar, ai) = (T::from_bytes(i[0]), T::from_bytes(i[1]));
+        let (br, bi) = (T::from_bytes(o[0]), T::from_bytes(o[1]));
         let (r, im) = match op {
             Op::Sum => (ar + br, ai + bi),
             Op::Prod => (ar * br - ai * bi, ar * bi + ai * br),
             _ => return Err(not_defined()),
         };
-        r.store(o);
-        im.store(&mut o[T::SIZE..]);
+        o[0] = r.to_bytes();
+        o[1] = im.to_bytes();
     }
     Ok(())
 }
 
-/// Reads a pair member as a comparable value.
+/// Reads a pair member as a comparable value; `None` for a type that is not one, or if `b` is
+/// too short to hold it.
 fn num(n: Num, b: &[u8]) -> Option<f64> {
     Some(match n {
-        Num::I16 => i16::load(b) as f64,
-        Num::I32 => i32::load(b) as f64,
+        Num::I16 => front::<i16, 2>(b)? as f64,
+        Num::I32 => front::<i32, 4>(b)? as f64,
         Num::I64 => return None,
-        Num::F32 => f32::load(b) as f64,
-        Num::F64 => f64::load(b),
+        Num::F32 => front::<f32, 4>(b)? as f64,
+        Num::F64 => front::<f64, 8>(b)?,
         Num::LongDouble => return None,
     })
+}
+
+/// The error of a pair type whose members do not fit its extent as they should.
+#[cold]
+fn bad_pair() -> Error {
+    Error::internal("a pair type's members do not fit its extent")
 }
 
 fn pair_loc(
@@ -249,19 +272,19 @@ fn pair_loc(
         .zip(input.chunks_exact(extent))
     {
         let (take, tie) = if value == Num::I64 {
-            let (a, b) = (i64::load(i), i64::load(o));
+            let (Some(a), Some(b)) = (front::<i64, 8>(i), front::<i64, 8>(o)) else {
+                return Err(bad_pair());
+            };
             (if max { a > b } else { a < b }, a == b)
         } else {
-            let (a, b) = (
-                num(value, i).expect("comparable"),
-                num(value, o).expect("comparable"),
-            );
+            let (Some(a), Some(b)) = (num(value, i), num(value, o)) else {
+                return Err(bad_pair());
+            };
             (if max { a > b } else { a < b }, a == b)
         };
-        let (ia, ib) = (
-            num(index, &i[index_at..]).expect("index"),
-            num(index, &o[index_at..]).expect("index"),
-        );
+        let (Some(ia), Some(ib)) = (num(index, &i[index_at..]), num(index, &o[index_at..])) else {
+            return Err(bad_pair());
+        };
         if take {
             o[..vsize].copy_from_slice(&i[..vsize]);
             o[index_at..index_at + isize].copy_from_slice(&i[index_at..index_at + isize]);
@@ -404,8 +427,8 @@ pub fn apply(op: Op, datatype: Datatype, inout: &mut [u8], input: &[u8]) -> Resu
         Scalar::Logical(b) if logical_ok => signed(op, b, inout, input),
         Scalar::Float(4) => f32s(op, inout, input),
         Scalar::Float(8) => f64s(op, inout, input),
-        Scalar::Complex(4) => complex::<f32>(op, inout, input),
-        Scalar::Complex(8) => complex::<f64>(op, inout, input),
+        Scalar::Complex(4) => complex::<f32, 4>(op, inout, input),
+        Scalar::Complex(8) => complex::<f64, 8>(op, inout, input),
         Scalar::LongDouble => long_double(op, 0, datatype.extent(), 0, inout, input),
         Scalar::Complex(16)
             if datatype == Datatype::C_LONG_DOUBLE_COMPLEX

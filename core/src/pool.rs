@@ -266,6 +266,17 @@ impl<T> Pool<T> {
         Some(value)
     }
 
+    /// Removes and returns the occupant of slot `index` if `done` (given it first) says so.
+    pub fn remove_at_if(&mut self, index: u32, done: impl FnOnce(&mut T) -> bool) -> Option<T> {
+        let slot = self.slots.get_mut(index as usize)?;
+        if !done(slot.value.as_mut()?) {
+            return None;
+        }
+        let value = slot.value.take();
+        self.free_slot(index);
+        value
+    }
+
     /// Drops the value under `key` where it lies (no move out, for large values on hot paths);
     /// whether `key` was current.
     #[inline]

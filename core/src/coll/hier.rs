@@ -676,7 +676,7 @@ impl Colls<'_> {
             err: None,
             hold,
         }) else {
-            unreachable!("reserved above")
+            return Err(Error::internal("no room for a chain after reserving it"));
         };
         let slot = key.index;
         self.coll.hier.active += 1;
@@ -704,29 +704,29 @@ impl Colls<'_> {
                     }
                 }
             }
-            while ch.next < 3 && ch.phases[ch.next].is_none() {
+            // The next phase, skipping the empty ones; none after an error.
+            let mut phase = None;
+            while phase.is_none() && ch.err.is_none() && ch.next < 3 {
+                phase = ch.phases[ch.next];
                 ch.next += 1;
             }
-            if ch.err.is_none() && ch.next < 3 {
-                let p = ch.phases[ch.next].expect("skipped the empty ones");
-                ch.next += 1;
+            if let Some(p) = phase {
                 // SAFETY: the buffers are the user's, under the contract of the non-blocking
                 // call that started the chain (valid until its request completes).
                 let r = unsafe { self.start(p.comm, p.call, 0, Some(p.tag)) }.map(Some);
-                let ch = self.coll.hier.chains.at_mut(slot).expect("in flight");
+                let Some(ch) = self.coll.hier.chains.at_mut(slot) else {
+                    return false;
+                };
                 match r {
                     Ok(id) => ch.cur = id,
                     Err(e) => ch.err = Some(e),
                 }
                 continue;
             }
-            let ch = self
-                .coll
-                .hier
-                .chains
-                .key_at(slot)
-                .and_then(|k| self.coll.hier.chains.remove(k))
-                .expect("in flight");
+            let chains = &mut self.coll.hier.chains;
+            let Some(ch) = chains.key_at(slot).and_then(|k| chains.remove(k)) else {
+                return false;
+            };
             self.coll.hier.active -= 1;
             if let Some(h) = ch.hold {
                 h.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);

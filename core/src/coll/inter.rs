@@ -153,6 +153,15 @@ fn no_in_place<T>(b: Option<T>) -> Result<T> {
     ))
 }
 
+fn no_scan() -> Error {
+    Error::new(
+        ErrorClass::Comm,
+        Reason::BadArgument {
+            what: "MPI_Scan and MPI_Exscan are not defined on intercommunicators",
+        },
+    )
+}
+
 /// An intercommunicator collective planned: its first phase, the later ones, their scratch.
 struct Plan {
     first: Planned,
@@ -228,12 +237,7 @@ impl Colls<'_> {
         };
         let q = c.peers().size();
         if matches!(call, Call::Scan { .. } | Call::Exscan { .. }) {
-            return Err(Error::new(
-                ErrorClass::Comm,
-                Reason::BadArgument {
-                    what: "MPI_Scan and MPI_Exscan are not defined on intercommunicators",
-                },
-            ));
+            return Err(no_scan());
         }
         if matches!(mode, Mode::NonBlocking { .. }) && !self.coll.pool.reserve() {
             return Err(self
@@ -730,9 +734,8 @@ impl Colls<'_> {
                 let s = unsafe { self.local_plan(cx, call)? };
                 plan.push(cx.local, cx.tl, s);
             }
-            Call::Scan { .. } | Call::Exscan { .. } => {
-                unreachable!("rejected before planning")
-            }
+            // Rejected before planning already.
+            Call::Scan { .. } | Call::Exscan { .. } => return Err(no_scan()),
             Call::Neighbor { .. } => {
                 return Err(Error::new(
                     ErrorClass::Topology,

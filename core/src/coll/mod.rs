@@ -1364,14 +1364,9 @@ impl Colls<'_> {
     /// Advances non-blocking collective in slot `i`; finishes it if it is done. True if it was.
     fn advance_one(&mut self, i: u32) -> bool {
         let Colls { p2p, coll } = self;
-        let Some(c) = coll.pool.at_mut(i) else {
+        let Some(c) = coll.pool.remove_at_if(i, |c| c.advance(p2p)) else {
             return false;
         };
-        if !c.advance(p2p) {
-            return false;
-        }
-        let key = coll.pool.key_at(i).expect("occupied");
-        let c = coll.pool.remove(key).expect("occupied");
         coll.active -= 1;
         for sc in c.scratches() {
             if let Scratch::Pool { start, len } = sc {

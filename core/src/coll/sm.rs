@@ -58,6 +58,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use super::exec::Red;
 use super::Colls;
 use super::{
     parse, small_reduction, AllgatherAlg, AllreduceAlg, AlltoallAlg, BarrierAlg, BcastAlg, Buf,
@@ -67,7 +68,7 @@ use crate::arena::{Arena, Sizer};
 use crate::btl::AreaState;
 use crate::comm::CommId;
 use crate::datatype::Datatype;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::op::Op;
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::Level;
@@ -136,7 +137,8 @@ impl Cell {
 #[derive(Clone, Copy, Debug)]
 struct Members {
     n: u32,
-    cells: [Option<Cell>; MAX_MEMBERS],
+    /// Each member's cell; those past `n` repeat member 0's (never read).
+    cells: [Cell; MAX_MEMBERS],
     /// Each member's epoch when the communicator bound.
     base: [u64; MAX_MEMBERS],
     /// Shared-memory collectives run on the communicator so far.
@@ -148,7 +150,7 @@ struct Members {
 
 impl Members {
     fn cell(&self, r: u32) -> Cell {
-        self.cells[r as usize].expect("a bound member has a cell")
+        self.cells[r as usize]
     }
 
     fn reached(&self, r: u32, k: u64) -> bool {
@@ -289,13 +291,12 @@ fn final_call(calls: u64) -> u64 {
 /// As for [`super::collective`].
 pub(super) unsafe fn blocking(cx: &mut Inside, comm: CommId, g: Grp, call: &Call) -> Result<bool> {
     let colls = cx.e().colls();
-    if colls.coll.sm.mode == LayerMode::Off
-        || g.size < 2
-        || g.size as usize > MAX_MEMBERS
-        || !colls.sm_eligible(g, call)
-    {
+    if colls.coll.sm.mode == LayerMode::Off || g.size < 2 || g.size as usize > MAX_MEMBERS {
         return Ok(false);
     }
+    let Some(call) = colls.sm_eligible(g, call) else {
+        return Ok(false);
+    };
     let Some((cid, m)) = members(cx, comm)? else {
         return Ok(false);
     };
@@ -317,19 +318,74 @@ pub(super) unsafe fn blocking(cx: &mut Inside, comm: CommId, g: Grp, call: &Call
     Ok(true)
 }
 
-/// The steps of `call` (eligible, on a bound communicator).
+/// A call [`Colls::sm_eligible`] admitted, as its steps take it (at this member).
+#[derive(Clone, Copy, Debug)]
+enum SmCall {
+    Barrier,
+    Bcast {
+        buf: Buf,
+        root: u32,
+    },
+    /// A gather, at a member other than the root.
+    GatherFrom {
+        send: Buf,
+    },
+    /// A gather, at the root (`send` is `None` for MPI_IN_PLACE).
+    GatherAt {
+        send: Option<Buf>,
+        recv: Buf,
+    },
+    /// A scatter, at the root (`recv` is `None` for MPI_IN_PLACE).
+    ScatterFrom {
+        send: Buf,
+        recv: Option<Buf>,
+    },
+    /// A scatter, at a member other than the root.
+    ScatterTo {
+        recv: Buf,
+        root: u32,
+    },
+    Allgather {
+        send: Option<Buf>,
+        recv: Buf,
+    },
+    Alltoall {
+        send: Option<Buf>,
+        recv: Buf,
+    },
+    Allreduce {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        red: Red,
+    },
+    Reduce {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        red: Red,
+        root: u32,
+    },
+    ReduceScatterBlock {
+        send: Option<*const u8>,
+        recv: *mut u8,
+        count: u64,
+        red: Red,
+    },
+}
+
+/// The steps of `call` (on a bound communicator).
 ///
 /// # Safety
 /// As for [`super::collective`].
-unsafe fn run(cx: &mut Inside, s: &Step, call: &Call) -> Result<()> {
+unsafe fn run(cx: &mut Inside, s: &Step, call: SmCall) -> Result<()> {
     let (m, k, me, n) = (s.m, s.k, s.me, s.n);
-    match *call {
-        Call::Barrier => {
+    match call {
+        SmCall::Barrier => {
             s.arrive();
             wait(cx, || s.all_passed(k));
         }
-        Call::Bcast { buf, root } => {
-            let root = root as u32;
+        SmCall::Bcast { buf, root } => {
             if me == root {
                 wait(cx, || s.slots_free());
                 // SAFETY: the caller's buffer (MPI's rules); our free slot.
@@ -342,60 +398,54 @@ unsafe fn run(cx: &mut Inside, s: &Step, call: &Call) -> Result<()> {
                 s.arrive();
             }
         }
-        Call::Gather { send, recv, root } => {
-            let root = root as u32;
-            if me != root {
-                let send = send.expect("checked eligible");
-                wait(cx, || s.slots_free());
-                // SAFETY: as for Bcast.
-                unsafe { cx.e().colls().sm_pack(send, s.out(0, 0))? };
-                s.arrive();
-            } else {
-                let ext = super::extent(&cx.e().p2p.types, recv.dt)?;
-                if let Some(send) = send {
-                    let (from, to) = (send.span(), block(recv, me, ext).span());
-                    let len = cx.e().colls().packed_bytes(send) as u64;
-                    // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
-                    unsafe { super::exec::copy_stream(&cx.e().p2p.types, to, 0, from, 0, len)? };
-                }
-                // Arrive first: the wait below counts us too.
-                s.arrive();
-                wait(cx, || s.all_passed(k));
-                for r in (0..n).filter(|&r| r != me) {
-                    // SAFETY: member r's slot of this call, filled before its epoch.
-                    unsafe {
-                        cx.e()
-                            .colls()
-                            .sm_unpack(s.input(r, 0, 0), block(recv, r, ext))?
-                    };
-                }
+        SmCall::GatherFrom { send } => {
+            wait(cx, || s.slots_free());
+            // SAFETY: as for Bcast.
+            unsafe { cx.e().colls().sm_pack(send, s.out(0, 0))? };
+            s.arrive();
+        }
+        SmCall::GatherAt { send, recv } => {
+            let ext = super::extent(&cx.e().p2p.types, recv.dt)?;
+            if let Some(send) = send {
+                let (from, to) = (send.span(), block(recv, me, ext).span());
+                let len = cx.e().colls().packed_bytes(send) as u64;
+                // SAFETY: the caller's buffers (MPI's rules: same signature, apart).
+                unsafe { super::exec::copy_stream(&cx.e().p2p.types, to, 0, from, 0, len)? };
+            }
+            // Arrive first: the wait below counts us too.
+            s.arrive();
+            wait(cx, || s.all_passed(k));
+            for r in (0..n).filter(|&r| r != me) {
+                // SAFETY: member r's slot of this call, filled before its epoch.
+                unsafe {
+                    cx.e()
+                        .colls()
+                        .sm_unpack(s.input(r, 0, 0), block(recv, r, ext))?
+                };
             }
         }
-        Call::Scatter { send, recv, root } => {
-            let root = root as u32;
-            if me == root {
-                let ext = super::extent(&cx.e().p2p.types, send.dt)?;
-                let bb = cx.e().colls().packed_bytes(block(send, 0, ext));
-                wait(cx, || s.slots_free());
-                for r in 0..n {
-                    // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
-                    unsafe { cx.e().colls().sm_pack(block(send, r, ext), s.out(r, bb))? };
-                }
-                if let Some(recv) = recv {
-                    // SAFETY: our own block, just written.
-                    unsafe { cx.e().colls().sm_unpack(s.input(me, me, bb), recv)? };
-                }
-                s.arrive();
-            } else {
-                let recv = recv.expect("checked eligible");
-                let bb = cx.e().colls().packed_bytes(recv);
-                wait(cx, || m.reached(root, k));
-                // SAFETY: the root's slot of this call.
-                unsafe { cx.e().colls().sm_unpack(s.input(root, me, bb), recv)? };
-                s.arrive();
+        SmCall::ScatterFrom { send, recv } => {
+            let ext = super::extent(&cx.e().p2p.types, send.dt)?;
+            let bb = cx.e().colls().packed_bytes(block(send, 0, ext));
+            wait(cx, || s.slots_free());
+            for r in 0..n {
+                // SAFETY: the caller's buffer; our free slot (n blocks fit: eligible).
+                unsafe { cx.e().colls().sm_pack(block(send, r, ext), s.out(r, bb))? };
             }
+            if let Some(recv) = recv {
+                // SAFETY: our own block, just written.
+                unsafe { cx.e().colls().sm_unpack(s.input(me, me, bb), recv)? };
+            }
+            s.arrive();
         }
-        Call::Allgather { send, recv } => {
+        SmCall::ScatterTo { recv, root } => {
+            let bb = cx.e().colls().packed_bytes(recv);
+            wait(cx, || m.reached(root, k));
+            // SAFETY: the root's slot of this call.
+            unsafe { cx.e().colls().sm_unpack(s.input(root, me, bb), recv)? };
+            s.arrive();
+        }
+        SmCall::Allgather { send, recv } => {
             let ext = super::extent(&cx.e().p2p.types, recv.dt)?;
             let mine = send.unwrap_or(block(recv, me, ext));
             wait(cx, || s.slots_free());
@@ -412,7 +462,7 @@ unsafe fn run(cx: &mut Inside, s: &Step, call: &Call) -> Result<()> {
                 };
             }
         }
-        Call::Alltoall { send, recv } => {
+        SmCall::Alltoall { send, recv } => {
             let rext = super::extent(&cx.e().p2p.types, recv.dt)?;
             let bb = cx.e().colls().packed_bytes(block(recv, 0, rext));
             let (src, sext) = match send {
@@ -435,54 +485,65 @@ unsafe fn run(cx: &mut Inside, s: &Step, call: &Call) -> Result<()> {
                 };
             }
         }
-        Call::Allreduce {
+        SmCall::Allreduce {
             send,
             recv,
             count,
-            dt,
-            op,
+            red,
         } => {
             // SAFETY: the caller's buffers (`count` elements each).
-            unsafe { contribute(cx, s, send, recv, count, dt)? };
+            unsafe { contribute(cx, s, send, recv, count, red.w)? };
             wait(cx, || s.all_passed(k));
             // SAFETY: every member's slot of this call; `recv` takes `count` elements.
-            unsafe { cx.e().colls().sm_combine(s, recv, count, dt, op, 0) }?;
+            unsafe { sm_combine(s, recv, count, &red, 0) }?;
         }
-        Call::Reduce {
+        SmCall::Reduce {
             send,
             recv,
             count,
-            dt,
-            op,
+            red,
             root,
         } => {
             // SAFETY: the caller's buffers; the input is `count` elements (in `recv` at
             // the root for MPI_IN_PLACE).
-            unsafe { contribute(cx, s, send, recv, count, dt)? };
-            if me == root as u32 {
+            unsafe { contribute(cx, s, send, recv, count, red.w)? };
+            if me == root {
                 wait(cx, || s.all_passed(k));
                 // SAFETY: as for Allreduce.
-                unsafe { cx.e().colls().sm_combine(s, recv, count, dt, op, 0) }?;
+                unsafe { sm_combine(s, recv, count, &red, 0) }?;
             }
         }
-        Call::ReduceScatterBlock {
+        SmCall::ReduceScatterBlock {
             send,
             recv,
             count,
-            dt,
-            op,
+            red,
         } => {
             // SAFETY: the caller's buffers: `n * count` elements of input.
-            unsafe { contribute(cx, s, send, recv, n as u64 * count, dt)? };
+            unsafe { contribute(cx, s, send, recv, n as u64 * count, red.w)? };
             wait(cx, || s.all_passed(k));
             // SAFETY: every member's slot of this call; our block of it into `recv`.
-            unsafe {
-                cx.e()
-                    .colls()
-                    .sm_combine(s, recv, count, dt, op, me as u64 * count)
-            }?;
+            unsafe { sm_combine(s, recv, count, &red, me as u64 * count) }?;
         }
-        _ => unreachable!("sm_eligible admits only these"),
+    }
+    Ok(())
+}
+
+/// `out = slot_0 op slot_1 op ...` over `count` elements from element `at` of every member's
+/// slot of this call, in rank order, so that every member computes the same bits.
+///
+/// # Safety
+/// Every member has arrived; `out` takes `count` elements and is no member's slot.
+unsafe fn sm_combine(s: &Step, out: *mut u8, count: u64, red: &Red, at: u64) -> Result<()> {
+    let size = red.size as usize;
+    let (bytes, off) = (count as usize * size, at as usize * size);
+    // SAFETY: each member filled this call's slot before storing the epoch we saw and leaves it
+    // alone until we have stored a later one (module doc); the caller's contract.
+    unsafe {
+        core::ptr::copy_nonoverlapping(s.input(0, 0, 0).add(off), out, bytes);
+        for r in 1..s.n {
+            red.apply(out, s.input(r, 0, 0).add(off), count)?;
+        }
     }
     Ok(())
 }
@@ -562,13 +623,7 @@ fn bind(cx: &mut Inside, comm: CommId, cid: usize) -> Result<Option<Members>> {
     let c = e.check_comm(comm)?;
     let (group, n, me) = (c.group, c.size(), c.rank);
     let my_node = e.p2p.procs[e.p2p.me.0 as usize].node;
-    let mut m = Members {
-        n,
-        cells: [None; MAX_MEMBERS],
-        base: [0; MAX_MEMBERS],
-        calls: 0,
-        floor: 0,
-    };
+    let mut found: [Option<Cell>; MAX_MEMBERS] = [None; MAX_MEMBERS];
     // Everyone on this node: computed alike at every member (the node layout is global).
     let local = (0..n).all(|r| {
         let p = e.p2p.comms.groups.proc_of(group, r);
@@ -590,17 +645,17 @@ fn bind(cx: &mut Inside, comm: CommId, cid: usize) -> Result<Option<Members>> {
                 AreaState::Absent => break None,
             }
         };
-        m.cells[r as usize] = area
+        found[r as usize] = area
             .filter(|a| a.len >= (cid + 1) * CELL_BYTES)
             .and_then(|a| NonNull::new(a.base.as_ptr().wrapping_add(cid * CELL_BYTES)))
             .map(Cell);
-        ok &= m.cells[r as usize].is_some();
+        ok &= found[r as usize].is_some();
     }
     // The last communicator with this context id must be done with the cells.
     if let Some(old) = &cx.e().coll.sm.retired[cid] {
         ok &= (0..old.n).all(|r| old.reached(r, 0));
     }
-    let own = m.cells[me as usize].map_or(0, |c| c.epoch().load(Ordering::Relaxed));
+    let own = found[me as usize].map_or(0, |c| c.epoch().load(Ordering::Relaxed));
     let mut out = [u64::from(ok), own];
     let mut all = [0u64; 2 * MAX_MEMBERS];
     let call = Call::Allgather {
@@ -622,40 +677,28 @@ fn bind(cx: &mut Inside, comm: CommId, cid: usize) -> Result<Option<Members>> {
     if (0..n as usize).any(|r| all[2 * r] != 1) {
         return Ok(None);
     }
+    // Every member mapped every cell, this one too (or it would not have agreed).
+    let Some(first) = found[0] else {
+        return Err(Error::internal("coll sm: bound without member 0's cell"));
+    };
+    let mut m = Members {
+        n,
+        cells: [first; MAX_MEMBERS],
+        base: [0; MAX_MEMBERS],
+        calls: 0,
+        floor: 0,
+    };
     for r in 0..n as usize {
+        let Some(c) = found[r] else {
+            return Err(Error::internal("coll sm: bound without a member's cell"));
+        };
+        m.cells[r] = c;
         m.base[r] = all[2 * r + 1];
     }
     Ok(Some(m))
 }
 
 impl Colls<'_> {
-    /// `out = slot_0 op slot_1 op ...` over `count` elements from element `at` of every
-    /// member's slot of this call, in rank order, so that every member computes the same bits.
-    ///
-    /// # Safety
-    /// Every member has arrived; `out` takes `count` elements and is no member's slot.
-    unsafe fn sm_combine(
-        &mut self,
-        s: &Step,
-        out: *mut u8,
-        count: u64,
-        dt: Datatype,
-        op: Op,
-        at: u64,
-    ) -> Result<()> {
-        let red = small_reduction(dt, op, count).expect("checked eligible");
-        let (bytes, off) = (count as usize * dt.size(), at as usize * dt.size());
-        // SAFETY: each member filled this call's slot before storing the epoch we saw and
-        // leaves it alone until we have stored a later one (module doc); the caller's contract.
-        unsafe {
-            core::ptr::copy_nonoverlapping(s.input(0, 0, 0).add(off), out, bytes);
-            for r in 1..s.n {
-                red.apply(out, s.input(r, 0, 0).add(off), count)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Packed bytes of `b`.
     fn packed_bytes(&self, b: Buf) -> usize {
         (super::exec::type_size(&self.p2p.types, b.dt) * b.count) as usize
@@ -699,59 +742,80 @@ impl Colls<'_> {
         Ok(())
     }
 
-    /// Whether `call` may run in shared memory (before the communicator is looked at); alike at
-    /// every member (each derives the block size from its own buffers, which MPI's rules make
-    /// agree).
-    fn sm_eligible(&self, g: Grp, call: &Call) -> bool {
+    /// `call` as it runs in shared memory, if it may (before the communicator is looked at);
+    /// alike at every member (each derives the block size from its own buffers, which MPI's
+    /// rules make agree).
+    fn sm_eligible(&self, g: Grp, call: &Call) -> Option<SmCall> {
         let tune = self.coll.tune;
         let auto = self.coll.sm.mode == LayerMode::Auto;
         let (n, me) = (g.size as u64, g.rank);
         let slot = SLOT_BYTES as u64;
         let ok = |b: &Buf| self.p2p.types.check_committed(b.dt).is_ok();
         let bytes = |b: &Buf| super::exec::type_size(&self.p2p.types, b.dt) * b.count;
-        let root_ok = |root: i32| (0..g.size as i32).contains(&root);
+        let root_of = |root: i32| (0..g.size as i32).contains(&root).then_some(root as u32);
         let red = |count: u64, dt: Datatype, op: Op, per_slot: u64| {
-            small_reduction(dt, op, count)
-                .is_some_and(|r| r.op.commutes() && per_slot * r.size <= slot)
+            small_reduction(dt, op, count).filter(|r| r.op.commutes() && per_slot * r.size <= slot)
         };
         match *call {
-            Call::Barrier => !(auto && tune.barrier != BarrierAlg::Auto),
+            Call::Barrier => {
+                (!(auto && tune.barrier != BarrierAlg::Auto)).then_some(SmCall::Barrier)
+            }
             Call::Bcast { buf, root } => {
-                !(auto && tune.bcast != BcastAlg::Auto)
-                    && root_ok(root)
-                    && ok(&buf)
-                    && bytes(&buf) <= slot
+                let root = root_of(root)?;
+                (!(auto && tune.bcast != BcastAlg::Auto) && ok(&buf) && bytes(&buf) <= slot)
+                    .then_some(SmCall::Bcast { buf, root })
             }
             Call::Gather { send, recv, root } => {
-                let at_root = me as i32 == root;
-                let block = if at_root { Some(recv) } else { send };
-                !(auto && tune.gather != GatherAlg::Auto)
-                    && root_ok(root)
-                    && block.is_some_and(|b| ok(&b) && bytes(&b) <= slot)
-                    && (!at_root || send.is_none_or(|b| ok(&b)))
+                let root = root_of(root)?;
+                if auto && tune.gather != GatherAlg::Auto {
+                    None
+                } else if me == root {
+                    (ok(&recv) && bytes(&recv) <= slot && send.is_none_or(|b| ok(&b)))
+                        .then_some(SmCall::GatherAt { send, recv })
+                } else {
+                    let send = send.filter(|b| ok(b) && bytes(b) <= slot)?;
+                    Some(SmCall::GatherFrom { send })
+                }
             }
             Call::Scatter { send, recv, root } => {
-                let at_root = me as i32 == root;
-                let block = if at_root { Some(send) } else { recv };
-                !(auto && tune.scatter != ScatterAlg::Auto)
-                    && root_ok(root)
-                    && block.is_some_and(|b| ok(&b) && n * bytes(&b) <= slot)
-                    && (!at_root || recv.is_none_or(|b| ok(&b)))
+                let root = root_of(root)?;
+                if auto && tune.scatter != ScatterAlg::Auto {
+                    None
+                } else if me == root {
+                    (ok(&send) && n * bytes(&send) <= slot && recv.is_none_or(|b| ok(&b)))
+                        .then_some(SmCall::ScatterFrom { send, recv })
+                } else {
+                    let recv = recv.filter(|b| ok(b) && n * bytes(b) <= slot)?;
+                    Some(SmCall::ScatterTo { recv, root })
+                }
             }
-            Call::Allgather { send, recv } => {
-                !(auto && tune.allgather != AllgatherAlg::Auto)
-                    && ok(&recv)
-                    && bytes(&recv) <= slot
-                    && send.is_none_or(|b| ok(&b))
-            }
-            Call::Alltoall { send, recv } => {
-                !(auto && tune.alltoall != AlltoallAlg::Auto)
-                    && ok(&recv)
-                    && n * bytes(&recv) <= slot
-                    && send.is_none_or(|b| ok(&b))
-            }
-            Call::Allreduce { count, dt, op, .. } => {
-                !(auto && tune.allreduce != AllreduceAlg::Auto) && red(count, dt, op, count)
+            Call::Allgather { send, recv } => (!(auto && tune.allgather != AllgatherAlg::Auto)
+                && ok(&recv)
+                && bytes(&recv) <= slot
+                && send.is_none_or(|b| ok(&b)))
+            .then_some(SmCall::Allgather { send, recv }),
+            Call::Alltoall { send, recv } => (!(auto && tune.alltoall != AlltoallAlg::Auto)
+                && ok(&recv)
+                && n * bytes(&recv) <= slot
+                && send.is_none_or(|b| ok(&b)))
+            .then_some(SmCall::Alltoall { send, recv }),
+            Call::Allreduce {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                if auto && tune.allreduce != AllreduceAlg::Auto {
+                    return None;
+                }
+                let red = red(count, dt, op, count)?;
+                Some(SmCall::Allreduce {
+                    send,
+                    recv,
+                    count,
+                    red,
+                })
             }
             Call::Reduce {
                 send,
@@ -761,22 +825,44 @@ impl Colls<'_> {
                 op,
                 root,
             } => {
+                let root = root_of(root)?;
                 // MPI_IN_PLACE only at the root, which needs a receive buffer.
-                let at_root = me as i32 == root;
-                !(auto && tune.reduce != ReduceAlg::Auto)
-                    && root_ok(root)
-                    && if at_root {
-                        !recv.is_null()
-                    } else {
-                        send.is_some()
-                    }
-                    && red(count, dt, op, count)
+                let buffers = if me == root {
+                    !recv.is_null()
+                } else {
+                    send.is_some()
+                };
+                if (auto && tune.reduce != ReduceAlg::Auto) || !buffers {
+                    return None;
+                }
+                let red = red(count, dt, op, count)?;
+                Some(SmCall::Reduce {
+                    send,
+                    recv,
+                    count,
+                    red,
+                    root,
+                })
             }
-            Call::ReduceScatterBlock { count, dt, op, .. } => {
-                !(auto && tune.reduce_scatter != ReduceScatterAlg::Auto)
-                    && red(count, dt, op, n * count)
+            Call::ReduceScatterBlock {
+                send,
+                recv,
+                count,
+                dt,
+                op,
+            } => {
+                if auto && tune.reduce_scatter != ReduceScatterAlg::Auto {
+                    return None;
+                }
+                let red = red(count, dt, op, n * count)?;
+                Some(SmCall::ReduceScatterBlock {
+                    send,
+                    recv,
+                    count,
+                    red,
+                })
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -833,13 +919,12 @@ mod tests {
         ];
         let mut m = Members {
             n: 2,
-            cells: [None; MAX_MEMBERS],
+            cells: [cells[0]; MAX_MEMBERS],
             base: [0; MAX_MEMBERS],
             calls: 0,
             floor: 0,
         };
-        m.cells[0] = Some(cells[0]);
-        m.cells[1] = Some(cells[1]);
+        m.cells[1] = cells[1];
         // Member 1's cell served an earlier communicator: its base is higher.
         m.base[1] = 10;
         cells[0].epoch().store(1, Ordering::Release);

@@ -345,19 +345,18 @@ pub enum SplitType {
 }
 
 /// The parent rank of virtual rank `v`.
-fn member_rank(p2p: &P2p, m: &Members, v: u32) -> u32 {
+fn member_rank(p2p: &P2p, m: &Members, v: u32) -> Result<u32> {
     let i = (v + m.root) % m.n;
-    match m.group {
-        None => i,
-        Some(g) => {
-            let p = p2p.comms.groups.proc_of(g, i);
-            let c = p2p.comms.get_any(m.comm).expect("parent is live");
-            p2p.comms
-                .groups
-                .rank_of(c.peers(), p)
-                .expect("member of the parent")
-        }
-    }
+    let Some(g) = m.group else {
+        return Ok(i);
+    };
+    let p = p2p.comms.groups.proc_of(g, i);
+    p2p.comms
+        .get_any(m.comm)
+        .and_then(|c| p2p.comms.groups.rank_of(c.peers(), p))
+        .ok_or(Error::internal(
+            "a member of a communicator being made is not in its live parent",
+        ))
 }
 
 /// Installs a new communicator; takes over one reference on each group (and of its topology).
@@ -466,7 +465,7 @@ fn or_among(cx: &mut Inside, m: &Members, words: &mut [u64]) -> Result<()> {
     let mut mask = 1;
     while mask < m.n {
         if m.me & mask != 0 {
-            let to = member_rank(&cx.e().p2p, m, m.me - mask);
+            let to = member_rank(&cx.e().p2p, m, m.me - mask)?;
             // SAFETY: `words` is borrowed until the send completes.
             let conv =
                 unsafe { Packer::elements(words.as_ptr().cast(), words.len(), Datatype::UINT64_T) };
@@ -474,7 +473,7 @@ fn or_among(cx: &mut Inside, m: &Members, words: &mut [u64]) -> Result<()> {
             break;
         }
         if m.me + mask < m.n {
-            let from = member_rank(&cx.e().p2p, m, m.me + mask);
+            let from = member_rank(&cx.e().p2p, m, m.me + mask)?;
             // SAFETY: `tmp` is borrowed until the receive completes.
             let conv = unsafe {
                 Unpacker::elements(tmp.as_mut_ptr().cast(), tmp.len(), Datatype::UINT64_T)
@@ -510,7 +509,7 @@ unsafe fn bcast_among(
     let mut mask = 1;
     while mask < m.n {
         if m.me & mask != 0 {
-            let from = member_rank(&cx.e().p2p, m, m.me - mask);
+            let from = member_rank(&cx.e().p2p, m, m.me - mask)?;
             // SAFETY: the caller's contract; the receive completes before this returns.
             let conv = unsafe { Unpacker::elements(buf, count, ty) };
             cx.recv_internal(conv, from, m.tag, m.comm)?;
@@ -521,7 +520,7 @@ unsafe fn bcast_among(
     mask >>= 1;
     while mask > 0 {
         if m.me + mask < m.n && m.me & (mask * 2 - 1) == 0 {
-            let to = member_rank(&cx.e().p2p, m, m.me + mask);
+            let to = member_rank(&cx.e().p2p, m, m.me + mask)?;
             // SAFETY: the caller's contract; the send completes before this returns.
             let conv = unsafe { Packer::elements(buf, count, ty) };
             cx.send_internal(conv, to, m.tag, m.comm)?;
@@ -881,7 +880,9 @@ fn split_inter(
         let rank = mine[..len]
             .iter()
             .position(|e| e[2] as u32 == m.me)
-            .expect("own entry") as u32;
+            .ok_or(Error::internal(
+                "own entry missing from the members' triples",
+            ))? as u32;
         let g = c.group;
         let group = cx
             .e()
@@ -975,7 +976,9 @@ fn split_into(
     let rank = triples[..len]
         .iter()
         .position(|e| e[2] as u32 == m.me)
-        .expect("own entry") as u32;
+        .ok_or(Error::internal(
+            "own entry missing from the members' triples",
+        ))? as u32;
     let parent = cx.e().check_comm(comm)?.group;
     let eh = cx.e().check_comm(comm)?.errhandler;
     let ints = &*ints;
@@ -1005,14 +1008,14 @@ fn allgather_triples(cx: &mut Inside, m: &Members, ints: &mut [i32]) -> Result<(
     let n = m.n as usize;
     if m.me == 0 {
         for v in 1..m.n {
-            let from = member_rank(&cx.e().p2p, m, v);
+            let from = member_rank(&cx.e().p2p, m, v)?;
             let e = &mut ints[3 * v as usize..3 * v as usize + 3];
             // SAFETY: the triple is borrowed until the receive completes.
             let conv = unsafe { Unpacker::elements(e.as_mut_ptr().cast(), 3, Datatype::INT) };
             cx.recv_internal(conv, from, m.tag, m.comm)?;
         }
     } else {
-        let to = member_rank(&cx.e().p2p, m, 0);
+        let to = member_rank(&cx.e().p2p, m, 0)?;
         let at = 3 * m.me as usize;
         let e: [i32; 3] = [ints[at], ints[at + 1], ints[at + 2]];
         // SAFETY: `e` lives until the send completes.
@@ -1938,23 +1941,26 @@ impl Building<'_> {
                 match self.p2p.pml.requests_mut().test(id) {
                     Ok(None) => pending = true,
                     Ok(Some(st)) => {
-                        self.idup_mut(i).reqs[k] = None;
+                        self.idup_edit(i, |x| x.reqs[k] = None);
                         err = err.or(st.error);
                     }
                     Err(e) => {
-                        self.idup_mut(i).reqs[k] = None;
+                        self.idup_edit(i, |x| x.reqs[k] = None);
                         err = err.or(Some(e));
                     }
                 }
             }
+            let failed = d.failed.or(err);
             if let Some(e) = err {
-                self.idup_mut(i).failed.get_or_insert(e);
+                self.idup_edit(i, |x| {
+                    x.failed.get_or_insert(e);
+                });
             }
             if pending {
                 continue;
             }
             n += 1;
-            match self.idup_mut(i).failed {
+            match failed {
                 Some(e) => self.idup_end(i, Err(e)),
                 None => self.idup_next(i),
             }
@@ -1962,13 +1968,19 @@ impl Building<'_> {
         n
     }
 
-    fn idup_mut(&mut self, i: u32) -> &mut Idup {
-        self.creation.idup_slot(i).as_mut().expect("live idup")
+    /// Edits agreement `i`. Only `idup_end` empties its slot, after which nothing is left to
+    /// edit.
+    fn idup_edit(&mut self, i: u32, edit: impl FnOnce(&mut Idup)) {
+        if let Some(x) = self.creation.idup_slot(i) {
+            edit(x);
+        }
     }
 
     /// The members' answer to the round that has just ended: the maximum of both results.
     fn idup_next(&mut self, i: u32) {
-        let d = *self.idup_mut(i);
+        let Some(d) = *self.creation.idup(i) else {
+            return;
+        };
         let inter = d.stage == 0 && self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
         let r = if inter {
             [d.out[0][0].max(d.out[1][0]), d.out[0][1].max(d.out[1][1])]
@@ -1993,30 +2005,33 @@ impl Building<'_> {
                 return;
             }
             Round::Propose => {
-                let x = self.idup_mut(i);
-                x.candidate = r[0];
-                x.round = Round::Confirm;
+                self.idup_edit(i, |x| {
+                    x.candidate = r[0];
+                    x.round = Round::Confirm;
+                });
             }
             Round::Confirm if busy => {
                 self.idup_release(i);
-                self.idup_mut(i).round = Round::Propose;
+                self.idup_edit(i, |x| x.round = Round::Propose);
             }
             Round::Confirm if r[0] != 0 => {
                 self.idup_release(i);
-                let x = self.idup_mut(i);
-                x.start = d.candidate + 1;
-                x.round = Round::Propose;
+                self.idup_edit(i, |x| {
+                    x.start = d.candidate + 1;
+                    x.round = Round::Propose;
+                });
             }
             Round::Confirm => {
                 let inter_parent = self.p2p.comms.get_any(d.parent).is_some_and(Comm::is_inter);
                 if d.stage == 0 && inter_parent {
                     // The intercommunicator's id is agreed and stays held; now its hidden
                     // local side's, among the local group.
-                    let x = self.idup_mut(i);
-                    x.main = x.held.take();
-                    x.stage = 1;
-                    x.start = 0;
-                    x.round = Round::Propose;
+                    self.idup_edit(i, |x| {
+                        x.main = x.held.take();
+                        x.stage = 1;
+                        x.start = 0;
+                        x.round = Round::Propose;
+                    });
                 } else {
                     let r = self.idup_install(i);
                     self.idup_end(i, r);
@@ -2029,12 +2044,14 @@ impl Building<'_> {
 
     /// Lets go of the id held for the current agreement.
     fn idup_release(&mut self, i: u32) {
-        self.idup_mut(i).held = None;
+        self.idup_edit(i, |x| x.held = None);
     }
 
     /// Starts agreement `i`'s current round: this member's contribution, then the allreduce(s).
     fn idup_round(&mut self, i: u32) {
-        let d = *self.idup_mut(i);
+        let Some(d) = *self.creation.idup(i) else {
+            return;
+        };
         // Only the agreement with the lowest key here holds ids: with several holding at once,
         // members hold different ids in different orders, confirm rounds fail and the ids
         // tried only climb, until some agreement ran out of ids with most of them free. The
@@ -2052,7 +2069,7 @@ impl Building<'_> {
                 let nw = self.p2p.comms.used_cids().len() as u64 * 64;
                 match (d.start..nw).find(|&c| self.cid_free_here(c)) {
                     Some(c) => {
-                        self.idup_mut(i).held = Some(c as u16);
+                        self.idup_edit(i, |x| x.held = Some(c as u16));
                         [c, 0]
                     }
                     None => [NO_CID, 0],
@@ -2065,14 +2082,16 @@ impl Building<'_> {
                     self.idup_release(i);
                     let free = self.cid_free_here(d.candidate);
                     if free {
-                        self.idup_mut(i).held = Some(d.candidate as u16);
+                        self.idup_edit(i, |x| x.held = Some(d.candidate as u16));
                     }
                     free
                 };
                 [u64::from(!ok), 0]
             }
         };
-        let x = self.idup_mut(i);
+        let Some(x) = self.creation.idup_slot(i) else {
+            return;
+        };
         x.input = input;
         let inp = x.input.as_ptr();
         let out0 = x.out[0].as_mut_ptr();
@@ -2138,14 +2157,16 @@ impl Building<'_> {
             }
         })();
         match started {
-            Ok(reqs) => self.idup_mut(i).reqs = reqs,
+            Ok(reqs) => self.idup_edit(i, |x| x.reqs = reqs),
             Err(e) => self.idup_end(i, Err(e)),
         }
     }
 
     /// Installs agreement `i`'s communicator (and an intercommunicator's hidden local side).
     fn idup_install(&mut self, i: u32) -> Result<()> {
-        let d = *self.idup_mut(i);
+        let Some(d) = *self.creation.idup(i) else {
+            return Err(Error::internal("an idup being installed has no slot"));
+        };
         let parent = self
             .p2p
             .comms
@@ -2154,7 +2175,12 @@ impl Building<'_> {
             .ok_or(Error::new(ErrorClass::Comm, Reason::InvalidComm))?;
         let (cid, local_cid) = match d.main {
             Some(m) => (m, d.held),
-            None => (d.held.expect("held after a confirm"), None),
+            None => (
+                d.held.ok_or(Error::internal(
+                    "an idup confirmed without a held context id",
+                ))?,
+                None,
+            ),
         };
         let local = match (parent.local_comm, local_cid) {
             (Some(l), Some(lc)) => {
@@ -2197,8 +2223,10 @@ impl Building<'_> {
             hints: crate::comm::CommHints::empty(),
             ..parent
         };
-        self.idup_mut(i).held = None;
-        self.idup_mut(i).main = None;
+        self.idup_edit(i, |x| {
+            x.held = None;
+            x.main = None;
+        });
         if let Err(e) = self.p2p.comms.fill(d.new, comm) {
             self.p2p.comms.groups.release(group);
             if let Some(r) = remote {

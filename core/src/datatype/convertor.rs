@@ -131,8 +131,9 @@ impl Cursor {
         }
     }
 
-    /// Moves forward to the next run with data (or past the last instance).
-    fn settle(&mut self, nodes: &[Node], shape: &Shape) {
+    /// Moves forward to the next run with data and returns it (`disp, count, basic`); `None`
+    /// past the last instance.
+    fn settle(&mut self, nodes: &[Node], shape: &Shape) -> Option<(isize, u64, Basic)> {
         while self.inst < shape.count {
             let at = self.at as usize;
             if at == self.body_end(nodes) {
@@ -150,7 +151,10 @@ impl Cursor {
                     ..
                 } = nodes[l.node as usize]
                 else {
-                    unreachable!("levels are loops")
+                    // Levels are pushed on loops only; were one not, the walk ends here, short.
+                    debug_assert!(false, "a level on a run");
+                    self.inst = shape.count;
+                    return None;
                 };
                 l.iter += 1;
                 if (l.iter as u64) < count {
@@ -167,7 +171,7 @@ impl Cursor {
                 continue;
             }
             match nodes[at] {
-                Node::Run { count, .. } if count > 0 => return,
+                Node::Run { disp, count, basic } if count > 0 => return Some((disp, count, basic)),
                 Node::Run { .. } => self.at += 1,
                 Node::Loop { count: 0, .. } => self.at += nodes[at].span() as u32,
                 Node::Loop { disp, .. } => {
@@ -182,6 +186,7 @@ impl Cursor {
                 }
             }
         }
+        None
     }
 
     /// A cursor at stream position `pos`, found by arithmetic.
@@ -248,11 +253,11 @@ impl Cursor {
         if self.pos != pos {
             *self = Cursor::seek(nodes, shape, pos);
         }
-        self.settle(nodes, shape);
+        let mut on = self.settle(nodes, shape);
         let mut done = 0u64;
-        while done < len && self.inst < shape.count {
-            let Node::Run { disp, count, basic } = nodes[self.at as usize] else {
-                unreachable!("a settled cursor is on a run")
+        while done < len {
+            let Some((disp, count, basic)) = on else {
+                break;
             };
             let es = if shape.convert {
                 shape.stream.size(basic.elem) as u64
@@ -321,7 +326,7 @@ impl Cursor {
             if self.off == run {
                 self.off = 0;
                 self.at += 1;
-                self.settle(nodes, shape);
+                on = self.settle(nodes, shape);
             }
         }
         self.pos = pos + done;
@@ -806,10 +811,11 @@ impl Packer {
     }
 
     // Out of line: the dense case above is the common one and stays small enough to inline.
+    // `pack` calls it for typed layouts only; a dense one would go the dense way.
     #[inline(never)]
     fn pack_typed(&mut self, types: &TypeTable, pos: usize, out: &mut [u8]) -> usize {
         match &mut self.layout {
-            Layout::Dense { .. } => unreachable!("pack takes dense layouts"),
+            Layout::Dense { .. } => self.pack(types, pos, out),
             Layout::Typed { shape, cur } => {
                 let mut flat = [Node::Run {
                     disp: 0,
@@ -1067,11 +1073,11 @@ impl Unpacker {
         }
     }
 
-    // Out of line, as for packing.
+    // Out of line, as for packing (and a dense layout, likewise, would go the dense way).
     #[inline(never)]
     fn unpack_typed(&mut self, types: &TypeTable, pos: usize, data: &[u8]) -> usize {
         match &mut self.layout {
-            Layout::Dense { .. } => unreachable!("unpack_at takes dense layouts"),
+            Layout::Dense { .. } => self.unpack_at(types, pos, data),
             Layout::Typed { shape, cur } => {
                 let mut flat = [Node::Run {
                     disp: 0,

@@ -266,15 +266,15 @@ fn swap_each(w: usize, src: &[u8], dst: &mut [u8]) {
             }
         }
         4 => {
-            for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-                let v = u32::from_ne_bytes(s.try_into().expect("4 bytes"));
-                d.copy_from_slice(&v.swap_bytes().to_ne_bytes());
+            let (d, s) = (dst.as_chunks_mut::<4>().0, src.as_chunks::<4>().0);
+            for (d, s) in d.iter_mut().zip(s) {
+                *d = u32::from_ne_bytes(*s).swap_bytes().to_ne_bytes();
             }
         }
         8 => {
-            for (d, s) in dst.chunks_exact_mut(8).zip(src.chunks_exact(8)) {
-                let v = u64::from_ne_bytes(s.try_into().expect("8 bytes"));
-                d.copy_from_slice(&v.swap_bytes().to_ne_bytes());
+            let (d, s) = (dst.as_chunks_mut::<8>().0, src.as_chunks::<8>().0);
+            for (d, s) in d.iter_mut().zip(s) {
+                *d = u64::from_ne_bytes(*s).swap_bytes().to_ne_bytes();
             }
         }
         _ => {

@@ -900,14 +900,13 @@ impl TypeTable {
         if lb.checked_add(extent).is_none() {
             return Err(too_large());
         }
-        let t = self.copy_of(old)?;
-        let e = self.entries.at_mut(t.index()).expect("just made");
-        e.info.lb = lb;
-        e.info.extent = extent;
-        e.info.explicit_lb = true;
-        e.info.explicit_ub = true;
-        let nodes = &self.nodes[e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize];
-        e.info.dense_at = dense_at(nodes, &e.info);
+        let t = self.copy_of(old, |e, nodes| {
+            e.info.lb = lb;
+            e.info.extent = extent;
+            e.info.explicit_lb = true;
+            e.info.explicit_ub = true;
+            e.info.dense_at = dense_at(nodes, &e.info);
+        })?;
         self.finish(
             t,
             Combiner::Resized,
@@ -920,9 +919,8 @@ impl TypeTable {
     /// `MPI_Type_dup`.
     pub fn dup(&mut self, old: Datatype) -> Result<Datatype> {
         let committed = self.entry(old)?.committed;
-        let t = self.copy_of(old)?;
         // A duplicate is committed if its original is.
-        self.entries.at_mut(t.index()).expect("just made").committed = committed;
+        let t = self.copy_of(old, |e, _| e.committed = committed)?;
         self.finish(t, Combiner::Dup, &[], &[], &[old])
     }
 
@@ -942,10 +940,7 @@ impl TypeTable {
         {
             return Ok(t);
         }
-        let t = self.copy_of(base)?;
-        if let Some(e) = self.entries.at_mut(t.index()) {
-            e.committed = true;
-        }
+        let t = self.copy_of(base, |e, _| e.committed = true)?;
         let ints: heapless::Vec<Ints<'_>, 2> = args.iter().map(|&v| Ints::One(v)).collect();
         // The base is kept as the type it was made from (for reductions), not listed by the
         // envelope.
@@ -1165,24 +1160,29 @@ impl TypeTable {
         Ok(t)
     }
 
-    /// A new entry with the description and info of `old`.
-    fn copy_of(&mut self, old: Datatype) -> Result<Datatype> {
+    /// A new entry with the description and info of `old`, as `edit` (given the description)
+    /// changes it.
+    fn copy_of(
+        &mut self,
+        old: Datatype,
+        edit: impl FnOnce(&mut Entry, &[Node]),
+    ) -> Result<Datatype> {
         self.reclaim();
         let e = *self.entry(old)?;
         let start = self.alloc_nodes(e.nodes.1)?;
-        self.nodes.copy_within(
-            e.nodes.0 as usize..(e.nodes.0 + e.nodes.1) as usize,
-            start as usize,
-        );
-        self.insert(Entry {
+        let (from, len) = (e.nodes.0 as usize, e.nodes.1 as usize);
+        self.nodes.copy_within(from..from + len, start as usize);
+        let mut new = Entry {
             info: e.info,
             nodes: (start, e.nodes.1),
             combiner: Combiner::Dup,
             args: Args::default(),
             committed: false,
             refs: 1,
-        })
-        .inspect_err(|_| self.node_ranges.release(start, e.nodes.1))
+        };
+        edit(&mut new, &self.nodes[start as usize..start as usize + len]);
+        self.insert(new)
+            .inspect_err(|_| self.node_ranges.release(start, e.nodes.1))
     }
 
     /// Builds a type from blocks and records its constructor arguments.
@@ -1270,7 +1270,9 @@ impl TypeTable {
             k += 1;
             self.retain(*ty);
         }
-        let e = self.entries.at_mut(t.index()).expect("live");
+        let Some(e) = self.entries.at_mut(t.index()) else {
+            return Err(Error::internal("a type being made is not in the table"));
+        };
         e.combiner = combiner;
         let made_from = core::mem::replace(
             &mut e.args,
@@ -1318,7 +1320,7 @@ impl TypeTable {
         let mut w = start as usize;
         for i in 0..n {
             let b = block(i);
-            let e = *self.entry(b.ty).expect("checked above");
+            let e = *self.entry(b.ty)?;
             let stride = match b.stride {
                 Stride::Extent => e.info.extent,
                 Stride::Bytes(s) => s,

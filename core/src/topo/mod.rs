@@ -346,12 +346,19 @@ pub fn dist_graph_create(
         weighted,
     };
     let topo = cx.e().p2p.comms.topos.create(shape, |_| ());
+    // Where the new topology's edges start in the store.
+    let topo_at = match topo {
+        Ok(id) => match cx.e().p2p.comms.topos.entries[id.0 as usize] {
+            Some(e) => Some(e.at as usize),
+            None => return Err(Error::internal("a topology just made is not in the table")),
+        },
+        Err(_) => None,
+    };
     // Every edge goes to its destination (as an in-edge) and its source (as an out-edge).
     let (ni, no) = (indeg, outdeg);
     let (mut got_in, mut got_out) = (0usize, 0usize);
-    let mut place = |t: &mut TopoTable, id: Option<TopoId>, e: [i32; 3], inward: bool| {
-        if let Some(id) = id {
-            let at = t.entries[id.0 as usize].expect("live").at as usize;
+    let mut place = |t: &mut TopoTable, at: Option<usize>, e: [i32; 3], inward: bool| {
+        if let Some(at) = at {
             let s = &mut t.store[at..at + 2 * (ni + no)];
             if inward && got_in < ni {
                 s[got_in] = e[0];
@@ -364,13 +371,12 @@ pub fn dist_graph_create(
             }
         }
     };
-    let topo_id = topo.as_ref().ok().copied();
     if !bad {
         for i in 0..n {
             let e = edges(i);
             for (end, tag, inward) in [(e[1], TAG_DIST_IN, true), (e[0], TAG_DIST_OUT, false)] {
                 if end == me {
-                    place(&mut cx.e().p2p.comms.topos, topo_id, e, inward);
+                    place(&mut cx.e().p2p.comms.topos, topo_at, e, inward);
                 } else {
                     // SAFETY: `e` lives until the send completes.
                     let conv = unsafe { Packer::elements(e.as_ptr().cast(), 3, Datatype::INT) };
@@ -392,35 +398,31 @@ pub fn dist_graph_create(
             let conv = unsafe { Unpacker::elements(e.as_mut_ptr().cast(), 3, Datatype::INT) };
             let r = cx.e().irecv_internal_any(conv, tag, comm)?;
             cx.wait(r)?;
-            place(&mut cx.e().p2p.comms.topos, topo_id, e, inward);
+            place(&mut cx.e().p2p.comms.topos, topo_at, e, inward);
         }
     }
     let new = crate::comm::create::dup(cx, comm);
-    match (topo, new) {
-        (Ok(t), Ok(c)) if !bad => {
+    // The first of: a bad edge, the topology's error, the new communicator's.
+    let err = match (topo, new) {
+        _ if bad => Error::new(
+            ErrorClass::Rank,
+            Reason::BadArgument {
+                what: "an edge names a rank outside the communicator",
+            },
+        ),
+        (Err(e), _) | (_, Err(e)) => e,
+        (Ok(t), Ok(c)) => {
             cx.e().p2p.comms.get_mut(c)?.topo = Some(t);
-            Ok(c)
+            return Ok(c);
         }
-        (t, c) => {
-            let mut err = bad.then_some(Error::new(
-                ErrorClass::Rank,
-                Reason::BadArgument {
-                    what: "an edge names a rank outside the communicator",
-                },
-            ));
-            match t {
-                Ok(t) => cx.e().p2p.comms.topos.release(t),
-                Err(e) => err = err.or(Some(e)),
-            }
-            match c {
-                Ok(c) => {
-                    let _ = crate::comm::create::free(cx, c);
-                }
-                Err(e) => err = err.or(Some(e)),
-            }
-            Err(err.expect("some step failed"))
-        }
+    };
+    if let Ok(t) = topo {
+        cx.e().p2p.comms.topos.release(t);
     }
+    if let Ok(c) = new {
+        let _ = crate::comm::create::free(cx, c);
+    }
+    Err(err)
 }
 
 /// The neighbours of this process in `comm`'s topology: (sources, destinations), with the

@@ -307,8 +307,9 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> Result<()> {
         let _ = factors.push(rest);
     }
     for &f in factors.iter().rev() {
-        let i = (0..out.len()).min_by_key(|&i| out[i]).expect("free dims");
-        out[i] *= f;
+        if let Some(d) = out.iter_mut().min() {
+            *d *= f;
+        }
     }
     out.sort_unstable_by(|a, b| b.cmp(a));
     let mut k = 0;

@@ -249,7 +249,7 @@ pub fn connect_accept(
         let mut end = push_card(list, 4, &mine[2..2 + n])?;
         let mut slot = [0u8; SLOT];
         for i in 1..size {
-            let from = member_rank(&cx.e().p2p, &m, i);
+            let from = member_rank(&cx.e().p2p, &m, i)?;
             // SAFETY: `slot` is borrowed until the receive completes.
             let conv = unsafe { Unpacker::elements(slot.as_mut_ptr(), SLOT, Datatype::BYTE) };
             cx.recv_internal(conv, from, m.tag, m.comm)?;
@@ -282,7 +282,7 @@ pub fn connect_accept(
             }
         }
     } else {
-        let to = member_rank(&cx.e().p2p, &m, 0);
+        let to = member_rank(&cx.e().p2p, &m, 0)?;
         // SAFETY: `mine` is borrowed until the send completes.
         let conv = unsafe { Packer::elements(mine.as_ptr(), SLOT, Datatype::BYTE) };
         cx.send_internal(conv, to, m.tag, m.comm)?;
