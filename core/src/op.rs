@@ -123,27 +123,18 @@ fn each<T: Elem<N>, const N: usize>(inout: &mut [u8], input: &[u8], f: impl Fn(T
 macro_rules! int_op {
     ($t:ty, $op:expr, $inout:expr, $input:expr) => {{
         let (inout, input) = ($inout, $input);
+        const N: usize = core::mem::size_of::<$t>();
         match $op {
-            Op::Max => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.max(b)),
-            Op::Min => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.min(b)),
-            Op::Sum => {
-                each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.wrapping_add(b))
-            }
-            Op::Prod => {
-                each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.wrapping_mul(b))
-            }
-            Op::Land => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
-                ((a != 0) && (b != 0)) as $t
-            }),
-            Op::Lor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
-                ((a != 0) || (b != 0)) as $t
-            }),
-            Op::Lxor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| {
-                ((a != 0) != (b != 0)) as $t
-            }),
-            Op::Band => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a & b),
-            Op::Bor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a | b),
-            Op::Bxor => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a ^ b),
+            Op::Max => each::<$t, N>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t, N>(inout, input, |a, b| a.min(b)),
+            Op::Sum => each::<$t, N>(inout, input, |a, b| a.wrapping_add(b)),
+            Op::Prod => each::<$t, N>(inout, input, |a, b| a.wrapping_mul(b)),
+            Op::Land => each::<$t, N>(inout, input, |a, b| ((a != 0) && (b != 0)) as $t),
+            Op::Lor => each::<$t, N>(inout, input, |a, b| ((a != 0) || (b != 0)) as $t),
+            Op::Lxor => each::<$t, N>(inout, input, |a, b| ((a != 0) != (b != 0)) as $t),
+            Op::Band => each::<$t, N>(inout, input, |a, b| a & b),
+            Op::Bor => each::<$t, N>(inout, input, |a, b| a | b),
+            Op::Bxor => each::<$t, N>(inout, input, |a, b| a ^ b),
             _ => return Err(not_defined()),
         }
     }};
@@ -152,12 +143,13 @@ macro_rules! int_op {
 macro_rules! float_op {
     ($t:ty, $op:expr, $inout:expr, $input:expr) => {{
         let (inout, input) = ($inout, $input);
+        const N: usize = core::mem::size_of::<$t>();
         match $op {
             // MPI leaves NaN handling open; these follow C's fmax/fmin.
-            Op::Max => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.max(b)),
-            Op::Min => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a.min(b)),
-            Op::Sum => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a + b),
-            Op::Prod => each::<$t, { core::mem::size_of::<$t>() }>(inout, input, |a, b| a * b),
+            Op::Max => each::<$t, N>(inout, input, |a, b| a.max(b)),
+            Op::Min => each::<$t, N>(inout, input, |a, b| a.min(b)),
+            Op::Sum => each::<$t, N>(inout, input, |a, b| a + b),
+            Op::Prod => each::<$t, N>(inout, input, |a, b| a * b),
             _ => return Err(not_defined()),
         }
     }};
