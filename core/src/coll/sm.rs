@@ -220,8 +220,8 @@ impl SmState {
 
 /// One call's place in the protocol: the communicator's members, the call's number `k`, this
 /// member and the member count.
-struct Step {
-    m: Members,
+struct Step<'m> {
+    m: &'m Members,
     k: u64,
     me: u32,
     n: u32,
@@ -229,7 +229,7 @@ struct Step {
     floor: core::cell::Cell<u64>,
 }
 
-impl Step {
+impl Step<'_> {
     /// Stores our epoch of this call: our part is done.
     fn arrive(&self) {
         let me = self.me as usize;
@@ -297,12 +297,17 @@ pub(super) unsafe fn blocking(cx: &mut Inside, comm: CommId, g: Grp, call: &Call
     let Some(call) = colls.sm_eligible(g, call) else {
         return Ok(false);
     };
-    let Some((cid, m)) = members(cx, comm)? else {
+    let Some(cid) = members(cx, comm)? else {
         return Ok(false);
     };
+    let Some(Binding::On(_, m)) = cx.e().coll.sm.bind.get(cid) else {
+        return Ok(false);
+    };
+    // One copy, which the steps read: they need the engine too.
+    let m = *m;
     let k = m.calls + 1;
     let s = Step {
-        m,
+        m: &m,
         k,
         me: g.rank,
         n: g.size,
@@ -580,14 +585,14 @@ fn wait(cx: &mut Inside, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The members' cells of `comm` with its context id's index, binding it at its first call
-/// here; `None` when it stays on point-to-point.
-fn members(cx: &mut Inside, comm: CommId) -> Result<Option<(usize, Members)>> {
+/// The index of `comm`'s context id, whose binding holds the members' cells, binding it at its
+/// first call here; `None` when it stays on point-to-point.
+fn members(cx: &mut Inside, comm: CommId) -> Result<Option<usize>> {
     let e = cx.e();
     let cid = e.check_comm(comm)?.cid.0 as usize;
     match e.coll.sm.bind.get(cid) {
         None => return Ok(None),
-        Some(Binding::On(c, m)) if *c == comm => return Ok(Some((cid, *m))),
+        Some(Binding::On(c, _)) if *c == comm => return Ok(Some(cid)),
         Some(Binding::Off(c)) if *c == comm => return Ok(None),
         Some(_) => {}
     }
@@ -613,7 +618,7 @@ fn members(cx: &mut Inside, comm: CommId) -> Result<Option<(usize, Members)>> {
         }
         None => Binding::Off(comm),
     };
-    Ok(m.map(|m| (cid, m)))
+    Ok(m.map(|_| cid))
 }
 
 /// Binds `comm` (context id index `cid`): maps every member's cell, then agrees with the
@@ -713,6 +718,12 @@ impl Colls<'_> {
         if len == 0 {
             return Ok(());
         }
+        if b.dt.is_contiguous() {
+            // A predefined contiguous type's packed bytes are its own: no packer to build.
+            // SAFETY: the caller's contract, for `len` bytes at each side.
+            unsafe { core::ptr::copy_nonoverlapping(b.ptr.cast_const(), dst, len) };
+            return Ok(());
+        }
         // SAFETY: the caller's contract.
         unsafe {
             let mut p = super::exec::packer(&self.p2p.types, b.span())?;
@@ -732,6 +743,12 @@ impl Colls<'_> {
     unsafe fn sm_unpack(&self, src: *const u8, b: Buf) -> Result<()> {
         let len = self.packed_bytes(b);
         if len == 0 {
+            return Ok(());
+        }
+        if b.dt.is_contiguous() {
+            // As in `sm_pack`.
+            // SAFETY: the caller's contract, for `len` bytes at each side.
+            unsafe { core::ptr::copy_nonoverlapping(src, b.ptr, len) };
             return Ok(());
         }
         // SAFETY: the caller's contract.
