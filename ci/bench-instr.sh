@@ -3,12 +3,15 @@
 # Open MPI, counted by callgrind (noise-free: a rerun gives the same counts to within a few
 # instructions, whatever else the machine does).
 #
-# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup|--rma] [--keep DIR]
+# usage: ci/bench-instr.sh [--n N] [--only stormpi|openmpi] [--hints|--dup|--rma|--coll]
+#                         [--np N] [--keep DIR]
 #   --keep    leave callgrind's files in DIR (for callgrind_annotate: where the counts go);
 #   --hints   run on a dup of MPI_COMM_WORLD carrying the four mpi_assert_* hints (instr.c's
 #             "hints" argument), to compare the matching path with and without them;
 #   --dup     run on a plain dup of MPI_COMM_WORLD (the baseline for --hints)
 #   --rma     count the 8-byte one-sided operations instead (bench/instr-rma.c, see below)
+#   --coll    count the one-double collectives instead (bench/instr-coll.c, see below), on
+#             --np ranks (default 2; all on one core)
 #
 # bench/instr.c is built against both libraries and run with both ranks on one core, yielding
 # at once when idle (stormpi: --mca mpi_yield_when_idle 1; Open MPI the same), so every receive
@@ -22,6 +25,9 @@
 # 8-byte put, get, accumulate (one double), fetch-and-op and compare-and-swap (one long), each
 # followed by MPI_Win_flush; per operation with its flush (the phase_* functions counted whole)
 # and the MPI call's own share. Open MPI runs --mca osc sm,pt2pt (as ci/bench-rma.sh).
+# With --coll, bench/instr-coll.c: Barrier and Bcast, Allreduce, Reduce, Gather, Scatter,
+# Allgather, Alltoall, Reduce_scatter_block of one double; per call and rank (N/10 rounds after
+# 100 warm-up ones: a round is nine calls).
 # MPICH is not measured: it polls without yielding, so two ranks on one core count its spinning.
 set -u
 
@@ -31,6 +37,8 @@ only=""
 hints=""
 keep=""
 rma=0
+coll=0
+np=2
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) shift; n=$1 ;;
@@ -38,8 +46,10 @@ while [ $# -gt 0 ]; do
         --hints) hints=hints ;;
         --dup) hints=dup ;;
         --rma) rma=1 ;;
+        --coll) coll=1 ;;
+        --np) shift; np=$1 ;;
         --keep) shift; keep=$1 ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -133,6 +143,43 @@ if [ "$rma" = 1 ]; then
         row "  of it $c" "${call[stormpi.$p]:-}" "${call[openmpi.$p]:-}"
     done
     row "MPI_Win_flush (mean over the phases)" "${flush[stormpi]:-}" "${flush[openmpi]:-}"
+    exit 0
+fi
+if [ "$coll" = 1 ]; then
+    colls="Barrier Bcast Allreduce Reduce Gather Scatter Allgather Alltoall Reduce_scatter_block"
+    coll_toggles=""
+    for c in $colls; do coll_toggles="$coll_toggles --toggle-collect=PMPI_$c"; done
+    rounds=$((n / 10))
+    declare -A per
+    for lib in $libs; do
+        case $lib in
+            stormpi)
+                [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
+                "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr-coll.c" || exit 1 ;;
+            openmpi)
+                mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr-coll.c" || { echo "no Open MPI" >&2; continue; } ;;
+        esac
+        vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.coll.%p $coll_toggles"
+        case $lib in
+            stormpi)
+                taskset -c 0 "$stormrun" -n "$np" --oversubscribe --bind-to none --timeout 900 --mca mpi_yield_when_idle 1 \
+                    $vg "$work/instr.stormpi" "$rounds" ;;
+            openmpi)
+                timeout 900 mpirun.openmpi -n "$np" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+                    taskset -c 0 $vg "$work/instr.openmpi" "$rounds" ;;
+        esac > "$work/$lib.coll.log" 2>&1 || { echo "$lib coll failed:"; cat "$work/$lib.coll.log"; exit 1; }
+        for c in $colls; do
+            s=0
+            for f in "$work/$lib".coll.[0-9]*; do s=$((s + $(inclusive "$f" "PMPI_$c"))); done
+            per[$lib.$c]=$((s / np / (rounds + 100)))
+        done
+    done
+    ratio() { [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "-"; }
+    printf '%-44s %10s %10s %8s\n' "instructions per call and rank, $np ranks" "stormpi" "Open MPI" "ratio"
+    for c in $colls; do
+        printf '%-44s %10s %10s %8s\n' "MPI_$c" "${per[stormpi.$c]:--}" "${per[openmpi.$c]:--}" \
+            "$(ratio "${per[stormpi.$c]:-0}" "${per[openmpi.$c]:-}")"
+    done
     exit 0
 fi
 declare -A pp_total pp_send pp_recv win_tx win_rx
