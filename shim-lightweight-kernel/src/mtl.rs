@@ -1501,7 +1501,7 @@ impl PortalsMtl {
     #[inline(always)]
     fn rare_due(&self) -> bool {
         (self.long_sends | self.getting | self.confirming | self.blocked) != 0
-            || self.polls % CTRL_POLLS == 0
+            || self.polls.is_multiple_of(CTRL_POLLS)
             || self.recovery.is_some()
     }
 
@@ -1514,10 +1514,10 @@ impl PortalsMtl {
         }
         // Rare work behind one test: the control queue and the tail of a burst are looked at
         // every `CTRL_POLLS` polls (the control queue at every poll while flow control works).
-        if self.polls % CTRL_POLLS == 0 || self.recovery.is_some() || self.blocked > 0 {
+        if self.polls.is_multiple_of(CTRL_POLLS) || self.recovery.is_some() || self.blocked > 0 {
             n += self.drain_eq(2, false);
             if self.kept > 0
-                && self.polls % CTRL_POLLS == 0
+                && self.polls.is_multiple_of(CTRL_POLLS)
                 && self.polls.wrapping_sub(self.last_put) >= TAIL_POLLS
             {
                 for p in 0..self.size {

@@ -118,7 +118,7 @@ fn from_hex(hex: &str, out: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     let bytes = hex.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(format!("odd hex length {}", bytes.len()));
     }
     for pair in bytes.chunks(2) {

@@ -100,7 +100,7 @@ pub fn apply(
     operand: &[u8],
 ) -> Result<(), Unsupported> {
     let size = elem_size(dt).ok_or(Unsupported)?;
-    if target.len() != src.len() || target.len() % size != 0 {
+    if target.len() != src.len() || !target.len().is_multiple_of(size) {
         return Err(Unsupported);
     }
     macro_rules! each {

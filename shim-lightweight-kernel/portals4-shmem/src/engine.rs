@@ -1684,7 +1684,7 @@ impl State {
             if length > MAX_ATOMIC
                 || !atomics::valid(op, dt)
                 || size == 0
-                || length % size != 0
+                || !length.is_multiple_of(size)
                 || (kind_ == kind::ATOMIC && atomics::needs_operand(op))
                 || (atomics::needs_operand(op) && length != size)
             {

@@ -118,7 +118,7 @@ fn main() {
             let batch = iters.div_ceil(BATCHES);
             let mut t0 = Instant::now();
             for i in 0..warm + batch * BATCHES {
-                if i >= warm && (i - warm) % batch == 0 {
+                if i >= warm && (i - warm).is_multiple_of(batch) {
                     if i > warm {
                         best_lat =
                             best_lat.min(t0.elapsed().as_secs_f64() * 1e6 / (2.0 * batch as f64));
