@@ -65,18 +65,31 @@ stormrun=${STORMRUN:-$root/target/release/stormrun}
 pp_toggles="--toggle-collect=PMPI_Send --toggle-collect=PMPI_Recv"
 win_toggles="--toggle-collect=PMPI_Isend --toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Waitall $pp_toggles"
 
-# run LIB MODE ITERATIONS TOGGLES: callgrind files $work/LIB.MODE.<pid>
-run() {
-    local lib=$1 mode=$2 iters=$3 toggles=$4
-    local vg="valgrind --tool=callgrind ${BENCH_VG_OPTS:-} --callgrind-out-file=$work/$lib.$mode.%p $toggles"
+# build LIB SOURCE: bench/SOURCE built against LIB as $work/instr.LIB; fails without Open MPI
+build() {
+    case $1 in
+        stormpi)
+            [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
+            "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/$2" || exit 1 ;;
+        openmpi)
+            mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/$2" || { echo "no Open MPI" >&2; return 1; } ;;
+    esac
+}
+
+# launch LIB NAME RANKS OMPI_OPTS TOGGLES ARGS...: $work/instr.LIB with ARGS on RANKS ranks, all
+# on core 0 under callgrind; its files are $work/LIB.NAME.<pid> (a failed run ends the script)
+launch() {
+    local lib=$1 name=$2 ranks=$3 ompi_opts=$4 toggles=$5
+    shift 5
+    local vg="valgrind --tool=callgrind ${BENCH_VG_OPTS:-} --callgrind-out-file=$work/$lib.$name.%p $toggles"
     case $lib in
         stormpi)
-            taskset -c 0 "$stormrun" -n 2 --oversubscribe --bind-to none --timeout 600 --mca mpi_yield_when_idle 1 \
-                $vg "$work/instr.stormpi" "$mode" "$iters" $hints ;;
+            taskset -c 0 "$stormrun" -n "$ranks" --oversubscribe --bind-to none --timeout 900 --mca mpi_yield_when_idle 1 \
+                $vg "$work/instr.stormpi" "$@" ;;
         openmpi)
-            mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-                taskset -c 0 $vg "$work/instr.openmpi" "$mode" "$iters" $hints ;;
-    esac > "$work/$lib.$mode.log" 2>&1
+            timeout 900 mpirun.openmpi -n "$ranks" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 $ompi_opts \
+                taskset -c 0 $vg "$work/instr.openmpi" "$@" ;;
+    esac > "$work/$lib.$name.log" 2>&1 || { echo "$lib $name failed:"; cat "$work/$lib.$name.log"; exit 1; }
 }
 
 # total FILE: the instructions callgrind counted in FILE
@@ -97,22 +110,8 @@ if [ "$rma" = 1 ]; then
     for p in put get acc fop cas; do rma_toggles="$rma_toggles --toggle-collect=phase_$p*"; done
     declare -A phase call flush
     for lib in $libs; do
-        case $lib in
-            stormpi)
-                [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
-                "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr-rma.c" || exit 1 ;;
-            openmpi)
-                mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr-rma.c" || { echo "no Open MPI" >&2; continue; } ;;
-        esac
-        vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.rma.%p $rma_toggles"
-        case $lib in
-            stormpi)
-                taskset -c 0 "$stormrun" -n 2 --oversubscribe --bind-to none --timeout 900 --mca mpi_yield_when_idle 1 \
-                    $vg "$work/instr.stormpi" "$n" ;;
-            openmpi)
-                timeout 900 mpirun.openmpi -n 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca osc sm,pt2pt \
-                    taskset -c 0 $vg "$work/instr.openmpi" "$n" ;;
-        esac > "$work/$lib.rma.log" 2>&1 || { echo "$lib rma failed:"; cat "$work/$lib.rma.log"; exit 1; }
+        build "$lib" instr-rma.c || continue
+        launch "$lib" rma 2 "--mca osc sm,pt2pt" "$rma_toggles" "$n"
         ops=$((n + 100))
         for f in "$work/$lib".rma.[0-9]*; do
             # Rank 0's file is the one with the phases in it.
@@ -152,22 +151,8 @@ if [ "$coll" = 1 ]; then
     rounds=$((n / 10))
     declare -A per
     for lib in $libs; do
-        case $lib in
-            stormpi)
-                [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
-                "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr-coll.c" || exit 1 ;;
-            openmpi)
-                mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr-coll.c" || { echo "no Open MPI" >&2; continue; } ;;
-        esac
-        vg="valgrind --tool=callgrind --callgrind-out-file=$work/$lib.coll.%p $coll_toggles"
-        case $lib in
-            stormpi)
-                taskset -c 0 "$stormrun" -n "$np" --oversubscribe --bind-to none --timeout 900 --mca mpi_yield_when_idle 1 \
-                    $vg "$work/instr.stormpi" "$rounds" ;;
-            openmpi)
-                timeout 900 mpirun.openmpi -n "$np" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-                    taskset -c 0 $vg "$work/instr.openmpi" "$rounds" ;;
-        esac > "$work/$lib.coll.log" 2>&1 || { echo "$lib coll failed:"; cat "$work/$lib.coll.log"; exit 1; }
+        build "$lib" instr-coll.c || continue
+        launch "$lib" coll "$np" "" "$coll_toggles" "$rounds"
         for c in $colls; do
             s=0
             for f in "$work/$lib".coll.[0-9]*; do s=$((s + $(inclusive "$f" "PMPI_$c"))); done
@@ -184,14 +169,8 @@ if [ "$coll" = 1 ]; then
 fi
 declare -A pp_total pp_send pp_recv win_tx win_rx
 for lib in $libs; do
-    case $lib in
-        stormpi)
-            [ -x "$stormcc" ] || { echo "bench-instr.sh: build stormpi first (cargo build --release)" >&2; exit 1; }
-            "$stormcc" -O2 -o "$work/instr.stormpi" "$root/bench/instr.c" || exit 1 ;;
-        openmpi)
-            mpicc.openmpi -O2 -o "$work/instr.openmpi" "$root/bench/instr.c" || { echo "no Open MPI" >&2; continue; } ;;
-    esac
-    run "$lib" pp "$n" "$pp_toggles" || { echo "$lib pp failed:"; cat "$work/$lib.pp.log"; exit 1; }
+    build "$lib" instr.c || continue
+    launch "$lib" pp 2 "" "$pp_toggles" pp "$n" $hints
     files=( "$work/$lib".pp.[0-9]* )
     sum=0; send=0; recv=0
     for f in "${files[@]}"; do
@@ -202,7 +181,7 @@ for lib in $libs; do
     msgs=$((2 * (n + 100)))
     pp_total[$lib]=$((sum / msgs)); pp_send[$lib]=$((send / msgs)); pp_recv[$lib]=$((recv / msgs))
     wn=$((n / 10))
-    run "$lib" win "$wn" "$win_toggles" || { echo "$lib win failed:"; cat "$work/$lib.win.log"; exit 1; }
+    launch "$lib" win 2 "" "$win_toggles" win "$wn" $hints
     per=$((64 * (wn + 10)))
     for f in "$work/$lib".win.[0-9]*; do
         c=$(total "$f")
