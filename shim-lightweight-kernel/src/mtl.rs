@@ -146,6 +146,10 @@ const CTRL_POLLS: u32 = 256;
 /// exchange (a ping-pong polls a few times per message), where `CONFIRM_EVERY` covers them.
 const TAIL_POLLS: u32 = 512;
 
+/// Receive-queue events one [`Mtl::progress`] call handles at most (a window of a halo
+/// exchange's receives; more waits for the next call, so one call stays bounded).
+const PROGRESS_EVENTS: u32 = 64;
+
 const LEN_BITS: u32 = 40;
 const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
 
@@ -1349,10 +1353,10 @@ impl PortalsMtl {
         n
     }
 
-    /// [`PortalsMtl::poll`] for [`Mtl::progress`], which has the sink: the receive queue's next
-    /// event, when it is a short message for a posted receive (the event every small
-    /// `MPI_Recv` waits for), is reported at once from the receive's slot, with no stop in the
-    /// completion queue — or, when it completes the receive `want` with its bytes in place,
+    /// [`PortalsMtl::poll`] for [`Mtl::progress`], which has the sink: the receive queue's
+    /// events (a waiter's round: the next one; else up to [`PROGRESS_EVENTS`]), each short
+    /// message for a posted receive reported at once from the receive's slot, with no stop in
+    /// the completion queue — or, when it completes the receive `want` with its bytes in place,
     /// returned instead ([`Mtl::progress_waiting`]).
     #[inline(always)]
     fn poll_to(
@@ -1365,13 +1369,26 @@ impl PortalsMtl {
         self.polls = self.polls.wrapping_add(1);
         let mut ev = std::mem::MaybeUninit::<ptl_event_t>::uninit();
         let mut n = 0;
-        // SAFETY: a valid event queue and out-pointer.
-        if let PTL_OK | PTL_EQ_DROPPED = unsafe { PtlEQGet(self.eqs[1], ev.as_mut_ptr()) } {
+        // A waiter takes one event per round (its own comes back one interface call sooner);
+        // plain progress takes what the queue holds, up to a window's worth: an
+        // `MPI_Waitall` over a window of receives then finds the rest finished, instead of a
+        // wait of its own per request.
+        let most = if want.is_some() { 1 } else { PROGRESS_EVENTS };
+        for _ in 0..most {
+            // SAFETY: a valid event queue and out-pointer.
+            let (PTL_OK | PTL_EQ_DROPPED) = (unsafe { PtlEQGet(self.eqs[1], ev.as_mut_ptr()) })
+            else {
+                break;
+            };
             // SAFETY: an event was written.
             let ev = unsafe { ev.assume_init_ref() };
-            n = 1;
+            n += 1;
             if want != Some(BLOCKING) || !self.blocking_arrived(ev, placed) {
                 n += self.recv_queue_event(types, sink, want, placed, ev);
+            }
+            // Flow control at work: its own queues come first.
+            if self.recovery.is_some() || self.blocked > 0 {
+                break;
             }
         }
         if self.rare_due() {
