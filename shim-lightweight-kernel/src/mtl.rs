@@ -1398,9 +1398,9 @@ impl PortalsMtl {
     }
 
     /// The event every blocking `MPI_Recv` of a short message waits for, taken in the waiter's
-    /// round: the message landed in the blocking receive's memory (no bounce buffer), so the
-    /// receive is finished with `placed` and forgotten. False, having done nothing, for any other
-    /// event.
+    /// round: the message landed in the blocking receive's memory (no bounce buffer), or had
+    /// come before it and is copied from its overflow block, so the receive is finished with
+    /// `placed` and forgotten. False, having done nothing, for any other event.
     #[inline(always)]
     fn blocking_arrived(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
         if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
@@ -1416,6 +1416,37 @@ impl PortalsMtl {
         if let Some(p) = self.peers.get_mut(ev.initiator.rank() as usize) {
             p.accepted = p.accepted.wrapping_add(1);
         }
+        self.blocking_placed(ev, got, placed);
+        true
+    }
+
+    /// [`PortalsMtl::blocking_arrived`] for a short message that had come before the blocking
+    /// receive (its overflow block counted it in when it came): copied from there, in the
+    /// sink's round (kept out of the quick look, whose registers the arrival a ping-pong waits
+    /// for needs).
+    #[inline(never)]
+    fn blocking_overflowed(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
+        if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
+            || ev.type_ != PTL_EVENT_PUT_OVERFLOW
+            || ev.match_bits & MatchBits::LONG != 0
+        {
+            return false;
+        }
+        let Some(r) = self.blocking.as_ref().filter(|r| r.bounce.is_empty()) else {
+            return false;
+        };
+        let got = (ev.mlength as usize).min(r.cap);
+        // SAFETY: the NI says `mlength` bytes of the message are at `start`, in an overflow
+        // block not reused before this event is handled; the receive's memory holds `cap`.
+        unsafe { ptr::copy_nonoverlapping(ev.start as *const u8, r.buf, got) };
+        self.stats.unexpected += 1;
+        self.blocking_placed(ev, got, placed);
+        true
+    }
+
+    /// Hands the blocking receive's arrival (`got` bytes in its memory) back and forgets it.
+    #[inline(always)]
+    fn blocking_placed(&mut self, ev: &ptl_event_t, got: usize, placed: &mut Option<MtlPlaced>) {
         let env = MatchBits::decode(ev.match_bits);
         *placed = Some(MtlPlaced {
             got,
@@ -1426,7 +1457,6 @@ impl PortalsMtl {
             },
         });
         self.blocking = None;
-        true
     }
 
     /// Any other event of the receive queue (see [`PortalsMtl::poll_to`]); returns how many more
@@ -2001,7 +2031,10 @@ impl Mtl for PortalsMtl {
             Some(mut n) => {
                 if std::mem::take(&mut self.stashed) {
                     let ev = self.stash;
-                    n += 1 + self.recv_queue_event(types, sink, Some(token), placed, &ev);
+                    n += 1;
+                    if token != BLOCKING || !self.blocking_overflowed(&ev, placed) {
+                        n += self.recv_queue_event(types, sink, Some(token), placed, &ev);
+                    }
                     if self.rare_due() {
                         n += self.poll_rest();
                     }

@@ -3,7 +3,8 @@
  *
  * With MPI_ERRORS_RETURN set on MPI_COMM_WORLD, every rank sends to its right neighbour, which
  * receives with a count smaller than the message.  For eager-sized and large messages, and for a
- * zero-size buffer, checked:
+ * zero-size buffer, received by MPI_Recv, by MPI_Irecv + MPI_Wait and by MPI_Recv after a barrier
+ * (the message there before the receive), checked:
  *   - MPI_Recv and MPI_Wait (after MPI_Irecv) return an error of class MPI_ERR_TRUNCATE;
  *   - MPI_Waitall over a fitting and a truncated receive returns MPI_ERR_IN_STATUS, the
  *     truncated request's status.MPI_ERROR has class MPI_ERR_TRUNCATE and the others' are
@@ -64,17 +65,26 @@ static void still_works(int tag, const char *what)
     check_guard(3000, what);
 }
 
-/* One truncating exchange: msg bytes sent, rcount bytes of buffer; use Irecv+Wait if nb. */
-static void truncated(int msg, int rcount, int tag, int nb)
+/* How the receive of a truncating exchange is made. */
+enum mode {
+    RECV,  /* MPI_Recv */
+    IRECV, /* MPI_Irecv + MPI_Wait */
+    EARLY, /* MPI_Recv after a barrier: the message came before the receive */
+};
+
+/* One truncating exchange: msg bytes sent, rcount bytes of buffer, received as `mode` says. */
+static void truncated(int msg, int rcount, int tag, enum mode mode)
 {
+    static const char *const how[] = {"Recv", "Irecv+Wait", "Recv after a barrier"};
     char what[128];
     MPI_Request sreq, rreq;
     MPI_Status st;
-    int rc;
-    snprintf(what, sizeof what, "%s of a %d-byte message into %d bytes", nb ? "Irecv+Wait" : "Recv",
-             msg, rcount);
+    int rc, nb = mode == IRECV;
+    snprintf(what, sizeof what, "%s of a %d-byte message into %d bytes", how[mode], msg, rcount);
     pattern_fill(sbuf, (size_t)msg, test_key(rank, right, (size_t)msg, tag));
     CHECK_MPI(MPI_Isend(sbuf, msg, MPI_BYTE, right, tag, MPI_COMM_WORLD, &sreq));
+    if (mode == EARLY)
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     prep(rcount);
     st.MPI_SOURCE = st.MPI_TAG = -12345;
     if (nb) {
@@ -110,12 +120,15 @@ int main(int argc, char **argv)
     sbuf = test_malloc((size_t)big);
     rbuf = test_malloc((size_t)big + GUARD);
 
-    truncated(100, 50, 1, 0);
-    truncated(100, 0, 2, 0);
-    truncated(big, big / 2, 3, 0);
-    truncated(1000, 999, 4, 1);
-    truncated(300000, 299999, 5, 1);
-    truncated(65536, 4096, 6, 1);
+    truncated(100, 50, 1, RECV);
+    truncated(100, 0, 2, RECV);
+    truncated(big, big / 2, 3, RECV);
+    truncated(1000, 999, 4, IRECV);
+    truncated(300000, 299999, 5, IRECV);
+    truncated(65536, 4096, 6, IRECV);
+    truncated(100, 50, 11, EARLY);
+    truncated(100, 0, 12, EARLY);
+    truncated(big, big / 2, 13, EARLY);
 
     /* Waitall: a fitting receive (tag 7) and a truncated one (tag 8, large) */
     {
