@@ -10,7 +10,7 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
-use crate::p2p::{Elements, Posted};
+use crate::p2p::{Elements, Posted, RecvData};
 use crate::pml::bsend;
 use crate::pml::request::{ReqId, SendMode, Status};
 use crate::shared::Inside;
@@ -478,21 +478,21 @@ unsafe fn sendrecv_entry(
     status: *mut abi::MPI_Status,
 ) -> c_int {
     let r = run_comm_inside(func, comm, |cx, c| {
-        let e = cx.e();
-        // SAFETY: MPI lends both buffers for the call; both are waited for below.
-        let (send, recv) = unsafe {
-            (
-                packer(e, sendbuf, sendcount, sendtype)?,
-                unpacker(e, recvbuf, recvcount, recvtype)?,
-            )
-        };
-        let r = e.irecv(recv, source, recvtag, c, 0)?;
-        if let Some(to) = e.p2p.check_send(c, dest, sendtag)? {
-            if let Some(s) = e.p2p.send(&to, sendtag, send, SendMode::Standard, 0)? {
-                cx.wait(s)?;
+        // SAFETY: MPI lends both buffers for the call; both are waited for in `sendrecv`.
+        let st = unsafe {
+            let send = packer(cx.e(), sendbuf, sendcount, sendtype)?;
+            match contiguous(recvbuf, recvcount, recvtype) {
+                Some((d, n)) => {
+                    let recv = Elements::new(recvbuf.cast_const().cast(), n, d);
+                    sendrecv(cx, c, send, dest, sendtag, recv, source, recvtag)?
+                }
+                None => {
+                    let recv = handles::unpacker(cx.e().types(), recvbuf, recvcount, recvtype)?;
+                    sendrecv(cx, c, send, dest, sendtag, recv, source, recvtag)?
+                }
             }
-        }
-        Ok((cx.wait(r)?, c))
+        };
+        Ok((st, c))
     });
     match r {
         Ok((st, c)) => {
@@ -502,6 +502,48 @@ unsafe fn sendrecv_entry(
         }
         Err(rc) => rc,
     }
+}
+
+/// `MPI_Sendrecv`'s exchange, its buffers' types checked: both halves' envelopes are checked
+/// before anything starts (an error leaves nothing under way); the send starts, the receive is
+/// posted as `MPI_Recv`'s (the PML's blocking receive when free, which a pooled request and
+/// its wait cost half the call more than), then both are waited for.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn sendrecv(
+    cx: &mut Inside,
+    c: CommId,
+    send: Packer,
+    dest: c_int,
+    sendtag: c_int,
+    recv: impl RecvData,
+    source: c_int,
+    recvtag: c_int,
+) -> Result<Status> {
+    let e = cx.e();
+    let from = e.p2p.check_recv(c, source, recvtag)?;
+    let sent = match e.p2p.check_send(c, dest, sendtag)? {
+        Some(to) => e.p2p.send(&to, sendtag, send, SendMode::Standard, 0)?,
+        None => None,
+    };
+    let posted = match from.map(|s| cx.e().p2p.recv(&s, recv)).transpose() {
+        Ok(p) => p,
+        Err(err) => {
+            // The send may be reading the user's buffer still: it goes on to its end first.
+            if let Some(s) = sent {
+                cx.wait(s)?;
+            }
+            return Err(err);
+        }
+    };
+    let st = match posted {
+        Some(r) => cx.wait_recv(r)?,
+        None => Status::PROC_NULL,
+    };
+    if let Some(s) = sent {
+        cx.wait(s)?;
+    }
+    Ok(st)
 }
 
 /// `MPI_Sendrecv_replace` and `MPI_Sendrecv_replace_c`: one body, the count widened.
