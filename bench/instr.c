@@ -10,6 +10,12 @@
  *                 that rank 0 MPI_Recv's; 10 warm-up windows, then N. Per message: a rank's
  *                 count / (64 (N+10)) (the acknowledgement is counted in: it is part of the
  *                 benchmark's windowed rate too).
+ *   instr sr N    MPI_Sendrecv of one double between ranks 0 and 1 (each sends its count and
+ *                 receives the other's): 100 warm-up calls, then N. Per call and rank.
+ *   instr early N rank 0 sends 32 doubles (one MPI_Send each, tags 0..31), both ranks meet in
+ *                 MPI_Barrier, then rank 1 MPI_Recv's them: every message is there before its
+ *                 receive (the unexpected path). 10 warm-up rounds, then N. Per message: rank 1's
+ *                 count inside MPI_Recv / (32 (N+10)).
  *
  * A third argument "hints" runs on a dup of MPI_COMM_WORLD carrying the four MPI-4 assertions
  * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length) instead; "dup" on a
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #define WINDOW 64
+#define EARLY 32
 
 static void die(int rank, const char *what)
 {
@@ -39,7 +46,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3 || size != 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: instr pp|win N [hints|dup] (2 ranks)\n");
+            fprintf(stderr, "usage: instr pp|win|sr|early N [hints|dup] (2 ranks)\n");
         MPI_Finalize();
         return 2;
     }
@@ -100,6 +107,34 @@ int main(int argc, char **argv)
                 }
                 MPI_Send(NULL, 0, MPI_BYTE, peer, 3, comm);
             }
+        }
+    } else if (strcmp(argv[1], "sr") == 0) {
+        for (long i = 0; i < n + 100; i++) {
+            double mine = (double)(i * 2 + rank), theirs = -1;
+            MPI_Status st;
+            MPI_Sendrecv(&mine, 1, MPI_DOUBLE, peer, 4, &theirs, 1, MPI_DOUBLE, peer, 4, comm, &st);
+            if (theirs != (double)(i * 2 + peer) || st.MPI_SOURCE != peer || st.MPI_TAG != 4)
+                die(rank, "MPI_Sendrecv payload or status is wrong");
+        }
+    } else if (strcmp(argv[1], "early") == 0) {
+        for (long r = 0; r < n + 10; r++) {
+            if (rank == 0) {
+                for (int k = 0; k < EARLY; k++) {
+                    double v = (double)(r * EARLY + k);
+                    MPI_Send(&v, 1, MPI_DOUBLE, peer, k, comm);
+                }
+            }
+            MPI_Barrier(comm);
+            if (rank == 1) {
+                for (int k = 0; k < EARLY; k++) {
+                    double v = -1;
+                    MPI_Status st;
+                    MPI_Recv(&v, 1, MPI_DOUBLE, peer, k, comm, &st);
+                    if (v != (double)(r * EARLY + k) || st.MPI_TAG != k)
+                        die(rank, "early payload or status is wrong");
+                }
+            }
+            MPI_Barrier(comm);
         }
     } else {
         die(rank, "unknown mode");

@@ -20,7 +20,10 @@
 #   pp    0-byte MPI_Send/MPI_Recv ping-pong: per one-way message, (both ranks' counts) / 2 / the
 #         round trips, i.e. one send and one receive; and each call's share;
 #   win   windows of 64 one-byte MPI_Isend (rank 0) / MPI_Irecv (rank 1) + MPI_Waitall and a
-#         0-byte acknowledgement: per message at the sender and at the receiver.
+#         0-byte acknowledgement: per message at the sender and at the receiver;
+#   sr    MPI_Sendrecv of one double both ways: per call and rank;
+#   early 32 doubles sent before a barrier and received after it (the unexpected path): per
+#         message inside the receiver's MPI_Recv.
 # With --rma, bench/instr-rma.c: rank 0 under MPI_Win_lock_all on an MPI_Win_allocate window does
 # 8-byte put, get, accumulate (one double), fetch-and-op and compare-and-swap (one long), each
 # followed by MPI_Win_flush; per operation with its flush (the phase_* functions counted whole)
@@ -167,7 +170,7 @@ if [ "$coll" = 1 ]; then
     done
     exit 0
 fi
-declare -A pp_total pp_send pp_recv win_tx win_rx
+declare -A pp_total pp_send pp_recv win_tx win_rx sr early
 for lib in $libs; do
     build "$lib" instr.c || continue
     launch "$lib" pp 2 "" "$pp_toggles" pp "$n" $hints
@@ -188,6 +191,14 @@ for lib in $libs; do
         # Rank 0 is the sender: its file has PMPI_Isend.
         if [ "$(inclusive "$f" PMPI_Isend)" -gt 0 ]; then win_tx[$lib]=$((c / per)); else win_rx[$lib]=$((c / per)); fi
     done
+    launch "$lib" sr 2 "" "--toggle-collect=PMPI_Sendrecv" sr "$n" $hints
+    s=0
+    for f in "$work/$lib".sr.[0-9]*; do s=$((s + $(total "$f"))); done
+    sr[$lib]=$((s / 2 / (n + 100)))
+    launch "$lib" early 2 "" "--toggle-collect=PMPI_Recv" early "$wn" $hints
+    s=0
+    for f in "$work/$lib".early.[0-9]*; do s=$((s + $(total "$f"))); done
+    early[$lib]=$((s / (32 * (wn + 10))))
 done
 
 ratio() { [ -n "${2:-}" ] && [ "${2:-0}" -gt 0 ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "-"; }
@@ -198,3 +209,5 @@ row "  of it MPI_Send" "${pp_send[stormpi]:-}" "${pp_send[openmpi]:-}"
 row "  of it MPI_Recv" "${pp_recv[stormpi]:-}" "${pp_recv[openmpi]:-}"
 row "1-byte windowed, sender (Isend+Waitall+ack)" "${win_tx[stormpi]:-}" "${win_tx[openmpi]:-}"
 row "1-byte windowed, receiver (Irecv+Waitall+ack)" "${win_rx[stormpi]:-}" "${win_rx[openmpi]:-}"
+row "MPI_Sendrecv of one double (per call, rank)" "${sr[stormpi]:-}" "${sr[openmpi]:-}"
+row "MPI_Recv of a message there first (8 bytes)" "${early[stormpi]:-}" "${early[openmpi]:-}"
