@@ -591,13 +591,7 @@ unsafe fn sendrecv_replace_entry(
                     Unpacker::new(buf.cast(), count64, d, e.types())?,
                 )
             };
-            let r = e.irecv(recv, source, recvtag, c, 0)?;
-            if let Some(to) = e.p2p.check_send(c, dest, sendtag)? {
-                if let Some(s) = e.p2p.send(&to, sendtag, send, SendMode::Standard, 0)? {
-                    cx.wait(s)?;
-                }
-            }
-            cx.wait(r)
+            sendrecv(cx, c, send, dest, sendtag, recv, source, recvtag)
         })();
         if heap {
             if let Some(h) = state::hooks() {
