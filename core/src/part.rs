@@ -638,13 +638,16 @@ impl Parts {
     }
 
     /// Progress: takes in the messages of every channel; returns how many rounds finished.
+    #[inline(always)]
     pub fn progress(&mut self, p2p: &mut P2p) -> usize {
-        let Some(pool) = self.chans.as_ref() else {
-            return 0;
-        };
-        if pool.is_empty() {
-            return 0;
+        match self.chans.as_ref() {
+            Some(pool) if !pool.is_empty() => self.progress_chans(p2p),
+            _ => 0,
         }
+    }
+
+    #[inline(never)]
+    fn progress_chans(&mut self, p2p: &mut P2p) -> usize {
         let mut n = 0;
         for idx in 0..pool_capacity(self) {
             let Some(key) = self.chans.as_ref().and_then(|p| p.key_at(idx)) else {

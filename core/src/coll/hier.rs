@@ -127,6 +127,12 @@ pub(crate) struct HierState {
 }
 
 impl HierState {
+    /// Whether no hierarchical collective is in flight.
+    #[inline(always)]
+    pub(super) fn idle(&self) -> bool {
+        self.active == 0
+    }
+
     fn staging(params: &Params) -> usize {
         match HierMode::of(params) {
             HierMode::Off => 0,

@@ -1399,8 +1399,18 @@ impl Colls<'_> {
             })
     }
 
-    /// Advances the non-blocking collectives in flight; returns how many finished.
+    /// Advances the non-blocking collectives in flight; returns how many finished. With none
+    /// in flight (most calls of most programs), one inline test.
+    #[inline(always)]
     pub(crate) fn coll_progress(&mut self) -> usize {
+        if self.coll.active == 0 && self.coll.hier.idle() {
+            return 0;
+        }
+        self.coll_progress_busy()
+    }
+
+    #[inline(never)]
+    fn coll_progress_busy(&mut self) -> usize {
         if self.coll.active == 0 {
             return self.hier_progress();
         }

@@ -1925,10 +1925,16 @@ impl Building<'_> {
     }
 
     /// Advances the `MPI_Comm_idup`s in flight; returns how many rounds or agreements ended.
+    #[inline(always)]
     pub(crate) fn idup_progress(&mut self) -> usize {
         if self.creation.idups_active == 0 {
             return 0;
         }
+        self.idup_progress_busy()
+    }
+
+    #[inline(never)]
+    fn idup_progress_busy(&mut self) -> usize {
         let mut n = 0;
         for i in 0..self.creation.idup_cap {
             let Some(d) = *self.creation.idup(i) else {

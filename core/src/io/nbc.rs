@@ -167,6 +167,12 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// Whether no access is queued.
+    #[inline(always)]
+    pub fn idle(&self) -> bool {
+        self.live == 0
+    }
+
     /// None queued.
     pub const fn new() -> Queue {
         Queue {

@@ -956,10 +956,16 @@ impl Osc {
     }
 
     /// Serves every window's incoming messages and frees what finished; returns how much moved.
+    #[inline(always)]
     pub fn progress(&mut self, p2p: &mut P2p, platform: &dyn Platform) -> usize {
         if self.live == 0 {
             return 0;
         }
+        self.progress_live(p2p, platform)
+    }
+
+    #[inline(never)]
+    fn progress_live(&mut self, p2p: &mut P2p, platform: &dyn Platform) -> usize {
         let mem = self.memory;
         let Some(pool) = self.wins.as_mut() else {
             return 0;

@@ -184,10 +184,15 @@ impl Requests {
 
     /// Takes in the parts of joined requests that completed, and completes those whose parts
     /// all have. Looks through the pool only while some joined request is incomplete.
+    #[inline(always)]
     pub fn joined_progress(&mut self) {
-        if self.joined == 0 {
-            return;
+        if self.joined != 0 {
+            self.joined_progress_busy();
         }
+    }
+
+    #[inline(never)]
+    fn joined_progress_busy(&mut self) {
         for idx in 0..self.pool.capacity() {
             let Some(Request {
                 op: Op::Joined(j),
