@@ -82,11 +82,17 @@ unsafe fn complete_with<R>(
         unsafe { *h = abi::MPI_REQUEST_NULL };
         return Ok(done);
     }
-    // A test of a send or receive in flight (a polling loop's every call): one progress round
-    // and another look, without the general path's look-ups of what the request is.
-    if let Some(id) = id.filter(|&id| !block && cx.e().p2p.pml.requests().is_p2p(id)) {
-        cx.e().progress();
-        let done = take(cx, id);
+    // A send or receive in flight, without the general path's look-ups of what the request is:
+    // a test (a polling loop's every call) takes one progress round and another look; a wait
+    // hands the status, where it lies when the request finishes, to `f`.
+    if let Some(id) = id.filter(|&id| cx.e().p2p.pml.requests().is_p2p(id)) {
+        let done = if block {
+            let comm = cx.e().p2p.pml.requests().comm_of(id);
+            Some(cx.wait_with(id, |st| f.take().map(|f| f(st, comm)))?)
+        } else {
+            cx.e().progress();
+            take(cx, id)
+        };
         if done.is_some() {
             // SAFETY: as above.
             unsafe { *h = abi::MPI_REQUEST_NULL };
