@@ -933,7 +933,7 @@ impl Engine {
 
     /// Waits for a matching message without receiving it (`MPI_Probe`).
     pub fn probe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Status> {
-        Inside::of(self).block(|e| e.iprobe(src, tag, comm))
+        Inside::of(self).probe(src, tag, comm)
     }
 
     /// Takes a matching message for [`Engine::imrecv`] (`MPI_Improbe`); `Ok(Some((None, _)))` for
@@ -956,7 +956,7 @@ impl Engine {
 
     /// Waits for and takes a matching message (`MPI_Mprobe`).
     pub fn mprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<(Option<MsgId>, Status)> {
-        Inside::of(self).block(|e| e.improbe(src, tag, comm))
+        Inside::of(self).mprobe(src, tag, comm)
     }
 
     /// Receives a message taken by a matched probe (`MPI_Imrecv`); `None` is `MPI_MESSAGE_NO_PROC`.
@@ -1070,6 +1070,34 @@ impl Engine {
 }
 
 impl Inside<'_> {
+    /// Waits for a matching message without receiving it (`MPI_Probe`).
+    pub fn probe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Status> {
+        let Some(s) = self.e().p2p.check_recv(comm, src, tag)? else {
+            return Ok(Status::PROC_NULL);
+        };
+        self.probe_with(|p2p| p2p.iprobe(&s))
+    }
+
+    /// Waits for and takes a matching message (`MPI_Mprobe`); `None` is `MPI_MESSAGE_NO_PROC`.
+    pub fn mprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<(Option<MsgId>, Status)> {
+        let Some(s) = self.e().p2p.check_recv(comm, src, tag)? else {
+            return Ok((None, Status::PROC_NULL));
+        };
+        self.probe_with(|p2p| Ok(p2p.improbe(&s)?.map(|(m, st)| (Some(m), st))))
+    }
+
+    /// The probes' wait: a look at what has come, then rounds of progress each followed by a
+    /// look (one look and one progress per round: a round's look serves the next round too).
+    fn probe_with<T>(&mut self, mut look: impl FnMut(&mut P2p) -> Result<Option<T>>) -> Result<T> {
+        self.share();
+        loop {
+            if let Some(t) = look(&mut self.e().p2p)? {
+                return Ok(t);
+            }
+            self.round();
+        }
+    }
+
     /// Sends `conv`'s message to rank `dest` of `comm` and returns when the buffer may be
     /// reused (`MPI_Send`, `MPI_Ssend`).
     pub fn send(

@@ -975,7 +975,7 @@ super::mpi! {
     }
 
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: abi::MPI_Comm, status: *mut abi::MPI_Status) {
-        match run_comm_inside("MPI_Probe", comm, |cx, c| cx.block(|e| e.iprobe(source, tag, c))) {
+        match run_comm_inside("MPI_Probe", comm, |cx, c| cx.probe(source, tag, c)) {
             Ok(st) => {
                 handles::put_probe_status(status, &probed(st));
                 abi::MPI_SUCCESS
@@ -1005,7 +1005,7 @@ super::mpi! {
 
     fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: abi::MPI_Comm, message: *mut abi::MPI_Message, status: *mut abi::MPI_Status) {
         match run_comm_inside("MPI_Mprobe", comm, |cx, c| {
-            let (m, st) = cx.block(|e| e.improbe(source, tag, c))?;
+            let (m, st) = cx.mprobe(source, tag, c)?;
             // SAFETY: MPI requires `message` to point to an MPI_Message.
             unsafe { out(message, handles::message_handle(m))? };
             Ok(st)
