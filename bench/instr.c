@@ -16,6 +16,10 @@
  *                 MPI_Barrier, then rank 1 MPI_Recv's them: every message is there before its
  *                 receive (the unexpected path). 10 warm-up rounds, then N. Per message: rank 1's
  *                 count inside MPI_Recv / (32 (N+10)).
+ *   instr wait N  each rank MPI_Irecv, MPI_Send, MPI_Wait of one double (a halo exchange's
+ *                 shape); test N: the same with an MPI_Test loop for the wait; probe N: rank 0
+ *                 MPI_Send, then MPI_Probe + MPI_Recv of the answer, rank 1 the mirror (a
+ *                 message of a size learnt first). 100 warm-up rounds, then N; per round and rank.
  *
  * A third argument "hints" runs on a dup of MPI_COMM_WORLD carrying the four MPI-4 assertions
  * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length) instead; "dup" on a
@@ -46,7 +50,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3 || size != 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: instr pp|win|sr|early N [hints|dup] (2 ranks)\n");
+            fprintf(stderr, "usage: instr pp|win|sr|early|wait|test|probe N [hints|dup] (2 ranks)\n");
         MPI_Finalize();
         return 2;
     }
@@ -135,6 +139,41 @@ int main(int argc, char **argv)
                 }
             }
             MPI_Barrier(comm);
+        }
+    } else if (strcmp(argv[1], "wait") == 0 || strcmp(argv[1], "test") == 0) {
+        int test = argv[1][0] == 't';
+        for (long i = 0; i < n + 100; i++) {
+            double mine = (double)(i * 2 + rank), theirs = -1;
+            MPI_Request r;
+            MPI_Status st;
+            int done = 0;
+            MPI_Irecv(&theirs, 1, MPI_DOUBLE, peer, 5, comm, &r);
+            MPI_Send(&mine, 1, MPI_DOUBLE, peer, 5, comm);
+            if (test) {
+                while (!done)
+                    MPI_Test(&r, &done, &st);
+            } else {
+                MPI_Wait(&r, &st);
+            }
+            if (theirs != (double)(i * 2 + peer) || st.MPI_SOURCE != peer || st.MPI_TAG != 5)
+                die(rank, "exchanged payload or status is wrong");
+        }
+    } else if (strcmp(argv[1], "probe") == 0) {
+        for (long i = 0; i < n + 100; i++) {
+            double mine = (double)(i * 2 + rank), theirs = -1;
+            MPI_Status st;
+            int count = -1;
+            if (rank == 0)
+                MPI_Send(&mine, 1, MPI_DOUBLE, peer, 6, comm);
+            MPI_Probe(peer, 6, comm, &st);
+            MPI_Get_count(&st, MPI_DOUBLE, &count);
+            if (count != 1)
+                die(rank, "probed count is wrong");
+            MPI_Recv(&theirs, count, MPI_DOUBLE, peer, 6, comm, &st);
+            if (rank == 1)
+                MPI_Send(&mine, 1, MPI_DOUBLE, peer, 6, comm);
+            if (theirs != (double)(i * 2 + peer))
+                die(rank, "probed payload is wrong");
         }
     } else {
         die(rank, "unknown mode");

@@ -23,7 +23,9 @@
 #         0-byte acknowledgement: per message at the sender and at the receiver;
 #   sr    MPI_Sendrecv of one double both ways: per call and rank;
 #   early 32 doubles sent before a barrier and received after it (the unexpected path): per
-#         message inside the receiver's MPI_Recv.
+#         message inside the receiver's MPI_Recv;
+#   wait, test, probe  an exchange of one double per round (MPI_Irecv + MPI_Send + MPI_Wait, the
+#         same with an MPI_Test loop, MPI_Probe + MPI_Recv): per round and rank.
 # With --rma, bench/instr-rma.c: rank 0 under MPI_Win_lock_all on an MPI_Win_allocate window does
 # 8-byte put, get, accumulate (one double), fetch-and-op and compare-and-swap (one long), each
 # followed by MPI_Win_flush; per operation with its flush (the phase_* functions counted whole)
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
         --coll) coll=1 ;;
         --np) shift; np=$1 ;;
         --keep) shift; keep=$1 ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -170,7 +172,9 @@ if [ "$coll" = 1 ]; then
     done
     exit 0
 fi
-declare -A pp_total pp_send pp_recv win_tx win_rx sr early
+declare -A pp_total pp_send pp_recv win_tx win_rx sr early xwait xtest xprobe
+x_toggles="--toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Send --toggle-collect=PMPI_Wait
+    --toggle-collect=PMPI_Test --toggle-collect=PMPI_Probe --toggle-collect=PMPI_Recv"
 for lib in $libs; do
     build "$lib" instr.c || continue
     launch "$lib" pp 2 "" "$pp_toggles" pp "$n" $hints
@@ -199,6 +203,14 @@ for lib in $libs; do
     s=0
     for f in "$work/$lib".early.[0-9]*; do s=$((s + $(total "$f"))); done
     early[$lib]=$((s / (32 * (wn + 10))))
+    for m in wait test probe; do
+        launch "$lib" "$m" 2 "" "$x_toggles" "$m" "$n" $hints
+        s=0
+        for f in "$work/$lib.$m".[0-9]*; do s=$((s + $(total "$f"))); done
+        declare -n into=x$m
+        into[$lib]=$((s / 2 / (n + 100)))
+        unset -n into
+    done
 done
 
 ratio() { [ -n "${2:-}" ] && [ "${2:-0}" -gt 0 ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "-"; }
@@ -211,3 +223,6 @@ row "1-byte windowed, sender (Isend+Waitall+ack)" "${win_tx[stormpi]:-}" "${win_
 row "1-byte windowed, receiver (Irecv+Waitall+ack)" "${win_rx[stormpi]:-}" "${win_rx[openmpi]:-}"
 row "MPI_Sendrecv of one double (per call, rank)" "${sr[stormpi]:-}" "${sr[openmpi]:-}"
 row "MPI_Recv of a message there first (8 bytes)" "${early[stormpi]:-}" "${early[openmpi]:-}"
+row "Irecv+Send+Wait of one double (per rank)" "${xwait[stormpi]:-}" "${xwait[openmpi]:-}"
+row "Irecv+Send+Test loop of one double (per rank)" "${xtest[stormpi]:-}" "${xtest[openmpi]:-}"
+row "Probe+Recv (+Send) of one double (per rank)" "${xprobe[stormpi]:-}" "${xprobe[openmpi]:-}"
