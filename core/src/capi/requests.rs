@@ -21,6 +21,7 @@ use crate::comm::CommId;
 use crate::datatype::convertor::{Packer, Unpacker};
 use crate::engine::Engine;
 use crate::error::{Error, ErrorClass, Reason, Result};
+use crate::p2p::Elements;
 use crate::pml::request::{P2pInit, P2pStart, PersistentKind, ReqId, SendMode, Status};
 use crate::pml::requests::Current;
 use crate::shared::Inside;
@@ -70,41 +71,109 @@ unsafe fn complete_with<R>(
     // SAFETY: as above.
     let id = handles::request(cx.e(), unsafe { *h })?;
     let mut f = Some(f);
-    let mut take = |cx: &mut Inside, id: ReqId| {
+    if let Some(done) = id.and_then(|id| {
         cx.e()
             .p2p
             .pml
             .requests_mut()
             .take_finished_with(id, |st, comm| f.take().map(|f| f(st, comm)))
-    };
-    if let Some(done) = id.and_then(|id| take(cx, id)) {
+    }) {
         // SAFETY: as above.
         unsafe { *h = abi::MPI_REQUEST_NULL };
         return Ok(done);
     }
-    // A send or receive in flight, without the general path's look-ups of what the request is:
-    // a test (a polling loop's every call) takes one progress round and another look; a wait
-    // hands the status, where it lies when the request finishes, to `f`.
-    if let Some(id) = id.filter(|&id| cx.e().p2p.pml.requests().is_p2p(id)) {
-        let done = if block {
-            let comm = cx.e().p2p.pml.requests().comm_of(id);
-            Some(cx.wait_with(id, |st| f.take().map(|f| f(st, comm)))?)
-        } else {
-            cx.e().progress();
-            take(cx, id)
-        };
-        if done.is_some() {
-            // SAFETY: as above.
-            unsafe { *h = abi::MPI_REQUEST_NULL };
+    let Some(f) = f else {
+        return Err(Error::internal(
+            "a request's status was taken but not handed back",
+        ));
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        match id {
+            Some(id) if cx.e().p2p.pml.requests().is_p2p(id) => complete_p2p(cx, h, id, block, f),
+            _ => complete_other(cx, h, id, block, f),
         }
-        return Ok(done.flatten());
+    }
+}
+
+/// [`complete_with`] for what is not a send or receive: the current start of a persistent send
+/// or receive directly, everything else the general way. Out of line, so that the common
+/// case's code keeps its registers.
+///
+/// # Safety
+/// As for [`complete_with`].
+#[inline(never)]
+unsafe fn complete_other<R>(
+    cx: &mut Inside,
+    h: *mut abi::MPI_Request,
+    id: Option<ReqId>,
+    block: bool,
+    f: impl FnOnce(&Status, Option<CommId>) -> R,
+) -> Result<Option<R>> {
+    if let Some((op, Some(p))) = id.and_then(|id| cx.e().p2p.pml.requests().p2p_current(id)) {
+        return complete_persistent(cx, p, op, block, f);
     }
     // SAFETY: the caller's contract.
     let general = unsafe { complete_general(cx, h, id, block) }?;
-    Ok(match (general, f) {
-        (Some((st, comm)), Some(f)) => Some(f(&st, comm)),
-        _ => None,
-    })
+    Ok(general.map(|(st, comm)| f(&st, comm)))
+}
+
+/// [`complete_with`] for a send or receive in flight (`id`), without the general path's
+/// look-ups of what the request is: a test (a polling loop's every call) takes one progress
+/// round and another look; a wait hands the status, where it lies when the request finishes,
+/// to `f`. A finished request's handle becomes `MPI_REQUEST_NULL`.
+///
+/// # Safety
+/// As for [`complete_with`].
+#[inline(always)]
+unsafe fn complete_p2p<R>(
+    cx: &mut Inside,
+    h: *mut abi::MPI_Request,
+    id: ReqId,
+    block: bool,
+    f: impl FnOnce(&Status, Option<CommId>) -> R,
+) -> Result<Option<R>> {
+    let done = if block {
+        let comm = cx.e().p2p.pml.requests().comm_of(id);
+        Some(cx.wait_with(id, |st| f(st, comm))?)
+    } else {
+        cx.e().progress();
+        cx.e().p2p.pml.requests_mut().take_finished_with(id, f)
+    };
+    if done.is_some() {
+        // SAFETY: the caller's contract (`h` points to the request's handle).
+        unsafe { *h = abi::MPI_REQUEST_NULL };
+    }
+    Ok(done)
+}
+
+/// [`complete_p2p`] for the current start `op` of persistent request `p` (a send or receive, or
+/// one that completed as it started): once it completes, `p` stays, inactive.
+#[inline(always)]
+fn complete_persistent<R>(
+    cx: &mut Inside,
+    p: ReqId,
+    op: ReqId,
+    block: bool,
+    f: impl FnOnce(&Status, Option<CommId>) -> R,
+) -> Result<Option<R>> {
+    let comm = cx.e().p2p.pml.requests().comm_of(op);
+    let done = if block {
+        Some(cx.wait_with(op, |st| f(st, comm))?)
+    } else {
+        if !cx.e().p2p.pml.requests().done(op) {
+            cx.e().progress();
+        }
+        cx.e()
+            .p2p
+            .pml
+            .requests_mut()
+            .test_with(op, |st| f(st, comm))?
+    };
+    if done.is_some() {
+        cx.e().p2p.pml.requests_mut().deactivate(p);
+    }
+    Ok(done)
 }
 
 /// [`complete`] for what `Requests::take_finished_with` does not take: requests still in
@@ -355,6 +424,33 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
 /// `p.buf` holds `p.count` instances of `p.datatype` (for a receive: room for them), lent until
 /// the operation completes.
 unsafe fn start_p2p(e: &mut Engine, p: &P2pInit) -> Result<ReqId> {
+    // A predefined dense type: the user's elements as they stand, no convertor built per start
+    // (as `MPI_Isend`/`MPI_Irecv` take them).
+    let b = p.datatype.dense_bytes();
+    if let Some(n) = usize::try_from(p.count)
+        .ok()
+        .filter(|&n| b > 0 && n.checked_mul(b).is_some())
+    {
+        // SAFETY: the caller's contract; the type is predefined and dense, `n` of its elements
+        // fit the address space.
+        let data = unsafe { Elements::new(p.buf.cast_const(), n, p.datatype) };
+        let proc_null = |e: &mut Engine| e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0);
+        match p.start {
+            P2pStart::Send(mode) => {
+                return match e.p2p.check_send(p.comm, p.peer, p.tag)? {
+                    Some(d) => e.p2p.isend(&d, p.tag, data, mode, 0),
+                    None => proc_null(e),
+                };
+            }
+            P2pStart::Recv => {
+                return match e.p2p.check_recv(p.comm, p.peer, p.tag)? {
+                    Some(s) => e.p2p.irecv(&s, data, 0),
+                    None => proc_null(e),
+                };
+            }
+            P2pStart::Bsend => {}
+        }
+    }
     match p.start {
         P2pStart::Send(mode) => {
             // SAFETY: the caller's contract; the type is retained, so its entry is there.

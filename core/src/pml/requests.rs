@@ -349,6 +349,25 @@ impl Requests {
         self.pool.get(id.0).is_none_or(|r| r.complete)
     }
 
+    /// The operation completing request `id` waits for, when it is a send or a receive (or one
+    /// that completed as it started): `id` itself, or the current start of a persistent send or
+    /// receive — then with `id`, which stays, inactive, once it completes. `None` for every other
+    /// request (generalized, joined, collective, an inactive persistent one).
+    #[inline]
+    pub fn p2p_current(&self, id: ReqId) -> Option<(ReqId, Option<ReqId>)> {
+        let p2p = |op: &Op| matches!(op, Op::Send(_) | Op::Recv(_) | Op::Null);
+        match &self.pool.get(id.0)?.op {
+            op if p2p(op) => Some((id, None)),
+            Op::Persistent(Persistent {
+                active: Some(op), ..
+            }) => {
+                let cur = &self.pool.get(op.0)?.op;
+                p2p(cur).then_some((*op, Some(id)))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether request `id` is a send or receive (which point-to-point progress alone finishes).
     #[inline]
     pub fn is_p2p(&self, id: ReqId) -> bool {
@@ -437,7 +456,7 @@ impl Requests {
     }
 
     /// Marks persistent request `id` inactive (its current start has been seen complete).
-    fn deactivate(&mut self, id: ReqId) {
+    pub fn deactivate(&mut self, id: ReqId) {
         if let Some(Request {
             op: Op::Persistent(p),
             ..
