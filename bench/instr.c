@@ -19,7 +19,9 @@
  *   instr wait N  each rank MPI_Irecv, MPI_Send, MPI_Wait of one double (a halo exchange's
  *                 shape); test N: the same with an MPI_Test loop for the wait; probe N: rank 0
  *                 MPI_Send, then MPI_Probe + MPI_Recv of the answer, rank 1 the mirror (a
- *                 message of a size learnt first). 100 warm-up rounds, then N; per round and rank.
+ *                 message of a size learnt first); persist N: MPI_Recv_init and MPI_Send_init
+ *                 once, then MPI_Startall + MPI_Waitall of the two each round. 100 warm-up rounds,
+ *                 then N; per round and rank.
  *
  * A third argument "hints" runs on a dup of MPI_COMM_WORLD carrying the four MPI-4 assertions
  * (mpi_assert_no_any_source, _no_any_tag, _allow_overtaking, _exact_length) instead; "dup" on a
@@ -50,7 +52,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3 || size != 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: instr pp|win|sr|early|wait|test|probe N [hints|dup] (2 ranks)\n");
+            fprintf(stderr, "usage: instr pp|win|sr|early|wait|test|probe|persist N [hints|dup] (2 ranks)\n");
         MPI_Finalize();
         return 2;
     }
@@ -175,6 +177,21 @@ int main(int argc, char **argv)
             if (theirs != (double)(i * 2 + peer))
                 die(rank, "probed payload is wrong");
         }
+    } else if (strcmp(argv[1], "persist") == 0) {
+        double mine = -1, theirs = -1;
+        MPI_Request r[2];
+        MPI_Status st[2];
+        MPI_Recv_init(&theirs, 1, MPI_DOUBLE, peer, 7, comm, &r[0]);
+        MPI_Send_init(&mine, 1, MPI_DOUBLE, peer, 7, comm, &r[1]);
+        for (long i = 0; i < n + 100; i++) {
+            mine = (double)(i * 2 + rank);
+            MPI_Startall(2, r);
+            MPI_Waitall(2, r, st);
+            if (theirs != (double)(i * 2 + peer) || st[0].MPI_SOURCE != peer || st[0].MPI_TAG != 7)
+                die(rank, "persistent payload or status is wrong");
+        }
+        MPI_Request_free(&r[0]);
+        MPI_Request_free(&r[1]);
     } else {
         die(rank, "unknown mode");
     }

@@ -26,8 +26,10 @@
 # the NI (Portals functions, inclusive) per message, and what is MPI's own (the rest). Last, the
 # windowed 1-byte stream of bench/instr.c's `win` mode (64 MPI_Isend at rank 0, 64 MPI_Irecv at
 # rank 1, MPI_Waitall, a 0-byte answer; N/10 windows after 10 warm-up ones): per message at each;
-# then its `sr` mode (MPI_Sendrecv of one double both ways, per call and rank) and `early` mode
-# (32 doubles sent before a barrier and received after it, per message inside MPI_Recv).
+# then its `sr` mode (MPI_Sendrecv of one double both ways, per call and rank), `early` mode
+# (32 doubles sent before a barrier and received after it, per message inside MPI_Recv) and the
+# exchanges of one double per round of its `wait`, `test`, `probe` and `persist` modes (per
+# round and rank).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --n) n=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "bench-instr-lwk.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -77,6 +79,12 @@ run win "--toggle-collect=PMPI_Isend --toggle-collect=PMPI_Irecv --toggle-collec
     --toggle-collect=PMPI_Send --toggle-collect=PMPI_Recv" -- "$work/instr" win "$wn"
 run sr "--toggle-collect=PMPI_Sendrecv" -- "$work/instr" sr "$n"
 run early "--toggle-collect=PMPI_Recv" -- "$work/instr" early "$wn"
+x_toggles="--toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Send --toggle-collect=PMPI_Wait
+    --toggle-collect=PMPI_Test --toggle-collect=PMPI_Probe --toggle-collect=PMPI_Recv
+    --toggle-collect=PMPI_Startall --toggle-collect=PMPI_Waitall"
+for m in wait test probe persist; do
+    run "$m" "$x_toggles" -- "$work/instr" "$m" "$n"
+done
 
 # inclusive FILE FUNC: the inclusive count of FUNC in FILE (callgrind lists an inlined-into
 # function once per source file; the largest line is the function's own total), 0 if absent
@@ -135,6 +143,9 @@ row "1-byte windowed, sender (Isend+Waitall+answer)" "$(f1 "$(total "$work/win.0
 row "1-byte windowed, receiver (Irecv+Waitall+answer)" "$(f1 "$(total "$work/win.1") / $per_win")"
 row "MPI_Sendrecv of one double (per call, rank)" "$(f1 "($(total "$work/sr.0") + $(total "$work/sr.1")) / 2 / ($n + 100)")"
 row "MPI_Recv of a message there first (8 bytes)" "$(f1 "$(total "$work/early.1") / (32 * ($wn + 10))")"
+for m in wait test probe persist; do
+    row "exchange of one double: $m (per round, rank)" "$(f1 "($(total "$work/$m.0") + $(total "$work/$m.1")) / 2 / ($n + 100)")"
+done
 if [ -n "$keep" ]; then
     mkdir -p "$keep"
     cp "$work"/raw.[01] "$work"/offload.[01] "$work/instr" "$keep/"

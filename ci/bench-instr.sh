@@ -24,8 +24,9 @@
 #   sr    MPI_Sendrecv of one double both ways: per call and rank;
 #   early 32 doubles sent before a barrier and received after it (the unexpected path): per
 #         message inside the receiver's MPI_Recv;
-#   wait, test, probe  an exchange of one double per round (MPI_Irecv + MPI_Send + MPI_Wait, the
-#         same with an MPI_Test loop, MPI_Probe + MPI_Recv): per round and rank.
+#   wait, test, probe, persist  an exchange of one double per round (MPI_Irecv + MPI_Send +
+#         MPI_Wait, the same with an MPI_Test loop, MPI_Probe + MPI_Recv, persistent requests by
+#         MPI_Startall + MPI_Waitall): per round and rank.
 # With --rma, bench/instr-rma.c: rank 0 under MPI_Win_lock_all on an MPI_Win_allocate window does
 # 8-byte put, get, accumulate (one double), fetch-and-op and compare-and-swap (one long), each
 # followed by MPI_Win_flush; per operation with its flush (the phase_* functions counted whole)
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
         --coll) coll=1 ;;
         --np) shift; np=$1 ;;
         --keep) shift; keep=$1 ;;
-        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "bench-instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -172,9 +173,10 @@ if [ "$coll" = 1 ]; then
     done
     exit 0
 fi
-declare -A pp_total pp_send pp_recv win_tx win_rx sr early xwait xtest xprobe
+declare -A pp_total pp_send pp_recv win_tx win_rx sr early xwait xtest xprobe xpersist
 x_toggles="--toggle-collect=PMPI_Irecv --toggle-collect=PMPI_Send --toggle-collect=PMPI_Wait
-    --toggle-collect=PMPI_Test --toggle-collect=PMPI_Probe --toggle-collect=PMPI_Recv"
+    --toggle-collect=PMPI_Test --toggle-collect=PMPI_Probe --toggle-collect=PMPI_Recv
+    --toggle-collect=PMPI_Startall --toggle-collect=PMPI_Waitall"
 for lib in $libs; do
     build "$lib" instr.c || continue
     launch "$lib" pp 2 "" "$pp_toggles" pp "$n" $hints
@@ -203,7 +205,7 @@ for lib in $libs; do
     s=0
     for f in "$work/$lib".early.[0-9]*; do s=$((s + $(total "$f"))); done
     early[$lib]=$((s / (32 * (wn + 10))))
-    for m in wait test probe; do
+    for m in wait test probe persist; do
         launch "$lib" "$m" 2 "" "$x_toggles" "$m" "$n" $hints
         s=0
         for f in "$work/$lib.$m".[0-9]*; do s=$((s + $(total "$f"))); done
@@ -226,3 +228,4 @@ row "MPI_Recv of a message there first (8 bytes)" "${early[stormpi]:-}" "${early
 row "Irecv+Send+Wait of one double (per rank)" "${xwait[stormpi]:-}" "${xwait[openmpi]:-}"
 row "Irecv+Send+Test loop of one double (per rank)" "${xtest[stormpi]:-}" "${xtest[openmpi]:-}"
 row "Probe+Recv (+Send) of one double (per rank)" "${xprobe[stormpi]:-}" "${xprobe[openmpi]:-}"
+row "Startall+Waitall, persistent (per rank)" "${xpersist[stormpi]:-}" "${xpersist[openmpi]:-}"
