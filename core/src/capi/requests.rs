@@ -426,11 +426,7 @@ unsafe fn start_one(e: &mut Engine, h: abi::MPI_Request) -> Result<()> {
 unsafe fn start_p2p(e: &mut Engine, p: &P2pInit) -> Result<ReqId> {
     // A predefined dense type: the user's elements as they stand, no convertor built per start
     // (as `MPI_Isend`/`MPI_Irecv` take them).
-    let b = p.datatype.dense_bytes();
-    if let Some(n) = usize::try_from(p.count)
-        .ok()
-        .filter(|&n| b > 0 && n.checked_mul(b).is_some())
-    {
+    if let Some(n) = p.dense {
         // SAFETY: the caller's contract; the type is predefined and dense, `n` of its elements
         // fit the address space.
         let data = unsafe { Elements::new(p.buf.cast_const(), n, p.datatype) };
@@ -504,6 +500,10 @@ unsafe fn init(
         }
         e.comm(c)?;
         let (datatype, count) = handles::typed(e.types(), buf, count, dt)?;
+        let b = datatype.dense_bytes();
+        let dense = usize::try_from(count)
+            .ok()
+            .filter(|&n| b > 0 && n.checked_mul(b).is_some());
         let id = e
             .p2p
             .pml
@@ -516,6 +516,7 @@ unsafe fn init(
                 peer,
                 tag,
                 comm: c,
+                dense,
             }))?;
         // The type stays usable by every start, even if the user frees it meanwhile.
         e.types_mut().retain(datatype);

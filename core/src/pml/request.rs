@@ -291,6 +291,9 @@ pub struct P2pInit {
     pub tag: i32,
     /// Communicator.
     pub comm: CommId,
+    /// `count` as a number of elements when the type is predefined and dense (each start then
+    /// takes the user's elements as they stand); worked out once, when the request is made.
+    pub dense: Option<usize>,
 }
 
 // SAFETY: the buffer pointer is the user's loan for the life of the request, as a convertor's

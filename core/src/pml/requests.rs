@@ -666,6 +666,7 @@ mod tests {
             peer: 1,
             tag,
             comm: CommId::WORLD,
+            dense: None,
         })
     }
 
