@@ -1403,16 +1403,9 @@ impl PortalsMtl {
     /// `placed` and forgotten. False, having done nothing, for any other event.
     #[inline(always)]
     fn blocking_arrived(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
-        if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
-            || ev.type_ != PTL_EVENT_PUT
-            || ev.match_bits & MatchBits::LONG != 0
-        {
-            return false;
-        }
-        let Some(r) = self.blocking.as_ref().filter(|r| r.bounce.is_empty()) else {
+        let Some((_, got)) = self.blocking_short(ev, PTL_EVENT_PUT) else {
             return false;
         };
-        let got = (ev.mlength as usize).min(r.cap);
         if let Some(p) = self.peers.get_mut(ev.initiator.rank() as usize) {
             p.accepted = p.accepted.wrapping_add(1);
         }
@@ -1426,22 +1419,29 @@ impl PortalsMtl {
     /// for needs).
     #[inline(never)]
     fn blocking_overflowed(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
-        if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
-            || ev.type_ != PTL_EVENT_PUT_OVERFLOW
-            || ev.match_bits & MatchBits::LONG != 0
-        {
-            return false;
-        }
-        let Some(r) = self.blocking.as_ref().filter(|r| r.bounce.is_empty()) else {
+        let Some((buf, got)) = self.blocking_short(ev, PTL_EVENT_PUT_OVERFLOW) else {
             return false;
         };
-        let got = (ev.mlength as usize).min(r.cap);
         // SAFETY: the NI says `mlength` bytes of the message are at `start`, in an overflow
-        // block not reused before this event is handled; the receive's memory holds `cap`.
-        unsafe { ptr::copy_nonoverlapping(ev.start as *const u8, r.buf, got) };
+        // block not reused before this event is handled; the receive's memory holds `got`.
+        unsafe { ptr::copy_nonoverlapping(ev.start as *const u8, buf, got) };
         self.stats.unexpected += 1;
         self.blocking_placed(ev, got, placed);
         true
+    }
+
+    /// Where the blocking receive's bytes go and how many it takes of the short message `ev`
+    /// (of type `kind`) is for it, when it has no bounce buffer; `None` for any other event.
+    #[inline(always)]
+    fn blocking_short(&self, ev: &ptl_event_t, kind: ptl_event_kind_t) -> Option<(*mut u8, usize)> {
+        if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)
+            || ev.type_ != kind
+            || ev.match_bits & MatchBits::LONG != 0
+        {
+            return None;
+        }
+        let r = self.blocking.as_ref().filter(|r| r.bounce.is_empty())?;
+        Some((r.buf, (ev.mlength as usize).min(r.cap)))
     }
 
     /// Hands the blocking receive's arrival (`got` bytes in its memory) back and forgets it.
