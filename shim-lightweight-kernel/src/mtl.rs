@@ -1398,9 +1398,9 @@ impl PortalsMtl {
     }
 
     /// The event every blocking `MPI_Recv` of a short message waits for, taken in the waiter's
-    /// round: the message landed in the blocking receive's memory (no bounce buffer), or had
-    /// come before it and is copied from its overflow block, so the receive is finished with
-    /// `placed` and forgotten. False, having done nothing, for any other event.
+    /// round: the message landed in the blocking receive's memory (no bounce buffer), so the
+    /// receive is finished with `placed` and forgotten. False, having done nothing, for any other
+    /// event.
     #[inline(always)]
     fn blocking_arrived(&mut self, ev: &ptl_event_t, placed: &mut Option<MtlPlaced>) -> bool {
         let Some((_, got)) = self.blocking_short(ev, PTL_EVENT_PUT) else {
@@ -1430,8 +1430,9 @@ impl PortalsMtl {
         true
     }
 
-    /// Where the blocking receive's bytes go and how many it takes of the short message `ev`
-    /// (of type `kind`) is for it, when it has no bounce buffer; `None` for any other event.
+    /// When `ev` is an event of type `kind` of a short message for the blocking receive (one
+    /// without a bounce buffer): where the receive's bytes go and how many of the message it
+    /// takes. `None` for any other event.
     #[inline(always)]
     fn blocking_short(&self, ev: &ptl_event_t, kind: ptl_event_kind_t) -> Option<(*mut u8, usize)> {
         if ev.user_ptr != uptr(BLOCKING_OP, K_RECV)

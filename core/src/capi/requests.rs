@@ -96,9 +96,9 @@ unsafe fn complete_with<R>(
     }
 }
 
-/// [`complete_with`] for what is not a send or receive: the current start of a persistent send
-/// or receive directly, everything else the general way. Out of line, so that the common
-/// case's code keeps its registers.
+/// [`complete_with`] for what is not a send or receive: the current start of a persistent
+/// request directly, everything else the general way. Out of line, so that the common case's
+/// code keeps its registers.
 ///
 /// # Safety
 /// As for [`complete_with`].
@@ -110,7 +110,7 @@ unsafe fn complete_other<R>(
     block: bool,
     f: impl FnOnce(&Status, Option<CommId>) -> R,
 ) -> Result<Option<R>> {
-    if let Some((op, Some(p))) = id.and_then(|id| cx.e().p2p.pml.requests().p2p_current(id)) {
+    if let Some((op, Some(p))) = id.and_then(|id| cx.e().p2p.pml.requests().current_op(id)) {
         return complete_persistent(cx, p, op, block, f);
     }
     // SAFETY: the caller's contract.
@@ -147,8 +147,9 @@ unsafe fn complete_p2p<R>(
     Ok(done)
 }
 
-/// [`complete_p2p`] for the current start `op` of persistent request `p` (a send or receive, or
-/// one that completed as it started): once it completes, `p` stays, inactive.
+/// [`complete_p2p`] for the current start `op` of persistent request `p` (a send, a receive, or
+/// a plain operation: see `Requests::current_op`): once it completes, `p` stays, inactive. Its
+/// status is reported on the persistent request's communicator, as the general path does.
 #[inline(always)]
 fn complete_persistent<R>(
     cx: &mut Inside,
@@ -157,7 +158,13 @@ fn complete_persistent<R>(
     block: bool,
     f: impl FnOnce(&Status, Option<CommId>) -> R,
 ) -> Result<Option<R>> {
-    let comm = cx.e().p2p.pml.requests().comm_of(op);
+    let comm = cx
+        .e()
+        .p2p
+        .pml
+        .requests()
+        .persistent_kind(p)
+        .map(|k| k.comm());
     let done = if block {
         Some(cx.wait_with(op, |st| f(st, comm))?)
     } else {

@@ -349,20 +349,21 @@ impl Requests {
         self.pool.get(id.0).is_none_or(|r| r.complete)
     }
 
-    /// The operation completing request `id` waits for, when it is a send or a receive (or one
-    /// that completed as it started): `id` itself, or the current start of a persistent send or
-    /// receive — then with `id`, which stays, inactive, once it completes. `None` for every other
-    /// request (generalized, joined, collective, an inactive persistent one).
+    /// The operation completing request `id` waits for, when no callback or parts are involved:
+    /// `id` itself for a send, a receive or a plain operation (`Op::Null`: one that completed as
+    /// it started, a non-blocking collective's), or such an operation as the current start of a
+    /// persistent request — then with `id`, which stays, inactive, once it completes. `None` for
+    /// generalized and joined requests and an inactive persistent one.
     #[inline]
-    pub fn p2p_current(&self, id: ReqId) -> Option<(ReqId, Option<ReqId>)> {
-        let p2p = |op: &Op| matches!(op, Op::Send(_) | Op::Recv(_) | Op::Null);
+    pub fn current_op(&self, id: ReqId) -> Option<(ReqId, Option<ReqId>)> {
+        let plain = |op: &Op| matches!(op, Op::Send(_) | Op::Recv(_) | Op::Null);
         match &self.pool.get(id.0)?.op {
-            op if p2p(op) => Some((id, None)),
+            op if plain(op) => Some((id, None)),
             Op::Persistent(Persistent {
                 active: Some(op), ..
             }) => {
                 let cur = &self.pool.get(op.0)?.op;
-                p2p(cur).then_some((*op, Some(id)))
+                plain(cur).then_some((*op, Some(id)))
             }
             _ => None,
         }
