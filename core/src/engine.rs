@@ -25,7 +25,7 @@ use crate::datatype::table::TypeTable;
 use crate::error::{Allowed, Error, ErrorClass, Reason, Result};
 use crate::group::{self, Group, GroupTable, Similarity};
 use crate::memory::Memory;
-use crate::p2p::{Bytes, Make, P2p, Posted, RecvRound};
+use crate::p2p::{Bytes, Make, P2p, Posted, RecvData, RecvRound, SendData};
 use crate::params::{Default, Kind, ParamDef, Params};
 use crate::platform::{Level, Platform};
 use crate::pml::request::{ReqId, SendMode, Source, Status};
@@ -713,7 +713,7 @@ impl Engine {
     /// Starts a send of `conv`'s message (`MPI_Isend`, `MPI_Issend`, `MPI_Irsend`).
     pub fn isend(
         &mut self,
-        conv: Packer,
+        conv: impl SendData,
         dest: i32,
         tag: i32,
         comm: CommId,
@@ -812,7 +812,7 @@ impl Engine {
     /// Posts a receive into `conv` (`MPI_Irecv`).
     pub fn irecv(
         &mut self,
-        conv: Unpacker,
+        conv: impl RecvData,
         src: i32,
         tag: i32,
         comm: CommId,

@@ -437,20 +437,9 @@ unsafe fn start_p2p(e: &mut Engine, p: &P2pInit) -> Result<ReqId> {
         // SAFETY: the caller's contract; the type is predefined and dense, `n` of its elements
         // fit the address space.
         let data = unsafe { Elements::new(p.buf.cast_const(), n, p.datatype) };
-        let proc_null = |e: &mut Engine| e.p2p.pml.requests_mut().completed(Status::PROC_NULL, 0);
         match p.start {
-            P2pStart::Send(mode) => {
-                return match e.p2p.check_send(p.comm, p.peer, p.tag)? {
-                    Some(d) => e.p2p.isend(&d, p.tag, data, mode, 0),
-                    None => proc_null(e),
-                };
-            }
-            P2pStart::Recv => {
-                return match e.p2p.check_recv(p.comm, p.peer, p.tag)? {
-                    Some(s) => e.p2p.irecv(&s, data, 0),
-                    None => proc_null(e),
-                };
-            }
+            P2pStart::Send(mode) => return e.isend(data, p.peer, p.tag, p.comm, mode, 0),
+            P2pStart::Recv => return e.irecv(data, p.peer, p.tag, p.comm, 0),
             P2pStart::Bsend => {}
         }
     }
